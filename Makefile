@@ -1,0 +1,36 @@
+# Endcap — the two commands a new user needs are `make run` and `make test`.
+GO      ?= go
+BIN     := bin/endcap
+GOFLAGS ?=
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: run test build deps unit lint bench-events clean-dev
+
+## build: the endcap binary into bin/endcap
+build:
+	$(GO) build -o $(BIN) ./cmd/endcap
+
+## deps: install what the local stack needs (ClickHouse, Redis, versitygw); idempotent
+deps:
+	./deploy/local/install.sh
+
+## run: the whole system on the local stack with a demo marketplace (Ctrl-C stops it)
+run: deps build
+	./$(BIN) dev
+
+## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake
+test: deps
+	$(GO) vet ./...
+	ENDCAP_TEST_REQUIRE_STACK=1 $(GO) test -count=1 -timeout 40m ./...
+
+## unit: the tests that need no server
+unit:
+	$(GO) test -count=1 -short ./...
+
+## bench-events: load-generate /v2/events against the running stack and the bare Gin baseline, side by side
+bench-events: build
+	./deploy/local/bench-events.sh
+
+## clean-dev: delete the local stack's data (.endcap) — the demo marketplace and its keys are recreated
+clean-dev:
+	rm -rf .endcap/clickhouse .endcap/redis .endcap/s3 .endcap/kafka .endcap/dev .endcap/run .endcap/logs

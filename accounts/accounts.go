@@ -1,0 +1,328 @@
+// Package accounts owns marketplaces and their API keys. Both are
+// event-sourced on the accounts changelog topic (storage/statelog); every
+// process holds the whole view in memory. Keys are random, shown once,
+// stored only as a SHA-256 hash, and compared in constant time.
+package accounts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"golang.org/x/text/currency"
+
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// KeyType is the kind of an API key.
+type KeyType string
+
+const (
+	// KeyMarketplace is for POST /v2/auctions and /v2/events.
+	KeyMarketplace KeyType = "marketplace"
+	// KeyAdvanced is for /public/v1.
+	KeyAdvanced KeyType = "advanced"
+)
+
+// ParseKeyType validates a key type name.
+func ParseKeyType(s string) (KeyType, error) {
+	switch KeyType(s) {
+	case KeyMarketplace, KeyAdvanced:
+		return KeyType(s), nil
+	}
+	return "", fmt.Errorf("key type must be %q or %q, got %q", KeyMarketplace, KeyAdvanced, s)
+}
+
+// Marketplace is one tenant.
+type Marketplace struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Currency  string    `json:"currency"`
+	Timezone  string    `json:"timezone"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	loc *time.Location
+}
+
+// Location is the marketplace's time zone, which defines day_local.
+func (m Marketplace) Location() *time.Location {
+	if m.loc != nil {
+		return m.loc
+	}
+	loc, err := time.LoadLocation(m.Timezone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+// APIKey is a stored key: never the key itself, only its hash.
+type APIKey struct {
+	ID            string     `json:"id"`
+	MarketplaceID string     `json:"marketplaceId"`
+	Type          KeyType    `json:"type"`
+	Hash          string     `json:"hash"`   // hex SHA-256 of the whole key
+	Prefix        string     `json:"prefix"` // first characters, to recognise a key in lists
+	CreatedAt     time.Time  `json:"createdAt"`
+	RevokedAt     *time.Time `json:"revokedAt,omitempty"`
+}
+
+// Errors of the service.
+var (
+	ErrInvalid  = errors.New("invalid")
+	ErrNotFound = errors.New("not found")
+)
+
+const (
+	typeMarketplace = "marketplace"
+	typeKey         = "apikey"
+)
+
+// Service is the accounts view plus its write operations.
+type Service struct {
+	log *statelog.Log
+	now func() time.Time
+
+	mu           sync.RWMutex
+	marketplaces map[string]*Marketplace
+	keysByID     map[string]*APIKey
+	keysByHash   map[[sha256.Size]byte]*APIKey
+}
+
+// New registers the service's appliers on log. Call before log.Run.
+func New(log *statelog.Log) *Service {
+	s := &Service{
+		log:          log,
+		now:          time.Now,
+		marketplaces: map[string]*Marketplace{},
+		keysByID:     map[string]*APIKey{},
+		keysByHash:   map[[sha256.Size]byte]*APIKey{},
+	}
+	log.Register(typeMarketplace, s.applyMarketplace)
+	log.Register(typeKey, s.applyKey)
+	return s
+}
+
+func (s *Service) applyMarketplace(r statelog.Record) {
+	var m Marketplace
+	if err := json.Unmarshal(r.State, &m); err != nil {
+		return
+	}
+	if loc, err := time.LoadLocation(m.Timezone); err == nil {
+		m.loc = loc
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Deleted {
+		delete(s.marketplaces, r.ID)
+		return
+	}
+	s.marketplaces[r.ID] = &m
+}
+
+func (s *Service) applyKey(r statelog.Record) {
+	var k APIKey
+	if err := json.Unmarshal(r.State, &k); err != nil {
+		return
+	}
+	h, err := hex.DecodeString(k.Hash)
+	if err != nil || len(h) != sha256.Size {
+		return
+	}
+	var hk [sha256.Size]byte
+	copy(hk[:], h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.keysByID[r.ID]; old != nil {
+		delete(s.keysByHash, hashKey(old.Hash))
+	}
+	if r.Deleted {
+		delete(s.keysByID, r.ID)
+		return
+	}
+	s.keysByID[r.ID] = &k
+	s.keysByHash[hk] = &k
+}
+
+func hashKey(h string) [sha256.Size]byte {
+	var out [sha256.Size]byte
+	b, _ := hex.DecodeString(h)
+	copy(out[:], b)
+	return out
+}
+
+// CreateMarketplace validates and creates a marketplace. currency is an ISO
+// 4217 code, timezone an IANA zone name.
+func (s *Service) CreateMarketplace(ctx context.Context, name, cur, tz string) (Marketplace, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 200 {
+		return Marketplace{}, fmt.Errorf("%w: name must be 1 to 200 characters", ErrInvalid)
+	}
+	unit, err := currency.ParseISO(cur)
+	if err != nil || unit.String() != strings.ToUpper(cur) {
+		return Marketplace{}, fmt.Errorf("%w: currency %q is not an ISO 4217 code", ErrInvalid, cur)
+	}
+	if tz == "" || tz == "Local" {
+		return Marketplace{}, fmt.Errorf("%w: timezone must be an IANA zone name such as America/New_York", ErrInvalid)
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		return Marketplace{}, fmt.Errorf("%w: timezone %q is not an IANA zone name", ErrInvalid, tz)
+	}
+	m := Marketplace{ID: uuid.NewString(), Name: name, Currency: unit.String(), Timezone: tz, CreatedAt: s.now().UTC().Truncate(time.Second)}
+	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, 0, m, false); err != nil {
+		return Marketplace{}, err
+	}
+	return m, nil
+}
+
+// CreateKey creates an API key of a marketplace and returns the key itself,
+// which is never stored and cannot be shown again.
+func (s *Service) CreateKey(ctx context.Context, marketplaceID string, typ KeyType) (string, APIKey, error) {
+	if _, ok := s.Marketplace(marketplaceID); !ok {
+		return "", APIKey{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
+	}
+	if _, err := ParseKeyType(string(typ)); err != nil {
+		return "", APIKey{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	secret, err := newSecret(typ)
+	if err != nil {
+		return "", APIKey{}, err
+	}
+	sum := sha256.Sum256([]byte(secret))
+	k := APIKey{
+		ID:            uuid.NewString(),
+		MarketplaceID: marketplaceID,
+		Type:          typ,
+		Hash:          hex.EncodeToString(sum[:]),
+		Prefix:        secret[:10],
+		CreatedAt:     s.now().UTC().Truncate(time.Second),
+	}
+	if _, err := s.log.Append(ctx, typeKey, k.ID, 0, k, false); err != nil {
+		return "", APIKey{}, err
+	}
+	return secret, k, nil
+}
+
+// RevokeKey revokes a key; revoking a revoked key changes nothing.
+func (s *Service) RevokeKey(ctx context.Context, keyID string) (APIKey, error) {
+	s.mu.RLock()
+	cur, ok := s.keysByID[keyID]
+	var k APIKey
+	if ok {
+		k = *cur
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return APIKey{}, fmt.Errorf("%w: key %s", ErrNotFound, keyID)
+	}
+	if k.RevokedAt != nil {
+		return k, nil
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	k.RevokedAt = &now
+	if _, err := s.log.Append(ctx, typeKey, k.ID, s.log.Version(typeKey, k.ID), k, false); err != nil {
+		return APIKey{}, err
+	}
+	return k, nil
+}
+
+const keyAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// newSecret returns "ecm_" (marketplace) or "eca_" (advanced) followed by 40
+// random base-62 characters (about 238 bits).
+func newSecret(typ KeyType) (string, error) {
+	prefix := "ecm_"
+	if typ == KeyAdvanced {
+		prefix = "eca_"
+	}
+	b := make([]byte, 0, len(prefix)+40)
+	b = append(b, prefix...)
+	var buf [64]byte
+	for len(b) < cap(b) {
+		if _, err := rand.Read(buf[:]); err != nil {
+			return "", err
+		}
+		for _, c := range buf {
+			// 248 = 4*62: reject the top values to stay uniform.
+			if c < 248 && len(b) < cap(b) {
+				b = append(b, keyAlphabet[int(c)%62])
+			}
+		}
+	}
+	return string(b), nil
+}
+
+// Principal is who a request is: a key and its marketplace.
+type Principal struct {
+	Key         APIKey
+	Marketplace Marketplace
+}
+
+// Authenticate finds the live key whose hash matches token.
+func (s *Service) Authenticate(token string) (Principal, bool) {
+	if len(token) < 8 || len(token) > 256 {
+		return Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	s.mu.RLock()
+	k := s.keysByHash[sum]
+	var p Principal
+	ok := false
+	if k != nil {
+		stored := hashKey(k.Hash)
+		m := s.marketplaces[k.MarketplaceID]
+		if subtle.ConstantTimeCompare(stored[:], sum[:]) == 1 && k.RevokedAt == nil && m != nil {
+			p, ok = Principal{Key: *k, Marketplace: *m}, true
+		}
+	}
+	s.mu.RUnlock()
+	return p, ok
+}
+
+// Marketplace returns a marketplace by id.
+func (s *Service) Marketplace(id string) (Marketplace, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.marketplaces[id]
+	if !ok {
+		return Marketplace{}, false
+	}
+	return *m, true
+}
+
+// Marketplaces lists every marketplace by name.
+func (s *Service) Marketplaces() []Marketplace {
+	s.mu.RLock()
+	out := make([]Marketplace, 0, len(s.marketplaces))
+	for _, m := range s.marketplaces {
+		out = append(out, *m)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name || (out[i].Name == out[j].Name && out[i].ID < out[j].ID) })
+	return out
+}
+
+// Keys lists the keys of a marketplace, oldest first.
+func (s *Service) Keys(marketplaceID string) []APIKey {
+	s.mu.RLock()
+	var out []APIKey
+	for _, k := range s.keysByID {
+		if k.MarketplaceID == marketplaceID {
+			out = append(out, *k)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) || (out[i].CreatedAt.Equal(out[j].CreatedAt) && out[i].ID < out[j].ID) })
+	return out
+}

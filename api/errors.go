@@ -1,0 +1,39 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// DocURL is where error codes are documented; errCode is appended as anchor.
+const DocURL = "https://github.com/endcap/endcap/blob/main/docs/errors.md"
+
+// v2Error is the /v2 error body (wire-contract.md): one JSON object.
+type v2Error struct {
+	ErrCode string `json:"errCode"`
+	DocURL  string `json:"docUrl"`
+	Message string `json:"message"`
+}
+
+func abortV2(c *gin.Context, status int, code, msg string) {
+	c.AbortWithStatusJSON(status, v2Error{ErrCode: code, DocURL: DocURL + "#" + code, Message: msg})
+}
+
+func abortUnavailable(c *gin.Context, retryAfter time.Duration, msg string) {
+	secs := int(retryAfter.Round(time.Second) / time.Second)
+	c.Header("Retry-After", strconv.Itoa(max(secs, 1)))
+	abortV2(c, http.StatusServiceUnavailable, "service_unavailable", msg)
+}
+
+// authError is the body of 401 and 403 answers (spec "Authentication").
+type authError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func abortAuth(c *gin.Context, status int, code, msg string) {
+	c.AbortWithStatusJSON(status, authError{Error: code, Message: msg})
+}

@@ -1,0 +1,93 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// readBody reads the whole request body, at most limit bytes. It answers 413
+// itself and returns ok=false when the body is larger.
+func readBody(c *gin.Context, limit int64) ([]byte, bool) {
+	if c.Request.ContentLength > limit {
+		abortV2(c, http.StatusRequestEntityTooLarge, "request_too_large", "request body larger than the limit of "+itoa(limit)+" bytes")
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			abortV2(c, http.StatusRequestEntityTooLarge, "request_too_large", "request body larger than the limit of "+itoa(limit)+" bytes")
+			return nil, false
+		}
+		abortV2(c, http.StatusBadRequest, "bad_request", "could not read the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+func itoa(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+type acceptedCounts struct {
+	Impressions int `json:"impressions"`
+	Clicks      int `json:"clicks"`
+	Purchases   int `json:"purchases"`
+	PageViews   int `json:"pageviews"`
+}
+
+// postEvents is POST /v2/events: validate the whole request, append every
+// event to Kafka, and answer 200 only once Kafka acknowledged all of them.
+func (h *handlers) postEvents(c *gin.Context) {
+	p := principal(c)
+	body, ok := readBody(c, h.d.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	events, verr := ingest.ParseRequest(body, p.Marketplace.ID, h.d.Now().UnixMilli())
+	if verr != nil {
+		telemetry.EventsRejected.WithLabelValues(verr.Code).Inc()
+		abortV2(c, http.StatusBadRequest, verr.Code, verr.Message)
+		return
+	}
+	// Once validated, the append runs to its own deadline even if the
+	// client goes away, so that a request is never half-produced by our
+	// choice; the client's retry is deduplicated by event id.
+	ctx := context.WithoutCancel(c.Request.Context())
+	if err := h.d.Events.Append(ctx, events); err != nil {
+		h.d.Log.Warn("events not acknowledged by Kafka", "marketplace", p.Marketplace.ID, "events", len(events), "err", err)
+		abortUnavailable(c, h.d.RetryAfter, "the events could not be stored right now; retry the same request later")
+		return
+	}
+	var n acceptedCounts
+	for i := range events {
+		switch events[i].Kind {
+		case ingest.KindImpression:
+			n.Impressions++
+		case ingest.KindClick:
+			n.Clicks++
+		case ingest.KindPurchase:
+			n.Purchases++
+		case ingest.KindPageView:
+			n.PageViews++
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"accepted": n})
+}

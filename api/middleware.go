@@ -1,0 +1,141 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// normalizePath makes the paths real clients send routable without a
+// redirect: duplicate slashes are folded (`//v2/events`), a path prefix in
+// front of /v2 is dropped (`/prefix/v2/events`), and a trailing slash is
+// removed.
+func normalizePath(p string) string {
+	if strings.Contains(p, "//") {
+		var b strings.Builder
+		b.Grow(len(p))
+		prev := byte(0)
+		for i := 0; i < len(p); i++ {
+			if p[i] == '/' && prev == '/' {
+				continue
+			}
+			prev = p[i]
+			b.WriteByte(p[i])
+		}
+		p = b.String()
+	}
+	if !strings.HasPrefix(p, "/v2/") && p != "/v2" {
+		if i := strings.Index(p, "/v2/"); i > 0 && !strings.HasPrefix(p, "/public/") {
+			p = p[i:]
+		}
+	}
+	if len(p) > 1 && strings.HasSuffix(p, "/") {
+		p = strings.TrimRight(p, "/")
+		if p == "" {
+			p = "/"
+		}
+	}
+	return p
+}
+
+type normalizer struct{ next http.Handler }
+
+func (n normalizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if np := normalizePath(r.URL.Path); np != r.URL.Path {
+		r.URL.Path = np
+		r.URL.RawPath = ""
+	}
+	n.next.ServeHTTP(w, r)
+}
+
+// cors answers preflights and marks responses of the /v2 routes as readable
+// from any origin: they authenticate with a bearer key, never with cookies.
+func cors(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "Retry-After")
+	if c.Request.Method == http.MethodOptions {
+		h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, X-UA")
+		h.Set("Access-Control-Max-Age", "86400")
+		c.AbortWithStatus(http.StatusNoContent)
+		return
+	}
+	c.Next()
+}
+
+func observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	telemetry.HTTPRequests.WithLabelValues(route, c.Request.Method, statusText(c.Writer.Status())).Inc()
+	telemetry.HTTPDuration.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+}
+
+func statusText(code int) string {
+	switch {
+	case code < 100 || code > 999:
+		return "000"
+	default:
+		return string([]byte{byte('0' + code/100), byte('0' + code/10%10), byte('0' + code%10)})
+	}
+}
+
+func recovery(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		log.Error("panic while serving request", "path", c.Request.URL.Path, "panic", err)
+		abortV2(c, http.StatusInternalServerError, "internal_server_error", "internal server error")
+	})
+}
+
+const principalKey = "endcap.principal"
+
+func bearer(c *gin.Context) (string, bool) {
+	h := c.GetHeader("Authorization")
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// requireKey authenticates the request and checks the key's type. On /v2 a
+// key of the wrong type is 401 (spec rule 5); on /public/v1 it is 403.
+func requireKey(acc *accounts.Service, want accounts.KeyType) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		token, ok := bearer(c)
+		if !ok {
+			abortAuth(c, http.StatusUnauthorized, "invalid_api_key", "missing or malformed Authorization header: expected `Bearer <API key>`")
+			return
+		}
+		p, ok := acc.Authenticate(token)
+		if !ok {
+			abortAuth(c, http.StatusUnauthorized, "invalid_api_key", "the API key is invalid, revoked or expired")
+			return
+		}
+		if p.Key.Type != want {
+			if want == accounts.KeyMarketplace {
+				abortAuth(c, http.StatusUnauthorized, "invalid_api_key", "an advanced API key cannot be used on /v2: use the marketplace API key")
+			} else {
+				abortAuth(c, http.StatusForbidden, "wrong_key_type", "this endpoint needs an advanced API key; a marketplace API key was given")
+			}
+			return
+		}
+		c.Set(principalKey, p)
+		c.Next()
+	}
+}
+
+func principal(c *gin.Context) accounts.Principal {
+	return c.MustGet(principalKey).(accounts.Principal)
+}

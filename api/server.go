@@ -1,0 +1,113 @@
+// Package api is the HTTP surface of Endcap (Gin): routing, authentication,
+// request limits and error bodies. Handlers decode, call a domain package and
+// encode; the rules live in the domain packages.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/ingest"
+)
+
+// Check is one readiness dependency.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Deps are what the HTTP layer calls into. Accounts and Events may be nil for
+// a process that serves only health and metrics (projector, exporter).
+type Deps struct {
+	Accounts     *accounts.Service
+	Events       *ingest.Appender
+	Checks       []Check
+	MaxBodyBytes int64
+	RetryAfter   time.Duration
+	Log          *slog.Logger
+	Now          func() time.Time
+}
+
+// New returns the HTTP handler of one process.
+func New(d Deps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	r := gin.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(recovery(d.Log), observe)
+	r.NoRoute(func(c *gin.Context) {
+		abortV2(c, http.StatusNotFound, "resource_not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
+	})
+	r.NoMethod(func(c *gin.Context) {
+		abortV2(c, http.StatusMethodNotAllowed, "method_not_allowed", "method "+c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+	})
+
+	h := &handlers{d: d}
+	r.GET("/livez", h.livez)
+	r.GET("/readyz", h.readyz)
+	r.GET("/metrics", gin.WrapH(promhttp.Handler()))
+
+	if d.Accounts != nil && d.Events != nil {
+		v2 := r.Group("/v2", cors)
+		v2.OPTIONS("/events")
+		v2.OPTIONS("/auctions")
+		v2.POST("/events", requireKey(d.Accounts, accounts.KeyMarketplace), h.postEvents)
+
+		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced))
+		pub.GET("/marketplace", h.getMarketplace)
+	}
+	return normalizer{r}
+}
+
+type handlers struct{ d Deps }
+
+func (h *handlers) livez(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+
+// readyz answers 200 only when every dependency answers within a second.
+func (h *handlers) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+	defer cancel()
+	results := make(map[string]string, len(h.d.Checks))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	ready := true
+	for _, chk := range h.d.Checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := "ok"
+			if err := chk.Fn(ctx); err != nil {
+				res = err.Error()
+			}
+			mu.Lock()
+			results[chk.Name] = res
+			if res != "ok" {
+				ready = false
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	status, code := "ready", http.StatusOK
+	if !ready {
+		status, code = "not_ready", http.StatusServiceUnavailable
+	}
+	c.JSON(code, gin.H{"status": status, "checks": results})
+}
+
+func (h *handlers) getMarketplace(c *gin.Context) {
+	m := principal(c).Marketplace
+	c.JSON(http.StatusOK, gin.H{"id": m.ID, "name": m.Name, "currencyCode": m.Currency, "timezone": m.Timezone, "createdAt": m.CreatedAt})
+}

@@ -1,0 +1,260 @@
+// Package app is Endcap's composition root: it builds the adapters and
+// domain services a target needs and runs them in one process. cmd/endcap
+// and the end-to-end tests both start the system through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// Target names which parts a process runs.
+type Target string
+
+const (
+	TargetAll       Target = "all"
+	TargetAPI       Target = "api"
+	TargetProjector Target = "projector"
+	TargetExporter  Target = "exporter"
+)
+
+// ParseTarget validates a --target value.
+func ParseTarget(s string) (Target, error) {
+	switch t := Target(s); t {
+	case TargetAll, TargetAPI, TargetProjector, TargetExporter:
+		return t, nil
+	}
+	return "", fmt.Errorf("target must be all, api, projector or exporter, got %q", s)
+}
+
+func (t Target) runs(x Target) bool { return t == TargetAll || t == x }
+
+// App is one running Endcap process.
+type App struct {
+	cfg    config.Config
+	target Target
+	log    *slog.Logger
+
+	Topics     kafka.Topics
+	Kafka      *kgo.Client
+	ClickHouse clickhouse.Conn
+	Redis      *redis.Client
+	S3         *s3store.Store
+	StateLog   *statelog.Log
+	Accounts   *accounts.Service
+
+	handler  http.Handler
+	listener net.Listener
+}
+
+// New builds every component of target. It makes no network call, so a
+// process starts (and answers /livez) while its dependencies come up.
+func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
+	a := &App{cfg: cfg, target: target, log: log, Topics: kafka.TopicNames(cfg.KafkaTopicPrefix)}
+	var err error
+	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log); err != nil {
+		return nil, err
+	}
+	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
+		return nil, err
+	}
+	a.Redis = redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
+	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log); err != nil {
+		return nil, err
+	}
+	a.Accounts = accounts.New(a.StateLog)
+
+	deps := api.Deps{
+		Checks:       a.checks(),
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		RetryAfter:   cfg.RetryAfter,
+		Log:          log,
+	}
+	if target.runs(TargetAPI) {
+		deps.Accounts = a.Accounts
+		deps.Events = ingest.NewAppender(a.Kafka, a.Topics.Events, cfg.ProduceTimeout)
+	}
+	a.handler = api.New(deps)
+	return a, nil
+}
+
+func (a *App) chOptions() clickhouse.Options {
+	return clickhouse.Options{Addr: a.cfg.ClickHouseAddr, Database: a.cfg.ClickHouseDatabase, User: a.cfg.ClickHouseUser, Password: a.cfg.ClickHousePassword}
+}
+
+// Handler is the process's HTTP handler.
+func (a *App) Handler() http.Handler { return a.handler }
+
+func (a *App) checks() []api.Check {
+	return []api.Check{
+		{Name: "kafka", Fn: func(ctx context.Context) error { return a.Kafka.Ping(ctx) }},
+		{Name: "clickhouse", Fn: func(ctx context.Context) error { return a.ClickHouse.Ping(ctx) }},
+		{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
+		{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }},
+		{Name: "state", Fn: func(context.Context) error {
+			if !a.StateLog.Ready() {
+				return errors.New("entity state is still loading from Kafka")
+			}
+			return nil
+		}},
+	}
+}
+
+// Prepare creates what the process needs to exist (topics, the ClickHouse
+// database and schema, the bucket), retrying until it succeeds or ctx ends.
+func (a *App) Prepare(ctx context.Context) error {
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"kafka topics", func(ctx context.Context) error {
+			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention))
+		}},
+		{"clickhouse schema", func(ctx context.Context) error {
+			if err := clickhouse.EnsureDatabase(ctx, a.chOptions()); err != nil {
+				return err
+			}
+			_, err := clickhouse.Migrate(ctx, a.ClickHouse, a.log)
+			return err
+		}},
+		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
+	}
+	for _, s := range steps {
+		for attempt := 1; ; attempt++ {
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := s.fn(sctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if attempt == 1 || attempt%10 == 0 {
+				a.log.Warn("waiting for a dependency", "step", s.name, "attempt", attempt, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// Listen binds the HTTP address (so that callers learn the port early).
+func (a *App) Listen() (net.Addr, error) {
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
+	}
+	a.listener = ln
+	return ln.Addr(), nil
+}
+
+// Run serves HTTP, prepares dependencies, loads state and runs the target's
+// workers until ctx ends, then shuts down gracefully: in-flight requests
+// finish (their events reach Kafka) before the clients close.
+func (a *App) Run(ctx context.Context) error {
+	if a.listener == nil {
+		if _, err := a.Listen(); err != nil {
+			return err
+		}
+	}
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 4)
+	go func() {
+		if err := srv.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	a.log.Info("endcap serving", "target", a.target, "addr", a.listener.Addr().String())
+
+	wctx, stopWorkers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	run := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(wctx); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	run("prepare", func(ctx context.Context) error {
+		if err := a.Prepare(ctx); err != nil {
+			return err
+		}
+		run("state log", a.StateLog.Run)
+		if a.target.runs(TargetProjector) {
+			p, err := projections.NewEventsProjector(projections.EventsOptions{
+				Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse,
+				Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
+				MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+			})
+			if err != nil {
+				return err
+			}
+			run("events projector", func(ctx context.Context) error {
+				defer p.Close()
+				return p.Run(ctx)
+			})
+		}
+		return nil
+	})
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		a.log.Error("component failed; shutting down", "err", runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		a.log.Warn("http shutdown", "err", err)
+	}
+	stopWorkers()
+	wg.Wait()
+	a.close()
+	return runErr
+}
+
+// WaitReady blocks until the entity state has caught up.
+func (a *App) WaitReady(ctx context.Context) error { return a.StateLog.WaitReady(ctx) }
+
+func (a *App) close() {
+	a.StateLog.Close()
+	a.Kafka.Close()
+	_ = a.ClickHouse.Close()
+	_ = a.Redis.Close()
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// adminSession is a short-lived view of the accounts log, enough to validate
+// and append one change.
+type adminSession struct {
+	acc    *accounts.Service
+	cancel func()
+	done   chan struct{}
+}
+
+func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
+	log := telemetry.NewLogger(os.Stderr, "warn", cfg.LogFormat)
+	cl, err := kafka.NewClient(cfg.KafkaBrokers, log)
+	if err != nil {
+		return nil, err
+	}
+	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err = kafka.EnsureTopics(tctx, cl, kafka.Specs(topics, cfg.KafkaEventsPartitions, cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention))
+	cancel()
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kafka at %v: %w", cfg.KafkaBrokers, err)
+	}
+	sl, err := statelog.New(topics.Accounts, cfg.KafkaBrokers, cl, log)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	s := &adminSession{acc: accounts.New(sl), done: make(chan struct{})}
+	rctx, rcancel := context.WithCancel(context.Background())
+	go func() { defer close(s.done); _ = sl.Run(rctx) }()
+	s.cancel = func() { rcancel(); <-s.done; sl.Close(); cl.Close() }
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := sl.WaitReady(wctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+func cmdAdmin(ctx context.Context, args []string) error {
+	if len(args) < 2 {
+		return errors.New("usage: endcap admin marketplace create|list ... | endcap admin key create|list|revoke ...")
+	}
+	what, verb, rest := args[0], args[1], args[2:]
+	var (
+		name, currency, tz, marketplace, keyType, keyID string
+	)
+	cfg, fs, err := parse("admin "+what+" "+verb, rest, func(fs *flag.FlagSet) {
+		switch what + " " + verb {
+		case "marketplace create":
+			fs.StringVar(&name, "name", "", "marketplace name (required)")
+			fs.StringVar(&currency, "currency", "USD", "ISO 4217 currency code")
+			fs.StringVar(&tz, "timezone", "UTC", "IANA time zone that defines day_local")
+		case "key create":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
+		case "key list":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+		case "key revoke":
+			fs.StringVar(&keyID, "id", "", "key id (required)")
+		}
+	})
+	if err != nil {
+		return err
+	}
+	_ = fs
+	sess, err := openAdmin(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sess.cancel()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID)
+}
+
+func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, name, currency, tz, marketplace, keyType, keyID string) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	switch op {
+	case "marketplace create":
+		m, err := acc.CreateMarketplace(ctx, name, currency, tz)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(m)
+	case "marketplace list":
+		return enc.Encode(acc.Marketplaces())
+	case "key create":
+		if marketplace == "" {
+			return errors.New("--marketplace is required")
+		}
+		t, err := accounts.ParseKeyType(keyType)
+		if err != nil {
+			return err
+		}
+		secret, k, err := acc.CreateKey(ctx, marketplace, t)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "The key is shown only this once; store it now.")
+		return enc.Encode(struct {
+			Key string `json:"key"`
+			accounts.APIKey
+		}{secret, k})
+	case "key list":
+		if marketplace == "" {
+			return errors.New("--marketplace is required")
+		}
+		return enc.Encode(acc.Keys(marketplace))
+	case "key revoke":
+		if keyID == "" {
+			return errors.New("--id is required")
+		}
+		k, err := acc.RevokeKey(ctx, keyID)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(k)
+	}
+	return fmt.Errorf("unknown admin command %q", op)
+}

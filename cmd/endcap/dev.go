@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/deploy/localstack"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// credentials is .endcap/dev/credentials.json.
+type credentials struct {
+	MarketplaceID  string `json:"marketplaceId"`
+	MarketplaceKey string `json:"marketplaceKey"`
+	AdvancedKey    string `json:"advancedKey"`
+}
+
+func readCredentials(path string) (credentials, error) {
+	var c credentials
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	return c, json.Unmarshal(b, &c)
+}
+
+func portOf(hostport string) (int, error) {
+	_, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(p)
+}
+
+// cmdDev runs the whole system on the local stack: ClickHouse, Redis and the
+// S3 server as child processes, kfake in-process, and every target.
+func cmdDev(ctx context.Context, args []string) error {
+	var dir string
+	var chHTTPPort int
+	cfg, fs, err := parse("dev", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR)")
+		fs.IntVar(&chHTTPPort, "clickhouse-http-port", 18123, "HTTP port of the local ClickHouse")
+	})
+	if err != nil {
+		return err
+	}
+	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+
+	chPort, err := portOf(cfg.ClickHouseAddr)
+	if err != nil {
+		return fmt.Errorf("--clickhouse-addr: %w", err)
+	}
+	redisPort, err := portOf(cfg.RedisAddr)
+	if err != nil {
+		return fmt.Errorf("--redis-addr: %w", err)
+	}
+	s3u, err := url.Parse(cfg.S3Endpoint)
+	if err != nil || s3u.Port() == "" {
+		return fmt.Errorf("--s3-endpoint must be http://127.0.0.1:PORT for the local stack, got %q", cfg.S3Endpoint)
+	}
+	s3Port, _ := strconv.Atoi(s3u.Port())
+
+	opts := localstack.DefaultOptions(dir)
+	opts.ClickHousePort, opts.ClickHouseHTTPPort, opts.RedisPort, opts.S3Port = chPort, chHTTPPort, redisPort, s3Port
+	opts.S3AccessKey, opts.S3SecretKey = cfg.S3AccessKey, cfg.S3SecretKey
+	opts.Logger = log
+	log.Info("starting the local stack", "dir", dir)
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	stack, err := localstack.Start(sctx, opts)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stack.Stop(); err != nil {
+			log.Warn("stopping the local stack", "err", err)
+		}
+	}()
+
+	brokersGiven := false
+	fs.Visit(func(f *flag.Flag) { brokersGiven = brokersGiven || f.Name == "kafka-brokers" })
+	if _, ok := os.LookupEnv("ENDCAP_KAFKA_BROKERS"); ok {
+		brokersGiven = true
+	}
+	if !brokersGiven {
+		kport, err := portOf(cfg.KafkaBrokers[0])
+		if err != nil {
+			return fmt.Errorf("--kafka-brokers: %w", err)
+		}
+		cluster, err := kfake.NewCluster(
+			kfake.Ports(kport),
+			kfake.DataDir(filepath.Join(dir, "kafka")),
+			kfake.DefaultNumPartitions(cfg.KafkaEventsPartitions),
+		)
+		if err != nil {
+			return fmt.Errorf("start in-process Kafka (kfake) on port %d: %w", kport, err)
+		}
+		defer cluster.Close()
+		log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"))
+	}
+
+	a, err := app.New(cfg, app.TargetAll, log)
+	if err != nil {
+		return err
+	}
+	if _, err := a.Listen(); err != nil {
+		return err
+	}
+	runErr := make(chan error, 1)
+	rctx, stopApp := context.WithCancel(ctx)
+	defer stopApp()
+	go func() { runErr <- a.Run(rctx) }()
+
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = a.WaitReady(wctx)
+	wcancel()
+	if err != nil {
+		stopApp()
+		<-runErr
+		return fmt.Errorf("entity state did not load: %w", err)
+	}
+	credPath := filepath.Join(dir, "dev", "credentials.json")
+	creds, err := ensureDemo(ctx, a.Accounts, credPath)
+	if err != nil {
+		stopApp()
+		<-runErr
+		return fmt.Errorf("demo marketplace: %w", err)
+	}
+	fmt.Printf(`
+Endcap is running (Ctrl-C stops everything).
+  API             http://%s   (/readyz, /metrics)
+  Kafka (kfake)   %s
+  ClickHouse      %s  (clickhouse-client --port %d -d %s)
+  Redis           %s
+  S3              %s  bucket %s
+  Demo marketplace %s (USD, America/New_York)
+  marketplace key %s
+  advanced key    %s
+  credentials     %s
+`, cfg.HTTPAddr, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.RedisAddr,
+		stack.S3Endpoint, cfg.S3Bucket, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey, credPath)
+
+	err = <-runErr
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	log.Info("endcap stopped; stopping the local stack")
+	return err
+}
+
+// ensureDemo reuses the demo marketplace and keys of the credentials file
+// when the state still has them, and creates what is missing.
+func ensureDemo(ctx context.Context, acc *accounts.Service, path string) (credentials, error) {
+	c, _ := readCredentials(path)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	changed := false
+	if _, ok := acc.Marketplace(c.MarketplaceID); !ok {
+		m, err := acc.CreateMarketplace(ctx, "Demo Marketplace", "USD", "America/New_York")
+		if err != nil {
+			return c, err
+		}
+		c = credentials{MarketplaceID: m.ID}
+		changed = true
+	}
+	for _, k := range []struct {
+		typ accounts.KeyType
+		dst *string
+	}{{accounts.KeyMarketplace, &c.MarketplaceKey}, {accounts.KeyAdvanced, &c.AdvancedKey}} {
+		if p, ok := acc.Authenticate(*k.dst); ok && p.Key.Type == k.typ && p.Marketplace.ID == c.MarketplaceID {
+			continue
+		}
+		secret, _, err := acc.CreateKey(ctx, c.MarketplaceID, k.typ)
+		if err != nil {
+			return c, err
+		}
+		*k.dst = secret
+		changed = true
+	}
+	if !changed {
+		return c, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return c, err
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return c, err
+	}
+	return c, os.Rename(tmp, path)
+}

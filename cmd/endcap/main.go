@@ -1,0 +1,119 @@
+// Command endcap is the single Endcap binary: the API, the projector and the
+// exporter (`serve`), the local stack (`dev`), schema migrations
+// (`migrate`), administration (`admin`) and the load generator (`loadgen`).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "time/tzdata" // marketplace time zones must resolve on hosts without zoneinfo
+
+	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/telemetry"
+)
+
+const usage = `endcap — the Endcap retail-media platform
+
+Usage:
+  endcap serve [--target=all|api|projector|exporter] [flags]   run the service against configured Kafka, ClickHouse, Redis, S3
+  endcap dev [--dir .endcap] [flags]                            run the whole local stack with a demo marketplace
+  endcap migrate [flags]                                        apply ClickHouse migrations
+  endcap admin marketplace create --name N --currency USD --timezone America/New_York
+  endcap admin marketplace list
+  endcap admin key create --marketplace ID --type marketplace|advanced
+  endcap admin key list --marketplace ID
+  endcap admin key revoke --id KEY_ID
+  endcap loadgen events [--url URL] [--key KEY] [--duration 30s] [--concurrency 32] [--rate 0]
+  endcap loadgen bare [--addr 127.0.0.1:18099]                  the bare Gin baseline server
+  endcap config                                                 list every setting and its variable
+
+Every command takes the configuration flags; each flag also reads an ENDCAP_* variable
+(run 'endcap config' for the list).
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "serve":
+		err = cmdServe(ctx, args)
+	case "dev":
+		err = cmdDev(ctx, args)
+	case "migrate":
+		err = cmdMigrate(ctx, args)
+	case "admin":
+		err = cmdAdmin(ctx, args)
+	case "loadgen":
+		err = cmdLoadgen(ctx, args)
+	case "config":
+		for _, row := range config.EnvTable() {
+			fmt.Printf("%-28s %-34s %-24s %s\n", row[0], row[1], row[2], row[3])
+		}
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "endcap: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "endcap:", err)
+		os.Exit(1)
+	}
+}
+
+// parse registers the configuration flags (plus the command's own) and
+// resolves the configuration.
+func parse(name string, args []string, extra func(fs *flag.FlagSet)) (config.Config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("endcap "+name, flag.ContinueOnError)
+	resolve := config.Register(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return config.Config{}, fs, err
+	}
+	cfg, err := resolve()
+	return cfg, fs, err
+}
+
+func cmdServe(ctx context.Context, args []string) error {
+	var target string
+	cfg, _, err := parse("serve", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&target, "target", envOr("ENDCAP_TARGET", "all"), "what this process runs: all, api, projector or exporter (env ENDCAP_TARGET)")
+	})
+	if err != nil {
+		return err
+	}
+	t, err := app.ParseTarget(target)
+	if err != nil {
+		return err
+	}
+	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	a, err := app.New(cfg, t, log)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+func envOr(k, def string) string {
+	if v, ok := os.LookupEnv(k); ok {
+		return v
+	}
+	return def
+}

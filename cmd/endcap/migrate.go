@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/telemetry"
+)
+
+func cmdMigrate(ctx context.Context, args []string) error {
+	cfg, _, err := parse("migrate", args, nil)
+	if err != nil {
+		return err
+	}
+	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser, Password: cfg.ClickHousePassword}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := clickhouse.EnsureDatabase(ctx, o); err != nil {
+		return err
+	}
+	conn, err := clickhouse.Open(o)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	n, err := clickhouse.Migrate(ctx, conn, log)
+	if err != nil {
+		return err
+	}
+	v, err := clickhouse.SchemaVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("applied %d migration(s); schema version %d\n", n, v)
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package config holds Endcap's runtime configuration. Every setting is a
+// command-line flag and an ENDCAP_* environment variable; a flag given on the
+// command line wins over the variable, which wins over the default. Defaults
+// are safe for the local stack (everything on 127.0.0.1).
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of one process.
+type Config struct {
+	HTTPAddr string
+
+	KafkaBrokers           []string
+	KafkaTopicPrefix       string
+	KafkaEventsPartitions  int
+	KafkaReplicationFactor int
+	KafkaEventsRetention   time.Duration
+
+	ClickHouseAddr     string
+	ClickHouseDatabase string
+	ClickHouseUser     string
+	ClickHousePassword string
+
+	RedisAddr     string
+	RedisPassword string
+	RedisDB       int
+
+	S3Endpoint  string
+	S3Region    string
+	S3Bucket    string
+	S3AccessKey string
+	S3SecretKey string
+
+	ProduceTimeout time.Duration
+	RetryAfter     time.Duration
+	MaxBodyBytes   int64
+
+	ProjectorBatchRows     int
+	ProjectorFlushInterval time.Duration
+	DedupeWindow           time.Duration
+
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	LogFormat       string
+}
+
+type setting struct {
+	flag, env, def, usage string
+	set                   func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func integer(p func(*Config) *int, min int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		if n < min {
+			return fmt.Errorf("must be at least %d, got %d", min, n)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func duration(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration (like 500ms, 2s, 72h): %q", v)
+		}
+		if d <= 0 {
+			return fmt.Errorf("must be positive, got %s", v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+var settings = []setting{
+	{"http-addr", "ENDCAP_HTTP_ADDR", "127.0.0.1:8080", "address the API listens on", str(func(c *Config) *string { return &c.HTTPAddr })},
+	{"kafka-brokers", "ENDCAP_KAFKA_BROKERS", "127.0.0.1:19092", "comma-separated Kafka bootstrap brokers", func(c *Config, v string) error {
+		c.KafkaBrokers = nil
+		for _, b := range strings.Split(v, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				c.KafkaBrokers = append(c.KafkaBrokers, b)
+			}
+		}
+		if len(c.KafkaBrokers) == 0 {
+			return fmt.Errorf("at least one broker is required")
+		}
+		return nil
+	}},
+	{"kafka-topic-prefix", "ENDCAP_KAFKA_TOPIC_PREFIX", "endcap.", "prefix of every topic name", str(func(c *Config) *string { return &c.KafkaTopicPrefix })},
+	{"kafka-events-partitions", "ENDCAP_KAFKA_EVENTS_PARTITIONS", "6", "partitions of the events topic when it is created", integer(func(c *Config) *int { return &c.KafkaEventsPartitions }, 1)},
+	{"kafka-replication-factor", "ENDCAP_KAFKA_REPLICATION_FACTOR", "1", "replication factor of created topics (use 3 in production)", integer(func(c *Config) *int { return &c.KafkaReplicationFactor }, 1)},
+	{"kafka-events-retention", "ENDCAP_KAFKA_EVENTS_RETENTION", "168h", "retention of the events topic when it is created", duration(func(c *Config) *time.Duration { return &c.KafkaEventsRetention })},
+	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address", str(func(c *Config) *string { return &c.ClickHouseAddr })},
+	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
+	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
+	{"clickhouse-password", "ENDCAP_CLICKHOUSE_PASSWORD", "", "ClickHouse password", str(func(c *Config) *string { return &c.ClickHousePassword })},
+	{"redis-addr", "ENDCAP_REDIS_ADDR", "127.0.0.1:16379", "Redis address", str(func(c *Config) *string { return &c.RedisAddr })},
+	{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })},
+	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number", integer(func(c *Config) *int { return &c.RedisDB }, 0)},
+	{"s3-endpoint", "ENDCAP_S3_ENDPOINT", "http://127.0.0.1:19100", "S3-compatible endpoint URL (empty for AWS S3)", str(func(c *Config) *string { return &c.S3Endpoint })},
+	{"s3-region", "ENDCAP_S3_REGION", "us-east-1", "S3 region", str(func(c *Config) *string { return &c.S3Region })},
+	{"s3-bucket", "ENDCAP_S3_BUCKET", "endcap", "S3 bucket for exports and reports", str(func(c *Config) *string { return &c.S3Bucket })},
+	{"s3-access-key", "ENDCAP_S3_ACCESS_KEY", "endcap", "S3 access key id", str(func(c *Config) *string { return &c.S3AccessKey })},
+	{"s3-secret-key", "ENDCAP_S3_SECRET_KEY", "endcap-dev-secret", "S3 secret access key", str(func(c *Config) *string { return &c.S3SecretKey })},
+	{"produce-timeout", "ENDCAP_PRODUCE_TIMEOUT", "1s", "how long a request waits for Kafka to acknowledge its records before answering 503", duration(func(c *Config) *time.Duration { return &c.ProduceTimeout })},
+	{"retry-after", "ENDCAP_RETRY_AFTER", "2s", "Retry-After sent with 503 responses", duration(func(c *Config) *time.Duration { return &c.RetryAfter })},
+	{"max-body-bytes", "ENDCAP_MAX_BODY_BYTES", "1048576", "largest accepted request body (413 above)", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1024 {
+			return fmt.Errorf("must be an integer of at least 1024, got %q", v)
+		}
+		c.MaxBodyBytes = n
+		return nil
+	}},
+	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "rows per ClickHouse insert batch at most", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
+	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
+	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
+	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+	{"log-level", "ENDCAP_LOG_LEVEL", "info", "debug | info | warn | error", func(c *Config, v string) error {
+		switch v {
+		case "debug", "info", "warn", "error":
+			c.LogLevel = v
+			return nil
+		}
+		return fmt.Errorf("must be debug, info, warn or error, got %q", v)
+	}},
+	{"log-format", "ENDCAP_LOG_FORMAT", "text", "text | json", func(c *Config, v string) error {
+		if v != "text" && v != "json" {
+			return fmt.Errorf("must be text or json, got %q", v)
+		}
+		c.LogFormat = v
+		return nil
+	}},
+}
+
+// Register adds every setting as a flag of fs and returns a function that
+// resolves the configuration once fs has been parsed.
+func Register(fs *flag.FlagSet) func() (Config, error) {
+	vals := make([]*string, len(settings))
+	for i, s := range settings {
+		vals[i] = fs.String(s.flag, "", s.usage+" (env "+s.env+", default "+quoteDefault(s.def)+")")
+	}
+	return func() (Config, error) {
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		var c Config
+		for i, s := range settings {
+			v, src := s.def, "default"
+			if e, ok := os.LookupEnv(s.env); ok {
+				v, src = e, s.env
+			}
+			if explicit[s.flag] {
+				v, src = *vals[i], "--"+s.flag
+			}
+			if err := s.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("%s (%s): %w", s.flag, src, err)
+			}
+		}
+		return c, nil
+	}
+}
+
+// Default returns the configuration with every default and no environment.
+func Default() Config {
+	var c Config
+	for _, s := range settings {
+		if err := s.set(&c, s.def); err != nil {
+			panic("config: bad default for " + s.flag + ": " + err.Error())
+		}
+	}
+	return c
+}
+
+// EnvTable lists the settings (flag, variable, default, meaning) for docs.
+func EnvTable() [][4]string {
+	out := make([][4]string, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, [4]string{"--" + s.flag, s.env, s.def, s.usage})
+	}
+	return out
+}
+
+func quoteDefault(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}

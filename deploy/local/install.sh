@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs what Endcap's local stack (deploy/localstack) needs on a Debian machine, and nothing that is
+# already there:
+#   - clickhouse-server + clickhouse-client (Debian's 18.16) and redis-server, with apt-get (as root, or
+#     through sudo);
+#   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw.
+# Idempotent and silent when everything is present; prints one line per thing it installs.
+# The stack runs its own ClickHouse and Redis processes with its own config; the system services these
+# packages come with are never used, and are stopped and disabled right after this script installs them.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo_root"
+
+say() { printf 'install.sh: %s\n' "$*"; }
+die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 1; }
+
+export DEBIAN_FRONTEND=noninteractive
+
+if [ "$(id -u)" -eq 0 ]; then
+	as_root() { "$@"; }
+elif command -v sudo >/dev/null 2>&1; then
+	as_root() { sudo -n env DEBIAN_FRONTEND=noninteractive "$@"; }
+else
+	as_root() { die "need root to run: $*"; }
+fi
+
+apt_log="$(mktemp -t endcap-install.XXXXXX)"
+trap 'rm -f "$apt_log"' EXIT
+
+# Runs a command with its output in $apt_log, which is shown only if it fails.
+quietly() {
+	if ! "$@" >>"$apt_log" 2>&1; then
+		cat "$apt_log" >&2
+		die "failed: $*"
+	fi
+}
+
+installed() { [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]; }
+
+apt_updated=0
+# apt_install [apt-get options...] -- packages...: installs those packages that are missing.
+apt_install() {
+	local opts=() pkgs=() p
+	while [ "$#" -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	for p in "$@"; do installed "$p" || pkgs+=("$p"); done
+	[ "${#pkgs[@]}" -gt 0 ] || return 0
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install ${pkgs[*]} by hand"
+	say "installing ${pkgs[*]} (apt-get)"
+	if [ "$apt_updated" -eq 0 ]; then
+		quietly as_root apt-get update -q
+		apt_updated=1
+	fi
+	quietly as_root apt-get install -y -q "${opts[@]}" "${pkgs[@]}"
+	newly_installed+=("${pkgs[@]}")
+}
+
+newly_installed=()
+apt_install -- clickhouse-server clickhouse-client
+apt_install --no-install-recommends -- redis-server
+
+# Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;
+# the stack never uses them. Left alone when the package was already installed: that is the owner's.
+for p in "${newly_installed[@]}"; do
+	case "$p" in clickhouse-server | redis-server) ;; *) continue ;; esac
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+		as_root systemctl disable --now "$p" >/dev/null 2>&1 || true
+	elif command -v service >/dev/null 2>&1; then
+		as_root service "$p" stop >/dev/null 2>&1 || true
+	fi
+done
+
+# versitygw, built from tools/go.mod when missing or older than the pin.
+vgw="$repo_root/.endcap/bin/versitygw"
+if [ ! -x "$vgw" ] || [ tools/go.mod -nt "$vgw" ] || [ tools/go.sum -nt "$vgw" ]; then
+	go_bin="$(command -v go || true)"
+	[ -n "$go_bin" ] || { [ -x /usr/local/go/bin/go ] && go_bin=/usr/local/go/bin/go; } || die "go not found (needed to build versitygw)"
+	say "building versitygw ($(awk '$1 == "github.com/versity/versitygw" {print $2}' tools/go.mod)) into .endcap/bin/versitygw"
+	mkdir -p "$(dirname "$vgw")"
+	# In tools/, its own module: GOWORK=off so a go.work at the root cannot pull it into the main build.
+	(cd tools && GOWORK=off "$go_bin" build -o "$vgw.tmp" github.com/versity/versitygw/cmd/versitygw) ||
+		{ rm -f "$vgw.tmp"; die "building versitygw failed"; }
+	mv -f "$vgw.tmp" "$vgw"
+fi

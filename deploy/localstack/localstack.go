@@ -1,0 +1,381 @@
+// Package localstack starts Endcap's local development stack as child processes: ClickHouse (Debian's
+// clickhouse-server 18.16 or newer), Redis and an S3 endpoint (versitygw, posix backend), each with its data
+// under one directory, listening on loopback.
+//
+// The programs are installed by deploy/local/install.sh. Children are tied to the calling process
+// (PR_SET_PDEATHSIG), so they do not outlive it even after a kill -9; a stale child of a crashed run that is
+// still found through its pid file is stopped on the next Start. Processes are only ever signalled by PID.
+package localstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Service names, used for pid files (run/<name>.pid), log files (logs/<name>.log) and Stack.PIDs.
+const (
+	ServiceClickHouse = "clickhouse"
+	ServiceRedis      = "redis"
+	ServiceS3         = "s3"
+)
+
+// Default values applied by Start when the corresponding Options field is empty.
+const (
+	DefaultHost        = "127.0.0.1"
+	DefaultS3AccessKey = "endcap"
+	DefaultS3SecretKey = "endcap-dev-secret"
+	DefaultS3Region    = "us-east-1"
+
+	// defaultStartTimeout bounds Start when its context has no deadline.
+	defaultStartTimeout = 60 * time.Second
+	// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
+	stopGrace = 10 * time.Second
+)
+
+// ErrMissingBinary is wrapped by the error Start returns when a program it needs is not installed.
+var ErrMissingBinary = errors.New("localstack: required program not found (run deploy/local/install.sh)")
+
+// Options configures Start. Use DefaultOptions to get one with every service selected.
+type Options struct {
+	// Dir is the base data directory (for example "<repo>/.endcap" or a test's temp dir). Start creates
+	// clickhouse/, redis/, s3/, run/ (pid files) and logs/ under it.
+	Dir string
+	// Host is the address every service listens on; default 127.0.0.1.
+	Host string
+
+	// Ports; 0 picks a free port. A fixed port already in use by a process that is not a child of this
+	// stack makes Start fail.
+	ClickHousePort     int // native protocol
+	ClickHouseHTTPPort int
+	RedisPort          int
+	S3Port             int
+
+	// Root credentials of the S3 endpoint; defaults DefaultS3AccessKey / DefaultS3SecretKey.
+	S3AccessKey, S3SecretKey string
+
+	// Programs. Empty means: VersityGWBin: Dir/bin/versitygw, then <repo root>/.endcap/bin/versitygw,
+	// then "versitygw" on PATH; ClickHouseBin: "clickhouse-server" on PATH, then /usr/sbin and /usr/bin;
+	// RedisBin: "redis-server" on PATH, then /usr/bin and /usr/sbin.
+	VersityGWBin  string
+	ClickHouseBin string
+	RedisBin      string
+
+	// Logger receives progress messages; nil discards them.
+	Logger *slog.Logger
+
+	// Which services to start. DefaultOptions sets all three; Start fails if none is set.
+	ClickHouse bool
+	Redis      bool
+	S3         bool
+}
+
+// DefaultOptions returns Options for dir with every service selected, free ports and default credentials.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Dir:         dir,
+		Host:        DefaultHost,
+		S3AccessKey: DefaultS3AccessKey,
+		S3SecretKey: DefaultS3SecretKey,
+		ClickHouse:  true,
+		Redis:       true,
+		S3:          true,
+	}
+}
+
+// Stack is a running local stack. Addresses of services that were not selected are empty.
+type Stack struct {
+	Dir                string // absolute base data directory
+	ClickHouseAddr     string // native protocol, "127.0.0.1:19000"
+	ClickHouseHTTPAddr string // "127.0.0.1:19001"
+	RedisAddr          string // "127.0.0.1:19002"
+	S3Endpoint         string // "http://127.0.0.1:19100"
+	S3Region           string
+	S3AccessKey        string
+	S3SecretKey        string
+
+	log      *slog.Logger
+	mu       sync.Mutex
+	children []*child
+	forker   *forker
+	lock     *os.File
+	stopped  bool
+}
+
+// PIDs returns the process IDs of the running children by service name.
+func (s *Stack) PIDs() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int, len(s.children))
+	for _, c := range s.children {
+		m[c.name] = c.pid
+	}
+	return m
+}
+
+// Start starts the selected services as child processes and waits until each answers: ClickHouse's HTTP
+// /ping returns "Ok.\n", Redis answers PING with +PONG, the S3 endpoint returns any HTTP response. The
+// wait is bounded by ctx (60 s if ctx has no deadline); ctx does not limit the children's lifetime, Stop
+// does. On failure everything started is stopped and the error includes the tail of the failing
+// child's log.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	log := o.Logger
+
+	for _, d := range []string{"run", "logs"} {
+		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("localstack: %w", err)
+		}
+	}
+	// One stack per Dir: the lock is held until Stop, and released by the kernel if this process dies, so
+	// once we hold it, any child still named in a pid file is a leftover of a crashed run.
+	lock, err := lockDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
+
+	bins, err := findBinaries(o)
+	if err != nil {
+		return nil, err
+	}
+
+	// Children of a crashed earlier run still holding our ports and data go first.
+	for _, svc := range o.services() {
+		if err := stopStale(svc, o.pidFile(svc), o.Dir, log); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := allocatePorts(o.Host, o.portRequests()); err != nil {
+		return nil, err
+	}
+
+	var specs []childSpec
+	if o.ClickHouse {
+		sp, err := clickHouseSpec(o, bins.clickhouse)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	if o.Redis {
+		sp, err := redisSpec(o, bins.redis)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	if o.S3 {
+		sp, err := s3Spec(o, bins.versitygw)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+
+	s := &Stack{Dir: o.Dir, log: log, forker: newForker(), lock: lock}
+	dial := dialHost(o.Host)
+	if o.ClickHouse {
+		s.ClickHouseAddr = net.JoinHostPort(dial, strconv.Itoa(o.ClickHousePort))
+		s.ClickHouseHTTPAddr = net.JoinHostPort(dial, strconv.Itoa(o.ClickHouseHTTPPort))
+	}
+	if o.Redis {
+		s.RedisAddr = net.JoinHostPort(dial, strconv.Itoa(o.RedisPort))
+	}
+	if o.S3 {
+		s.S3Endpoint = "http://" + net.JoinHostPort(dial, strconv.Itoa(o.S3Port))
+		s.S3Region = DefaultS3Region
+		s.S3AccessKey = o.S3AccessKey
+		s.S3SecretKey = o.S3SecretKey
+	}
+
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultStartTimeout)
+		defer cancel()
+	}
+
+	for _, sp := range specs {
+		c, err := startChild(s.forker, sp, o)
+		if err != nil {
+			ok = true // Stop releases the lock
+			_ = s.Stop()
+			return nil, err
+		}
+		s.children = append(s.children, c)
+		log.Debug("localstack: started", "service", c.name, "pid", c.pid, "cmd", c.cmdline)
+	}
+
+	ok = true // from here on, Stop releases the lock
+	if err := s.waitReady(ctx); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitReady polls every child concurrently until it answers, it exits, or ctx ends.
+func (s *Stack) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(s.children))
+	var wg sync.WaitGroup
+	for i, c := range s.children {
+		wg.Go(func() {
+			err := c.waitReady(ctx)
+			if err != nil {
+				errs[i] = err
+				cancel() // no point waiting for the others
+				return
+			}
+			s.log.Info("localstack: ready", "service", c.name, "addr", c.addr, "pid", c.pid,
+				"startup", time.Since(c.started).Round(time.Millisecond))
+		})
+	}
+	wg.Wait()
+	// Report the child that actually failed rather than the ones cancelled because of it.
+	var first, cancelled error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, errCancelledBySibling) {
+			if cancelled == nil {
+				cancelled = err
+			}
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	return cancelled
+}
+
+// Stop sends SIGTERM to every child by PID, waits up to 10 s for each, then SIGKILLs what is left, and
+// removes the pid files. It is safe to call more than once. The error reports children that had already
+// exited on their own or could not be stopped.
+func (s *Stack) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	errs := make([]error, len(s.children))
+	var wg sync.WaitGroup
+	for i, c := range s.children {
+		wg.Go(func() { errs[i] = c.stop(s.log) })
+	}
+	wg.Wait()
+	if s.forker != nil {
+		s.forker.close()
+	}
+	if s.lock != nil {
+		s.lock.Close() // releases the flock
+	}
+	return errors.Join(errs...)
+}
+
+// normalize applies defaults and makes Dir absolute.
+func (o *Options) normalize() error {
+	if o.Dir == "" {
+		return errors.New("localstack: Options.Dir is empty")
+	}
+	if !o.ClickHouse && !o.Redis && !o.S3 {
+		return errors.New("localstack: no service selected (set Options.ClickHouse/Redis/S3, or start from DefaultOptions)")
+	}
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return fmt.Errorf("localstack: %w", err)
+	}
+	o.Dir = abs
+	if o.Host == "" {
+		o.Host = DefaultHost
+	}
+	if o.S3AccessKey == "" {
+		o.S3AccessKey = DefaultS3AccessKey
+	}
+	if o.S3SecretKey == "" {
+		o.S3SecretKey = DefaultS3SecretKey
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"ClickHousePort", o.ClickHousePort}, {"ClickHouseHTTPPort", o.ClickHouseHTTPPort}, {"RedisPort", o.RedisPort}, {"S3Port", o.S3Port}} {
+		if p.v < 0 || p.v > 65535 {
+			return fmt.Errorf("localstack: Options.%s = %d is not a valid port", p.name, p.v)
+		}
+	}
+	return nil
+}
+
+func (o *Options) services() []string {
+	var s []string
+	if o.ClickHouse {
+		s = append(s, ServiceClickHouse)
+	}
+	if o.Redis {
+		s = append(s, ServiceRedis)
+	}
+	if o.S3 {
+		s = append(s, ServiceS3)
+	}
+	return s
+}
+
+func (o *Options) pidFile(service string) string {
+	return filepath.Join(o.Dir, "run", service+".pid")
+}
+
+func (o *Options) logFile(service string) string {
+	return filepath.Join(o.Dir, "logs", service+".log")
+}
+
+func (o *Options) portRequests() []portRequest {
+	var r []portRequest
+	if o.ClickHouse {
+		r = append(r,
+			portRequest{"ClickHouse native", "ClickHousePort", &o.ClickHousePort},
+			portRequest{"ClickHouse HTTP", "ClickHouseHTTPPort", &o.ClickHouseHTTPPort})
+	}
+	if o.Redis {
+		r = append(r, portRequest{"Redis", "RedisPort", &o.RedisPort})
+	}
+	if o.S3 {
+		r = append(r, portRequest{"S3", "S3Port", &o.S3Port})
+	}
+	return r
+}
+
+// dialHost is the address clients use to reach a service listening on host.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			return "127.0.0.1"
+		}
+		return "::1"
+	}
+	return host
+}

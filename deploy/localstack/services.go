@@ -1,0 +1,360 @@
+package localstack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"embed"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/template"
+	"time"
+)
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{"xml": xmlEscape}).ParseFS(templateFS, "templates/*.tmpl"))
+
+func xmlEscape(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+type binaries struct {
+	clickhouse, redis, versitygw string
+}
+
+// findBinaries locates the programs of the selected services. The error wraps ErrMissingBinary.
+func findBinaries(o Options) (binaries, error) {
+	var b binaries
+	var missing []string
+	if o.ClickHouse {
+		b.clickhouse = findProgram(o.ClickHouseBin, "clickhouse-server", "/usr/sbin/clickhouse-server", "/usr/bin/clickhouse-server")
+		if b.clickhouse == "" {
+			missing = append(missing, describeMissing("clickhouse-server", o.ClickHouseBin))
+		}
+	}
+	if o.Redis {
+		b.redis = findProgram(o.RedisBin, "redis-server", "/usr/bin/redis-server", "/usr/sbin/redis-server")
+		if b.redis == "" {
+			missing = append(missing, describeMissing("redis-server", o.RedisBin))
+		}
+	}
+	if o.S3 {
+		cands := []string{filepath.Join(o.Dir, "bin", "versitygw")}
+		if root, err := RepoRoot(); err == nil {
+			cands = append(cands, filepath.Join(root, ".endcap", "bin", "versitygw"))
+		}
+		b.versitygw = findProgram(o.VersityGWBin, "versitygw", cands...)
+		if b.versitygw == "" {
+			missing = append(missing, describeMissing("versitygw", o.VersityGWBin))
+		}
+	}
+	if len(missing) > 0 {
+		return b, fmt.Errorf("%w: %s", ErrMissingBinary, strings.Join(missing, "; "))
+	}
+	return b, nil
+}
+
+func describeMissing(name, explicit string) string {
+	if explicit != "" {
+		return fmt.Sprintf("%s (%s is not an executable file)", name, explicit)
+	}
+	return name
+}
+
+// findProgram returns explicit if set and executable (and "" if it is not); otherwise the first
+// executable among the candidates, then name on PATH.
+func findProgram(explicit, name string, candidates ...string) string {
+	if explicit != "" {
+		if isExecutable(explicit) {
+			abs, err := filepath.Abs(explicit)
+			if err == nil {
+				return abs
+			}
+			return explicit
+		}
+		return ""
+	}
+	for _, c := range candidates {
+		if isExecutable(c) {
+			return c
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+		return p
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// ---- ClickHouse ----
+
+type clickHouseConfig struct {
+	Host, DataDir, LogDir, UsersConfig string
+	TCPPort, HTTPPort                  int
+	Networks                           []string
+}
+
+func clickHouseSpec(o Options, bin string) (childSpec, error) {
+	base := filepath.Join(o.Dir, "clickhouse")
+	cfg := clickHouseConfig{
+		Host:        o.Host,
+		DataDir:     filepath.Join(base, "data"),
+		LogDir:      filepath.Join(base, "logs"),
+		UsersConfig: filepath.Join(base, "users.xml"),
+		TCPPort:     o.ClickHousePort,
+		HTTPPort:    o.ClickHouseHTTPPort,
+		Networks:    []string{"127.0.0.1", "::1"},
+	}
+	if ip := net.ParseIP(o.Host); ip != nil && !ip.IsLoopback() && !ip.IsUnspecified() {
+		cfg.Networks = append(cfg.Networks, ip.String())
+	}
+	for _, d := range []string{cfg.DataDir, cfg.LogDir, filepath.Join(cfg.DataDir, "tmp"),
+		filepath.Join(cfg.DataDir, "user_files"), filepath.Join(cfg.DataDir, "format_schemas")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return childSpec{}, fmt.Errorf("localstack: clickhouse: %w", err)
+		}
+	}
+	configPath := filepath.Join(base, "config.xml")
+	if err := renderTemplate("config.xml.tmpl", configPath, cfg); err != nil {
+		return childSpec{}, err
+	}
+	if err := renderTemplate("users.xml.tmpl", cfg.UsersConfig, cfg); err != nil {
+		return childSpec{}, err
+	}
+	httpAddr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.ClickHouseHTTPPort))
+	return childSpec{
+		name:  ServiceClickHouse,
+		path:  bin,
+		args:  []string{"--config-file=" + configPath},
+		env:   childEnv(nil),
+		dir:   base,
+		addr:  fmt.Sprintf("native %s, http %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.ClickHousePort)), httpAddr),
+		ready: func(ctx context.Context) error { return clickHousePing(ctx, httpAddr) },
+		extraLogs: []string{
+			filepath.Join(cfg.LogDir, "clickhouse-server.err.log"),
+		},
+	}, nil
+}
+
+func renderTemplate(name, path string, data any) error {
+	var buf bytes.Buffer
+	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
+		return fmt.Errorf("localstack: rendering %s: %w", name, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("localstack: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("localstack: %w", err)
+	}
+	return nil
+}
+
+var readyClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
+func clickHousePing(ctx context.Context, httpAddr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/ping", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := readyClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK || string(body) != "Ok.\n" {
+		return fmt.Errorf("GET /ping: %s %q", resp.Status, body)
+	}
+	return nil
+}
+
+// ---- Redis ----
+
+func redisSpec(o Options, bin string) (childSpec, error) {
+	dir := filepath.Join(o.Dir, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return childSpec{}, fmt.Errorf("localstack: redis: %w", err)
+	}
+	addr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.RedisPort))
+	return childSpec{
+		name: ServiceRedis,
+		path: bin,
+		args: []string{
+			"--bind", o.Host,
+			"--port", strconv.Itoa(o.RedisPort),
+			"--dir", dir,
+			"--appendonly", "yes",
+			"--appendfsync", "everysec",
+			"--save", "",
+			"--daemonize", "no",
+			"--protected-mode", "yes",
+			// Keep argv as is: by default Redis rewrites its process title, and then /proc/<pid>/cmdline no
+			// longer names Dir, which the stale-child check relies on.
+			"--set-proc-title", "no",
+		},
+		env:  childEnv(nil),
+		dir:  dir,
+		addr: addr,
+		ready: func(ctx context.Context) error {
+			reply, err := respDo(ctx, addr, "PING")
+			if err != nil {
+				return err
+			}
+			if reply != "PONG" {
+				return fmt.Errorf("PING: %q", reply)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// respDo sends one command over a new connection and returns a simple-string, integer or bulk reply as a
+// string; an error reply (such as -LOADING) is returned as an error.
+func respDo(ctx context.Context, addr string, args ...string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	} else {
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty RESP reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("redis: %s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", fmt.Errorf("bad RESP bulk header %q", line)
+		}
+		if n < 0 {
+			return "", errNil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	default:
+		return "", fmt.Errorf("unexpected RESP reply %q", line)
+	}
+}
+
+// errNil is returned by respDo for a nil bulk reply.
+var errNil = errors.New("redis: nil")
+
+// ---- S3 (versitygw) ----
+
+func s3Spec(o Options, bin string) (childSpec, error) {
+	base := filepath.Join(o.Dir, "s3")
+	data := filepath.Join(base, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return childSpec{}, fmt.Errorf("localstack: s3: %w", err)
+	}
+	listen := net.JoinHostPort(o.Host, strconv.Itoa(o.S3Port))
+	endpoint := "http://" + net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.S3Port))
+	// Global options go before the backend subcommand.
+	args := []string{"--port", listen, "--region", DefaultS3Region, "--quiet", "posix"}
+	ok, err := userXattrSupported(data)
+	if err != nil {
+		return childSpec{}, fmt.Errorf("localstack: s3: probing xattrs: %w", err)
+	}
+	if !ok {
+		// The posix backend keeps object metadata in user xattrs; without them it needs a sidecar directory.
+		side := filepath.Join(base, "meta")
+		if err := os.MkdirAll(side, 0o755); err != nil {
+			return childSpec{}, fmt.Errorf("localstack: s3: %w", err)
+		}
+		args = append(args, "--sidecar", side)
+	}
+	args = append(args, data)
+	return childSpec{
+		name: ServiceS3,
+		path: bin,
+		args: args,
+		// Credentials go through the environment (not argv, where ps shows them). Inherited ROOT_* and
+		// VGW_* variables would override or add settings, so they are dropped.
+		env: childEnv([]string{"ROOT_", "VGW_"},
+			"ROOT_ACCESS_KEY="+o.S3AccessKey, "ROOT_SECRET_KEY="+o.S3SecretKey),
+		dir:  base,
+		addr: endpoint,
+		ready: func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := readyClient.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			return nil // any HTTP response will do (unsigned requests get 403)
+		},
+	}, nil
+}
+
+// userXattrSupported reports whether the filesystem of dir accepts user.* extended attributes.
+func userXattrSupported(dir string) (bool, error) {
+	f, err := os.CreateTemp(dir, ".xattr-probe-*")
+	if err != nil {
+		return false, err
+	}
+	name := f.Name()
+	f.Close()
+	defer os.Remove(name)
+	err = syscall.Setxattr(name, "user.endcap.probe", []byte("1"), 0)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return false, nil
+	default:
+		return false, err
+	}
+}

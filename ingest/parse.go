@@ -1,0 +1,1382 @@
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file decodes and validates a POST /v2/events body.
+//
+// The body is checked once by validJSON, which accepts exactly what
+// json.Valid accepts, several times faster (so that a syntax error anywhere
+// is invalid_json, whatever else is wrong). After that the parser trusts the
+// JSON grammar and walks the bytes by hand: every object is scanned once to
+// find the byte span of each known key (last duplicate wins, keys are
+// case-sensitive, unknown keys are skipped), and the known values are then
+// validated in a fixed field order, so that the first error reported for a
+// request does not depend on the order of keys in the body. Strings are
+// decoded straight from the body; all strings kept for one event share a
+// single allocation. Numbers are converted exactly from their decimal text.
+
+// Limits of lists inside an event that neither the spec nor event.go bound.
+const (
+	maxCategoryIDs = 100 // placement.categoryIds
+	maxPageValues  = 500 // page.value in its array form (a cart may list many products)
+)
+
+// Accepted values of the enumerated fields (case-sensitive).
+var (
+	entityTypes  = []string{"product", "vendor"}
+	pageTypes    = []string{"home", "category", "PDP", "search", "cart", "other"}
+	objectTypes  = []string{"listing", "banner"}
+	deviceTypes  = []string{"desktop", "mobile"}
+	channelTypes = []string{"onsite", "offsite", "instore"}
+	// clickTypes holds the spec's values and those the official SDK types
+	// send. A value is stored as given.
+	clickTypes = []string{"product", "like", "add-to-cart", "image", "add_to_cart", "purchase_now"}
+)
+
+// Keys of the request and of its objects. The index constants below are
+// positions in these lists.
+var (
+	topNames = []string{"impressions", "clicks", "purchases", "pageviews"}
+
+	interactionNames = []string{"id", "occurredAt", "opaqueUserId", "resolvedBidId", "entity",
+		"additionalAttribution", "placement", "page", "object", "externalCampaignId",
+		"externalVendorId", "deviceType", "channel", "clickType"}
+	purchaseNames  = []string{"id", "occurredAt", "opaqueUserId", "deviceType", "channel", "items"}
+	pageViewNames  = []string{"id", "occurredAt", "opaqueUserId", "deviceType", "channel", "page"}
+	itemNames      = []string{"productId", "unitPrice", "quantity", "vendorId"}
+	placementNames = []string{"path", "position", "page", "pageSize", "productId", "categoryIds", "searchQuery"}
+	pageNames      = []string{"type", "pageId", "value"}
+	entityNames    = []string{"id", "type"}
+	objectNames    = []string{"type", "assetId", "clickType"}
+)
+
+const (
+	// Shared by every event kind.
+	fID = iota
+	fOccurredAt
+	fOpaqueUserID
+	// Impressions and clicks (interactionNames).
+	fResolvedBidID
+	fEntity
+	fAdditionalAttribution
+	fPlacement
+	fPage
+	fObject
+	fExternalCampaignID
+	fExternalVendorID
+	fDeviceType
+	fChannel
+	fClickType
+	numInteractionFields
+)
+
+const (
+	// Purchases and pageviews (purchaseNames, pageViewNames).
+	fOtherDeviceType = fOpaqueUserID + 1 + iota
+	fOtherChannel
+	fOtherTail // items of a purchase, page of a pageview
+	numOtherFields
+)
+
+const (
+	fItemProductID = iota
+	fItemUnitPrice
+	fItemQuantity
+	fItemVendorID
+)
+
+const (
+	fPlPath = iota
+	fPlPosition
+	fPlPage
+	fPlPageSize
+	fPlProductID
+	fPlCategoryIDs
+	fPlSearchQuery
+	numPlacementFields
+)
+
+// strRule says how a string field is validated.
+type strRule struct {
+	required bool   // absent or null is an error
+	nonEmpty bool   // "" is an error; an accepted "" leaves the field empty
+	max      int    // maximum length in Unicode code points
+	missCode string // code when absent or empty
+	maxCode  string // code when too long
+}
+
+var (
+	ruleEventID      = strRule{true, true, MaxEventIDLen, CodeBadRequest, CodeBadRequest}
+	ruleOpaqueUserID = strRule{true, true, MaxOpaqueUserIDLen, CodeBadRequest, CodeInvalidOpaqueUserID}
+	ruleResolvedBid  = strRule{false, true, MaxResolvedBidIDLen, CodeInvalidResolvedBidID, CodeInvalidResolvedBidID}
+	ruleProductID    = strRule{true, true, MaxStringFieldLen, CodeMissingProductID, CodeBadRequest}
+	ruleRequired     = strRule{true, true, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
+	ruleNonEmpty     = strRule{false, true, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
+	ruleOptional     = strRule{false, false, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
+)
+
+// span is the byte range of one JSON value in the body. hi == 0 means the
+// key was absent (no value can end at offset 0).
+type span struct{ lo, hi int }
+
+// fixup points a string field at its bytes in the event's string arena.
+type fixup struct {
+	dst    *string
+	lo, hi int
+}
+
+// extras holds the optional objects of one impression, click or pageview,
+// allocated for the whole request at once.
+type extras struct {
+	entity      Entity
+	attribution Entity
+	placement   Placement
+	page        Page
+	object      Object
+	pageValue   [1]string // backing array of Page.Value in the string form
+}
+
+type parser struct {
+	b     []byte
+	now   int64
+	elems [4][]span // element spans of the four arrays
+	list  []span    // element spans of a nested array
+	arena []byte    // decoded strings of the event being parsed
+	fix   []fixup
+	tmp   []byte // scratch for keys, enum values and times that contain escapes
+}
+
+var parserPool = sync.Pool{New: func() any { return new(parser) }}
+
+// ParseRequest decodes and validates a POST /v2/events body. On success it returns every event
+// (in request order: impressions, clicks, purchases, pageviews) with MarketplaceID set, ReceivedAtMs = nowMs.
+// Any invalid part rejects the whole request with a *ValidationError (Code = wire errCode, Message names the
+// field by JSON path, e.g. "impressions[3].opaqueUserId: must be at most 90 characters").
+func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *ValidationError) {
+	start := skipWS(body, 0)
+	if start == len(body) {
+		return nil, invalid(CodeEmptyRequest, "", "request body is empty")
+	}
+	if !validJSON(body) {
+		return nil, invalidJSON(body)
+	}
+	if body[start] != '{' {
+		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
+	}
+
+	p := parserPool.Get().(*parser)
+	defer p.release()
+	p.b = body
+	p.now = nowMs
+
+	var top [4]span
+	p.fields(start, topNames, top[:])
+
+	// Collect the elements of every array first, so that the events can be
+	// allocated at once; a shape error is reported when its array's turn
+	// comes, to keep the order of errors.
+	var shapeErr [4]*ValidationError
+	found := false
+	total, withExtras := 0, 0
+	for k := range p.elems {
+		p.elems[k] = p.elems[k][:0]
+	}
+	for k, sp := range top {
+		if !p.present(sp) {
+			continue
+		}
+		found = true
+		if p.b[sp.lo] != '[' {
+			shapeErr[k] = invalid(CodeBadRequest, topNames[k], "must be an array")
+			break
+		}
+		var over bool
+		p.elems[k], over = p.elements(sp.lo, p.elems[k], MaxEventsPerArray)
+		if over {
+			shapeErr[k] = invalid(CodeBadRequest, topNames[k], "must have at most %d items", MaxEventsPerArray)
+			break
+		}
+		total += len(p.elems[k])
+		if k != 2 {
+			withExtras += len(p.elems[k])
+		}
+	}
+	if !found {
+		return nil, invalid(CodeEmptyRequest, "", "at least one of impressions, clicks, purchases, pageviews is required")
+	}
+
+	var events []Event
+	var ext []extras
+	if total > 0 {
+		events = make([]Event, total)
+	} else {
+		events = []Event{}
+	}
+	if withExtras > 0 {
+		ext = make([]extras, withExtras)
+	}
+	n, nx := 0, 0
+	for k := range top {
+		if shapeErr[k] != nil {
+			return nil, shapeErr[k]
+		}
+		for i, sp := range p.elems[k] {
+			l := loc{arr: topNames[k], idx: i, oidx: -1}
+			ev := &events[n]
+			n++
+			ev.Kind = Kind(k + 1)
+			ev.MarketplaceID = marketplaceID
+			ev.ReceivedAtMs = nowMs
+			if p.b[sp.lo] != '{' {
+				return nil, invalid(CodeBadRequest, l.at(""), "must be an object")
+			}
+			p.arena = p.arena[:0]
+			var err *ValidationError
+			switch ev.Kind {
+			case KindImpression, KindClick:
+				err = p.interaction(sp, l, ev, &ext[nx])
+				nx++
+			case KindPurchase:
+				err = p.purchase(sp, l, ev)
+			case KindPageView:
+				err = p.pageView(sp, l, ev, &ext[nx])
+				nx++
+			}
+			if err != nil {
+				return nil, err
+			}
+			p.commit()
+		}
+	}
+	return events, nil
+}
+
+func (p *parser) release() {
+	clear(p.fix[:cap(p.fix)]) // do not keep the caller's events alive
+	p.fix = p.fix[:0]
+	p.b = nil
+	if cap(p.arena) > 64<<10 {
+		p.arena = nil
+	}
+	if cap(p.tmp) > 64<<10 {
+		p.tmp = nil
+	}
+	parserPool.Put(p)
+}
+
+// commit gives the strings of the event just parsed their final value: one
+// allocation holds them all.
+func (p *parser) commit() {
+	if len(p.fix) == 0 {
+		return
+	}
+	s := string(p.arena)
+	for _, f := range p.fix {
+		*f.dst = s[f.lo:f.hi]
+	}
+	clear(p.fix)
+	p.fix = p.fix[:0]
+}
+
+func invalidJSON(body []byte) *ValidationError {
+	var raw json.RawMessage
+	err := json.Unmarshal(body, &raw)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return invalid(CodeInvalidJSON, "", "request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	}
+	return invalid(CodeInvalidJSON, "", "request body is not valid JSON")
+}
+
+// loc is the JSON path of an event, or of an object or array element nested
+// in it; paths are only built when an error is reported.
+type loc struct {
+	arr  string // impressions, clicks, purchases, pageviews
+	idx  int
+	obj  string // nested object or array field, "" for the event itself
+	oidx int    // index in the nested array, -1 for an object
+}
+
+func (l loc) at(field string) string {
+	var sb strings.Builder
+	sb.WriteString(l.arr)
+	sb.WriteByte('[')
+	sb.WriteString(strconv.Itoa(l.idx))
+	sb.WriteByte(']')
+	if l.obj != "" {
+		sb.WriteByte('.')
+		sb.WriteString(l.obj)
+		if l.oidx >= 0 {
+			sb.WriteByte('[')
+			sb.WriteString(strconv.Itoa(l.oidx))
+			sb.WriteByte(']')
+		}
+	}
+	if field != "" {
+		sb.WriteByte('.')
+		sb.WriteString(field)
+	}
+	return sb.String()
+}
+
+func (l loc) sub(obj string, idx int) loc { return loc{arr: l.arr, idx: l.idx, obj: obj, oidx: idx} }
+
+func elemField(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// ---- event kinds ----
+
+func (p *parser) common(f []span, l loc, ev *Event) *ValidationError {
+	if err := p.str(f[fID], l, "id", ruleEventID, &ev.ID); err != nil {
+		return err
+	}
+	if err := p.occurredAt(f[fOccurredAt], l, &ev.OccurredAtMs); err != nil {
+		return err
+	}
+	return p.str(f[fOpaqueUserID], l, "opaqueUserId", ruleOpaqueUserID, &ev.OpaqueUserID)
+}
+
+func (p *parser) interaction(sp span, l loc, ev *Event, ex *extras) *ValidationError {
+	var f [numInteractionFields]span
+	names := interactionNames
+	if ev.Kind == KindImpression {
+		names = names[:fClickType] // clickType is a click field
+	}
+	p.fields(sp.lo, names, f[:])
+	if err := p.common(f[:], l, ev); err != nil {
+		return err
+	}
+	if err := p.str(f[fResolvedBidID], l, "resolvedBidId", ruleResolvedBid, &ev.ResolvedBidID); err != nil {
+		return err
+	}
+	hasBid := p.present(f[fResolvedBidID])
+	if p.present(f[fEntity]) {
+		if err := p.entity(f[fEntity], l, "entity", &ex.entity); err != nil {
+			return err
+		}
+		ev.Entity = &ex.entity
+	} else if !hasBid {
+		return invalid(CodeBadRequest, l.at(""), "one of resolvedBidId or entity is required")
+	}
+	if p.present(f[fAdditionalAttribution]) {
+		if err := p.entity(f[fAdditionalAttribution], l, "additionalAttribution", &ex.attribution); err != nil {
+			return err
+		}
+		ev.AdditionalAttribution = &ex.attribution
+	}
+	if p.present(f[fPlacement]) {
+		if err := p.placement(f[fPlacement], l, &ex.placement); err != nil {
+			return err
+		}
+		ev.Placement = &ex.placement
+	}
+	if p.present(f[fPage]) {
+		if err := p.page(f[fPage], l, ex); err != nil {
+			return err
+		}
+		ev.Page = &ex.page
+	}
+	if p.present(f[fObject]) {
+		if err := p.object(f[fObject], l, &ex.object); err != nil {
+			return err
+		}
+		ev.Object = &ex.object
+	}
+	if err := p.str(f[fExternalCampaignID], l, "externalCampaignId", ruleOptional, &ev.ExternalCampaignID); err != nil {
+		return err
+	}
+	if hasBid && p.nonEmptyString(f[fExternalCampaignID]) {
+		return invalid(CodeInvalidUseOfExternalCampaignID, l.at("externalCampaignId"),
+			"must not be set together with resolvedBidId")
+	}
+	if err := p.str(f[fExternalVendorID], l, "externalVendorId", ruleOptional, &ev.ExternalVendorID); err != nil {
+		return err
+	}
+	if err := p.enum(f[fDeviceType], l, "deviceType", false, deviceTypes, &ev.DeviceType); err != nil {
+		return err
+	}
+	if err := p.enum(f[fChannel], l, "channel", false, channelTypes, &ev.Channel); err != nil {
+		return err
+	}
+	if ev.Kind == KindClick {
+		return p.enum(f[fClickType], l, "clickType", false, clickTypes, &ev.ClickType)
+	}
+	return nil
+}
+
+func (p *parser) purchase(sp span, l loc, ev *Event) *ValidationError {
+	var f [numOtherFields]span
+	p.fields(sp.lo, purchaseNames, f[:])
+	if err := p.common(f[:], l, ev); err != nil {
+		return err
+	}
+	if err := p.items(f[fOtherTail], l, ev); err != nil {
+		return err
+	}
+	if err := p.enum(f[fOtherDeviceType], l, "deviceType", false, deviceTypes, &ev.DeviceType); err != nil {
+		return err
+	}
+	return p.enum(f[fOtherChannel], l, "channel", false, channelTypes, &ev.Channel)
+}
+
+func (p *parser) pageView(sp span, l loc, ev *Event, ex *extras) *ValidationError {
+	var f [numOtherFields]span
+	p.fields(sp.lo, pageViewNames, f[:])
+	if err := p.common(f[:], l, ev); err != nil {
+		return err
+	}
+	if !p.present(f[fOtherTail]) {
+		return invalid(CodeBadRequest, l.at("page"), "is required")
+	}
+	if err := p.page(f[fOtherTail], l, ex); err != nil {
+		return err
+	}
+	ev.Page = &ex.page
+	if err := p.enum(f[fOtherDeviceType], l, "deviceType", false, deviceTypes, &ev.DeviceType); err != nil {
+		return err
+	}
+	return p.enum(f[fOtherChannel], l, "channel", false, channelTypes, &ev.Channel)
+}
+
+// ---- nested objects ----
+
+func (p *parser) items(sp span, l loc, ev *Event) *ValidationError {
+	if !p.present(sp) {
+		return invalid(CodeNoPurchaseItems, l.at("items"), "is required: a purchase needs at least one item")
+	}
+	if p.b[sp.lo] != '[' {
+		return invalid(CodeBadRequest, l.at("items"), "must be an array")
+	}
+	var over bool
+	p.list, over = p.elements(sp.lo, p.list[:0], MaxItemsPerPurchase)
+	if over {
+		return invalid(CodeBadRequest, l.at("items"), "must have at most %d items", MaxItemsPerPurchase)
+	}
+	if len(p.list) == 0 {
+		return invalid(CodeNoPurchaseItems, l.at("items"), "must not be empty: a purchase needs at least one item")
+	}
+	items := make([]Item, len(p.list))
+	for i, isp := range p.list {
+		il := l.sub("items", i)
+		if p.b[isp.lo] != '{' {
+			return invalid(CodeBadRequest, il.at(""), "must be an object")
+		}
+		var f [4]span
+		p.fields(isp.lo, itemNames, f[:])
+		it := &items[i]
+		if err := p.str(f[fItemProductID], il, "productId", ruleProductID, &it.ProductID); err != nil {
+			return err
+		}
+		if err := p.unitPrice(f[fItemUnitPrice], il, &it.UnitPriceMicros); err != nil {
+			return err
+		}
+		if err := p.quantity(f[fItemQuantity], il, &it.Quantity); err != nil {
+			return err
+		}
+		if err := p.str(f[fItemVendorID], il, "vendorId", ruleNonEmpty, &it.VendorID); err != nil {
+			return err
+		}
+	}
+	ev.Items = items
+	return nil
+}
+
+func (p *parser) entity(sp span, l loc, field string, dst *Entity) *ValidationError {
+	if p.b[sp.lo] != '{' {
+		return invalid(CodeBadRequest, l.at(field), "must be an object")
+	}
+	var f [2]span
+	p.fields(sp.lo, entityNames, f[:])
+	el := l.sub(field, -1)
+	if err := p.str(f[0], el, "id", ruleRequired, &dst.ID); err != nil {
+		return err
+	}
+	return p.enum(f[1], el, "type", true, entityTypes, &dst.Type)
+}
+
+func (p *parser) placement(sp span, l loc, dst *Placement) *ValidationError {
+	if p.b[sp.lo] != '{' {
+		return invalid(CodeBadRequest, l.at("placement"), "must be an object")
+	}
+	var f [numPlacementFields]span
+	p.fields(sp.lo, placementNames, f[:])
+	pl := l.sub("placement", -1)
+	if err := p.str(f[fPlPath], pl, "path", ruleRequired, &dst.Path); err != nil {
+		return err
+	}
+	if err := p.positive32(f[fPlPosition], pl, "position", &dst.Position); err != nil {
+		return err
+	}
+	if err := p.positive32(f[fPlPage], pl, "page", &dst.Page); err != nil {
+		return err
+	}
+	if err := p.positive32(f[fPlPageSize], pl, "pageSize", &dst.PageSize); err != nil {
+		return err
+	}
+	if err := p.str(f[fPlProductID], pl, "productId", ruleNonEmpty, &dst.ProductID); err != nil {
+		return err
+	}
+	if sp := f[fPlCategoryIDs]; p.present(sp) {
+		vals, err := p.stringList(sp, pl, "categoryIds", maxCategoryIDs, ruleNonEmpty)
+		if err != nil {
+			return err
+		}
+		dst.CategoryIDs = vals
+	}
+	return p.str(f[fPlSearchQuery], pl, "searchQuery", ruleNonEmpty, &dst.SearchQuery)
+}
+
+func (p *parser) page(sp span, l loc, ex *extras) *ValidationError {
+	if p.b[sp.lo] != '{' {
+		return invalid(CodeBadRequest, l.at("page"), "must be an object")
+	}
+	var f [3]span
+	p.fields(sp.lo, pageNames, f[:])
+	pl := l.sub("page", -1)
+	dst := &ex.page
+	if err := p.enum(f[0], pl, "type", true, pageTypes, &dst.Type); err != nil {
+		return err
+	}
+	if err := p.str(f[1], pl, "pageId", ruleRequired, &dst.ID); err != nil {
+		return err
+	}
+	v := f[2]
+	if !p.present(v) {
+		return nil
+	}
+	switch p.b[v.lo] {
+	case '"':
+		if err := p.str(v, pl, "value", ruleOptional, &ex.pageValue[0]); err != nil {
+			return err
+		}
+		dst.Value = ex.pageValue[:]
+	case '[':
+		vals, err := p.stringList(v, pl, "value", maxPageValues, ruleOptional)
+		if err != nil {
+			return err
+		}
+		dst.Value = vals
+	default:
+		return invalid(CodeBadRequest, pl.at("value"), "must be a string or a non-empty array of strings")
+	}
+	return nil
+}
+
+func (p *parser) object(sp span, l loc, dst *Object) *ValidationError {
+	if p.b[sp.lo] != '{' {
+		return invalid(CodeBadRequest, l.at("object"), "must be an object")
+	}
+	var f [3]span
+	p.fields(sp.lo, objectNames, f[:])
+	ol := l.sub("object", -1)
+	if err := p.enum(f[0], ol, "type", true, objectTypes, &dst.Type); err != nil {
+		return err
+	}
+	if err := p.str(f[1], ol, "assetId", ruleOptional, &dst.AssetID); err != nil {
+		return err
+	}
+	return p.enum(f[2], ol, "clickType", false, clickTypes, &dst.ClickType)
+}
+
+// stringList validates a non-empty array of at most max strings, each
+// following rule.
+func (p *parser) stringList(sp span, l loc, field string, max int, rule strRule) ([]string, *ValidationError) {
+	if p.b[sp.lo] != '[' {
+		return nil, invalid(CodeBadRequest, l.at(field), "must be an array of strings")
+	}
+	var over bool
+	p.list, over = p.elements(sp.lo, p.list[:0], max)
+	if over {
+		return nil, invalid(CodeBadRequest, l.at(field), "must have at most %d items", max)
+	}
+	if len(p.list) == 0 {
+		return nil, invalid(CodeBadRequest, l.at(field), "must not be empty")
+	}
+	vals := make([]string, len(p.list))
+	rule.required = true
+	for i, esp := range p.list {
+		if p.b[esp.lo] != '"' {
+			return nil, invalid(CodeBadRequest, l.at(elemField(field, i)), "must be a string")
+		}
+		if err := p.str(esp, l, elemField(field, i), rule, &vals[i]); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+// ---- scalar fields ----
+
+// present reports whether a key was given with a value other than null.
+func (p *parser) present(sp span) bool { return sp.hi != 0 && p.b[sp.lo] != 'n' }
+
+// nonEmptyString reports whether sp is a string other than "".
+func (p *parser) nonEmptyString(sp span) bool {
+	return sp.hi != 0 && p.b[sp.lo] == '"' && sp.hi-sp.lo > 2
+}
+
+// str validates a string field and, if it is kept, arranges for *dst to get
+// its value when the event is committed. The field name may be an element
+// path such as "categoryIds[2]"; it is only used in messages.
+func (p *parser) str(sp span, l loc, field string, rule strRule, dst *string) *ValidationError {
+	if !p.present(sp) {
+		if rule.required {
+			return invalid(rule.missCode, l.at(field), "is required")
+		}
+		return nil
+	}
+	if p.b[sp.lo] != '"' {
+		return invalid(CodeBadRequest, l.at(field), "must be a string")
+	}
+	lo := len(p.arena)
+	p.arena = appendUnquoted(p.arena, p.b[sp.lo+1:sp.hi-1])
+	hi := len(p.arena)
+	if hi == lo {
+		if rule.nonEmpty {
+			return invalid(rule.missCode, l.at(field), "must not be empty")
+		}
+		return nil
+	}
+	if s := p.arena[lo:hi]; len(s) > rule.max && utf8.RuneCount(s) > rule.max {
+		return invalid(rule.maxCode, l.at(field), "must be at most %d characters", rule.max)
+	}
+	p.fix = append(p.fix, fixup{dst, lo, hi})
+	return nil
+}
+
+// enum validates a string field against its allowed values and stores the
+// matching constant (no allocation).
+func (p *parser) enum(sp span, l loc, field string, required bool, values []string, dst *string) *ValidationError {
+	if !p.present(sp) {
+		if required {
+			return invalid(CodeBadRequest, l.at(field), "is required")
+		}
+		return nil
+	}
+	if p.b[sp.lo] != '"' {
+		return invalid(CodeBadRequest, l.at(field), "must be a string")
+	}
+	raw := p.unquoteTmp(sp)
+	for _, v := range values {
+		if string(raw) == v {
+			*dst = v
+			return nil
+		}
+	}
+	return invalid(CodeBadRequest, l.at(field), "must be one of %s", strings.Join(values, ", "))
+}
+
+// unquoteTmp returns the decoded content of the string at sp, without
+// copying when it has no escapes. The result is valid until the next call.
+func (p *parser) unquoteTmp(sp span) []byte {
+	raw := p.b[sp.lo+1 : sp.hi-1]
+	if plainString(raw) {
+		return raw
+	}
+	p.tmp = appendUnquoted(p.tmp[:0], raw)
+	return p.tmp
+}
+
+func (p *parser) occurredAt(sp span, l loc, dst *int64) *ValidationError {
+	if !p.present(sp) {
+		return invalid(CodeBadRequest, l.at("occurredAt"), "is required")
+	}
+	if p.b[sp.lo] != '"' {
+		return invalid(CodeBadRequest, l.at("occurredAt"), "must be a string")
+	}
+	ms, subMs, ok := parseRFC3339(p.unquoteTmp(sp))
+	if !ok {
+		return invalid(CodeBadRequest, l.at("occurredAt"),
+			"must be an RFC 3339 date-time with a time zone offset, such as 2024-07-11T13:55:09.123Z")
+	}
+	if ms < 0 {
+		return invalid(CodeInvalidEventTime, l.at("occurredAt"), "must not be before 1970-01-01T00:00:00Z")
+	}
+	if limit := p.now + MaxFutureSkewMillis; ms > limit || ms == limit && subMs {
+		return invalid(CodeInvalidEventTime, l.at("occurredAt"),
+			"must not be more than 5 minutes in the future (server time %s)",
+			time.UnixMilli(p.now).UTC().Format(time.RFC3339Nano))
+	}
+	*dst = ms
+	return nil
+}
+
+func (p *parser) unitPrice(sp span, l loc, dst *int64) *ValidationError {
+	if !p.present(sp) {
+		return invalid(CodeBadRequest, l.at("unitPrice"), "is required")
+	}
+	if !isNumberStart(p.b[sp.lo]) {
+		return invalid(CodeBadRequest, l.at("unitPrice"), "must be a number")
+	}
+	d := scaleDecimal(p.b[sp.lo:sp.hi], 6, MaxUnitPriceMicros)
+	switch {
+	case d.zero || d.neg:
+		return invalid(CodeBadRequest, l.at("unitPrice"), "must be greater than 0")
+	case d.over:
+		return invalid(CodeBadRequest, l.at("unitPrice"), "must be at most %d", MaxUnitPriceMicros/1_000_000)
+	case d.mag == 0:
+		return invalid(CodeBadRequest, l.at("unitPrice"), "must be at least 0.0000005 (prices are kept to the micro-unit)")
+	}
+	*dst = int64(d.mag)
+	return nil
+}
+
+func (p *parser) quantity(sp span, l loc, dst *int64) *ValidationError {
+	if !p.present(sp) {
+		*dst = 1
+		return nil
+	}
+	if !isNumberStart(p.b[sp.lo]) {
+		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
+	}
+	d := scaleDecimal(p.b[sp.lo:sp.hi], 0, MaxQuantity)
+	switch {
+	case !d.integral:
+		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
+	case d.zero || d.neg:
+		return invalid(CodeQuantityNotPositive, l.at("quantity"), "must be greater than 0")
+	case d.over:
+		return invalid(CodeBadRequest, l.at("quantity"), "must be at most %d", MaxQuantity)
+	}
+	*dst = int64(d.mag)
+	return nil
+}
+
+// positive32 validates an optional integer in [1, MaxInt32].
+func (p *parser) positive32(sp span, l loc, field string, dst *int32) *ValidationError {
+	if !p.present(sp) {
+		return nil
+	}
+	if !isNumberStart(p.b[sp.lo]) {
+		return invalid(CodeBadRequest, l.at(field), "must be an integer")
+	}
+	d := scaleDecimal(p.b[sp.lo:sp.hi], 0, math.MaxInt32)
+	switch {
+	case !d.integral:
+		return invalid(CodeBadRequest, l.at(field), "must be an integer")
+	case d.zero || d.neg:
+		return invalid(CodeBadRequest, l.at(field), "must be at least 1")
+	case d.over:
+		return invalid(CodeBadRequest, l.at(field), "must be at most %d", math.MaxInt32)
+	}
+	*dst = int32(d.mag)
+	return nil
+}
+
+func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
+
+// decimal is a JSON number scaled to an integer by scaleDecimal.
+type decimal struct {
+	neg      bool   // the number has a minus sign
+	zero     bool   // the number is exactly zero
+	integral bool   // the scaled number has no fractional part
+	over     bool   // the rounded magnitude exceeds the limit (mag is then meaningless)
+	mag      uint64 // |number| × 10^scale, rounded half away from zero
+}
+
+// scaleDecimal converts num, a valid JSON number, to |num| × 10^scale rounded
+// half away from zero, exactly, from its decimal digits (no floating point).
+func scaleDecimal(num []byte, scale int, limit uint64) decimal {
+	var d decimal
+	i := 0
+	if num[0] == '-' {
+		d.neg = true
+		i++
+	}
+	is := i
+	for i < len(num) && num[i] >= '0' && num[i] <= '9' {
+		i++
+	}
+	intPart := num[is:i]
+	var frac []byte
+	if i < len(num) && num[i] == '.' {
+		i++
+		fs := i
+		for i < len(num) && num[i] >= '0' && num[i] <= '9' {
+			i++
+		}
+		frac = num[fs:i]
+	}
+	exp := 0
+	if i < len(num) && (num[i] == 'e' || num[i] == 'E') {
+		i++
+		eneg := false
+		if num[i] == '+' {
+			i++
+		} else if num[i] == '-' {
+			eneg = true
+			i++
+		}
+		for ; i < len(num); i++ {
+			if exp < 100_000_000 { // saturate: far beyond any digit count we handle
+				exp = exp*10 + int(num[i]-'0')
+			}
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	// The digits are D = intPart ++ frac; the scaled value's decimal point
+	// sits after len(intPart)+exp+scale digits of D.
+	nd := len(intPart) + len(frac)
+	digit := func(k int) byte {
+		if k < len(intPart) {
+			return intPart[k] - '0'
+		}
+		return frac[k-len(intPart)] - '0'
+	}
+	lead := 0
+	for lead < nd && digit(lead) == 0 {
+		lead++
+	}
+	if lead == nd {
+		d.zero, d.integral = true, true
+		return d
+	}
+	m := nd - lead                             // significant digits, the first is non-zero
+	point := len(intPart) + exp + scale - lead // relative to the first significant digit
+	d.integral = true
+	for j := max(point, 0); j < m; j++ {
+		if digit(lead+j) != 0 {
+			d.integral = false
+			break
+		}
+	}
+	var mag uint64
+	for j := 0; j < point; j++ {
+		var dg uint64
+		if j < m {
+			dg = uint64(digit(lead + j))
+		}
+		if mag > (limit-dg)/10 {
+			d.over = true
+			return d
+		}
+		mag = mag*10 + dg
+	}
+	if point >= 0 && point < m && digit(lead+point) >= 5 {
+		mag++
+		if mag > limit {
+			d.over = true
+			return d
+		}
+	}
+	d.mag = mag
+	return d
+}
+
+// parseRFC3339 parses an RFC 3339 date-time with a mandatory offset
+// (YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm), 'T' and 'Z' in either case) into
+// Unix milliseconds, truncating the fraction; subMs reports a non-zero
+// fraction below the millisecond.
+func parseRFC3339(s []byte) (ms int64, subMs, ok bool) {
+	if len(s) < 20 {
+		return 0, false, false
+	}
+	num := func(a, b int) int {
+		n := 0
+		for _, c := range s[a:b] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	if s[4] != '-' || s[7] != '-' || s[10] != 'T' && s[10] != 't' || s[13] != ':' || s[16] != ':' ||
+		year < 0 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return 0, false, false
+	}
+	i := 19
+	var frac int64
+	if s[i] == '.' {
+		i++
+		fs := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			if i-fs < 3 {
+				frac = frac*10 + int64(s[i]-'0')
+			} else if s[i] != '0' {
+				subMs = true
+			}
+			i++
+		}
+		if i == fs {
+			return 0, false, false
+		}
+		for k := i - fs; k < 3; k++ {
+			frac *= 10
+		}
+	}
+	if i >= len(s) {
+		return 0, false, false
+	}
+	var offset int
+	switch s[i] {
+	case 'Z', 'z':
+		i++
+	case '+', '-':
+		if len(s)-i != 6 || s[i+3] != ':' {
+			return 0, false, false
+		}
+		oh, om := num(i+1, i+3), num(i+4, i+6)
+		if oh < 0 || oh > 23 || om < 0 || om > 59 {
+			return 0, false, false
+		}
+		offset = oh*3600 + om*60
+		if s[i] == '-' {
+			offset = -offset
+		}
+		i += 6
+	default:
+		return 0, false, false
+	}
+	if i != len(s) {
+		return 0, false, false
+	}
+	secs := daysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
+	return secs*1000 + frac, subMs, true
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysFromCivil returns the number of days from 1970-01-01 to the given
+// proleptic Gregorian date (H. Hinnant's algorithm).
+func daysFromCivil(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y
+	if era < 0 {
+		era -= 399
+	}
+	era /= 400
+	yoe := y - era*400
+	mp := m + 9
+	if m > 2 {
+		mp = m - 3
+	}
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
+}
+
+// ---- JSON syntax ----
+
+// maxNestingDepth is encoding/json's limit on nested arrays and objects.
+const maxNestingDepth = 10000
+
+// validJSON reports whether b is one JSON value with optional surrounding
+// whitespace. It agrees with json.Valid (any byte >= 0x20 is accepted in a
+// string, as there) and is several times faster.
+func validJSON(b []byte) bool {
+	i, ok := validValue(b, skipWS(b, 0), 0)
+	return ok && skipWS(b, i) == len(b)
+}
+
+func validValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	var ok bool
+	switch b[i] {
+	case '"':
+		return validString(b, i)
+	case '{':
+		if depth++; depth > maxNestingDepth {
+			return i, false
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return i, false
+			}
+			if i, ok = validString(b, i); !ok {
+				return i, false
+			}
+			i = skipWS(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return i, false
+			}
+			if i, ok = validValue(b, skipWS(b, i+1), depth); !ok {
+				return i, false
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '}':
+				return i + 1, true
+			case ',':
+				i = skipWS(b, i+1)
+			default:
+				return i, false
+			}
+		}
+	case '[':
+		if depth++; depth > maxNestingDepth {
+			return i, false
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			if i, ok = validValue(b, i, depth); !ok {
+				return i, false
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case ']':
+				return i + 1, true
+			case ',':
+				i = skipWS(b, i+1)
+			default:
+				return i, false
+			}
+		}
+	case 't':
+		return validLiteral(b, i, "true")
+	case 'f':
+		return validLiteral(b, i, "false")
+	case 'n':
+		return validLiteral(b, i, "null")
+	default:
+		return validNumber(b, i)
+	}
+}
+
+func validLiteral(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
+}
+
+// stringStop marks the bytes that end the plain run of a JSON string.
+var stringStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+func validString(b []byte, i int) (int, bool) {
+	i++
+	for i < len(b) {
+		c := b[i]
+		if !stringStop[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		}
+		// backslash
+		if i+1 >= len(b) {
+			return i, false
+		}
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if len(b)-i < 6 || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+				return i, false
+			}
+			i += 6
+		default:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isDigit(b []byte, i int) bool { return i < len(b) && b[i] >= '0' && b[i] <= '9' }
+
+func validNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	if !isDigit(b, i) {
+		return i, false
+	}
+	if b[i] == '0' {
+		i++
+	} else {
+		for isDigit(b, i) {
+			i++
+		}
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !isDigit(b, i) {
+			return i, false
+		}
+		for isDigit(b, i) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !isDigit(b, i) {
+			return i, false
+		}
+		for isDigit(b, i) {
+			i++
+		}
+	}
+	return i, true
+}
+
+// ---- JSON walking (the body is known to be valid JSON) ----
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the offset just past the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	i++
+	for {
+		c := b[i]
+		if c == '"' {
+			return i + 1
+		}
+		if c == '\\' {
+			i += 2
+			continue
+		}
+		i++
+	}
+}
+
+// skipValue returns the offset just past the value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	default: // number, true, false, null
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// fields scans the object at b[lo] == '{' and stores in out[k] the span of
+// the value of key names[k]; a repeated key keeps its last value.
+func (p *parser) fields(lo int, names []string, out []span) {
+	b := p.b
+	i := skipWS(b, lo+1)
+	if b[i] == '}' {
+		return
+	}
+	for {
+		ks := i + 1
+		i = skipString(b, i)
+		key := b[ks : i-1]
+		if !plainString(key) {
+			p.tmp = appendUnquoted(p.tmp[:0], key)
+			key = p.tmp
+		}
+		i = skipWS(b, i) + 1 // ':'
+		i = skipWS(b, i)
+		vs := i
+		i = skipValue(b, i)
+		for k, name := range names {
+			if string(key) == name {
+				out[k] = span{vs, i}
+				break
+			}
+		}
+		i = skipWS(b, i)
+		if b[i] != ',' {
+			return // '}'
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// elements appends to dst the spans of the elements of the array at
+// b[lo] == '['. It stops and reports over when there are more than max.
+func (p *parser) elements(lo int, dst []span, max int) ([]span, bool) {
+	b := p.b
+	i := skipWS(b, lo+1)
+	if b[i] == ']' {
+		return dst, false
+	}
+	for {
+		if len(dst) == max {
+			return dst, true
+		}
+		vs := i
+		i = skipValue(b, i)
+		dst = append(dst, span{vs, i})
+		i = skipWS(b, i)
+		if b[i] != ',' {
+			return dst, false // ']'
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// plainString reports whether the raw content of a JSON string is its own
+// value: no escapes and valid UTF-8 (json.Valid has ruled out control
+// characters).
+func plainString(raw []byte) bool {
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return !hasEscape(raw) && utf8.Valid(raw)
+		}
+	}
+	return true
+}
+
+func hasEscape(raw []byte) bool {
+	for _, c := range raw {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// appendUnquoted appends the value of the raw content of a valid JSON string
+// to dst, with encoding/json's semantics: invalid UTF-8 bytes and unpaired
+// surrogate escapes become U+FFFD.
+func appendUnquoted(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			e := raw[i+1]
+			i += 2
+			switch e {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hex4(raw[i:])
+				i += 4
+				if utf16.IsSurrogate(r) {
+					r = utf8.RuneError
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						if r2 := utf16.DecodeRune(hex4(raw[i-4:]), hex4(raw[i+2:])); r2 != utf8.RuneError {
+							r = r2
+							i += 6
+						}
+					}
+				}
+				dst = utf8.AppendRune(dst, r)
+			default: // '"', '\\', '/'
+				dst = append(dst, e)
+			}
+		case c < utf8.RuneSelf:
+			j := i + 1
+			for j < len(raw) && raw[j] != '\\' && raw[j] < utf8.RuneSelf {
+				j++
+			}
+			dst = append(dst, raw[i:j]...)
+			i = j
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default: // 'A'-'F'
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}

@@ -1,0 +1,469 @@
+package loadgen
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/tls"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RunEvents posts generated event batches to cfg.URL + "/v2/events" and reports what it measured.
+//
+// The run lasts Warmup + Duration. Requests that complete during the warmup are not measured; requests
+// that complete in the window [start+Warmup, start+Warmup+Duration) are. When the window closes, requests
+// still in flight are cancelled and counted as Abandoned, so the run stops on time whatever the server does.
+// The run also stops early when ctx is done (Stopped = "canceled", a partial report and a nil error) or when
+// MaxRequests requests have been sent (Stopped = "max_requests").
+//
+// Closed loop (Rate == 0): each of the Concurrency workers sends its next request as soon as it has read the
+// previous answer; latency is measured from handing the request to the HTTP client to the end of the
+// response body.
+//
+// Open loop (Rate > 0): request k is due at start + k/Rate, whatever happened before. Workers take the next
+// due slot from a shared counter, sleep until its time and send it; when every worker is busy the slots pile
+// up and go out late. Latency is measured from the scheduled (due) time, not from the actual send, so the
+// time a request spent waiting for a free worker because the server was slow counts against the server.
+// This corrects for coordinated omission: a stalled server cannot hide its stall by holding back the load
+// that would have arrived meanwhile. Slots still pending when the run stops are reported as Unsent.
+//
+// The error is non-nil only for an invalid configuration; failures of requests are counted in the report.
+func RunEvents(ctx context.Context, cfg EventsConfig) (Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Report{}, err
+	}
+	u, err := eventsURL(cfg.URL)
+	if err != nil {
+		return Report{}, err
+	}
+	var runID [8]byte
+	if _, err := crand.Read(runID[:]); err != nil {
+		return Report{}, err
+	}
+
+	tr := newTransport(cfg)
+	defer tr.CloseIdleConnections()
+	hdr := http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {"application/json"},
+		"User-Agent":   {"endcap-loadgen/1"},
+	}
+	if cfg.APIKey != "" {
+		hdr["Authorization"] = []string{"Bearer " + cfg.APIKey}
+	}
+
+	r := &run{
+		cfg: cfg,
+		client: &http.Client{
+			Transport: tr,
+			// A redirect is an answer to measure (and a misconfiguration to see), not to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		tmpl: &http.Request{
+			Method: http.MethodPost, URL: u, Host: u.Host, Header: hdr,
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		},
+	}
+	if cfg.Rate > 0 {
+		r.intervalNS = 1e9 / cfg.Rate
+	}
+	perWorkerCap := maxLatencySamples / cfg.Concurrency
+	prealloc := 1 << 14
+	if cfg.Rate > 0 {
+		prealloc = int(cfg.Rate*cfg.Duration.Seconds()/float64(cfg.Concurrency)*1.2) + 64
+	}
+	prealloc = min(prealloc, perWorkerCap)
+
+	workers := make([]*worker, cfg.Concurrency)
+	for i := range workers {
+		workers[i] = newWorker(r, i, runID, perWorkerCap, prealloc)
+	}
+
+	r.start = time.Now()
+	r.measureStart = r.start.Add(cfg.Warmup)
+	r.end = r.measureStart.Add(cfg.Duration)
+	runCtx, cancel := context.WithDeadline(ctx, r.end)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(runCtx)
+		}()
+	}
+	wg.Wait()
+	stopTime := time.Now()
+
+	rep := r.merge(workers)
+	stopAt := r.end
+	switch {
+	case ctx.Err() != nil:
+		rep.Stopped = "canceled"
+		stopAt = stopTime
+	case r.maxHit.Load():
+		rep.Stopped = "max_requests"
+		stopAt = stopTime
+	default:
+		rep.Stopped = "duration"
+	}
+	if stopAt.After(r.end) {
+		stopAt = r.end
+	}
+	if stopAt.After(r.measureStart) {
+		rep.Elapsed = stopAt.Sub(r.measureStart)
+	}
+	if s := rep.Elapsed.Seconds(); s > 0 {
+		rep.RequestsPerSec = float64(rep.Requests) / s
+		rep.EventsPerSec = float64(rep.Events) / s
+	}
+	if cfg.Rate > 0 && rep.Stopped != "max_requests" {
+		due := int64(math.Ceil(stopAt.Sub(r.start).Seconds() * cfg.Rate))
+		var sent int64
+		for _, w := range workers {
+			sent += w.sends
+		}
+		rep.Unsent = max(0, due-sent)
+	}
+	return rep, nil
+}
+
+// newTransport is one keep-alive HTTP/1.1 connection per worker to one host.
+func newTransport(cfg EventsConfig) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil, // never through an environment proxy
+		DialContext:           d.DialContext,
+		MaxIdleConns:          cfg.Concurrency,
+		MaxIdleConnsPerHost:   cfg.Concurrency,
+		MaxConnsPerHost:       cfg.Concurrency,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{}, // no HTTP/2
+		TLSHandshakeTimeout:   cfg.Timeout,
+		WriteBufferSize:       64 << 10, // a whole batch (~16 KB) goes out in one write
+		ReadBufferSize:        8 << 10,
+		ExpectContinueTimeout: 0,
+	}
+}
+
+// run is the state the workers share.
+type run struct {
+	cfg          EventsConfig
+	client       *http.Client
+	tmpl         *http.Request // read-only; each request is a shallow copy with its own context and body
+	start        time.Time
+	measureStart time.Time
+	end          time.Time
+	intervalNS   float64 // open loop: nanoseconds between due times
+
+	slot   atomic.Int64 // open loop: next due slot
+	sent   atomic.Int64 // requests claimed, for MaxRequests
+	maxHit atomic.Bool
+}
+
+// worker owns one connection's worth of load and all its bookkeeping; nothing in it is shared while the
+// run is on.
+type worker struct {
+	r      *run
+	bb     *bodyBuilder
+	pool   chan *bodyBuf
+	hint   int
+	events int64
+	timer  *time.Timer
+	errBuf [256]byte
+
+	requests, ok, failed, evOK int64
+	status                     [600]int64
+	otherStatus                map[int]int64
+	samples                    []int64
+	sampleCap                  int
+	overflow                   bool
+	hist                       *histogram
+	latSum, latMax             int64
+
+	sends, warmup, abandoned, evSentAll, evOKAll int64
+	firstErr                                     string
+	firstErrAt                                   time.Time
+}
+
+func newWorker(r *run, id int, runID [8]byte, sampleCap, prealloc int) *worker {
+	bb := newBodyBuilder(runID, id, r.cfg.Seed, r.cfg.BatchSize, r.cfg.Users, r.cfg.Products)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &worker{
+		r:         r,
+		bb:        bb,
+		pool:      make(chan *bodyBuf, 4),
+		hint:      bb.sizeHint(),
+		events:    int64(bb.events()),
+		timer:     t,
+		samples:   make([]int64, 0, prealloc),
+		sampleCap: sampleCap,
+		hist:      new(histogram),
+	}
+}
+
+func (w *worker) loop(ctx context.Context) {
+	r := w.r
+	defer w.timer.Stop()
+	for ctx.Err() == nil {
+		if r.cfg.MaxRequests > 0 && r.sent.Add(1) > r.cfg.MaxRequests {
+			r.maxHit.Store(true)
+			return
+		}
+		var due time.Time
+		if r.intervalNS > 0 {
+			k := r.slot.Add(1) - 1
+			due = r.start.Add(time.Duration(float64(k) * r.intervalNS))
+			if !due.Before(r.end) {
+				return
+			}
+			if d := time.Until(due); d > 0 {
+				w.timer.Reset(d)
+				select {
+				case <-w.timer.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		w.send(ctx, due)
+	}
+}
+
+var errBodyClosed = errors.New("loadgen: request body closed")
+
+// send builds, sends and records one request. due is the open-loop due time (zero in closed loop).
+func (w *worker) send(ctx context.Context, due time.Time) {
+	r := w.r
+	bb := w.getBuf()
+	bb.b = w.bb.build(bb.b, time.Now())
+
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	req := r.tmpl.WithContext(rctx)
+	req.Body = bb.newReader()
+	req.GetBody = bb.getBody
+	req.ContentLength = int64(len(bb.b))
+
+	w.sends++
+	w.evSentAll += w.events
+	t0 := time.Now()
+	if due.IsZero() {
+		due = t0
+	}
+	status := 0
+	var errMsg string
+	resp, err := r.client.Do(req)
+	if err == nil {
+		status = resp.StatusCode
+		if (status < 200 || status > 299) && w.firstErr == "" {
+			n, _ := io.ReadFull(resp.Body, w.errBuf[:])
+			errMsg = "HTTP " + resp.Status + ": " + string(w.errBuf[:n])
+		}
+		if _, cerr := io.Copy(io.Discard, resp.Body); cerr != nil {
+			err, status, errMsg = cerr, 0, ""
+		}
+		resp.Body.Close()
+	}
+	cancel()
+	bb.release() // the worker's reference; the buffer is reused once the transport has closed the body
+	done := time.Now()
+
+	ok := status >= 200 && status <= 299
+	if ok {
+		w.evOKAll += w.events
+	}
+	switch {
+	case ctx.Err() != nil && (err != nil || !done.Before(r.end)):
+		// Cut off by the end of the run (or answered after the window closed): not measured.
+		w.abandoned++
+		return
+	case done.Before(r.measureStart):
+		w.warmup++
+	default:
+		w.requests++
+		if status >= 0 && status < len(w.status) {
+			w.status[status]++
+		} else {
+			if w.otherStatus == nil {
+				w.otherStatus = make(map[int]int64)
+			}
+			w.otherStatus[status]++
+		}
+		if ok {
+			w.ok++
+			w.evOK += w.events
+		} else {
+			w.failed++
+		}
+		w.record(done.Sub(due).Nanoseconds())
+	}
+	if !ok && w.firstErr == "" {
+		if err != nil {
+			errMsg = err.Error()
+		}
+		w.firstErr, w.firstErrAt = errMsg, done
+	}
+}
+
+func (w *worker) record(lat int64) {
+	if lat < 0 {
+		lat = 0
+	}
+	w.hist.record(lat)
+	w.latSum += lat
+	if lat > w.latMax {
+		w.latMax = lat
+	}
+	if !w.overflow {
+		if len(w.samples) < w.sampleCap {
+			w.samples = append(w.samples, lat)
+		} else {
+			w.overflow, w.samples = true, nil
+		}
+	}
+}
+
+// merge adds up the workers' counts and computes the latency figures.
+func (r *run) merge(workers []*worker) Report {
+	rep := Report{
+		Statuses:     map[int]int64{},
+		Concurrency:  r.cfg.Concurrency,
+		BatchSize:    r.cfg.BatchSize,
+		TargetRate:   r.cfg.Rate,
+		LatencyExact: true,
+	}
+	var nSamples int
+	var latSum int64
+	var firstAt time.Time
+	for _, w := range workers {
+		rep.Requests += w.requests
+		rep.OK += w.ok
+		rep.Failed += w.failed
+		rep.Events += w.evOK
+		rep.WarmupRequests += w.warmup
+		rep.Abandoned += w.abandoned
+		rep.EventsSentAll += w.evSentAll
+		rep.EventsOKAll += w.evOKAll
+		for code, n := range w.status {
+			if n > 0 {
+				rep.Statuses[code] += n
+			}
+		}
+		for code, n := range w.otherStatus {
+			rep.Statuses[code] += n
+		}
+		if w.overflow {
+			rep.LatencyExact = false
+		}
+		nSamples += len(w.samples)
+		latSum += w.latSum
+		rep.Max = max(rep.Max, time.Duration(w.latMax))
+		if w.firstErr != "" && (firstAt.IsZero() || w.firstErrAt.Before(firstAt)) {
+			rep.FirstError, firstAt = w.firstErr, w.firstErrAt
+		}
+	}
+	if rep.Requests == 0 {
+		return rep
+	}
+	rep.Mean = time.Duration(latSum / rep.Requests)
+	var q [4]time.Duration
+	if rep.LatencyExact {
+		all := make([]int64, 0, nSamples)
+		for _, w := range workers {
+			all = append(all, w.samples...)
+			w.samples = nil
+		}
+		q = quantilesExact(all)
+	} else {
+		h := new(histogram)
+		for _, w := range workers {
+			h.merge(w.hist)
+		}
+		q = quantilesHist(h, rep.Requests, int64(rep.Max))
+	}
+	rep.P50, rep.P90, rep.P99, rep.P999 = q[0], q[1], q[2], q[3]
+	return rep
+}
+
+// bodyBuf is a worker's reusable body buffer. It is shared by the worker and by the body readers the
+// transport holds (the original and any GetBody copy for a retry on a dead keep-alive connection); it goes
+// back to the worker's pool only when all of them have let go, because the transport may still read or
+// close a body after Do has returned. A worker whose buffers are all out allocates a new one.
+type bodyBuf struct {
+	b       []byte
+	refs    atomic.Int32
+	pool    chan *bodyBuf
+	getBody func() (io.ReadCloser, error)
+}
+
+func (w *worker) getBuf() *bodyBuf {
+	select {
+	case bb := <-w.pool:
+		bb.refs.Store(1)
+		return bb
+	default:
+	}
+	bb := &bodyBuf{b: make([]byte, 0, w.hint), pool: w.pool}
+	bb.getBody = func() (io.ReadCloser, error) { return bb.newReader(), nil }
+	bb.refs.Store(1)
+	return bb
+}
+
+func (bb *bodyBuf) newReader() *bodyReader {
+	bb.refs.Add(1)
+	return &bodyReader{bb: bb}
+}
+
+func (bb *bodyBuf) release() {
+	if bb.refs.Add(-1) == 0 {
+		select {
+		case bb.pool <- bb:
+		default:
+		}
+	}
+}
+
+// bodyReader reads a bodyBuf. Read and Close exclude each other, so once Close has returned no Read is
+// touching the buffer and it can be handed back.
+type bodyReader struct {
+	mu     sync.Mutex
+	bb     *bodyBuf
+	off    int
+	closed bool
+}
+
+func (br *bodyReader) Read(p []byte) (int, error) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if br.closed {
+		return 0, errBodyClosed
+	}
+	if br.off >= len(br.bb.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, br.bb.b[br.off:])
+	br.off += n
+	return n, nil
+}
+
+func (br *bodyReader) Close() error {
+	br.mu.Lock()
+	if br.closed {
+		br.mu.Unlock()
+		return nil
+	}
+	br.closed = true
+	br.mu.Unlock()
+	br.bb.release()
+	return nil
+}

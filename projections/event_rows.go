@@ -1,0 +1,165 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// eventColumns is the column list of events_raw, in the order of eventRows.
+const eventColumns = `marketplace_id, kind, event_id, occurred_at, occurred_at_ms, received_at, received_at_ms, countable,
+	opaque_user_id, resolved_bid_id, entity_type, entity_id, additional_attribution_type, additional_attribution_id,
+	placement_path, placement_position, placement_page, placement_page_size, placement_product_id,
+	placement_category_ids, placement_search_query, page_type, page_id, page_value,
+	object_type, object_asset_id, object_click_type, external_campaign_id, external_vendor_id,
+	device_type, channel, click_type,
+	items.product_id, items.unit_price_micros, items.quantity, items.vendor_id,
+	kafka_partition, kafka_offset`
+
+// eventRows holds a batch column by column, so that the insert appends whole
+// slices instead of converting row by row.
+type eventRows struct {
+	n                                                int
+	marketplace, kind, id                            []string
+	occurred, received                               []time.Time
+	occurredMs, receivedMs                           []int64
+	countable                                        []uint8
+	user, rbid, entType, entID, aaType, aaID         []string
+	plPath                                           []string
+	plPos, plPage, plPageSize                        []uint32
+	plProduct                                        []string
+	plCategories                                     [][]string
+	plSearch, pgType, pgID                           []string
+	pgValue                                          [][]string
+	obType, obAsset, obClick, extCampaign, extVendor []string
+	device, channel, clickType                       []string
+	itProduct, itVendor                              [][]string
+	itPrice, itQty                                   [][]int64
+	partition                                        []int32
+	offset                                           []int64
+}
+
+func newEventRows(capacity int) *eventRows {
+	s := func() []string { return make([]string, 0, capacity) }
+	u := func() []uint32 { return make([]uint32, 0, capacity) }
+	return &eventRows{
+		marketplace: s(), kind: s(), id: s(),
+		occurred: make([]time.Time, 0, capacity), received: make([]time.Time, 0, capacity),
+		occurredMs: make([]int64, 0, capacity), receivedMs: make([]int64, 0, capacity),
+		countable: make([]uint8, 0, capacity),
+		user:      s(), rbid: s(), entType: s(), entID: s(), aaType: s(), aaID: s(),
+		plPath: s(), plPos: u(), plPage: u(), plPageSize: u(), plProduct: s(),
+		plCategories: make([][]string, 0, capacity), plSearch: s(), pgType: s(), pgID: s(),
+		pgValue: make([][]string, 0, capacity),
+		obType:  s(), obAsset: s(), obClick: s(), extCampaign: s(), extVendor: s(),
+		device: s(), channel: s(), clickType: s(),
+		itProduct: make([][]string, 0, capacity), itVendor: make([][]string, 0, capacity),
+		itPrice: make([][]int64, 0, capacity), itQty: make([][]int64, 0, capacity),
+		partition: make([]int32, 0, capacity), offset: make([]int64, 0, capacity),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (r *eventRows) add(e *ingest.Event, partition int32, offset int64) {
+	r.n++
+	r.marketplace = append(r.marketplace, e.MarketplaceID)
+	r.kind = append(r.kind, e.Kind.String())
+	r.id = append(r.id, e.ID)
+	r.occurred = append(r.occurred, time.UnixMilli(e.OccurredAtMs).UTC())
+	r.occurredMs = append(r.occurredMs, e.OccurredAtMs)
+	r.received = append(r.received, time.UnixMilli(e.ReceivedAtMs).UTC())
+	r.receivedMs = append(r.receivedMs, e.ReceivedAtMs)
+	var countable uint8
+	if e.Countable() {
+		countable = 1
+	}
+	r.countable = append(r.countable, countable)
+	r.user = append(r.user, e.OpaqueUserID)
+	r.rbid = append(r.rbid, e.ResolvedBidID)
+	var et, ei, at, ai string
+	if e.Entity != nil {
+		et, ei = e.Entity.Type, e.Entity.ID
+	}
+	if e.AdditionalAttribution != nil {
+		at, ai = e.AdditionalAttribution.Type, e.AdditionalAttribution.ID
+	}
+	r.entType, r.entID = append(r.entType, et), append(r.entID, ei)
+	r.aaType, r.aaID = append(r.aaType, at), append(r.aaID, ai)
+	pl := e.Placement
+	if pl == nil {
+		pl = &ingest.Placement{}
+	}
+	r.plPath = append(r.plPath, pl.Path)
+	r.plPos = append(r.plPos, uint32(pl.Position))
+	r.plPage = append(r.plPage, uint32(pl.Page))
+	r.plPageSize = append(r.plPageSize, uint32(pl.PageSize))
+	r.plProduct = append(r.plProduct, pl.ProductID)
+	r.plCategories = append(r.plCategories, nonNil(pl.CategoryIDs))
+	r.plSearch = append(r.plSearch, pl.SearchQuery)
+	pg := e.Page
+	if pg == nil {
+		pg = &ingest.Page{}
+	}
+	r.pgType, r.pgID, r.pgValue = append(r.pgType, pg.Type), append(r.pgID, pg.ID), append(r.pgValue, nonNil(pg.Value))
+	ob := e.Object
+	if ob == nil {
+		ob = &ingest.Object{}
+	}
+	r.obType, r.obAsset, r.obClick = append(r.obType, ob.Type), append(r.obAsset, ob.AssetID), append(r.obClick, ob.ClickType)
+	r.extCampaign, r.extVendor = append(r.extCampaign, e.ExternalCampaignID), append(r.extVendor, e.ExternalVendorID)
+	r.device, r.channel, r.clickType = append(r.device, e.DeviceType), append(r.channel, e.Channel), append(r.clickType, e.ClickType)
+	products := make([]string, len(e.Items))
+	vendors := make([]string, len(e.Items))
+	prices := make([]int64, len(e.Items))
+	qty := make([]int64, len(e.Items))
+	for i, it := range e.Items {
+		products[i], vendors[i], prices[i], qty[i] = it.ProductID, it.VendorID, it.UnitPriceMicros, it.Quantity
+	}
+	r.itProduct, r.itVendor, r.itPrice, r.itQty = append(r.itProduct, products), append(r.itVendor, vendors), append(r.itPrice, prices), append(r.itQty, qty)
+	r.partition = append(r.partition, partition)
+	r.offset = append(r.offset, offset)
+}
+
+func (r *eventRows) insert(ctx context.Context, conn clickhouse.Conn) error {
+	start := time.Now()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO events_raw ("+eventColumns+")")
+	if err != nil {
+		telemetry.InsertBatches.WithLabelValues("events_raw", "error").Inc()
+		return fmt.Errorf("prepare events insert: %w", err)
+	}
+	cols := []any{
+		r.marketplace, r.kind, r.id, r.occurred, r.occurredMs, r.received, r.receivedMs, r.countable,
+		r.user, r.rbid, r.entType, r.entID, r.aaType, r.aaID,
+		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
+		r.plCategories, r.plSearch, r.pgType, r.pgID, r.pgValue,
+		r.obType, r.obAsset, r.obClick, r.extCampaign, r.extVendor,
+		r.device, r.channel, r.clickType,
+		r.itProduct, r.itPrice, r.itQty, r.itVendor,
+		r.partition, r.offset,
+	}
+	for i, c := range cols {
+		if err := b.Column(i).Append(c); err != nil {
+			_ = b.Abort()
+			telemetry.InsertBatches.WithLabelValues("events_raw", "error").Inc()
+			return fmt.Errorf("events insert column %d: %w", i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		telemetry.InsertBatches.WithLabelValues("events_raw", "error").Inc()
+		return fmt.Errorf("send events insert: %w", err)
+	}
+	telemetry.InsertBatches.WithLabelValues("events_raw", "ok").Inc()
+	telemetry.InsertRows.WithLabelValues("events_raw").Add(float64(r.n))
+	telemetry.InsertDuration.WithLabelValues("events_raw").Observe(time.Since(start).Seconds())
+	return nil
+}

@@ -1,0 +1,196 @@
+// Package clickhouse is the adapter to ClickHouse: connection, versioned
+// migrations and batch inserts. One code path serves Debian's 18.16 (local
+// stack and tests) and a current ClickHouse (production); see
+// docs/clickhouse.md for the rules it follows.
+package clickhouse
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Conn is a native-protocol connection pool.
+type Conn = driver.Conn
+
+// Options say where ClickHouse is.
+type Options struct {
+	Addr     string
+	Database string
+	User     string
+	Password string
+}
+
+// Open returns a native-protocol pool for o.Database. It makes no network
+// call: a server that is down makes later calls fail, not Open.
+func Open(o Options) (Conn, error) {
+	if !identRe.MatchString(o.Database) {
+		return nil, fmt.Errorf("clickhouse: database name %q is not a plain identifier", o.Database)
+	}
+	return open(o, o.Database)
+}
+
+func open(o Options, db string) (Conn, error) {
+	return ch.Open(&ch.Options{
+		Protocol:         ch.Native,
+		Addr:             []string{o.Addr},
+		Auth:             ch.Auth{Database: db, Username: o.User, Password: o.Password},
+		DialTimeout:      2 * time.Second,
+		ReadTimeout:      60 * time.Second,
+		MaxOpenConns:     8,
+		MaxIdleConns:     4,
+		ConnMaxLifetime:  time.Hour,
+		ConnOpenStrategy: ch.ConnOpenInOrder,
+	})
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// EnsureDatabase creates o.Database when it does not exist.
+func EnsureDatabase(ctx context.Context, o Options) error {
+	if !identRe.MatchString(o.Database) {
+		return fmt.Errorf("clickhouse: database name %q is not a plain identifier", o.Database)
+	}
+	c, err := open(o, "default")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+o.Database); err != nil {
+		return fmt.Errorf("clickhouse: create database %s: %w", o.Database, err)
+	}
+	return nil
+}
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migration is one numbered schema step: statements separated by ';' lines.
+type Migration struct {
+	Version    int
+	Name       string
+	Statements []string
+}
+
+// Migrations returns the embedded migrations in version order.
+func Migrations() ([]Migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".sql")
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %s: name must be NNNN_name.sql", n)
+		}
+		body, err := migrationFiles.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		m := Migration{Version: v, Name: base}
+		for _, st := range strings.Split(string(body), ";\n") {
+			if st = strings.TrimSpace(stripComments(st)); st != "" {
+				m.Statements = append(m.Statements, st)
+			}
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("two migrations numbered %d", out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Migrate applies every migration newer than the schema's version. Each
+// statement is idempotent (IF NOT EXISTS), so two processes migrating at the
+// same time converge on the same schema.
+func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err error) {
+	ms, err := Migrations()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := c.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version UInt32, name String, applied_at DateTime
+	) ENGINE = MergeTree() ORDER BY version`); err != nil {
+		return 0, fmt.Errorf("clickhouse: schema_migrations: %w", err)
+	}
+	current, err := SchemaVersion(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range ms {
+		if m.Version <= current {
+			continue
+		}
+		for i, st := range m.Statements {
+			if err := c.Exec(ctx, st); err != nil {
+				return applied, fmt.Errorf("clickhouse: migration %s statement %d: %w", m.Name, i+1, err)
+			}
+		}
+		b, err := c.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+		if err != nil {
+			return applied, err
+		}
+		if err := b.Append(uint32(m.Version), m.Name, time.Now().UTC()); err != nil {
+			return applied, err
+		}
+		if err := b.Send(); err != nil {
+			return applied, fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
+		}
+		applied++
+		if log != nil {
+			log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name)
+		}
+	}
+	return applied, nil
+}
+
+// SchemaVersion is the highest applied migration (0 for none).
+func SchemaVersion(ctx context.Context, c Conn) (int, error) {
+	var v uint32
+	if err := c.QueryRow(ctx, "SELECT max(version) FROM schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("clickhouse: read schema version: %w", err)
+	}
+	return int(v), nil
+}
+
+// LatestVersion is the version of the newest embedded migration.
+func LatestVersion() int {
+	ms, err := Migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].Version
+}

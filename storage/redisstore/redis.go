@@ -1,0 +1,31 @@
+// Package redisstore is the adapter to Redis: the client with Endcap's
+// timeouts. Key layouts belong to the packages that own the keys.
+package redisstore
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options say where Redis is.
+type Options struct {
+	Addr     string
+	Password string
+	DB       int
+}
+
+// Open returns a pooled client. Every command is bounded by the caller's
+// context and by these socket timeouts.
+func Open(o Options) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:         o.Addr,
+		Password:     o.Password,
+		DB:           o.DB,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  3 * time.Second,
+		WriteTimeout: 3 * time.Second,
+		PoolSize:     32,
+		MaxRetries:   1,
+	})
+}

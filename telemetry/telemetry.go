@@ -1,0 +1,60 @@
+// Package telemetry holds Endcap's Prometheus metrics and its logger setup.
+// Metric names are documented in docs/operations.md.
+package telemetry
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	HTTPRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_http_requests_total", Help: "HTTP requests by route, method and status code.",
+	}, []string{"route", "method", "code"})
+	HTTPDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "endcap_http_request_duration_seconds", Help: "HTTP request latency by route.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	}, []string{"route", "method"})
+	EventsAccepted = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_events_accepted_total", Help: "Tracking events acknowledged by Kafka and answered 200, by kind.",
+	}, []string{"kind"})
+	EventsRejected = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_events_rejected_requests_total", Help: "Rejected /v2/events requests by errCode.",
+	}, []string{"code"})
+	ProducedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_kafka_produced_records_total", Help: "Records produced, by topic and result (ok, error).",
+	}, []string{"topic", "result"})
+	ConsumedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_kafka_consumed_records_total", Help: "Records consumed by a consumer group, by topic.",
+	}, []string{"topic", "group"})
+	ConsumerLag = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "endcap_kafka_consumer_lag_records", Help: "High watermark minus the next offset to consume, per partition.",
+	}, []string{"topic", "group", "partition"})
+	InsertBatches = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_clickhouse_insert_batches_total", Help: "ClickHouse insert batches by table and result (ok, error).",
+	}, []string{"table", "result"})
+	InsertRows = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_clickhouse_insert_rows_total", Help: "Rows inserted into ClickHouse by table.",
+	}, []string{"table"})
+	InsertDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "endcap_clickhouse_insert_duration_seconds", Help: "Duration of ClickHouse insert batches.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"table"})
+	Duplicates = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_projector_duplicates_total", Help: "Records dropped because another record already claimed their idempotency key.",
+	}, []string{"table"})
+)
+
+// NewLogger returns a structured logger writing to w.
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
