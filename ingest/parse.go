@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -150,6 +152,7 @@ type parser struct {
 	b     []byte
 	now   int64
 	elems [4][]span // element spans of the four arrays
+	over  [4]bool   // an array has more than MaxEventsPerArray elements
 	list  []span    // element spans of a nested array
 	arena []byte    // decoded strings of the event being parsed
 	fix   []fixup
@@ -167,10 +170,10 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	if start == len(body) {
 		return nil, invalid(CodeEmptyRequest, "", "request body is empty")
 	}
-	if !validJSON(body) {
-		return nil, invalidJSON(body)
-	}
 	if body[start] != '{' {
+		if !validJSON(body) {
+			return nil, invalidJSON(body)
+		}
 		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
 	}
 
@@ -179,18 +182,19 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	p.b = body
 	p.now = nowMs
 
+	// One pass checks the syntax of the whole body and collects the
+	// elements of the four arrays.
 	var top [4]span
-	p.fields(start, topNames, top[:])
+	end, ok := p.scanTop(start, &top)
+	if !ok || skipWS(body, end) != len(body) {
+		return nil, invalidJSON(body)
+	}
 
-	// Collect the elements of every array first, so that the events can be
-	// allocated at once; a shape error is reported when its array's turn
-	// comes, to keep the order of errors.
+	// Shape errors are reported when their array's turn comes, to keep the
+	// order of errors.
 	var shapeErr [4]*ValidationError
 	found := false
 	total, withExtras := 0, 0
-	for k := range p.elems {
-		p.elems[k] = p.elems[k][:0]
-	}
 	for k, sp := range top {
 		if !p.present(sp) {
 			continue
@@ -200,9 +204,7 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 			shapeErr[k] = invalid(CodeBadRequest, topNames[k], "must be an array")
 			break
 		}
-		var over bool
-		p.elems[k], over = p.elements(sp.lo, p.elems[k], MaxEventsPerArray)
-		if over {
+		if p.over[k] {
 			shapeErr[k] = invalid(CodeBadRequest, topNames[k], "must have at most %d items", MaxEventsPerArray)
 			break
 		}
@@ -988,6 +990,109 @@ func daysFromCivil(y, m, d int) int64 {
 // maxNestingDepth is encoding/json's limit on nested arrays and objects.
 const maxNestingDepth = 10000
 
+// scanTop checks the syntax of the object at b[lo] == '{' (the request) and
+// stores the spans of the four arrays' keys in top; the elements of those
+// that are arrays go to p.elems and p.over. A repeated key keeps its last
+// value. It returns the offset after the object and whether it is valid.
+func (p *parser) scanTop(lo int, top *[4]span) (int, bool) {
+	b := p.b
+	for k := range p.elems {
+		p.elems[k], p.over[k] = p.elems[k][:0], false
+	}
+	i := skipWS(b, lo+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		ks := i + 1
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return i, false
+		}
+		key := b[ks : i-1]
+		if !plainString(key) {
+			p.tmp = appendUnquoted(p.tmp[:0], key)
+			key = p.tmp
+		}
+		k := -1
+		for n, name := range topNames {
+			if string(key) == name {
+				k = n
+				break
+			}
+		}
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		i = skipWS(b, i+1)
+		vs := i
+		if k >= 0 {
+			p.elems[k], p.over[k] = p.elems[k][:0], false
+		}
+		if k >= 0 && i < len(b) && b[i] == '[' {
+			i, ok = p.scanArray(i, k)
+		} else {
+			i, ok = validValue(b, i, 1)
+		}
+		if !ok {
+			return i, false
+		}
+		if k >= 0 {
+			top[k] = span{vs, i}
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '}':
+			return i + 1, true
+		case ',':
+			i = skipWS(b, i+1)
+		default:
+			return i, false
+		}
+	}
+}
+
+// scanArray checks the syntax of the array at b[lo] == '[', the value of
+// topNames[k], and collects the spans of up to MaxEventsPerArray elements.
+func (p *parser) scanArray(lo, k int) (int, bool) {
+	b := p.b
+	i := skipWS(b, lo+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		vs := i
+		var ok bool
+		if i, ok = validValue(b, i, 2); !ok {
+			return i, false
+		}
+		if len(p.elems[k]) < MaxEventsPerArray {
+			p.elems[k] = append(p.elems[k], span{vs, i})
+		} else {
+			p.over[k] = true
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i = skipWS(b, i+1)
+		default:
+			return i, false
+		}
+	}
+}
+
 // validJSON reports whether b is one JSON value with optional surrounding
 // whitespace. It agrees with json.Valid (any byte >= 0x20 is accepted in a
 // string, as there) and is several times faster.
@@ -1093,7 +1198,13 @@ var stringStop = func() (t [256]bool) {
 
 func validString(b []byte, i int) (int, bool) {
 	i++
-	for i < len(b) {
+	for {
+		for len(b)-i >= 8 && !mayStopString(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			return i, false
+		}
 		c := b[i]
 		if !stringStop[c] {
 			i++
@@ -1121,7 +1232,15 @@ func validString(b []byte, i int) (int, bool) {
 			return i, false
 		}
 	}
-	return i, false
+}
+
+// mayStopString reports whether one of the 8 bytes in x may be a quote, a
+// backslash or a control character (no false negatives).
+func mayStopString(x uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	q := x ^ lsb*'"'
+	bs := x ^ lsb*'\\'
+	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
@@ -1184,15 +1303,17 @@ func skipWS(b []byte, i int) int {
 func skipString(b []byte, i int) int {
 	i++
 	for {
-		c := b[i]
-		if c == '"' {
-			return i + 1
+		q := i + bytes.IndexByte(b[i:], '"')
+		// The quote ends the string unless an odd number of backslashes
+		// precede it.
+		n := 0
+		for q-1-n >= i && b[q-1-n] == '\\' {
+			n++
 		}
-		if c == '\\' {
-			i += 2
-			continue
+		if n%2 == 0 {
+			return q + 1
 		}
-		i++
+		i = q + 1
 	}
 }
 

@@ -96,3 +96,12 @@ func BenchmarkJSONValid(b *testing.B) {
 		json.Valid(body)
 	}
 }
+
+// BenchmarkValidJSON is validJSON, the syntax check ParseRequest uses.
+func BenchmarkValidJSON(b *testing.B) {
+	body := benchBody()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		validJSON(body)
+	}
+}

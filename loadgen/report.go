@@ -140,7 +140,7 @@ func (r Report) String() string {
 	if r.TargetRate > 0 {
 		mode = fmt.Sprintf("open loop at %.0f req/s", r.TargetRate)
 	}
-	fmt.Fprintf(&b, "POST /v2/events: %s, concurrency %d, %d events/request, measured %.2fs (stopped: %s)\n",
+	fmt.Fprintf(&b, "POST /v2/events: %s, concurrency %d, %d events/request, measured %.3fs (stopped: %s)\n",
 		mode, r.Concurrency, r.BatchSize, r.Elapsed.Seconds(), r.Stopped)
 	fmt.Fprintf(&b, "  requests  %d (ok %d, failed %d)  %.1f req/s\n", r.Requests, r.OK, r.Failed, r.RequestsPerSec)
 	fmt.Fprintf(&b, "  events    %d accepted  %.0f events/s\n", r.Events, r.EventsPerSec)

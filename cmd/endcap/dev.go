@@ -50,9 +50,12 @@ func portOf(hostport string) (int, error) {
 func cmdDev(ctx context.Context, args []string) error {
 	var dir string
 	var chHTTPPort int
-	cfg, fs, err := parse("dev", args, func(fs *flag.FlagSet) {
+	_, external := os.LookupEnv("ENDCAP_KAFKA_BROKERS")
+	var runKfake bool
+	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR)")
 		fs.IntVar(&chHTTPPort, "clickhouse-http-port", 18123, "HTTP port of the local ClickHouse")
+		fs.BoolVar(&runKfake, "kfake", !external, "run Kafka in-process (kfake) on the port of --kafka-brokers; default true unless ENDCAP_KAFKA_BROKERS is set")
 	})
 	if err != nil {
 		return err
@@ -93,12 +96,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		}
 	}()
 
-	brokersGiven := false
-	fs.Visit(func(f *flag.Flag) { brokersGiven = brokersGiven || f.Name == "kafka-brokers" })
-	if _, ok := os.LookupEnv("ENDCAP_KAFKA_BROKERS"); ok {
-		brokersGiven = true
-	}
-	if !brokersGiven {
+	if runKfake {
 		kport, err := portOf(cfg.KafkaBrokers[0])
 		if err != nil {
 			return fmt.Errorf("--kafka-brokers: %w", err)

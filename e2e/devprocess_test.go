@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/storage/clickhouse"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "endcap")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/endcap").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type devProc struct {
+	cmd  *exec.Cmd
+	done chan error
+	log  string
+}
+
+type devStack struct {
+	t                                  *testing.T
+	bin, dir                           string
+	http, kafka, ch, chHTTP, redis, s3 int
+}
+
+func (d *devStack) start() *devProc {
+	t := d.t
+	t.Helper()
+	logPath := filepath.Join(d.dir, fmt.Sprintf("dev-%d.log", time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(d.bin, "dev", "--dir", d.dir,
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", d.http),
+		"--kafka-brokers", fmt.Sprintf("127.0.0.1:%d", d.kafka),
+		"--clickhouse-addr", fmt.Sprintf("127.0.0.1:%d", d.ch),
+		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
+		"--redis-addr", fmt.Sprintf("127.0.0.1:%d", d.redis),
+		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3))
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ENDCAP_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &devProc{cmd: cmd, done: make(chan error, 1), log: logPath}
+	go func() { p.done <- cmd.Wait(); f.Close() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-p.done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		select {
+		case err := <-p.done:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("endcap dev exited early: %v\n%s", err, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("endcap dev not ready within 90s\n%s", b)
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", d.http))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				if _, err := os.Stat(filepath.Join(d.dir, "dev", "credentials.json")); err == nil {
+					return p
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (d *devStack) creds() credentialsFile {
+	d.t.Helper()
+	var c credentialsFile
+	b, err := os.ReadFile(filepath.Join(d.dir, "dev", "credentials.json"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+type credentialsFile struct {
+	MarketplaceID  string `json:"marketplaceId"`
+	MarketplaceKey string `json:"marketplaceKey"`
+	AdvancedKey    string `json:"advancedKey"`
+}
+
+func (d *devStack) post(key, body string) (int, error) {
+	req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/v2/events", d.http), strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	cl := &http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestDevRestartAndCrash runs `endcap dev` as a user would: it comes up with
+// a demo marketplace, Ctrl-C stops it, a restart finds the same data and
+// keys; then it is killed with SIGKILL while events are posted, and after the
+// next start every event that got a 200 is in ClickHouse exactly once.
+func TestDevRestartAndCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack as a subprocess")
+	}
+	testenv.Get(t) // skips or fails like the other integration tests when the stack is not installed
+	d := &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(),
+		http: freePort(t), kafka: freePort(t), ch: freePort(t), chHTTP: freePort(t), redis: freePort(t), s3: freePort(t)}
+
+	p := d.start()
+	first := d.creds()
+	if first.MarketplaceID == "" || !strings.HasPrefix(first.MarketplaceKey, "ecm_") || !strings.HasPrefix(first.AdvancedKey, "eca_") {
+		t.Fatalf("credentials: %+v", first)
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("Ctrl-C exit: %v\n%s", err, b)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("endcap dev did not stop within 30s of Ctrl-C")
+	}
+
+	p = d.start()
+	if again := d.creds(); again != first {
+		t.Fatalf("credentials changed across restart: %+v vs %+v", again, first)
+	}
+
+	// Post batches from 4 clients until the process is killed.
+	var (
+		mu    sync.Mutex
+		acked []string
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var items []string
+				var ids []string
+				for i := 0; i < 20; i++ {
+					id := fmt.Sprintf("k9-%d-%d-%d", w, n, i)
+					ids = append(ids, id)
+					items = append(items, fmt.Sprintf(`{"id":%q,"occurredAt":%q,"opaqueUserId":"u-%d","entity":{"type":"product","id":"p-%d"}}`, id, ts(time.Now()), i, n))
+				}
+				st, err := d.post(first.MarketplaceKey, `{"impressions":[`+strings.Join(items, ",")+`]}`)
+				if err == nil && st == 200 {
+					mu.Lock()
+					acked = append(acked, ids...)
+					mu.Unlock()
+				}
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if len(acked) == 0 {
+		t.Fatal("no event was acknowledged before the kill")
+	}
+	t.Logf("%d events acknowledged before SIGKILL", len(acked))
+
+	p = d.start()
+	if again := d.creds(); again != first {
+		t.Fatalf("credentials changed across crash: %+v vs %+v", again, first)
+	}
+	conn, err := clickhouse.Open(clickhouse.Options{Addr: fmt.Sprintf("127.0.0.1:%d", d.ch), Database: "endcap", User: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var seen map[string]int
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rows, err := conn.Query(ctx, "SELECT event_id, count() FROM events WHERE startsWith(event_id, 'k9-') GROUP BY event_id")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		seen = map[string]int{}
+		for rows.Next() {
+			var id string
+			var n uint64
+			if err := rows.Scan(&id, &n); err != nil {
+				return err
+			}
+			seen[id] = int(n)
+		}
+		for _, id := range acked {
+			if seen[id] == 0 {
+				return testenv.Errorf("acknowledged event %s not in ClickHouse (have %d of %d)", id, len(seen), len(acked))
+			}
+		}
+		return nil
+	})
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("event %s seen %d times", id, n)
+		}
+	}
+	t.Logf("all %d acknowledged events in ClickHouse exactly once (%d rows with the prefix in all)", len(acked), len(seen))
+}

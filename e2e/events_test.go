@@ -1,0 +1,283 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/endcap/endcap/internal/testenv"
+)
+
+func mixedBatch(prefix string, at time.Time) []byte {
+	t := ts(at)
+	return []byte(fmt.Sprintf(`{
+	  "impressions": [
+	    {"id": "%[1]s-imp-1", "occurredAt": %[2]q, "opaqueUserId": "user-1", "entity": {"type": "product", "id": "p-1"},
+	     "placement": {"path": "/search?q=shoes", "position": 2, "page": 1, "pageSize": 20, "categoryIds": ["c-1", "c-2"], "searchQuery": "shoes"},
+	     "page": {"type": "search", "pageId": "search", "value": "shoes"}, "deviceType": "mobile", "channel": "onsite",
+	     "object": {"type": "listing", "clickType": "product"}, "someFutureField": 1},
+	    {"id": "%[1]s-imp-2", "occurredAt": %[2]q, "opaqueUserId": "user-2", "entity": {"type": "vendor", "id": "v-9"},
+	     "additionalAttribution": {"type": "product", "id": "p-3"}, "externalVendorId": "ext-v", "externalCampaignId": "ext-c"}
+	  ],
+	  "clicks": [
+	    {"id": "%[1]s-clk-1", "occurredAt": %[2]q, "opaqueUserId": "user-1", "entity": {"type": "product", "id": "p-1"}, "clickType": "add_to_cart"}
+	  ],
+	  "purchases": [
+	    {"id": "%[1]s-pur-1", "occurredAt": %[2]q, "opaqueUserId": "user-1", "deviceType": "desktop",
+	     "items": [{"productId": "p-1", "unitPrice": 19.99, "quantity": 2, "vendorId": "v-1"}, {"productId": "p-2", "unitPrice": 0.000001}]}
+	  ],
+	  "pageviews": [
+	    {"id": "%[1]s-pv-1", "occurredAt": %[2]q, "opaqueUserId": "user-3", "page": {"type": "cart", "pageId": "cart", "value": ["p-1", "p-2"]}}
+	  ]
+	}`, prefix, t))
+}
+
+// TestEventsFlowIntoClickHouse: a mixed batch is acknowledged with a JSON
+// body and every event becomes exactly one row of `events`, however often the
+// batch is posted.
+func TestEventsFlowIntoClickHouse(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	s := startSystem(t, env.Config(t, brokers))
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	body := mixedBatch("flow", at)
+
+	r := s.request(t, "POST", "/v2/events", s.MarketplaceKey, body, nil)
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	golden(t, "events_accepted.json", r.Body)
+
+	start := time.Now()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := s.count(t, "SELECT count() FROM events"); n != 5 {
+			return testenv.Errorf("%d rows in events, want 5", n)
+		}
+		return nil
+	})
+	t.Logf("all 5 events visible in ClickHouse %s after the 200", time.Since(start).Round(time.Millisecond))
+
+	rows := s.query(t, `SELECT toString(marketplace_id), toString(kind), event_id, occurred_at_ms, opaque_user_id, entity_type, entity_id,
+		additional_attribution_id, placement_path, placement_position, placement_page_size, placement_category_ids, placement_search_query,
+		page_type, page_id, page_value, object_type, object_click_type, external_campaign_id, external_vendor_id, device_type, channel,
+		click_type, items.product_id, items.unit_price_micros, items.quantity, items.vendor_id, countable
+		FROM events ORDER BY event_id`)
+	ms := fmt.Sprint(at.UnixMilli())
+	mp := s.Marketplace.ID
+	want := [][]string{
+		{mp, "click", "flow-clk-1", ms, "user-1", "product", "p-1", "", "", "0", "0", "[]", "", "", "", "[]", "", "", "", "", "", "", "add_to_cart", "[]", "[]", "[]", "[]", "1"},
+		{mp, "impression", "flow-imp-1", ms, "user-1", "product", "p-1", "", "/search?q=shoes", "2", "20", "[c-1 c-2]", "shoes", "search", "search", "[shoes]", "listing", "product", "", "", "mobile", "onsite", "", "[]", "[]", "[]", "[]", "1"},
+		{mp, "impression", "flow-imp-2", ms, "user-2", "vendor", "v-9", "p-3", "", "0", "0", "[]", "", "", "", "[]", "", "", "ext-c", "ext-v", "", "", "", "[]", "[]", "[]", "[]", "1"},
+		{mp, "purchase", "flow-pur-1", ms, "user-1", "", "", "", "", "0", "0", "[]", "", "", "", "[]", "", "", "", "", "desktop", "", "", "[p-1 p-2]", "[19990000 1]", "[2 1]", "[v-1 ]", "1"},
+		{mp, "pageview", "flow-pv-1", ms, "user-3", "", "", "", "", "0", "0", "[]", "", "cart", "cart", "[p-1 p-2]", "", "", "", "", "", "", "", "[]", "[]", "[]", "[]", "1"},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows, want %d", len(rows), len(want))
+	}
+	got := map[string][]string{}
+	for _, r := range rows {
+		got[r[2]] = r
+	}
+	for _, w := range want {
+		if g := got[w[2]]; strings.Join(g, "|") != strings.Join(w, "|") {
+			t.Errorf("row %s:\n got %q\nwant %q", w[2], g, w)
+		}
+	}
+
+	// The same batch again, twice, and concurrently: no new visible row, and
+	// no second physical row either (the idempotency claim drops them).
+	done := make(chan int, 3)
+	for i := 0; i < 3; i++ {
+		go func() { done <- s.request(t, "POST", "//v2/events", s.MarketplaceKey, body, nil).Status }()
+	}
+	for i := 0; i < 3; i++ {
+		if st := <-done; st != 200 {
+			t.Fatalf("retry status %d", st)
+		}
+	}
+	sentinel := fmt.Sprintf(`{"pageviews":[{"id":"flow-sentinel","occurredAt":%q,"opaqueUserId":"u","page":{"type":"home","pageId":"h"}}]}`, ts(time.Now()))
+	if st, b := s.do(t, "POST", "/v2/events", s.MarketplaceKey, []byte(sentinel)); st != 200 {
+		t.Fatalf("sentinel %d %s", st, b)
+	}
+	waitFor(t, s, "flow-sentinel")
+	if n := s.count(t, "SELECT count() FROM events"); n != 6 {
+		t.Errorf("after retries: %d visible rows, want 6", n)
+	}
+	if n := s.count(t, "SELECT count() FROM events_raw"); n != 6 {
+		t.Errorf("after retries: %d physical rows, want 6", n)
+	}
+}
+
+func waitFor(t *testing.T, s *system, eventID string) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if s.count(t, "SELECT count() FROM events WHERE event_id = ?", eventID) != 1 {
+			return testenv.Errorf("event %s not in ClickHouse yet", eventID)
+		}
+		return nil
+	})
+}
+
+// TestEventsRejected: every invalid request gets its documented status and
+// errCode, in the documented body, and nothing of it is stored.
+func TestEventsRejected(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	cfg.MaxBodyBytes = 64 << 10
+	s := startSystem(t, cfg)
+	now := time.Now()
+
+	item := func(id string, extra string) string {
+		return fmt.Sprintf(`{"id":%q,"occurredAt":%q,"opaqueUserId":"u-1","entity":{"type":"product","id":"p"}%s}`, id, ts(now), extra)
+	}
+	many := make([]string, 51)
+	for i := range many {
+		many[i] = item(fmt.Sprintf("rej-many-%d", i), "")
+	}
+	revokedKey := func() string {
+		k, key, err := s.App.Accounts.CreateKey(t.Context(), s.Marketplace.ID, "marketplace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.App.Accounts.RevokeKey(t.Context(), key.ID); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}()
+	valid := `{"impressions":[` + item("rej-valid", "") + `]}`
+
+	cases := []struct {
+		name, key, path, body string
+		status                int
+		code                  string // errCode (v2) or error (auth)
+	}{
+		{"missing_key", "", "/v2/events", valid, 401, "invalid_api_key"},
+		{"unknown_key", "ecm_0000000000000000000000000000000000000000", "/v2/events", valid, 401, "invalid_api_key"},
+		{"revoked_key", revokedKey, "/v2/events", valid, 401, "invalid_api_key"},
+		{"advanced_key_on_v2", s.AdvancedKey, "/v2/events", valid, 401, "invalid_api_key"},
+		{"future_occurred_at", s.MarketplaceKey, "/v2/events", fmt.Sprintf(`{"clicks":[{"id":"rej-future","occurredAt":%q,"opaqueUserId":"u","entity":{"type":"product","id":"p"}}]}`, ts(now.Add(6*time.Minute))), 400, "invalid_event_time"},
+		{"51_impressions", s.MarketplaceKey, "/v2/events", `{"impressions":[` + strings.Join(many, ",") + `]}`, 400, "bad_request"},
+		{"opaque_user_id_91", s.MarketplaceKey, "/v2/events", fmt.Sprintf(`{"impressions":[%s,{"id":"rej-long","occurredAt":%q,"opaqueUserId":%q,"entity":{"type":"product","id":"p"}}]}`, item("rej-ok-before-long", ""), ts(now), strings.Repeat("u", 91)), 400, "invalid_opaque_user_id"},
+		{"resolved_bid_and_external_campaign", s.MarketplaceKey, "/v2/events", `{"clicks":[` + item("rej-both", `,"resolvedBidId":"abc","externalCampaignId":"x"`) + `]}`, 400, "invalid_use_of_external_campaign_id"},
+		{"purchase_without_items", s.MarketplaceKey, "/v2/events", fmt.Sprintf(`{"purchases":[{"id":"rej-noitems","occurredAt":%q,"opaqueUserId":"u","items":[]}]}`, ts(now)), 400, "no_purchase_items"},
+		{"empty_body", s.MarketplaceKey, "/v2/events", ``, 400, "empty_request"},
+		{"empty_object", s.MarketplaceKey, "/v2/events", `{}`, 400, "empty_request"},
+		{"broken_json", s.MarketplaceKey, "/v2/events", `{"impressions":[{"id":"rej-broken",`, 400, "invalid_json"},
+		{"wrong_type", s.MarketplaceKey, "/v2/events", fmt.Sprintf(`{"purchases":[{"id":"rej-type","occurredAt":%q,"opaqueUserId":"u","items":[{"productId":"p","unitPrice":"12"}]}]}`, ts(now)), 400, "bad_request"},
+		{"body_too_large", s.MarketplaceKey, "/v2/events", `{"impressions":[` + item("rej-big", `,"placement":{"path":"`+strings.Repeat("x", 70<<10)+`"}`) + `]}`, 413, "request_too_large"},
+		{"marketplace_key_on_public", s.MarketplaceKey, "/public/v1/marketplace", ``, 403, "wrong_key_type"},
+		{"unknown_route", s.MarketplaceKey, "/v2/nothing-here", valid, 404, "resource_not_found"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method := "POST"
+			if strings.HasPrefix(c.path, "/public") {
+				method = "GET"
+			}
+			r := s.request(t, method, c.path, c.key, []byte(c.body), nil)
+			if r.Status != c.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, c.status, r.Body)
+			}
+			var b struct {
+				ErrCode, Error, Message string
+			}
+			if err := json.Unmarshal(r.Body, &b); err != nil {
+				t.Fatalf("body is not JSON: %q", r.Body)
+			}
+			if got := b.ErrCode + b.Error; got != c.code {
+				t.Errorf("code %q, want %q (%s)", got, c.code, r.Body)
+			}
+			if b.Message == "" {
+				t.Errorf("no message: %s", r.Body)
+			}
+			if !strings.Contains(c.name, "too_large") {
+				golden(t, "reject_"+c.name+".json", bytes.ReplaceAll(r.Body, []byte(s.Marketplace.ID), []byte("MARKETPLACE")))
+			}
+		})
+	}
+
+	// Nothing of any rejected request is stored: once an event posted after
+	// all of them is in ClickHouse, none of theirs is.
+	sentinel := fmt.Sprintf(`{"pageviews":[{"id":"rej-sentinel","occurredAt":%q,"opaqueUserId":"u","page":{"type":"home","pageId":"h"}}]}`, ts(time.Now()))
+	if st, b := s.do(t, "POST", "/v2/events", s.MarketplaceKey, []byte(sentinel)); st != 200 {
+		t.Fatalf("sentinel %d %s", st, b)
+	}
+	waitFor(t, s, "rej-sentinel")
+	if n := s.count(t, "SELECT count() FROM events_raw"); n != 1 {
+		rows := s.query(t, "SELECT event_id FROM events_raw")
+		t.Errorf("%d rows stored, want only the sentinel: %v", n, rows)
+	}
+}
+
+// TestHTTPSurface: CORS preflight, path normalisation, JSON 404/405, the
+// advanced-key route, health and metrics.
+func TestHTTPSurface(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	s := startSystem(t, env.Config(t, brokers))
+
+	pre := s.request(t, "OPTIONS", "/v2/events", "", nil, map[string]string{
+		"Origin": "https://shop.example", "Access-Control-Request-Method": "POST",
+		"Access-Control-Request-Headers": "authorization,content-type,x-ua",
+	})
+	if pre.Status != 204 || pre.Header.Get("Access-Control-Allow-Origin") != "*" ||
+		!strings.Contains(strings.ToLower(pre.Header.Get("Access-Control-Allow-Headers")), "x-ua") {
+		t.Errorf("preflight: %d %v", pre.Status, pre.Header)
+	}
+	body := fmt.Sprintf(`{"pageviews":[{"id":"surf-%%d","occurredAt":%q,"opaqueUserId":"u","page":{"type":"home","pageId":"h"}}]}`, ts(time.Now()))
+	for i, p := range []string{"/v2/events", "//v2/events", "/prefix/v2/events", "/a/b//v2/events/", "/v2//events"} {
+		r := s.request(t, "POST", p, s.MarketplaceKey, []byte(fmt.Sprintf(body, i)), map[string]string{"Origin": "https://shop.example"})
+		if r.Status != 200 || r.Header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("POST %s: %d %s", p, r.Status, r.Body)
+		}
+	}
+	if r := s.request(t, "GET", "/v2/events", s.MarketplaceKey, nil, nil); r.Status != 405 || !json.Valid(r.Body) {
+		t.Errorf("GET /v2/events: %d %s", r.Status, r.Body)
+	}
+	if st, b := s.do(t, "GET", "/public/v1/marketplace", s.AdvancedKey, nil); st != 200 || !strings.Contains(string(b), s.Marketplace.ID) {
+		t.Errorf("GET /public/v1/marketplace: %d %s", st, b)
+	}
+	if st, b := s.do(t, "GET", "/livez", "", nil); st != 200 || !json.Valid(b) {
+		t.Errorf("livez %d %s", st, b)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, b := s.do(t, "GET", "/metrics", "", nil)
+		for _, m := range []string{"endcap_http_requests_total", "endcap_kafka_produced_records_total", "endcap_clickhouse_insert_batches_total", "endcap_kafka_consumer_lag_records", "endcap_events_accepted_total"} {
+			if !strings.Contains(string(b), m) {
+				return testenv.Errorf("metric %s missing", m)
+			}
+		}
+		return nil
+	})
+}
+
+// TestBrokerDown: with Kafka gone, /v2/events answers 503 with a JSON body
+// and Retry-After within two seconds, and /readyz reports it.
+func TestBrokerDown(t *testing.T) {
+	env := testenv.Get(t)
+	cluster, brokers := testenv.Kafka(t)
+	s := startSystem(t, env.Config(t, brokers))
+	cluster.Close()
+
+	body := fmt.Sprintf(`{"pageviews":[{"id":"down-1","occurredAt":%q,"opaqueUserId":"u","page":{"type":"home","pageId":"h"}}]}`, ts(time.Now()))
+	start := time.Now()
+	r := s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(body), nil)
+	took := time.Since(start)
+	if r.Status != 503 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	if took > 2*time.Second {
+		t.Errorf("503 took %s", took)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After")
+	}
+	golden(t, "events_unavailable.json", r.Body)
+	if st, b := s.do(t, "GET", "/readyz", "", nil); st != 503 || !strings.Contains(string(b), "kafka") {
+		t.Errorf("readyz with Kafka down: %d %s", st, b)
+	}
+}

@@ -1,0 +1,188 @@
+// Package e2e drives the whole system over HTTP against real servers:
+// ClickHouse, Redis, the S3 server (deploy/localstack) and kfake.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// system is one in-process Endcap (target all) with a marketplace and keys.
+type system struct {
+	App            *app.App
+	URL            string
+	Cfg            config.Config
+	Marketplace    accounts.Marketplace
+	MarketplaceKey string
+	AdvancedKey    string
+	stop           func()
+}
+
+func startSystem(t *testing.T, cfg config.Config) *system {
+	t.Helper()
+	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := a.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	s := &system{App: a, URL: "http://" + addr.String(), Cfg: cfg}
+	s.stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("system did not stop within 20s")
+		}
+	}
+	t.Cleanup(s.stop)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := a.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Marketplace, err = a.Accounts.CreateMarketplace(wctx, "Test Market", "USD", "America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MarketplaceKey, _, err = a.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyMarketplace); err != nil {
+		t.Fatal(err)
+	}
+	if s.AdvancedKey, _, err = a.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyAdvanced); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		st, body := s.do(t, "GET", "/readyz", "", nil)
+		if st != 200 {
+			return testenv.Errorf("readyz %d %s", st, body)
+		}
+		return nil
+	})
+	return s
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (s *system) request(t *testing.T, method, path, key string, body []byte, hdr map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+func (s *system) do(t *testing.T, method, path, key string, body []byte) (int, []byte) {
+	r := s.request(t, method, path, key, body, nil)
+	return r.Status, r.Body
+}
+
+// query runs a ClickHouse query in the system's database and returns the
+// rows as strings.
+func (s *system) query(t *testing.T, q string, args ...any) [][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := s.App.ClickHouse.Query(ctx, q, args...)
+	if err != nil {
+		t.Fatalf("query %q: %v", q, err)
+	}
+	defer rows.Close()
+	var out [][]string
+	types := rows.ColumnTypes()
+	for rows.Next() {
+		ptrs := make([]any, len(types))
+		for i, ct := range types {
+			ptrs[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := make([]string, len(types))
+		for i, p := range ptrs {
+			row[i] = fmt.Sprint(reflect.ValueOf(p).Elem().Interface())
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func (s *system) count(t *testing.T, q string, args ...any) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n uint64
+	if err := s.App.ClickHouse.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("query %q: %v", q, err)
+	}
+	return n
+}
+
+// golden compares got (JSON) with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(got, &v); err != nil {
+		t.Fatalf("%s: response is not JSON: %q", name, got)
+	}
+	pretty, _ := json.MarshalIndent(v, "", "  ")
+	pretty = append(pretty, '\n')
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, pretty, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./e2e -run %s -update to create it)", err, t.Name())
+	}
+	if !bytes.Equal(want, pretty) {
+		t.Errorf("%s differs from golden file:\n got: %s\nwant: %s", name, pretty, want)
+	}
+}
+
+func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -1,0 +1,181 @@
+// Package testenv starts the real servers integration tests run against:
+// ClickHouse, Redis and the S3 server (deploy/localstack, on free ports in a
+// temporary directory) and an in-process kfake cluster. With
+// ENDCAP_TEST_REUSE_STACK=1 it uses the servers of a running `make run`
+// instead (addresses from the ENDCAP_* variables or their defaults) and
+// isolates each test by database, topic prefix and key prefix.
+//
+// When the servers are not installed, tests skip, unless
+// ENDCAP_TEST_REQUIRE_STACK=1 (as `make test` sets), which makes them fail.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/deploy/localstack"
+)
+
+// Env is the set of running servers of one test binary.
+type Env struct {
+	ClickHouseAddr string
+	RedisAddr      string
+	S3Endpoint     string
+	S3AccessKey    string
+	S3SecretKey    string
+
+	stack *localstack.Stack
+	dir   string
+}
+
+var (
+	once    sync.Once
+	shared  *Env
+	initErr error
+)
+
+// Main runs a package's tests with the shared servers, and stops them after.
+// Use it from TestMain: `func TestMain(m *testing.M) { testenv.Main(m) }`.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared != nil && shared.stack != nil {
+		_ = shared.stack.Stop()
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+func start() (*Env, error) {
+	if os.Getenv("ENDCAP_TEST_REUSE_STACK") == "1" {
+		d := config.Default()
+		fs := func(env, def string) string {
+			if v := os.Getenv(env); v != "" {
+				return v
+			}
+			return def
+		}
+		return &Env{
+			ClickHouseAddr: fs("ENDCAP_CLICKHOUSE_ADDR", d.ClickHouseAddr),
+			RedisAddr:      fs("ENDCAP_REDIS_ADDR", d.RedisAddr),
+			S3Endpoint:     fs("ENDCAP_S3_ENDPOINT", d.S3Endpoint),
+			S3AccessKey:    fs("ENDCAP_S3_ACCESS_KEY", d.S3AccessKey),
+			S3SecretKey:    fs("ENDCAP_S3_SECRET_KEY", d.S3SecretKey),
+		}, nil
+	}
+	dir, err := os.MkdirTemp("", "endcap-test-stack-")
+	if err != nil {
+		return nil, err
+	}
+	opts := localstack.DefaultOptions(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	st, err := localstack.Start(ctx, opts)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Env{
+		ClickHouseAddr: st.ClickHouseAddr,
+		RedisAddr:      st.RedisAddr,
+		S3Endpoint:     st.S3Endpoint,
+		S3AccessKey:    st.S3AccessKey,
+		S3SecretKey:    st.S3SecretKey,
+		stack:          st,
+		dir:            dir,
+	}, nil
+}
+
+// Get returns the shared servers, starting them on first use. It skips the
+// test when they are not installed and the stack is not required.
+func Get(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs ClickHouse, Redis and the S3 server (not in -short)")
+	}
+	once.Do(func() { shared, initErr = start() })
+	if initErr != nil {
+		if errors.Is(initErr, localstack.ErrMissingBinary) && os.Getenv("ENDCAP_TEST_REQUIRE_STACK") != "1" {
+			t.Skipf("local stack not installed (run deploy/local/install.sh): %v", initErr)
+		}
+		t.Fatalf("start test stack: %v", initErr)
+	}
+	return shared
+}
+
+// Kafka starts an in-process kfake cluster for one test and returns its
+// bootstrap address. The cluster stops when the test ends.
+func Kafka(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()
+}
+
+// Config returns a configuration for one test: these servers, the given
+// brokers, and a database, topic prefix and bucket of its own.
+func (e *Env) Config(t testing.TB, brokers []string) config.Config {
+	t.Helper()
+	id := strings.ReplaceAll(uuid.NewString()[:13], "-", "")
+	c := config.Default()
+	c.HTTPAddr = "127.0.0.1:0"
+	c.KafkaBrokers = brokers
+	c.KafkaTopicPrefix = "t" + id + "."
+	c.KafkaEventsPartitions = 3
+	c.ClickHouseAddr = e.ClickHouseAddr
+	c.ClickHouseDatabase = "endcap_test_" + id
+	c.RedisAddr = e.RedisAddr
+	c.S3Endpoint = e.S3Endpoint
+	c.S3AccessKey = e.S3AccessKey
+	c.S3SecretKey = e.S3SecretKey
+	c.S3Bucket = "endcap-test-" + id
+	c.ProjectorFlushInterval = 200 * time.Millisecond
+	c.ShutdownTimeout = 5 * time.Second
+	return c
+}
+
+// Logger returns a logger that writes to the test log when -v, else discards.
+func Logger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Eventually retries fn until it returns nil or the timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = fn(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("not true within %s: %v", timeout, err)
+}
+
+// Errorf is fmt.Errorf, for Eventually bodies.
+var Errorf = fmt.Errorf
