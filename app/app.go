@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -72,7 +73,7 @@ type App struct {
 func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, target: target, log: log, Topics: kafka.TopicNames(cfg.KafkaTopicPrefix)}
 	var err error
-	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log); err != nil {
+	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
 		return nil, err
 	}
 	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
@@ -198,6 +199,15 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}()
 	a.log.Info("endcap serving", "target", a.target, "addr", a.listener.Addr().String())
+	if a.cfg.DebugAddr != "" {
+		dbg := &http.Server{Addr: a.cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := dbg.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Warn("debug listener", "addr", a.cfg.DebugAddr, "err", err)
+			}
+		}()
+		defer dbg.Close()
+	}
 
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -257,4 +267,14 @@ func (a *App) close() {
 	a.Kafka.Close()
 	_ = a.ClickHouse.Close()
 	_ = a.Redis.Close()
+}
+
+func debugMux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }

@@ -22,6 +22,7 @@ type Config struct {
 	KafkaEventsPartitions  int
 	KafkaReplicationFactor int
 	KafkaEventsRetention   time.Duration
+	KafkaLinger            time.Duration
 
 	ClickHouseAddr     string
 	ClickHouseDatabase string
@@ -46,6 +47,7 @@ type Config struct {
 	ProjectorFlushInterval time.Duration
 	DedupeWindow           time.Duration
 
+	DebugAddr       string
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	LogFormat       string
@@ -106,6 +108,14 @@ var settings = []setting{
 	{"kafka-events-partitions", "ENDCAP_KAFKA_EVENTS_PARTITIONS", "6", "partitions of the events topic when it is created", integer(func(c *Config) *int { return &c.KafkaEventsPartitions }, 1)},
 	{"kafka-replication-factor", "ENDCAP_KAFKA_REPLICATION_FACTOR", "1", "replication factor of created topics (use 3 in production)", integer(func(c *Config) *int { return &c.KafkaReplicationFactor }, 1)},
 	{"kafka-events-retention", "ENDCAP_KAFKA_EVENTS_RETENTION", "168h", "retention of the events topic when it is created", duration(func(c *Config) *time.Duration { return &c.KafkaEventsRetention })},
+	{"kafka-linger", "ENDCAP_KAFKA_LINGER", "1ms", "how long the producer waits to fill a batch (0 = send at once)", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Second {
+			return fmt.Errorf("must be a duration from 0 to 1s, got %q", v)
+		}
+		c.KafkaLinger = d
+		return nil
+	}},
 	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address", str(func(c *Config) *string { return &c.ClickHouseAddr })},
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
 	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
@@ -131,6 +141,7 @@ var settings = []setting{
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "rows per ClickHouse insert batch at most", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
+	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
 	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-level", "ENDCAP_LOG_LEVEL", "info", "debug | info | warn | error", func(c *Config, v string) error {
 		switch v {

@@ -34,8 +34,12 @@ const (
 	MaxItemsPerPurchase = 500
 	MaxQuantity         = 1_000_000
 	// MaxUnitPriceMicros bounds a purchase item's unit price (one billion
-	// currency units) so that price × quantity always fits in int64 micros.
+	// currency units).
 	MaxUnitPriceMicros = 1_000_000_000 * 1_000_000
+	// MaxPurchaseTotalMicros bounds the sum of unitPrice × quantity of one
+	// purchase (9 trillion currency units), so that every amount derived from a
+	// purchase fits in int64 micro-units without overflow.
+	MaxPurchaseTotalMicros = 9_000_000_000_000 * 1_000_000
 )
 
 // Event is one accepted tracking event, as it travels on the events topic and

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -120,26 +119,29 @@ type strRule struct {
 var (
 	ruleEventID      = strRule{true, true, MaxEventIDLen, CodeBadRequest, CodeBadRequest}
 	ruleOpaqueUserID = strRule{true, true, MaxOpaqueUserIDLen, CodeBadRequest, CodeInvalidOpaqueUserID}
-	ruleResolvedBid  = strRule{false, true, MaxResolvedBidIDLen, CodeInvalidResolvedBidID, CodeInvalidResolvedBidID}
-	ruleProductID    = strRule{true, true, MaxStringFieldLen, CodeMissingProductID, CodeBadRequest}
-	ruleRequired     = strRule{true, true, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
-	ruleNonEmpty     = strRule{false, true, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
-	ruleOptional     = strRule{false, false, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
+	// An empty resolvedBidId counts as absent: analytics.js sends "" from an
+	// empty data-ts-resolved-bid attribute, and rejecting the event would
+	// lose it (4xx is final for that client).
+	ruleResolvedBid = strRule{false, false, MaxResolvedBidIDLen, CodeInvalidResolvedBidID, CodeInvalidResolvedBidID}
+	ruleProductID   = strRule{true, true, MaxStringFieldLen, CodeMissingProductID, CodeBadRequest}
+	ruleRequired    = strRule{true, true, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
+	ruleNonEmpty    = strRule{false, true, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
+	ruleOptional    = strRule{false, false, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
 )
 
-// span is the byte range of one JSON value in the body. hi == 0 means the
+// valSpan is the byte range of one JSON value in the body. hi == 0 means the
 // key was absent (no value can end at offset 0).
-type span struct{ lo, hi int }
+type valSpan struct{ lo, hi int }
 
-// fixup points a string field at its bytes in the event's string arena.
-type fixup struct {
+// strFixup points a string field at its bytes in the event's string arena.
+type strFixup struct {
 	dst    *string
 	lo, hi int
 }
 
-// extras holds the optional objects of one impression, click or pageview,
+// eventExtras holds the optional objects of one impression, click or pageview,
 // allocated for the whole request at once.
-type extras struct {
+type eventExtras struct {
 	entity      Entity
 	attribution Entity
 	placement   Placement
@@ -148,18 +150,18 @@ type extras struct {
 	pageValue   [1]string // backing array of Page.Value in the string form
 }
 
-type parser struct {
+type evParser struct {
 	b     []byte
 	now   int64
-	elems [4][]span // element spans of the four arrays
-	over  [4]bool   // an array has more than MaxEventsPerArray elements
-	list  []span    // element spans of a nested array
-	arena []byte    // decoded strings of the event being parsed
-	fix   []fixup
+	elems [4][]valSpan // element spans of the four arrays
+	over  [4]bool      // an array has more than MaxEventsPerArray elements
+	list  []valSpan    // element spans of a nested array
+	arena []byte       // decoded strings of the event being parsed
+	fix   []strFixup
 	tmp   []byte // scratch for keys, enum values and times that contain escapes
 }
 
-var parserPool = sync.Pool{New: func() any { return new(parser) }}
+var evParserPool = sync.Pool{New: func() any { return new(evParser) }}
 
 // ParseRequest decodes and validates a POST /v2/events body. On success it returns every event
 // (in request order: impressions, clicks, purchases, pageviews) with MarketplaceID set, ReceivedAtMs = nowMs.
@@ -177,14 +179,14 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
 	}
 
-	p := parserPool.Get().(*parser)
+	p := evParserPool.Get().(*evParser)
 	defer p.release()
 	p.b = body
 	p.now = nowMs
 
 	// One pass checks the syntax of the whole body and collects the
 	// elements of the four arrays.
-	var top [4]span
+	var top [4]valSpan
 	end, ok := p.scanTop(start, &top)
 	if !ok || skipWS(body, end) != len(body) {
 		return nil, invalidJSON(body)
@@ -218,14 +220,14 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	}
 
 	var events []Event
-	var ext []extras
+	var ext []eventExtras
 	if total > 0 {
 		events = make([]Event, total)
 	} else {
 		events = []Event{}
 	}
 	if withExtras > 0 {
-		ext = make([]extras, withExtras)
+		ext = make([]eventExtras, withExtras)
 	}
 	n, nx := 0, 0
 	for k := range top {
@@ -233,7 +235,7 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 			return nil, shapeErr[k]
 		}
 		for i, sp := range p.elems[k] {
-			l := loc{arr: topNames[k], idx: i, oidx: -1}
+			l := evPath{arr: topNames[k], idx: i, oidx: -1}
 			ev := &events[n]
 			n++
 			ev.Kind = Kind(k + 1)
@@ -263,7 +265,7 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	return events, nil
 }
 
-func (p *parser) release() {
+func (p *evParser) release() {
 	clear(p.fix[:cap(p.fix)]) // do not keep the caller's events alive
 	p.fix = p.fix[:0]
 	p.b = nil
@@ -273,12 +275,12 @@ func (p *parser) release() {
 	if cap(p.tmp) > 64<<10 {
 		p.tmp = nil
 	}
-	parserPool.Put(p)
+	evParserPool.Put(p)
 }
 
 // commit gives the strings of the event just parsed their final value: one
 // allocation holds them all.
-func (p *parser) commit() {
+func (p *evParser) commit() {
 	if len(p.fix) == 0 {
 		return
 	}
@@ -300,16 +302,16 @@ func invalidJSON(body []byte) *ValidationError {
 	return invalid(CodeInvalidJSON, "", "request body is not valid JSON")
 }
 
-// loc is the JSON path of an event, or of an object or array element nested
+// evPath is the JSON path of an event, or of an object or array element nested
 // in it; paths are only built when an error is reported.
-type loc struct {
+type evPath struct {
 	arr  string // impressions, clicks, purchases, pageviews
 	idx  int
 	obj  string // nested object or array field, "" for the event itself
 	oidx int    // index in the nested array, -1 for an object
 }
 
-func (l loc) at(field string) string {
+func (l evPath) at(field string) string {
 	var sb strings.Builder
 	sb.WriteString(l.arr)
 	sb.WriteByte('[')
@@ -331,13 +333,15 @@ func (l loc) at(field string) string {
 	return sb.String()
 }
 
-func (l loc) sub(obj string, idx int) loc { return loc{arr: l.arr, idx: l.idx, obj: obj, oidx: idx} }
+func (l evPath) sub(obj string, idx int) evPath {
+	return evPath{arr: l.arr, idx: l.idx, obj: obj, oidx: idx}
+}
 
 func elemField(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 
 // ---- event kinds ----
 
-func (p *parser) common(f []span, l loc, ev *Event) *ValidationError {
+func (p *evParser) common(f []valSpan, l evPath, ev *Event) *ValidationError {
 	if err := p.str(f[fID], l, "id", ruleEventID, &ev.ID); err != nil {
 		return err
 	}
@@ -347,8 +351,8 @@ func (p *parser) common(f []span, l loc, ev *Event) *ValidationError {
 	return p.str(f[fOpaqueUserID], l, "opaqueUserId", ruleOpaqueUserID, &ev.OpaqueUserID)
 }
 
-func (p *parser) interaction(sp span, l loc, ev *Event, ex *extras) *ValidationError {
-	var f [numInteractionFields]span
+func (p *evParser) interaction(sp valSpan, l evPath, ev *Event, ex *eventExtras) *ValidationError {
+	var f [numInteractionFields]valSpan
 	names := interactionNames
 	if ev.Kind == KindImpression {
 		names = names[:fClickType] // clickType is a click field
@@ -360,7 +364,7 @@ func (p *parser) interaction(sp span, l loc, ev *Event, ex *extras) *ValidationE
 	if err := p.str(f[fResolvedBidID], l, "resolvedBidId", ruleResolvedBid, &ev.ResolvedBidID); err != nil {
 		return err
 	}
-	hasBid := p.present(f[fResolvedBidID])
+	hasBid := p.nonEmptyString(f[fResolvedBidID])
 	if p.present(f[fEntity]) {
 		if err := p.entity(f[fEntity], l, "entity", &ex.entity); err != nil {
 			return err
@@ -415,8 +419,8 @@ func (p *parser) interaction(sp span, l loc, ev *Event, ex *extras) *ValidationE
 	return nil
 }
 
-func (p *parser) purchase(sp span, l loc, ev *Event) *ValidationError {
-	var f [numOtherFields]span
+func (p *evParser) purchase(sp valSpan, l evPath, ev *Event) *ValidationError {
+	var f [numOtherFields]valSpan
 	p.fields(sp.lo, purchaseNames, f[:])
 	if err := p.common(f[:], l, ev); err != nil {
 		return err
@@ -430,8 +434,8 @@ func (p *parser) purchase(sp span, l loc, ev *Event) *ValidationError {
 	return p.enum(f[fOtherChannel], l, "channel", false, channelTypes, &ev.Channel)
 }
 
-func (p *parser) pageView(sp span, l loc, ev *Event, ex *extras) *ValidationError {
-	var f [numOtherFields]span
+func (p *evParser) pageView(sp valSpan, l evPath, ev *Event, ex *eventExtras) *ValidationError {
+	var f [numOtherFields]valSpan
 	p.fields(sp.lo, pageViewNames, f[:])
 	if err := p.common(f[:], l, ev); err != nil {
 		return err
@@ -451,7 +455,7 @@ func (p *parser) pageView(sp span, l loc, ev *Event, ex *extras) *ValidationErro
 
 // ---- nested objects ----
 
-func (p *parser) items(sp span, l loc, ev *Event) *ValidationError {
+func (p *evParser) items(sp valSpan, l evPath, ev *Event) *ValidationError {
 	if !p.present(sp) {
 		return invalid(CodeNoPurchaseItems, l.at("items"), "is required: a purchase needs at least one item")
 	}
@@ -467,12 +471,13 @@ func (p *parser) items(sp span, l loc, ev *Event) *ValidationError {
 		return invalid(CodeNoPurchaseItems, l.at("items"), "must not be empty: a purchase needs at least one item")
 	}
 	items := make([]Item, len(p.list))
+	var total int64 // checked sum of unitPrice × quantity, in micro-units
 	for i, isp := range p.list {
 		il := l.sub("items", i)
 		if p.b[isp.lo] != '{' {
 			return invalid(CodeBadRequest, il.at(""), "must be an object")
 		}
-		var f [4]span
+		var f [4]valSpan
 		p.fields(isp.lo, itemNames, f[:])
 		it := &items[i]
 		if err := p.str(f[fItemProductID], il, "productId", ruleProductID, &it.ProductID); err != nil {
@@ -487,16 +492,22 @@ func (p *parser) items(sp span, l loc, ev *Event) *ValidationError {
 		if err := p.str(f[fItemVendorID], il, "vendorId", ruleNonEmpty, &it.VendorID); err != nil {
 			return err
 		}
+		// unitPrice ≤ 1e15 and quantity ≤ 1e6 micro-units: the product
+		// fits in int64 only when checked against what is left.
+		if it.Quantity > (MaxPurchaseTotalMicros-total)/it.UnitPriceMicros {
+			return invalid(CodeBadRequest, l.at("items"), "the purchase total (unitPrice × quantity summed over items) must be at most %d", MaxPurchaseTotalMicros/1_000_000)
+		}
+		total += it.Quantity * it.UnitPriceMicros
 	}
 	ev.Items = items
 	return nil
 }
 
-func (p *parser) entity(sp span, l loc, field string, dst *Entity) *ValidationError {
+func (p *evParser) entity(sp valSpan, l evPath, field string, dst *Entity) *ValidationError {
 	if p.b[sp.lo] != '{' {
 		return invalid(CodeBadRequest, l.at(field), "must be an object")
 	}
-	var f [2]span
+	var f [2]valSpan
 	p.fields(sp.lo, entityNames, f[:])
 	el := l.sub(field, -1)
 	if err := p.str(f[0], el, "id", ruleRequired, &dst.ID); err != nil {
@@ -505,11 +516,11 @@ func (p *parser) entity(sp span, l loc, field string, dst *Entity) *ValidationEr
 	return p.enum(f[1], el, "type", true, entityTypes, &dst.Type)
 }
 
-func (p *parser) placement(sp span, l loc, dst *Placement) *ValidationError {
+func (p *evParser) placement(sp valSpan, l evPath, dst *Placement) *ValidationError {
 	if p.b[sp.lo] != '{' {
 		return invalid(CodeBadRequest, l.at("placement"), "must be an object")
 	}
-	var f [numPlacementFields]span
+	var f [numPlacementFields]valSpan
 	p.fields(sp.lo, placementNames, f[:])
 	pl := l.sub("placement", -1)
 	if err := p.str(f[fPlPath], pl, "path", ruleRequired, &dst.Path); err != nil {
@@ -537,11 +548,11 @@ func (p *parser) placement(sp span, l loc, dst *Placement) *ValidationError {
 	return p.str(f[fPlSearchQuery], pl, "searchQuery", ruleNonEmpty, &dst.SearchQuery)
 }
 
-func (p *parser) page(sp span, l loc, ex *extras) *ValidationError {
+func (p *evParser) page(sp valSpan, l evPath, ex *eventExtras) *ValidationError {
 	if p.b[sp.lo] != '{' {
 		return invalid(CodeBadRequest, l.at("page"), "must be an object")
 	}
-	var f [3]span
+	var f [3]valSpan
 	p.fields(sp.lo, pageNames, f[:])
 	pl := l.sub("page", -1)
 	dst := &ex.page
@@ -573,11 +584,11 @@ func (p *parser) page(sp span, l loc, ex *extras) *ValidationError {
 	return nil
 }
 
-func (p *parser) object(sp span, l loc, dst *Object) *ValidationError {
+func (p *evParser) object(sp valSpan, l evPath, dst *Object) *ValidationError {
 	if p.b[sp.lo] != '{' {
 		return invalid(CodeBadRequest, l.at("object"), "must be an object")
 	}
-	var f [3]span
+	var f [3]valSpan
 	p.fields(sp.lo, objectNames, f[:])
 	ol := l.sub("object", -1)
 	if err := p.enum(f[0], ol, "type", true, objectTypes, &dst.Type); err != nil {
@@ -591,7 +602,7 @@ func (p *parser) object(sp span, l loc, dst *Object) *ValidationError {
 
 // stringList validates a non-empty array of at most max strings, each
 // following rule.
-func (p *parser) stringList(sp span, l loc, field string, max int, rule strRule) ([]string, *ValidationError) {
+func (p *evParser) stringList(sp valSpan, l evPath, field string, max int, rule strRule) ([]string, *ValidationError) {
 	if p.b[sp.lo] != '[' {
 		return nil, invalid(CodeBadRequest, l.at(field), "must be an array of strings")
 	}
@@ -619,17 +630,17 @@ func (p *parser) stringList(sp span, l loc, field string, max int, rule strRule)
 // ---- scalar fields ----
 
 // present reports whether a key was given with a value other than null.
-func (p *parser) present(sp span) bool { return sp.hi != 0 && p.b[sp.lo] != 'n' }
+func (p *evParser) present(sp valSpan) bool { return sp.hi != 0 && p.b[sp.lo] != 'n' }
 
 // nonEmptyString reports whether sp is a string other than "".
-func (p *parser) nonEmptyString(sp span) bool {
+func (p *evParser) nonEmptyString(sp valSpan) bool {
 	return sp.hi != 0 && p.b[sp.lo] == '"' && sp.hi-sp.lo > 2
 }
 
 // str validates a string field and, if it is kept, arranges for *dst to get
 // its value when the event is committed. The field name may be an element
 // path such as "categoryIds[2]"; it is only used in messages.
-func (p *parser) str(sp span, l loc, field string, rule strRule, dst *string) *ValidationError {
+func (p *evParser) str(sp valSpan, l evPath, field string, rule strRule, dst *string) *ValidationError {
 	if !p.present(sp) {
 		if rule.required {
 			return invalid(rule.missCode, l.at(field), "is required")
@@ -651,13 +662,13 @@ func (p *parser) str(sp span, l loc, field string, rule strRule, dst *string) *V
 	if s := p.arena[lo:hi]; len(s) > rule.max && utf8.RuneCount(s) > rule.max {
 		return invalid(rule.maxCode, l.at(field), "must be at most %d characters", rule.max)
 	}
-	p.fix = append(p.fix, fixup{dst, lo, hi})
+	p.fix = append(p.fix, strFixup{dst, lo, hi})
 	return nil
 }
 
 // enum validates a string field against its allowed values and stores the
 // matching constant (no allocation).
-func (p *parser) enum(sp span, l loc, field string, required bool, values []string, dst *string) *ValidationError {
+func (p *evParser) enum(sp valSpan, l evPath, field string, required bool, values []string, dst *string) *ValidationError {
 	if !p.present(sp) {
 		if required {
 			return invalid(CodeBadRequest, l.at(field), "is required")
@@ -679,7 +690,7 @@ func (p *parser) enum(sp span, l loc, field string, required bool, values []stri
 
 // unquoteTmp returns the decoded content of the string at sp, without
 // copying when it has no escapes. The result is valid until the next call.
-func (p *parser) unquoteTmp(sp span) []byte {
+func (p *evParser) unquoteTmp(sp valSpan) []byte {
 	raw := p.b[sp.lo+1 : sp.hi-1]
 	if plainString(raw) {
 		return raw
@@ -688,7 +699,7 @@ func (p *parser) unquoteTmp(sp span) []byte {
 	return p.tmp
 }
 
-func (p *parser) occurredAt(sp span, l loc, dst *int64) *ValidationError {
+func (p *evParser) occurredAt(sp valSpan, l evPath, dst *int64) *ValidationError {
 	if !p.present(sp) {
 		return invalid(CodeBadRequest, l.at("occurredAt"), "is required")
 	}
@@ -704,15 +715,15 @@ func (p *parser) occurredAt(sp span, l loc, dst *int64) *ValidationError {
 		return invalid(CodeInvalidEventTime, l.at("occurredAt"), "must not be before 1970-01-01T00:00:00Z")
 	}
 	if limit := p.now + MaxFutureSkewMillis; ms > limit || ms == limit && subMs {
-		return invalid(CodeInvalidEventTime, l.at("occurredAt"),
-			"must not be more than 5 minutes in the future (server time %s)",
-			time.UnixMilli(p.now).UTC().Format(time.RFC3339Nano))
+		// The message carries no server time, so that it is the same for
+		// every request (clients have the Date header).
+		return invalid(CodeInvalidEventTime, l.at("occurredAt"), "must not be more than 5 minutes in the future")
 	}
 	*dst = ms
 	return nil
 }
 
-func (p *parser) unitPrice(sp span, l loc, dst *int64) *ValidationError {
+func (p *evParser) unitPrice(sp valSpan, l evPath, dst *int64) *ValidationError {
 	if !p.present(sp) {
 		return invalid(CodeBadRequest, l.at("unitPrice"), "is required")
 	}
@@ -732,7 +743,7 @@ func (p *parser) unitPrice(sp span, l loc, dst *int64) *ValidationError {
 	return nil
 }
 
-func (p *parser) quantity(sp span, l loc, dst *int64) *ValidationError {
+func (p *evParser) quantity(sp valSpan, l evPath, dst *int64) *ValidationError {
 	if !p.present(sp) {
 		*dst = 1
 		return nil
@@ -754,7 +765,7 @@ func (p *parser) quantity(sp span, l loc, dst *int64) *ValidationError {
 }
 
 // positive32 validates an optional integer in [1, MaxInt32].
-func (p *parser) positive32(sp span, l loc, field string, dst *int32) *ValidationError {
+func (p *evParser) positive32(sp valSpan, l evPath, field string, dst *int32) *ValidationError {
 	if !p.present(sp) {
 		return nil
 	}
@@ -776,8 +787,8 @@ func (p *parser) positive32(sp span, l loc, field string, dst *int32) *Validatio
 
 func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
 
-// decimal is a JSON number scaled to an integer by scaleDecimal.
-type decimal struct {
+// scaledNum is a JSON number scaled to an integer by scaleDecimal.
+type scaledNum struct {
 	neg      bool   // the number has a minus sign
 	zero     bool   // the number is exactly zero
 	integral bool   // the scaled number has no fractional part
@@ -787,8 +798,8 @@ type decimal struct {
 
 // scaleDecimal converts num, a valid JSON number, to |num| × 10^scale rounded
 // half away from zero, exactly, from its decimal digits (no floating point).
-func scaleDecimal(num []byte, scale int, limit uint64) decimal {
-	var d decimal
+func scaleDecimal(num []byte, scale int, limit uint64) scaledNum {
+	var d scaledNum
 	i := 0
 	if num[0] == '-' {
 		d.neg = true
@@ -994,7 +1005,7 @@ const maxNestingDepth = 10000
 // stores the spans of the four arrays' keys in top; the elements of those
 // that are arrays go to p.elems and p.over. A repeated key keeps its last
 // value. It returns the offset after the object and whether it is valid.
-func (p *parser) scanTop(lo int, top *[4]span) (int, bool) {
+func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 	b := p.b
 	for k := range p.elems {
 		p.elems[k], p.over[k] = p.elems[k][:0], false
@@ -1042,7 +1053,7 @@ func (p *parser) scanTop(lo int, top *[4]span) (int, bool) {
 			return i, false
 		}
 		if k >= 0 {
-			top[k] = span{vs, i}
+			top[k] = valSpan{vs, i}
 		}
 		i = skipWS(b, i)
 		if i >= len(b) {
@@ -1061,7 +1072,7 @@ func (p *parser) scanTop(lo int, top *[4]span) (int, bool) {
 
 // scanArray checks the syntax of the array at b[lo] == '[', the value of
 // topNames[k], and collects the spans of up to MaxEventsPerArray elements.
-func (p *parser) scanArray(lo, k int) (int, bool) {
+func (p *evParser) scanArray(lo, k int) (int, bool) {
 	b := p.b
 	i := skipWS(b, lo+1)
 	if i < len(b) && b[i] == ']' {
@@ -1074,7 +1085,7 @@ func (p *parser) scanArray(lo, k int) (int, bool) {
 			return i, false
 		}
 		if len(p.elems[k]) < MaxEventsPerArray {
-			p.elems[k] = append(p.elems[k], span{vs, i})
+			p.elems[k] = append(p.elems[k], valSpan{vs, i})
 		} else {
 			p.over[k] = true
 		}
@@ -1245,28 +1256,28 @@ func mayStopString(x uint64) bool {
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
-func isDigit(b []byte, i int) bool { return i < len(b) && b[i] >= '0' && b[i] <= '9' }
+func digitAt(b []byte, i int) bool { return i < len(b) && b[i] >= '0' && b[i] <= '9' }
 
 func validNumber(b []byte, i int) (int, bool) {
 	if b[i] == '-' {
 		i++
 	}
-	if !isDigit(b, i) {
+	if !digitAt(b, i) {
 		return i, false
 	}
 	if b[i] == '0' {
 		i++
 	} else {
-		for isDigit(b, i) {
+		for digitAt(b, i) {
 			i++
 		}
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
-		if !isDigit(b, i) {
+		if !digitAt(b, i) {
 			return i, false
 		}
-		for isDigit(b, i) {
+		for digitAt(b, i) {
 			i++
 		}
 	}
@@ -1275,10 +1286,10 @@ func validNumber(b []byte, i int) (int, bool) {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if !isDigit(b, i) {
+		if !digitAt(b, i) {
 			return i, false
 		}
-		for isDigit(b, i) {
+		for digitAt(b, i) {
 			i++
 		}
 	}
@@ -1353,7 +1364,7 @@ func skipValue(b []byte, i int) int {
 
 // fields scans the object at b[lo] == '{' and stores in out[k] the span of
 // the value of key names[k]; a repeated key keeps its last value.
-func (p *parser) fields(lo int, names []string, out []span) {
+func (p *evParser) fields(lo int, names []string, out []valSpan) {
 	b := p.b
 	i := skipWS(b, lo+1)
 	if b[i] == '}' {
@@ -1373,7 +1384,7 @@ func (p *parser) fields(lo int, names []string, out []span) {
 		i = skipValue(b, i)
 		for k, name := range names {
 			if string(key) == name {
-				out[k] = span{vs, i}
+				out[k] = valSpan{vs, i}
 				break
 			}
 		}
@@ -1387,7 +1398,7 @@ func (p *parser) fields(lo int, names []string, out []span) {
 
 // elements appends to dst the spans of the elements of the array at
 // b[lo] == '['. It stops and reports over when there are more than max.
-func (p *parser) elements(lo int, dst []span, max int) ([]span, bool) {
+func (p *evParser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
 	b := p.b
 	i := skipWS(b, lo+1)
 	if b[i] == ']' {
@@ -1399,7 +1410,7 @@ func (p *parser) elements(lo int, dst []span, max int) ([]span, bool) {
 		}
 		vs := i
 		i = skipValue(b, i)
-		dst = append(dst, span{vs, i})
+		dst = append(dst, valSpan{vs, i})
 		i = skipWS(b, i)
 		if b[i] != ',' {
 			return dst, false // ']'

@@ -183,7 +183,7 @@ func TestParseRequestRejects(t *testing.T) {
 		// resolvedBidId / entity / externalCampaignId
 		{"neither bid nor entity", req("impressions", imp(obj{"resolvedBidId": "-"})), CodeBadRequest, "impressions[0]: one of resolvedBidId or entity is required"},
 		{"neither bid nor entity (nulls)", req("clicks", clk(obj{"resolvedBidId": "null", "entity": "null"})), CodeBadRequest, "clicks[0]: one of resolvedBidId or entity is required"},
-		{"resolvedBidId empty", req("impressions", imp(obj{"resolvedBidId": `""`})), CodeInvalidResolvedBidID, "impressions[0].resolvedBidId: must not be empty"},
+		{"resolvedBidId empty counts as absent", req("impressions", imp(obj{"resolvedBidId": `""`})), CodeBadRequest, "impressions[0]: one of resolvedBidId or entity is required"},
 		{"resolvedBidId too long", req("impressions", imp(obj{"resolvedBidId": long(MaxResolvedBidIDLen + 1)})), CodeInvalidResolvedBidID, "impressions[0].resolvedBidId: must be at most 512 characters"},
 		{"resolvedBidId number", req("impressions", imp(obj{"resolvedBidId": `1`})), CodeBadRequest, "impressions[0].resolvedBidId: must be a string"},
 		{"bid and externalCampaignId", req("impressions", imp(obj{"externalCampaignId": `"c1"`})), CodeInvalidUseOfExternalCampaignID, "impressions[0].externalCampaignId: must not be set together with resolvedBidId"},
@@ -671,7 +671,7 @@ func TestScaleDecimalAgainstBig(t *testing.T) {
 		// round half away from zero: floor(abs + 1/2)
 		half := new(big.Rat).Add(abs, big.NewRat(1, 2))
 		rounded := new(big.Int).Quo(half.Num(), half.Denom())
-		want := decimal{neg: neg, zero: rat.Sign() == 0, integral: rat.IsInt()}
+		want := scaledNum{neg: neg, zero: rat.Sign() == 0, integral: rat.IsInt()}
 		if rounded.Cmp(new(big.Int).SetUint64(limit)) > 0 {
 			want.over = true
 		} else {
@@ -911,5 +911,35 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
 			t.Errorf("validJSON(%.40q) = %v, json.Valid = %v", s, got, want)
 		}
+	}
+}
+
+func TestPurchaseTotalBound(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixMilli()
+	body := func(items string) []byte {
+		return []byte(`{"purchases":[{"id":"p","occurredAt":"2026-11-21T12:00:00Z","opaqueUserId":"u","items":[` + items + `]}]}`)
+	}
+	// 1e9 × 1e6 units would overflow int64 micros: rejected, not wrapped.
+	if _, err := ParseRequest(body(`{"productId":"a","unitPrice":1000000000,"quantity":1000000}`), "m", now); err == nil || err.Code != CodeBadRequest || !strings.Contains(err.Message, "purchase total") {
+		t.Fatalf("overflowing item: %v", err)
+	}
+	// Two items that are fine alone but overflow together.
+	if _, err := ParseRequest(body(`{"productId":"a","unitPrice":1000000000,"quantity":5000},{"productId":"b","unitPrice":1000000000,"quantity":5000}`), "m", now); err == nil || !strings.Contains(err.Message, "purchase total") {
+		t.Fatalf("overflowing sum: %v", err)
+	}
+	// Right at the bound is accepted.
+	evs, err := ParseRequest(body(`{"productId":"a","unitPrice":1000000000,"quantity":9000}`), "m", now)
+	if err != nil || evs[0].Items[0].UnitPriceMicros*evs[0].Items[0].Quantity != MaxPurchaseTotalMicros {
+		t.Fatalf("at the bound: %v %+v", err, evs)
+	}
+}
+
+// An empty resolvedBidId next to an entity is an organic event (analytics.js
+// sends "" from an empty data-ts-resolved-bid attribute).
+func TestEmptyResolvedBidIDWithEntity(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixMilli()
+	evs, err := ParseRequest([]byte(`{"impressions":[{"id":"i","occurredAt":"2026-11-21T12:00:00Z","opaqueUserId":"u","resolvedBidId":"","externalCampaignId":"x","entity":{"type":"product","id":"p"}}]}`), "m", now)
+	if err != nil || len(evs) != 1 || evs[0].ResolvedBidID != "" || evs[0].Entity == nil || evs[0].ExternalCampaignID != "x" {
+		t.Fatalf("%v %+v", err, evs)
 	}
 }

@@ -28,8 +28,8 @@ type EventsConfig struct {
 	Concurrency int           // workers / connections, default 32 (at most 4096)
 	Rate        float64       // target requests per second across workers; 0 = closed loop, as fast as the server answers
 	BatchSize   int           // events per request, default 50, spread 60/25/5/10 over impressions/clicks/purchases/pageviews, each array ≤ 50 (so at most 200)
-	Users       int           // distinct opaqueUserIds, default 100000
-	Products    int           // distinct product ids, default 10000
+	Users       int           // distinct opaqueUserIds ("u-0".."u-<Users-1>", drawn uniformly), default 100000
+	Products    int           // distinct product ids ("p-0".., drawn uniformly), default 10000
 	Timeout     time.Duration // per request, default 5s
 	Seed        int64         // seeds the content (users, products, prices...); event ids are always run-unique
 	MaxRequests int64         // 0 = unlimited; bounds the number of requests sent in the whole run (warmup included)

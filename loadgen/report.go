@@ -33,7 +33,8 @@ type Report struct {
 	Max  time.Duration `json:"max_ms"`
 	Mean time.Duration `json:"mean_ms"`
 	// LatencyExact is true when the percentiles come from every sample; false when the run had more than
-	// ~5M measured requests and they come from a log-linear histogram (within 0.4%). Max and Mean are exact.
+	// ~5M measured requests (a worker kept more than 5M/Concurrency) and they come from a log-linear histogram
+	// (within 0.4%). Max and Mean are exact.
 	LatencyExact bool `json:"latency_exact"`
 
 	// FirstError describes the first failure of the run ("HTTP 503: <start of body>" or the transport
@@ -58,6 +59,8 @@ type Report struct {
 	// Unsent counts open-loop sends that were due before the run stopped but never went out because every
 	// worker was busy: when it is not 0 the generator (or its Concurrency) could not hold the target rate.
 	Unsent int64 `json:"unsent"`
+
+	bufDrops int64 // body buffers not reused because a write of them might still be running (tests)
 }
 
 type reportJSON struct {

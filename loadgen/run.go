@@ -1,14 +1,15 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"crypto/tls"
-	"errors"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,8 +90,11 @@ func RunEvents(ctx context.Context, cfg EventsConfig) (Report, error) {
 	r.start = time.Now()
 	r.measureStart = r.start.Add(cfg.Warmup)
 	r.end = r.measureStart.Add(cfg.Duration)
-	runCtx, cancel := context.WithDeadline(ctx, r.end)
+	// The requests' contexts do not derive from ctx, so that none of its values (an httptrace of the caller's,
+	// say) leaks into them; its cancellation does reach them.
+	runCtx, cancel := context.WithDeadline(context.Background(), r.end)
 	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
@@ -191,6 +195,7 @@ type worker struct {
 	latSum, latMax             int64
 
 	sends, warmup, abandoned, evSentAll, evOKAll int64
+	dropped                                      int64 // body buffers not reused (see bodyBuf)
 	firstErr                                     string
 	firstErrAt                                   time.Time
 }
@@ -240,17 +245,17 @@ func (w *worker) loop(ctx context.Context) {
 	}
 }
 
-var errBodyClosed = errors.New("loadgen: request body closed")
-
 // send builds, sends and records one request. due is the open-loop due time (zero in closed loop).
 func (w *worker) send(ctx context.Context, due time.Time) {
 	r := w.r
 	bb := w.getBuf()
 	bb.b = w.bb.build(bb.b, time.Now())
 
+	bb.arm()
+
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-	req := r.tmpl.WithContext(rctx)
-	req.Body = bb.newReader()
+	req := r.tmpl.WithContext(httptrace.WithClientTrace(rctx, bb.trace))
+	req.Body = bb.body
 	req.GetBody = bb.getBody
 	req.ContentLength = int64(len(bb.b))
 
@@ -275,8 +280,8 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 		resp.Body.Close()
 	}
 	cancel()
-	bb.release() // the worker's reference; the buffer is reused once the transport has closed the body
 	done := time.Now()
+	w.recycle(bb)
 
 	ok := status >= 200 && status <= 299
 	if ok {
@@ -354,6 +359,7 @@ func (r *run) merge(workers []*worker) Report {
 		rep.Abandoned += w.abandoned
 		rep.EventsSentAll += w.evSentAll
 		rep.EventsOKAll += w.evOKAll
+		rep.bufDrops += w.dropped
 		for code, n := range w.status {
 			if n > 0 {
 				rep.Statuses[code] += n
@@ -395,75 +401,57 @@ func (r *run) merge(workers []*worker) Report {
 	return rep
 }
 
-// bodyBuf is a worker's reusable body buffer. It is shared by the worker and by the body readers the
-// transport holds (the original and any GetBody copy for a retry on a dead keep-alive connection); it goes
-// back to the worker's pool only when all of them have let go, because the transport may still read or
-// close a body after Do has returned. A worker whose buffers are all out allocates a new one.
+// bodyBuf is a worker's reusable body buffer. The transport may still be writing a request after Do has
+// returned (a server may answer before reading the whole body, a cancelled request may be picked up by a
+// connection's write loop late), so a buffer goes back to the worker's pool only when every write of it is
+// known to have finished: the httptrace WroteRequest hook, which fires at the end of each write of the
+// request (after its last read of the body), has fired once per attempt (the first send plus one per GetBody
+// retry). Otherwise the buffer is dropped and the worker allocates a new one: a rare, safe path.
+//
+// The body is an io.NopCloser around a *bytes.Reader on purpose: net/http recognises it as in-memory and
+// writes headers and body in one write instead of flushing the headers first (one syscall and one TCP
+// segment less per request).
 type bodyBuf struct {
-	b       []byte
-	refs    atomic.Int32
-	pool    chan *bodyBuf
-	getBody func() (io.ReadCloser, error)
+	b        []byte
+	rd       bytes.Reader
+	body     io.ReadCloser
+	trace    *httptrace.ClientTrace
+	getBody  func() (io.ReadCloser, error)
+	attempts atomic.Int32
+	wrote    atomic.Int32
 }
 
 func (w *worker) getBuf() *bodyBuf {
 	select {
 	case bb := <-w.pool:
-		bb.refs.Store(1)
 		return bb
 	default:
 	}
-	bb := &bodyBuf{b: make([]byte, 0, w.hint), pool: w.pool}
-	bb.getBody = func() (io.ReadCloser, error) { return bb.newReader(), nil }
-	bb.refs.Store(1)
+	bb := &bodyBuf{b: make([]byte, 0, w.hint)}
+	bb.body = io.NopCloser(&bb.rd)
+	bb.trace = &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { bb.wrote.Add(1) }}
+	bb.getBody = func() (io.ReadCloser, error) {
+		bb.attempts.Add(1)
+		return io.NopCloser(bytes.NewReader(bb.b)), nil
+	}
 	return bb
 }
 
-func (bb *bodyBuf) newReader() *bodyReader {
-	bb.refs.Add(1)
-	return &bodyReader{bb: bb}
+// arm readies bb (already filled) for one request.
+func (bb *bodyBuf) arm() {
+	bb.rd.Reset(bb.b)
+	bb.attempts.Store(1)
+	bb.wrote.Store(0)
 }
 
-func (bb *bodyBuf) release() {
-	if bb.refs.Add(-1) == 0 {
-		select {
-		case bb.pool <- bb:
-		default:
-		}
+// recycle returns bb to the pool if the transport is done with it; call it after Do has returned.
+func (w *worker) recycle(bb *bodyBuf) {
+	if bb.wrote.Load() != bb.attempts.Load() {
+		w.dropped++
+		return
 	}
-}
-
-// bodyReader reads a bodyBuf. Read and Close exclude each other, so once Close has returned no Read is
-// touching the buffer and it can be handed back.
-type bodyReader struct {
-	mu     sync.Mutex
-	bb     *bodyBuf
-	off    int
-	closed bool
-}
-
-func (br *bodyReader) Read(p []byte) (int, error) {
-	br.mu.Lock()
-	defer br.mu.Unlock()
-	if br.closed {
-		return 0, errBodyClosed
+	select {
+	case w.pool <- bb:
+	default:
 	}
-	if br.off >= len(br.bb.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, br.bb.b[br.off:])
-	br.off += n
-	return n, nil
-}
-
-func (br *bodyReader) Close() error {
-	br.mu.Lock()
-	if br.closed {
-		br.mu.Unlock()
-		return nil
-	}
-	br.closed = true
-	br.mu.Unlock()
-	br.bb.release()
-	return nil
 }

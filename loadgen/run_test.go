@@ -40,7 +40,8 @@ func checkLatencies(t *testing.T, rep Report) {
 func TestRunAgainstBare(t *testing.T) {
 	srv := httptest.NewServer(BareHandler())
 	defer srv.Close()
-	rep, wall := mustRun(t, quick(srv.URL))
+	cfg := quick(srv.URL)
+	rep, wall := mustRun(t, cfg)
 	if rep.Requests == 0 || rep.OK != rep.Requests || rep.Failed != 0 {
 		t.Fatalf("requests %d ok %d failed %d", rep.Requests, rep.OK, rep.Failed)
 	}
@@ -58,6 +59,9 @@ func TestRunAgainstBare(t *testing.T) {
 	}
 	if !rep.LatencyExact || rep.FirstError != "" || rep.WarmupRequests != 0 {
 		t.Errorf("exact %v first error %q warmup %d", rep.LatencyExact, rep.FirstError, rep.WarmupRequests)
+	}
+	if rep.bufDrops > int64(cfg.Concurrency) { // only requests cut off at the end may leave a buffer behind
+		t.Errorf("%d body buffers dropped", rep.bufDrops)
 	}
 	if rep.EventsOKAll < rep.Events || rep.EventsSentAll < rep.EventsOKAll {
 		t.Errorf("whole-run events sent %d ok %d, measured %d", rep.EventsSentAll, rep.EventsOKAll, rep.Events)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	_ "time/tzdata" // marketplace time zones must resolve on hosts without zoneinfo
@@ -32,7 +33,7 @@ Usage:
   endcap admin key revoke --id KEY_ID
   endcap loadgen events [--url URL] [--key KEY] [--duration 30s] [--concurrency 32] [--rate 0]
   endcap loadgen bare [--addr 127.0.0.1:18099]                  the bare Gin baseline server
-  endcap config                                                 list every setting and its variable
+  endcap config [--markdown]                                    list every setting and its variable
 
 Every command takes the configuration flags; each flag also reads an ENDCAP_* variable
 (run 'endcap config' for the list).
@@ -46,7 +47,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	cmd, args := os.Args[1], os.Args[2:]
+	switch cmd {
 	case "serve":
 		err = cmdServe(ctx, args)
 	case "dev":
@@ -58,9 +60,7 @@ func main() {
 	case "loadgen":
 		err = cmdLoadgen(ctx, args)
 	case "config":
-		for _, row := range config.EnvTable() {
-			fmt.Printf("%-28s %-34s %-24s %s\n", row[0], row[1], row[2], row[3])
-		}
+		printConfig(args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -116,4 +116,21 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// printConfig lists every setting; with --markdown as the table of
+// docs/operations.md.
+func printConfig(args []string) {
+	md := len(args) > 0 && args[0] == "--markdown"
+	for _, row := range config.EnvTable() {
+		def := row[2]
+		if md {
+			if def == "" {
+				def = "(empty)"
+			}
+			fmt.Printf("| `%s` | `%s` | `%s` | %s |\n", row[0], row[1], def, strings.ReplaceAll(row[3], "|", "or"))
+			continue
+		}
+		fmt.Printf("%-28s %-34s %-24s %s\n", row[0], row[1], def, row[3])
+	}
 }

@@ -52,12 +52,12 @@ func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Dur
 }
 
 // NewClient returns a franz-go client for brokers with Endcap's defaults:
-// idempotent producer with acks=all, a short linger, and bounded buffering.
+// idempotent producer with acks=all and bounded buffering. Producers add
+// kgo.ProducerLinger from the configuration.
 func NewClient(brokers []string, log *slog.Logger, opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.MaxBufferedRecords(200_000),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.DialTimeout(2 * time.Second),
