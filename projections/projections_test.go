@@ -1,0 +1,231 @@
+package projections_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/redisstore"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestClaimer(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	defer rdb.Close()
+	prefix := fmt.Sprintf("test:claim:%d:", time.Now().UnixNano())
+	c := projections.NewClaimer(rdb, prefix, time.Second)
+	ctx := t.Context()
+
+	got, err := c.Claim(ctx, []projections.ClaimKey{
+		{Key: "a", Partition: 0, Offset: 1},
+		{Key: "b", Partition: 0, Offset: 2},
+		{Key: "a", Partition: 1, Offset: 7}, // the same key in the same batch: a duplicate
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []projections.Claim{projections.ClaimFirst, projections.ClaimFirst, projections.ClaimDuplicate}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("first batch [%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	got, err = c.Claim(ctx, []projections.ClaimKey{{Key: "a", Partition: 0, Offset: 1}, {Key: "b", Partition: 3, Offset: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != projections.ClaimReplay || got[1] != projections.ClaimDuplicate {
+		t.Errorf("second batch = %v, want [replay duplicate]", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got, _ = c.Claim(ctx, []projections.ClaimKey{{Key: "a", Partition: 9, Offset: 9}}); got[0] != projections.ClaimFirst {
+		t.Errorf("after the window = %v, want first", got)
+	}
+	if got, err = c.Claim(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("empty claim: %v %v", got, err)
+	}
+}
+
+// TestProjectorExactlyOnce: a replay of already inserted records (offsets
+// rewound, as after a crash between insert and commit) and a duplicate record
+// with a claimed id leave exactly one visible row per event.
+func TestProjectorExactlyOnce(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	ctx := t.Context()
+
+	cl, err := kafka.NewClient(brokers, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	chOpts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
+	if err := clickhouse.EnsureDatabase(ctx, chOpts); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(chOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	defer rdb.Close()
+
+	produce := func(ids ...string) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i, id := range ids {
+			e := ingest.Event{Kind: ingest.KindClick, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: id,
+				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i),
+				Entity: &ingest.Entity{Type: "product", ID: "p"}}
+			v, _ := json.Marshal(e)
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runProjector := func(until func() bool) {
+		t.Helper()
+		p, err := projections.NewEventsProjector(projections.EventsOptions{Brokers: brokers, Topic: topics.Events, ClickHouse: conn,
+			Claimer: projections.NewClaimer(rdb, "test:"+cfg.KafkaTopicPrefix, time.Hour), MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Run(pctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.Error(err)
+			}
+		}()
+		testenv.Eventually(t, 15*time.Second, func() error {
+			if !until() {
+				return errors.New("projector has not caught up")
+			}
+			return nil
+		})
+		cancel()
+		wg.Wait()
+		p.Close()
+	}
+	count := func(q string) uint64 {
+		var n uint64
+		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	committed := func() int64 {
+		adm := kadm.NewClient(cl)
+		offs, err := adm.FetchOffsets(ctx, projections.EventsGroup)
+		if err != nil {
+			return 0
+		}
+		var n int64
+		offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+		return n
+	}
+
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ev-%03d", i)
+	}
+	produce(ids...)
+	runProjector(func() bool { return committed() == 100 })
+	if n := count("SELECT count() FROM events"); n != 100 {
+		t.Fatalf("first pass: %d rows", n)
+	}
+
+	// Rewind the group to the start: every record is processed again, as
+	// after a crash between the insert and the commit.
+	adm := kadm.NewClient(cl)
+	var rewind kadm.Offsets
+	for p := int32(0); p < 3; p++ {
+		rewind.Add(kadm.Offset{Topic: topics.Events, Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	if _, err := adm.CommitOffsets(ctx, projections.EventsGroup, rewind); err != nil {
+		t.Fatal(err)
+	}
+	// Plus client retries: the same ids in new records, and one new event.
+	produce("ev-000", "ev-050", "ev-099", "ev-new")
+	runProjector(func() bool { return committed() == 104 })
+
+	if n := count("SELECT count() FROM events"); n != 101 {
+		t.Errorf("visible rows %d, want 101", n)
+	}
+	t.Logf("physical rows after the replay: %d (replays insert identical rows that FINAL folds)", count("SELECT count() FROM events_raw"))
+	if n := count("SELECT uniqExact(event_id) FROM events_raw"); n != 101 {
+		t.Errorf("distinct ids %d, want 101", n)
+	}
+	// The retried ids were dropped as duplicates: no physical row comes from
+	// the new records' offsets (they are in 100..103 of some partition, but
+	// a replayed row keeps the offset of the record that first claimed it).
+	if n := count("SELECT count() FROM (SELECT event_id, uniqExact(kafka_partition, kafka_offset) AS o FROM events_raw GROUP BY event_id HAVING o > 1)"); n != 0 {
+		t.Errorf("%d events have rows from two different records", n)
+	}
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	env := testenv.Get(t)
+	cfg := env.Config(t, []string{"unused:1"})
+	ctx := t.Context()
+	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := clickhouse.EnsureDatabase(ctx, o); err != nil {
+				t.Error(err)
+				return
+			}
+			c, err := clickhouse.Open(o)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			if _, err := clickhouse.Migrate(ctx, c, quiet); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	c, _ := clickhouse.Open(o)
+	defer c.Close()
+	if v, err := clickhouse.SchemaVersion(ctx, c); err != nil || v != clickhouse.LatestVersion() {
+		t.Errorf("schema version %d (%v), want %d", v, err, clickhouse.LatestVersion())
+	}
+	if n, err := clickhouse.Migrate(ctx, c, quiet); err != nil || n != 0 {
+		t.Errorf("migrating an up-to-date schema applied %d (%v)", n, err)
+	}
+}
