@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,9 @@ type Log struct {
 	waiters  map[string]chan bool
 	applied  atomic.Int64
 
-	keyLocks sync.Map // entity key -> *sync.Mutex
+	// keyLocks serialise this process's writes per entity: a key always maps
+	// to the same stripe, so memory stays bounded however many entities.
+	keyLocks [256]sync.Mutex
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -221,8 +224,9 @@ func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state 
 		return 0, ErrNotReady
 	}
 	key := typ + "/" + id
-	m, _ := l.keyLocks.LoadOrStore(key, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	mu := &l.keyLocks[h.Sum32()%uint32(len(l.keyLocks))]
 	mu.Lock()
 	defer mu.Unlock()
 
