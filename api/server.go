@@ -32,6 +32,9 @@ type Deps struct {
 	MaxBodyBytes int64
 	RetryAfter   time.Duration
 	Log          *slog.Logger
+	// Public and PublicRoutes serve /public/v1 (advanced key).
+	Public       *Public
+	PublicRoutes []RouteSet
 	Now          func() time.Time
 }
 
@@ -67,6 +70,9 @@ func New(d Deps) http.Handler {
 
 		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced))
 		pub.GET("/marketplace", h.getMarketplace)
+		for _, rs := range d.PublicRoutes {
+			rs(pub, d.Public)
+		}
 	}
 	return normalizer{r}
 }

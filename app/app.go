@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
@@ -61,8 +63,10 @@ type App struct {
 	ClickHouse clickhouse.Conn
 	Redis      *redis.Client
 	S3         *s3store.Store
-	StateLog   *statelog.Log
+	StateLog   *statelog.Log // accounts
+	Entities   *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
 	Accounts   *accounts.Service
+	Cursors    *pagination.Signer
 
 	handler  http.Handler
 	listener net.Listener
@@ -85,6 +89,23 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.Accounts = accounts.New(a.StateLog)
+	if a.Entities, err = statelog.New(a.Topics.Entities, cfg.KafkaBrokers, a.Kafka, log); err != nil {
+		return nil, err
+	}
+	a.Entities.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
+	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
+	routes, err := a.domains()
+	if err != nil {
+		return nil, err
+	}
+	catalogLimit, err := api.ParseLimit(cfg.RateLimitCatalog)
+	if err != nil {
+		return nil, err
+	}
+	defaultLimit, err := api.ParseLimit(cfg.RateLimitDefault)
+	if err != nil {
+		return nil, err
+	}
 
 	deps := api.Deps{
 		Checks:       a.checks(),
@@ -95,6 +116,16 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts
 		deps.Events = ingest.NewAppender(a.Kafka, a.Topics.Events, cfg.ProduceTimeout)
+		deps.Public = &api.Public{
+			Limits: api.NewRateLimiter(redis_rate.NewLimiter(a.Redis), map[string]redis_rate.Limit{
+				"catalog": catalogLimit, "default": defaultLimit,
+			}, log),
+			Cursors:      a.Cursors,
+			MaxBodyBytes: cfg.MaxPublicBodyBytes,
+			RetryAfter:   cfg.RetryAfter,
+			Log:          log,
+		}
+		deps.PublicRoutes = routes
 	}
 	a.handler = api.New(deps)
 	return a, nil
@@ -114,7 +145,7 @@ func (a *App) checks() []api.Check {
 		{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
 		{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }},
 		{Name: "state", Fn: func(context.Context) error {
-			if !a.StateLog.Ready() {
+			if !a.StateLog.Ready() || !a.Entities.Ready() {
 				return errors.New("entity state is still loading from Kafka")
 			}
 			return nil
@@ -140,6 +171,17 @@ func (a *App) Prepare(ctx context.Context) error {
 			return err
 		}},
 		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
+		{"cursor key", func(ctx context.Context) error {
+			if a.cfg.CursorSecret != "" {
+				return nil
+			}
+			key, err := redisstore.SharedSecret(ctx, a.Redis, "ec:cursor-key")
+			if err != nil {
+				return err
+			}
+			a.Cursors.SetKey(key)
+			return nil
+		}},
 	}
 	for _, s := range steps {
 		for attempt := 1; ; attempt++ {
@@ -225,6 +267,7 @@ func (a *App) Run(ctx context.Context) error {
 			return err
 		}
 		run("state log", a.StateLog.Run)
+		run("entities log", a.Entities.Run)
 		if a.target.runs(TargetProjector) {
 			p, err := projections.NewEventsProjector(projections.EventsOptions{
 				Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse,
@@ -260,10 +303,16 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // WaitReady blocks until the entity state has caught up.
-func (a *App) WaitReady(ctx context.Context) error { return a.StateLog.WaitReady(ctx) }
+func (a *App) WaitReady(ctx context.Context) error {
+	if err := a.StateLog.WaitReady(ctx); err != nil {
+		return err
+	}
+	return a.Entities.WaitReady(ctx)
+}
 
 func (a *App) close() {
 	a.StateLog.Close()
+	a.Entities.Close()
 	a.Kafka.Close()
 	_ = a.ClickHouse.Close()
 	_ = a.Redis.Close()

@@ -43,6 +43,11 @@ type Config struct {
 	RetryAfter     time.Duration
 	MaxBodyBytes   int64
 
+	MaxPublicBodyBytes int64
+	RateLimitCatalog   string
+	RateLimitDefault   string
+	CursorSecret       string
+
 	ProjectorBatchRows     int
 	ProjectorFlushInterval time.Duration
 	DedupeWindow           time.Duration
@@ -86,6 +91,20 @@ func duration(p func(*Config) *time.Duration) func(*Config, string) error {
 			return fmt.Errorf("must be positive, got %s", v)
 		}
 		*p(c) = d
+		return nil
+	}
+}
+
+func rateLimit(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, per, ok := strings.Cut(v, "/")
+		if k, err := strconv.Atoi(n); !ok || err != nil || k < 1 {
+			return fmt.Errorf("must look like 10/1s, got %q", v)
+		}
+		if d, err := time.ParseDuration(per); err != nil || d <= 0 {
+			return fmt.Errorf("must look like 10/1s, got %q", v)
+		}
+		*p(c) = v
 		return nil
 	}
 }
@@ -138,6 +157,17 @@ var settings = []setting{
 		c.MaxBodyBytes = n
 		return nil
 	}},
+	{"max-public-body-bytes", "ENDCAP_MAX_PUBLIC_BODY_BYTES", "16777216", "largest accepted /public/v1 request body (413 above)", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1024 {
+			return fmt.Errorf("must be an integer of at least 1024, got %q", v)
+		}
+		c.MaxPublicBodyBytes = n
+		return nil
+	}},
+	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
+	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
+	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis)", str(func(c *Config) *string { return &c.CursorSecret })},
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "rows per ClickHouse insert batch at most", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},

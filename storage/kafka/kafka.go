@@ -19,6 +19,7 @@ import (
 type Topics struct {
 	Events   string // tracking events, keyed by marketplace|opaqueUserId
 	Accounts string // compacted changelog of marketplaces and API keys
+	Entities string // compacted changelog of catalog, campaigns, billing, segments, webhooks, ...
 }
 
 // TopicNames returns the topic names for prefix (e.g. "endcap.").
@@ -26,6 +27,7 @@ func TopicNames(prefix string) Topics {
 	return Topics{
 		Events:   prefix + "events",
 		Accounts: prefix + "state.accounts",
+		Entities: prefix + "state.entities",
 	}
 }
 
@@ -47,6 +49,10 @@ func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Dur
 		}},
 		{Name: t.Accounts, Partitions: 1, Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "compact",
+		}},
+		{Name: t.Entities, Partitions: 8, Replication: rf, Configs: map[string]string{
+			"cleanup.policy":    "compact",
+			"max.message.bytes": "8388608",
 		}},
 	}
 }

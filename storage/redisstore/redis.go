@@ -3,6 +3,9 @@
 package redisstore
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,4 +31,21 @@ func Open(o Options) *redis.Client {
 		PoolSize:     32,
 		MaxRetries:   1,
 	})
+}
+
+// SharedSecret returns the 32-byte secret stored at key, creating it with
+// random bytes when absent (SET NX), so that every process shares it.
+func SharedSecret(ctx context.Context, rdb redis.UniversalClient, key string) ([]byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	if err := rdb.SetNX(ctx, key, hex.EncodeToString(b[:]), 0).Err(); err != nil {
+		return nil, err
+	}
+	v, err := rdb.Get(ctx, key).Result()
+	if err != nil {
+		return nil, err
+	}
+	return hex.DecodeString(v)
 }

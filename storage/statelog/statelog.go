@@ -70,6 +70,7 @@ type Log struct {
 	// keyLocks serialise this process's writes per entity: a key always maps
 	// to the same stripe, so memory stays bounded however many entities.
 	keyLocks [256]sync.Mutex
+	locker   Locker
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -216,51 +217,168 @@ func (l *Log) Version(typ, id string) int64 {
 	return l.versions[typ+"/"+id]
 }
 
-// Append writes the entity's new state, expecting its current version to be
-// expected (0 to create). It returns the new version once this process's
-// view has applied it.
-func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state any, deleted bool) (int64, error) {
-	if !l.Ready() {
-		return 0, ErrNotReady
-	}
-	key := typ + "/" + id
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	mu := &l.keyLocks[h.Sum32()%uint32(len(l.keyLocks))]
-	mu.Lock()
-	defer mu.Unlock()
+// AnyVersion as an expected version means "whatever the current version is":
+// last writer wins (upserts). A write that loses a race is retried.
+const AnyVersion int64 = -1
 
-	if cur := l.Version(typ, id); cur != expected {
-		return cur, ErrConflict
+// Change is one entity write of a batch.
+type Change struct {
+	Type     string
+	ID       string
+	Expected int64 // version the entity must have (0: must not exist), or AnyVersion
+	State    any
+	Deleted  bool
+}
+
+// Locker serialises writes to one entity across processes (a short Redis
+// lock), so that the loser of a race never appends a record: compaction keeps
+// the last record of a key, and a loser's record must never be it.
+type Locker interface {
+	Lock(ctx context.Context, key string) (unlock func(), err error)
+}
+
+// SetLocker sets the cross-process locker used by single-entity writes
+// with an expected version.
+func (l *Log) SetLocker(lk Locker) { l.locker = lk }
+
+// Append writes the entity's new state, expecting its current version to be
+// expected (0 to create, AnyVersion to overwrite). It returns the new version
+// once this process's view has applied it.
+func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state any, deleted bool) (int64, error) {
+	if l.locker != nil && expected != AnyVersion {
+		unlock, err := l.locker.Lock(ctx, l.topic+"/"+typ+"/"+id)
+		if err != nil {
+			return 0, err
+		}
+		defer unlock()
 	}
-	raw, err := json.Marshal(state)
+	vs, err := l.AppendBatch(ctx, []Change{{Type: typ, ID: id, Expected: expected, State: state, Deleted: deleted}})
 	if err != nil {
+		if len(vs) == 1 {
+			return vs[0], err
+		}
 		return 0, err
 	}
-	rec := Record{Type: typ, ID: id, Version: expected + 1, WriteID: uuid.NewString(), AtMs: time.Now().UnixMilli(), Deleted: deleted, State: raw}
-	val, err := json.Marshal(rec)
-	if err != nil {
-		return 0, err
+	return vs[0], nil
+}
+
+// AppendBatch writes every change and returns their new versions once this
+// process's view has applied all of them. A change with an expected version
+// that does not match fails the whole batch with ErrConflict before anything
+// is written. Changes with AnyVersion that lose a race with another process
+// are written again on top of the winner.
+func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error) {
+	if !l.Ready() {
+		return nil, ErrNotReady
 	}
-	ch := make(chan bool, 1)
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	for _, mu := range l.stripes(changes) {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	versions := make([]int64, len(changes))
+	for i, c := range changes {
+		cur := l.Version(c.Type, c.ID)
+		if c.Expected != AnyVersion && cur != c.Expected {
+			return []int64{cur}, ErrConflict
+		}
+		versions[i] = cur + 1
+	}
+	pending := make([]int, len(changes))
+	for i := range pending {
+		pending[i] = i
+	}
+	for attempt := 0; ; attempt++ {
+		lost, err := l.write(ctx, changes, versions, pending)
+		if err != nil {
+			return nil, err
+		}
+		if len(lost) == 0 {
+			return versions, nil
+		}
+		for _, i := range lost {
+			if changes[i].Expected != AnyVersion || attempt >= 5 {
+				return []int64{l.Version(changes[i].Type, changes[i].ID)}, ErrConflict
+			}
+			versions[i] = l.Version(changes[i].Type, changes[i].ID) + 1
+		}
+		pending = lost
+	}
+}
+
+// write appends changes[idx] with versions[idx] and waits until the view
+// applied or rejected each; it returns the indexes that were rejected.
+func (l *Log) write(ctx context.Context, changes []Change, versions []int64, idx []int) ([]int, error) {
+	type wait struct {
+		i  int
+		ch chan bool
+	}
+	waits := make([]wait, 0, len(idx))
+	recs := make([]*kgo.Record, 0, len(idx))
+	ids := make([]string, 0, len(idx))
+	now := time.Now().UnixMilli()
+	for _, i := range idx {
+		c := changes[i]
+		raw, err := json.Marshal(c.State)
+		if err != nil {
+			return nil, err
+		}
+		rec := Record{Type: c.Type, ID: c.ID, Version: versions[i], WriteID: uuid.NewString(), AtMs: now, Deleted: c.Deleted, State: raw}
+		val, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, &kgo.Record{Topic: l.topic, Key: []byte(c.Type + "/" + c.ID), Value: val})
+		waits = append(waits, wait{i, make(chan bool, 1)})
+		ids = append(ids, rec.WriteID)
+	}
 	l.mu.Lock()
-	l.waiters[rec.WriteID] = ch
+	for k, w := range waits {
+		l.waiters[ids[k]] = w.ch
+	}
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
-		delete(l.waiters, rec.WriteID)
+		for _, id := range ids {
+			delete(l.waiters, id)
+		}
 		l.mu.Unlock()
 	}()
-	if err := l.producer.ProduceSync(ctx, &kgo.Record{Topic: l.topic, Key: []byte(key), Value: val}).FirstErr(); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	if err := l.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	select {
-	case ok := <-ch:
-		if !ok {
-			return l.Version(typ, id), ErrConflict
+	var lost []int
+	for _, w := range waits {
+		select {
+		case ok := <-w.ch:
+			if !ok {
+				lost = append(lost, w.i)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: appended but not yet applied: %v", ErrUnavailable, ctx.Err())
 		}
-		return rec.Version, nil
-	case <-ctx.Done():
-		return 0, fmt.Errorf("%w: appended but not yet applied: %v", ErrUnavailable, ctx.Err())
 	}
+	return lost, nil
+}
+
+// stripes returns the lock stripes of the changes' entities, each once, in
+// a fixed order so that concurrent batches cannot deadlock.
+func (l *Log) stripes(changes []Change) []*sync.Mutex {
+	var seen [len(l.keyLocks)]bool
+	for _, c := range changes {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(c.Type))
+		_, _ = h.Write([]byte{'/'})
+		_, _ = h.Write([]byte(c.ID))
+		seen[h.Sum32()%uint32(len(l.keyLocks))] = true
+	}
+	var out []*sync.Mutex
+	for i, ok := range seen {
+		if ok {
+			out = append(out, &l.keyLocks[i])
+		}
+	}
+	return out
 }

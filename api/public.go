@@ -1,0 +1,235 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/pagination"
+	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/validation"
+)
+
+// RouteSet installs one area's /public/v1 routes. Route sets live in this
+// package (one file per area) and are composed by the app.
+type RouteSet func(g *gin.RouterGroup, p *Public)
+
+// Public is what route sets share: rate limits, cursors, limits, logging.
+type Public struct {
+	Limits       *RateLimiter
+	Cursors      *pagination.Signer
+	MaxBodyBytes int64
+	RetryAfter   time.Duration
+	Log          *slog.Logger
+}
+
+// Marketplace is the marketplace of the authenticated key.
+func Marketplace(c *gin.Context) accounts.Marketplace { return principal(c).Marketplace }
+
+// RateLimiter applies GCRA limits per API key (redis_rate).
+type RateLimiter struct {
+	limiter *redis_rate.Limiter
+	classes map[string]redis_rate.Limit
+	log     *slog.Logger
+}
+
+// NewRateLimiter returns a limiter with a limit per class of routes.
+func NewRateLimiter(l *redis_rate.Limiter, classes map[string]redis_rate.Limit, log *slog.Logger) *RateLimiter {
+	return &RateLimiter{limiter: l, classes: classes, log: log}
+}
+
+// Limit returns the middleware of a class ("catalog", "default"). Every
+// limited response carries X-RateLimit-Limit (requests per period),
+// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until the full limit is
+// available again); a 429 also carries Retry-After. When Redis cannot be
+// reached the request is let through (fail open) and a warning is logged.
+func (r *RateLimiter) Limit(class string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		lim, ok := r.classes[class]
+		if !ok || r.limiter == nil {
+			c.Next()
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 500*time.Millisecond)
+		res, err := r.limiter.Allow(ctx, "ec:rl:"+class+":"+principal(c).Key.ID, lim)
+		cancel()
+		if err != nil {
+			r.log.Warn("rate limit unavailable; request let through", "class", class, "err", err)
+			c.Next()
+			return
+		}
+		h := c.Writer.Header()
+		h.Set("X-RateLimit-Limit", strconv.Itoa(lim.Rate))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(res.Remaining, 0)))
+		h.Set("X-RateLimit-Reset", strconv.Itoa(ceilSeconds(res.ResetAfter)))
+		if res.Allowed == 0 {
+			h.Set("Retry-After", strconv.Itoa(max(ceilSeconds(res.RetryAfter), 1)))
+			abortV2(c, http.StatusTooManyRequests, "too_many_requests", "rate limit of "+strconv.Itoa(lim.Rate)+" requests per "+lim.Period.String()+" exceeded for this API key; retry after the Retry-After delay")
+			return
+		}
+		c.Next()
+	}
+}
+
+func ceilSeconds(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	return int(math.Ceil(d.Seconds()))
+}
+
+// ParseLimit parses "N/duration" (e.g. "10/1s", "45/2s").
+func ParseLimit(s string) (redis_rate.Limit, error) {
+	n, per, ok := strings.Cut(s, "/")
+	rate, err := strconv.Atoi(n)
+	if !ok || err != nil || rate < 1 {
+		return redis_rate.Limit{}, errors.New("rate limit must look like 10/1s")
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil || d <= 0 {
+		return redis_rate.Limit{}, errors.New("rate limit must look like 10/1s")
+	}
+	return redis_rate.Limit{Rate: rate, Burst: rate, Period: d}, nil
+}
+
+// detail is the spec's 422 body.
+type detail struct {
+	Detail validation.Errors `json:"detail"`
+}
+
+func abort422(c *gin.Context, errs validation.Errors) {
+	c.AbortWithStatusJSON(http.StatusUnprocessableEntity, detail{Detail: errs})
+}
+
+// Fail answers a domain error with the matching status and body.
+func (p *Public) Fail(c *gin.Context, err error) {
+	if v, ok := validation.As(err); ok {
+		abort422(c, v)
+		return
+	}
+	switch {
+	case errors.Is(err, validation.ErrNotFound):
+		abortV2(c, http.StatusNotFound, "resource_not_found", err.Error())
+	case errors.Is(err, statelog.ErrConflict), errors.Is(err, redisstore.ErrLocked):
+		abortV2(c, http.StatusConflict, "invalid_operation", "the resource was changed by another request; read it again and retry")
+	case errors.Is(err, statelog.ErrUnavailable), errors.Is(err, statelog.ErrNotReady):
+		abortUnavailable(c, p.RetryAfter, "the change could not be stored right now; retry later")
+	default:
+		p.Log.Error("request failed", "path", c.Request.URL.Path, "err", err)
+		abortV2(c, http.StatusInternalServerError, "internal_server_error", "internal server error")
+	}
+}
+
+// BindJSON reads and decodes the JSON body into v. It answers 413 or 422
+// itself and returns false when the body is too large, missing, not JSON, or
+// of the wrong types.
+func (p *Public) BindJSON(c *gin.Context, v any) bool {
+	body, ok := readBody(c, p.MaxBodyBytes)
+	if !ok {
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		abort422(c, validation.New(validation.Missing, "Field required", "body"))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		abort422(c, jsonErrors(err))
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		abort422(c, validation.New("json_invalid", "JSON decode error: unexpected data after the body", "body"))
+		return false
+	}
+	return true
+}
+
+func jsonErrors(err error) validation.Errors {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		loc := []any{"body"}
+		if te.Field != "" {
+			for _, f := range strings.Split(te.Field, ".") {
+				loc = append(loc, f)
+			}
+		}
+		return validation.Errors{{Loc: loc, Msg: "Input should be a valid " + jsonKind(te.Type.Kind().String()), Type: validation.TypeError}}
+	case errors.As(err, &se):
+		return validation.New("json_invalid", "JSON decode error: "+se.Error()+" at byte "+strconv.FormatInt(se.Offset, 10), "body")
+	}
+	return validation.New("json_invalid", "JSON decode error: "+err.Error(), "body")
+}
+
+func jsonKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "integer"
+	case strings.HasPrefix(k, "float"):
+		return "number"
+	case k == "slice", k == "array":
+		return "list"
+	case k == "map", k == "struct":
+		return "object"
+	case k == "bool":
+		return "boolean"
+	}
+	return k
+}
+
+// PageQuery reads the list query parameters: next_page (a cursor of this
+// list) and limit (default def, 1..max). It answers 422 itself and returns
+// ok=false when they are invalid.
+func (p *Public) PageQuery(c *gin.Context, list, scope string, def, maxLimit int) (after string, limit int, ok bool) {
+	var errs validation.Errors
+	limit = def
+	if s, present := c.GetQuery("limit"); present {
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			errs.Add("int_parsing", "Input should be a valid integer", "query", "limit")
+		case n < 1:
+			errs.Add("greater_than_equal", "Input should be greater than or equal to 1", "query", "limit")
+		case n > maxLimit:
+			errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(maxLimit), "query", "limit")
+		default:
+			limit = n
+		}
+	}
+	if tok := c.Query("next_page"); tok != "" {
+		cur, err := p.Cursors.Decode(tok, list, Marketplace(c).ID, scope)
+		if err != nil {
+			errs.Add("value_error", "next_page is not a cursor issued by this service for this list", "query", "next_page")
+		}
+		after = cur.After
+	}
+	if len(errs) > 0 {
+		abort422(c, errs)
+		return "", 0, false
+	}
+	return after, limit, true
+}
+
+// NextPage returns the cursor that continues a list after id, or nil.
+func (p *Public) NextPage(c *gin.Context, list, scope, lastID string, more bool) *string {
+	if !more {
+		return nil
+	}
+	s := p.Cursors.Encode(pagination.Cursor{List: list, Marketplace: Marketplace(c).ID, Scope: scope, After: lastID})
+	return &s
+}

@@ -1,0 +1,45 @@
+// Package entityref holds the small read-only views one management area
+// needs of another (campaigns read the catalog, billing reads vendors, ...),
+// so that each area depends on an interface, not on another area's package.
+// The app wires the real services in. Every method is scoped to one
+// marketplace and reads the in-memory view (no network call).
+package entityref
+
+// ProductRef is what other areas need to know of a catalog product.
+type ProductRef struct {
+	ID           string
+	Name         string
+	Active       bool
+	Vendors      []string // vendors allowed to promote it
+	Categories   []string
+	PriceMicros  int64   // 0 when the product has no price
+	QualityScore float64 // 0 when not set
+}
+
+// VendorRef is what other areas need to know of a vendor.
+type VendorRef struct {
+	ID       string
+	Name     string
+	GlobalID string
+}
+
+// Catalog reads products and vendors.
+type Catalog interface {
+	Vendor(marketplaceID, vendorID string) (VendorRef, bool)
+	Product(marketplaceID, productID string) (ProductRef, bool)
+	// EachProductOfVendor calls fn for every product (active or not) the
+	// vendor may promote, until fn returns false.
+	EachProductOfVendor(marketplaceID, vendorID string, fn func(ProductRef) bool)
+}
+
+// Billing reads billing contacts and their links to vendors.
+type Billing interface {
+	// Contact reports whether the contact exists, and whether it is linked
+	// to the vendor.
+	Contact(marketplaceID, contactID, vendorID string) (exists, linked bool)
+}
+
+// Segments reads segments.
+type Segments interface {
+	SegmentExists(marketplaceID, segmentID string) bool
+}

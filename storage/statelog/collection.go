@@ -1,0 +1,173 @@
+package statelog
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Collection is the view of one entity type whose entities belong to a
+// marketplace: records are keyed "<marketplace>/<id>". Every process holds
+// the decoded values in memory.
+type Collection[T any] struct {
+	log *Log
+	typ string
+
+	mu    sync.RWMutex
+	items map[string]map[string]*entry[T] // marketplace -> id -> entry
+
+	// OnChange, when set before the log runs, is called for every applied
+	// change with the previous and new value (nil when absent), under the
+	// collection's write lock: keep it quick, and use it for indexes.
+	OnChange func(marketplace, id string, old, new *T)
+}
+
+type entry[T any] struct {
+	v       T
+	version int64
+}
+
+// NewCollection registers a collection of type typ on log.
+func NewCollection[T any](log *Log, typ string) *Collection[T] {
+	c := &Collection[T]{log: log, typ: typ, items: map[string]map[string]*entry[T]{}}
+	log.Register(typ, c.apply)
+	return c
+}
+
+func splitKey(key string) (marketplace, id string, ok bool) {
+	return strings.Cut(key, "/")
+}
+
+func (c *Collection[T]) apply(r Record) {
+	mp, id, ok := splitKey(r.ID)
+	if !ok {
+		return
+	}
+	var nv *T
+	if !r.Deleted {
+		v := new(T)
+		if err := json.Unmarshal(r.State, v); err != nil {
+			c.log.log.Error("state log: undecodable entity state", "type", c.typ, "id", r.ID, "err", err)
+			return
+		}
+		nv = v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.items[mp]
+	var old *T
+	if e := m[id]; e != nil {
+		old = &e.v
+	}
+	if nv == nil {
+		delete(m, id)
+	} else {
+		if m == nil {
+			m = map[string]*entry[T]{}
+			c.items[mp] = m
+		}
+		m[id] = &entry[T]{v: *nv, version: r.Version}
+	}
+	if c.OnChange != nil {
+		c.OnChange(mp, id, old, nv)
+	}
+}
+
+// Get returns an entity and its version.
+func (c *Collection[T]) Get(marketplace, id string) (T, int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if e := c.items[marketplace][id]; e != nil {
+		return e.v, e.version, true
+	}
+	var zero T
+	return zero, 0, false
+}
+
+// Len is the number of entities of a marketplace.
+func (c *Collection[T]) Len(marketplace string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.items[marketplace])
+}
+
+// Each calls fn for every entity of a marketplace, in no order, under a read
+// lock, until fn returns false. fn must not write to the collection.
+func (c *Collection[T]) Each(marketplace string, fn func(id string, v T) bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for id, e := range c.items[marketplace] {
+		if !fn(id, e.v) {
+			return
+		}
+	}
+}
+
+// Page returns up to limit entities of a marketplace that match keep, in id
+// order, starting after the id `after` (exclusive; "" for the first page),
+// and whether more follow.
+func (c *Collection[T]) Page(marketplace, after string, limit int, keep func(id string, v T) bool) (ids []string, vals []T, more bool) {
+	c.mu.RLock()
+	m := c.items[marketplace]
+	cand := make([]string, 0, len(m))
+	for id, e := range m {
+		if id > after && (keep == nil || keep(id, e.v)) {
+			cand = append(cand, id)
+		}
+	}
+	sort.Strings(cand)
+	if len(cand) > limit {
+		cand, more = cand[:limit], true
+	}
+	vals = make([]T, len(cand))
+	for i, id := range cand {
+		vals[i] = m[id].v
+	}
+	c.mu.RUnlock()
+	return cand, vals, more
+}
+
+// Put writes an entity, expecting version expected (0: create, AnyVersion:
+// overwrite), and returns its new version.
+func (c *Collection[T]) Put(ctx context.Context, marketplace, id string, expected int64, v T) (int64, error) {
+	return c.log.Append(ctx, c.typ, marketplace+"/"+id, expected, v, false)
+}
+
+// Delete removes an entity, expecting version expected (or AnyVersion).
+func (c *Collection[T]) Delete(ctx context.Context, marketplace, id string, expected int64) error {
+	_, err := c.log.Append(ctx, c.typ, marketplace+"/"+id, expected, nil, true)
+	return err
+}
+
+// Write is one change of a PutMany / a batch.
+type Write[T any] struct {
+	ID       string
+	Expected int64 // AnyVersion to overwrite
+	Value    T
+	Deleted  bool
+}
+
+// Change turns a write into a log change, for batches that span types.
+func (c *Collection[T]) Change(marketplace string, w Write[T]) Change {
+	var state any = w.Value
+	if w.Deleted {
+		state = nil
+	}
+	return Change{Type: c.typ, ID: marketplace + "/" + w.ID, Expected: w.Expected, State: state, Deleted: w.Deleted}
+}
+
+// PutMany writes a batch of one marketplace's entities and returns once this
+// process's view applied all of them.
+func (c *Collection[T]) PutMany(ctx context.Context, marketplace string, ws []Write[T]) error {
+	changes := make([]Change, len(ws))
+	for i, w := range ws {
+		changes[i] = c.Change(marketplace, w)
+	}
+	_, err := c.log.AppendBatch(ctx, changes)
+	return err
+}
+
+// Log is the log the collection lives on (for batches across collections).
+func (c *Collection[T]) Log() *Log { return c.log }
