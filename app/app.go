@@ -281,6 +281,15 @@ func (a *App) Run(ctx context.Context) error {
 				defer p.Close()
 				return p.Run(ctx)
 			})
+			ep, err := projections.NewEntitiesProjector(a.cfg.KafkaBrokers, []string{a.Topics.Accounts, a.Topics.Entities},
+				a.ClickHouse, a.cfg.ProjectorBatchRows, a.cfg.ProjectorFlushInterval, a.log)
+			if err != nil {
+				return err
+			}
+			run("entities projector", func(ctx context.Context) error {
+				defer ep.Close()
+				return ep.Run(ctx)
+			})
 		}
 		return nil
 	})

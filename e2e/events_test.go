@@ -281,3 +281,21 @@ func TestBrokerDown(t *testing.T) {
 		t.Errorf("readyz with Kafka down: %d %s", st, b)
 	}
 }
+
+// TestEntityStateInClickHouse: entity changes reach the reporting copy, and
+// API keys never do.
+func TestEntityStateInClickHouse(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	s := startSystem(t, env.Config(t, brokers))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		rows := s.query(t, "SELECT type, id, visitParamExtractString(state, 'currency') FROM entity_state WHERE type = 'marketplace'")
+		if len(rows) != 1 || rows[0][1] != s.Marketplace.ID || rows[0][2] != "USD" {
+			return testenv.Errorf("marketplace copy: %v", rows)
+		}
+		return nil
+	})
+	if n := s.count(t, "SELECT count() FROM entity_state_raw WHERE type = 'apikey'"); n != 0 {
+		t.Errorf("%d API key rows in ClickHouse", n)
+	}
+}

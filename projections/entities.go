@@ -1,0 +1,96 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// EntitiesGroup is the consumer group of the entity-state projector.
+const EntitiesGroup = "endcap-projector-entities"
+
+// excludedTypes never leave Kafka: API keys (hashes) have no place in reporting.
+var excludedTypes = map[string]bool{"apikey": true}
+
+// EntitiesProjector copies entity state from the changelog topics into
+// ClickHouse table entity_state_raw (view entity_state), for reporting
+// dimensions. Rows are versioned: a replay inserts identical rows that the
+// ReplacingMergeTree and the FINAL view fold.
+type EntitiesProjector struct {
+	b  batcher
+	ch clickhouse.Conn
+}
+
+// NewEntitiesProjector consumes topics (the accounts and entities changelogs).
+func NewEntitiesProjector(brokers, topics []string, conn clickhouse.Conn, maxRows int, flushInterval time.Duration, log *slog.Logger) (*EntitiesProjector, error) {
+	cl, err := newGroupClient(brokers, EntitiesGroup, topics, log)
+	if err != nil {
+		return nil, err
+	}
+	p := &EntitiesProjector{ch: conn}
+	p.b = batcher{client: cl, group: EntitiesGroup, maxRows: maxRows, flushInterval: flushInterval, log: log, flush: p.flush}
+	return p, nil
+}
+
+// Run consumes until ctx ends.
+func (p *EntitiesProjector) Run(ctx context.Context) error { return p.b.run(ctx) }
+
+// Close leaves the group.
+func (p *EntitiesProjector) Close() { p.b.client.Close() }
+
+func (p *EntitiesProjector) flush(ctx context.Context, batch []*kgo.Record) error {
+	var typ, mp, id, state []string
+	var version []int64
+	var deleted []uint8
+	var at []time.Time
+	for _, r := range batch {
+		var rec statelog.Record
+		if err := json.Unmarshal(r.Value, &rec); err != nil || rec.Type == "" || excludedTypes[rec.Type] {
+			continue
+		}
+		m, eid := rec.ID, rec.ID // marketplaces are keyed by their own id
+		if x, y, ok := strings.Cut(rec.ID, "/"); ok {
+			m, eid = x, y
+		}
+		var del uint8
+		if rec.Deleted {
+			del = 1
+		}
+		typ, mp, id, state = append(typ, rec.Type), append(mp, m), append(id, eid), append(state, string(rec.State))
+		version, deleted, at = append(version, rec.Version), append(deleted, del), append(at, time.UnixMilli(rec.AtMs).UTC())
+	}
+	if len(typ) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	b, err := p.ch.PrepareBatch(ctx, "INSERT INTO entity_state_raw (type, marketplace_id, id, version, deleted, state, updated_at)")
+	if err != nil {
+		telemetry.InsertBatches.WithLabelValues("entity_state_raw", "error").Inc()
+		return fmt.Errorf("prepare entity_state insert: %w", err)
+	}
+	for i, col := range []any{typ, mp, id, version, deleted, state, at} {
+		if err := b.Column(i).Append(col); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("entity_state column %d: %w", i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		telemetry.InsertBatches.WithLabelValues("entity_state_raw", "error").Inc()
+		return fmt.Errorf("send entity_state insert: %w", err)
+	}
+	telemetry.InsertBatches.WithLabelValues("entity_state_raw", "ok").Inc()
+	telemetry.InsertRows.WithLabelValues("entity_state_raw").Add(float64(len(typ)))
+	telemetry.InsertDuration.WithLabelValues("entity_state_raw").Observe(time.Since(start).Seconds())
+	return nil
+}
