@@ -18,7 +18,6 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/pagination"
-	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -123,7 +122,7 @@ func (p *Public) Fail(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, validation.ErrNotFound):
 		abortV2(c, http.StatusNotFound, "resource_not_found", err.Error())
-	case errors.Is(err, statelog.ErrConflict), errors.Is(err, redisstore.ErrLocked):
+	case errors.Is(err, statelog.ErrConflict):
 		abortV2(c, http.StatusConflict, "invalid_operation", "the resource was changed by another request; read it again and retry")
 	case errors.Is(err, statelog.ErrUnavailable), errors.Is(err, statelog.ErrNotReady):
 		abortUnavailable(c, p.RetryAfter, "the change could not be stored right now; retry later")

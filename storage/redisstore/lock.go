@@ -4,15 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/storage/statelog"
 )
 
-// ErrLocked means another writer holds the lock.
-var ErrLocked = errors.New("redis lock: held by another writer")
+// ErrLocked means another writer holds the lock (it is a statelog conflict).
+var ErrLocked = statelog.ErrLocked
 
 var unlockScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
 

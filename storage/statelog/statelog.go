@@ -37,6 +37,8 @@ var (
 	ErrNotReady = errors.New("statelog: state is still loading")
 	// ErrUnavailable means the log did not take the write in time.
 	ErrUnavailable = errors.New("statelog: log unavailable")
+	// ErrLocked means another writer holds the entity's lock: a conflict.
+	ErrLocked = fmt.Errorf("%w: the entity is being changed by another request", ErrConflict)
 )
 
 // Record is one entity change on the changelog topic.
@@ -232,7 +234,8 @@ type Change struct {
 
 // Locker serialises writes to one entity across processes (a short Redis
 // lock), so that the loser of a race never appends a record: compaction keeps
-// the last record of a key, and a loser's record must never be it.
+// the last record of a key, and a loser's record must never be it. Lock
+// returns an error wrapping ErrLocked when another writer holds the lock.
 type Locker interface {
 	Lock(ctx context.Context, key string) (unlock func(), err error)
 }
@@ -248,7 +251,10 @@ func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state 
 	if l.locker != nil && expected != AnyVersion {
 		unlock, err := l.locker.Lock(ctx, l.topic+"/"+typ+"/"+id)
 		if err != nil {
-			return 0, err
+			if errors.Is(err, ErrLocked) {
+				return 0, err
+			}
+			return 0, fmt.Errorf("%w: lock: %v", ErrUnavailable, err)
 		}
 		defer unlock()
 	}
