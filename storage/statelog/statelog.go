@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,9 +306,19 @@ func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error
 			return versions, nil
 		}
 		for _, i := range lost {
-			if changes[i].Expected != AnyVersion || attempt >= 5 {
+			if changes[i].Expected != AnyVersion || attempt >= 20 {
 				return []int64{l.Version(changes[i].Type, changes[i].ID)}, ErrConflict
 			}
+		}
+		// Lost to a concurrent writer of another process: its record is
+		// applied now. Wait a random moment (so that two writers do not keep
+		// colliding) and write on top of it.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		case <-time.After(time.Duration(1+rand.IntN(10)) * time.Millisecond):
+		}
+		for _, i := range lost {
 			versions[i] = l.Version(changes[i].Type, changes[i].ID) + 1
 		}
 		pending = lost
