@@ -3,6 +3,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -46,10 +47,14 @@ func normalizePath(p string) string {
 
 type normalizer struct{ next http.Handler }
 
+// ServeHTTP normalises the escaped path, so that an id holding an escaped
+// slash (`/products/a%2Fb`) stays one path segment.
 func (n normalizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if np := normalizePath(r.URL.Path); np != r.URL.Path {
-		r.URL.Path = np
-		r.URL.RawPath = ""
+	esc := r.URL.EscapedPath()
+	if np := normalizePath(esc); np != esc {
+		if p, err := url.PathUnescape(np); err == nil {
+			r.URL.Path, r.URL.RawPath = p, np
+		}
 	}
 	n.next.ServeHTTP(w, r)
 }

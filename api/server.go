@@ -49,6 +49,10 @@ func New(d Deps) http.Handler {
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
+	// Route on the escaped path and unescape parameters afterwards, so that
+	// ids with a slash (product ids are "any format") work as %2F.
+	r.UseRawPath = true
+	r.UnescapePathValues = true
 	r.Use(recovery(d.Log), observe)
 	r.NoRoute(func(c *gin.Context) {
 		abortV2(c, http.StatusNotFound, "resource_not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
