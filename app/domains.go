@@ -2,11 +2,43 @@ package app
 
 import (
 	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/billing"
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/invitations"
+	"github.com/endcap/endcap/offsite"
+	"github.com/endcap/endcap/segments"
+	"github.com/endcap/endcap/webhooks"
 )
 
 // domains builds the management services on the entities log and returns
 // their /public/v1 route sets.
 func (a *App) domains() ([]api.RouteSet, error) {
 	var routes []api.RouteSet
+
+	// Catalog: products, vendors, categories. cat is an entityref.Catalog.
+	cat := catalog.New(a.Entities)
+	routes = append(routes, api.CatalogRoutes(cat))
+
+	// Billing contacts and vendor links, invitations, webhooks, advertiser
+	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
+	bill := billing.New(a.Entities, cat)
+	routes = append(routes,
+		api.BillingRoutes(bill),
+		api.InvitationRoutes(invitations.New(a.Entities, cat)),
+		api.WebhookRoutes(webhooks.New(a.Entities)),
+		api.OffsiteRoutes(offsite.New(a.Entities, cat)),
+	)
+	// Segments: metadata on the entities log, members in Redis. segs is an
+	// entityref.Segments (SegmentExists) and answers IsMember for auctions.
+	segs := segments.New(a.Entities, a.Redis, segments.WithLogger(a.log))
+	routes = append(routes, api.SegmentRoutes(segs))
+
+	// Campaigns and bids; automated-campaign bids. camps answers the
+	// auction's reads (EachCampaign, LiveBids).
+	camps := campaigns.New(a.Entities, cat, bill, segs)
+	routes = append(routes, api.CampaignRoutes(camps))
+
+	_ = cat
 	return routes, nil
 }

@@ -14,7 +14,7 @@ import (
 
 func cmdLoadgen(ctx context.Context, args []string) error {
 	if len(args) < 1 {
-		return errors.New("usage: endcap loadgen events|bare [flags]")
+		return errors.New("usage: endcap loadgen events|products|bare [flags]")
 	}
 	switch args[0] {
 	case "bare":
@@ -56,6 +56,37 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		}
 		fmt.Println(rep.String())
 		return nil
+	case "products":
+		fs := flag.NewFlagSet("endcap loadgen products", flag.ContinueOnError)
+		var cfg loadgen.ProductsConfig
+		fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "base URL of the API")
+		fs.StringVar(&cfg.APIKey, "key", "", "advanced API key (default: advancedKey of --credentials)")
+		creds := fs.String("credentials", ".endcap/dev/credentials.json", "credentials file written by `endcap dev`")
+		fs.IntVar(&cfg.Count, "count", 1_000_000, "products to upsert")
+		fs.IntVar(&cfg.BatchSize, "batch", 500, "products per request (at most 500)")
+		fs.IntVar(&cfg.Concurrency, "concurrency", 4, "requests in flight")
+		fs.IntVar(&cfg.Start, "start", 0, "index of the first product (ids p-000000000...)")
+		fs.IntVar(&cfg.NameLen, "name-len", 60, "characters of each name")
+		fs.IntVar(&cfg.DescriptionLen, "description-len", 500, "characters of each description")
+		fs.IntVar(&cfg.Categories, "categories", 3, "categories per product")
+		asJSON := fs.Bool("json", false, "print the report as JSON")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if cfg.APIKey == "" {
+			if c, err := readCredentials(*creds); err == nil {
+				cfg.APIKey = c.AdvancedKey
+			}
+		}
+		rep, err := loadgen.RunProducts(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(os.Stdout).Encode(rep)
+		}
+		fmt.Println(rep.String())
+		return nil
 	}
-	return fmt.Errorf("unknown loadgen mode %q (events or bare)", args[0])
+	return fmt.Errorf("unknown loadgen mode %q (events, products or bare)", args[0])
 }

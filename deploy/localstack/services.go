@@ -214,6 +214,10 @@ func redisSpec(o Options, bin string) (childSpec, error) {
 			// Keep argv as is: by default Redis rewrites its process title, and then /proc/<pid>/cmdline no
 			// longer names Dir, which the stale-child check relies on.
 			"--set-proc-title", "no",
+			// Large sets (segment members) expire and are deleted without
+			// blocking the server.
+			"--lazyfree-lazy-expire", "yes",
+			"--lazyfree-lazy-user-del", "yes",
 		},
 		env:  childEnv(nil),
 		dir:  dir,

@@ -1,0 +1,218 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/validation"
+)
+
+// Catalog list pages: default and maximum number of items.
+const (
+	catalogPageDefault = 100
+	catalogPageMax     = 500
+)
+
+// CatalogRoutes serves the catalog (docs/catalog.md) under
+// /public/v1/catalog-search-service/catalogs. Every route is in the
+// "catalog" rate-limit class.
+func CatalogRoutes(svc *catalog.Service) RouteSet {
+	return func(g *gin.RouterGroup, p *Public) {
+		h := &catalogHandlers{svc: svc, p: p}
+		r := g.Group("/catalog-search-service/catalogs", p.Limits.Limit("catalog"))
+		r.PUT("/products", h.upsertProducts)
+		r.DELETE("/products", h.deleteProducts)
+		r.GET("/products/*product_id", h.getProduct)
+		r.PUT("/vendors", h.upsertVendors)
+		r.GET("/vendors", h.listVendors)
+		r.GET("/vendors/*vendor_id", h.getVendor)
+		r.PUT("/categories", h.upsertCategories)
+		r.GET("/categories", h.listCategories)
+		r.GET("/categories/*category_id", h.getCategory)
+	}
+}
+
+type catalogHandlers struct {
+	svc *catalog.Service
+	p   *Public
+}
+
+// catalogIfMatch reads If-Match: statelog.AnyVersion when absent (or "*"),
+// else the version it names; a value that names no version never matches.
+func catalogIfMatch(c *gin.Context) int64 {
+	v := strings.TrimSpace(c.GetHeader("If-Match"))
+	if v == "" || v == "*" {
+		return statelog.AnyVersion
+	}
+	v = strings.TrimPrefix(v, "W/")
+	v = strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return math.MaxInt64
+	}
+	return n
+}
+
+func catalogETag(c *gin.Context, version int64) {
+	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
+}
+
+// catalogPathID reads a catch-all path parameter (ids may hold slashes).
+func catalogPathID(c *gin.Context, name string) (string, bool) {
+	id := strings.TrimPrefix(c.Param(name), "/")
+	if id == "" {
+		abort422(c, validation.New(validation.TooShort, "String should have at least 1 character", "path", name))
+		return "", false
+	}
+	return id, true
+}
+
+func (h *catalogHandlers) upsertProducts(c *gin.Context) {
+	var body struct {
+		Products []catalog.ProductInput `json:"products"`
+	}
+	if !h.p.BindJSON(c, &body) {
+		return
+	}
+	res, err := h.svc.UpsertProducts(c.Request.Context(), Marketplace(c).ID, body.Products, body.Products != nil, catalogIfMatch(c))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+func (h *catalogHandlers) deleteProducts(c *gin.Context) {
+	var body struct {
+		IDs []string `json:"ids"`
+	}
+	if !h.p.BindJSON(c, &body) {
+		return
+	}
+	res, err := h.svc.DeleteProducts(c.Request.Context(), Marketplace(c).ID, body.IDs, body.IDs != nil, catalogIfMatch(c))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+func (h *catalogHandlers) getProduct(c *gin.Context) {
+	id, ok := catalogPathID(c, "product_id")
+	if !ok {
+		return
+	}
+	v, ver, err := h.svc.GetProduct(Marketplace(c).ID, id)
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	catalogETag(c, ver)
+	c.JSON(http.StatusOK, v)
+}
+
+func (h *catalogHandlers) upsertVendors(c *gin.Context) {
+	var body struct {
+		Vendors []catalog.VendorInput `json:"vendors"`
+	}
+	if !h.p.BindJSON(c, &body) {
+		return
+	}
+	res, err := h.svc.UpsertVendors(c.Request.Context(), Marketplace(c).ID, body.Vendors, body.Vendors != nil, catalogIfMatch(c))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+func (h *catalogHandlers) getVendor(c *gin.Context) {
+	id, ok := catalogPathID(c, "vendor_id")
+	if !ok {
+		return
+	}
+	v, ver, err := h.svc.GetVendor(Marketplace(c).ID, id)
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	catalogETag(c, ver)
+	c.JSON(http.StatusOK, v)
+}
+
+// catalogVendorList is the spec's vendor list body.
+type catalogVendorList struct {
+	HasMore  bool                 `json:"hasMore"`
+	Response []catalog.VendorView `json:"response"`
+	NextPage *string              `json:"nextPage"`
+}
+
+func (h *catalogHandlers) listVendors(c *gin.Context) {
+	globalID := c.Query("global_id")
+	after, limit, ok := h.p.PageQuery(c, "catalog.vendors", globalID, catalogPageDefault, catalogPageMax)
+	if !ok {
+		return
+	}
+	vs, more := h.svc.ListVendors(Marketplace(c).ID, after, limit, globalID)
+	last := ""
+	if len(vs) > 0 {
+		last = vs[len(vs)-1].ID
+	}
+	c.JSON(http.StatusOK, catalogVendorList{HasMore: more, Response: vs, NextPage: h.p.NextPage(c, "catalog.vendors", globalID, last, more)})
+}
+
+func (h *catalogHandlers) upsertCategories(c *gin.Context) {
+	var body struct {
+		Categories []catalog.CategoryInput `json:"categories"`
+	}
+	if !h.p.BindJSON(c, &body) {
+		return
+	}
+	res, err := h.svc.UpsertCategories(c.Request.Context(), Marketplace(c).ID, body.Categories, body.Categories != nil, catalogIfMatch(c))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+func (h *catalogHandlers) getCategory(c *gin.Context) {
+	id, ok := catalogPathID(c, "category_id")
+	if !ok {
+		return
+	}
+	v, ver, err := h.svc.GetCategory(Marketplace(c).ID, id)
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	catalogETag(c, ver)
+	c.JSON(http.StatusOK, v)
+}
+
+// catalogCategoryList is the category list body (shaped like the vendors').
+type catalogCategoryList struct {
+	HasMore  bool                   `json:"hasMore"`
+	Response []catalog.CategoryView `json:"response"`
+	NextPage *string                `json:"nextPage"`
+}
+
+func (h *catalogHandlers) listCategories(c *gin.Context) {
+	parentID := c.Query("parent_id")
+	after, limit, ok := h.p.PageQuery(c, "catalog.categories", parentID, catalogPageDefault, catalogPageMax)
+	if !ok {
+		return
+	}
+	cs, more := h.svc.ListCategories(Marketplace(c).ID, after, limit, parentID)
+	last := ""
+	if len(cs) > 0 {
+		last = cs[len(cs)-1].ID
+	}
+	c.JSON(http.StatusOK, catalogCategoryList{HasMore: more, Response: cs, NextPage: h.p.NextPage(c, "catalog.categories", parentID, last, more)})
+}

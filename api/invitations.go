@@ -1,0 +1,102 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/endcap/endcap/invitations"
+)
+
+// Invitations of vendors' users (docs/billing-webhooks-invitations-offsite.md).
+//
+//	POST /invitation-service/invitations
+//	GET  /invitation-service/invitations
+//	GET  /invitation-service/invitations/{invitation_id}
+
+// InvitationRoutes returns the invitations route set.
+func InvitationRoutes(svc *invitations.Service) RouteSet {
+	return func(g *gin.RouterGroup, p *Public) {
+		h := &invitationHandlers{svc: svc, p: p}
+		r := g.Group("/invitation-service", p.Limits.Limit("default"))
+		r.POST("/invitations", h.create)
+		r.GET("/invitations", h.list)
+		r.GET("/invitations/:invitation_id", h.get)
+	}
+}
+
+type invitationHandlers struct {
+	svc *invitations.Service
+	p   *Public
+}
+
+type invitationOut struct {
+	ID             string `json:"id"`
+	VendorID       string `json:"vendorId"`
+	VendorEmail    string `json:"vendorEmail"`
+	TargetUserRole string `json:"targetUserRole"`
+	Status         string `json:"status"`
+	CreatedAt      string `json:"createdAt"`
+	ExpiresAt      string `json:"expiresAt"`
+}
+
+func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut {
+	now := h.svc.Now()
+	out := make([]invitationOut, len(invs))
+	for i, inv := range invs {
+		out[i] = invitationOut{
+			ID: inv.ID, VendorID: inv.VendorID, VendorEmail: inv.VendorEmail, TargetUserRole: inv.TargetUserRole,
+			Status: inv.StatusAt(now), CreatedAt: bwTime(inv.CreatedAt), ExpiresAt: bwTime(inv.ExpiresAt),
+		}
+	}
+	return out
+}
+
+type invitationsCreated struct {
+	Invitations []invitationOut `json:"invitations"`
+}
+
+type invitationList struct {
+	HasMore     bool            `json:"hasMore"`
+	Invitations []invitationOut `json:"invitations"`
+	NextPage    *string         `json:"nextPage"`
+}
+
+func (h *invitationHandlers) create(c *gin.Context) {
+	var in struct {
+		Invites *[]invitations.Invite `json:"invites"`
+	}
+	if !h.p.BindJSON(c, &in) {
+		return
+	}
+	invs, err := h.svc.Create(c.Request.Context(), Marketplace(c).ID, in.Invites)
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, invitationsCreated{Invitations: h.json(invs)})
+}
+
+func (h *invitationHandlers) list(c *gin.Context) {
+	vendorID := c.Query("vendor_id")
+	after, limit, ok := h.p.PageQuery(c, "invitations", vendorID, bwDefaultLimit, bwMaxLimit)
+	if !ok {
+		return
+	}
+	invs, more := h.svc.List(Marketplace(c).ID, vendorID, after, limit)
+	var last string
+	if len(invs) > 0 {
+		last = invs[len(invs)-1].ID
+	}
+	c.JSON(http.StatusOK, invitationList{HasMore: more, Invitations: h.json(invs), NextPage: h.p.NextPage(c, "invitations", vendorID, last, more)})
+}
+
+func (h *invitationHandlers) get(c *gin.Context) {
+	inv, v, err := h.svc.Get(Marketplace(c).ID, c.Param("invitation_id"))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	bwETag(c, v)
+	c.JSON(http.StatusOK, h.json([]invitations.Invitation{inv})[0])
+}

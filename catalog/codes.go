@@ -1,0 +1,240 @@
+package catalog
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// checkDigitOK reports whether the last digit of d (ASCII digits only) is
+// its GS1 mod-10 check digit: from the digit left of the check digit
+// leftwards, digits are weighted 3, 1, 3, 1, ...; the check digit brings
+// the weighted sum to a multiple of ten. EAN-13, UPC-A, JAN, ISBN-13,
+// GTIN-8 and GTIN-14 all use it.
+func checkDigitOK(d string) bool {
+	if len(d) < 2 {
+		return false
+	}
+	sum := 0
+	w := 3
+	for i := len(d) - 2; i >= 0; i-- {
+		c := d[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		sum += int(c-'0') * w
+		w = 4 - w
+	}
+	last := d[len(d)-1]
+	if last < '0' || last > '9' {
+		return false
+	}
+	return (10-sum%10)%10 == int(last-'0')
+}
+
+// isBlank reports whether s is empty or only white space.
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// normalizeEAN returns the EAN-13 kept for a product: the value without
+// surrounding white space when it is exactly 13 digits with a correct
+// check digit, and "" (null) otherwise. It never fails: the spec stores a
+// malformed ean as null instead of rejecting the request.
+func normalizeEAN(s string) (ean string, dropped bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", false
+	}
+	if len(s) == 13 && checkDigitOK(s) {
+		return s, false
+	}
+	return "", true
+}
+
+// gtinLengths are the digit counts of the accepted GTIN forms: GTIN-8
+// (EAN-8), GTIN-12 (UPC-A), GTIN-13 (EAN-13, JAN, ISBN-13) and GTIN-14.
+var gtinLengths = [...]int{8, 12, 13, 14}
+
+// normalizeGTIN strips spaces and hyphens from s and checks the digits. It
+// returns "" with ok for a blank value (treated as null), and ok=false with
+// a message for an invalid one.
+func normalizeGTIN(s string) (gtin string, ok bool, msg string) {
+	if isBlank(s) {
+		return "", true, ""
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r == ' ' || r == '-' || r == '\t':
+		case r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			return "", false, "GTIN must contain only digits, spaces and hyphens"
+		}
+	}
+	d := b.String()
+	lenOK := false
+	for _, n := range gtinLengths {
+		lenOK = lenOK || len(d) == n
+	}
+	if !lenOK {
+		return "", false, "GTIN must have 8, 12, 13 or 14 digits (GTIN-8, UPC-A, EAN-13/JAN/ISBN-13, GTIN-14), not " + strconv.Itoa(len(d))
+	}
+	if !checkDigitOK(d) {
+		return "", false, "GTIN check digit is wrong"
+	}
+	return d, true, ""
+}
+
+// truncateRunes cuts s to at most n characters (Unicode code points).
+func truncateRunes(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false // fewer bytes than n: fewer characters too
+	}
+	i, count := 0, 0
+	for i < len(s) {
+		if count == n {
+			return s[:i], true
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		count++
+	}
+	return s, false
+}
+
+// runeLen is the number of characters of s.
+func runeLen(s string) int { return utf8.RuneCountInString(s) }
+
+// maxPriceMicros bounds prices (one billion currency units), as
+// /v2/events bounds unit prices, so that sums stay far from overflow.
+const maxPriceMicros = 1_000_000_000_000_000
+
+// Outcomes of priceMicros.
+const (
+	priceOK = iota
+	priceNotNumber
+	priceNotPositive // zero or negative
+	priceTooSmall    // positive but below half a micro-unit
+	priceTooLarge
+)
+
+// priceMicros converts a JSON number (its text) to micro-units, exactly,
+// rounding half away from zero at the sixth decimal (no floating point).
+func priceMicros(num string) (int64, int) {
+	s := num
+	neg := false
+	if strings.HasPrefix(s, "-") {
+		neg, s = true, s[1:]
+	}
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	intPart := s[:i]
+	if intPart == "" {
+		return 0, priceNotNumber
+	}
+	frac := ""
+	if i < len(s) && s[i] == '.' {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		frac = s[i+1 : j]
+		if frac == "" {
+			return 0, priceNotNumber
+		}
+		i = j
+	}
+	exp := 0
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		es := s[i+1:]
+		eneg := false
+		if es != "" && (es[0] == '+' || es[0] == '-') {
+			eneg = es[0] == '-'
+			es = es[1:]
+		}
+		if es == "" {
+			return 0, priceNotNumber
+		}
+		for _, c := range es {
+			if c < '0' || c > '9' {
+				return 0, priceNotNumber
+			}
+			if exp < 10_000 {
+				exp = exp*10 + int(c-'0')
+			}
+		}
+		if eneg {
+			exp = -exp
+		}
+		i = len(s)
+	}
+	if i != len(s) {
+		return 0, priceNotNumber
+	}
+	// The value is D × 10^(exp - len(frac)) with D the digits intPart+frac;
+	// in micro-units: D × 10^shift.
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" || neg {
+		return 0, priceNotPositive
+	}
+	shift := exp - len(frac) + 6
+	var v uint64
+	if shift >= 0 {
+		if len(digits)+shift > 19 {
+			return 0, priceTooLarge
+		}
+		for _, c := range digits {
+			v = v*10 + uint64(c-'0')
+		}
+		for range shift {
+			v *= 10
+		}
+	} else {
+		keep := len(digits) + shift // digits left of the rounding point
+		if keep > 19 {
+			return 0, priceTooLarge
+		}
+		if keep < 0 {
+			return 0, priceTooSmall // below a tenth of a micro-unit
+		}
+		for _, c := range digits[:keep] {
+			v = v*10 + uint64(c-'0')
+		}
+		if digits[keep] >= '5' {
+			v++
+		}
+	}
+	if v > maxPriceMicros {
+		return 0, priceTooLarge
+	}
+	if v == 0 {
+		return 0, priceTooSmall
+	}
+	return int64(v), priceOK
+}
+
+// formatMicros renders micro-units as a decimal number without trailing
+// zeros ("18.99", "5", "0.000001").
+func formatMicros(m int64) string {
+	neg := m < 0
+	u := uint64(m)
+	if neg {
+		u = uint64(-m)
+	}
+	s := strconv.FormatUint(u/1_000_000, 10)
+	if f := u % 1_000_000; f != 0 {
+		fs := strconv.FormatUint(f+1_000_000, 10)[1:]
+		s += "." + strings.TrimRight(fs, "0")
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// validScore reports whether a quality score is in (0, 1].
+func validScore(f float64) bool { return !math.IsNaN(f) && f > 0 && f <= 1 }

@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const bwWhPath = "/public/v1/webhooks/webhooks"
+
+// TestWebhooks: create (secret shown once), get, list (limit 1–100, default
+// 50, cursor), update, delete, every 422/404/409, isolation, concurrent
+// updates, rebuild from Kafka.
+func TestWebhooks(t *testing.T) {
+	s, cfg := bwStart(t)
+	A := s.AdvancedKey
+	B := bwOtherMarketplace(t, s)
+	mp := s.Marketplace.ID
+
+	r := bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://hooks.example.com/endcap", "eventTypes": ["export.completed", "campaign.updated"]}`, nil)
+	bwStatus(t, r, 201)
+	bwETag(t, r, "1")
+	bwRateLimited(t, r)
+	if r.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("creation response may be cached: %v", r.Header)
+	}
+	m := bwObj(t, r.Body)
+	w1 := m["id"].(string)
+	secret := m["secret"].(string)
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if !strings.HasPrefix(secret, "whsec_") || err != nil || len(raw) != 32 {
+		t.Fatalf("secret %q is not whsec_ + 32 bytes in base64url", secret)
+	}
+	at := bwTime(t, m, "createdAt")
+	bwSame(t, r.Body, fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
+		"secret": %q, "secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret, secret[:10], at, at))
+	w1JSON := fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
+		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, at)
+
+	// Without eventTypes: every event type.
+	r = bwDo(t, s, "POST", bwWhPath, A, `{"url": "http://localhost:8080/hook"}`, nil)
+	bwStatus(t, r, 201)
+	m = bwObj(t, r.Body)
+	w2 := m["id"].(string)
+	if fmt.Sprint(m["eventTypes"]) != "[budget.exhausted campaign.created campaign.updated export.completed export.failed]" || m["secret"] == secret {
+		t.Fatalf("second webhook: %s", r.Body)
+	}
+	var all = []string{w1, w2}
+	for i := range 3 {
+		r = bwDo(t, s, "POST", bwWhPath, A, fmt.Sprintf(`{"url": "https://example.com/h%d"}`, i), nil)
+		bwStatus(t, r, 201)
+		all = append(all, bwObj(t, r.Body)["id"].(string))
+	}
+
+	// 422s.
+	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{}`, nil), "body.url")
+	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": 7}`, nil), "body.url")
+	for _, u := range []string{"", "hooks.example.com", "/relative", "ftp://example.com", "http://example.com/hook", "https://u:p@example.com/",
+		"https://example.com/#frag", "https://example.com:0/", "https://example.com/" + strings.Repeat("a", 2029)} {
+		bw422(t, bwDo(t, s, "POST", bwWhPath, A, map[string]any{"url": u}, nil), "body.url")
+	}
+	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://example.com", "eventTypes": []}`, nil), "body.eventTypes")
+	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://example.com", "eventTypes": ["campaign.updated", "order.paid", "campaign.updated"]}`, nil),
+		"body.eventTypes.1", "body.eventTypes.2")
+	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "ftp://x", "eventTypes": "campaign.updated"}`, nil), "body.eventTypes")
+
+	// Get: no secret, only its prefix.
+	r = bwDo(t, s, "GET", bwWhPath+"/"+w1, A, nil, nil)
+	bwStatus(t, r, 200)
+	bwETag(t, r, "1")
+	bwSame(t, r.Body, w1JSON)
+	bw404(t, bwDo(t, s, "GET", bwWhPath+"/nope", A, nil, nil))
+
+	// List: default 50, limits 1..100, pages.
+	r = bwDo(t, s, "GET", bwWhPath, A, nil, nil)
+	bwStatus(t, r, 200)
+	l := bwObj(t, r.Body)
+	if items := l["webhooks"].([]any); len(items) != 5 || l["hasMore"] != false || l["nextPage"] != nil {
+		t.Fatalf("list: %s", r.Body)
+	}
+	if strings.Contains(string(r.Body), secret) || strings.Contains(string(r.Body), `"secret"`) {
+		t.Fatalf("list shows a secret: %s", r.Body)
+	}
+	r = bwDo(t, s, "GET", bwWhPath+"?limit=1", A, nil, nil)
+	first := bwObj(t, r.Body)
+	b, _ := json.Marshal(first["webhooks"].([]any)[0])
+	bwSame(t, b, w1JSON)
+	if ids := bwPages(t, s, bwWhPath, A, "webhooks", 2); fmt.Sprint(ids) != fmt.Sprint(all) {
+		t.Fatalf("pages %v, want %v", ids, all)
+	}
+	if ids := bwPages(t, s, bwWhPath, A, "webhooks", 100); fmt.Sprint(ids) != fmt.Sprint(all) {
+		t.Fatalf("one page %v, want %v", ids, all)
+	}
+	bwListQueryErrors(t, s, bwWhPath, A)
+
+	// Update.
+	bw409(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "https://new.example.com"}`, map[string]string{"If-Match": `"9"`}))
+	bw409(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "https://new.example.com"}`, map[string]string{"If-Match": `garbage`}))
+	bw422(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "http://new.example.com", "eventTypes": ["x"]}`, nil), "body.url", "body.eventTypes.0")
+	bw404(t, bwDo(t, s, "PATCH", bwWhPath+"/nope", A, `{}`, nil))
+	r = bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "https://new.example.com/h?x=1"}`, map[string]string{"If-Match": `"1"`})
+	bwStatus(t, r, 200)
+	bwETag(t, r, "2")
+	m = bwObj(t, r.Body)
+	up := bwTime(t, m, "updatedAt")
+	w1JSON = fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://new.example.com/h?x=1", "eventTypes": ["campaign.updated", "export.completed"],
+		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, up)
+	bwSame(t, r.Body, w1JSON)
+	r = bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"eventTypes": ["budget.exhausted"]}`, nil)
+	bwStatus(t, r, 200)
+	bwETag(t, r, "3")
+	m = bwObj(t, r.Body)
+	w1JSON = fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://new.example.com/h?x=1", "eventTypes": ["budget.exhausted"],
+		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, bwTime(t, m, "updatedAt"))
+	bwSame(t, r.Body, w1JSON)
+
+	// Concurrent updates: each is a 200 or a 409, and every 200 is one
+	// version: no update is lost.
+	var wg sync.WaitGroup
+	statuses := make([]int, 8)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = bwDo(t, s, "PATCH", bwWhPath+"/"+w2, A, fmt.Sprintf(`{"url": "https://race.example.com/%d"}`, i), nil).Status
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, st := range statuses {
+		switch st {
+		case 200:
+			ok++
+		case 409:
+		default:
+			t.Fatalf("concurrent update answered %d", st)
+		}
+	}
+	t.Logf("concurrent updates: %d of %d succeeded", ok, len(statuses))
+	r = bwDo(t, s, "GET", bwWhPath+"/"+w2, A, nil, nil)
+	if ok == 0 || r.Header.Get("ETag") != fmt.Sprintf(`"%d"`, 1+ok) {
+		t.Fatalf("%d updates succeeded, ETag %s", ok, r.Header.Get("ETag"))
+	}
+
+	// Isolation.
+	bw404(t, bwDo(t, s, "GET", bwWhPath+"/"+w1, B, nil, nil))
+	bw404(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, B, `{"url": "https://evil.example.com"}`, nil))
+	bw404(t, bwDo(t, s, "DELETE", bwWhPath+"/"+w1, B, nil, nil))
+	bwSame(t, bwDo(t, s, "GET", bwWhPath, B, nil, nil).Body, `{"hasMore": false, "webhooks": [], "nextPage": null}`)
+	r = bwDo(t, s, "GET", bwWhPath+"?limit=1", A, nil, nil)
+	bw422(t, bwDo(t, s, "GET", bwWhPath+"?next_page="+bwObj(t, r.Body)["nextPage"].(string), B, nil, nil), "query.next_page")
+	r = bwDo(t, s, "POST", bwWhPath, B, `{"url": "https://b.example.com"}`, nil)
+	bwStatus(t, r, 201)
+	if m := bwObj(t, r.Body); m["marketplaceId"] == mp {
+		t.Fatalf("B's webhook in A's marketplace: %s", r.Body)
+	}
+	wb := bwObj(t, r.Body)["id"].(string)
+	bw404(t, bwDo(t, s, "GET", bwWhPath+"/"+wb, A, nil, nil))
+	bwSame(t, bwDo(t, s, "GET", bwWhPath+"/"+w1, A, nil, nil).Body, w1JSON)
+
+	// Delete.
+	bw409(t, bwDo(t, s, "DELETE", bwWhPath+"/"+w1, A, nil, map[string]string{"If-Match": `"1"`}))
+	r = bwDo(t, s, "DELETE", bwWhPath+"/"+w1, A, nil, map[string]string{"If-Match": `"3"`})
+	bwStatus(t, r, 204)
+	if len(r.Body) != 0 {
+		t.Fatalf("204 with a body: %q", r.Body)
+	}
+	bw404(t, bwDo(t, s, "GET", bwWhPath+"/"+w1, A, nil, nil))
+	bw404(t, bwDo(t, s, "DELETE", bwWhPath+"/"+w1, A, nil, nil))
+	all = all[1:]
+	if ids := bwPages(t, s, bwWhPath, A, "webhooks", 3); fmt.Sprint(ids) != fmt.Sprint(all) {
+		t.Fatalf("after delete %v, want %v", ids, all)
+	}
+
+	// Restart: the secret survives (it will sign deliveries) and stays hidden.
+	s2 := startSystem(t, cfg)
+	r = bwDo(t, s2, "GET", bwWhPath+"/"+w2, A, nil, nil)
+	bwStatus(t, r, 200)
+	bwETag(t, r, fmt.Sprint(1+ok))
+	bw404(t, bwDo(t, s2, "GET", bwWhPath+"/"+w1, A, nil, nil))
+	if ids := bwPages(t, s2, bwWhPath, A, "webhooks", 2); fmt.Sprint(ids) != fmt.Sprint(all) {
+		t.Fatalf("rebuilt %v, want %v", ids, all)
+	}
+	if ids := bwPages(t, s2, bwWhPath, B, "webhooks", 2); fmt.Sprint(ids) != fmt.Sprint([]string{wb}) {
+		t.Fatalf("rebuilt B %v", ids)
+	}
+}
