@@ -67,6 +67,18 @@ func (h *handlers) postEvents(c *gin.Context) {
 		abortV2(c, http.StatusBadRequest, verr.Code, verr.Message)
 		return
 	}
+	if h.d.VerifyBid != nil {
+		verr, err := ingest.VerifyResolvedBids(events, func(tok string) error { return h.d.VerifyBid(p.Marketplace.ID, tok) })
+		if err != nil {
+			abortUnavailable(c, h.d.RetryAfter, "resolvedBidIds cannot be verified right now; retry the same request later")
+			return
+		}
+		if verr != nil {
+			telemetry.EventsRejected.WithLabelValues(verr.Code).Inc()
+			abortV2(c, http.StatusBadRequest, verr.Code, verr.Message)
+			return
+		}
+	}
 	// Once validated, the append runs to its own deadline even if the
 	// client goes away, so that a request is never half-produced by our
 	// choice; the client's retry is deduplicated by event id.

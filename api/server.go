@@ -32,6 +32,8 @@ type Deps struct {
 	MaxBodyBytes int64
 	RetryAfter   time.Duration
 	Log          *slog.Logger
+	// VerifyBid checks a resolvedBidId for a marketplace (nil: unchecked).
+	VerifyBid func(marketplaceID, token string) error
 	// Public and PublicRoutes serve /public/v1 (advanced key).
 	Public       *Public
 	PublicRoutes []RouteSet

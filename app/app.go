@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,18 +13,25 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/billing"
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/segments"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -67,6 +75,13 @@ type App struct {
 	Entities   *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
 	Accounts   *accounts.Service
 	Cursors    *pagination.Signer
+	BidKeys    atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
+
+	// Management areas (built in domains.go).
+	Catalog   *catalog.Service
+	Campaigns *campaigns.Service
+	Segments  *segments.Service
+	Billing   *billing.Service
 
 	handler  http.Handler
 	listener net.Listener
@@ -116,6 +131,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts
 		deps.Events = ingest.NewAppender(a.Kafka, a.Topics.Events, cfg.ProduceTimeout)
+		deps.VerifyBid = a.verifyBid
 		deps.Public = &api.Public{
 			Limits: api.NewRateLimiter(redis_rate.NewLimiter(a.Redis), map[string]redis_rate.Limit{
 				"catalog": catalogLimit, "default": defaultLimit,
@@ -171,6 +187,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			return err
 		}},
 		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
+		{"bid signing keys", a.loadBidKeys},
 		{"cursor key", func(ctx context.Context) error {
 			if a.cfg.CursorSecret != "" {
 				return nil
@@ -335,4 +352,36 @@ func debugMux() *http.ServeMux {
 	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return m
+}
+
+// loadBidKeys loads the resolvedBidId keyring from the configuration, or
+// uses one random key shared by every process through Redis.
+func (a *App) loadBidKeys(ctx context.Context) error {
+	spec := a.cfg.BidSigningKeys
+	if spec == "" {
+		key, err := redisstore.SharedSecret(ctx, a.Redis, "ec:bid-signing-key:1")
+		if err != nil {
+			return err
+		}
+		spec = "1:" + base64.RawURLEncoding.EncodeToString(key)
+	}
+	kr, err := bidtoken.ParseKeyring(spec)
+	if err != nil {
+		return fmt.Errorf("ENDCAP_BID_SIGNING_KEYS: %w", err)
+	}
+	a.BidKeys.Store(kr)
+	return nil
+}
+
+func (a *App) verifyBid(marketplaceID, token string) error {
+	kr := a.BidKeys.Load()
+	if kr == nil {
+		return ingest.ErrVerifierUnavailable
+	}
+	mp, err := uuid.Parse(marketplaceID)
+	if err != nil {
+		return err
+	}
+	_, err = kr.Decode(token, mp)
+	return err
 }

@@ -39,6 +39,6 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	camps := campaigns.New(a.Entities, cat, bill, segs)
 	routes = append(routes, api.CampaignRoutes(camps))
 
-	_ = cat
+	a.Catalog, a.Billing, a.Segments, a.Campaigns = cat, bill, segs, camps
 	return routes, nil
 }

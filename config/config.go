@@ -47,6 +47,7 @@ type Config struct {
 	RateLimitCatalog   string
 	RateLimitDefault   string
 	CursorSecret       string
+	BidSigningKeys     string
 
 	ProjectorBatchRows     int
 	ProjectorFlushInterval time.Duration
@@ -168,6 +169,7 @@ var settings = []setting{
 	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
 	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis)", str(func(c *Config) *string { return &c.CursorSecret })},
+	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "rows per ClickHouse insert batch at most", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/testenv"
 )
 
@@ -299,3 +302,61 @@ func TestEntityStateInClickHouse(t *testing.T) {
 		t.Errorf("%d API key rows in ClickHouse", n)
 	}
 }
+
+// TestResolvedBidVerification: /v2/events accepts a resolvedBidId signed by
+// this system for this marketplace and rejects forged, altered, foreign and
+// malformed ones with invalid_resolved_bid_id naming the event.
+func TestResolvedBidVerification(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	s := startSystem(t, env.Config(t, brokers))
+	kr := s.App.BidKeys.Load()
+	if kr == nil {
+		t.Fatal("bid keys not loaded")
+	}
+	sign := func(mp string) string {
+		c := bidtoken.Claims{MarketplaceID: uuid.MustParse(mp), AuctionID: uuid.Must(uuid.NewV7()), CampaignID: uuid.New(),
+			AuctionTimeMs: time.Now().UnixMilli(), ChargeType: bidtoken.CPC, AdFormat: bidtoken.Listings, Rank: 1,
+			PriceMicros: 1_230_000, WinnerType: bidtoken.WinnerProduct, WinnerID: "p-1", VendorID: "v-1"}
+		tok, err := kr.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	good := sign(s.Marketplace.ID)
+	other, err := s.App.Accounts.CreateMarketplace(t.Context(), "Other", "EUR", "Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	altered := []byte(good)
+	altered[len(altered)/2] ^= 1
+	if altered[len(altered)/2] == '_' || altered[len(altered)/2] == '-' {
+		altered[len(altered)/2] = 'A'
+	}
+	forged, _ := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("an attacker's key of 32 bytes!!!")}, 1)
+	fc := bidtoken.Claims{MarketplaceID: uuid.MustParse(s.Marketplace.ID), AuctionID: uuid.Must(uuid.NewV7()), CampaignID: uuid.New(),
+		AuctionTimeMs: time.Now().UnixMilli(), ChargeType: bidtoken.CPC, AdFormat: bidtoken.Listings, Rank: 1, PriceMicros: 1, WinnerType: bidtoken.WinnerProduct, WinnerID: "p", VendorID: "v"}
+	forgedTok, _ := forged.Encode(fc)
+
+	body := func(tok string) []byte {
+		return []byte(fmt.Sprintf(`{"clicks":[{"id":"c-ok","occurredAt":%q,"opaqueUserId":"u","entity":{"type":"product","id":"p-1"}},{"id":"c-%d","occurredAt":%q,"opaqueUserId":"u","resolvedBidId":%q}]}`,
+			ts(time.Now()), time.Now().UnixNano(), ts(time.Now()), tok))
+	}
+	if r := s.request(t, "POST", "/v2/events", s.MarketplaceKey, body(good), nil); r.Status != 200 {
+		t.Fatalf("valid token: %d %s", r.Status, r.Body)
+	}
+	for name, tok := range map[string]string{
+		"altered": string(altered), "forged": forgedTok, "foreign marketplace": sign(other.ID),
+		"malformed": "not-a-token", "padded": good + "==", "truncated": good[:len(good)-3],
+	} {
+		r := s.request(t, "POST", "/v2/events", s.MarketplaceKey, body(tok), nil)
+		var b v2Error
+		_ = json.Unmarshal(r.Body, &b)
+		if r.Status != 400 || b.ErrCode != "invalid_resolved_bid_id" || !strings.HasPrefix(b.Message, "clicks[1].resolvedBidId") {
+			t.Errorf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+}
+
+type v2Error struct{ ErrCode, DocURL, Message string }
