@@ -5,15 +5,14 @@ package auction
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/endcap/endcap/internal/jsontext"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/uber/h3-go/v4"
@@ -410,7 +409,7 @@ func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError)
 	if kind != Auctions && kind != SponsoredBrand && kind != Travel {
 		return nil, invalid(CodeBadRequest, "", "unknown auction endpoint")
 	}
-	start := skipWS(body, 0)
+	start := jsontext.SkipWS(body, 0)
 	if start == len(body) {
 		return nil, invalid(CodeEmptyRequest, "", "request body is empty")
 	}
@@ -941,16 +940,16 @@ func (p *parser) price(sp valSpan, i int, path fpath, dst *int64) *ValidationErr
 	if !isNumberStart(p.b[sp.lo]) {
 		return fail(CodeBadRequest, i, path, "must be a number")
 	}
-	d := scaleDecimal(p.b[sp.lo:sp.hi], 6, MaxPriceMicros)
+	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 6, MaxPriceMicros)
 	switch {
-	case d.zero || d.neg:
+	case d.Zero || d.Neg:
 		return fail(CodeNonPositivePrice, i, path, "must be greater than 0")
-	case d.over:
+	case d.Over:
 		return fail(CodeBadRequest, i, path, "must be at most %d", MaxPriceMicros/1_000_000)
-	case d.mag == 0:
+	case d.Mag == 0:
 		return fail(CodeBadRequest, i, path, "must be at least 0.0000005 (prices are kept to the micro-unit)")
 	}
-	*dst = int64(d.mag)
+	*dst = int64(d.Mag)
 	return nil
 }
 
@@ -1575,7 +1574,7 @@ func (p *parser) date(sp valSpan, i int, path fpath, dst *string, day *int64) *V
 	if !ok {
 		return fail(CodeInvalidDateFormat, i, path, "must be a date in the form YYYY-MM-DD")
 	}
-	*day = daysFromCivil(y, m, d)
+	*day = jsontext.DaysFromCivil(y, m, d)
 	lo := len(p.arena)
 	p.arena = append(p.arena, s...)
 	p.keep(dst, lo, len(p.arena))
@@ -1598,44 +1597,10 @@ func parseDate(s []byte) (y, m, d int, ok bool) {
 		return n
 	}
 	y, m, d = num(0, 4), num(5, 7), num(8, 10)
-	if y < 0 || m < 1 || m > 12 || d < 1 || d > daysIn(m, y) {
+	if y < 0 || m < 1 || m > 12 || d < 1 || d > jsontext.DaysIn(m, y) {
 		return 0, 0, 0, false
 	}
 	return y, m, d, true
-}
-
-func daysIn(month, year int) int {
-	switch month {
-	case 2:
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
-
-// daysFromCivil returns the number of days from 1970-01-01 to the given
-// proleptic Gregorian date (H. Hinnant's algorithm).
-func daysFromCivil(y, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y
-	if era < 0 {
-		era -= 399
-	}
-	era /= 400
-	yoe := y - era*400
-	mp := m + 9
-	if m > 2 {
-		mp = m - 3
-	}
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
 }
 
 // ---- scalar helpers ----
@@ -1649,17 +1614,17 @@ func (p *parser) emptyString(sp valSpan) bool {
 }
 
 // emptyArray reports whether the array at sp has no elements.
-func (p *parser) emptyArray(sp valSpan) bool { return p.b[skipWS(p.b, sp.lo+1)] == ']' }
+func (p *parser) emptyArray(sp valSpan) bool { return p.b[jsontext.SkipWS(p.b, sp.lo+1)] == ']' }
 
 // decode appends the decoded string at sp (known to be a string) to the arena
 // and returns its range there.
 func (p *parser) decode(sp valSpan) (lo, hi int) {
 	lo = len(p.arena)
 	raw := p.b[sp.lo+1 : sp.hi-1]
-	if plainString(raw) {
+	if jsontext.PlainString(raw) {
 		p.arena = append(p.arena, raw...)
 	} else {
-		p.arena = appendUnquoted(p.arena, raw)
+		p.arena = jsontext.AppendUnquoted(p.arena, raw)
 	}
 	return lo, len(p.arena)
 }
@@ -1720,10 +1685,10 @@ func (p *parser) enum(sp valSpan, i int, path fpath, values []string) (string, *
 // copying when it has no escapes. The result is valid until the next call.
 func (p *parser) unquoteTmp(sp valSpan) []byte {
 	raw := p.b[sp.lo+1 : sp.hi-1]
-	if plainString(raw) {
+	if jsontext.PlainString(raw) {
 		return raw
 	}
-	p.tmp = appendUnquoted(p.tmp[:0], raw)
+	p.tmp = jsontext.AppendUnquoted(p.tmp[:0], raw)
 	return p.tmp
 }
 
@@ -1737,15 +1702,15 @@ func (p *parser) integer(sp valSpan) (v int64, integral, ok bool) {
 	if !isNumberStart(p.b[sp.lo]) {
 		return 0, false, false
 	}
-	d := scaleDecimal(p.b[sp.lo:sp.hi], 0, integerLimit)
-	if !d.integral {
+	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 0, integerLimit)
+	if !d.Integral {
 		return 0, false, true
 	}
-	v = int64(d.mag)
-	if d.over {
+	v = int64(d.Mag)
+	if d.Over {
 		v = integerLimit + 1
 	}
-	if d.neg {
+	if d.Neg {
 		v = -v
 	}
 	return v, true, true
@@ -1755,106 +1720,6 @@ func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
 
 // ---- JSON scanning: a copy of ingest/parse.go's, except that validJSON
 // records container spans and skipValue uses them ----
-
-// scaledNum is a JSON number scaled to an integer by scaleDecimal.
-type scaledNum struct {
-	neg      bool   // the number has a minus sign
-	zero     bool   // the number is exactly zero
-	integral bool   // the scaled number has no fractional part
-	over     bool   // the rounded magnitude exceeds the limit (mag is then meaningless)
-	mag      uint64 // |number| × 10^scale, rounded half away from zero
-}
-
-// scaleDecimal converts num, a valid JSON number, to |num| × 10^scale rounded
-// half away from zero, exactly, from its decimal digits (no floating point).
-func scaleDecimal(num []byte, scale int, limit uint64) scaledNum {
-	var d scaledNum
-	i := 0
-	if num[0] == '-' {
-		d.neg = true
-		i++
-	}
-	is := i
-	for i < len(num) && num[i] >= '0' && num[i] <= '9' {
-		i++
-	}
-	intPart := num[is:i]
-	var frac []byte
-	if i < len(num) && num[i] == '.' {
-		i++
-		fs := i
-		for i < len(num) && num[i] >= '0' && num[i] <= '9' {
-			i++
-		}
-		frac = num[fs:i]
-	}
-	exp := 0
-	if i < len(num) && (num[i] == 'e' || num[i] == 'E') {
-		i++
-		eneg := false
-		if num[i] == '+' {
-			i++
-		} else if num[i] == '-' {
-			eneg = true
-			i++
-		}
-		for ; i < len(num); i++ {
-			if exp < 100_000_000 { // saturate: far beyond any digit count we handle
-				exp = exp*10 + int(num[i]-'0')
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-	}
-	// The digits are D = intPart ++ frac; the scaled value's decimal point
-	// sits after len(intPart)+exp+scale digits of D.
-	nd := len(intPart) + len(frac)
-	digit := func(k int) byte {
-		if k < len(intPart) {
-			return intPart[k] - '0'
-		}
-		return frac[k-len(intPart)] - '0'
-	}
-	lead := 0
-	for lead < nd && digit(lead) == 0 {
-		lead++
-	}
-	if lead == nd {
-		d.zero, d.integral = true, true
-		return d
-	}
-	m := nd - lead                             // significant digits, the first is non-zero
-	point := len(intPart) + exp + scale - lead // relative to the first significant digit
-	d.integral = true
-	for j := max(point, 0); j < m; j++ {
-		if digit(lead+j) != 0 {
-			d.integral = false
-			break
-		}
-	}
-	var mag uint64
-	for j := 0; j < point; j++ {
-		var dg uint64
-		if j < m {
-			dg = uint64(digit(lead + j))
-		}
-		if mag > (limit-dg)/10 {
-			d.over = true
-			return d
-		}
-		mag = mag*10 + dg
-	}
-	if point >= 0 && point < m && digit(lead+point) >= 5 {
-		mag++
-		if mag > limit {
-			d.over = true
-			return d
-		}
-	}
-	d.mag = mag
-	return d
-}
 
 // maxNestingDepth is encoding/json's limit on nested arrays and objects.
 const maxNestingDepth = 10000
@@ -1866,8 +1731,8 @@ const maxNestingDepth = 10000
 // after it skips a container in O(1) instead of reading it again.
 func (p *parser) validJSON() bool {
 	p.cont = p.cont[:0]
-	i, ok := p.validValue(skipWS(p.b, 0), 0)
-	return ok && skipWS(p.b, i) == len(p.b)
+	i, ok := p.validValue(jsontext.SkipWS(p.b, 0), 0)
+	return ok && jsontext.SkipWS(p.b, i) == len(p.b)
 }
 
 func (p *parser) validValue(i, depth int) (int, bool) {
@@ -1878,14 +1743,14 @@ func (p *parser) validValue(i, depth int) (int, bool) {
 	var ok bool
 	switch b[i] {
 	case '"':
-		return validString(b, i)
+		return jsontext.ValidString(b, i)
 	case '{':
 		if depth++; depth > maxNestingDepth {
 			return i, false
 		}
 		ci := len(p.cont)
 		p.cont = append(p.cont, valSpan{i, 0})
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			p.cont[ci].hi = i + 1
 			return i + 1, true
@@ -1894,17 +1759,17 @@ func (p *parser) validValue(i, depth int) (int, bool) {
 			if i >= len(b) || b[i] != '"' {
 				return i, false
 			}
-			if i, ok = validString(b, i); !ok {
+			if i, ok = jsontext.ValidString(b, i); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
+			i = jsontext.SkipWS(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = p.validValue(skipWS(b, i+1), depth); !ok {
+			if i, ok = p.validValue(jsontext.SkipWS(b, i+1), depth); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
+			i = jsontext.SkipWS(b, i)
 			if i >= len(b) {
 				return i, false
 			}
@@ -1913,7 +1778,7 @@ func (p *parser) validValue(i, depth int) (int, bool) {
 				p.cont[ci].hi = i + 1
 				return i + 1, true
 			case ',':
-				i = skipWS(b, i+1)
+				i = jsontext.SkipWS(b, i+1)
 			default:
 				return i, false
 			}
@@ -1924,7 +1789,7 @@ func (p *parser) validValue(i, depth int) (int, bool) {
 		}
 		ci := len(p.cont)
 		p.cont = append(p.cont, valSpan{i, 0})
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			p.cont[ci].hi = i + 1
 			return i + 1, true
@@ -1933,7 +1798,7 @@ func (p *parser) validValue(i, depth int) (int, bool) {
 			if i, ok = p.validValue(i, depth); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
+			i = jsontext.SkipWS(b, i)
 			if i >= len(b) {
 				return i, false
 			}
@@ -1942,165 +1807,30 @@ func (p *parser) validValue(i, depth int) (int, bool) {
 				p.cont[ci].hi = i + 1
 				return i + 1, true
 			case ',':
-				i = skipWS(b, i+1)
+				i = jsontext.SkipWS(b, i+1)
 			default:
 				return i, false
 			}
 		}
 	case 't':
-		return validLiteral(b, i, "true")
+		return jsontext.ValidLiteral(b, i, "true")
 	case 'f':
-		return validLiteral(b, i, "false")
+		return jsontext.ValidLiteral(b, i, "false")
 	case 'n':
-		return validLiteral(b, i, "null")
+		return jsontext.ValidLiteral(b, i, "null")
 	default:
-		return validNumber(b, i)
+		return jsontext.ValidNumber(b, i)
 	}
-}
-
-func validLiteral(b []byte, i int, lit string) (int, bool) {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-// stringStop marks the bytes that end the plain run of a JSON string.
-var stringStop = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
-func validString(b []byte, i int) (int, bool) {
-	i++
-	for {
-		for len(b)-i >= 8 && !mayStopString(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			return i, false
-		}
-		c := b[i]
-		if !stringStop[c] {
-			i++
-			continue
-		}
-		switch {
-		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
-		}
-		// backslash
-		if i+1 >= len(b) {
-			return i, false
-		}
-		switch b[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i += 2
-		case 'u':
-			if len(b)-i < 6 || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-				return i, false
-			}
-			i += 6
-		default:
-			return i, false
-		}
-	}
-}
-
-// mayStopString reports whether one of the 8 bytes in x may be a quote, a
-// backslash or a control character (no false negatives).
-func mayStopString(x uint64) bool {
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	q := x ^ lsb*'"'
-	bs := x ^ lsb*'\\'
-	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
-}
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
-
-func digitAt(b []byte, i int) bool { return i < len(b) && b[i] >= '0' && b[i] <= '9' }
-
-func validNumber(b []byte, i int) (int, bool) {
-	if b[i] == '-' {
-		i++
-	}
-	if !digitAt(b, i) {
-		return i, false
-	}
-	if b[i] == '0' {
-		i++
-	} else {
-		for digitAt(b, i) {
-			i++
-		}
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if !digitAt(b, i) {
-			return i, false
-		}
-		for digitAt(b, i) {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digitAt(b, i) {
-			return i, false
-		}
-		for digitAt(b, i) {
-			i++
-		}
-	}
-	return i, true
 }
 
 // ---- JSON walking (the body is known to be valid JSON) ----
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipString returns the offset just past the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		q := i + bytes.IndexByte(b[i:], '"')
-		// The quote ends the string unless an odd number of backslashes
-		// precede it.
-		n := 0
-		for q-1-n >= i && b[q-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		i = q + 1
-	}
-}
 
 // skipValue returns the offset just past the value starting at b[i].
 func (p *parser) skipValue(i int) int {
 	b := p.b
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return jsontext.SkipString(b, i)
 	case '{', '[':
 		return p.containerEnd(i)
 	default: // number, true, false, null
@@ -2141,20 +1871,20 @@ func (p *parser) containerEnd(lo int) int {
 // the value of key names[k]; a repeated key keeps its last value.
 func (p *parser) fields(lo int, names []string, out []valSpan) {
 	b := p.b
-	i := skipWS(b, lo+1)
+	i := jsontext.SkipWS(b, lo+1)
 	if b[i] == '}' {
 		return
 	}
 	for {
 		ks := i + 1
-		i = skipString(b, i)
+		i = jsontext.SkipString(b, i)
 		key := b[ks : i-1]
-		if !plainString(key) {
-			p.tmp = appendUnquoted(p.tmp[:0], key)
+		if !jsontext.PlainString(key) {
+			p.tmp = jsontext.AppendUnquoted(p.tmp[:0], key)
 			key = p.tmp
 		}
-		i = skipWS(b, i) + 1 // ':'
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i) + 1 // ':'
+		i = jsontext.SkipWS(b, i)
 		vs := i
 		i = p.skipValue(i)
 		for k, name := range names {
@@ -2163,11 +1893,11 @@ func (p *parser) fields(lo int, names []string, out []valSpan) {
 				break
 			}
 		}
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if b[i] != ',' {
 			return // '}'
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 	}
 }
 
@@ -2175,7 +1905,7 @@ func (p *parser) fields(lo int, names []string, out []valSpan) {
 // b[lo] == '['. It stops and reports over when there are more than max.
 func (p *parser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
 	b := p.b
-	i := skipWS(b, lo+1)
+	i := jsontext.SkipWS(b, lo+1)
 	if b[i] == ']' {
 		return dst, false
 	}
@@ -2186,104 +1916,10 @@ func (p *parser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
 		vs := i
 		i = p.skipValue(i)
 		dst = append(dst, valSpan{vs, i})
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if b[i] != ',' {
 			return dst, false // ']'
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 	}
-}
-
-// plainString reports whether the raw content of a JSON string is its own
-// value: no escapes and valid UTF-8 (validJSON has ruled out control
-// characters).
-func plainString(raw []byte) bool {
-	for _, c := range raw {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return !hasEscape(raw) && utf8.Valid(raw)
-		}
-	}
-	return true
-}
-
-func hasEscape(raw []byte) bool {
-	for _, c := range raw {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
-}
-
-// appendUnquoted appends the value of the raw content of a valid JSON string
-// to dst, with encoding/json's semantics: invalid UTF-8 bytes and unpaired
-// surrogate escapes become U+FFFD.
-func appendUnquoted(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == '\\':
-			e := raw[i+1]
-			i += 2
-			switch e {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hex4(raw[i:])
-				i += 4
-				if utf16.IsSurrogate(r) {
-					r = utf8.RuneError
-					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-						if r2 := utf16.DecodeRune(hex4(raw[i-4:]), hex4(raw[i+2:])); r2 != utf8.RuneError {
-							r = r2
-							i += 6
-						}
-					}
-				}
-				dst = utf8.AppendRune(dst, r)
-			default: // '"', '\\', '/'
-				dst = append(dst, e)
-			}
-		case c < utf8.RuneSelf:
-			j := i + 1
-			for j < len(raw) && raw[j] != '\\' && raw[j] < utf8.RuneSelf {
-				j++
-			}
-			dst = append(dst, raw[i:j]...)
-			i = j
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, raw[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	return dst
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		default: // 'A'-'F'
-			c = c - 'A' + 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }

@@ -1,15 +1,13 @@
 package ingest
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/endcap/endcap/internal/jsontext"
 	"math"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -168,7 +166,7 @@ var evParserPool = sync.Pool{New: func() any { return new(evParser) }}
 // Any invalid part rejects the whole request with a *ValidationError (Code = wire errCode, Message names the
 // field by JSON path, e.g. "impressions[3].opaqueUserId: must be at most 90 characters").
 func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *ValidationError) {
-	start := skipWS(body, 0)
+	start := jsontext.SkipWS(body, 0)
 	if start == len(body) {
 		return nil, invalid(CodeEmptyRequest, "", "request body is empty")
 	}
@@ -188,7 +186,7 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	// elements of the four arrays.
 	var top [4]valSpan
 	end, ok := p.scanTop(start, &top)
-	if !ok || skipWS(body, end) != len(body) {
+	if !ok || jsontext.SkipWS(body, end) != len(body) {
 		return nil, invalidJSON(body)
 	}
 
@@ -651,7 +649,7 @@ func (p *evParser) str(sp valSpan, l evPath, field string, rule strRule, dst *st
 		return invalid(CodeBadRequest, l.at(field), "must be a string")
 	}
 	lo := len(p.arena)
-	p.arena = appendUnquoted(p.arena, p.b[sp.lo+1:sp.hi-1])
+	p.arena = jsontext.AppendUnquoted(p.arena, p.b[sp.lo+1:sp.hi-1])
 	hi := len(p.arena)
 	if hi == lo {
 		if rule.nonEmpty {
@@ -692,10 +690,10 @@ func (p *evParser) enum(sp valSpan, l evPath, field string, required bool, value
 // copying when it has no escapes. The result is valid until the next call.
 func (p *evParser) unquoteTmp(sp valSpan) []byte {
 	raw := p.b[sp.lo+1 : sp.hi-1]
-	if plainString(raw) {
+	if jsontext.PlainString(raw) {
 		return raw
 	}
-	p.tmp = appendUnquoted(p.tmp[:0], raw)
+	p.tmp = jsontext.AppendUnquoted(p.tmp[:0], raw)
 	return p.tmp
 }
 
@@ -730,16 +728,16 @@ func (p *evParser) unitPrice(sp valSpan, l evPath, dst *int64) *ValidationError 
 	if !isNumberStart(p.b[sp.lo]) {
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be a number")
 	}
-	d := scaleDecimal(p.b[sp.lo:sp.hi], 6, MaxUnitPriceMicros)
+	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 6, MaxUnitPriceMicros)
 	switch {
-	case d.zero || d.neg:
+	case d.Zero || d.Neg:
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be greater than 0")
-	case d.over:
+	case d.Over:
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be at most %d", MaxUnitPriceMicros/1_000_000)
-	case d.mag == 0:
+	case d.Mag == 0:
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be at least 0.0000005 (prices are kept to the micro-unit)")
 	}
-	*dst = int64(d.mag)
+	*dst = int64(d.Mag)
 	return nil
 }
 
@@ -751,16 +749,16 @@ func (p *evParser) quantity(sp valSpan, l evPath, dst *int64) *ValidationError {
 	if !isNumberStart(p.b[sp.lo]) {
 		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
 	}
-	d := scaleDecimal(p.b[sp.lo:sp.hi], 0, MaxQuantity)
+	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 0, MaxQuantity)
 	switch {
-	case !d.integral:
+	case !d.Integral:
 		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
-	case d.zero || d.neg:
+	case d.Zero || d.Neg:
 		return invalid(CodeQuantityNotPositive, l.at("quantity"), "must be greater than 0")
-	case d.over:
+	case d.Over:
 		return invalid(CodeBadRequest, l.at("quantity"), "must be at most %d", MaxQuantity)
 	}
-	*dst = int64(d.mag)
+	*dst = int64(d.Mag)
 	return nil
 }
 
@@ -772,120 +770,20 @@ func (p *evParser) positive32(sp valSpan, l evPath, field string, dst *int32) *V
 	if !isNumberStart(p.b[sp.lo]) {
 		return invalid(CodeBadRequest, l.at(field), "must be an integer")
 	}
-	d := scaleDecimal(p.b[sp.lo:sp.hi], 0, math.MaxInt32)
+	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 0, math.MaxInt32)
 	switch {
-	case !d.integral:
+	case !d.Integral:
 		return invalid(CodeBadRequest, l.at(field), "must be an integer")
-	case d.zero || d.neg:
+	case d.Zero || d.Neg:
 		return invalid(CodeBadRequest, l.at(field), "must be at least 1")
-	case d.over:
+	case d.Over:
 		return invalid(CodeBadRequest, l.at(field), "must be at most %d", math.MaxInt32)
 	}
-	*dst = int32(d.mag)
+	*dst = int32(d.Mag)
 	return nil
 }
 
 func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
-
-// scaledNum is a JSON number scaled to an integer by scaleDecimal.
-type scaledNum struct {
-	neg      bool   // the number has a minus sign
-	zero     bool   // the number is exactly zero
-	integral bool   // the scaled number has no fractional part
-	over     bool   // the rounded magnitude exceeds the limit (mag is then meaningless)
-	mag      uint64 // |number| × 10^scale, rounded half away from zero
-}
-
-// scaleDecimal converts num, a valid JSON number, to |num| × 10^scale rounded
-// half away from zero, exactly, from its decimal digits (no floating point).
-func scaleDecimal(num []byte, scale int, limit uint64) scaledNum {
-	var d scaledNum
-	i := 0
-	if num[0] == '-' {
-		d.neg = true
-		i++
-	}
-	is := i
-	for i < len(num) && num[i] >= '0' && num[i] <= '9' {
-		i++
-	}
-	intPart := num[is:i]
-	var frac []byte
-	if i < len(num) && num[i] == '.' {
-		i++
-		fs := i
-		for i < len(num) && num[i] >= '0' && num[i] <= '9' {
-			i++
-		}
-		frac = num[fs:i]
-	}
-	exp := 0
-	if i < len(num) && (num[i] == 'e' || num[i] == 'E') {
-		i++
-		eneg := false
-		if num[i] == '+' {
-			i++
-		} else if num[i] == '-' {
-			eneg = true
-			i++
-		}
-		for ; i < len(num); i++ {
-			if exp < 100_000_000 { // saturate: far beyond any digit count we handle
-				exp = exp*10 + int(num[i]-'0')
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-	}
-	// The digits are D = intPart ++ frac; the scaled value's decimal point
-	// sits after len(intPart)+exp+scale digits of D.
-	nd := len(intPart) + len(frac)
-	digit := func(k int) byte {
-		if k < len(intPart) {
-			return intPart[k] - '0'
-		}
-		return frac[k-len(intPart)] - '0'
-	}
-	lead := 0
-	for lead < nd && digit(lead) == 0 {
-		lead++
-	}
-	if lead == nd {
-		d.zero, d.integral = true, true
-		return d
-	}
-	m := nd - lead                             // significant digits, the first is non-zero
-	point := len(intPart) + exp + scale - lead // relative to the first significant digit
-	d.integral = true
-	for j := max(point, 0); j < m; j++ {
-		if digit(lead+j) != 0 {
-			d.integral = false
-			break
-		}
-	}
-	var mag uint64
-	for j := 0; j < point; j++ {
-		var dg uint64
-		if j < m {
-			dg = uint64(digit(lead + j))
-		}
-		if mag > (limit-dg)/10 {
-			d.over = true
-			return d
-		}
-		mag = mag*10 + dg
-	}
-	if point >= 0 && point < m && digit(lead+point) >= 5 {
-		mag++
-		if mag > limit {
-			d.over = true
-			return d
-		}
-	}
-	d.mag = mag
-	return d
-}
 
 // parseRFC3339 parses an RFC 3339 date-time with a mandatory offset
 // (YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm), 'T' and 'Z' in either case) into
@@ -908,7 +806,7 @@ func parseRFC3339(s []byte) (ms int64, subMs, ok bool) {
 	year, month, day := num(0, 4), num(5, 7), num(8, 10)
 	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
 	if s[4] != '-' || s[7] != '-' || s[10] != 'T' && s[10] != 't' || s[13] != ':' || s[16] != ':' ||
-		year < 0 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		year < 0 || month < 1 || month > 12 || day < 1 || day > jsontext.DaysIn(month, year) ||
 		hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
 		return 0, false, false
 	}
@@ -958,42 +856,8 @@ func parseRFC3339(s []byte) (ms int64, subMs, ok bool) {
 	if i != len(s) {
 		return 0, false, false
 	}
-	secs := daysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
+	secs := jsontext.DaysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
 	return secs*1000 + frac, subMs, true
-}
-
-func daysIn(month, year int) int {
-	switch month {
-	case 2:
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
-
-// daysFromCivil returns the number of days from 1970-01-01 to the given
-// proleptic Gregorian date (H. Hinnant's algorithm).
-func daysFromCivil(y, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y
-	if era < 0 {
-		era -= 399
-	}
-	era /= 400
-	yoe := y - era*400
-	mp := m + 9
-	if m > 2 {
-		mp = m - 3
-	}
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
 }
 
 // ---- JSON syntax ----
@@ -1010,7 +874,7 @@ func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 	for k := range p.elems {
 		p.elems[k], p.over[k] = p.elems[k][:0], false
 	}
-	i := skipWS(b, lo+1)
+	i := jsontext.SkipWS(b, lo+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
@@ -1020,12 +884,12 @@ func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 		}
 		ks := i + 1
 		var ok bool
-		if i, ok = validString(b, i); !ok {
+		if i, ok = jsontext.ValidString(b, i); !ok {
 			return i, false
 		}
 		key := b[ks : i-1]
-		if !plainString(key) {
-			p.tmp = appendUnquoted(p.tmp[:0], key)
+		if !jsontext.PlainString(key) {
+			p.tmp = jsontext.AppendUnquoted(p.tmp[:0], key)
 			key = p.tmp
 		}
 		k := -1
@@ -1035,11 +899,11 @@ func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 				break
 			}
 		}
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if i >= len(b) || b[i] != ':' {
 			return i, false
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 		vs := i
 		if k >= 0 {
 			p.elems[k], p.over[k] = p.elems[k][:0], false
@@ -1055,7 +919,7 @@ func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 		if k >= 0 {
 			top[k] = valSpan{vs, i}
 		}
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if i >= len(b) {
 			return i, false
 		}
@@ -1063,7 +927,7 @@ func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 		case '}':
 			return i + 1, true
 		case ',':
-			i = skipWS(b, i+1)
+			i = jsontext.SkipWS(b, i+1)
 		default:
 			return i, false
 		}
@@ -1074,7 +938,7 @@ func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
 // topNames[k], and collects the spans of up to MaxEventsPerArray elements.
 func (p *evParser) scanArray(lo, k int) (int, bool) {
 	b := p.b
-	i := skipWS(b, lo+1)
+	i := jsontext.SkipWS(b, lo+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
 	}
@@ -1089,7 +953,7 @@ func (p *evParser) scanArray(lo, k int) (int, bool) {
 		} else {
 			p.over[k] = true
 		}
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if i >= len(b) {
 			return i, false
 		}
@@ -1097,7 +961,7 @@ func (p *evParser) scanArray(lo, k int) (int, bool) {
 		case ']':
 			return i + 1, true
 		case ',':
-			i = skipWS(b, i+1)
+			i = jsontext.SkipWS(b, i+1)
 		default:
 			return i, false
 		}
@@ -1108,8 +972,8 @@ func (p *evParser) scanArray(lo, k int) (int, bool) {
 // whitespace. It agrees with json.Valid (any byte >= 0x20 is accepted in a
 // string, as there) and is several times faster.
 func validJSON(b []byte) bool {
-	i, ok := validValue(b, skipWS(b, 0), 0)
-	return ok && skipWS(b, i) == len(b)
+	i, ok := validValue(b, jsontext.SkipWS(b, 0), 0)
+	return ok && jsontext.SkipWS(b, i) == len(b)
 }
 
 func validValue(b []byte, i, depth int) (int, bool) {
@@ -1119,12 +983,12 @@ func validValue(b []byte, i, depth int) (int, bool) {
 	var ok bool
 	switch b[i] {
 	case '"':
-		return validString(b, i)
+		return jsontext.ValidString(b, i)
 	case '{':
 		if depth++; depth > maxNestingDepth {
 			return i, false
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			return i + 1, true
 		}
@@ -1132,17 +996,17 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i >= len(b) || b[i] != '"' {
 				return i, false
 			}
-			if i, ok = validString(b, i); !ok {
+			if i, ok = jsontext.ValidString(b, i); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
+			i = jsontext.SkipWS(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = validValue(b, skipWS(b, i+1), depth); !ok {
+			if i, ok = validValue(b, jsontext.SkipWS(b, i+1), depth); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
+			i = jsontext.SkipWS(b, i)
 			if i >= len(b) {
 				return i, false
 			}
@@ -1150,7 +1014,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			case '}':
 				return i + 1, true
 			case ',':
-				i = skipWS(b, i+1)
+				i = jsontext.SkipWS(b, i+1)
 			default:
 				return i, false
 			}
@@ -1159,7 +1023,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 		if depth++; depth > maxNestingDepth {
 			return i, false
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1, true
 		}
@@ -1167,7 +1031,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = validValue(b, i, depth); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
+			i = jsontext.SkipWS(b, i)
 			if i >= len(b) {
 				return i, false
 			}
@@ -1175,170 +1039,35 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			case ']':
 				return i + 1, true
 			case ',':
-				i = skipWS(b, i+1)
+				i = jsontext.SkipWS(b, i+1)
 			default:
 				return i, false
 			}
 		}
 	case 't':
-		return validLiteral(b, i, "true")
+		return jsontext.ValidLiteral(b, i, "true")
 	case 'f':
-		return validLiteral(b, i, "false")
+		return jsontext.ValidLiteral(b, i, "false")
 	case 'n':
-		return validLiteral(b, i, "null")
+		return jsontext.ValidLiteral(b, i, "null")
 	default:
-		return validNumber(b, i)
+		return jsontext.ValidNumber(b, i)
 	}
-}
-
-func validLiteral(b []byte, i int, lit string) (int, bool) {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-// stringStop marks the bytes that end the plain run of a JSON string.
-var stringStop = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
-func validString(b []byte, i int) (int, bool) {
-	i++
-	for {
-		for len(b)-i >= 8 && !mayStopString(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			return i, false
-		}
-		c := b[i]
-		if !stringStop[c] {
-			i++
-			continue
-		}
-		switch {
-		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
-		}
-		// backslash
-		if i+1 >= len(b) {
-			return i, false
-		}
-		switch b[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i += 2
-		case 'u':
-			if len(b)-i < 6 || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-				return i, false
-			}
-			i += 6
-		default:
-			return i, false
-		}
-	}
-}
-
-// mayStopString reports whether one of the 8 bytes in x may be a quote, a
-// backslash or a control character (no false negatives).
-func mayStopString(x uint64) bool {
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	q := x ^ lsb*'"'
-	bs := x ^ lsb*'\\'
-	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
-}
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
-
-func digitAt(b []byte, i int) bool { return i < len(b) && b[i] >= '0' && b[i] <= '9' }
-
-func validNumber(b []byte, i int) (int, bool) {
-	if b[i] == '-' {
-		i++
-	}
-	if !digitAt(b, i) {
-		return i, false
-	}
-	if b[i] == '0' {
-		i++
-	} else {
-		for digitAt(b, i) {
-			i++
-		}
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if !digitAt(b, i) {
-			return i, false
-		}
-		for digitAt(b, i) {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digitAt(b, i) {
-			return i, false
-		}
-		for digitAt(b, i) {
-			i++
-		}
-	}
-	return i, true
 }
 
 // ---- JSON walking (the body is known to be valid JSON) ----
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipString returns the offset just past the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		q := i + bytes.IndexByte(b[i:], '"')
-		// The quote ends the string unless an odd number of backslashes
-		// precede it.
-		n := 0
-		for q-1-n >= i && b[q-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		i = q + 1
-	}
-}
 
 // skipValue returns the offset just past the value starting at b[i].
 func skipValue(b []byte, i int) int {
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return jsontext.SkipString(b, i)
 	case '{', '[':
 		depth := 0
 		for {
 			switch b[i] {
 			case '"':
-				i = skipString(b, i)
+				i = jsontext.SkipString(b, i)
 				continue
 			case '{', '[':
 				depth++
@@ -1366,20 +1095,20 @@ func skipValue(b []byte, i int) int {
 // the value of key names[k]; a repeated key keeps its last value.
 func (p *evParser) fields(lo int, names []string, out []valSpan) {
 	b := p.b
-	i := skipWS(b, lo+1)
+	i := jsontext.SkipWS(b, lo+1)
 	if b[i] == '}' {
 		return
 	}
 	for {
 		ks := i + 1
-		i = skipString(b, i)
+		i = jsontext.SkipString(b, i)
 		key := b[ks : i-1]
-		if !plainString(key) {
-			p.tmp = appendUnquoted(p.tmp[:0], key)
+		if !jsontext.PlainString(key) {
+			p.tmp = jsontext.AppendUnquoted(p.tmp[:0], key)
 			key = p.tmp
 		}
-		i = skipWS(b, i) + 1 // ':'
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i) + 1 // ':'
+		i = jsontext.SkipWS(b, i)
 		vs := i
 		i = skipValue(b, i)
 		for k, name := range names {
@@ -1388,11 +1117,11 @@ func (p *evParser) fields(lo int, names []string, out []valSpan) {
 				break
 			}
 		}
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if b[i] != ',' {
 			return // '}'
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 	}
 }
 
@@ -1400,7 +1129,7 @@ func (p *evParser) fields(lo int, names []string, out []valSpan) {
 // b[lo] == '['. It stops and reports over when there are more than max.
 func (p *evParser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
 	b := p.b
-	i := skipWS(b, lo+1)
+	i := jsontext.SkipWS(b, lo+1)
 	if b[i] == ']' {
 		return dst, false
 	}
@@ -1411,104 +1140,10 @@ func (p *evParser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
 		vs := i
 		i = skipValue(b, i)
 		dst = append(dst, valSpan{vs, i})
-		i = skipWS(b, i)
+		i = jsontext.SkipWS(b, i)
 		if b[i] != ',' {
 			return dst, false // ']'
 		}
-		i = skipWS(b, i+1)
+		i = jsontext.SkipWS(b, i+1)
 	}
-}
-
-// plainString reports whether the raw content of a JSON string is its own
-// value: no escapes and valid UTF-8 (json.Valid has ruled out control
-// characters).
-func plainString(raw []byte) bool {
-	for _, c := range raw {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return !hasEscape(raw) && utf8.Valid(raw)
-		}
-	}
-	return true
-}
-
-func hasEscape(raw []byte) bool {
-	for _, c := range raw {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
-}
-
-// appendUnquoted appends the value of the raw content of a valid JSON string
-// to dst, with encoding/json's semantics: invalid UTF-8 bytes and unpaired
-// surrogate escapes become U+FFFD.
-func appendUnquoted(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == '\\':
-			e := raw[i+1]
-			i += 2
-			switch e {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hex4(raw[i:])
-				i += 4
-				if utf16.IsSurrogate(r) {
-					r = utf8.RuneError
-					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-						if r2 := utf16.DecodeRune(hex4(raw[i-4:]), hex4(raw[i+2:])); r2 != utf8.RuneError {
-							r = r2
-							i += 6
-						}
-					}
-				}
-				dst = utf8.AppendRune(dst, r)
-			default: // '"', '\\', '/'
-				dst = append(dst, e)
-			}
-		case c < utf8.RuneSelf:
-			j := i + 1
-			for j < len(raw) && raw[j] != '\\' && raw[j] < utf8.RuneSelf {
-				j++
-			}
-			dst = append(dst, raw[i:j]...)
-			i = j
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, raw[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	return dst
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		default: // 'A'-'F'
-			c = c - 'A' + 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }

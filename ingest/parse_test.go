@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/endcap/endcap/internal/jsontext"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -659,7 +660,7 @@ func TestScaleDecimalAgainstBig(t *testing.T) {
 		}
 		scale := []int{0, 6}[r.IntN(2)]
 		limit := uint64(1+r.IntN(1000)) * uint64(math.Pow10(r.IntN(16)))
-		got := scaleDecimal([]byte(s), scale, limit)
+		got := jsontext.ScaleDecimal([]byte(s), scale, limit)
 
 		rat, ok := new(big.Rat).SetString(s)
 		if !ok {
@@ -671,17 +672,17 @@ func TestScaleDecimalAgainstBig(t *testing.T) {
 		// round half away from zero: floor(abs + 1/2)
 		half := new(big.Rat).Add(abs, big.NewRat(1, 2))
 		rounded := new(big.Int).Quo(half.Num(), half.Denom())
-		want := scaledNum{neg: neg, zero: rat.Sign() == 0, integral: rat.IsInt()}
+		want := jsontext.ScaledNum{Neg: neg, Zero: rat.Sign() == 0, Integral: rat.IsInt()}
 		if rounded.Cmp(new(big.Int).SetUint64(limit)) > 0 {
-			want.over = true
+			want.Over = true
 		} else {
-			want.mag = rounded.Uint64()
+			want.Mag = rounded.Uint64()
 		}
-		if want.zero {
-			want.mag, want.over = 0, false
+		if want.Zero {
+			want.Mag, want.Over = 0, false
 		}
 		if got != want {
-			t.Fatalf("scaleDecimal(%q, %d, %d) = %+v, want %+v", s, scale, limit, got, want)
+			t.Fatalf("jsontext.ScaleDecimal(%q, %d, %d) = %+v, want %+v", s, scale, limit, got, want)
 		}
 	}
 }
@@ -717,11 +718,11 @@ func TestAppendUnquotedMatchesEncodingJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(`"`+s+`"`), &want); err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}
-		if got := string(appendUnquoted(nil, []byte(s))); got != want {
-			t.Errorf("appendUnquoted(%q) = %q, want %q", s, got, want)
+		if got := string(jsontext.AppendUnquoted(nil, []byte(s))); got != want {
+			t.Errorf("jsontext.AppendUnquoted(%q) = %q, want %q", s, got, want)
 		}
-		if plainString([]byte(s)) && s != want {
-			t.Errorf("plainString(%q) but it decodes to %q", s, want)
+		if jsontext.PlainString([]byte(s)) && s != want {
+			t.Errorf("jsontext.PlainString(%q) but it decodes to %q", s, want)
 		}
 	}
 }

@@ -1,0 +1,375 @@
+// Package jsontext holds the byte-level JSON scanning and decoding shared by
+// the hand-written request parsers of /v2/events (ingest) and /v2/auctions
+// (auction): syntax checks that agree with encoding/json, string decoding,
+// exact decimal scaling for money, and calendar arithmetic for RFC 3339.
+package jsontext
+
+import (
+	"bytes"
+	"encoding/binary"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ScaledNum is a JSON number scaled to an integer by ScaleDecimal.
+type ScaledNum struct {
+	Neg      bool   // the number has a minus sign
+	Zero     bool   // the number is exactly zero
+	Integral bool   // the scaled number has no fractional part
+	Over     bool   // the rounded magnitude exceeds the limit (Mag is then meaningless)
+	Mag      uint64 // |number| × 10^scale, rounded half away from zero
+}
+
+// AppendUnquoted appends the value of the raw content of a valid JSON string
+// to dst, with encoding/json's semantics: invalid UTF-8 bytes and unpaired
+// surrogate escapes become U+FFFD.
+func AppendUnquoted(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			e := raw[i+1]
+			i += 2
+			switch e {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := Hex4(raw[i:])
+				i += 4
+				if utf16.IsSurrogate(r) {
+					r = utf8.RuneError
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						if r2 := utf16.DecodeRune(Hex4(raw[i-4:]), Hex4(raw[i+2:])); r2 != utf8.RuneError {
+							r = r2
+							i += 6
+						}
+					}
+				}
+				dst = utf8.AppendRune(dst, r)
+			default: // '"', '\\', '/'
+				dst = append(dst, e)
+			}
+		case c < utf8.RuneSelf:
+			j := i + 1
+			for j < len(raw) && raw[j] != '\\' && raw[j] < utf8.RuneSelf {
+				j++
+			}
+			dst = append(dst, raw[i:j]...)
+			i = j
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+// DaysFromCivil returns the number of days from 1970-01-01 to the given
+// proleptic Gregorian date (H. Hinnant's algorithm).
+func DaysFromCivil(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y
+	if era < 0 {
+		era -= 399
+	}
+	era /= 400
+	yoe := y - era*400
+	mp := m + 9
+	if m > 2 {
+		mp = m - 3
+	}
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
+}
+
+func DaysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+func DigitAt(b []byte, i int) bool { return i < len(b) && b[i] >= '0' && b[i] <= '9' }
+
+func HasEscape(raw []byte) bool {
+	for _, c := range raw {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+func Hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default: // 'A'-'F'
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+func IsHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+// MayStopString reports whether one of the 8 bytes in x may be a quote, a
+// backslash or a control character (no false negatives).
+func MayStopString(x uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	q := x ^ lsb*'"'
+	bs := x ^ lsb*'\\'
+	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
+}
+
+// PlainString reports whether the raw content of a JSON string is its own
+// value: no escapes and valid UTF-8 (json.Valid has ruled out control
+// characters).
+func PlainString(raw []byte) bool {
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return !HasEscape(raw) && utf8.Valid(raw)
+		}
+	}
+	return true
+}
+
+// ScaleDecimal converts num, a valid JSON number, to |num| × 10^scale rounded
+// half away from zero, exactly, from its decimal digits (no floating point).
+func ScaleDecimal(num []byte, scale int, limit uint64) ScaledNum {
+	var d ScaledNum
+	i := 0
+	if num[0] == '-' {
+		d.Neg = true
+		i++
+	}
+	is := i
+	for i < len(num) && num[i] >= '0' && num[i] <= '9' {
+		i++
+	}
+	intPart := num[is:i]
+	var frac []byte
+	if i < len(num) && num[i] == '.' {
+		i++
+		fs := i
+		for i < len(num) && num[i] >= '0' && num[i] <= '9' {
+			i++
+		}
+		frac = num[fs:i]
+	}
+	exp := 0
+	if i < len(num) && (num[i] == 'e' || num[i] == 'E') {
+		i++
+		eneg := false
+		if num[i] == '+' {
+			i++
+		} else if num[i] == '-' {
+			eneg = true
+			i++
+		}
+		for ; i < len(num); i++ {
+			if exp < 100_000_000 { // saturate: far beyond any digit count we handle
+				exp = exp*10 + int(num[i]-'0')
+			}
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	// The digits are D = intPart ++ frac; the scaled value's decimal point
+	// sits after len(intPart)+exp+scale digits of D.
+	nd := len(intPart) + len(frac)
+	digit := func(k int) byte {
+		if k < len(intPart) {
+			return intPart[k] - '0'
+		}
+		return frac[k-len(intPart)] - '0'
+	}
+	lead := 0
+	for lead < nd && digit(lead) == 0 {
+		lead++
+	}
+	if lead == nd {
+		d.Zero, d.Integral = true, true
+		return d
+	}
+	m := nd - lead                             // significant digits, the first is non-zero
+	point := len(intPart) + exp + scale - lead // relative to the first significant digit
+	d.Integral = true
+	for j := max(point, 0); j < m; j++ {
+		if digit(lead+j) != 0 {
+			d.Integral = false
+			break
+		}
+	}
+	var mag uint64
+	for j := 0; j < point; j++ {
+		var dg uint64
+		if j < m {
+			dg = uint64(digit(lead + j))
+		}
+		if mag > (limit-dg)/10 {
+			d.Over = true
+			return d
+		}
+		mag = mag*10 + dg
+	}
+	if point >= 0 && point < m && digit(lead+point) >= 5 {
+		mag++
+		if mag > limit {
+			d.Over = true
+			return d
+		}
+	}
+	d.Mag = mag
+	return d
+}
+
+// SkipString returns the offset just past the string starting at b[i] == '"'.
+func SkipString(b []byte, i int) int {
+	i++
+	for {
+		q := i + bytes.IndexByte(b[i:], '"')
+		// The quote ends the string unless an odd number of backslashes
+		// precede it.
+		n := 0
+		for q-1-n >= i && b[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
+func SkipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func ValidLiteral(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
+}
+
+func ValidNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	if !DigitAt(b, i) {
+		return i, false
+	}
+	if b[i] == '0' {
+		i++
+	} else {
+		for DigitAt(b, i) {
+			i++
+		}
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !DigitAt(b, i) {
+			return i, false
+		}
+		for DigitAt(b, i) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !DigitAt(b, i) {
+			return i, false
+		}
+		for DigitAt(b, i) {
+			i++
+		}
+	}
+	return i, true
+}
+
+func ValidString(b []byte, i int) (int, bool) {
+	i++
+	for {
+		for len(b)-i >= 8 && !MayStopString(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			return i, false
+		}
+		c := b[i]
+		if !stringStop[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		}
+		// backslash
+		if i+1 >= len(b) {
+			return i, false
+		}
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if len(b)-i < 6 || !IsHex(b[i+2]) || !IsHex(b[i+3]) || !IsHex(b[i+4]) || !IsHex(b[i+5]) {
+				return i, false
+			}
+			i += 6
+		default:
+			return i, false
+		}
+	}
+}
+
+// stringStop marks the bytes that end the plain run of a JSON string.
+var stringStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
