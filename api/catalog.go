@@ -1,6 +1,10 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -73,14 +77,71 @@ func catalogPathID(c *gin.Context, name string) (string, bool) {
 	return id, true
 }
 
-func (h *catalogHandlers) upsertProducts(c *gin.Context) {
-	var body struct {
-		Products []catalog.ProductInput `json:"products"`
+// body reads a bulk body (up to ~1 MB for 500 products) into one buffer of
+// its announced length. It answers 413 and 422 as Public.BindJSON does and
+// returns ok=false then; a nil body with ok means "use BindJSON" (the
+// length is not announced).
+func (h *catalogHandlers) body(c *gin.Context) ([]byte, bool) {
+	n := c.Request.ContentLength
+	if n <= 0 || n > h.p.MaxBodyBytes {
+		return nil, true // unknown length, or too large: the shared path answers
 	}
-	if !h.p.BindJSON(c, &body) {
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.Request.Body, body); err != nil {
+		abortV2(c, http.StatusBadRequest, "bad_request", "could not read the request body: "+err.Error())
+		return nil, false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		abort422(c, validation.New(validation.Missing, "Field required", "body"))
+		return nil, false
+	}
+	return body, true
+}
+
+// bind decodes a JSON body into v with encoding/json, answering 413/422 as
+// Public.BindJSON does, without the stream decoder's second copy.
+func (h *catalogHandlers) bind(c *gin.Context, v any) bool {
+	body, ok := h.body(c)
+	if !ok {
+		return false
+	}
+	if body == nil {
+		return h.p.BindJSON(c, v)
+	}
+	return catalogUnmarshal(c, body, v)
+}
+
+func catalogUnmarshal(c *gin.Context, body []byte, v any) bool {
+	if err := json.Unmarshal(body, v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) && strings.Contains(se.Error(), "after top-level value") {
+			abort422(c, validation.New("json_invalid", "JSON decode error: unexpected data after the body", "body"))
+			return false
+		}
+		abort422(c, jsonErrors(err))
+		return false
+	}
+	return true
+}
+
+func (h *catalogHandlers) upsertProducts(c *gin.Context) {
+	raw, ok := h.body(c)
+	if !ok {
 		return
 	}
-	res, err := h.svc.UpsertProducts(c.Request.Context(), Marketplace(c).ID, body.Products, body.Products != nil, catalogIfMatch(c))
+	// The fast decoder takes the usual bodies; encoding/json decides the
+	// others (and words the errors).
+	products, present, fast := catalog.DecodeProducts(raw)
+	if raw == nil || !fast {
+		var body struct {
+			Products []catalog.ProductInput `json:"products"`
+		}
+		if raw == nil && !h.p.BindJSON(c, &body) || raw != nil && !catalogUnmarshal(c, raw, &body) {
+			return
+		}
+		products, present = body.Products, body.Products != nil
+	}
+	res, err := h.svc.UpsertProducts(c.Request.Context(), Marketplace(c).ID, products, present, catalogIfMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -92,7 +153,7 @@ func (h *catalogHandlers) deleteProducts(c *gin.Context) {
 	var body struct {
 		IDs []string `json:"ids"`
 	}
-	if !h.p.BindJSON(c, &body) {
+	if !h.bind(c, &body) {
 		return
 	}
 	res, err := h.svc.DeleteProducts(c.Request.Context(), Marketplace(c).ID, body.IDs, body.IDs != nil, catalogIfMatch(c))
@@ -121,7 +182,7 @@ func (h *catalogHandlers) upsertVendors(c *gin.Context) {
 	var body struct {
 		Vendors []catalog.VendorInput `json:"vendors"`
 	}
-	if !h.p.BindJSON(c, &body) {
+	if !h.bind(c, &body) {
 		return
 	}
 	res, err := h.svc.UpsertVendors(c.Request.Context(), Marketplace(c).ID, body.Vendors, body.Vendors != nil, catalogIfMatch(c))
@@ -171,7 +232,7 @@ func (h *catalogHandlers) upsertCategories(c *gin.Context) {
 	var body struct {
 		Categories []catalog.CategoryInput `json:"categories"`
 	}
-	if !h.p.BindJSON(c, &body) {
+	if !h.bind(c, &body) {
 		return
 	}
 	res, err := h.svc.UpsertCategories(c.Request.Context(), Marketplace(c).ID, body.Categories, body.Categories != nil, catalogIfMatch(c))

@@ -58,10 +58,10 @@ func New(log *statelog.Log) *Service {
 func (s *Service) indexProduct(mp, id string, old, nv *Product) {
 	var was, now []string
 	if old != nil {
-		was = old.Vendors
+		was = old.Vendors()
 	}
 	if nv != nil {
-		now = nv.Vendors
+		now = nv.Vendors()
 	}
 	if sameStrings(was, now) {
 		return
@@ -137,7 +137,7 @@ func (s *Service) Product(mp, id string) (entityref.ProductRef, bool) {
 
 func productRef(id string, p *Product) entityref.ProductRef {
 	return entityref.ProductRef{
-		ID: id, Name: p.Name, Active: p.Active, Vendors: p.Vendors, Categories: p.Categories,
+		ID: id, Name: p.Name, Active: p.Active, Vendors: p.Vendors(), Categories: p.Categories(),
 		PriceMicros: p.PriceMicros, QualityScore: p.QualityScore,
 	}
 }
@@ -155,7 +155,7 @@ func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.Pro
 	s.idxMu.RUnlock()
 	for _, id := range ids {
 		p, _, ok := s.products.Get(mp, id)
-		if !ok || !contains(p.Vendors, vendorID) {
+		if !ok || !contains(p.Vendors(), vendorID) {
 			continue // changed since the index was read
 		}
 		if !fn(productRef(id, &p)) {

@@ -23,21 +23,6 @@ const (
 	MaxMetadataBytes  = 16 << 10 // metadata, compact JSON
 )
 
-// Product is a product's stored state. The fields the auction and the
-// campaigns read are kept decoded; the rest lives in Details as the
-// compact JSON of its wire fields, which nothing parses until a client asks
-// for the product. The id is the entity key. Its JSON encoding is
-// hand-written (jsonfast.go); the tags document it.
-type Product struct {
-	Name         string   `json:"name"`
-	Active       bool     `json:"active"`
-	Vendors      []string `json:"vendors,omitempty"`
-	Categories   []string `json:"categories,omitempty"`
-	PriceMicros  int64    `json:"priceMicros,omitempty"`  // 0: no price
-	QualityScore float64  `json:"qualityScore,omitempty"` // 0: not set
-	Details      string   `json:"details,omitempty"`      // JSON object of productDetails, "" when empty
-}
-
 // productDetails are the product fields nothing but GET reads.
 type productDetails struct {
 	Description string          `json:"description,omitempty"`
@@ -123,7 +108,7 @@ func strPtr(s string) *string {
 func (p *Product) view(id string) ProductView {
 	v := ProductView{
 		ID: id, Name: p.Name, Active: p.Active,
-		Vendors: nonNil(p.Vendors), Categories: nonNil(p.Categories),
+		Vendors: nonNil(p.Vendors()), Categories: nonNil(p.Categories()),
 	}
 	if p.PriceMicros > 0 {
 		n := json.Number(formatMicros(p.PriceMicros))
@@ -133,10 +118,7 @@ func (p *Product) view(id string) ProductView {
 		q := p.QualityScore
 		v.QualityScore = &q
 	}
-	var d productDetails
-	if p.Details != "" {
-		_ = json.Unmarshal([]byte(p.Details), &d) // written by this package; cannot fail
-	}
+	d := p.Details()
 	v.Description, v.Brand, v.ImageURL = strPtr(d.Description), d.Brand, strPtr(d.ImageURL)
 	v.EAN, v.GTIN, v.GlobalID, v.Link = strPtr(d.EAN), strPtr(d.GTIN), strPtr(d.GlobalID), strPtr(d.Link)
 	v.VariantIDs = nonNil(d.VariantIDs)
@@ -265,8 +247,7 @@ func (c *checker) product(in *ProductInput, at []any) (string, Product) {
 			c.warnings = append(c.warnings, Warning{Loc: loc(at, "name"), Msg: "truncated to " + strconv.Itoa(MaxNameLen) + " characters"})
 		}
 	}
-	p.Vendors = c.idList(in.Vendors, at, "vendors")
-	p.Categories = c.idList(in.Categories, at, "categories")
+	p.setLists(c.idList(in.Vendors, at, "vendors"), c.idList(in.Categories, at, "categories"))
 
 	if in.Description != nil {
 		if *in.Description == "" {
@@ -359,55 +340,7 @@ func (c *checker) product(in *ProductInput, at []any) (string, Product) {
 	}
 
 	if len(c.errs) == 0 {
-		p.Details = d.json()
+		p.setPending(&d)
 	}
 	return id, p
-}
-
-// json is the compact JSON object of the details ("" when all are empty),
-// in the field order of productDetails.
-func (d *productDetails) json() string {
-	b := make([]byte, 0, 64+len(d.Description)+len(d.ImageURL)+len(d.Link)+len(d.Metadata))
-	field := func(name string) {
-		if len(b) == 0 {
-			b = append(b, '{')
-		} else {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-	}
-	str := func(name, v string) {
-		if v != "" {
-			field(name)
-			b = appendJSONString(b, v)
-		}
-	}
-	str("description", d.Description)
-	if d.Brand != nil {
-		field("brand")
-		b = append(b, `{"id":`...)
-		b = appendJSONString(b, d.Brand.ID)
-		b = append(b, `,"name":`...)
-		b = appendJSONString(b, d.Brand.Name)
-		b = append(b, '}')
-	}
-	str("imageURL", d.ImageURL)
-	str("ean", d.EAN)
-	str("gtin", d.GTIN)
-	if len(d.Metadata) > 0 {
-		field("metadata")
-		b = append(b, d.Metadata...)
-	}
-	str("globalId", d.GlobalID)
-	str("link", d.Link)
-	if len(d.VariantIDs) > 0 {
-		field("variantIds")
-		b = appendStringList(b, d.VariantIDs)
-	}
-	if len(b) == 0 {
-		return ""
-	}
-	return string(append(b, '}'))
 }

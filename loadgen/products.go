@@ -56,7 +56,7 @@ type ProductsReport struct {
 	P99            time.Duration `json:"p99_ms"`
 	Max            time.Duration `json:"max_ms"`
 	FirstError     string        `json:"first_error,omitempty"`
-	Stopped        string        `json:"stopped"` // "done" or "canceled"
+	Stopped        string        `json:"stopped"` // "done", "canceled", or "unauthorized" (a 401/403 stopped the run)
 
 	Count       int `json:"count"`
 	BatchSize   int `json:"batch_size"`
@@ -128,6 +128,7 @@ func RunProducts(ctx context.Context, cfg ProductsConfig) (ProductsReport, error
 	gen := newProductGen(cfg)
 	batches := (cfg.Count + cfg.BatchSize - 1) / cfg.BatchSize
 	var next atomic.Int64
+	var fatal atomic.Bool // a 401 or 403: every other batch would fail the same way
 	var mu sync.Mutex
 	rep := ProductsReport{Statuses: map[int]int64{}, Count: cfg.Count, BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency}
 	var lat []time.Duration
@@ -143,7 +144,7 @@ func RunProducts(ctx context.Context, cfg ProductsConfig) (ProductsReport, error
 			var local ProductsReport
 			local.Statuses = map[int]int64{}
 			var llat []time.Duration
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && !fatal.Load() {
 				b := int(next.Add(1) - 1)
 				if b >= batches {
 					break
@@ -151,7 +152,9 @@ func RunProducts(ctx context.Context, cfg ProductsConfig) (ProductsReport, error
 				lo := b * cfg.BatchSize
 				hi := min(lo+cfg.BatchSize, cfg.Count)
 				buf = gen.batch(buf[:0], cfg.Start+lo, cfg.Start+hi)
-				sendBatch(ctx, client, target, cfg, buf, hi-lo, &local, &llat)
+				if st := sendBatch(ctx, client, target, cfg, buf, hi-lo, &local, &llat); st == http.StatusUnauthorized || st == http.StatusForbidden {
+					fatal.Store(true)
+				}
 				lastAnswer.Store(int64(time.Since(start)))
 			}
 			mu.Lock()
@@ -174,9 +177,13 @@ func RunProducts(ctx context.Context, cfg ProductsConfig) (ProductsReport, error
 	}
 	wg.Wait()
 	rep.Elapsed = time.Duration(lastAnswer.Load())
-	rep.Stopped = "done"
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		rep.Stopped = "canceled"
+	case fatal.Load():
+		rep.Stopped = "unauthorized"
+	default:
+		rep.Stopped = "done"
 	}
 	if s := rep.Elapsed.Seconds(); s > 0 {
 		rep.ProductsPerSec = float64(rep.Products) / s
@@ -191,8 +198,8 @@ func RunProducts(ctx context.Context, cfg ProductsConfig) (ProductsReport, error
 	return rep, nil
 }
 
-// sendBatch puts one batch, retrying throttled and unavailable answers.
-func sendBatch(ctx context.Context, client *http.Client, target string, cfg ProductsConfig, body []byte, n int, rep *ProductsReport, lat *[]time.Duration) {
+// sendBatch puts one batch, retrying throttled and unavailable answers, and returns the last status.
+func sendBatch(ctx context.Context, client *http.Client, target string, cfg ProductsConfig, body []byte, n int, rep *ProductsReport, lat *[]time.Duration) int {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			rep.Retried++
@@ -200,7 +207,7 @@ func sendBatch(ctx context.Context, client *http.Client, target string, cfg Prod
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, bytes.NewReader(body))
 		if err != nil {
 			rep.Failed++
-			return
+			return 0
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", "endcap-loadgen/1")
@@ -229,7 +236,7 @@ func sendBatch(ctx context.Context, client *http.Client, target string, cfg Prod
 		case status >= 200 && status < 300:
 			rep.OK++
 			rep.Products += int64(n)
-			return
+			return status
 		case status == http.StatusTooManyRequests:
 			rep.Throttled++
 			wait = max(wait, 100*time.Millisecond)
@@ -247,7 +254,7 @@ func sendBatch(ctx context.Context, client *http.Client, target string, cfg Prod
 		}
 		if attempt >= cfg.MaxRetries || ctx.Err() != nil {
 			rep.Failed++
-			return
+			return status
 		}
 		select {
 		case <-ctx.Done():

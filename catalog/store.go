@@ -1,0 +1,719 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// A catalog of a million products is written once through the API and read
+// back from Kafka by every process at start, and it lives in every
+// process's memory. So a product is kept compact:
+//
+//   - On the log it is JSON (readable, and what the reporting projector
+//     copies): {"name","active","vendors","categories","priceMicros",
+//     "qualityScore","details":{description, brand, imageURL, ean, gtin,
+//     metadata, globalId, link, variantIds}}, empty values left out. The
+//     encoder is hand-written (append-based, no reflection).
+//   - In memory, all its texts share one allocation: the name, the list
+//     items and the detail fields, the latter in a small binary form (tag,
+//     length, bytes), which nothing reads until a client GETs the product.
+//     The product has four pointers and five heap objects fewer than a
+//     plain struct of strings, which is what the garbage collector pays
+//     for on every cycle.
+//
+// The decoder reads what the encoder writes, and falls back to
+// encoding/json for any other valid JSON of the same shape (white space,
+// another key order, unknown keys).
+
+// Product is a product's stored state; the id is the entity key.
+type Product struct {
+	Name         string
+	PriceMicros  int64   // 0: no price
+	QualityScore float64 // 0: not set
+	lists        []string
+	details      string          // binary detail fields (see appendDetailsBin)
+	pending      *productDetails // only on a product about to be written
+	nVendors     int32
+	Active       bool
+}
+
+// Vendors are the vendors allowed to promote the product (shared: do not
+// modify).
+func (p *Product) Vendors() []string { return p.lists[:p.nVendors:p.nVendors] }
+
+// Categories are the product's category ids (shared: do not modify).
+func (p *Product) Categories() []string { return p.lists[p.nVendors:len(p.lists):len(p.lists)] }
+
+// Details decodes the fields nothing but GET reads.
+func (p *Product) Details() productDetails {
+	if p.pending != nil {
+		return *p.pending
+	}
+	return decodeDetailsBin(p.details)
+}
+
+// setLists sets both lists (vendors first), sharing one array.
+func (p *Product) setLists(vendors, categories []string) {
+	p.nVendors = int32(len(vendors))
+	if len(vendors)+len(categories) == 0 {
+		p.lists = nil
+		return
+	}
+	l := make([]string, 0, len(vendors)+len(categories))
+	p.lists = append(append(l, vendors...), categories...)
+}
+
+// setPending sets the details a product is written with.
+func (p *Product) setPending(d *productDetails) { p.pending, p.details = d, "" }
+
+// --- JSON encoding (the log's form) ---
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does; HTML characters are not escaped.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+func appendStringList(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendJSON appends the details as a JSON object, empty fields left out
+// ("{}" when all are empty).
+func (d *productDetails) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	n := len(b)
+	key := func(name string) {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+	}
+	str := func(name, v string) {
+		if v != "" {
+			key(name)
+			b = appendJSONString(b, v)
+		}
+	}
+	str("description", d.Description)
+	if d.Brand != nil {
+		key("brand")
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, d.Brand.ID)
+		b = append(b, `,"name":`...)
+		b = appendJSONString(b, d.Brand.Name)
+		b = append(b, '}')
+	}
+	str("imageURL", d.ImageURL)
+	str("ean", d.EAN)
+	str("gtin", d.GTIN)
+	if len(d.Metadata) > 0 {
+		key("metadata")
+		b = append(b, d.Metadata...)
+	}
+	str("globalId", d.GlobalID)
+	str("link", d.Link)
+	if len(d.VariantIDs) > 0 {
+		key("variantIds")
+		b = appendStringList(b, d.VariantIDs)
+	}
+	return append(b, '}')
+}
+
+func (d *productDetails) empty() bool {
+	return d.Description == "" && d.Brand == nil && d.ImageURL == "" && d.EAN == "" && d.GTIN == "" &&
+		len(d.Metadata) == 0 && d.GlobalID == "" && d.Link == "" && len(d.VariantIDs) == 0
+}
+
+// MarshalJSON writes the log's form of the product.
+func (p Product) MarshalJSON() ([]byte, error) {
+	d := p.pending
+	if d == nil && p.details != "" {
+		dd := decodeDetailsBin(p.details)
+		d = &dd
+	}
+	size := 112 + len(p.Name) + 4*len(p.lists)
+	for _, s := range p.lists {
+		size += len(s)
+	}
+	if d != nil {
+		size += 160 + len(d.Description) + len(d.ImageURL) + len(d.Link) + len(d.Metadata) + 12*len(d.VariantIDs)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"name":`...)
+	b = appendJSONString(b, p.Name)
+	if p.Active {
+		b = append(b, `,"active":true`...)
+	} else {
+		b = append(b, `,"active":false`...)
+	}
+	if v := p.Vendors(); len(v) > 0 {
+		b = append(b, `,"vendors":`...)
+		b = appendStringList(b, v)
+	}
+	if c := p.Categories(); len(c) > 0 {
+		b = append(b, `,"categories":`...)
+		b = appendStringList(b, c)
+	}
+	if p.PriceMicros != 0 {
+		b = append(b, `,"priceMicros":`...)
+		b = strconv.AppendInt(b, p.PriceMicros, 10)
+	}
+	if p.QualityScore != 0 {
+		b = append(b, `,"qualityScore":`...)
+		b = strconv.AppendFloat(b, p.QualityScore, 'g', -1, 64)
+	}
+	if d != nil && !d.empty() {
+		b = append(b, `,"details":`...)
+		b = d.appendJSON(b)
+	}
+	return append(b, '}'), nil
+}
+
+// --- binary details (memory's form) ---
+
+// Tags of the binary detail fields: each field is its tag, the uvarint
+// length of its bytes, and the bytes.
+const (
+	tagDescription = 1 + iota
+	tagBrandID
+	tagBrandName
+	tagImageURL
+	tagEAN
+	tagGTIN
+	tagMetadata // compact JSON
+	tagGlobalID
+	tagLink
+	tagVariantID // once per variant id
+)
+
+func appendField(b []byte, tag byte, v string) []byte {
+	b = append(b, tag)
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendDetailsBin appends the binary form of d.
+func appendDetailsBin(b []byte, d *productDetails) []byte {
+	if d.Description != "" {
+		b = appendField(b, tagDescription, d.Description)
+	}
+	if d.Brand != nil {
+		b = appendField(b, tagBrandID, d.Brand.ID)
+		b = appendField(b, tagBrandName, d.Brand.Name)
+	}
+	for _, f := range [...]struct {
+		tag byte
+		v   string
+	}{{tagImageURL, d.ImageURL}, {tagEAN, d.EAN}, {tagGTIN, d.GTIN}, {tagMetadata, string(d.Metadata)}, {tagGlobalID, d.GlobalID}, {tagLink, d.Link}} {
+		if f.v != "" {
+			b = appendField(b, f.tag, f.v)
+		}
+	}
+	for _, v := range d.VariantIDs {
+		b = appendField(b, tagVariantID, v)
+	}
+	return b
+}
+
+// decodeDetailsBin reads what appendDetailsBin wrote. The strings share s.
+func decodeDetailsBin(s string) productDetails {
+	var d productDetails
+	for len(s) > 0 {
+		tag := s[0]
+		n, k := binary.Uvarint([]byte(s[1:min(len(s), 11)]))
+		if k <= 0 || uint64(len(s)-1-k) < n {
+			break // cannot happen: written by appendDetailsBin
+		}
+		v := s[1+k : 1+k+int(n)]
+		s = s[1+k+int(n):]
+		switch tag {
+		case tagDescription:
+			d.Description = v
+		case tagBrandID:
+			if d.Brand == nil {
+				d.Brand = &Brand{}
+			}
+			d.Brand.ID = v
+		case tagBrandName:
+			if d.Brand == nil {
+				d.Brand = &Brand{}
+			}
+			d.Brand.Name = v
+		case tagImageURL:
+			d.ImageURL = v
+		case tagEAN:
+			d.EAN = v
+		case tagGTIN:
+			d.GTIN = v
+		case tagMetadata:
+			d.Metadata = json.RawMessage(v)
+		case tagGlobalID:
+			d.GlobalID = v
+		case tagLink:
+			d.Link = v
+		case tagVariantID:
+			d.VariantIDs = append(d.VariantIDs, v)
+		}
+	}
+	return d
+}
+
+// --- decoding ---
+
+// productJSON is the log's form for encoding/json (the slow path).
+type productJSON struct {
+	Name         string          `json:"name"`
+	Active       bool            `json:"active"`
+	Vendors      []string        `json:"vendors"`
+	Categories   []string        `json:"categories"`
+	PriceMicros  int64           `json:"priceMicros"`
+	QualityScore float64         `json:"qualityScore"`
+	Details      *productDetails `json:"details"`
+}
+
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// UnmarshalJSON reads the log's form.
+func (p *Product) UnmarshalJSON(data []byte) error {
+	bp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(bp)
+	var spans [24]int
+	if p.decode(data, bp, spans[:0]) {
+		return nil
+	}
+	var j productJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	// Build the same compact form from the decoded values.
+	b := append((*bp)[:0], j.Name...)
+	ends := spans[:0]
+	ends = append(ends, len(b))
+	for _, s := range j.Vendors {
+		b = append(b, s...)
+		ends = append(ends, len(b))
+	}
+	for _, s := range j.Categories {
+		b = append(b, s...)
+		ends = append(ends, len(b))
+	}
+	if j.Details != nil {
+		if m := j.Details.Metadata; len(m) > 0 {
+			var cm bytes.Buffer
+			if json.Compact(&cm, m) == nil {
+				j.Details.Metadata = cm.Bytes()
+			}
+			if string(j.Details.Metadata) == "null" {
+				j.Details.Metadata = nil
+			}
+		}
+		b = appendDetailsBin(b, j.Details)
+	}
+	*bp = b
+	p.build(b, ends, len(j.Vendors))
+	p.Active, p.PriceMicros, p.QualityScore = j.Active, j.PriceMicros, j.QualityScore
+	return nil
+}
+
+// build makes the product's texts from b, one allocation: b holds the
+// name, the list items and the binary details; ends[k] is where item k
+// ends (item 0 is the name).
+func (p *Product) build(b []byte, ends []int, nVendors int) {
+	var sb strings.Builder
+	sb.Grow(len(b))
+	sb.Write(b)
+	all := sb.String()
+	*p = Product{Name: all[:ends[0]], nVendors: int32(nVendors)}
+	if n := len(ends) - 1; n > 0 {
+		p.lists = make([]string, n)
+		for k := range n {
+			p.lists[k] = all[ends[k]:ends[k+1]]
+		}
+	}
+	p.details = all[ends[len(ends)-1]:]
+}
+
+// decoder reads the compact JSON the encoder writes.
+type decoder struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (d *decoder) lit(l string) bool {
+	if !d.bad && len(d.b)-d.i >= len(l) && string(d.b[d.i:d.i+len(l)]) == l {
+		d.i += len(l)
+		return true
+	}
+	return false
+}
+
+func (d *decoder) expect(l string) {
+	if !d.lit(l) {
+		d.bad = true
+	}
+}
+
+// str appends the content of the JSON string at the cursor to dst.
+func (d *decoder) str(dst []byte) []byte {
+	if d.bad || d.i >= len(d.b) || d.b[d.i] != '"' {
+		d.bad = true
+		return dst
+	}
+	j := d.i + 1
+	for j < len(d.b) && d.b[j] != '"' && d.b[j] != '\\' && d.b[j] >= 0x20 {
+		j++
+	}
+	if j < len(d.b) && d.b[j] == '"' && utf8.Valid(d.b[d.i+1:j]) {
+		dst = append(dst, d.b[d.i+1:j]...)
+		d.i = j + 1
+		return dst
+	}
+	out, end, ok := appendUnquoted(dst, d.b, d.i+1)
+	if !ok {
+		d.bad = true
+		return dst
+	}
+	d.i = end
+	return out
+}
+
+// strList appends the items of ["a","b"] to dst and their ends to ends.
+func (d *decoder) strList(dst []byte, ends []int) ([]byte, []int) {
+	d.expect("[")
+	if d.lit("]") {
+		return dst, ends
+	}
+	for !d.bad {
+		dst = d.str(dst)
+		ends = append(ends, len(dst))
+		if d.lit("]") {
+			break
+		}
+		d.expect(",")
+	}
+	return dst, ends
+}
+
+func (d *decoder) number() []byte {
+	lo := d.i
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			d.i++
+			continue
+		}
+		break
+	}
+	if d.i == lo {
+		d.bad = true
+	}
+	return d.b[lo:d.i]
+}
+
+// object returns the JSON object at the cursor, assumed valid (the log's
+// records were checked by the decoder that handed them over).
+func (d *decoder) object() []byte {
+	if d.bad || d.i >= len(d.b) || d.b[d.i] != '{' {
+		d.bad = true
+		return nil
+	}
+	depth := 0
+	for j := d.i; j < len(d.b); j++ {
+		switch d.b[j] {
+		case '"':
+			for j++; j < len(d.b) && d.b[j] != '"'; j++ {
+				if d.b[j] == '\\' {
+					j++
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				o := d.b[d.i : j+1]
+				d.i = j + 1
+				return o
+			}
+		}
+	}
+	d.bad = true
+	return nil
+}
+
+// field appends one binary detail field whose value is the JSON string at
+// the cursor.
+func (d *decoder) field(dst []byte, tag byte) []byte {
+	dst = append(dst, tag, 0, 0, 0) // room for a uvarint length up to 2^21
+	start := len(dst)
+	dst = d.str(dst)
+	n := len(dst) - start
+	if n >= 1<<21 {
+		d.bad = true
+		return dst
+	}
+	var lb [3]byte
+	k := binary.PutUvarint(lb[:], uint64(n))
+	copy(dst[start-3:], lb[:k])
+	if k < 3 {
+		copy(dst[start-3+k:], dst[start:])
+		dst = dst[:len(dst)-(3-k)]
+	}
+	return dst
+}
+
+// details appends the binary form of the details object at the cursor.
+func (d *decoder) details(dst []byte) []byte {
+	d.expect("{")
+	if d.lit("}") {
+		return dst
+	}
+	for !d.bad {
+		switch {
+		case d.lit(`"description":`):
+			dst = d.field(dst, tagDescription)
+		case d.lit(`"brand":{"id":`):
+			dst = d.field(dst, tagBrandID)
+			d.expect(`,"name":`)
+			dst = d.field(dst, tagBrandName)
+			d.expect("}")
+		case d.lit(`"imageURL":`):
+			dst = d.field(dst, tagImageURL)
+		case d.lit(`"ean":`):
+			dst = d.field(dst, tagEAN)
+		case d.lit(`"gtin":`):
+			dst = d.field(dst, tagGTIN)
+		case d.lit(`"metadata":`):
+			o := d.object()
+			dst = appendField(dst, tagMetadata, string(o))
+		case d.lit(`"globalId":`):
+			dst = d.field(dst, tagGlobalID)
+		case d.lit(`"link":`):
+			dst = d.field(dst, tagLink)
+		case d.lit(`"variantIds":[`):
+			if !d.lit("]") {
+				for !d.bad {
+					dst = d.field(dst, tagVariantID)
+					if d.lit("]") {
+						break
+					}
+					d.expect(",")
+				}
+			}
+		default:
+			d.bad = true
+		}
+		if d.lit("}") {
+			break
+		}
+		d.expect(",")
+	}
+	return dst
+}
+
+// decode reads the encoder's form into p, its texts built in *bp. It
+// returns false when data is in another form (p is then unspecified).
+func (p *Product) decode(data []byte, bp *[]byte, ends []int) bool {
+	d := decoder{b: data}
+	b := (*bp)[:0]
+	d.expect(`{"name":`)
+	b = d.str(b)
+	ends = append(ends, len(b))
+	active := false
+	switch {
+	case d.lit(`,"active":true`):
+		active = true
+	case d.lit(`,"active":false`):
+	default:
+		return false
+	}
+	nv := len(ends)
+	if d.lit(`,"vendors":`) {
+		b, ends = d.strList(b, ends)
+	}
+	nv = len(ends) - nv
+	if d.lit(`,"categories":`) {
+		b, ends = d.strList(b, ends)
+	}
+	var price int64
+	var score float64
+	if d.lit(`,"priceMicros":`) {
+		v, err := strconv.ParseInt(string(d.number()), 10, 64)
+		if err != nil {
+			return false
+		}
+		price = v
+	}
+	if d.lit(`,"qualityScore":`) {
+		v, err := strconv.ParseFloat(string(d.number()), 64)
+		if err != nil {
+			return false
+		}
+		score = v
+	}
+	if d.lit(`,"details":`) {
+		b = d.details(b)
+	}
+	d.expect("}")
+	*bp = b
+	if d.bad || d.i != len(data) {
+		return false
+	}
+	p.build(b, ends, nv)
+	p.Active, p.PriceMicros, p.QualityScore = active, price, score
+	return true
+}
+
+// appendUnquoted appends the decoded content of the JSON string whose
+// content starts at b[i] (after the opening quote), and returns the index
+// after the closing quote. Invalid escapes and surrogates become U+FFFD,
+// as with encoding/json.
+func appendUnquoted(dst, b []byte, i int) ([]byte, int, bool) {
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return dst, i + 1, true
+		case c < 0x20:
+			return dst, 0, false
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, b[i:i+size]...)
+			}
+			i += size
+			continue
+		case c != '\\':
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		if i+1 >= len(b) {
+			return dst, 0, false
+		}
+		e := b[i+1]
+		i += 2
+		switch e {
+		case '"', '\\', '/':
+			dst = append(dst, e)
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(b, i)
+			if !ok {
+				return dst, 0, false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok2 := rune(-1), false
+				if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
+					r2, ok2 = hex4(b, i+2)
+				}
+				if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, 0, false
+		}
+	}
+	return dst, 0, false
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
