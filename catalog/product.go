@@ -118,7 +118,7 @@ func (p *Product) view(id string) ProductView {
 		q := p.QualityScore
 		v.QualityScore = &q
 	}
-	d := p.Details()
+	d := p.detailFields()
 	v.Description, v.Brand, v.ImageURL = strPtr(d.Description), d.Brand, strPtr(d.ImageURL)
 	v.EAN, v.GTIN, v.GlobalID, v.Link = strPtr(d.EAN), strPtr(d.GTIN), strPtr(d.GlobalID), strPtr(d.Link)
 	v.VariantIDs = nonNil(d.VariantIDs)
@@ -216,12 +216,12 @@ func (c *checker) idList(items []string, at []any, path ...any) []string {
 			}
 		}
 		if !dup {
+			if len(out) == MaxListItems {
+				c.add(validation.TooLong, "List should have at most "+strconv.Itoa(MaxListItems)+" items after validation", loc(at, path...)...)
+				return nil
+			}
 			out = append(out, s)
 		}
-	}
-	if len(out) > MaxListItems {
-		c.add(validation.TooLong, "List should have at most "+strconv.Itoa(MaxListItems)+" items after validation, not "+strconv.Itoa(len(out)), loc(at, path...)...)
-		return nil
 	}
 	if len(out) == 0 {
 		return nil

@@ -50,8 +50,8 @@ func (p *Product) Vendors() []string { return p.lists[:p.nVendors:p.nVendors] }
 // Categories are the product's category ids (shared: do not modify).
 func (p *Product) Categories() []string { return p.lists[p.nVendors:len(p.lists):len(p.lists)] }
 
-// Details decodes the fields nothing but GET reads.
-func (p *Product) Details() productDetails {
+// detailFields decodes the fields nothing but GET reads.
+func (p *Product) detailFields() productDetails {
 	if p.pending != nil {
 		return *p.pending
 	}

@@ -139,7 +139,7 @@ func TestProductDecodeEscapes(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &j); err != nil {
 		t.Fatal(err)
 	}
-	d := q.Details()
+	d := q.detailFields()
 	if q.Name != j.Name || q.Vendors()[0] != j.Vendors[0] || d.Description != j.Details.Description || *d.Brand != *j.Details.Brand {
 		t.Fatalf("got %q %q %q %+v, encoding/json got %q %q %q %+v", q.Name, q.Vendors(), d.Description, d.Brand,
 			j.Name, j.Vendors, j.Details.Description, j.Details.Brand)
@@ -197,7 +197,7 @@ func FuzzProductDecode(f *testing.F) {
 		if j.Details != nil {
 			jd = *j.Details
 		}
-		qd := q.Details()
+		qd := q.detailFields()
 		var qm, jm any
 		_ = json.Unmarshal(qd.Metadata, &qm)
 		_ = json.Unmarshal(jd.Metadata, &jm)

@@ -257,6 +257,9 @@ func TestCatalogProducts(t *testing.T) {
 	r = catDo(t, s, "GET", catProducts+"/p/2", A, nil, nil) // ids may hold slashes
 	catOK(t, r, 200)
 	catSame(t, r.Body, catMinimalJSON)
+	r = catDo(t, s, "GET", catProducts+"/p%2F2", A, nil, nil) // escaped or not
+	catOK(t, r, 200)
+	catSame(t, r.Body, catMinimalJSON)
 	r = catDo(t, s, "GET", catProducts+"/p-3", A, nil, nil)
 	catOK(t, r, 200)
 	var p3 map[string]any

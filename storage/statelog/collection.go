@@ -48,7 +48,7 @@ func (c *Collection[T]) apply(r Record) {
 	var nv *T
 	if !r.Deleted {
 		v := new(T)
-		if err := json.Unmarshal(r.State, v); err != nil {
+		if err := decodeState(r.State, v); err != nil {
 			c.log.log.Error("state log: undecodable entity state", "type", c.typ, "id", r.ID, "err", err)
 			return
 		}
@@ -171,3 +171,13 @@ func (c *Collection[T]) PutMany(ctx context.Context, marketplace string, ws []Wr
 
 // Log is the log the collection lives on (for batches across collections).
 func (c *Collection[T]) Log() *Log { return c.log }
+
+// decodeState decodes an entity's state. The record holding it was already
+// validated as JSON when it was decoded, so a type with its own decoder gets
+// the bytes directly (json.Unmarshal would scan them once more first).
+func decodeState(raw []byte, v any) error {
+	if u, ok := v.(json.Unmarshaler); ok {
+		return u.UnmarshalJSON(raw)
+	}
+	return json.Unmarshal(raw, v)
+}

@@ -6,11 +6,13 @@
 // tails it. A record is applied when its version is higher than the view's
 // version of that entity; otherwise every view rejects it the same way.
 //
-// Writes go through Append: it checks the caller's expected version against
-// the view, appends the record with acks=all, and returns only after this
-// process's own view has applied it, so a writer reads its own writes.
-// Writes to one entity from one process are serialised; the losing side of a
-// race sees ErrConflict.
+// Writes go through Append and AppendBatch: they check the caller's expected
+// version against the view, append with acks=all, and return only after this
+// process's own view has applied the records, so a writer reads its own writes.
+// Writes to one entity from one process that expect a version are
+// serialised; the losing side of a race sees ErrConflict. Last-writer-wins
+// writes (AnyVersion) are not: one that loses a race is written again on
+// top of the winner.
 package statelog
 
 import (
@@ -272,8 +274,13 @@ func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state 
 // AppendBatch writes every change and returns their new versions once this
 // process's view has applied all of them. A change with an expected version
 // that does not match fails the whole batch with ErrConflict before anything
-// is written. Changes with AnyVersion that lose a race with another process
-// are written again on top of the winner.
+// is written. Changes with AnyVersion that lose a race with another writer
+// (of this process or another) are written again on top of the winner.
+//
+// Only changes with an expected version take the lock stripes: a bulk
+// last-writer-wins batch (500 catalog products cover most of the 256
+// stripes) would otherwise hold nearly every stripe for a Kafka round trip
+// and serialise all the other batches of the process.
 func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error) {
 	if !l.Ready() {
 		return nil, ErrNotReady
@@ -380,11 +387,15 @@ func (l *Log) write(ctx context.Context, changes []Change, versions []int64, idx
 	return lost, nil
 }
 
-// stripes returns the lock stripes of the changes' entities, each once, in
-// a fixed order so that concurrent batches cannot deadlock.
+// stripes returns the lock stripes of the changes' entities that expect a
+// version, each once, in a fixed order so that concurrent batches cannot
+// deadlock.
 func (l *Log) stripes(changes []Change) []*sync.Mutex {
 	var seen [len(l.keyLocks)]bool
 	for _, c := range changes {
+		if c.Expected == AnyVersion {
+			continue
+		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(c.Type))
 		_, _ = h.Write([]byte{'/'})
