@@ -324,18 +324,26 @@ func (s *Service) DeleteProducts(ctx context.Context, mp string, ids []string, p
 // products: checked whole, last occurrence of an id wins, If-Match needs
 // exactly one).
 func (s *Service) UpsertVendors(ctx context.Context, mp string, in []VendorInput, present bool, expected int64) (UpsertResult, error) {
+	return upsertSimple(ctx, s.vendors, mp, in, present, expected, "vendors", "vendor", (*checker).vendor)
+}
+
+// upsertSimple is the bulk upsert of vendors and categories: check the whole
+// batch, keep the last occurrence of each id, then write it (last writer
+// wins), or write its one item at the If-Match version.
+func upsertSimple[In, T any](ctx context.Context, coll *statelog.Collection[T], mp string, in []In, present bool, expected int64,
+	list, noun string, check func(*checker, *In, []any) (string, T)) (UpsertResult, error) {
 	var c checker
-	if !c.batch(len(in), present, "body", "vendors") {
+	if !c.batch(len(in), present, "body", list) {
 		return UpsertResult{}, c.errs
 	}
 	if expected != statelog.AnyVersion && len(in) != 1 {
-		c.add(validation.ValueError, "If-Match needs exactly one vendor in the request", "body", "vendors")
+		c.add(validation.ValueError, "If-Match needs exactly one "+noun+" in the request", "body", list)
 		return UpsertResult{}, c.errs
 	}
-	ws := make([]statelog.Write[Vendor], 0, len(in))
+	ws := make([]statelog.Write[T], 0, len(in))
 	pos := make(map[string]int, len(in))
 	for i := range in {
-		id, v := c.vendor(&in[i], []any{"body", "vendors", i})
+		id, v := check(&c, &in[i], []any{"body", list, i})
 		if len(c.errs) > 0 {
 			continue
 		}
@@ -344,16 +352,16 @@ func (s *Service) UpsertVendors(ctx context.Context, mp string, in []VendorInput
 			continue
 		}
 		pos[id] = len(ws)
-		ws = append(ws, statelog.Write[Vendor]{ID: id, Expected: statelog.AnyVersion, Value: v})
+		ws = append(ws, statelog.Write[T]{ID: id, Expected: statelog.AnyVersion, Value: v})
 	}
 	if len(c.errs) > 0 {
 		return UpsertResult{}, c.errs
 	}
 	var err error
 	if expected != statelog.AnyVersion {
-		_, err = s.vendors.Put(ctx, mp, ws[0].ID, expected, ws[0].Value)
+		_, err = coll.Put(ctx, mp, ws[0].ID, expected, ws[0].Value)
 	} else {
-		err = s.vendors.PutMany(ctx, mp, ws)
+		err = coll.PutMany(ctx, mp, ws)
 	}
 	if err != nil {
 		return UpsertResult{}, err
@@ -391,41 +399,7 @@ func (s *Service) ListVendors(mp, after string, limit int, globalID string) ([]V
 // UpsertCategories creates or wholly replaces 1..500 categories. A parentId
 // need not exist (categories are often synced in any order).
 func (s *Service) UpsertCategories(ctx context.Context, mp string, in []CategoryInput, present bool, expected int64) (UpsertResult, error) {
-	var c checker
-	if !c.batch(len(in), present, "body", "categories") {
-		return UpsertResult{}, c.errs
-	}
-	if expected != statelog.AnyVersion && len(in) != 1 {
-		c.add(validation.ValueError, "If-Match needs exactly one category in the request", "body", "categories")
-		return UpsertResult{}, c.errs
-	}
-	ws := make([]statelog.Write[Category], 0, len(in))
-	pos := make(map[string]int, len(in))
-	for i := range in {
-		id, v := c.category(&in[i], []any{"body", "categories", i})
-		if len(c.errs) > 0 {
-			continue
-		}
-		if j, dup := pos[id]; dup {
-			ws[j].Value = v
-			continue
-		}
-		pos[id] = len(ws)
-		ws = append(ws, statelog.Write[Category]{ID: id, Expected: statelog.AnyVersion, Value: v})
-	}
-	if len(c.errs) > 0 {
-		return UpsertResult{}, c.errs
-	}
-	var err error
-	if expected != statelog.AnyVersion {
-		_, err = s.categories.Put(ctx, mp, ws[0].ID, expected, ws[0].Value)
-	} else {
-		err = s.categories.PutMany(ctx, mp, ws)
-	}
-	if err != nil {
-		return UpsertResult{}, err
-	}
-	return UpsertResult{Upserted: len(ws), Warnings: []Warning{}}, nil
+	return upsertSimple(ctx, s.categories, mp, in, present, expected, "categories", "category", (*checker).category)
 }
 
 // GetCategory returns a category and its version.
