@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/internal/testenv"
 )
@@ -102,54 +100,7 @@ func cpNormalize(t *testing.T, body []byte, ids map[string]string) []byte {
 // cpSame fails unless got (normalised) and want are the same JSON value.
 func cpSame(t *testing.T, got []byte, ids map[string]string, want string) {
 	t.Helper()
-	got = cpNormalize(t, got, ids)
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("response is not JSON: %q", got)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("bad expectation %q: %v", want, err)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
-		t.Fatalf("response differs\n got: %s\nwant: %s", gb, wb)
-	}
-}
-
-// cp422 checks a 422 body: every detail has msg and type, and its
-// "loc:type" list is exactly want.
-func cp422(t *testing.T, r response, want ...string) {
-	t.Helper()
-	if r.Status != 422 {
-		t.Fatalf("status %d, want 422: %s", r.Status, r.Body)
-	}
-	var body struct {
-		Detail []struct {
-			Loc  []any  `json:"loc"`
-			Msg  string `json:"msg"`
-			Type string `json:"type"`
-		} `json:"detail"`
-	}
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, d := range body.Detail {
-		if d.Msg == "" || d.Type == "" {
-			t.Fatalf("detail without msg or type: %s", r.Body)
-		}
-		parts := make([]string, len(d.Loc))
-		for i, l := range d.Loc {
-			parts[i] = fmt.Sprint(l)
-		}
-		got = append(got, strings.Join(parts, ".")+":"+d.Type)
-	}
-	sort.Strings(got)
-	sort.Strings(want)
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("422 %v, want %v: %s", got, want, r.Body)
-	}
+	sameJSON(t, cpNormalize(t, got, ids), want)
 }
 
 func cp404(t *testing.T, r response) {
@@ -211,22 +162,6 @@ func cpPages(t *testing.T, s *system, path, key, items, field string, limit int)
 	}
 	t.Fatal("list does not end")
 	return nil
-}
-
-// cpOtherMarketplace creates marketplace B and returns its advanced key.
-func cpOtherMarketplace(t *testing.T, s *system) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	mp, err := s.App.Accounts.CreateMarketplace(ctx, "Other Market", "EUR", "Europe/Paris")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := s.App.Accounts.CreateKey(ctx, mp.ID, accounts.KeyAdvanced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
 }
 
 // cpFixture creates, through the other areas' APIs, vendors v-1 and v-2;
@@ -334,10 +269,10 @@ func TestCampaignsLifecycle(t *testing.T) {
 	cpSame(t, first, ids, c1JSON)
 	// A cursor of another list (vendor) is rejected; so are bad limits.
 	next := page["nextPage"].(string)
-	cp422(t, cpDo(t, s, "GET", cpVendor("v-2")+"?next_page="+url.QueryEscape(next), A, nil, nil), "query.next_page:value_error")
-	cp422(t, cpDo(t, s, "GET", cpBids(c1)+"?next_page="+url.QueryEscape(next), A, nil, nil), "query.next_page:value_error")
-	cp422(t, cpDo(t, s, "GET", cpVendor("v-1")+"?limit=101", A, nil, nil), "query.limit:less_than_equal")
-	cp422(t, cpDo(t, s, "GET", cpVendor("v-1")+"?limit=0", A, nil, nil), "query.limit:greater_than_equal")
+	expect422Typed(t, cpDo(t, s, "GET", cpVendor("v-2")+"?next_page="+url.QueryEscape(next), A, nil, nil), "query.next_page:value_error")
+	expect422Typed(t, cpDo(t, s, "GET", cpBids(c1)+"?next_page="+url.QueryEscape(next), A, nil, nil), "query.next_page:value_error")
+	expect422Typed(t, cpDo(t, s, "GET", cpVendor("v-1")+"?limit=101", A, nil, nil), "query.limit:less_than_equal")
+	expect422Typed(t, cpDo(t, s, "GET", cpVendor("v-1")+"?limit=0", A, nil, nil), "query.limit:greater_than_equal")
 
 	// Update: only what is sent changes (also inside targeting); null
 	// clears; the ETag moves on.
@@ -428,7 +363,7 @@ func TestCampaignsLifecycle(t *testing.T) {
 		 "isEligible":true,"ineligibleReason":null,"createdAt":"<now>","updatedAt":"<now>"}]}`)
 	// Update a bid.
 	r = cpDo(t, s, "PATCH", cpBids(c1)+"/"+b2, A, `{"bidAmount":"1.25","isActive":true}`, nil)
-	cp422(t, r, "body.bidAmount:decimal_type")
+	expect422Typed(t, r, "body.bidAmount:decimal_type")
 	r = cpDo(t, s, "PATCH", cpBids(c1)+"/"+b2, A, `{"bidAmount":1.25,"isActive":true}`, map[string]string{"If-Match": `"1"`})
 	cpStatus(t, r, 200)
 	cpETag(t, r, "2")
@@ -463,7 +398,7 @@ func TestCampaignsLifecycle(t *testing.T) {
 		t.Fatalf("rebuilt bids %v", got)
 	}
 	// The rebuilt process still enforces one bid per target.
-	cp422(t, cpDo(t, s2, "POST", cpBids(c1), A, `{"targetType":"keyword","target":"running shoes","bidAmount":1}`, nil), "body.target:value_error")
+	expect422Typed(t, cpDo(t, s2, "POST", cpBids(c1), A, `{"targetType":"keyword","target":"running shoes","bidAmount":1}`, nil), "body.target:value_error")
 }
 
 // TestCampaignsRejected: every validation rule answers 422 with its loc,
@@ -524,7 +459,7 @@ func TestCampaignsRejected(t *testing.T) {
 		`{"name":"a","type":"listings","dailyBudget":1,"targeting":{"segments":["seg-1","seg-404"]}}`: {"body.targeting.segments.1:not_found"},
 	}
 	for body, want := range create {
-		cp422(t, cpDo(t, s, "POST", cpVendor("v-1"), A, body, nil), want...)
+		expect422Typed(t, cpDo(t, s, "POST", cpVendor("v-1"), A, body, nil), want...)
 	}
 	cp404(t, cpDo(t, s, "POST", cpVendor("v-404"), A, `{"name":"a","type":"listings","dailyBudget":1}`, nil))
 	cp404(t, cpDo(t, s, "GET", cpVendor("v-404"), A, nil, nil))
@@ -540,9 +475,9 @@ func TestCampaignsRejected(t *testing.T) {
 		`{"isActive":null}`:                       {"body.isActive:bool_type"},
 	}
 	for body, want := range update {
-		cp422(t, cpDo(t, s, "PATCH", cpCampaign(c1), A, body, nil), want...)
+		expect422Typed(t, cpDo(t, s, "PATCH", cpCampaign(c1), A, body, nil), want...)
 	}
-	cp422(t, cpDo(t, s, "PATCH", cpCampaign(auto), A, `{"dailyBudget":null}`, nil), "body.dailyBudget:missing")
+	expect422Typed(t, cpDo(t, s, "PATCH", cpCampaign(auto), A, `{"dailyBudget":null}`, nil), "body.dailyBudget:missing")
 	cpETag(t, cpDo(t, s, "GET", cpCampaign(c1), A, nil, nil), "1")
 
 	// Billing contact rules.
@@ -553,7 +488,7 @@ func TestCampaignsRejected(t *testing.T) {
 		`{"billingContactId":"` + contact2 + `"}`: {"body.billingContactId:value_error"}, // linked to v-2 only
 	}
 	for body, want := range bc {
-		cp422(t, cpDo(t, s, "PUT", cpCampaign(c1)+"/billing-contact", A, body, nil), want...)
+		expect422Typed(t, cpDo(t, s, "PUT", cpCampaign(c1)+"/billing-contact", A, body, nil), want...)
 	}
 
 	// Bid rules.
@@ -571,29 +506,29 @@ func TestCampaignsRejected(t *testing.T) {
 		`{"targetType":"category","target":"c","bidAmount":1,"isActive":1}`:                  {"body.isActive:type_error"},
 	}
 	for body, want := range bids {
-		cp422(t, cpDo(t, s, "POST", cpBids(c1), A, body, nil), want...)
+		expect422Typed(t, cpDo(t, s, "POST", cpBids(c1), A, body, nil), want...)
 	}
-	cp422(t, cpDo(t, s, "POST", cpBids(auto), A, `{"targetType":"category","target":"c","bidAmount":1}`, nil), "path.campaign_id:value_error")
+	expect422Typed(t, cpDo(t, s, "POST", cpBids(auto), A, `{"targetType":"category","target":"c","bidAmount":1}`, nil), "path.campaign_id:value_error")
 	for body, want := range map[string][]string{
 		`{"target":"p-2"}`:         {"body.target:value_error"},
 		`{"targetType":"keyword"}`: {"body.targetType:value_error"},
 		`{"bidAmount":-0.5}`:       {"body.bidAmount:greater_than"},
 		`{"bidAmount":null}`:       {"body.bidAmount:decimal_type"},
 	} {
-		cp422(t, cpDo(t, s, "PATCH", cpBids(c1)+"/"+b1, A, body, nil), want...)
+		expect422Typed(t, cpDo(t, s, "PATCH", cpBids(c1)+"/"+b1, A, body, nil), want...)
 	}
 
 	// Automated bids: limits and type.
-	cp422(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?limit=101", A, nil, nil), "query.limit:less_than_equal")
-	cp422(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?limit=0", A, nil, nil), "query.limit:greater_than_equal")
-	cp422(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?limit=x", A, nil, nil), "query.limit:int_parsing")
-	cp422(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?next_page=forged", A, nil, nil), "query.next_page:value_error")
-	cp422(t, cpDo(t, s, "GET", cpAuto+"/"+c1+"/bids", A, nil, nil), "path.campaign-id:value_error")
+	expect422Typed(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?limit=101", A, nil, nil), "query.limit:less_than_equal")
+	expect422Typed(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?limit=0", A, nil, nil), "query.limit:greater_than_equal")
+	expect422Typed(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?limit=x", A, nil, nil), "query.limit:int_parsing")
+	expect422Typed(t, cpDo(t, s, "GET", cpAuto+"/"+auto+"/bids?next_page=forged", A, nil, nil), "query.next_page:value_error")
+	expect422Typed(t, cpDo(t, s, "GET", cpAuto+"/"+c1+"/bids", A, nil, nil), "path.campaign-id:value_error")
 
 	// Malformed ids are 422 at their path parameter; unknown ones 404.
-	cp422(t, cpDo(t, s, "GET", cpCampaign("nope"), A, nil, nil), "path.campaign_id:uuid_parsing")
-	cp422(t, cpDo(t, s, "GET", cpBids(c1)+"/nope", A, nil, nil), "path.bid_id:uuid_parsing")
-	cp422(t, cpDo(t, s, "GET", cpAuto+"/nope/bids", A, nil, nil), "path.campaign-id:uuid_parsing")
+	expect422Typed(t, cpDo(t, s, "GET", cpCampaign("nope"), A, nil, nil), "path.campaign_id:uuid_parsing")
+	expect422Typed(t, cpDo(t, s, "GET", cpBids(c1)+"/nope", A, nil, nil), "path.bid_id:uuid_parsing")
+	expect422Typed(t, cpDo(t, s, "GET", cpAuto+"/nope/bids", A, nil, nil), "path.campaign-id:uuid_parsing")
 	unknown := "0190a5b4-0000-7000-8000-000000000000"
 	for _, rq := range [][3]string{
 		{"GET", cpCampaign(unknown), ""},
@@ -619,7 +554,7 @@ func TestCampaignsRejected(t *testing.T) {
 	}
 
 	// Marketplace B sees and changes nothing of A's, on every route.
-	B := cpOtherMarketplace(t, s)
+	B := otherMarketplace(t, s)
 	for _, rq := range [][3]string{
 		{"GET", cpVendor("v-1"), ""},
 		{"POST", cpVendor("v-1"), `{"name":"a","type":"listings","dailyBudget":1}`},
@@ -654,7 +589,7 @@ func TestCampaignsRejected(t *testing.T) {
 	// A cursor of A's list is foreign to B.
 	r = cpDo(t, s, "GET", cpVendor("v-1")+"?limit=1", A, nil, nil)
 	next, _ := cpObj(t, r.Body)["nextPage"].(string)
-	cp422(t, cpDo(t, s, "GET", cpVendor("v-1")+"?next_page="+url.QueryEscape(next), B, nil, nil), "query.next_page:value_error")
+	expect422Typed(t, cpDo(t, s, "GET", cpVendor("v-1")+"?next_page="+url.QueryEscape(next), B, nil, nil), "query.next_page:value_error")
 	// The marketplace key cannot use these routes.
 	if st := cpDo(t, s, "GET", cpCampaign(c1), s.MarketplaceKey, nil, nil).Status; st != 403 {
 		t.Errorf("marketplace key: %d", st)
@@ -701,7 +636,7 @@ func TestCampaignsFollowTheCatalog(t *testing.T) {
 	r = cpDo(t, s, "GET", autoPath+"?limit=2&next_page="+url.QueryEscape(next), A, nil, nil)
 	cpStatus(t, r, 200)
 	cpSame(t, r.Body, nil, `{"hasMore":false,"nextPage":null,"bids":[{"target":"p-3","bidAmount":0.8,"isActive":false}]}`)
-	cp422(t, cpDo(t, s, "GET", cpBids(manual)+"?next_page="+url.QueryEscape(next), A, nil, nil), "query.next_page:value_error")
+	expect422Typed(t, cpDo(t, s, "GET", cpBids(manual)+"?next_page="+url.QueryEscape(next), A, nil, nil), "query.next_page:value_error")
 
 	// Deactivate p-1: the manual bid is no longer eligible, the automated
 	// bid on it inactive — on the next read.

@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/internal/testenv"
 )
@@ -34,22 +30,6 @@ func catStart(t *testing.T) (*system, config.Config) {
 	cfg.RateLimitCatalog = "3000/1s"
 	cfg.RateLimitDefault = "5000/1s"
 	return startSystem(t, cfg), cfg
-}
-
-// catOther creates marketplace B and returns its advanced key.
-func catOther(t *testing.T, s *system) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	mp, err := s.App.Accounts.CreateMarketplace(ctx, "Other Market", "EUR", "Europe/Paris")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := s.App.Accounts.CreateKey(ctx, mp.ID, accounts.KeyAdvanced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
 }
 
 func catDo(t *testing.T, s *system, method, path, key string, body any, hdr map[string]string) response {
@@ -80,61 +60,10 @@ func catOK(t *testing.T, r response, status int) {
 	}
 }
 
-// catSame fails unless got is the JSON value want.
-func catSame(t *testing.T, got []byte, want string) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("response is not JSON: %q", got)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("bad expectation %q: %v", want, err)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
-		t.Fatalf("response differs\n got: %s\nwant: %s", gb, wb)
-	}
-}
-
 func catETag(t *testing.T, r response, want string) {
 	t.Helper()
 	if got := r.Header.Get("ETag"); got != `"`+want+`"` {
 		t.Fatalf("ETag %q, want %q", got, `"`+want+`"`)
-	}
-}
-
-// cat422 checks a 422 body: its locs (joined with dots) are exactly want.
-func cat422(t *testing.T, r response, want ...string) {
-	t.Helper()
-	if r.Status != 422 {
-		t.Fatalf("status %d, want 422: %s", r.Status, r.Body)
-	}
-	var body struct {
-		Detail []struct {
-			Loc  []any  `json:"loc"`
-			Msg  string `json:"msg"`
-			Type string `json:"type"`
-		} `json:"detail"`
-	}
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, d := range body.Detail {
-		if d.Msg == "" || d.Type == "" {
-			t.Fatalf("detail without msg or type: %s", r.Body)
-		}
-		parts := make([]string, len(d.Loc))
-		for i, l := range d.Loc {
-			parts[i] = fmt.Sprint(l)
-		}
-		got = append(got, strings.Join(parts, "."))
-	}
-	sort.Strings(got)
-	sort.Strings(want)
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("422 locs %v, want %v: %s", got, want, r.Body)
 	}
 }
 
@@ -244,7 +173,7 @@ func TestCatalogProducts(t *testing.T) {
 	]}`
 	r := catDo(t, s, "PUT", catProducts, A, body, nil)
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"upserted": 3, "warnings": [
+	sameJSON(t, r.Body, `{"upserted": 3, "warnings": [
 	  {"loc": ["body", "products", 2, "name"], "msg": "truncated to 150 characters"},
 	  {"loc": ["body", "products", 2, "description"], "msg": "truncated to 5000 characters"},
 	  {"loc": ["body", "products", 2, "ean"], "msg": "not a well-formed EAN-13; stored as null"}
@@ -253,13 +182,13 @@ func TestCatalogProducts(t *testing.T) {
 	r = catDo(t, s, "GET", catProducts+"/p-1", A, nil, nil)
 	catOK(t, r, 200)
 	catETag(t, r, "1")
-	catSame(t, r.Body, catFullProductJSON)
+	sameJSON(t, r.Body, catFullProductJSON)
 	r = catDo(t, s, "GET", catProducts+"/p/2", A, nil, nil) // ids may hold slashes
 	catOK(t, r, 200)
-	catSame(t, r.Body, catMinimalJSON)
+	sameJSON(t, r.Body, catMinimalJSON)
 	r = catDo(t, s, "GET", catProducts+"/p%2F2", A, nil, nil) // escaped or not
 	catOK(t, r, 200)
-	catSame(t, r.Body, catMinimalJSON)
+	sameJSON(t, r.Body, catMinimalJSON)
 	r = catDo(t, s, "GET", catProducts+"/p-3", A, nil, nil)
 	catOK(t, r, 200)
 	var p3 map[string]any
@@ -276,10 +205,10 @@ func TestCatalogProducts(t *testing.T) {
 	  {"id": "p/2", "name": "first"},
 	  {"id": "p/2", "name": "Minimal v2", "active": false, "price": "12.5", "vendors": ["v-3"]}]}`, nil)
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"upserted": 1, "warnings": []}`)
+	sameJSON(t, r.Body, `{"upserted": 1, "warnings": []}`)
 	r = catDo(t, s, "GET", catProducts+"/p/2", A, nil, nil)
 	catETag(t, r, "2")
-	catSame(t, r.Body, strings.NewReplacer(`"Minimal"`, `"Minimal v2"`, `"active": true`, `"active": false`,
+	sameJSON(t, r.Body, strings.NewReplacer(`"Minimal"`, `"Minimal v2"`, `"active": true`, `"active": false`,
 		`"price": null`, `"price": 12.5`, `"vendors": []`, `"vendors": ["v-3"]`).Replace(catMinimalJSON))
 
 	// If-Match: a single product at a version; a stale one is a 409.
@@ -290,7 +219,7 @@ func TestCatalogProducts(t *testing.T) {
 	}
 	catOK(t, catDo(t, s, "PUT", catProducts, A, one, map[string]string{"If-Match": `"2"`}), 200)
 	catETag(t, catDo(t, s, "GET", catProducts+"/p/2", A, nil, nil), "3")
-	cat422(t, catDo(t, s, "PUT", catProducts, A, `{"products": [{"id": "a", "name": "a"}, {"id": "b", "name": "b"}]}`,
+	expect422Locs(t, catDo(t, s, "PUT", catProducts, A, `{"products": [{"id": "a", "name": "a"}, {"id": "b", "name": "b"}]}`,
 		map[string]string{"If-Match": `"3"`}), "body.products")
 	r = catDo(t, s, "DELETE", catProducts, A, `{"ids": ["p/2"]}`, map[string]string{"If-Match": `"2"`})
 	if r.Status != 409 {
@@ -301,11 +230,11 @@ func TestCatalogProducts(t *testing.T) {
 	// Delete: existing ids are deleted, unknown ones reported.
 	r = catDo(t, s, "DELETE", catProducts, A, `{"ids": ["p-1", "p-404", "p-1", "p/2"]}`, nil)
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"deleted": ["p-1", "p/2"], "notFound": ["p-404"]}`)
+	sameJSON(t, r.Body, `{"deleted": ["p-1", "p/2"], "notFound": ["p-404"]}`)
 	cat404(t, catDo(t, s, "GET", catProducts+"/p-1", A, nil, nil))
 	cat404(t, catDo(t, s, "GET", catProducts+"/p/2", A, nil, nil))
 	catOK(t, catDo(t, s, "GET", catProducts+"/p-3", A, nil, nil), 200)
-	catSame(t, catDo(t, s, "DELETE", catProducts, A, `{"ids": ["p-1"]}`, nil).Body, `{"deleted": [], "notFound": ["p-1"]}`)
+	sameJSON(t, catDo(t, s, "DELETE", catProducts, A, `{"ids": ["p-1"]}`, nil).Body, `{"deleted": [], "notFound": ["p-1"]}`)
 	// A deleted product can be created again.
 	catOK(t, catDo(t, s, "PUT", catProducts, A, `{"products": [{"id": "p-1", "name": "again"}]}`, nil), 200)
 	r = catDo(t, s, "GET", catProducts+"/p-1", A, nil, nil)
@@ -374,14 +303,14 @@ func TestCatalogProductValidation(t *testing.T) {
 		{"several errors", put(`{"id": ""}`, with(`"price": 0, "quality_score": 2`)),
 			[]string{"body.products.0.id", "body.products.0.name", p + "price", p + "quality_score"}},
 	} {
-		t.Run(c.name, func(t *testing.T) { cat422(t, c.r, c.locs...) })
+		t.Run(c.name, func(t *testing.T) { expect422Locs(t, c.r, c.locs...) })
 	}
 	cat404(t, catDo(t, s, "GET", catProducts+"/ok", A, nil, nil)) // nothing was written
 
 	// Values that are not errors.
 	r := put(with(`"ean": "not an ean", "gtin": " ", "vendors": [" ", ""], "metadata": null, "brand": null, "price": 1e2`))
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"upserted": 1, "warnings": [{"loc": ["body", "products", 0, "ean"], "msg": "not a well-formed EAN-13; stored as null"}]}`)
+	sameJSON(t, r.Body, `{"upserted": 1, "warnings": [{"loc": ["body", "products", 0, "ean"], "msg": "not a well-formed EAN-13; stored as null"}]}`)
 	r = catDo(t, s, "GET", catProducts+"/x", A, nil, nil)
 	var x map[string]any
 	_ = json.Unmarshal(r.Body, &x)
@@ -391,14 +320,14 @@ func TestCatalogProductValidation(t *testing.T) {
 
 	// Delete.
 	del := func(body string) response { return catDo(t, s, "DELETE", catProducts, A, body, nil) }
-	cat422(t, del(`{}`), "body.ids")
-	cat422(t, del(`{"ids": []}`), "body.ids")
-	cat422(t, del(`{"ids": [`+catIDs("p", 501)+`]}`), "body.ids")
-	cat422(t, del(`{"ids": ["x", ""]}`), "body.ids.1")
-	cat422(t, del(`{"ids": ["`+strings.Repeat("i", 256)+`"]}`), "body.ids.0")
-	cat422(t, del(`{"ids": "x"}`), "body.ids")
+	expect422Locs(t, del(`{}`), "body.ids")
+	expect422Locs(t, del(`{"ids": []}`), "body.ids")
+	expect422Locs(t, del(`{"ids": [`+catIDs("p", 501)+`]}`), "body.ids")
+	expect422Locs(t, del(`{"ids": ["x", ""]}`), "body.ids.1")
+	expect422Locs(t, del(`{"ids": ["`+strings.Repeat("i", 256)+`"]}`), "body.ids.0")
+	expect422Locs(t, del(`{"ids": "x"}`), "body.ids")
 	catOK(t, catDo(t, s, "GET", catProducts+"/x", A, nil, nil), 200) // nothing was deleted
-	catSame(t, del(`{"ids": [`+catIDs("p", 500)+`]}`).Body, `{"deleted": [], "notFound": [`+catIDs("p", 500)+`]}`)
+	sameJSON(t, del(`{"ids": [`+catIDs("p", 500)+`]}`).Body, `{"deleted": [], "notFound": [`+catIDs("p", 500)+`]}`)
 }
 
 func catIDs(prefix string, n int) string {
@@ -423,17 +352,17 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 	  {"id": "v-4", "name": "Delta", "merchant_center_id": 1e3}
 	]}`, nil)
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"upserted": 5, "warnings": []}`)
+	sameJSON(t, r.Body, `{"upserted": 5, "warnings": []}`)
 	r = catDo(t, s, "GET", catVendors+"/v-1", A, nil, nil)
 	catOK(t, r, 200)
 	catETag(t, r, "1")
-	catSame(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": "https://cdn.example.com/v-1.png", "merchant_center_id": 123456789, "globalId": "G-1"}`)
+	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": "https://cdn.example.com/v-1.png", "merchant_center_id": 123456789, "globalId": "G-1"}`)
 	cat404(t, catDo(t, s, "GET", catVendors+"/v-404", A, nil, nil))
 
 	// The spec's list: default page, pages of 2, the global_id filter.
 	r = catDo(t, s, "GET", catVendors, A, nil, nil)
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"hasMore": false, "nextPage": null, "response": [
+	sameJSON(t, r.Body, `{"hasMore": false, "nextPage": null, "response": [
 	  {"id": "v-1", "name": "Alpha", "imageURL": "https://cdn.example.com/v-1.png", "merchant_center_id": 123456789, "globalId": "G-1"},
 	  {"id": "v-2", "name": "Beta", "imageURL": null, "merchant_center_id": null, "globalId": null},
 	  {"id": "v-3", "name": "Gamma", "imageURL": null, "merchant_center_id": null, "globalId": "G-2"},
@@ -445,22 +374,22 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 	if ids := catPages(t, s, catVendors+"?global_id=G-1", A, 1); fmt.Sprint(ids) != "[v-1 v-5]" {
 		t.Fatalf("global_id pages: %v", ids)
 	}
-	catSame(t, catDo(t, s, "GET", catVendors+"?global_id=G-404", A, nil, nil).Body, `{"hasMore": false, "response": [], "nextPage": null}`)
+	sameJSON(t, catDo(t, s, "GET", catVendors+"?global_id=G-404", A, nil, nil).Body, `{"hasMore": false, "response": [], "nextPage": null}`)
 	// A cursor continues only its own list.
 	var page struct{ NextPage string }
 	_ = json.Unmarshal(catDo(t, s, "GET", catVendors+"?limit=1&global_id=G-1", A, nil, nil).Body, &page)
-	cat422(t, catDo(t, s, "GET", catVendors+"?next_page="+page.NextPage, A, nil, nil), "query.next_page")
-	cat422(t, catDo(t, s, "GET", catCategories+"?next_page="+page.NextPage+"&parent_id=G-1", A, nil, nil), "query.next_page")
-	cat422(t, catDo(t, s, "GET", catVendors+"?next_page=forged", A, nil, nil), "query.next_page")
-	cat422(t, catDo(t, s, "GET", catVendors+"?limit=0", A, nil, nil), "query.limit")
-	cat422(t, catDo(t, s, "GET", catVendors+"?limit=501", A, nil, nil), "query.limit")
+	expect422Locs(t, catDo(t, s, "GET", catVendors+"?next_page="+page.NextPage, A, nil, nil), "query.next_page")
+	expect422Locs(t, catDo(t, s, "GET", catCategories+"?next_page="+page.NextPage+"&parent_id=G-1", A, nil, nil), "query.next_page")
+	expect422Locs(t, catDo(t, s, "GET", catVendors+"?next_page=forged", A, nil, nil), "query.next_page")
+	expect422Locs(t, catDo(t, s, "GET", catVendors+"?limit=0", A, nil, nil), "query.limit")
+	expect422Locs(t, catDo(t, s, "GET", catVendors+"?limit=501", A, nil, nil), "query.limit")
 
 	// Update replaces the vendor; If-Match on one vendor.
 	r = catDo(t, s, "PUT", catVendors, A, `{"vendors": [{"id": "v-1", "name": "Alpha 2"}]}`, map[string]string{"If-Match": `"1"`})
 	catOK(t, r, 200)
 	r = catDo(t, s, "GET", catVendors+"/v-1", A, nil, nil)
 	catETag(t, r, "2")
-	catSame(t, r.Body, `{"id": "v-1", "name": "Alpha 2", "imageURL": null, "merchant_center_id": null, "globalId": null}`)
+	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha 2", "imageURL": null, "merchant_center_id": null, "globalId": null}`)
 	if r := catDo(t, s, "PUT", catVendors, A, `{"vendors": [{"id": "v-1", "name": "x"}]}`, map[string]string{"If-Match": `"1"`}); r.Status != 409 {
 		t.Fatalf("stale If-Match: %d %s", r.Status, r.Body)
 	}
@@ -476,7 +405,7 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 		{`{"vendors": [{"id": "v", "name": "n", "imageURL": "logo.png"}]}`, v + "imageURL"},
 		{`{"vendors": [{"id": "v", "name": "n", "globalId": ""}]}`, v + "globalId"},
 	} {
-		cat422(t, catDo(t, s, "PUT", catVendors, A, c.body, nil), c.loc)
+		expect422Locs(t, catDo(t, s, "PUT", catVendors, A, c.body, nil), c.loc)
 	}
 
 	// Categories.
@@ -487,11 +416,11 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 	  {"id": "cheese", "name": "Cheese", "parentId": "food"}
 	]}`, nil)
 	catOK(t, r, 200)
-	catSame(t, r.Body, `{"upserted": 4, "warnings": []}`)
+	sameJSON(t, r.Body, `{"upserted": 4, "warnings": []}`)
 	r = catDo(t, s, "GET", catCategories+"/beer", A, nil, nil)
 	catOK(t, r, 200)
 	catETag(t, r, "1")
-	catSame(t, r.Body, `{"id": "beer", "name": "Beer", "parentId": "drinks"}`)
+	sameJSON(t, r.Body, `{"id": "beer", "name": "Beer", "parentId": "drinks"}`)
 	cat404(t, catDo(t, s, "GET", catCategories+"/food", A, nil, nil))
 	if ids := catPages(t, s, catCategories, A, 3); fmt.Sprint(ids) != "[beer cheese drinks wine]" {
 		t.Fatalf("category pages: %v", ids)
@@ -502,7 +431,7 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 	catOK(t, catDo(t, s, "PUT", catCategories, A, `{"categories": [{"id": "beer", "name": "Beers"}]}`, nil), 200)
 	r = catDo(t, s, "GET", catCategories+"/beer", A, nil, nil)
 	catETag(t, r, "2")
-	catSame(t, r.Body, `{"id": "beer", "name": "Beers", "parentId": null}`)
+	sameJSON(t, r.Body, `{"id": "beer", "name": "Beers", "parentId": null}`)
 	c := "body.categories.0."
 	for _, cc := range []struct{ body, loc string }{
 		{`{"categories": []}`, "body.categories"},
@@ -511,7 +440,7 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 		{`{"categories": [{"id": "c", "name": "n", "parentId": ""}]}`, c + "parentId"},
 		{`{"categories": [{"id": "c", "name": "n", "parentId": "c"}]}`, c + "parentId"},
 	} {
-		cat422(t, catDo(t, s, "PUT", catCategories, A, cc.body, nil), cc.loc)
+		expect422Locs(t, catDo(t, s, "PUT", catCategories, A, cc.body, nil), cc.loc)
 	}
 }
 
@@ -519,7 +448,7 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 // any route and cannot change it; the same ids in B are B's own.
 func TestCatalogIsolation(t *testing.T) {
 	s, _ := catStart(t)
-	A, B := s.AdvancedKey, catOther(t, s)
+	A, B := s.AdvancedKey, otherMarketplace(t, s)
 	catOK(t, catDo(t, s, "PUT", catProducts, A, `{"products": [{"id": "p-1", "name": "A's"}]}`, nil), 200)
 	catOK(t, catDo(t, s, "PUT", catVendors, A, `{"vendors": [{"id": "v-1", "name": "A's", "globalId": "G"}]}`, nil), 200)
 	catOK(t, catDo(t, s, "PUT", catCategories, A, `{"categories": [{"id": "c-1", "name": "A's"}]}`, nil), 200)
@@ -528,17 +457,17 @@ func TestCatalogIsolation(t *testing.T) {
 	cat404(t, catDo(t, s, "GET", catVendors+"/v-1", B, nil, nil))
 	cat404(t, catDo(t, s, "GET", catCategories+"/c-1", B, nil, nil))
 	empty := `{"hasMore": false, "response": [], "nextPage": null}`
-	catSame(t, catDo(t, s, "GET", catVendors, B, nil, nil).Body, empty)
-	catSame(t, catDo(t, s, "GET", catVendors+"?global_id=G", B, nil, nil).Body, empty)
-	catSame(t, catDo(t, s, "GET", catCategories, B, nil, nil).Body, empty)
+	sameJSON(t, catDo(t, s, "GET", catVendors, B, nil, nil).Body, empty)
+	sameJSON(t, catDo(t, s, "GET", catVendors+"?global_id=G", B, nil, nil).Body, empty)
+	sameJSON(t, catDo(t, s, "GET", catCategories, B, nil, nil).Body, empty)
 	// A's cursor is not B's.
 	catOK(t, catDo(t, s, "PUT", catVendors, A, `{"vendors": [{"id": "v-2", "name": "A's"}]}`, nil), 200)
 	var page struct{ NextPage string }
 	_ = json.Unmarshal(catDo(t, s, "GET", catVendors+"?limit=1", A, nil, nil).Body, &page)
-	cat422(t, catDo(t, s, "GET", catVendors+"?limit=1&next_page="+page.NextPage, B, nil, nil), "query.next_page")
+	expect422Locs(t, catDo(t, s, "GET", catVendors+"?limit=1&next_page="+page.NextPage, B, nil, nil), "query.next_page")
 
 	// B deletes "p-1": not found in B, A's stays.
-	catSame(t, catDo(t, s, "DELETE", catProducts, B, `{"ids": ["p-1"]}`, nil).Body, `{"deleted": [], "notFound": ["p-1"]}`)
+	sameJSON(t, catDo(t, s, "DELETE", catProducts, B, `{"ids": ["p-1"]}`, nil).Body, `{"deleted": [], "notFound": ["p-1"]}`)
 	cat404(t, catDo(t, s, "DELETE", catProducts, B, `{"ids": ["p-1"]}`, map[string]string{"If-Match": `"1"`}))
 	// B's upserts of the same ids create B's own entities.
 	catOK(t, catDo(t, s, "PUT", catProducts, B, `{"products": [{"id": "p-1", "name": "B's"}]}`, nil), 200)
@@ -559,7 +488,7 @@ func TestCatalogIsolation(t *testing.T) {
 	if ids := catPages(t, s, catVendors, B, 10); fmt.Sprint(ids) != "[v-1]" {
 		t.Fatalf("B's vendors: %v", ids)
 	}
-	catSame(t, catDo(t, s, "DELETE", catProducts, B, `{"ids": ["p-1"]}`, nil).Body, `{"deleted": ["p-1"], "notFound": []}`)
+	sameJSON(t, catDo(t, s, "DELETE", catProducts, B, `{"ids": ["p-1"]}`, nil).Body, `{"deleted": ["p-1"], "notFound": []}`)
 	catOK(t, catDo(t, s, "GET", catProducts+"/p-1", A, nil, nil), 200)
 }
 
@@ -578,18 +507,18 @@ func TestCatalogRestart(t *testing.T) {
 	r := catDo(t, s2, "GET", catProducts+"/p-1", A, nil, nil)
 	catOK(t, r, 200)
 	catETag(t, r, "1")
-	catSame(t, r.Body, catFullProductJSON)
+	sameJSON(t, r.Body, catFullProductJSON)
 	r = catDo(t, s2, "GET", catProducts+"/p/2", A, nil, nil)
 	catETag(t, r, "2")
-	catSame(t, r.Body, catMinimalJSON)
+	sameJSON(t, r.Body, catMinimalJSON)
 	cat404(t, catDo(t, s2, "GET", catProducts+"/gone", A, nil, nil))
 	r = catDo(t, s2, "GET", catVendors+"/v-1", A, nil, nil)
 	catETag(t, r, "1")
-	catSame(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": null, "merchant_center_id": 7, "globalId": "G-1"}`)
+	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": null, "merchant_center_id": 7, "globalId": "G-1"}`)
 	if ids := catPages(t, s2, catVendors, A, 1); fmt.Sprint(ids) != "[v-1 v-2]" {
 		t.Fatalf("rebuilt vendors: %v", ids)
 	}
-	catSame(t, catDo(t, s2, "GET", catCategories+"/beer", A, nil, nil).Body, `{"id": "beer", "name": "Beer", "parentId": "drinks"}`)
+	sameJSON(t, catDo(t, s2, "GET", catCategories+"/beer", A, nil, nil).Body, `{"id": "beer", "name": "Beer", "parentId": "drinks"}`)
 	// The restarted process takes writes that the first one sees.
 	catOK(t, catDo(t, s2, "PUT", catProducts, A, `{"products": [{"id": "p-1", "name": "from s2"}]}`, nil), 200)
 	testenv.Eventually(t, 5*time.Second, func() error {

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,3 +188,91 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// sameJSON fails unless got and want are the same JSON value.
+func sameJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("response is not JSON: %q", got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad expectation %q: %v", want, err)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	if !bytes.Equal(gb, wb) {
+		t.Fatalf("response differs\n got: %s\nwant: %s", gb, wb)
+	}
+}
+
+// detail422 checks that r is a 422 whose every detail has a msg and a type,
+// and returns its locs as "body.x.0" (with ":type" appended when typed).
+func detail422(t *testing.T, r response, typed bool) []string {
+	t.Helper()
+	if r.Status != 422 {
+		t.Fatalf("status %d, want 422: %s", r.Status, r.Body)
+	}
+	var body struct {
+		Detail []struct {
+			Loc  []any  `json:"loc"`
+			Msg  string `json:"msg"`
+			Type string `json:"type"`
+		} `json:"detail"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("422 body %s: %v", r.Body, err)
+	}
+	var got []string
+	for _, d := range body.Detail {
+		if d.Msg == "" || d.Type == "" {
+			t.Fatalf("detail without msg or type: %s", r.Body)
+		}
+		parts := make([]string, len(d.Loc))
+		for i, l := range d.Loc {
+			parts[i] = fmt.Sprint(l)
+		}
+		loc := strings.Join(parts, ".")
+		if typed {
+			loc += ":" + d.Type
+		}
+		got = append(got, loc)
+	}
+	return got
+}
+
+// expect422Locs checks a 422 body's locs, in any order ("body.x.0").
+func expect422Locs(t *testing.T, r response, want ...string) {
+	t.Helper()
+	sameSet(t, r, detail422(t, r, false), want)
+}
+
+// expect422Typed checks a 422 body's "loc:type" entries, in any order.
+func expect422Typed(t *testing.T, r response, want ...string) {
+	t.Helper()
+	sameSet(t, r, detail422(t, r, true), want)
+}
+
+func sameSet(t *testing.T, r response, got, want []string) {
+	t.Helper()
+	got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("422 %v, want %v: %s", got, want, r.Body)
+	}
+}
+
+// otherMarketplace creates a second marketplace and returns its advanced key.
+func otherMarketplace(t *testing.T, s *system) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := s.App.Accounts.CreateMarketplace(ctx, "Other Market", "EUR", "Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := s.App.Accounts.CreateKey(ctx, m.ID, accounts.KeyAdvanced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}

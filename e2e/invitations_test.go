@@ -16,7 +16,7 @@ const bwInvPath = "/public/v1/invitation-service/invitations"
 func TestInvitations(t *testing.T) {
 	s, cfg := bwStart(t)
 	A := s.AdvancedKey
-	B := bwOtherMarketplace(t, s)
+	B := otherMarketplace(t, s)
 	bwVendors(t, s, A, "v-1", "v-2")
 	bwVendors(t, s, B, "v-b")
 
@@ -46,21 +46,21 @@ func TestInvitations(t *testing.T) {
 		j := fmt.Sprintf(`{"id": %q, "vendorId": %q, "vendorEmail": %q, "targetUserRole": %q, "status": "pending", "createdAt": %q, "expiresAt": %q}`,
 			inv["id"], want.v, want.e, want.r, at, exp)
 		b, _ := json.Marshal(inv)
-		bwSame(t, b, j)
+		sameJSON(t, b, j)
 		ids = append(ids, inv["id"].(string))
 		itemJSON = append(itemJSON, j)
 	}
 
 	// 422s: nothing of a rejected request is stored.
-	bw422(t, bwDo(t, s, "POST", bwInvPath, A, `{}`, nil), "body.invites")
-	bw422(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": null}`, nil), "body.invites")
-	bw422(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": []}`, nil), "body.invites")
-	bw422(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": {}}`, nil), "body.invites")
+	expect422Locs(t, bwDo(t, s, "POST", bwInvPath, A, `{}`, nil), "body.invites")
+	expect422Locs(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": null}`, nil), "body.invites")
+	expect422Locs(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": []}`, nil), "body.invites")
+	expect422Locs(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": {}}`, nil), "body.invites")
 	var many []string
 	for i := range 501 {
 		many = append(many, fmt.Sprintf(`{"vendorId": "v-1", "vendorEmail": "u%d@example.com", "targetUserRole": "vendor_analyst"}`, i))
 	}
-	bw422(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": [`+strings.Join(many, ",")+`]}`, nil), "body.invites")
+	expect422Locs(t, bwDo(t, s, "POST", bwInvPath, A, `{"invites": [`+strings.Join(many, ",")+`]}`, nil), "body.invites")
 	r = bwDo(t, s, "POST", bwInvPath, A, `{"invites": [
 		{"vendorId": "v-1", "vendorEmail": "ok@example.com", "targetUserRole": "vendor_analyst"},
 		{"vendorId": "v-404", "vendorEmail": "x@example.com", "targetUserRole": "vendor_analyst"},
@@ -68,7 +68,7 @@ func TestInvitations(t *testing.T) {
 		{},
 		{"vendorId": "v-1", "vendorEmail": "not-an-email", "targetUserRole": "owner"},
 		{"vendorId": "v-1", "vendorEmail": "OK@example.com", "targetUserRole": "vendor_admin"}]}`, nil)
-	bw422(t, r, "body.invites.1.vendorId", "body.invites.2.vendorId", "body.invites.3.vendorId", "body.invites.3.vendorEmail",
+	expect422Locs(t, r, "body.invites.1.vendorId", "body.invites.2.vendorId", "body.invites.3.vendorId", "body.invites.3.vendorEmail",
 		"body.invites.3.targetUserRole", "body.invites.4.vendorEmail", "body.invites.4.targetUserRole", "body.invites.5")
 	for _, missing := range []string{"v-404", "v-b"} {
 		if !strings.Contains(string(r.Body), "vendor "+missing+" does not exist") {
@@ -91,26 +91,26 @@ func TestInvitations(t *testing.T) {
 	}
 	r = bwDo(t, s, "GET", bwInvPath+"?vendor_id=v-2", A, nil, nil)
 	bwStatus(t, r, 200)
-	bwSame(t, r.Body, `{"hasMore": false, "invitations": [`+itemJSON[1]+`], "nextPage": null}`)
+	sameJSON(t, r.Body, `{"hasMore": false, "invitations": [`+itemJSON[1]+`], "nextPage": null}`)
 	if got := bwPages(t, s, bwInvPath+"?vendor_id=v-1", A, "invitations", 50); len(got) != 502 {
 		t.Fatalf("v-1 has %d invitations, want 502", len(got))
 	}
 	r = bwDo(t, s, "GET", bwInvPath+"?limit=2&vendor_id=v-1", A, nil, nil)
 	cur := bwObj(t, r.Body)["nextPage"].(string)
-	bw422(t, bwDo(t, s, "GET", bwInvPath+"?vendor_id=v-2&next_page="+cur, A, nil, nil), "query.next_page")
+	expect422Locs(t, bwDo(t, s, "GET", bwInvPath+"?vendor_id=v-2&next_page="+cur, A, nil, nil), "query.next_page")
 	bwListQueryErrors(t, s, bwInvPath, A)
 	r = bwDo(t, s, "GET", bwInvPath+"/"+ids[0], A, nil, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "1")
-	bwSame(t, r.Body, itemJSON[0])
+	sameJSON(t, r.Body, itemJSON[0])
 	bw404(t, bwDo(t, s, "GET", bwInvPath+"/nope", A, nil, nil))
 
 	// Isolation.
 	bw404(t, bwDo(t, s, "GET", bwInvPath+"/"+ids[0], B, nil, nil))
-	bwSame(t, bwDo(t, s, "GET", bwInvPath, B, nil, nil).Body, `{"hasMore": false, "invitations": [], "nextPage": null}`)
-	bwSame(t, bwDo(t, s, "GET", bwInvPath+"?vendor_id=v-1", B, nil, nil).Body, `{"hasMore": false, "invitations": [], "nextPage": null}`)
-	bw422(t, bwDo(t, s, "GET", bwInvPath+"?limit=2&vendor_id=v-1&next_page="+cur, B, nil, nil), "query.next_page")
-	bw422(t, bwDo(t, s, "POST", bwInvPath, B, `{"invites": [{"vendorId": "v-1", "vendorEmail": "a@example.com", "targetUserRole": "vendor_admin"}]}`, nil), "body.invites.0.vendorId")
+	sameJSON(t, bwDo(t, s, "GET", bwInvPath, B, nil, nil).Body, `{"hasMore": false, "invitations": [], "nextPage": null}`)
+	sameJSON(t, bwDo(t, s, "GET", bwInvPath+"?vendor_id=v-1", B, nil, nil).Body, `{"hasMore": false, "invitations": [], "nextPage": null}`)
+	expect422Locs(t, bwDo(t, s, "GET", bwInvPath+"?limit=2&vendor_id=v-1&next_page="+cur, B, nil, nil), "query.next_page")
+	expect422Locs(t, bwDo(t, s, "POST", bwInvPath, B, `{"invites": [{"vendorId": "v-1", "vendorEmail": "a@example.com", "targetUserRole": "vendor_admin"}]}`, nil), "body.invites.0.vendorId")
 	r = bwDo(t, s, "POST", bwInvPath, B, `{"invites": [{"vendorId": "v-b", "vendorEmail": "a@example.com", "targetUserRole": "vendor_admin"}]}`, nil)
 	bwStatus(t, r, 201)
 	if got := bwPages(t, s, bwInvPath, A, "invitations", 100); len(got) != 503 {
@@ -121,7 +121,7 @@ func TestInvitations(t *testing.T) {
 	s2 := startSystem(t, cfg)
 	r = bwDo(t, s2, "GET", bwInvPath+"/"+ids[1], A, nil, nil)
 	bwStatus(t, r, 200)
-	bwSame(t, r.Body, itemJSON[1])
+	sameJSON(t, r.Body, itemJSON[1])
 	if got := bwPages(t, s2, bwInvPath, A, "invitations", 100); fmt.Sprint(got) != fmt.Sprint(all) {
 		t.Fatalf("rebuilt list differs: %d vs %d", len(got), len(all))
 	}

@@ -16,7 +16,7 @@ func bwAdPath(vendor string) string {
 func TestAdvertiserDomain(t *testing.T) {
 	s, cfg := bwStart(t)
 	A := s.AdvancedKey
-	B := bwOtherMarketplace(t, s)
+	B := otherMarketplace(t, s)
 	bwVendors(t, s, A, "v-1", "v-2")
 	bwVendors(t, s, B, "v-1")
 
@@ -31,27 +31,27 @@ func TestAdvertiserDomain(t *testing.T) {
 	m := bwObj(t, r.Body)
 	at := bwTime(t, m, "createdAt")
 	v1JSON := fmt.Sprintf(`{"vendorId": "v-1", "domain": "xn--bcher-kva.example", "unicodeDomain": "bücher.example", "createdAt": %q, "updatedAt": %q}`, at, at)
-	bwSame(t, r.Body, v1JSON)
+	sameJSON(t, r.Body, v1JSON)
 	r = bwDo(t, s, "GET", bwAdPath("v-1"), A, nil, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "1")
-	bwSame(t, r.Body, v1JSON)
+	sameJSON(t, r.Body, v1JSON)
 	// The same domain in its other form changes nothing.
 	r = bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{"domain": "xn--bcher-kva.example."}`, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "1")
-	bwSame(t, r.Body, v1JSON)
+	sameJSON(t, r.Body, v1JSON)
 
 	// 422s.
-	bw422(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{}`, nil), "body.domain")
-	bw422(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{"domain": null}`, nil), "body.domain")
-	bw422(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{"domain": 42}`, nil), "body.domain")
-	bw422(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, ``, nil), "body")
-	bw422(t, bwDo(t, s, "PUT", bwAdPath("%20"), A, `{"domain": "example.com"}`, nil), "path.vendor-id")
+	expect422Locs(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{}`, nil), "body.domain")
+	expect422Locs(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{"domain": null}`, nil), "body.domain")
+	expect422Locs(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, `{"domain": 42}`, nil), "body.domain")
+	expect422Locs(t, bwDo(t, s, "PUT", bwAdPath("v-1"), A, ``, nil), "body")
+	expect422Locs(t, bwDo(t, s, "PUT", bwAdPath("%20"), A, `{"domain": "example.com"}`, nil), "path.vendor-id")
 	for _, d := range []string{"", "https://example.com", "example.com/shop", "example.com:443", "1.2.3.4", "[2001:db8::1]", "localhost",
 		"ex_ample.com", "-bad.example", "a..example", "example.123", strings.Repeat("a", 64) + ".com", "exa mple.com", "user@example.com"} {
 		r := bwDo(t, s, "PUT", bwAdPath("v-1"), A, map[string]string{"domain": d}, nil)
-		bw422(t, r, "body.domain")
+		expect422Locs(t, r, "body.domain")
 	}
 
 	// Replace, with If-Match.
@@ -61,12 +61,12 @@ func TestAdvertiserDomain(t *testing.T) {
 	bwETag(t, r, "2")
 	m = bwObj(t, r.Body)
 	v1JSON = fmt.Sprintf(`{"vendorId": "v-1", "domain": "shop.example.com", "unicodeDomain": "shop.example.com", "createdAt": %q, "updatedAt": %q}`, at, bwTime(t, m, "updatedAt"))
-	bwSame(t, r.Body, v1JSON)
+	sameJSON(t, r.Body, v1JSON)
 	r = bwDo(t, s, "PUT", bwAdPath("v-2"), A, `{"domain": "例え.テスト"}`, nil)
 	bwStatus(t, r, 200)
 	m = bwObj(t, r.Body)
 	v2JSON := fmt.Sprintf(`{"vendorId": "v-2", "domain": "xn--r8jz45g.xn--zckzah", "unicodeDomain": "例え.テスト", "createdAt": %q, "updatedAt": %q}`, m["createdAt"], m["createdAt"])
-	bwSame(t, r.Body, v2JSON)
+	sameJSON(t, r.Body, v2JSON)
 
 	// Isolation: B has a vendor v-1 of its own, without a domain.
 	bw404(t, bwDo(t, s, "GET", bwAdPath("v-1"), B, nil, nil))
@@ -77,7 +77,7 @@ func TestAdvertiserDomain(t *testing.T) {
 	r = bwDo(t, s, "PUT", bwAdPath("v-1"), B, `{"domain": "b.example"}`, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "1")
-	bwSame(t, bwDo(t, s, "GET", bwAdPath("v-1"), A, nil, nil).Body, v1JSON)
+	sameJSON(t, bwDo(t, s, "GET", bwAdPath("v-1"), A, nil, nil).Body, v1JSON)
 	if m := bwObj(t, bwDo(t, s, "GET", bwAdPath("v-1"), B, nil, nil).Body); m["domain"] != "b.example" {
 		t.Fatalf("B's domain: %v", m)
 	}
@@ -99,10 +99,10 @@ func TestAdvertiserDomain(t *testing.T) {
 	r = bwDo(t, s2, "GET", bwAdPath("v-1"), A, nil, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "2")
-	bwSame(t, r.Body, v1JSON)
+	sameJSON(t, r.Body, v1JSON)
 	r = bwDo(t, s2, "GET", bwAdPath("v-2"), A, nil, nil)
 	bwETag(t, r, "3")
-	bwSame(t, r.Body, v2JSON)
+	sameJSON(t, r.Body, v2JSON)
 	if m := bwObj(t, bwDo(t, s2, "GET", bwAdPath("v-1"), B, nil, nil).Body); m["domain"] != "b.example" {
 		t.Fatalf("rebuilt B's domain: %v", m)
 	}

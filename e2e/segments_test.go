@@ -61,53 +61,6 @@ func sgStatus(t *testing.T, r response, want int) {
 	}
 }
 
-// sgJSON compares a JSON body with the expected JSON text.
-func sgJSON(t *testing.T, got []byte, want string) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("body is not JSON: %q", got)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("bad expectation %q: %v", want, err)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
-		t.Fatalf("body\n got: %s\nwant: %s", gb, wb)
-	}
-}
-
-// sg422 checks a 422 body: every wanted "loc.path:type" and nothing else.
-func sg422(t *testing.T, r response, want ...string) {
-	t.Helper()
-	sgStatus(t, r, http.StatusUnprocessableEntity)
-	var body struct {
-		Detail []struct {
-			Loc  []any  `json:"loc"`
-			Msg  string `json:"msg"`
-			Type string `json:"type"`
-		} `json:"detail"`
-	}
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		t.Fatalf("422 body %s: %v", r.Body, err)
-	}
-	var got []string
-	for _, d := range body.Detail {
-		parts := make([]string, len(d.Loc))
-		for i, l := range d.Loc {
-			parts[i] = fmt.Sprint(l)
-		}
-		if d.Msg == "" {
-			t.Errorf("empty msg in %s", r.Body)
-		}
-		got = append(got, strings.Join(parts, ".")+":"+d.Type)
-	}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("422 detail %v, want %v (%s)", got, want, r.Body)
-	}
-}
-
 func sgErr(t *testing.T, r response, status int, code string) {
 	t.Helper()
 	sgStatus(t, r, status)
@@ -245,7 +198,7 @@ func TestSegmentsCRUD(t *testing.T) {
 	r := sgPut(t, s, key, "vip", `{"name":" VIP buyers ","description":"Bought twice","config":{"type":"user-list"}}`, nil)
 	sgStatus(t, r, 201)
 	sgETag(t, r, "1")
-	sgJSON(t, r.Body, `{"name":"VIP buyers","description":"Bought twice","id":"vip","total":0,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"VIP buyers","description":"Bought twice","id":"vip","total":0,"config":{"type":"user-list"}}`)
 	if r.Header.Get("X-RateLimit-Limit") == "" {
 		t.Fatal("no rate-limit headers")
 	}
@@ -253,19 +206,19 @@ func TestSegmentsCRUD(t *testing.T) {
 	r = s.request(t, "GET", sgPath("vip"), key, nil, nil)
 	sgStatus(t, r, 200)
 	sgETag(t, r, "1")
-	sgJSON(t, r.Body, `{"name":"VIP buyers","description":"Bought twice","id":"vip","total":0,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"VIP buyers","description":"Bought twice","id":"vip","total":0,"config":{"type":"user-list"}}`)
 
 	// config is optional; ids may hold any character but "/"
 	r = sgPut(t, s, key, "a b:{x}é", `{"name":"Odd id"}`, nil)
 	sgStatus(t, r, 201)
-	sgJSON(t, r.Body, `{"name":"Odd id","description":"","id":"a b:{x}é","total":0,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"Odd id","description":"","id":"a b:{x}é","total":0,"config":{"type":"user-list"}}`)
 	sgStatus(t, sgPut(t, s, key, "c", `{"name":"C"}`, nil), 201)
 
 	// update: a full replacement of name, description, config
 	r = sgPut(t, s, key, "vip", `{"name":"VIP"}`, map[string]string{"If-Match": `"1"`})
 	sgStatus(t, r, 200)
 	sgETag(t, r, "2")
-	sgJSON(t, r.Body, `{"name":"VIP","description":"","id":"vip","total":0,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"VIP","description":"","id":"vip","total":0,"config":{"type":"user-list"}}`)
 	sgErr(t, sgPut(t, s, key, "vip", `{"name":"late"}`, map[string]string{"If-Match": `"1"`}), 409, "invalid_operation")
 	sgErr(t, sgPut(t, s, key, "vip", `{"name":"late"}`, map[string]string{"If-Match": `garbage`}), 409, "invalid_operation")
 	sgErr(t, sgPut(t, s, key, "new", `{"name":"x"}`, map[string]string{"If-Match": `"1"`}), 409, "invalid_operation")
@@ -315,7 +268,7 @@ func TestSegmentsCRUD(t *testing.T) {
 		NextPage string `json:"nextPage"`
 	}
 	_ = json.Unmarshal(r.Body, &page)
-	sgJSON(t, r.Body, `{"hasMore":true,"segments":[{"name":"Odd id","description":"","id":"a b:{x}é","total":0,"config":{"type":"user-list"}}],"nextPage":`+strconv.Quote(page.NextPage)+`}`)
+	sameJSON(t, r.Body, `{"hasMore":true,"segments":[{"name":"Odd id","description":"","id":"a b:{x}é","total":0,"config":{"type":"user-list"}}],"nextPage":`+strconv.Quote(page.NextPage)+`}`)
 	sg422(t, s.request(t, "GET", sgBase+"?limit=0", key, nil, nil), "query.limit:greater_than_equal")
 	sg422(t, s.request(t, "GET", sgBase+"?limit=1001", key, nil, nil), "query.limit:less_than_equal")
 	sg422(t, s.request(t, "GET", sgBase+"?next_page=forged", key, nil, nil), "query.next_page:value_error")
@@ -351,7 +304,7 @@ func TestSegmentsCRUD(t *testing.T) {
 	r = sgPut(t, s, key, "vip", `{"name":"VIP again"}`, nil)
 	sgStatus(t, r, 201)
 	sgETag(t, r, "4")
-	sgJSON(t, r.Body, `{"name":"VIP again","description":"","id":"vip","total":0,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"VIP again","description":"","id":"vip","total":0,"config":{"type":"user-list"}}`)
 
 	// a marketplace key is refused
 	sgStatus(t, s.request(t, "GET", sgBase, s.MarketplaceKey, nil, nil), 403)
@@ -370,7 +323,7 @@ func TestSegmentsUpload(t *testing.T) {
 		t.Fatalf("204 with a body %q", r.Body)
 	}
 	r = s.request(t, "GET", sgPath("buyers"), key, nil, nil)
-	sgJSON(t, r.Body, `{"name":"buyers","description":"","id":"buyers","total":3,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"buyers","description":"","id":"buyers","total":3,"config":{"type":"user-list"}}`)
 
 	// add (explicit) with duplicates, CRLF, blank lines, spaces, BOM
 	sgStatus(t, sgUpload(t, s, key, "buyers", "?action=add", sgLines("\xEF\xBB\xBFu3\r", "", "  u4  \r", "u4", "\t", "u5"), nil), 204)
@@ -410,9 +363,9 @@ func TestSegmentsUpload(t *testing.T) {
 	// metadata set by PUT survives uploads; PUT keeps the members
 	r = sgPut(t, s, key, "buyers", `{"name":"Buyers","description":"d"}`, nil)
 	sgStatus(t, r, 200)
-	sgJSON(t, r.Body, `{"name":"Buyers","description":"d","id":"buyers","total":2,"config":{"type":"user-list"}}`)
+	sameJSON(t, r.Body, `{"name":"Buyers","description":"d","id":"buyers","total":2,"config":{"type":"user-list"}}`)
 	sgStatus(t, sgUpload(t, s, key, "buyers", "?action=add", sgLines("c"), nil), 204)
-	sgJSON(t, s.request(t, "GET", sgPath("buyers"), key, nil, nil).Body,
+	sameJSON(t, s.request(t, "GET", sgPath("buyers"), key, nil, nil).Body,
 		`{"name":"Buyers","description":"d","id":"buyers","total":3,"config":{"type":"user-list"}}`)
 
 	// invalid lines: 422 with the line numbers; a replace changes nothing
@@ -492,7 +445,7 @@ func TestSegmentsUpload(t *testing.T) {
 	r = sgUpload(t, s, key, "buyers", "?action=add", sgLines("n1"), nil)
 	sgStatus(t, r, 204)
 	sgETag(t, r, "6") // versions continue after the delete (5)
-	sgJSON(t, s.request(t, "GET", sgPath("buyers"), key, nil, nil).Body,
+	sameJSON(t, s.request(t, "GET", sgPath("buyers"), key, nil, nil).Body,
 		`{"name":"buyers","description":"","id":"buyers","total":1,"config":{"type":"user-list"}}`)
 }
 
@@ -522,8 +475,8 @@ func TestSegmentsIsolation(t *testing.T) {
 	sgStatus(t, sgUpload(t, s, b, "shared", "?action=remove", sgLines("a1", "a2"), nil), 204)
 	r := sgPut(t, s, b, "shared", `{"name":"B's"}`, nil)
 	sgStatus(t, r, 200)
-	sgJSON(t, r.Body, `{"name":"B's","description":"","id":"shared","total":1,"config":{"type":"user-list"}}`)
-	sgJSON(t, s.request(t, "GET", sgPath("shared"), a, nil, nil).Body,
+	sameJSON(t, r.Body, `{"name":"B's","description":"","id":"shared","total":1,"config":{"type":"user-list"}}`)
+	sameJSON(t, s.request(t, "GET", sgPath("shared"), a, nil, nil).Body,
 		`{"name":"A's","description":"","id":"shared","total":2,"config":{"type":"user-list"}}`)
 	sgStatus(t, s.request(t, "DELETE", sgPath("shared"), b, nil, nil), 204)
 	if got := sgTotal(t, s, a, "shared"); got != 2 {
@@ -551,8 +504,8 @@ func TestSegmentsRestart(t *testing.T) {
 	s2 := startSystem(t, cfg)
 	got := s2.request(t, "GET", sgBase, key, nil, nil)
 	sgStatus(t, got, 200)
-	sgJSON(t, got.Body, string(want.Body))
-	sgJSON(t, got.Body, `{"hasMore":false,"nextPage":null,"segments":[
+	sameJSON(t, got.Body, string(want.Body))
+	sameJSON(t, got.Body, `{"hasMore":false,"nextPage":null,"segments":[
 		{"name":"One","description":"first","id":"one","total":100,"config":{"type":"user-list"}},
 		{"name":"two","description":"","id":"two","total":7,"config":{"type":"user-list"}}]}`)
 	r := s2.request(t, "GET", sgPath("two"), key, nil, nil)
@@ -627,4 +580,12 @@ func TestSegmentsUploadBoundedMemory(t *testing.T) {
 		t.Fatalf("total %d, want 12345", got)
 	}
 	sgStatus(t, s.request(t, "DELETE", sgPath("big"), key, nil, nil), 204)
+}
+
+// sg422 checks a 422 body's "loc:type" entries in order.
+func sg422(t *testing.T, r response, want ...string) {
+	t.Helper()
+	if got := detail422(t, r, true); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("422 detail %v, want %v (%s)", got, want, r.Body)
+	}
 }

@@ -17,7 +17,7 @@ const bwWhPath = "/public/v1/webhooks/webhooks"
 func TestWebhooks(t *testing.T) {
 	s, cfg := bwStart(t)
 	A := s.AdvancedKey
-	B := bwOtherMarketplace(t, s)
+	B := otherMarketplace(t, s)
 	mp := s.Marketplace.ID
 
 	r := bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://hooks.example.com/endcap", "eventTypes": ["export.completed", "campaign.updated"]}`, nil)
@@ -35,7 +35,7 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("secret %q is not whsec_ + 32 bytes in base64url", secret)
 	}
 	at := bwTime(t, m, "createdAt")
-	bwSame(t, r.Body, fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
+	sameJSON(t, r.Body, fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
 		"secret": %q, "secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret, secret[:10], at, at))
 	w1JSON := fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
 		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, at)
@@ -56,22 +56,22 @@ func TestWebhooks(t *testing.T) {
 	}
 
 	// 422s.
-	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{}`, nil), "body.url")
-	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": 7}`, nil), "body.url")
+	expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, `{}`, nil), "body.url")
+	expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": 7}`, nil), "body.url")
 	for _, u := range []string{"", "hooks.example.com", "/relative", "ftp://example.com", "http://example.com/hook", "https://u:p@example.com/",
 		"https://example.com/#frag", "https://example.com:0/", "https://example.com/" + strings.Repeat("a", 2029)} {
-		bw422(t, bwDo(t, s, "POST", bwWhPath, A, map[string]any{"url": u}, nil), "body.url")
+		expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, map[string]any{"url": u}, nil), "body.url")
 	}
-	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://example.com", "eventTypes": []}`, nil), "body.eventTypes")
-	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://example.com", "eventTypes": ["campaign.updated", "order.paid", "campaign.updated"]}`, nil),
+	expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://example.com", "eventTypes": []}`, nil), "body.eventTypes")
+	expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://example.com", "eventTypes": ["campaign.updated", "order.paid", "campaign.updated"]}`, nil),
 		"body.eventTypes.1", "body.eventTypes.2")
-	bw422(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "ftp://x", "eventTypes": "campaign.updated"}`, nil), "body.eventTypes")
+	expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "ftp://x", "eventTypes": "campaign.updated"}`, nil), "body.eventTypes")
 
 	// Get: no secret, only its prefix.
 	r = bwDo(t, s, "GET", bwWhPath+"/"+w1, A, nil, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "1")
-	bwSame(t, r.Body, w1JSON)
+	sameJSON(t, r.Body, w1JSON)
 	bw404(t, bwDo(t, s, "GET", bwWhPath+"/nope", A, nil, nil))
 
 	// List: default 50, limits 1..100, pages.
@@ -87,7 +87,7 @@ func TestWebhooks(t *testing.T) {
 	r = bwDo(t, s, "GET", bwWhPath+"?limit=1", A, nil, nil)
 	first := bwObj(t, r.Body)
 	b, _ := json.Marshal(first["webhooks"].([]any)[0])
-	bwSame(t, b, w1JSON)
+	sameJSON(t, b, w1JSON)
 	if ids := bwPages(t, s, bwWhPath, A, "webhooks", 2); fmt.Sprint(ids) != fmt.Sprint(all) {
 		t.Fatalf("pages %v, want %v", ids, all)
 	}
@@ -99,7 +99,7 @@ func TestWebhooks(t *testing.T) {
 	// Update.
 	bw409(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "https://new.example.com"}`, map[string]string{"If-Match": `"9"`}))
 	bw409(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "https://new.example.com"}`, map[string]string{"If-Match": `garbage`}))
-	bw422(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "http://new.example.com", "eventTypes": ["x"]}`, nil), "body.url", "body.eventTypes.0")
+	expect422Locs(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "http://new.example.com", "eventTypes": ["x"]}`, nil), "body.url", "body.eventTypes.0")
 	bw404(t, bwDo(t, s, "PATCH", bwWhPath+"/nope", A, `{}`, nil))
 	r = bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"url": "https://new.example.com/h?x=1"}`, map[string]string{"If-Match": `"1"`})
 	bwStatus(t, r, 200)
@@ -108,14 +108,14 @@ func TestWebhooks(t *testing.T) {
 	up := bwTime(t, m, "updatedAt")
 	w1JSON = fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://new.example.com/h?x=1", "eventTypes": ["campaign.updated", "export.completed"],
 		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, up)
-	bwSame(t, r.Body, w1JSON)
+	sameJSON(t, r.Body, w1JSON)
 	r = bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"eventTypes": ["budget.exhausted"]}`, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "3")
 	m = bwObj(t, r.Body)
 	w1JSON = fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://new.example.com/h?x=1", "eventTypes": ["budget.exhausted"],
 		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, bwTime(t, m, "updatedAt"))
-	bwSame(t, r.Body, w1JSON)
+	sameJSON(t, r.Body, w1JSON)
 
 	// Concurrent updates: each is a 200 or a 409, and every 200 is one
 	// version: no update is lost.
@@ -149,9 +149,9 @@ func TestWebhooks(t *testing.T) {
 	bw404(t, bwDo(t, s, "GET", bwWhPath+"/"+w1, B, nil, nil))
 	bw404(t, bwDo(t, s, "PATCH", bwWhPath+"/"+w1, B, `{"url": "https://evil.example.com"}`, nil))
 	bw404(t, bwDo(t, s, "DELETE", bwWhPath+"/"+w1, B, nil, nil))
-	bwSame(t, bwDo(t, s, "GET", bwWhPath, B, nil, nil).Body, `{"hasMore": false, "webhooks": [], "nextPage": null}`)
+	sameJSON(t, bwDo(t, s, "GET", bwWhPath, B, nil, nil).Body, `{"hasMore": false, "webhooks": [], "nextPage": null}`)
 	r = bwDo(t, s, "GET", bwWhPath+"?limit=1", A, nil, nil)
-	bw422(t, bwDo(t, s, "GET", bwWhPath+"?next_page="+bwObj(t, r.Body)["nextPage"].(string), B, nil, nil), "query.next_page")
+	expect422Locs(t, bwDo(t, s, "GET", bwWhPath+"?next_page="+bwObj(t, r.Body)["nextPage"].(string), B, nil, nil), "query.next_page")
 	r = bwDo(t, s, "POST", bwWhPath, B, `{"url": "https://b.example.com"}`, nil)
 	bwStatus(t, r, 201)
 	if m := bwObj(t, r.Body); m["marketplaceId"] == mp {
@@ -159,7 +159,7 @@ func TestWebhooks(t *testing.T) {
 	}
 	wb := bwObj(t, r.Body)["id"].(string)
 	bw404(t, bwDo(t, s, "GET", bwWhPath+"/"+wb, A, nil, nil))
-	bwSame(t, bwDo(t, s, "GET", bwWhPath+"/"+w1, A, nil, nil).Body, w1JSON)
+	sameJSON(t, bwDo(t, s, "GET", bwWhPath+"/"+w1, A, nil, nil).Body, w1JSON)
 
 	// Delete.
 	bw409(t, bwDo(t, s, "DELETE", bwWhPath+"/"+w1, A, nil, map[string]string{"If-Match": `"1"`}))
