@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -107,7 +106,7 @@ func (h *billingHandlers) create(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusCreated, billingContactJSON(ct))
 }
 
@@ -117,7 +116,7 @@ func (h *billingHandlers) get(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, billingContactJSON(ct))
 }
 
@@ -139,12 +138,12 @@ func (h *billingHandlers) update(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	ct, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("billing_contact_id"), bwIfMatch(c), in)
+	ct, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("billing_contact_id"), ifMatchOrZero(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, billingContactJSON(ct))
 }
 
@@ -184,7 +183,7 @@ func (h *billingHandlers) link(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, billingLinkOut{VendorID: l.VendorID, BillingContactID: l.ContactID, LinkedAt: bwTime(l.LinkedAt)})
 }
 
@@ -192,7 +191,7 @@ func (h *billingHandlers) unlink(c *gin.Context) {
 	if !bwPathParams(c, "external_vendor_id", "billing_contact_id") {
 		return
 	}
-	err := h.svc.UnlinkContact(c.Request.Context(), Marketplace(c).ID, c.Param("external_vendor_id"), c.Param("billing_contact_id"), bwIfMatch(c))
+	err := h.svc.UnlinkContact(c.Request.Context(), Marketplace(c).ID, c.Param("external_vendor_id"), c.Param("billing_contact_id"), ifMatchOrZero(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -210,27 +209,6 @@ func bwOpt(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// bwETag sets the ETag of a single-entity response: the quoted version.
-func bwETag(c *gin.Context, version int64) {
-	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
-}
-
-// bwIfMatch reads If-Match: 0 when absent (or "*"), the version it names,
-// or -1 when it names none (which never matches, so the write is a 409).
-func bwIfMatch(c *gin.Context) int64 {
-	v := strings.TrimSpace(c.GetHeader("If-Match"))
-	if v == "" || v == "*" {
-		return 0
-	}
-	v = strings.TrimPrefix(v, "W/")
-	v = strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`)
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1 {
-		return -1
-	}
-	return n
 }
 
 // bwPathParams answers 422 when a path parameter is empty.

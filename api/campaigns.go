@@ -2,8 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -44,27 +42,6 @@ type campaignHandlers struct {
 	p   *Public
 }
 
-// campaignETag sets the ETag of a single-entity response.
-func campaignETag(c *gin.Context, version int64) {
-	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
-}
-
-// campaignIfMatch reads If-Match: 0 when absent or "*", the version when it
-// is `"<n>"` (or W/"<n>", or a bare n), and -1 (matches no version) when it
-// is anything else.
-func campaignIfMatch(c *gin.Context) int64 {
-	v := strings.TrimSpace(c.GetHeader("If-Match"))
-	if v == "" || v == "*" {
-		return 0
-	}
-	v = strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1 {
-		return -1
-	}
-	return n
-}
-
 // pathID reads a UUID path parameter (422 at path.<name> otherwise).
 func (h *campaignHandlers) pathID(c *gin.Context, name string) (string, bool) {
 	id, err := campaigns.ParseID(c.Param(name), "path", name)
@@ -86,7 +63,7 @@ func (h *campaignHandlers) create(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.Header("Location", "/public/v1/campaign-service/campaigns/"+camp.ID)
 	c.JSON(http.StatusCreated, h.svc.JSON(camp))
 }
@@ -121,7 +98,7 @@ func (h *campaignHandlers) get(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, h.svc.JSON(camp))
 }
 
@@ -134,12 +111,12 @@ func (h *campaignHandlers) update(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	camp, v, err := h.svc.UpdateCampaign(c.Request.Context(), Marketplace(c).ID, id, campaignIfMatch(c), in)
+	camp, v, err := h.svc.UpdateCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, h.svc.JSON(camp))
 }
 
@@ -152,12 +129,12 @@ func (h *campaignHandlers) setBillingContact(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	camp, v, err := h.svc.SetBillingContact(c.Request.Context(), Marketplace(c).ID, id, campaignIfMatch(c), in)
+	camp, v, err := h.svc.SetBillingContact(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, h.svc.JSON(camp))
 }
 
@@ -176,7 +153,7 @@ func (h *campaignHandlers) createBid(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.Header("Location", "/public/v1/campaign-service/campaigns/"+id+"/bids/"+b.ID)
 	c.JSON(http.StatusCreated, h.svc.BidJSON(mp, camp, b))
 }
@@ -225,7 +202,7 @@ func (h *campaignHandlers) getBid(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, h.svc.BidJSON(mp, camp, b))
 }
 
@@ -239,12 +216,12 @@ func (h *campaignHandlers) updateBid(c *gin.Context) {
 		return
 	}
 	mp := Marketplace(c).ID
-	camp, b, v, err := h.svc.UpdateBid(c.Request.Context(), mp, cid, bid, campaignIfMatch(c), in)
+	camp, b, v, err := h.svc.UpdateBid(c.Request.Context(), mp, cid, bid, ifMatchOrZero(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
-	campaignETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, h.svc.BidJSON(mp, camp, b))
 }
 
@@ -253,7 +230,7 @@ func (h *campaignHandlers) deleteBid(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := h.svc.DeleteBid(c.Request.Context(), Marketplace(c).ID, cid, bid, campaignIfMatch(c)); err != nil {
+	if err := h.svc.DeleteBid(c.Request.Context(), Marketplace(c).ID, cid, bid, ifMatchOrZero(c)); err != nil {
 		h.p.Fail(c, err)
 		return
 	}

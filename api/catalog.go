@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -45,26 +44,6 @@ func CatalogRoutes(svc *catalog.Service) RouteSet {
 type catalogHandlers struct {
 	svc *catalog.Service
 	p   *Public
-}
-
-// catalogIfMatch reads If-Match: statelog.AnyVersion when absent (or "*"),
-// else the version it names; a value that names no version never matches.
-func catalogIfMatch(c *gin.Context) int64 {
-	v := strings.TrimSpace(c.GetHeader("If-Match"))
-	if v == "" || v == "*" {
-		return statelog.AnyVersion
-	}
-	v = strings.TrimPrefix(v, "W/")
-	v = strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`)
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1 {
-		return math.MaxInt64
-	}
-	return n
-}
-
-func catalogETag(c *gin.Context, version int64) {
-	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
 }
 
 // catalogPathID reads a catch-all path parameter (ids may hold slashes).
@@ -174,7 +153,7 @@ func (h *catalogHandlers) getProduct(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	catalogETag(c, ver)
+	setETag(c, ver)
 	c.JSON(http.StatusOK, v)
 }
 
@@ -203,7 +182,7 @@ func (h *catalogHandlers) getVendor(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	catalogETag(c, ver)
+	setETag(c, ver)
 	c.JSON(http.StatusOK, v)
 }
 
@@ -253,7 +232,7 @@ func (h *catalogHandlers) getCategory(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	catalogETag(c, ver)
+	setETag(c, ver)
 	c.JSON(http.StatusOK, v)
 }
 
@@ -276,4 +255,17 @@ func (h *catalogHandlers) listCategories(c *gin.Context) {
 		last = cs[len(cs)-1].ID
 	}
 	c.JSON(http.StatusOK, catalogCategoryList{HasMore: more, Response: cs, NextPage: h.p.NextPage(c, "catalog.categories", parentID, last, more)})
+}
+
+// catalogIfMatch is If-Match for catalog writes: statelog.AnyVersion when
+// absent, math.MaxInt64 (matches no version) when unparsable.
+func catalogIfMatch(c *gin.Context) int64 {
+	v, given, ok := parseIfMatch(c)
+	switch {
+	case !given:
+		return statelog.AnyVersion
+	case !ok:
+		return math.MaxInt64
+	}
+	return v
 }

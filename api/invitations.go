@@ -97,6 +97,6 @@ func (h *invitationHandlers) get(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, h.json([]invitations.Invitation{inv})[0])
 }

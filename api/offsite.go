@@ -53,12 +53,12 @@ func (h *offsiteHandlers) put(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	d, v, err := h.svc.Put(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), in.Domain, bwIfMatch(c))
+	d, v, err := h.svc.Put(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), in.Domain, ifMatchOrZero(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, advertiserDomainJSON(d))
 }
 
@@ -68,12 +68,12 @@ func (h *offsiteHandlers) get(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, advertiserDomainJSON(d))
 }
 
 func (h *offsiteHandlers) delete(c *gin.Context) {
-	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), bwIfMatch(c)); err != nil {
+	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), ifMatchOrZero(c)); err != nil {
 		h.p.Fail(c, err)
 		return
 	}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -74,25 +72,6 @@ func toSegmentJSON(s segments.Segment) segmentJSON {
 	return segmentJSON{Name: s.Name, Description: s.Description, ID: s.ID, Total: s.Total, Config: segmentConfigJSON{Type: s.Config.Type}}
 }
 
-func segmentETag(c *gin.Context, version int64) {
-	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
-}
-
-// segmentIfMatch reads If-Match (`"<version>"`; 0 when absent). A value that
-// is not a version of this service cannot match: 409.
-func segmentIfMatch(c *gin.Context) (int64, bool) {
-	h := strings.TrimSpace(c.GetHeader("If-Match"))
-	if h == "" || h == "*" {
-		return 0, true
-	}
-	v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
-	if err != nil || v < 1 {
-		abortV2(c, http.StatusConflict, "invalid_operation", "If-Match does not match the segment's current version (ETag)")
-		return 0, false
-	}
-	return v, true
-}
-
 func (h *segmentHandlers) fail(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, segments.ErrUnavailable):
@@ -131,7 +110,7 @@ func (h *segmentHandlers) get(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	segmentETag(c, s.Version)
+	setETag(c, s.Version)
 	c.JSON(http.StatusOK, toSegmentJSON(s))
 }
 
@@ -153,7 +132,7 @@ func (h *segmentHandlers) put(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	segmentETag(c, s.Version)
+	setETag(c, s.Version)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -231,7 +210,7 @@ func (h *segmentHandlers) upload(c *gin.Context) {
 		h.uploadFailed(c, maxFile, err, false)
 		return
 	}
-	segmentETag(c, version)
+	setETag(c, version)
 	c.Status(http.StatusNoContent)
 }
 
@@ -272,3 +251,14 @@ func (d *segmentDeadlineReader) Read(p []byte) (int, error) {
 }
 
 func (d *segmentDeadlineReader) Close() error { return d.r.Close() }
+
+// segmentIfMatch reads If-Match (0 when absent). A value that is not a
+// version of this service cannot match: it answers 409 itself.
+func segmentIfMatch(c *gin.Context) (int64, bool) {
+	v, _, ok := parseIfMatch(c)
+	if !ok {
+		abortV2(c, http.StatusConflict, "invalid_operation", "If-Match does not match the segment's current version (ETag)")
+		return 0, false
+	}
+	return v, true
+}

@@ -77,7 +77,7 @@ func (h *webhookHandlers) create(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, webhookJSON(c, w, true))
 }
@@ -103,7 +103,7 @@ func (h *webhookHandlers) get(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, webhookJSON(c, w, false))
 }
 
@@ -112,17 +112,17 @@ func (h *webhookHandlers) update(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	w, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), bwIfMatch(c), in)
+	w, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatchOrZero(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
-	bwETag(c, v)
+	setETag(c, v)
 	c.JSON(http.StatusOK, webhookJSON(c, w, false))
 }
 
 func (h *webhookHandlers) delete(c *gin.Context) {
-	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), bwIfMatch(c)); err != nil {
+	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatchOrZero(c)); err != nil {
 		h.p.Fail(c, err)
 		return
 	}
