@@ -51,6 +51,11 @@ type Marketplace struct {
 	Currency  string    `json:"currency"`
 	Timezone  string    `json:"timezone"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Reserve prices of the marketplace's auctions, micro-units: a CPC bid
+	// (per click) or CPM bid (per 1,000 impressions) below its reserve does
+	// not compete, and no winner pays less. 0: no reserve.
+	ReserveCPCMicros int64 `json:"reserveCpcMicros,omitempty"`
+	ReserveCPMMicros int64 `json:"reserveCpmMicros,omitempty"`
 
 	loc *time.Location
 }
@@ -181,6 +186,23 @@ func (s *Service) CreateMarketplace(ctx context.Context, name, cur, tz string) (
 	}
 	m := Marketplace{ID: uuid.NewString(), Name: name, Currency: unit.String(), Timezone: tz, CreatedAt: s.now().UTC().Truncate(time.Second)}
 	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, 0, m, false); err != nil {
+		return Marketplace{}, err
+	}
+	return m, nil
+}
+
+// SetReserve sets a marketplace's reserve prices (micro-units, 0 = none).
+func (s *Service) SetReserve(ctx context.Context, marketplaceID string, cpcMicros, cpmMicros int64) (Marketplace, error) {
+	if cpcMicros < 0 || cpmMicros < 0 {
+		return Marketplace{}, fmt.Errorf("%w: reserve prices cannot be negative", ErrInvalid)
+	}
+	m, ok := s.Marketplace(marketplaceID)
+	if !ok {
+		return Marketplace{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
+	}
+	m.ReserveCPCMicros, m.ReserveCPMMicros = cpcMicros, cpmMicros
+	ver := s.log.Version(typeMarketplace, m.ID)
+	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, ver, m, false); err != nil {
 		return Marketplace{}, err
 	}
 	return m, nil

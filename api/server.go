@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
 )
 
@@ -32,6 +33,10 @@ type Deps struct {
 	MaxBodyBytes int64
 	RetryAfter   time.Duration
 	Log          *slog.Logger
+	// Auctions runs auctions; AuctionRecorder takes their records (both
+	// nil: the auction endpoints are not served).
+	Auctions        Auctioneer
+	AuctionRecorder auction.Recorder
 	// VerifyBid checks a resolvedBidId for a marketplace (nil: unchecked).
 	VerifyBid func(marketplaceID, token string) error
 	// Public and PublicRoutes serve /public/v1 (advanced key).
@@ -72,7 +77,15 @@ func New(d Deps) http.Handler {
 		v2 := r.Group("/v2", cors)
 		v2.OPTIONS("/events")
 		v2.OPTIONS("/auctions")
-		v2.POST("/events", requireKey(d.Accounts, accounts.KeyMarketplace), h.postEvents)
+		v2.OPTIONS("/auctions/sponsored-brand")
+		v2.OPTIONS("/auctions/travel")
+		mkey := requireKey(d.Accounts, accounts.KeyMarketplace)
+		v2.POST("/events", mkey, h.postEvents)
+		if d.Auctions != nil {
+			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
+			v2.POST("/auctions/sponsored-brand", mkey, h.postAuctions(auction.SponsoredBrand))
+			v2.POST("/auctions/travel", mkey, h.postAuctions(auction.Travel))
+		}
 
 		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced))
 		pub.GET("/marketplace", h.getMarketplace)

@@ -24,6 +24,7 @@ import (
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/budget"
 	"github.com/endcap/endcap/billing"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
@@ -68,6 +69,10 @@ type App struct {
 
 	Topics     kafka.Topics
 	Kafka      *kgo.Client
+	// auctionsKafka produces auction records only: its own buffer, so that a
+	// slow Kafka fills it (and records are dropped) without ever making
+	// /v2/events wait for room in the events producer's buffer.
+	auctionsKafka *kgo.Client
 	ClickHouse clickhouse.Conn
 	Redis      *redis.Client
 	S3         *s3store.Store
@@ -75,6 +80,7 @@ type App struct {
 	Entities   *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
 	Accounts   *accounts.Service
 	Cursors    *pagination.Signer
+	Spend      *budget.Cache // campaign spend for the auction, refreshed from Redis
 	BidKeys    atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
 
 	// Management areas (built in domains.go).
@@ -95,6 +101,10 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
 		return nil, err
 	}
+	if a.auctionsKafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ProducerLinger(max(cfg.KafkaLinger, 5*time.Millisecond)),
+		kgo.MaxBufferedRecords(100_000), kgo.RecordDeliveryTimeout(30*time.Second)); err != nil {
+		return nil, err
+	}
 	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
 		return nil, err
 	}
@@ -109,6 +119,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	}
 	a.Entities.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
+	a.Spend = budget.NewCache(a.Redis, budget.Options{Refresh: cfg.BudgetRefresh, Log: log})
 	routes, err := a.domains()
 	if err != nil {
 		return nil, err
@@ -132,6 +143,8 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		deps.Accounts = a.Accounts
 		deps.Events = ingest.NewAppender(a.Kafka, a.Topics.Events, cfg.ProduceTimeout)
 		deps.VerifyBid = a.verifyBid
+		deps.Auctions = a.auctionEngine()
+		deps.AuctionRecorder = ingest.NewAuctionPublisher(a.auctionsKafka, a.Topics.Auctions, log)
 		deps.Public = &api.Public{
 			Limits: api.NewRateLimiter(redis_rate.NewLimiter(a.Redis), map[string]redis_rate.Limit{
 				"catalog": catalogLimit, "default": defaultLimit,
@@ -251,7 +264,7 @@ func (a *App) Run(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	errc := make(chan error, 4)
+	errc := make(chan error, 16) // more than the goroutines that send to it
 	go func() {
 		if err := srv.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http server: %w", err)
@@ -285,6 +298,22 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		run("state log", a.StateLog.Run)
 		run("entities log", a.Entities.Run)
+		if a.target.runs(TargetAPI) {
+			run("budget cache", func(ctx context.Context) error {
+				// Load the spend of every marketplace before the first
+				// auctions need it (else they read 0 for a moment).
+				if err := a.StateLog.WaitReady(ctx); err != nil {
+					return err
+				}
+				for _, m := range a.Accounts.Marketplaces() {
+					a.Spend.Register(m.ID, m.Location())
+				}
+				if err := a.Spend.RefreshNow(ctx); err != nil {
+					a.log.Warn("budget cache: first load failed; retrying in the background", "err", err)
+				}
+				return a.Spend.Run(ctx)
+			})
+		}
 		if a.target.runs(TargetProjector) {
 			p, err := projections.NewEventsProjector(projections.EventsOptions{
 				Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse,
@@ -306,6 +335,17 @@ func (a *App) Run(ctx context.Context) error {
 			run("entities projector", func(ctx context.Context) error {
 				defer ep.Close()
 				return ep.Run(ctx)
+			})
+			ap, err := projections.NewAuctionsProjector(projections.AuctionsOptions{
+				Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Auctions, ClickHouse: a.ClickHouse,
+				MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+			})
+			if err != nil {
+				return err
+			}
+			run("auctions projector", func(ctx context.Context) error {
+				defer ap.Close()
+				return ap.Run(ctx)
 			})
 		}
 		return nil
@@ -339,6 +379,11 @@ func (a *App) WaitReady(ctx context.Context) error {
 func (a *App) close() {
 	a.StateLog.Close()
 	a.Entities.Close()
+	// Give buffered auction records a moment to reach Kafka.
+	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = a.auctionsKafka.Flush(fctx)
+	cancel()
+	a.auctionsKafka.Close()
 	a.Kafka.Close()
 	_ = a.ClickHouse.Close()
 	_ = a.Redis.Close()

@@ -84,3 +84,15 @@ func parseMoney(raw json.RawMessage, errs *validation.Errors, loc ...any) (Micro
 	}
 	return Micros(r.Num().Int64()), true
 }
+
+// ParseMoneyText converts a decimal amount in currency units ("0.05") to
+// micro-units with the rules of parseMoney (0 < amount <= MaxMoney, at most
+// 6 decimal places).
+func ParseMoneyText(s string) (int64, error) {
+	var errs validation.Errors
+	m, ok := parseMoney(json.RawMessage(s), &errs, "amount")
+	if !ok {
+		return 0, errs.Err()
+	}
+	return int64(m), nil
+}

@@ -40,6 +40,12 @@ type Service struct {
 	// OnChange hook, under the collection's write lock, then idxMu.
 	idxMu    sync.RWMutex
 	byVendor map[string]map[string]map[string]struct{}
+	// byCategory indexes products by the categories they list (directly):
+	// marketplace -> category -> product ids; children indexes categories by
+	// parent: marketplace -> parent -> child ids. Both serve the auction's
+	// category context (EachProductInCategory).
+	byCategory map[string]map[string]map[string]struct{}
+	children   map[string]map[string]map[string]struct{}
 }
 
 // New registers the catalog's collections on log. Call it before the log
@@ -50,44 +56,75 @@ func New(log *statelog.Log) *Service {
 		vendors:    statelog.NewCollection[Vendor](log, TypeVendor),
 		categories: statelog.NewCollection[Category](log, TypeCategory),
 		byVendor:   map[string]map[string]map[string]struct{}{},
+		byCategory: map[string]map[string]map[string]struct{}{},
+		children:   map[string]map[string]map[string]struct{}{},
 	}
 	s.products.OnChange = s.indexProduct
+	s.categories.OnChange = s.indexCategory
 	return s
 }
 
 func (s *Service) indexProduct(mp, id string, old, nv *Product) {
-	var was, now []string
+	var wasV, nowV, wasC, nowC []string
 	if old != nil {
-		was = old.Vendors()
+		wasV, wasC = old.Vendors(), old.Categories()
 	}
 	if nv != nil {
-		now = nv.Vendors()
+		nowV, nowC = nv.Vendors(), nv.Categories()
+	}
+	sameV, sameC := sameStrings(wasV, nowV), sameStrings(wasC, nowC)
+	if sameV && sameC {
+		return
+	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if !sameV {
+		reindex(s.byVendor, mp, id, wasV, nowV)
+	}
+	if !sameC {
+		reindex(s.byCategory, mp, id, wasC, nowC)
+	}
+}
+
+func (s *Service) indexCategory(mp, id string, old, nv *Category) {
+	var was, now []string
+	if old != nil && old.ParentID != "" {
+		was = []string{old.ParentID}
+	}
+	if nv != nil && nv.ParentID != "" {
+		now = []string{nv.ParentID}
 	}
 	if sameStrings(was, now) {
 		return
 	}
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
-	vm := s.byVendor[mp]
-	for _, v := range was {
-		if !contains(now, v) {
-			if set := vm[v]; set != nil {
+	reindex(s.children, mp, id, was, now)
+}
+
+// reindex moves id from the sets of keys was to the sets of keys now in
+// idx[mp] (key -> set of ids).
+func reindex(idx map[string]map[string]map[string]struct{}, mp, id string, was, now []string) {
+	m := idx[mp]
+	for _, k := range was {
+		if !contains(now, k) {
+			if set := m[k]; set != nil {
 				delete(set, id)
 				if len(set) == 0 {
-					delete(vm, v)
+					delete(m, k)
 				}
 			}
 		}
 	}
-	if len(now) > 0 && vm == nil {
-		vm = map[string]map[string]struct{}{}
-		s.byVendor[mp] = vm
+	if len(now) > 0 && m == nil {
+		m = map[string]map[string]struct{}{}
+		idx[mp] = m
 	}
-	for _, v := range now {
-		set := vm[v]
+	for _, k := range now {
+		set := m[k]
 		if set == nil {
 			set = map[string]struct{}{}
-			vm[v] = set
+			m[k] = set
 		}
 		set[id] = struct{}{}
 	}
@@ -162,6 +199,84 @@ func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.Pro
 			return
 		}
 	}
+}
+
+// EachProductInCategory calls fn for every product (active or not) that
+// lists the category or one of its descendants (through the categories'
+// parentId), once each, in no order, until fn returns false. It reads the
+// indexes, not every product; fn runs without any lock held.
+func (s *Service) EachProductInCategory(mp, categoryID string, fn func(entityref.ProductRef) bool) {
+	var ids []string
+	s.idxMu.RLock()
+	seenCat := map[string]bool{categoryID: true}
+	queue := []string{categoryID}
+	for len(queue) > 0 && len(seenCat) <= maxCategoryTree {
+		c := queue[0]
+		queue = queue[1:]
+		for id := range s.byCategory[mp][c] {
+			ids = append(ids, id)
+		}
+		for child := range s.children[mp][c] {
+			if !seenCat[child] {
+				seenCat[child] = true
+				queue = append(queue, child)
+			}
+		}
+	}
+	s.idxMu.RUnlock()
+	multi := len(seenCat) > 1
+	var seen map[string]bool
+	if multi {
+		seen = make(map[string]bool, len(ids))
+	}
+	for _, id := range ids {
+		if multi {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+		}
+		p, _, ok := s.products.Get(mp, id)
+		if !ok {
+			continue
+		}
+		if !fn(productRef(id, &p)) {
+			return
+		}
+	}
+}
+
+// maxCategoryTree bounds the categories one EachProductInCategory walks.
+const maxCategoryTree = 100_000
+
+// ProductCreative is what a banner or a filter needs of a product beyond
+// ProductRef: its image, brand and metadata (decoded on demand: call it for
+// a few products, not for every candidate of a large auction).
+type ProductCreative struct {
+	ImageURL  string
+	BrandID   string
+	BrandName string
+	Metadata  []byte // compact JSON object, or nil
+}
+
+// Creative returns a product's creative fields.
+func (s *Service) Creative(mp, id string) (ProductCreative, bool) {
+	p, _, ok := s.products.Get(mp, id)
+	if !ok {
+		return ProductCreative{}, false
+	}
+	d := p.detailFields()
+	out := ProductCreative{ImageURL: d.ImageURL, Metadata: d.Metadata}
+	if d.Brand != nil {
+		out.BrandID, out.BrandName = d.Brand.ID, d.Brand.Name
+	}
+	return out, true
+}
+
+// VendorImageURL returns a vendor's logo URL ("" when it has none).
+func (s *Service) VendorImageURL(mp, id string) string {
+	v, _, _ := s.vendors.Get(mp, id)
+	return v.ImageURL
 }
 
 // ProductCount is the number of products of a marketplace.

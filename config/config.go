@@ -52,6 +52,7 @@ type Config struct {
 	ProjectorBatchRows     int
 	ProjectorFlushInterval time.Duration
 	DedupeWindow           time.Duration
+	BudgetRefresh          time.Duration
 
 	DebugAddr       string
 	ShutdownTimeout time.Duration
@@ -172,6 +173,7 @@ var settings = []setting{
 	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "rows per ClickHouse insert batch at most", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
+	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
 	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},

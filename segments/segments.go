@@ -250,6 +250,33 @@ func (s *Service) IsMember(ctx context.Context, mp, segmentID, opaqueUserID stri
 	return in, nil
 }
 
+// Memberships reports, for each segment of ids, whether opaqueUserID is a
+// member: one pipelined round trip for all of them (the auction asks once
+// per auction for every segment its candidates target). A missing segment
+// has no members.
+func (s *Service) Memberships(ctx context.Context, mp, opaqueUserID string, ids []string) ([]bool, error) {
+	out := make([]bool, len(ids))
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.BoolCmd, len(ids))
+	for i, id := range ids {
+		if st, _, ok := s.coll.Get(mp, id); ok {
+			cmds[i] = pipe.SIsMember(ctx, memberKey(mp, id, st.Generation), opaqueUserID)
+		}
+	}
+	if pipe.Len() == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, unavailable(err)
+	}
+	for i, c := range cmds {
+		if c != nil {
+			out[i] = c.Val()
+		}
+	}
+	return out, nil
+}
+
 // Get returns one segment with its exact member count.
 func (s *Service) Get(ctx context.Context, mp, id string) (Segment, error) {
 	if err := ValidateID(id); err != nil {

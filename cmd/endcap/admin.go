@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
@@ -59,11 +61,12 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list ... | endcap admin key create|list|revoke ...")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve ... | endcap admin key create|list|revoke ...")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	var (
 		name, currency, tz, marketplace, keyType, keyID string
+		reserveCPC, reserveCPM                          string
 	)
 	cfg, fs, err := parse("admin "+what+" "+verb, rest, func(fs *flag.FlagSet) {
 		switch what + " " + verb {
@@ -71,6 +74,10 @@ func cmdAdmin(ctx context.Context, args []string) error {
 			fs.StringVar(&name, "name", "", "marketplace name (required)")
 			fs.StringVar(&currency, "currency", "USD", "ISO 4217 currency code")
 			fs.StringVar(&tz, "timezone", "UTC", "IANA time zone that defines day_local")
+		case "marketplace set-reserve":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+			fs.StringVar(&reserveCPC, "cpc", "0", "reserve price of CPC bids, per click, in the marketplace currency (0: none)")
+			fs.StringVar(&reserveCPM, "cpm", "0", "reserve price of CPM bids, per 1,000 impressions (0: none)")
 		case "key create":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
@@ -91,7 +98,42 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	defer sess.cancel()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if what+" "+verb == "marketplace set-reserve" {
+		return setReserve(wctx, sess.acc, os.Stdout, marketplace, reserveCPC, reserveCPM)
+	}
 	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID)
+}
+
+// setReserve is `admin marketplace set-reserve`.
+func setReserve(ctx context.Context, acc *accounts.Service, out io.Writer, marketplace, cpc, cpm string) error {
+	if marketplace == "" {
+		return errors.New("--marketplace is required")
+	}
+	amount := func(flag, s string) (int64, error) {
+		if strings.Trim(s, "0.") == "" {
+			return 0, nil
+		}
+		m, err := campaigns.ParseMoneyText(s)
+		if err != nil {
+			return 0, fmt.Errorf("--%s %q: %v", flag, s, err)
+		}
+		return m, nil
+	}
+	cpcMicros, err := amount("cpc", cpc)
+	if err != nil {
+		return err
+	}
+	cpmMicros, err := amount("cpm", cpm)
+	if err != nil {
+		return err
+	}
+	m, err := acc.SetReserve(ctx, marketplace, cpcMicros, cpmMicros)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
 }
 
 func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, name, currency, tz, marketplace, keyType, keyID string) error {

@@ -28,6 +28,7 @@ Usage:
   endcap migrate [flags]                                        apply ClickHouse migrations
   endcap admin marketplace create --name N --currency USD --timezone America/New_York
   endcap admin marketplace list
+  endcap admin marketplace set-reserve --marketplace ID --cpc 0.05 --cpm 1.50
   endcap admin key create --marketplace ID --type marketplace|advanced
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID

@@ -20,6 +20,7 @@ type Topics struct {
 	Events   string // tracking events, keyed by marketplace|opaqueUserId
 	Accounts string // compacted changelog of marketplaces and API keys
 	Entities string // compacted changelog of catalog, campaigns, billing, segments, webhooks, ...
+	Auctions string // auction records (auction.Record), keyed by marketplace
 }
 
 // TopicNames returns the topic names for prefix (e.g. "endcap.").
@@ -28,6 +29,7 @@ func TopicNames(prefix string) Topics {
 		Events:   prefix + "events",
 		Accounts: prefix + "state.accounts",
 		Entities: prefix + "state.entities",
+		Auctions: prefix + "auctions",
 	}
 }
 
@@ -44,6 +46,10 @@ func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Dur
 	rf := int16(replication)
 	return []TopicSpec{
 		{Name: t.Events, Partitions: int32(eventsPartitions), Replication: rf, Configs: map[string]string{
+			"cleanup.policy": "delete",
+			"retention.ms":   strconv.FormatInt(eventsRetention.Milliseconds(), 10),
+		}},
+		{Name: t.Auctions, Partitions: int32(eventsPartitions), Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "delete",
 			"retention.ms":   strconv.FormatInt(eventsRetention.Milliseconds(), 10),
 		}},

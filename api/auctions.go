@@ -1,0 +1,130 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// Auctioneer runs auctions (auction.Engine).
+type Auctioneer interface {
+	Run(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) ([]auction.Result, error)
+}
+
+// postAuctions serves POST /v2/auctions, /v2/auctions/sponsored-brand and
+// /v2/auctions/travel: validate the whole request, run each auction, answer
+// 201 with one result per auction in request order, then hand the records
+// to the recorder (which never blocks).
+func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		p := principal(c)
+		body, ok := readBody(c, h.d.MaxBodyBytes)
+		if !ok {
+			return
+		}
+		reqs, verr := auction.ParseAuctions(body, endpoint)
+		if verr != nil {
+			telemetry.AuctionsRejected.WithLabelValues(verr.Code).Inc()
+			abortV2(c, http.StatusBadRequest, verr.Code, verr.Message)
+			return
+		}
+		m := marketOf(&p.Marketplace)
+		results, err := h.d.Auctions.Run(c.Request.Context(), m, endpoint, reqs)
+		if err != nil {
+			h.d.Log.Error("auctions failed", "marketplace", m.ID, "err", err)
+			abortUnavailable(c, h.d.RetryAfter, "auctions cannot run right now; retry later")
+			return
+		}
+		buf := appendAuctionResults(make([]byte, 0, 256+len(results)*512), results)
+		c.Data(http.StatusCreated, "application/json; charset=utf-8", buf)
+		for i := range results {
+			r := &results[i]
+			telemetry.Auctions.WithLabelValues(r.Kind.String(), strconv.FormatBool(len(r.Winners) > 0)).Inc()
+			if h.d.AuctionRecorder != nil {
+				h.d.AuctionRecorder.Record(&r.Record)
+			}
+		}
+	}
+}
+
+// marketOf is the auction's view of a marketplace.
+func marketOf(mp *accounts.Marketplace) *auction.Market {
+	id, _ := uuid.Parse(mp.ID)
+	return &auction.Market{
+		ID: mp.ID, UUID: id, Loc: mp.Location(),
+		Reserve: auction.Reserve{CPCMicros: mp.ReserveCPCMicros, CPMMicros: mp.ReserveCPMMicros},
+	}
+}
+
+// appendAuctionResults writes the 201 body (wire-contract.md §2.5, §3):
+// {"results":[{"resultType":…,"winners":[…],"error":false}, …]}.
+func appendAuctionResults(b []byte, results []auction.Result) []byte {
+	b = append(b, `{"results":[`...)
+	for i := range results {
+		r := &results[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"resultType":`...)
+		b = jsontext.AppendString(b, r.ResultType())
+		b = append(b, `,"winners":[`...)
+		for j := range r.Winners {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendWinner(b, r.Kind, &r.Winners[j])
+		}
+		b = append(b, `],"error":`...)
+		b = strconv.AppendBool(b, r.Error)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+func appendWinner(b []byte, kind auction.Kind, w *auction.Winner) []byte {
+	b = append(b, `{"rank":`...)
+	b = strconv.AppendInt(b, int64(w.Rank), 10)
+	b = append(b, `,"type":`...)
+	b = jsontext.AppendString(b, w.Type)
+	b = append(b, `,"id":`...)
+	b = jsontext.AppendString(b, w.ID)
+	b = append(b, `,"resolvedBidId":`...)
+	b = jsontext.AppendString(b, w.ResolvedBidID)
+	b = append(b, `,"campaignId":`...)
+	b = jsontext.AppendString(b, w.CampaignID)
+	switch kind {
+	case auction.KindBanners:
+		b = append(b, `,"asset":[{"url":`...)
+		b = jsontext.AppendString(b, w.AssetURL)
+		b = append(b, `}]`...)
+	case auction.KindFlights:
+		b = append(b, `,"variationID":`...)
+		b = jsontext.AppendString(b, w.VariationID)
+	case auction.KindSponsoredBrand:
+		b = append(b, `,"vendorId":`...)
+		b = jsontext.AppendString(b, w.VendorID)
+		b = append(b, `,"title":`...)
+		b = jsontext.AppendString(b, w.BrandName)
+		b = append(b, `,"productIds":[`...)
+		for k, id := range w.ProductIDs {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = jsontext.AppendString(b, id)
+		}
+		b = append(b, `],"content":{"brandName":`...)
+		b = jsontext.AppendString(b, w.BrandName)
+		b = append(b, `,"headline":`...)
+		b = jsontext.AppendString(b, w.Headline)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}

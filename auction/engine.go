@@ -1,0 +1,859 @@
+package auction
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/entityref"
+)
+
+// The auction engine: from a validated Request and the in-memory views of the
+// catalog and the campaigns, the winners, their prices and their signed
+// resolvedBidIds. docs/auction-ranking.md is the reference; keep it in step.
+//
+// What it reads, and how fresh it is:
+//   - products, categories, vendors, campaigns and bids: the process's views
+//     of the entities log (no network), current to the last applied record;
+//   - spend: the Budget gate's cache (no network; refreshed in the
+//     background);
+//   - segment membership: one pipelined Redis round trip per auction, only
+//     when a candidate campaign targets segments and the request has an
+//     opaqueUserId.
+
+// CatalogView is what the engine reads of the catalog (catalog.Service).
+type CatalogView interface {
+	Product(mp, id string) (entityref.ProductRef, bool)
+	CategoryPath(mp, id string) []string
+	EachProductInCategory(mp, categoryID string, fn func(entityref.ProductRef) bool)
+	EachProductOfVendor(mp, vendorID string, fn func(entityref.ProductRef) bool)
+	Vendor(mp, id string) (entityref.VendorRef, bool)
+	Creative(mp, id string) (catalog.ProductCreative, bool)
+}
+
+// CampaignView is what the engine reads of campaigns (campaigns.Service).
+type CampaignView interface {
+	EachBidOn(mp, targetType, target string, fn func(campaigns.Campaign, campaigns.Bid) bool)
+	HasBidsOn(mp, targetType, target string) bool
+	EachCampaignOfType(mp, typ, vendorID string, fn func(campaigns.Campaign) bool)
+	BidsOf(mp, campaignID string) []campaigns.Bid
+}
+
+// SegmentView tells segment membership (segments.Service).
+type SegmentView interface {
+	Memberships(ctx context.Context, mp, opaqueUserID string, ids []string) ([]bool, error)
+}
+
+// BudgetGate says whether a campaign may spend now: budget left, and not
+// held back by pacing. It must answer from memory.
+type BudgetGate interface {
+	Allow(m *Market, c *campaigns.Campaign, at time.Time) bool
+}
+
+// Market is the marketplace an auction runs for.
+type Market struct {
+	ID      string
+	UUID    [16]byte
+	Loc     *time.Location // the marketplace's time zone (budgets' local day)
+	Reserve Reserve
+}
+
+// Engine runs auctions. Its fields are set once, before the first Run.
+type Engine struct {
+	Catalog   CatalogView
+	Campaigns CampaignView
+	Segments  SegmentView
+	Budget    BudgetGate
+	// Keys returns the current resolvedBidId keyring.
+	Keys func() *bidtoken.Keyring
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// SegmentTimeout bounds the segment membership round trip (20 ms when
+	// 0). On timeout or error, segment-targeted campaigns do not compete.
+	SegmentTimeout time.Duration
+	Log            *slog.Logger
+
+	pool sync.Pool
+}
+
+// Result is the outcome of one auction.
+type Result struct {
+	Kind    Kind
+	Winners []Winner
+	// Error is true when the auction failed at run time (no winners); the
+	// other auctions of the request are unaffected.
+	Error  bool
+	Record Record
+}
+
+// ResultType is the result's `resultType` on the wire.
+func (r *Result) ResultType() string {
+	switch r.Kind {
+	case KindSponsoredBrand:
+		return "brand"
+	}
+	return r.Kind.String()
+}
+
+// Winner is one winner as the response shows it.
+type Winner struct {
+	Rank          int
+	Type          string // product
+	ID            string
+	ResolvedBidID string
+	CampaignID    string
+	VendorID      string
+	// AssetURL is a banner winner's image (the product's imageURL).
+	AssetURL string
+	// VariationID is a flights winner's variationID, as requested.
+	VariationID string
+	// Sponsored brand: the vendor's best products in this auction (the
+	// winner's first), its name and the campaign's name.
+	ProductIDs []string
+	BrandName  string
+	Headline   string
+}
+
+// ErrNoKeys is returned when no resolvedBidId keyring is loaded yet.
+var ErrNoKeys = errors.New("auction: no resolvedBidId signing keys loaded")
+
+// Run runs every auction of one request. Each result has its own auction id;
+// they share the clock reading.
+func (e *Engine) Run(ctx context.Context, m *Market, endpoint EndpointKind, reqs []Request) ([]Result, error) {
+	keys := e.Keys()
+	if keys == nil {
+		return nil, ErrNoKeys
+	}
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	at := now().UTC().Truncate(time.Millisecond)
+	st, _ := e.pool.Get().(*state)
+	if st == nil {
+		st = newState()
+	}
+	defer e.pool.Put(st)
+	out := make([]Result, len(reqs))
+	for i := range reqs {
+		out[i] = e.runOne(ctx, st, keys, m, endpoint, &reqs[i], i, at)
+	}
+	return out, nil
+}
+
+// ---- per-auction working state ----
+
+// Bid specificity: of the bids of one campaign that apply to one product,
+// the most specific is used.
+const (
+	specAutomated = iota + 1
+	specCategory
+	specKeyword
+	specProduct
+)
+
+var specNames = [...]string{"", "automated", "category", "keyword", "product"}
+
+type prod struct {
+	ref       entityref.ProductRef
+	quality   int64 // ppm
+	variation string
+}
+
+type camp struct {
+	c       campaigns.Campaign
+	ok      bool // eligible (segments still to check when needSeg)
+	needSeg bool
+}
+
+type bidRef struct {
+	prod   int32
+	camp   int32
+	spec   uint8
+	bidID  string
+	amount int64
+}
+
+type pairKey struct{ camp, prod int32 }
+
+type state struct {
+	prods     []prod
+	prodIdx   map[string]int32
+	camps     []camp
+	campIdx   map[string]int32
+	bids      []bidRef
+	best      map[pairKey]int32
+	paths     map[string][]string
+	cells     []string
+	phrases   []string
+	kwBids    []kwBid
+	vendBest  map[string]int32
+	vendGroup map[string]int32
+	filterOK  map[string]bool
+	cands     []Candidate
+	candBid   []int32
+	rk        ranker
+	segIDs    []string
+	tokenBuf  []byte
+}
+
+type kwBid struct {
+	camp   int32
+	vendor string
+	bidID  string
+	amount int64
+}
+
+func newState() *state {
+	return &state{
+		prodIdx: map[string]int32{}, campIdx: map[string]int32{}, best: map[pairKey]int32{},
+		paths: map[string][]string{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
+		filterOK: map[string]bool{},
+	}
+}
+
+func (st *state) reset() {
+	st.prods, st.camps, st.bids, st.cells, st.phrases = st.prods[:0], st.camps[:0], st.bids[:0], st.cells[:0], st.phrases[:0]
+	st.kwBids, st.cands, st.candBid, st.segIDs = st.kwBids[:0], st.cands[:0], st.candBid[:0], st.segIDs[:0]
+	clear(st.prodIdx)
+	clear(st.campIdx)
+	clear(st.best)
+	clear(st.vendBest)
+	clear(st.vendGroup)
+	clear(st.filterOK)
+	if len(st.paths) > 4096 {
+		st.paths = map[string][]string{}
+	} else {
+		clear(st.paths)
+	}
+}
+
+// auctionEnv is what one auction's helpers share.
+type auctionEnv struct {
+	e   *Engine
+	st  *state
+	m   *Market
+	r   *Request
+	at  time.Time
+	mp  string
+	typ []string // campaign types that compete
+}
+
+func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time) Result {
+	st.reset()
+	res := Result{Kind: r.Kind}
+	id, err := uuid.NewV7()
+	if err != nil {
+		res.Error, res.Record.Error = true, true
+		return res
+	}
+	env := &auctionEnv{e: e, st: st, m: m, r: r, at: at, mp: m.ID}
+	if r.Kind == KindBanners {
+		env.typ = []string{campaigns.TypeBanners}
+	} else {
+		env.typ = []string{campaigns.TypeListings, campaigns.TypeAutomated}
+	}
+	res.Record = newRecord(id, m, endpoint, r, idx, at)
+
+	env.locations()
+	env.candidateProducts()
+	env.gatherBids()
+	env.checkSegments(ctx)
+	env.buildCandidates()
+	if r.Kind == KindBanners {
+		env.dropImageless()
+	}
+	res.Record.Candidates = len(st.cands)
+	places := st.rk.Rank(st.cands, r.Slots, m.Reserve)
+
+	res.Winners = make([]Winner, 0, len(places))
+	res.Record.Winners = make([]RecordWinner, 0, len(places))
+	for _, pl := range places {
+		w, rw, err := env.winner(keys, id, pl, places)
+		if err != nil {
+			// Signing fails only on a bug (invalid claims): fail this
+			// auction, not the request.
+			if e.Log != nil {
+				e.Log.Error("auction: cannot sign a winner", "auction", id.String(), "err", err)
+			}
+			res.Winners, res.Record.Winners, res.Error, res.Record.Error = res.Winners[:0], nil, true, true
+			return res
+		}
+		res.Winners = append(res.Winners, w)
+		res.Record.Winners = append(res.Record.Winners, rw)
+	}
+	return res
+}
+
+// ---- context ----
+
+// locations expands the request's H3 cells into themselves and their
+// ancestors: a campaign cell matches when it is one of them.
+func (a *auctionEnv) locations() {
+	for _, s := range a.r.Locations {
+		c, ok := cellOf(s)
+		if !ok {
+			continue
+		}
+		for res := c.Resolution(); res >= 0; res-- {
+			a.st.cells = append(a.st.cells, formatCell(c.Parent(res)))
+		}
+	}
+}
+
+// path returns a category and its ancestors (cached for the auction).
+func (a *auctionEnv) path(cat string) []string {
+	if p, ok := a.st.paths[cat]; ok {
+		return p
+	}
+	p := a.e.Catalog.CategoryPath(a.mp, cat)
+	if len(p) == 0 {
+		p = []string{cat} // an unknown category still names itself
+	}
+	a.st.paths[cat] = p
+	return p
+}
+
+// inCategory reports whether a product is in category c: one of its
+// categories is c or a descendant of c.
+func (a *auctionEnv) inCategory(p *entityref.ProductRef, c string) bool {
+	for _, pc := range p.Categories {
+		if slices.Contains(a.path(pc), c) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesCategory applies the request's category context to a product.
+func (a *auctionEnv) matchesCategory(p *entityref.ProductRef) bool {
+	cf := a.r.Category
+	switch {
+	case cf == nil:
+		return true
+	case cf.ID != "":
+		return a.inCategory(p, cf.ID)
+	case len(cf.IDs) > 0:
+		for _, c := range cf.IDs {
+			if !a.inCategory(p, c) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, d := range cf.Disjunctions {
+		if !slices.ContainsFunc(d, func(c string) bool { return a.inCategory(p, c) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// addProduct adds an active product to the candidates (once). i is its index
+// in the request's products (-1 when it comes from a category or a bid).
+func (a *auctionEnv) addProduct(p entityref.ProductRef, i int) int32 {
+	if k, ok := a.st.prodIdx[p.ID]; ok {
+		return k
+	}
+	q := qualityPPM(p.QualityScore)
+	var variation string
+	if i >= 0 {
+		if a.r.QualityScores != nil {
+			q = qualityPPM(a.r.QualityScores[i])
+		}
+		if a.r.VariationIDs != nil {
+			variation = a.r.VariationIDs[i]
+		}
+	}
+	k := int32(len(a.st.prods))
+	a.st.prods = append(a.st.prods, prod{ref: p, quality: q, variation: variation})
+	a.st.prodIdx[p.ID] = k
+	return k
+}
+
+// qualityPPM converts a quality score in (0, 1] to parts per million
+// (rounded, at least 1); 0 (not set) is a quality of 1.
+func qualityPPM(q float64) int64 {
+	if !(q > 0 && q <= 1) {
+		return MaxQualityPPM
+	}
+	return max(1, int64(math.Round(q*MaxQualityPPM)))
+}
+
+// candidateProducts collects the products that may win: the request's
+// products (in the category too when both are given), else the products of
+// the category. A search query alone (banners, sponsored brand) or no context
+// (landing-page banners) takes its products from the bids (gatherBids).
+func (a *auctionEnv) candidateProducts() {
+	r := a.r
+	switch {
+	case len(r.ProductIDs) > 0:
+		for i, id := range r.ProductIDs {
+			if _, dup := a.st.prodIdx[id]; dup {
+				continue // the first occurrence's quality and variation count
+			}
+			p, ok := a.e.Catalog.Product(a.mp, id)
+			if !ok || !p.Active || len(p.Vendors) == 0 || !a.matchesCategory(&p) || !a.passesFilter(p.ID) {
+				continue
+			}
+			a.addProduct(p, i)
+		}
+	case r.Category != nil:
+		first := r.Category.ID
+		var roots []string
+		switch {
+		case first != "":
+			roots = []string{first}
+		case len(r.Category.IDs) > 0:
+			roots = r.Category.IDs[:1]
+		default:
+			roots = r.Category.Disjunctions[0]
+		}
+		for _, root := range roots {
+			a.e.Catalog.EachProductInCategory(a.mp, root, func(p entityref.ProductRef) bool {
+				if p.Active && len(p.Vendors) > 0 && a.matchesCategory(&p) && a.passesFilter(p.ID) {
+					a.addProduct(p, -1)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// ---- bids ----
+
+// gatherBids finds, for every candidate product, the bids that apply to it,
+// keeping per campaign the most specific one.
+func (a *auctionEnv) gatherBids() {
+	st := a.st
+	a.keywordBids()
+	hasContext := len(a.r.ProductIDs) > 0 || a.r.Category != nil
+	if !hasContext {
+		if a.r.SearchQuery != "" {
+			a.keywordOnly()
+		} else if a.r.Kind == KindBanners {
+			a.landingPage()
+		}
+	}
+	n := len(st.prods) // products added from here on come with their bid already
+	for pi := 0; pi < n; pi++ {
+		p := &st.prods[pi].ref
+		pk := int32(pi)
+		a.eachBidOn(campaigns.TargetProduct, p.ID, func(ci int32, b *campaigns.Bid) {
+			a.addBid(pk, ci, specProduct, b.ID, b.AmountMicros)
+		}, p)
+		for _, pc := range p.Categories {
+			for _, c := range a.path(pc) {
+				a.eachBidOn(campaigns.TargetCategory, c, func(ci int32, b *campaigns.Bid) {
+					a.addBid(pk, ci, specCategory, b.ID, b.AmountMicros)
+				}, p)
+			}
+		}
+		for _, kb := range st.kwBids {
+			if slices.Contains(p.Vendors, kb.vendor) {
+				a.addBid(pk, kb.camp, specKeyword, kb.bidID, kb.amount)
+			}
+		}
+		if a.r.Kind != KindBanners {
+			for _, v := range p.Vendors {
+				a.e.Campaigns.EachCampaignOfType(a.mp, campaigns.TypeAutomated, v, func(c campaigns.Campaign) bool {
+					if ci := a.campaign(&c); ci >= 0 {
+						a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c, p.QualityScore))
+					}
+					return true
+				})
+			}
+		}
+	}
+}
+
+// eachBidOn calls fn for the active bids on a target whose campaign may
+// compete and whose vendor may promote product p.
+func (a *auctionEnv) eachBidOn(targetType, target string, fn func(ci int32, b *campaigns.Bid), p *entityref.ProductRef) {
+	if !a.e.Campaigns.HasBidsOn(a.mp, targetType, target) {
+		return
+	}
+	a.e.Campaigns.EachBidOn(a.mp, targetType, target, func(c campaigns.Campaign, b campaigns.Bid) bool {
+		if !b.Active || (p != nil && !slices.Contains(p.Vendors, c.VendorID)) {
+			return true
+		}
+		if ci := a.campaign(&c); ci >= 0 {
+			fn(ci, &b)
+		}
+		return true
+	})
+}
+
+// keywordBids collects the keyword bids that match the search query: a bid
+// matches when its keyword is a run of whole consecutive words of the
+// normalised query (docs/auction-ranking.md).
+func (a *auctionEnv) keywordBids() {
+	if a.r.SearchQuery == "" {
+		return
+	}
+	words := strings.Fields(strings.ToLower(a.r.SearchQuery))
+	for i := range words {
+		phrase := ""
+		for j := i; j < len(words); j++ {
+			if j > i {
+				phrase += " "
+			}
+			phrase += words[j]
+			if len(phrase) > 4*campaigns.MaxKeywordLen {
+				break
+			}
+			a.eachBidOn(campaigns.TargetKeyword, phrase, func(ci int32, b *campaigns.Bid) {
+				a.st.kwBids = append(a.st.kwBids, kwBid{camp: ci, vendor: a.st.camps[ci].c.VendorID, bidID: b.ID, amount: b.AmountMicros})
+			}, nil)
+		}
+	}
+}
+
+// keywordOnly: with a search query and no products or category, a keyword
+// bid promotes its vendor's best active product (highest quality score, then
+// smallest id).
+func (a *auctionEnv) keywordOnly() {
+	for _, kb := range a.st.kwBids {
+		pk, ok := a.vendorBest(kb.vendor)
+		if ok {
+			a.addBid(pk, kb.camp, specKeyword, kb.bidID, kb.amount)
+		}
+	}
+	a.st.kwBids = a.st.kwBids[:0] // applied: not again per product
+}
+
+func (a *auctionEnv) vendorBest(vendor string) (int32, bool) {
+	if k, ok := a.st.vendBest[vendor]; ok {
+		return k, k >= 0
+	}
+	var best entityref.ProductRef
+	found := false
+	a.e.Catalog.EachProductOfVendor(a.mp, vendor, func(p entityref.ProductRef) bool {
+		if !p.Active || !a.passesFilter(p.ID) {
+			return true
+		}
+		qp, qb := qualityPPM(p.QualityScore), qualityPPM(best.QualityScore)
+		if !found || qp > qb || (qp == qb && p.ID < best.ID) {
+			best, found = p, true
+		}
+		return true
+	})
+	k := int32(-1)
+	if found {
+		k = a.addProduct(best, -1)
+	}
+	a.st.vendBest[vendor] = k
+	return k, found
+}
+
+// landingPage: a banners auction with no context at all is open to every
+// banners campaign, with the products of its product bids.
+func (a *auctionEnv) landingPage() {
+	a.e.Campaigns.EachCampaignOfType(a.mp, campaigns.TypeBanners, "", func(c campaigns.Campaign) bool {
+		ci := a.campaign(&c)
+		if ci < 0 {
+			return true
+		}
+		for _, b := range a.e.Campaigns.BidsOf(a.mp, c.ID) {
+			if !b.Active || b.TargetType != campaigns.TargetProduct {
+				continue
+			}
+			p, ok := a.e.Catalog.Product(a.mp, b.Target)
+			if !ok || !p.Active || !slices.Contains(p.Vendors, c.VendorID) || !a.passesFilter(p.ID) {
+				continue
+			}
+			a.addBid(a.addProduct(p, -1), ci, specProduct, b.ID, b.AmountMicros)
+		}
+		return true
+	})
+}
+
+// addBid records that campaign ci bids amount on product pk, keeping the
+// campaign's most specific bid on the product (the higher amount between
+// equally specific ones).
+func (a *auctionEnv) addBid(pk, ci int32, spec uint8, bidID string, amount int64) {
+	key := pairKey{ci, pk}
+	if k, ok := a.st.best[key]; ok {
+		cur := &a.st.bids[k]
+		if spec > cur.spec || (spec == cur.spec && amount > cur.amount) {
+			*cur = bidRef{prod: pk, camp: ci, spec: spec, bidID: bidID, amount: amount}
+		}
+		return
+	}
+	a.st.best[key] = int32(len(a.st.bids))
+	a.st.bids = append(a.st.bids, bidRef{prod: pk, camp: ci, spec: spec, bidID: bidID, amount: amount})
+}
+
+// ---- campaign eligibility ----
+
+// campaign returns the auction's index of campaign c, or -1 when it may not
+// compete in this auction: wrong type, not running, outside its targeting,
+// or held back by its budget. Segment targeting is checked later, for all
+// campaigns at once.
+func (a *auctionEnv) campaign(c *campaigns.Campaign) int32 {
+	if k, ok := a.st.campIdx[c.ID]; ok {
+		if !a.st.camps[k].ok {
+			return -1
+		}
+		return k
+	}
+	ok := a.campaignEligible(c)
+	k := int32(len(a.st.camps))
+	a.st.camps = append(a.st.camps, camp{c: *c, ok: ok, needSeg: ok && len(c.Targeting.Segments) > 0})
+	a.st.campIdx[c.ID] = k
+	if !ok {
+		return -1
+	}
+	return k
+}
+
+func (a *auctionEnv) campaignEligible(c *campaigns.Campaign) bool {
+	if !slices.Contains(a.typ, c.Type) || campaigns.Status(*c, a.at) != campaigns.StatusRunning {
+		return false
+	}
+	t := &c.Targeting
+	if len(t.PlacementIDs) > 0 && !slices.Contains(t.PlacementIDs, a.r.PlacementID) {
+		return false
+	}
+	if len(t.Devices) > 0 && !slices.Contains(t.Devices, a.r.Device) {
+		return false
+	}
+	if len(t.Locations) > 0 && !slices.ContainsFunc(t.Locations, func(l string) bool { return slices.Contains(a.st.cells, l) }) {
+		return false
+	}
+	if len(t.Segments) > 0 && a.r.OpaqueUserID == "" {
+		return false
+	}
+	return a.e.Budget == nil || a.e.Budget.Allow(a.m, c, a.at)
+}
+
+// checkSegments resolves the segment targeting of the candidate campaigns in
+// one round trip: a campaign competes when the user is in any of its
+// segments.
+func (a *auctionEnv) checkSegments(ctx context.Context) {
+	st := a.st
+	for i := range st.camps {
+		if st.camps[i].needSeg {
+			for _, s := range st.camps[i].c.Targeting.Segments {
+				if !slices.Contains(st.segIDs, s) {
+					st.segIDs = append(st.segIDs, s)
+				}
+			}
+		}
+	}
+	if len(st.segIDs) == 0 {
+		return
+	}
+	var in []bool
+	var err error
+	if a.e.Segments != nil {
+		timeout := a.e.SegmentTimeout
+		if timeout <= 0 {
+			timeout = 20 * time.Millisecond
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		in, err = a.e.Segments.Memberships(cctx, a.mp, a.r.OpaqueUserID, st.segIDs)
+		cancel()
+	} else {
+		err = errors.New("no segment view")
+	}
+	if err != nil && a.e.Log != nil {
+		a.e.Log.Warn("auction: segment membership unavailable; segment-targeted campaigns skipped", "marketplace", a.mp, "err", err)
+	}
+	for i := range st.camps {
+		c := &st.camps[i]
+		if !c.needSeg {
+			continue
+		}
+		member := false
+		if err == nil {
+			for _, s := range c.c.Targeting.Segments {
+				if in[slices.Index(st.segIDs, s)] {
+					member = true
+					break
+				}
+			}
+		}
+		c.ok = member
+	}
+}
+
+// buildCandidates turns the kept bids of eligible campaigns into ranking
+// candidates.
+func (a *auctionEnv) buildCandidates() {
+	st := a.st
+	for bi := range st.bids {
+		b := &st.bids[bi]
+		c := &st.camps[b.camp]
+		if !c.ok || b.amount <= 0 {
+			continue
+		}
+		p := &st.prods[b.prod]
+		group := b.prod
+		if a.r.Kind == KindSponsoredBrand {
+			group = a.vendorGroup(c.c.VendorID) // one winner per vendor
+		}
+		st.cands = append(st.cands, Candidate{
+			Group: group, CampaignID: c.c.ID, ProductID: p.ref.ID, BidMicros: b.amount,
+			CPM: c.c.ChargeType == campaigns.ChargeCPM, QualityPPM: p.quality,
+		})
+		st.candBid = append(st.candBid, int32(bi))
+	}
+}
+
+// vendorGroup numbers vendors for sponsored-brand auctions.
+func (a *auctionEnv) vendorGroup(vendor string) int32 {
+	g, ok := a.st.vendGroup[vendor]
+	if !ok {
+		g = int32(len(a.st.vendGroup))
+		a.st.vendGroup[vendor] = g
+	}
+	return g
+}
+
+// dropImageless removes banner candidates whose product has no image: a
+// banner winner needs an asset URL.
+func (a *auctionEnv) dropImageless() {
+	st := a.st
+	keep := st.cands[:0]
+	keepBid := st.candBid[:0]
+	img := map[int32]bool{}
+	for i, c := range st.cands {
+		pk := st.bids[st.candBid[i]].prod
+		ok, seen := img[pk]
+		if !seen {
+			cr, found := a.e.Catalog.Creative(a.mp, st.prods[pk].ref.ID)
+			ok = found && cr.ImageURL != ""
+			img[pk] = ok
+		}
+		if ok {
+			keep = append(keep, c)
+			keepBid = append(keepBid, st.candBid[i])
+		}
+	}
+	st.cands, st.candBid = keep, keepBid
+}
+
+// ---- winners ----
+
+var adFormats = [...]bidtoken.AdFormat{
+	KindListings: bidtoken.Listings, KindBanners: bidtoken.Banners, KindSponsoredBrand: bidtoken.SponsoredBrand,
+	KindHotels: bidtoken.Hotels, KindFlights: bidtoken.Flights,
+}
+
+func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Placement, all []Placement) (Winner, RecordWinner, error) {
+	st := a.st
+	b := &st.bids[st.candBid[pl.Cand]]
+	c := &st.camps[b.camp].c
+	p := &st.prods[b.prod]
+	cand := &st.cands[pl.Cand]
+
+	campaignID, err := uuid.Parse(c.ID)
+	if err != nil {
+		return Winner{}, RecordWinner{}, err
+	}
+	claims := bidtoken.Claims{
+		MarketplaceID: a.m.UUID, AuctionID: auctionID, CampaignID: campaignID,
+		AuctionTimeMs: a.at.UnixMilli(), ChargeType: bidtoken.CPC, AdFormat: adFormats[a.r.Kind],
+		Rank: uint8(pl.Rank), PriceMicros: pl.PriceMicros, WinnerType: bidtoken.WinnerProduct,
+		WinnerID: p.ref.ID, VendorID: c.VendorID,
+	}
+	if cand.CPM {
+		claims.ChargeType = bidtoken.CPM
+	}
+	if b.bidID != "" {
+		if bid, err := uuid.Parse(b.bidID); err == nil {
+			claims.BidID = bid
+		}
+	}
+	tok, err := keys.Encode(claims)
+	if err != nil {
+		return Winner{}, RecordWinner{}, err
+	}
+	w := Winner{
+		Rank: pl.Rank, Type: "product", ID: p.ref.ID, ResolvedBidID: tok, CampaignID: c.ID, VendorID: c.VendorID,
+		VariationID: p.variation,
+	}
+	switch a.r.Kind {
+	case KindBanners:
+		if cr, ok := a.e.Catalog.Creative(a.mp, p.ref.ID); ok {
+			w.AssetURL = cr.ImageURL
+		}
+	case KindSponsoredBrand:
+		w.Headline = c.Name
+		if v, ok := a.e.Catalog.Vendor(a.mp, c.VendorID); ok {
+			w.BrandName = v.Name
+		}
+		w.ProductIDs = a.vendorProducts(cand.Group, p.ref.ID)
+	}
+	rw := RecordWinner{
+		Rank: pl.Rank, Type: w.Type, EntityID: w.ID, CampaignID: c.ID, VendorID: c.VendorID, BidID: b.bidID,
+		BidTarget: specNames[b.spec], ChargeType: claims.ChargeType.String(), BidMicros: b.amount,
+		PriceMicros: pl.PriceMicros, QualityPPM: cand.QualityPPM, VariationID: p.variation,
+	}
+	return w, rw, nil
+}
+
+// MaxBrandProducts is how many products a sponsored-brand winner lists.
+const MaxBrandProducts = 3
+
+// vendorProducts lists the best products (by score order) of a vendor group
+// in this auction, first the winning one.
+func (a *auctionEnv) vendorProducts(group int32, first string) []string {
+	out := []string{first}
+	for _, ci := range a.st.rk.order {
+		c := &a.st.cands[ci]
+		if len(out) == MaxBrandProducts {
+			break
+		}
+		if c.Group == group && !slices.Contains(out, c.ProductID) {
+			out = append(out, c.ProductID)
+		}
+	}
+	return out
+}
+
+func newRecord(id uuid.UUID, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time) Record {
+	rec := Record{
+		ID: id.String(), MarketplaceID: m.ID, At: at, Endpoint: endpoint.String(), Kind: r.Kind.String(), Index: idx,
+		Slots: r.Slots, ProductCount: len(r.ProductIDs), SearchQuery: r.SearchQuery, SlotID: r.SlotID,
+		Device: r.Device, PlacementID: r.PlacementID, PlacementName: r.PlacementName, OpaqueUserID: r.OpaqueUserID,
+		ExperimentVariant: r.ExperimentVariant, Locations: r.Locations,
+	}
+	if r.Location != "" {
+		rec.Locations = []string{r.Location}
+	}
+	if r.Category != nil {
+		rec.Category = r.Category.String()
+	}
+	if r.Page != nil {
+		rec.PageType, rec.PageID, rec.PageValue = r.Page.Type, r.Page.ID, r.Page.Value
+	}
+	return rec
+}
+
+// String is the category context in canonical text: `id`, `a&b` for ids (in
+// all), `(a|b)&(c)` for disjunctions.
+func (c *CategoryFilter) String() string {
+	switch {
+	case c.ID != "":
+		return c.ID
+	case len(c.IDs) > 0:
+		return strings.Join(c.IDs, "&")
+	}
+	parts := make([]string, len(c.Disjunctions))
+	for i, d := range c.Disjunctions {
+		parts[i] = "(" + strings.Join(d, "|") + ")"
+	}
+	return strings.Join(parts, "&")
+}

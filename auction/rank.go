@@ -1,0 +1,181 @@
+package auction
+
+import (
+	"math/bits"
+	"slices"
+	"strings"
+)
+
+// Ranking and pricing, as docs/auction-ranking.md states them. Everything is
+// integer arithmetic on micro-units and parts per million, so that a result
+// can be computed by hand and is the same on every machine.
+//
+//   - A bid's value per impression is its normalised bid: a CPM bid (per
+//     1,000 impressions) as is, a CPC bid (per click) × CPCtoCPM (a click is
+//     taken to follow 1% of impressions, so 1.00 per click ≡ 10.00 per
+//     1,000 impressions).
+//   - score = normalised bid × quality, quality in parts per million
+//     (1..1,000,000).
+//   - Candidates are sorted by score, then quality, then campaign id, then
+//     product id (the last two ascending): a total order, so ties are broken
+//     the same way every time.
+//   - Walking that order, a candidate wins the next rank unless its group
+//     (its product; its vendor in a sponsored-brand auction) already won,
+//     until the slots are filled.
+//   - A winner pays the least bid that keeps its rank: the smallest bid whose
+//     score reaches the score of the first candidate after it in the order
+//     whose group did not win a higher rank (a bid on the winner's own
+//     product counts: without the rank, that bid would have taken the
+//     product). Rounded up to the micro-unit, at least the reserve price of
+//     its charge type (and 1 µ), never more than its own bid. With no such
+//     candidate it pays the reserve (at least 1 µ).
+
+// CPCtoCPM converts a CPC bid into the per-1,000-impressions unit that
+// candidates of both charge types are ranked in.
+const CPCtoCPM = 10
+
+// MaxQualityPPM is a quality of 1 in parts per million.
+const MaxQualityPPM = 1_000_000
+
+// Candidate is one eligible bid on one product, ready to rank.
+type Candidate struct {
+	Group      int32  // one winner per group: the product (the vendor in sponsored-brand auctions)
+	CampaignID string // tie-break
+	ProductID  string // tie-break
+	BidMicros  int64  // > 0; per click (CPC) or per 1,000 impressions (CPM)
+	CPM        bool
+	QualityPPM int64 // 1..MaxQualityPPM
+}
+
+// Reserve is a marketplace's reserve prices, micro-units: a bid below the
+// reserve of its charge type never competes, and a winner never pays less.
+type Reserve struct {
+	CPCMicros int64
+	CPMMicros int64
+}
+
+func (r Reserve) of(cpm bool) int64 {
+	if cpm {
+		return r.CPMMicros
+	}
+	return r.CPCMicros
+}
+
+// Placement is a winner: Cand indexes the candidates given to Rank.
+type Placement struct {
+	Cand        int
+	Rank        int // 1-based
+	PriceMicros int64
+}
+
+// score is a 128-bit score: normalised bid × quality.
+type score struct{ hi, lo uint64 }
+
+func (c *Candidate) unit() uint64 {
+	if c.CPM {
+		return 1
+	}
+	return CPCtoCPM
+}
+
+func (c *Candidate) score() score {
+	hi, lo := bits.Mul64(uint64(c.BidMicros)*c.unit(), uint64(c.QualityPPM))
+	return score{hi, lo}
+}
+
+func cmpScore(a, b score) int {
+	switch {
+	case a.hi != b.hi:
+		if a.hi < b.hi {
+			return -1
+		}
+		return 1
+	case a.lo != b.lo:
+		if a.lo < b.lo {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// ranker holds Rank's working memory, reused across auctions.
+type ranker struct {
+	order  []int32
+	scores []score
+	groups []int32 // groups of the winners so far, in rank order
+	out    []Placement
+}
+
+// Rank orders candidates and returns up to slots winners with their prices.
+// Candidates with a bid below the reserve of their charge type, a bid ≤ 0 or
+// a quality outside 1..MaxQualityPPM are ignored. The result aliases the
+// ranker's memory: copy what outlives the next call.
+func (rk *ranker) Rank(cands []Candidate, slots int, reserve Reserve) []Placement {
+	rk.order, rk.scores, rk.groups, rk.out = rk.order[:0], rk.scores[:0], rk.groups[:0], rk.out[:0]
+	for i := range cands {
+		c := &cands[i]
+		if c.BidMicros <= 0 || c.BidMicros < reserve.of(c.CPM) || c.QualityPPM < 1 || c.QualityPPM > MaxQualityPPM {
+			rk.scores = append(rk.scores, score{})
+			continue
+		}
+		rk.scores = append(rk.scores, c.score())
+		rk.order = append(rk.order, int32(i))
+	}
+	slices.SortFunc(rk.order, func(a, b int32) int {
+		if r := cmpScore(rk.scores[b], rk.scores[a]); r != 0 {
+			return r // higher score first
+		}
+		ca, cb := &cands[a], &cands[b]
+		switch {
+		case ca.QualityPPM != cb.QualityPPM:
+			if ca.QualityPPM > cb.QualityPPM {
+				return -1
+			}
+			return 1
+		case ca.CampaignID != cb.CampaignID:
+			return strings.Compare(ca.CampaignID, cb.CampaignID)
+		}
+		return strings.Compare(ca.ProductID, cb.ProductID)
+	})
+	for k, ci := range rk.order {
+		if len(rk.out) == slots {
+			break
+		}
+		c := &cands[ci]
+		if slices.Contains(rk.groups, c.Group) {
+			continue
+		}
+		// rk.groups holds the groups of the winners ranked above this one:
+		// the first later candidate outside them sets the price.
+		price := reserve.of(c.CPM)
+		for _, nj := range rk.order[k+1:] {
+			if !slices.Contains(rk.groups, cands[nj].Group) {
+				price = max(price, priceToBeat(rk.scores[nj], c))
+				break
+			}
+		}
+		price = min(max(price, 1), c.BidMicros)
+		rk.groups = append(rk.groups, c.Group)
+		rk.out = append(rk.out, Placement{Cand: int(ci), Rank: len(rk.out) + 1, PriceMicros: price})
+	}
+	return rk.out
+}
+
+// priceToBeat is the least bid of c (its own unit) whose score reaches s:
+// ⌈s / (unit × quality)⌉, capped at c's bid (a larger answer means c only
+// ranks above s through the tie-break, at its full bid).
+func priceToBeat(s score, c *Candidate) int64 {
+	d := c.unit() * uint64(c.QualityPPM)
+	if s.hi >= d {
+		return c.BidMicros // the quotient does not fit 64 bits: far above any bid
+	}
+	q, r := bits.Div64(s.hi, s.lo, d)
+	if r != 0 {
+		q++
+	}
+	if q > uint64(c.BidMicros) {
+		return c.BidMicros
+	}
+	return int64(q)
+}

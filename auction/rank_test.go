@@ -1,0 +1,126 @@
+package auction
+
+import (
+	"reflect"
+	"testing"
+)
+
+// The scenarios of docs/auction-ranking.md, computed by hand there.
+func TestRankHandComputed(t *testing.T) {
+	const µ = 1
+	docExample := []Candidate{
+		{Group: 1, CampaignID: "c1", ProductID: "P1", BidMicros: 1_000_000, QualityPPM: 500_000},              // score 10,000,000 × 0.5 = 5.0e12
+		{Group: 2, CampaignID: "c2", ProductID: "P2", BidMicros: 800_000, QualityPPM: 900_000},                // 8,000,000 × 0.9 = 7.2e12
+		{Group: 1, CampaignID: "c3", ProductID: "P1", BidMicros: 600_000, QualityPPM: 500_000},                // 3.0e12
+		{Group: 3, CampaignID: "c4", ProductID: "P3", BidMicros: 5_000_000, CPM: true, QualityPPM: 1_000_000}, // 5.0e12, quality 1
+		{Group: 4, CampaignID: "c5", ProductID: "P4", BidMicros: 50_000, QualityPPM: 1_000_000},               // below the reserve
+	}
+	reserve := Reserve{CPCMicros: 100_000, CPMMicros: 1_000_000}
+	tests := []struct {
+		name    string
+		cands   []Candidate
+		slots   int
+		reserve Reserve
+		want    []Placement
+	}{
+		{"doc example, 2 slots", docExample, 2, reserve, []Placement{
+			{Cand: 1, Rank: 1, PriceMicros: 555_556},   // ⌈5e12 / (10 × 900,000)⌉
+			{Cand: 3, Rank: 2, PriceMicros: 5_000_000}, // tie with c1 on score, wins on quality: pays its bid
+		}},
+		{"doc example, 3 slots: c3 on the same product prices c1", docExample, 3, reserve, []Placement{
+			{Cand: 1, Rank: 1, PriceMicros: 555_556},
+			{Cand: 3, Rank: 2, PriceMicros: 5_000_000},
+			{Cand: 0, Rank: 3, PriceMicros: 600_000}, // ⌈3e12 / (10 × 500,000)⌉
+		}},
+		{"doc example, 10 slots: one winner per product", docExample, 10, reserve, []Placement{
+			{Cand: 1, Rank: 1, PriceMicros: 555_556},
+			{Cand: 3, Rank: 2, PriceMicros: 5_000_000},
+			{Cand: 0, Rank: 3, PriceMicros: 600_000},
+		}},
+		{"lone winner pays the reserve", []Candidate{
+			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 700_000, QualityPPM: 1_000_000},
+		}, 1, reserve, []Placement{{Cand: 0, Rank: 1, PriceMicros: 100_000}}},
+		{"no reserve: at least 1 µ", []Candidate{
+			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 700_000, QualityPPM: 1_000_000},
+		}, 1, Reserve{}, []Placement{{Cand: 0, Rank: 1, PriceMicros: 1 * µ}}},
+		{"price never below the reserve", []Candidate{
+			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 700_000, QualityPPM: 1_000_000},
+			{Group: 2, CampaignID: "b", ProductID: "q", BidMicros: 110_000, QualityPPM: 100_000}, // score 1.1e11 → 11,000 µ to beat
+		}, 1, reserve, []Placement{{Cand: 0, Rank: 1, PriceMicros: 100_000}}},
+		{"equal score and quality: smaller campaign id first", []Candidate{
+			{Group: 1, CampaignID: "b", ProductID: "p1", BidMicros: 300_000, QualityPPM: 1_000_000},
+			{Group: 2, CampaignID: "a", ProductID: "p2", BidMicros: 300_000, QualityPPM: 1_000_000},
+		}, 2, Reserve{}, []Placement{
+			{Cand: 1, Rank: 1, PriceMicros: 300_000},
+			{Cand: 0, Rank: 2, PriceMicros: 1},
+		}},
+		{"bid equal to the reserve competes", []Candidate{
+			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 100_000, QualityPPM: 1_000_000},
+		}, 1, reserve, []Placement{{Cand: 0, Rank: 1, PriceMicros: 100_000}}},
+		{"largest bids do not overflow", []Candidate{
+			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 1_000_000_000_000_000, QualityPPM: 1_000_000},
+			{Group: 2, CampaignID: "b", ProductID: "q", BidMicros: 999_999_999_999_999, QualityPPM: 1_000_000},
+		}, 1, Reserve{}, []Placement{{Cand: 0, Rank: 1, PriceMicros: 999_999_999_999_999}}},
+		{"one winner per vendor group (sponsored brand)", []Candidate{
+			{Group: 7, CampaignID: "a", ProductID: "p1", BidMicros: 900_000, QualityPPM: 1_000_000},
+			{Group: 7, CampaignID: "a", ProductID: "p2", BidMicros: 800_000, QualityPPM: 1_000_000},
+			{Group: 8, CampaignID: "b", ProductID: "p3", BidMicros: 500_000, QualityPPM: 1_000_000},
+		}, 2, Reserve{}, []Placement{
+			{Cand: 0, Rank: 1, PriceMicros: 800_000}, // its own vendor's other product would take the slot
+			{Cand: 2, Rank: 2, PriceMicros: 1},
+		}},
+		{"invalid candidates ignored", []Candidate{
+			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 0, QualityPPM: 1_000_000},
+			{Group: 2, CampaignID: "b", ProductID: "q", BidMicros: 5, QualityPPM: 0},
+		}, 3, Reserve{}, []Placement{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rk ranker
+			got := append([]Placement{}, rk.Rank(tt.cands, tt.slots, tt.reserve)...)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQualityPPM(t *testing.T) {
+	for _, tt := range []struct {
+		q    float64
+		want int64
+	}{{0, 1_000_000}, {1, 1_000_000}, {0.5, 500_000}, {1e-9, 1}, {0.1234565, 123_457}, {2, 1_000_000}, {-1, 1_000_000}} {
+		if got := qualityPPM(tt.q); got != tt.want {
+			t.Errorf("qualityPPM(%v) = %d, want %d", tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestMatchFilter(t *testing.T) {
+	meta := []byte(`{"color":"red","size":42,"tags":["a","b"],"eco":true,"promotions":["summer","x"]}`)
+	tests := []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{Attributes: []Attribute{{"color", "red"}}}, true},
+		{Filter{Attributes: []Attribute{{"color", "blue"}}}, false},
+		{Filter{Attributes: []Attribute{{"size", "42"}, {"eco", "true"}}}, true},
+		{Filter{Attributes: []Attribute{{"tags", "b"}}}, true},
+		{Filter{Attributes: []Attribute{{"brand", "Acme"}}}, true},
+		{Filter{Attributes: []Attribute{{"brand", "acme"}}}, false},
+		{Filter{Attributes: []Attribute{{"missing", "x"}}}, false},
+		{Filter{Operator: "or", Attributes: []Attribute{{"color", "blue"}, {"size", "42"}}}, true},
+		{Filter{Operator: "and", Attributes: []Attribute{{"color", "blue"}, {"size", "42"}}}, false},
+		{Filter{Promotions: []string{"summer"}}, true},
+		{Filter{Promotions: []string{"winter"}}, false},
+		{Filter{Operator: "or", Promotions: []string{"winter"}, Attributes: []Attribute{{"color", "red"}}}, true},
+	}
+	for _, tt := range tests {
+		if got := matchFilter(&tt.f, meta, "b1", "Acme"); got != tt.want {
+			t.Errorf("matchFilter(%+v) = %v, want %v", tt.f, got, tt.want)
+		}
+	}
+	if matchFilter(&Filter{Attributes: []Attribute{{"color", "red"}}}, []byte(`[1]`), "", "") {
+		t.Error("metadata that is not an object matched")
+	}
+}

@@ -1,0 +1,139 @@
+package budget
+
+import (
+	"math/bits"
+	"strconv"
+	"time"
+)
+
+// Limits are a campaign's budgets in micro-units. 0 means no limit. A negative
+// limit is invalid (the campaign API never stores one); Check treats it as
+// exhausted, so that bad data stops spend rather than lifting the cap.
+type Limits struct {
+	DailyMicros int64
+	TotalMicros int64
+}
+
+// Verdict is the outcome of Check.
+type Verdict uint8
+
+const (
+	// OK: the campaign may take part in the auction.
+	OK Verdict = iota
+	// TotalExhausted: all-time spend has reached the total budget.
+	TotalExhausted
+	// DailyExhausted: today's spend has reached the daily budget.
+	DailyExhausted
+	// Paced: today's spend is ahead of the pacing curve; the campaign sits
+	// this auction out and comes back as the day goes on.
+	Paced
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case OK:
+		return "ok"
+	case TotalExhausted:
+		return "total_exhausted"
+	case DailyExhausted:
+		return "daily_exhausted"
+	case Paced:
+		return "paced"
+	}
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// pacingLeadSeconds is how far ahead of a linear spread the pacing curve runs:
+// one hour of budget is available from local midnight on.
+const pacingLeadSeconds = 3600
+
+// Check applies the budget rule to a campaign's spend at now, in the
+// marketplace's time zone loc (nil means UTC), in this order:
+//
+//  1. TotalExhausted when TotalMicros is set and totalSpent >= TotalMicros;
+//  2. DailyExhausted when DailyMicros is set and daySpent >= DailyMicros;
+//  3. Paced when DailyMicros is set and daySpent >= Allowed(DailyMicros, now, loc);
+//  4. OK otherwise.
+func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Location) Verdict {
+	if l.TotalMicros != 0 && totalSpent >= l.TotalMicros {
+		return TotalExhausted
+	}
+	if l.DailyMicros == 0 {
+		return OK
+	}
+	if daySpent >= l.DailyMicros {
+		return DailyExhausted
+	}
+	if daySpent >= Allowed(l.DailyMicros, now, loc) {
+		return Paced
+	}
+	return OK
+}
+
+// Allowed is how much of the daily budget may have been spent by now:
+//
+//	floor(daily × min(1, (s + 3600) / D))
+//
+// where s is the whole seconds elapsed since local midnight in loc (nil means
+// UTC) and D the length of this local day in seconds (86400, or 82800 and
+// 90000 on the days daylight saving time starts and ends). The product is
+// computed in 128 bits, so any int64 budget is exact. daily <= 0 gives 0.
+func Allowed(daily int64, now time.Time, loc *time.Location) int64 {
+	if daily <= 0 {
+		return 0
+	}
+	start, end := dayBounds(now, orUTC(loc))
+	return allowedAt(daily, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second))
+}
+
+// allowedAt is Allowed for s seconds into a day of d seconds (d > 0).
+func allowedAt(daily, s, d int64) int64 {
+	if s < 0 {
+		s = 0
+	}
+	num := s + pacingLeadSeconds
+	if num >= d {
+		return daily
+	}
+	// daily×num < daily×d, so hi < d and the quotient (< daily) fits in 64 bits.
+	hi, lo := bits.Mul64(uint64(daily), uint64(num))
+	q, _ := bits.Div64(hi, lo, uint64(d))
+	return int64(q)
+}
+
+// dayBounds returns the first instant of the local day (in loc) holding t and
+// the first instant of the next one.
+func dayBounds(t time.Time, loc *time.Location) (start, end time.Time) {
+	local := t.Round(0).In(loc) // wall clock only
+	// Fast path: when one zone period (one UTC offset) spans this local
+	// midnight to the next with room on both sides, the day is the 24 hours
+	// the local clock shows around t. A transition exactly at midnight may
+	// skip or repeat it, so it takes the slow path.
+	h, m, s := local.Clock()
+	start = local.Add(-time.Duration(h*3600+m*60+s)*time.Second - time.Duration(local.Nanosecond()))
+	end = start.Add(24 * time.Hour)
+	if zoneStart, zoneEnd := local.ZoneBounds(); start.After(zoneStart) && (zoneEnd.IsZero() || end.Before(zoneEnd)) {
+		return start, end
+	}
+	// A zone transition falls in this day or at its end.
+	y, mo, d := local.Date()
+	return startOfDay(y, mo, d, loc), startOfDay(y, mo, d+1, loc)
+}
+
+// startOfDay is the first instant whose local date in loc is y-m-d (d may
+// overflow the month, as in time.Date). Where a daylight-saving jump skips
+// midnight (e.g. America/Havana, 00:00 → 01:00), time.Date may answer an
+// instant of the previous day; the day then starts at the jump, which is the
+// end of the zone period that instant is in.
+func startOfDay(y int, m time.Month, d int, loc *time.Location) time.Time {
+	y, m, d = time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Date() // normalise d
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if ty, tm, td := t.Date(); ty != y || tm != m || td != d {
+		if _, zoneEnd := t.ZoneBounds(); !zoneEnd.IsZero() {
+			if zy, zm, zd := zoneEnd.Date(); zy == y && zm == m && zd == d {
+				return zoneEnd
+			}
+		}
+	}
+	return t
+}

@@ -1,0 +1,28 @@
+package telemetry
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics of the budget spend cache (package budget, docs/budgets.md). One
+// cache runs per process; a second one would share these series.
+var (
+	BudgetRefreshes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_budget_refreshes_total",
+		Help: "Loads of one marketplace's spend from Redis into the budget cache, by result (ok, error).",
+	}, []string{"result"})
+	BudgetRefreshDuration = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "endcap_budget_refresh_duration_seconds",
+		Help:    "Duration of one budget cache refresh pass over all cached marketplaces.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	})
+	BudgetSnapshotAge = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "endcap_budget_snapshot_max_age_seconds",
+		Help: "Age of the oldest marketplace spend snapshot in the budget cache (time since registration for one never loaded), set after each refresh pass.",
+	})
+	BudgetMarketplaces = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "endcap_budget_marketplaces",
+		Help: "Marketplaces whose spend the budget cache holds.",
+	})
+)
