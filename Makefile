@@ -4,7 +4,7 @@ BIN     := bin/endcap
 GOFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: run test build deps unit lint bench-events clean-dev
+.PHONY: run test build deps unit lint bench-events bench-auctions clean-dev
 
 ## build: the endcap binary into bin/endcap
 build:
@@ -30,6 +30,10 @@ unit:
 ## bench-events: load-generate /v2/events against the running stack and the bare Gin baseline, side by side
 bench-events: build
 	./deploy/local/bench-events.sh
+
+## bench-auctions: seed a 1M-product marketplace (once) and load-generate /v2/auctions against it and the bare baseline
+bench-auctions: build
+	./deploy/local/bench-auctions.sh
 
 ## clean-dev: delete the local stack's data (.endcap) — the demo marketplace and its keys are recreated
 clean-dev:

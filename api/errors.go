@@ -28,12 +28,17 @@ func abortUnavailable(c *gin.Context, retryAfter time.Duration, msg string) {
 	abortV2(c, http.StatusServiceUnavailable, "service_unavailable", msg)
 }
 
-// authError is the body of 401 and 403 answers (spec "Authentication").
+// authError is the body of 401 and 403 answers. The spec ("Authentication")
+// gives {error, message}; the /v2 wire contract gives every /v2 error as
+// {errCode, docUrl, message}. One object with all four keys satisfies both,
+// on every route.
 type authError struct {
 	Error   string `json:"error"`
+	ErrCode string `json:"errCode"`
+	DocURL  string `json:"docUrl"`
 	Message string `json:"message"`
 }
 
 func abortAuth(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, authError{Error: code, Message: msg})
+	c.AbortWithStatusJSON(status, authError{Error: code, ErrCode: code, DocURL: DocURL + "#" + code, Message: msg})
 }

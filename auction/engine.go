@@ -41,12 +41,10 @@ type CatalogView interface {
 	Creative(mp, id string) (catalog.ProductCreative, bool)
 }
 
-// CampaignView is what the engine reads of campaigns (campaigns.Service).
+// CampaignView is what the engine reads of campaigns (campaigns.Service):
+// its auction index, under the view's read lock.
 type CampaignView interface {
-	EachBidOn(mp, targetType, target string, fn func(campaigns.Campaign, campaigns.Bid) bool)
-	HasBidsOn(mp, targetType, target string) bool
-	EachCampaignOfType(mp, typ, vendorID string, fn func(campaigns.Campaign) bool)
-	BidsOf(mp, campaignID string) []campaigns.Bid
+	ReadIndex(mp string, fn func(*campaigns.MarketIndex))
 }
 
 // SegmentView tells segment membership (segments.Service).
@@ -190,13 +188,12 @@ type state struct {
 	prods     []prod
 	prodIdx   map[string]int32
 	camps     []camp
-	campIdx   map[string]int32
+	campIdx   map[*campaigns.CampEntry]int32
 	bids      []bidRef
 	best      map[pairKey]int32
 	paths     map[string][]string
 	cells     []string
-	phrases   []string
-	kwBids    []kwBid
+	phrases   []string // phrases of the search query that some keyword bid targets
 	vendBest  map[string]int32
 	vendGroup map[string]int32
 	filterOK  map[string]bool
@@ -204,19 +201,15 @@ type state struct {
 	candBid   []int32
 	rk        ranker
 	segIDs    []string
-	tokenBuf  []byte
-}
-
-type kwBid struct {
-	camp   int32
-	vendor string
-	bidID  string
-	amount int64
+	// paths is kept across the auctions of one pooled state for up to a
+	// second (pathsAt), for one marketplace (pathsMP).
+	pathsAt time.Time
+	pathsMP string
 }
 
 func newState() *state {
 	return &state{
-		prodIdx: map[string]int32{}, campIdx: map[string]int32{}, best: map[pairKey]int32{},
+		prodIdx: map[string]int32{}, campIdx: map[*campaigns.CampEntry]int32{}, best: map[pairKey]int32{},
 		paths: map[string][]string{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
 		filterOK: map[string]bool{},
 	}
@@ -224,18 +217,13 @@ func newState() *state {
 
 func (st *state) reset() {
 	st.prods, st.camps, st.bids, st.cells, st.phrases = st.prods[:0], st.camps[:0], st.bids[:0], st.cells[:0], st.phrases[:0]
-	st.kwBids, st.cands, st.candBid, st.segIDs = st.kwBids[:0], st.cands[:0], st.candBid[:0], st.segIDs[:0]
+	st.cands, st.candBid, st.segIDs = st.cands[:0], st.candBid[:0], st.segIDs[:0]
 	clear(st.prodIdx)
 	clear(st.campIdx)
 	clear(st.best)
 	clear(st.vendBest)
 	clear(st.vendGroup)
 	clear(st.filterOK)
-	if len(st.paths) > 4096 {
-		st.paths = map[string][]string{}
-	} else {
-		clear(st.paths)
-	}
 }
 
 // auctionEnv is what one auction's helpers share.
@@ -251,6 +239,10 @@ type auctionEnv struct {
 
 func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time) Result {
 	st.reset()
+	if at.Sub(st.pathsAt) > time.Second || at.Before(st.pathsAt) || len(st.paths) > 100_000 || st.pathsMP != m.ID {
+		clear(st.paths)
+		st.pathsAt, st.pathsMP = at, m.ID
+	}
 	res := Result{Kind: r.Kind}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -433,71 +425,76 @@ func (a *auctionEnv) candidateProducts() {
 // ---- bids ----
 
 // gatherBids finds, for every candidate product, the bids that apply to it,
-// keeping per campaign the most specific one.
+// keeping per campaign the most specific one. It reads the campaigns'
+// auction index under its read lock.
 func (a *auctionEnv) gatherBids() {
-	st := a.st
-	a.keywordBids()
-	hasContext := len(a.r.ProductIDs) > 0 || a.r.Category != nil
-	if !hasContext {
-		if a.r.SearchQuery != "" {
-			a.keywordOnly()
-		} else if a.r.Kind == KindBanners {
-			a.landingPage()
+	a.e.Campaigns.ReadIndex(a.mp, func(ix *campaigns.MarketIndex) {
+		if ix != nil {
+			a.gatherFrom(ix)
 		}
-	}
-	n := len(st.prods) // products added from here on come with their bid already
-	for pi := 0; pi < n; pi++ {
-		p := &st.prods[pi].ref
-		pk := int32(pi)
-		a.eachBidOn(campaigns.TargetProduct, p.ID, func(ci int32, b *campaigns.Bid) {
-			a.addBid(pk, ci, specProduct, b.ID, b.AmountMicros)
-		}, p)
-		for _, pc := range p.Categories {
-			for _, c := range a.path(pc) {
-				a.eachBidOn(campaigns.TargetCategory, c, func(ci int32, b *campaigns.Bid) {
-					a.addBid(pk, ci, specCategory, b.ID, b.AmountMicros)
-				}, p)
-			}
-		}
-		for _, kb := range st.kwBids {
-			if slices.Contains(p.Vendors, kb.vendor) {
-				a.addBid(pk, kb.camp, specKeyword, kb.bidID, kb.amount)
-			}
-		}
-		if a.r.Kind != KindBanners {
-			for _, v := range p.Vendors {
-				a.e.Campaigns.EachCampaignOfType(a.mp, campaigns.TypeAutomated, v, func(c campaigns.Campaign) bool {
-					if ci := a.campaign(&c); ci >= 0 {
-						a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c, p.QualityScore))
-					}
-					return true
-				})
-			}
-		}
-	}
-}
-
-// eachBidOn calls fn for the active bids on a target whose campaign may
-// compete and whose vendor may promote product p.
-func (a *auctionEnv) eachBidOn(targetType, target string, fn func(ci int32, b *campaigns.Bid), p *entityref.ProductRef) {
-	if !a.e.Campaigns.HasBidsOn(a.mp, targetType, target) {
-		return
-	}
-	a.e.Campaigns.EachBidOn(a.mp, targetType, target, func(c campaigns.Campaign, b campaigns.Bid) bool {
-		if !b.Active || (p != nil && !slices.Contains(p.Vendors, c.VendorID)) {
-			return true
-		}
-		if ci := a.campaign(&c); ci >= 0 {
-			fn(ci, &b)
-		}
-		return true
 	})
 }
 
-// keywordBids collects the keyword bids that match the search query: a bid
-// matches when its keyword is a run of whole consecutive words of the
-// normalised query (docs/auction-ranking.md).
-func (a *auctionEnv) keywordBids() {
+func (a *auctionEnv) gatherFrom(ix *campaigns.MarketIndex) {
+	st := a.st
+	a.keywordPhrases(ix)
+	hasContext := len(a.r.ProductIDs) > 0 || a.r.Category != nil
+	if !hasContext {
+		if len(st.phrases) > 0 {
+			a.keywordOnly(ix)
+		} else if a.r.SearchQuery == "" && a.r.Kind == KindBanners {
+			a.landingPage(ix)
+		}
+		return
+	}
+	for pi := range st.prods {
+		p := &st.prods[pi].ref
+		pk := int32(pi)
+		a.addBids(ix.ProductBids(p.ID), p, pk, specProduct)
+		for _, ph := range st.phrases {
+			a.addBids(ix.KeywordBids(ph), p, pk, specKeyword)
+		}
+		for _, v := range p.Vendors {
+			ve := ix.Vendor(v)
+			if ve == nil {
+				continue
+			}
+			for _, cr := range ve.Category {
+				if a.inCategory(p, cr.Target) && cr.Bid.B.Active {
+					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
+						a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
+					}
+				}
+			}
+			if a.r.Kind == KindBanners {
+				continue // automated campaigns are listings campaigns
+			}
+			for _, c := range ve.Automated {
+				if ci := a.campaign(c); ci >= 0 {
+					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
+				}
+			}
+		}
+	}
+}
+
+// addBids adds the active bids of bs whose campaign may compete and whose
+// vendor may promote product p, as bids on product pk.
+func (a *auctionEnv) addBids(bs []*campaigns.BidEntry, p *entityref.ProductRef, pk int32, spec uint8) {
+	for _, b := range bs {
+		if !b.B.Active || !b.Camp.Known || !slices.Contains(p.Vendors, b.Camp.C.VendorID) {
+			continue
+		}
+		if ci := a.campaign(b.Camp); ci >= 0 {
+			a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
+		}
+	}
+}
+
+// keywordPhrases lists the phrases of the search query that keyword bids
+// target: a bid matches when its keyword is a run of whole consecutive words
+// of the query, lower-cased, split on white space (docs/auction-ranking.md).
+func (a *auctionEnv) keywordPhrases(ix *campaigns.MarketIndex) {
 	if a.r.SearchQuery == "" {
 		return
 	}
@@ -512,9 +509,9 @@ func (a *auctionEnv) keywordBids() {
 			if len(phrase) > 4*campaigns.MaxKeywordLen {
 				break
 			}
-			a.eachBidOn(campaigns.TargetKeyword, phrase, func(ci int32, b *campaigns.Bid) {
-				a.st.kwBids = append(a.st.kwBids, kwBid{camp: ci, vendor: a.st.camps[ci].c.VendorID, bidID: b.ID, amount: b.AmountMicros})
-			}, nil)
+			if len(ix.KeywordBids(phrase)) > 0 && !slices.Contains(a.st.phrases, phrase) {
+				a.st.phrases = append(a.st.phrases, phrase)
+			}
 		}
 	}
 }
@@ -522,14 +519,21 @@ func (a *auctionEnv) keywordBids() {
 // keywordOnly: with a search query and no products or category, a keyword
 // bid promotes its vendor's best active product (highest quality score, then
 // smallest id).
-func (a *auctionEnv) keywordOnly() {
-	for _, kb := range a.st.kwBids {
-		pk, ok := a.vendorBest(kb.vendor)
-		if ok {
-			a.addBid(pk, kb.camp, specKeyword, kb.bidID, kb.amount)
+func (a *auctionEnv) keywordOnly(ix *campaigns.MarketIndex) {
+	for _, ph := range a.st.phrases {
+		for _, b := range ix.KeywordBids(ph) {
+			if !b.B.Active {
+				continue
+			}
+			ci := a.campaign(b.Camp)
+			if ci < 0 {
+				continue
+			}
+			if pk, ok := a.vendorBest(b.Camp.C.VendorID); ok {
+				a.addBid(pk, ci, specKeyword, b.B.ID, b.B.AmountMicros)
+			}
 		}
 	}
-	a.st.kwBids = a.st.kwBids[:0] // applied: not again per product
 }
 
 func (a *auctionEnv) vendorBest(vendor string) (int32, bool) {
@@ -558,22 +562,22 @@ func (a *auctionEnv) vendorBest(vendor string) (int32, bool) {
 
 // landingPage: a banners auction with no context at all is open to every
 // banners campaign, with the products of its product bids.
-func (a *auctionEnv) landingPage() {
-	a.e.Campaigns.EachCampaignOfType(a.mp, campaigns.TypeBanners, "", func(c campaigns.Campaign) bool {
-		ci := a.campaign(&c)
+func (a *auctionEnv) landingPage(ix *campaigns.MarketIndex) {
+	ix.EachBanners(func(c *campaigns.CampEntry) bool {
+		ci := a.campaign(c)
 		if ci < 0 {
 			return true
 		}
-		for _, b := range a.e.Campaigns.BidsOf(a.mp, c.ID) {
-			if !b.Active || b.TargetType != campaigns.TargetProduct {
-				continue
+		c.EachBid(func(b *campaigns.BidEntry) bool {
+			if !b.B.Active || b.B.TargetType != campaigns.TargetProduct {
+				return true
 			}
-			p, ok := a.e.Catalog.Product(a.mp, b.Target)
-			if !ok || !p.Active || !slices.Contains(p.Vendors, c.VendorID) || !a.passesFilter(p.ID) {
-				continue
+			p, ok := a.e.Catalog.Product(a.mp, b.B.Target)
+			if ok && p.Active && slices.Contains(p.Vendors, c.C.VendorID) && a.passesFilter(p.ID) {
+				a.addBid(a.addProduct(p, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
 			}
-			a.addBid(a.addProduct(p, -1), ci, specProduct, b.ID, b.AmountMicros)
-		}
+			return true
+		})
 		return true
 	})
 }
@@ -596,22 +600,25 @@ func (a *auctionEnv) addBid(pk, ci int32, spec uint8, bidID string, amount int64
 
 // ---- campaign eligibility ----
 
-// campaign returns the auction's index of campaign c, or -1 when it may not
-// compete in this auction: wrong type, not running, outside its targeting,
-// or held back by its budget. Segment targeting is checked later, for all
-// campaigns at once.
-func (a *auctionEnv) campaign(c *campaigns.Campaign) int32 {
-	if k, ok := a.st.campIdx[c.ID]; ok {
+// campaign returns the auction's index of a campaign of the index, or -1
+// when it may not compete in this auction: unknown, wrong type, not running,
+// outside its targeting, or held back by its budget. Segment targeting is
+// checked later, for all campaigns at once. The verdict is computed once per
+// auction.
+func (a *auctionEnv) campaign(ce *campaigns.CampEntry) int32 {
+	if k, ok := a.st.campIdx[ce]; ok {
 		if !a.st.camps[k].ok {
 			return -1
 		}
 		return k
 	}
-	ok := a.campaignEligible(c)
 	k := int32(len(a.st.camps))
-	a.st.camps = append(a.st.camps, camp{c: *c, ok: ok, needSeg: ok && len(c.Targeting.Segments) > 0})
-	a.st.campIdx[c.ID] = k
-	if !ok {
+	a.st.camps = append(a.st.camps, camp{c: ce.C})
+	cp := &a.st.camps[k]
+	cp.ok = ce.Known && a.campaignEligible(&cp.c)
+	cp.needSeg = cp.ok && len(cp.c.Targeting.Segments) > 0
+	a.st.campIdx[ce] = k
+	if !cp.ok {
 		return -1
 	}
 	return k

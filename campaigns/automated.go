@@ -2,7 +2,7 @@ package campaigns
 
 import (
 	"math"
-	"math/big"
+	"math/bits"
 	"sort"
 
 	"github.com/endcap/endcap/entityref"
@@ -35,9 +35,12 @@ func AutomatedBidMicros(c Campaign, qualityScore float64) int64 {
 	if qualityScore > 0 && qualityScore <= 1 {
 		qs = int64(math.Round(qualityScore * MicrosPerUnit))
 	}
-	n := new(big.Int).Mul(big.NewInt(c.DailyBudgetMicros), big.NewInt(autoBudgetSharePercent*qs))
-	n.Quo(n, big.NewInt(100*MicrosPerUnit))
-	amount := n.Int64() / autoRoundingMicros * autoRoundingMicros
+	// daily × share% × quality, in 128 bits: daily ≤ 10^15 µ and
+	// share × quality ≤ 2 × 10^6, so the product needs up to 71 bits and the
+	// quotient fits 64 (it is at most 2% of the daily budget).
+	hi, lo := bits.Mul64(uint64(max(c.DailyBudgetMicros, 0)), uint64(autoBudgetSharePercent*qs))
+	q, _ := bits.Div64(hi, lo, 100*MicrosPerUnit)
+	amount := int64(q) / autoRoundingMicros * autoRoundingMicros
 	amount = max(amount, autoMinBidMicros)
 	if c.MaxBidMicros > 0 {
 		amount = min(amount, c.MaxBidMicros)

@@ -144,12 +144,8 @@ type Service struct {
 	byVendor map[string]map[string]map[string]struct{} // mp -> vendor -> campaign ids
 	bidsOf   map[string]map[string]map[string]string   // mp -> campaign -> bid id -> bid key
 	bidKeyOf map[string]map[string]string              // mp -> bid id -> bid key
-	// byTarget indexes live-able bids by what they target, for the
-	// auction: mp -> targetType+"\x00"+target -> bid keys. byType indexes
-	// campaigns by type: mp -> type -> vendor -> campaign ids (automated
-	// campaigns by vendor; banners campaigns for landing-page auctions).
-	byTarget map[string]map[string]map[string]struct{}
-	byType   map[string]map[string]map[string]map[string]struct{}
+	// index is the auction index of every marketplace (auctionindex.go).
+	index map[string]*MarketIndex
 }
 
 const bidType = "campaign_bid"
@@ -174,8 +170,7 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 		byVendor:  map[string]map[string]map[string]struct{}{},
 		bidsOf:    map[string]map[string]map[string]string{},
 		bidKeyOf:  map[string]map[string]string{},
-		byTarget:  map[string]map[string]map[string]struct{}{},
-		byType:    map[string]map[string]map[string]map[string]struct{}{},
+		index:     map[string]*MarketIndex{},
 	}
 	s.campaigns.OnChange = s.indexCampaign
 	s.bids.OnChange = s.indexBid
@@ -185,12 +180,7 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 func (s *Service) indexCampaign(mp, id string, old, nw *Campaign) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old != nil {
-		removeFrom(s.byType[mp][old.Type], old.VendorID, id)
-	}
-	if nw != nil {
-		addTo(nested(nested(s.byType, mp), nw.Type), nw.VendorID, id)
-	}
+	s.indexCampaignEntry(mp, id, nw)
 	if old != nil && (nw == nil || nw.VendorID != old.VendorID) {
 		if m := s.byVendor[mp][old.VendorID]; m != nil {
 			delete(m, id)
@@ -224,12 +214,7 @@ func (s *Service) indexBid(mp, key string, old, nw *Bid) {
 		}
 		delete(s.bidKeyOf[mp], old.ID)
 	}
-	if old != nil {
-		removeFrom(s.byTarget[mp], targetKey(old.TargetType, old.Target), key)
-	}
-	if nw != nil {
-		addTo(nested(s.byTarget, mp), targetKey(nw.TargetType, nw.Target), key)
-	}
+	s.indexBidEntry(mp, key, old, nw)
 	if nw != nil {
 		m := s.bidsOf[mp]
 		if m == nil {
@@ -249,102 +234,7 @@ func (s *Service) indexBid(mp, key string, old, nw *Bid) {
 	}
 }
 
-func targetKey(targetType, target string) string { return targetType + "\x00" + target }
-
-// nested returns m[k], creating it when absent.
-func nested[V any](m map[string]map[string]V, k string) map[string]V {
-	inner := m[k]
-	if inner == nil {
-		inner = map[string]V{}
-		m[k] = inner
-	}
-	return inner
-}
-
-func addTo(m map[string]map[string]struct{}, k, v string) {
-	set := m[k]
-	if set == nil {
-		set = map[string]struct{}{}
-		m[k] = set
-	}
-	set[v] = struct{}{}
-}
-
-func removeFrom(m map[string]map[string]struct{}, k, v string) {
-	if set := m[k]; set != nil {
-		delete(set, v)
-		if len(set) == 0 {
-			delete(m, k)
-		}
-	}
-}
-
 // ---- Reads for other components (the auction) ----
-
-// EachBidOn calls fn with every stored bid on a target (product id,
-// category id or normalised keyword) and its campaign, in no order, until fn
-// returns false. It reports every bid whatever its active flag, its
-// campaign's status or its eligibility: the caller decides. fn runs without
-// any lock of the Service held.
-func (s *Service) EachBidOn(mp, targetType, target string, fn func(Campaign, Bid) bool) {
-	var buf [8]string
-	keys := buf[:0]
-	s.mu.RLock()
-	for k := range s.byTarget[mp][targetKey(targetType, target)] {
-		keys = append(keys, k)
-	}
-	s.mu.RUnlock()
-	for _, k := range keys {
-		b, _, ok := s.bids.Get(mp, k)
-		if !ok || b.TargetType != targetType || b.Target != target {
-			continue
-		}
-		c, _, ok := s.campaigns.Get(mp, b.CampaignID)
-		if !ok {
-			continue
-		}
-		if !fn(c, b) {
-			return
-		}
-	}
-}
-
-// HasBidsOn reports whether any bid targets targetType/target (a cheap
-// pre-check before EachBidOn).
-func (s *Service) HasBidsOn(mp, targetType, target string) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.byTarget[mp][targetKey(targetType, target)]) > 0
-}
-
-// EachCampaignOfType calls fn with every campaign of a type (of one vendor
-// when vendorID is not empty), in no order, until fn returns false.
-func (s *Service) EachCampaignOfType(mp, typ, vendorID string, fn func(Campaign) bool) {
-	var ids []string
-	s.mu.RLock()
-	byVendor := s.byType[mp][typ]
-	if vendorID != "" {
-		for id := range byVendor[vendorID] {
-			ids = append(ids, id)
-		}
-	} else {
-		for _, set := range byVendor {
-			for id := range set {
-				ids = append(ids, id)
-			}
-		}
-	}
-	s.mu.RUnlock()
-	for _, id := range ids {
-		c, _, ok := s.campaigns.Get(mp, id)
-		if !ok || c.Type != typ || (vendorID != "" && c.VendorID != vendorID) {
-			continue
-		}
-		if !fn(c) {
-			return
-		}
-	}
-}
 
 // Campaign returns a campaign of a marketplace and its version.
 func (s *Service) Campaign(mp, id string) (Campaign, int64, bool) {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"unique"
 
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/storage/statelog"
@@ -292,7 +293,7 @@ func (s *Service) CategoryPath(mp, id string) []string {
 		if !ok {
 			break
 		}
-		path = append(path, id)
+		path = append(path, unique.Make(id).Value()) // shared with the products' lists (store.go)
 		id = c.ParentID
 	}
 	return path

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unique"
 
 	"github.com/endcap/endcap/internal/jsontext"
 )
@@ -75,7 +76,6 @@ func (p *Product) setLists(vendors, categories []string) {
 func (p *Product) setPending(d *productDetails) { p.pending, p.details = d, "" }
 
 // --- JSON encoding (the log's form) ---
-
 
 // appendJSONString appends s as a JSON string (jsontext.AppendString).
 func appendJSONString(b []byte, s string) []byte { return jsontext.AppendString(b, s) }
@@ -343,7 +343,11 @@ func (p *Product) build(b []byte, ends []int, nVendors int) {
 	if n := len(ends) - 1; n > 0 {
 		p.lists = make([]string, n)
 		for k := range n {
-			p.lists[k] = all[ends[k]:ends[k+1]]
+			// Vendor and category ids repeat across products: one shared
+			// copy of each keeps them hot in cache for the auction, whose
+			// lookups and comparisons by these ids then mostly compare
+			// pointers (unique: the canonical copy lives while referenced).
+			p.lists[k] = unique.Make(all[ends[k]:ends[k+1]]).Value()
 		}
 	}
 	p.details = all[ends[len(ends)-1]:]

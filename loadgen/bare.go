@@ -11,12 +11,16 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-var bareAnswer = []byte(`{"accepted":true}`)
+var (
+	bareAnswer         = []byte(`{"accepted":true}`)
+	bareAuctionsAnswer = []byte(`{"results":[{"resultType":"listings","winners":[],"error":false}]}`)
+)
 
-// BareHandler is the comparison baseline: a Gin engine (gin.New(), release mode, no middleware) with one
-// handler, POST /v2/events, that reads the whole body and answers 200 {"accepted":true}. It parses nothing
-// and stores nothing, so a run against it measures the HTTP + JSON-body floor of the machine (load generator
-// included); the ratio of the real service's throughput to it shows what the service's own work costs.
+// BareHandler is the comparison baseline: a Gin engine (gin.New(), release mode, no middleware) with two
+// handlers that read the whole body and answer a constant: POST /v2/events 200 {"accepted":true}, and
+// POST /v2/auctions 201 with one empty listings result. It parses nothing and stores nothing, so a run
+// against it measures the HTTP + JSON-body floor of the machine (load generator included); the ratio of the
+// real service's throughput to it shows what the service's own work costs.
 //
 // It sets Gin's global mode to release.
 func BareHandler() http.Handler {
@@ -28,6 +32,13 @@ func BareHandler() http.Handler {
 			return
 		}
 		c.Data(http.StatusOK, "application/json", bareAnswer)
+	})
+	e.POST(auctionsPath, func(c *gin.Context) {
+		if _, err := io.Copy(io.Discard, c.Request.Body); err != nil {
+			c.Data(http.StatusBadRequest, "application/json", []byte(`{"errCode":"bad_request"}`))
+			return
+		}
+		c.Data(http.StatusCreated, "application/json", bareAuctionsAnswer)
 	})
 	return e
 }

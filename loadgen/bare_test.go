@@ -19,7 +19,12 @@ func TestBareHandler(t *testing.T) {
 		t.Errorf("POST: %d %q %q", rec.Code, rec.Body, rec.Header().Get("Content-Type"))
 	}
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/auctions", nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/auctions", strings.NewReader(`{"auctions":[]}`)))
+	if rec.Code != 201 || rec.Body.String() != string(bareAuctionsAnswer) || rec.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("POST auctions: %d %q %q", rec.Code, rec.Body, rec.Header().Get("Content-Type"))
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/auctions/sponsored-brand", nil))
 	if rec.Code != 404 {
 		t.Errorf("other path: %d", rec.Code)
 	}

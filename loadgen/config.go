@@ -89,12 +89,12 @@ func (cfg EventsConfig) withDefaults() (EventsConfig, error) {
 	return cfg, nil
 }
 
-// eventsURL parses base and appends /v2/events.
-func eventsURL(base string) (*url.URL, error) {
+// targetURL parses base and appends path.
+func targetURL(base, path string) (*url.URL, error) {
 	if base == "" {
 		return nil, errors.New("loadgen: empty URL")
 	}
-	u, err := url.Parse(strings.TrimRight(base, "/") + eventsPath)
+	u, err := url.Parse(strings.TrimRight(base, "/") + path)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: bad URL: %w", err)
 	}

@@ -37,6 +37,12 @@ type ProductsConfig struct {
 	Timeout    time.Duration // per request, default 60s
 	MaxRetries int           // per batch, on 429, 503 and transport errors, default 20
 	Seed       uint64
+
+	// Other bulk upserts through the same machinery (RunSeed): when item is set, it writes entity i (JSON)
+	// instead of the generated product, into {"<listKey>": [...]} bodies sent to path.
+	item    func(b []byte, i int) []byte
+	path    string
+	listKey string
 }
 
 // ProductsReport is what RunProducts measured.
@@ -119,6 +125,9 @@ func RunProducts(ctx context.Context, cfg ProductsConfig) (ProductsReport, error
 		return ProductsReport{}, fmt.Errorf("loadgen: URL must be http(s)://host[:port], got %q", cfg.URL)
 	}
 	target := base.String() + productsPath
+	if cfg.path != "" {
+		target = base.String() + cfg.path
+	}
 
 	tr := newTransport(EventsConfig{Concurrency: cfg.Concurrency, Timeout: cfg.Timeout})
 	defer tr.CloseIdleConnections()
@@ -380,14 +389,20 @@ func appendGTIN13(b []byte, n uint64) []byte {
 	return append(b, s...)
 }
 
-// batch appends the body of products [lo, hi).
+// batch appends the body of products [lo, hi) (or of the configured items).
 func (g *productGen) batch(b []byte, lo, hi int) []byte {
-	b = append(b, `{"products":[`...)
+	item, key := g.product, "products"
+	if g.cfg.item != nil {
+		item, key = g.cfg.item, g.cfg.listKey
+	}
+	b = append(b, `{"`...)
+	b = append(b, key...)
+	b = append(b, `":[`...)
 	for i := lo; i < hi; i++ {
 		if i > lo {
 			b = append(b, ',')
 		}
-		b = g.product(b, i)
+		b = item(b, i)
 	}
 	return append(b, "]}"...)
 }

@@ -95,7 +95,9 @@ func ms(d time.Duration) float64     { return float64(d) / float64(time.Millisec
 func fromMS(f float64) time.Duration { return time.Duration(math.Round(f * float64(time.Millisecond))) }
 
 // MarshalJSON writes the report with durations as milliseconds.
-func (r Report) MarshalJSON() ([]byte, error) {
+func (r Report) MarshalJSON() ([]byte, error) { return json.Marshal(r.toJSON()) }
+
+func (r Report) toJSON() reportJSON {
 	j := reportJSON{
 		Requests: r.Requests, OK: r.OK, Failed: r.Failed, Events: r.Events,
 		Elapsed: ms(r.Elapsed), EventsPerSec: r.EventsPerSec, RequestsPerSec: r.RequestsPerSec,
@@ -108,7 +110,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 	for code, n := range r.Statuses {
 		j.Statuses[strconv.Itoa(code)] = n
 	}
-	return json.Marshal(j)
+	return j
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -147,26 +149,8 @@ func (r Report) String() string {
 		mode, r.Concurrency, r.BatchSize, r.Elapsed.Seconds(), r.Stopped)
 	fmt.Fprintf(&b, "  requests  %d (ok %d, failed %d)  %.1f req/s\n", r.Requests, r.OK, r.Failed, r.RequestsPerSec)
 	fmt.Fprintf(&b, "  events    %d accepted  %.0f events/s\n", r.Events, r.EventsPerSec)
-	codes := make([]int, 0, len(r.Statuses))
-	for c := range r.Statuses {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
-	b.WriteString("  statuses ")
-	for _, c := range codes {
-		if c == 0 {
-			fmt.Fprintf(&b, " transport-error=%d", r.Statuses[c])
-		} else {
-			fmt.Fprintf(&b, " %d=%d", c, r.Statuses[c])
-		}
-	}
-	b.WriteByte('\n')
-	exact := ""
-	if !r.LatencyExact && r.Requests > 0 {
-		exact = " (histogram)"
-	}
-	fmt.Fprintf(&b, "  latency   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s%s\n",
-		fmtDur(r.P50), fmtDur(r.P90), fmtDur(r.P99), fmtDur(r.P999), fmtDur(r.Max), fmtDur(r.Mean), exact)
+	r.writeStatuses(&b)
+	r.writeLatency(&b)
 	fmt.Fprintf(&b, "  run       warmup requests %d, abandoned at stop %d, events sent %d, events accepted %d (whole run)\n",
 		r.WarmupRequests, r.Abandoned, r.EventsSentAll, r.EventsOKAll)
 	if r.Unsent > 0 {
@@ -176,6 +160,34 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "  first error: %s\n", r.FirstError)
 	}
 	return b.String()
+}
+
+// writeStatuses writes the "statuses" line of String.
+func (r Report) writeStatuses(b *strings.Builder) {
+	codes := make([]int, 0, len(r.Statuses))
+	for c := range r.Statuses {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	b.WriteString("  statuses ")
+	for _, c := range codes {
+		if c == 0 {
+			fmt.Fprintf(b, " transport-error=%d", r.Statuses[c])
+		} else {
+			fmt.Fprintf(b, " %d=%d", c, r.Statuses[c])
+		}
+	}
+	b.WriteByte('\n')
+}
+
+// writeLatency writes the "latency" line of String.
+func (r Report) writeLatency(b *strings.Builder) {
+	exact := ""
+	if !r.LatencyExact && r.Requests > 0 {
+		exact = " (histogram)"
+	}
+	fmt.Fprintf(b, "  latency   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s%s\n",
+		fmtDur(r.P50), fmtDur(r.P90), fmtDur(r.P99), fmtDur(r.P999), fmtDur(r.Max), fmtDur(r.Mean), exact)
 }
 
 func fmtDur(d time.Duration) string {

@@ -40,7 +40,40 @@ func RunEvents(ctx context.Context, cfg EventsConfig) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	u, err := eventsURL(cfg.URL)
+	return runLoad(ctx, cfg, loadTarget{
+		path: eventsPath,
+		newBody: func(worker int, runID [8]byte) requestBody {
+			return newBodyBuilder(runID, worker, cfg.Seed, cfg.BatchSize, cfg.Users, cfg.Products)
+		},
+	})
+}
+
+// loadTarget is what a run sends: the path (appended to cfg.URL) and a body writer per worker.
+type loadTarget struct {
+	path    string
+	newBody func(worker int, runID [8]byte) requestBody
+	// readBody keeps each answer's body in the worker's buffer; a 2xx answer of a measured request is then
+	// handed to the body writer if it implements answerInspector.
+	readBody bool
+}
+
+// requestBody writes the requests of one worker (not safe for concurrent use).
+type requestBody interface {
+	build(dst []byte, now time.Time) []byte // appends one body to dst[:0]
+	sizeHint() int                          // a generous body size, to pre-size buffers
+	events() int                            // items per request, counted in Report.Events
+}
+
+// answerInspector reads the body of a measured 2xx answer (only with loadTarget.readBody). It is called on
+// the worker's goroutine after the request built last has been answered, before the next build.
+type answerInspector interface {
+	inspect(body []byte)
+}
+
+// runLoad is RunEvents for any target; cfg has its defaults. Only the fields shared by every target are
+// read: URL, APIKey, Duration, Warmup, Concurrency, Rate, Timeout, MaxRequests.
+func runLoad(ctx context.Context, cfg EventsConfig, tgt loadTarget) (Report, error) {
+	u, err := targetURL(cfg.URL, tgt.path)
 	if err != nil {
 		return Report{}, err
 	}
@@ -62,6 +95,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig) (Report, error) {
 
 	r := &run{
 		cfg: cfg,
+		tgt: tgt,
 		client: &http.Client{
 			Transport: tr,
 			// A redirect is an answer to measure (and a misconfiguration to see), not to follow.
@@ -162,6 +196,7 @@ func newTransport(cfg EventsConfig) *http.Transport {
 // run is the state the workers share.
 type run struct {
 	cfg          EventsConfig
+	tgt          loadTarget
 	client       *http.Client
 	tmpl         *http.Request // read-only; each request is a shallow copy with its own context and body
 	start        time.Time
@@ -178,7 +213,9 @@ type run struct {
 // run is on.
 type worker struct {
 	r      *run
-	bb     *bodyBuilder
+	bb     requestBody
+	insp   answerInspector // nil unless the target reads answers and bb inspects them
+	resp   bytes.Buffer    // the last answer's body, when the target reads answers
 	pool   chan *bodyBuf
 	hint   int
 	events int64
@@ -201,12 +238,17 @@ type worker struct {
 }
 
 func newWorker(r *run, id int, runID [8]byte, sampleCap, prealloc int) *worker {
-	bb := newBodyBuilder(runID, id, r.cfg.Seed, r.cfg.BatchSize, r.cfg.Users, r.cfg.Products)
+	bb := r.tgt.newBody(id, runID)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
+	var insp answerInspector
+	if r.tgt.readBody {
+		insp, _ = bb.(answerInspector)
+	}
 	return &worker{
 		r:         r,
 		bb:        bb,
+		insp:      insp,
 		pool:      make(chan *bodyBuf, 4),
 		hint:      bb.sizeHint(),
 		events:    int64(bb.events()),
@@ -270,12 +312,23 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 	resp, err := r.client.Do(req)
 	if err == nil {
 		status = resp.StatusCode
-		if (status < 200 || status > 299) && w.firstErr == "" {
-			n, _ := io.ReadFull(resp.Body, w.errBuf[:])
-			errMsg = "HTTP " + resp.Status + ": " + string(w.errBuf[:n])
-		}
-		if _, cerr := io.Copy(io.Discard, resp.Body); cerr != nil {
-			err, status, errMsg = cerr, 0, ""
+		if r.tgt.readBody {
+			w.resp.Reset()
+			_, cerr := w.resp.ReadFrom(resp.Body)
+			if cerr != nil {
+				err, status = cerr, 0
+			} else if (status < 200 || status > 299) && w.firstErr == "" {
+				b := w.resp.Bytes()
+				errMsg = "HTTP " + resp.Status + ": " + string(b[:min(len(b), len(w.errBuf))])
+			}
+		} else {
+			if (status < 200 || status > 299) && w.firstErr == "" {
+				n, _ := io.ReadFull(resp.Body, w.errBuf[:])
+				errMsg = "HTTP " + resp.Status + ": " + string(w.errBuf[:n])
+			}
+			if _, cerr := io.Copy(io.Discard, resp.Body); cerr != nil {
+				err, status, errMsg = cerr, 0, ""
+			}
 		}
 		resp.Body.Close()
 	}
@@ -307,6 +360,9 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 		if ok {
 			w.ok++
 			w.evOK += w.events
+			if w.insp != nil {
+				w.insp.inspect(w.resp.Bytes())
+			}
 		} else {
 			w.failed++
 		}

@@ -33,6 +33,8 @@ Usage:
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID
   endcap loadgen events [--url URL] [--key KEY] [--duration 30s] [--concurrency 32] [--rate 0]
+  endcap loadgen seed [--products 1000000] [--campaigns 100000]  seed a marketplace for auction benchmarks (public API)
+  endcap loadgen auctions [--rate 1000] [--ids 500] [--duration 30s]  load-generate /v2/auctions
   endcap loadgen bare [--addr 127.0.0.1:18099]                  the bare Gin baseline server
   endcap config [--markdown]                                    list every setting and its variable
 

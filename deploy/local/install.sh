@@ -3,6 +3,7 @@
 # already there:
 #   - clickhouse-server + clickhouse-client (Debian's 18.16) and redis-server, with apt-get (as root, or
 #     through sudo);
+#   - nodejs and npm with apt-get, only when the `node` or `npm` command is missing (for e2e/sdk_test.go);
 #   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw.
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
@@ -59,6 +60,11 @@ apt_install() {
 newly_installed=()
 apt_install -- clickhouse-server clickhouse-client
 apt_install --no-install-recommends -- redis-server
+
+# node and npm, for the official JS SDK end-to-end test (e2e/sdk_test.go), only when the command is missing:
+# a node from elsewhere (nodesource's nodejs package ships npm itself) is left alone.
+command -v node >/dev/null 2>&1 || apt_install --no-install-recommends -- nodejs
+command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
 
 # Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;
 # the stack never uses them. Left alone when the package was already installed: that is the owner's.

@@ -1,0 +1,297 @@
+package auction_test
+
+// The auction engine at production scale: a catalog of 1,000,000 products
+// and 100,000 campaigns, built on the real catalog and campaigns views over a
+// kfake log (the same code the service runs), with the real budget cache.
+//
+//	go test ./auction -run '^$' -bench Engine -benchtime 20000x -timeout 30m
+//
+// ENDCAP_BENCH_PRODUCTS and ENDCAP_BENCH_CAMPAIGNS scale it down. Building
+// the views takes about a minute at full size; every benchmark shares them.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const benchMP = "0193a5b0-0000-7000-8000-000000000001"
+
+type benchWorld struct {
+	engine   *auction.Engine
+	market   *auction.Market
+	products int
+	build    time.Duration
+}
+
+var (
+	worldOnce sync.Once
+	world     *benchWorld
+	worldErr  error
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func benchSetup(b *testing.B) *benchWorld {
+	worldOnce.Do(func() {
+		world, worldErr = buildWorld(b)
+		runtime.GC() // measure the auctions, not the collection of the build's garbage
+	})
+	if worldErr != nil {
+		b.Fatal(worldErr)
+	}
+	return world
+}
+
+func strp(s string) *string { return &s }
+
+// buildWorld: V vendors; product i belongs to vendor i mod V (30% also to
+// the next vendor), to 1–2 of 2,000 leaf categories under 100 parents, with a
+// quality score on 90%; campaign j belongs to vendor j mod V: 5% automated,
+// the others listings (10% CPM) with 3 product bids on their vendor's
+// products, a category bid on 20% and a keyword bid on 10%.
+func buildWorld(tb testing.TB) (*benchWorld, error) {
+	start := time.Now()
+	nProducts := envInt("ENDCAP_BENCH_PRODUCTS", 1_000_000)
+	nCampaigns := envInt("ENDCAP_BENCH_CAMPAIGNS", 100_000)
+	nVendors := max(1, nProducts/100)
+	_, brokers := testenv.Kafka(tb)
+	cl, err := kafka.NewClient(brokers, testenv.Logger(tb))
+	if err != nil {
+		return nil, err
+	}
+	topics := kafka.TopicNames("bench.")
+	ctx := context.Background()
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
+		return nil, err
+	}
+	log, err := statelog.New(topics.Entities, brokers, cl, testenv.Logger(tb))
+	if err != nil {
+		return nil, err
+	}
+	cat := catalog.New(log)
+	camps := campaigns.New(log, cat, nil, nil)
+	go func() { _ = log.Run(ctx) }()
+	if err := log.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+
+	var cats []catalog.CategoryInput
+	for p := 0; p < 100; p++ {
+		cats = append(cats, catalog.CategoryInput{ID: strp(fmt.Sprintf("top-%d", p)), Name: strp("top")})
+	}
+	for c := 0; c < 2000; c++ {
+		cats = append(cats, catalog.CategoryInput{ID: strp(fmt.Sprintf("cat-%d", c)), Name: strp("leaf"), ParentID: strp(fmt.Sprintf("top-%d", c%100))})
+	}
+	for i := 0; i < len(cats); i += catalog.MaxBatch {
+		if _, err := cat.UpsertCategories(ctx, benchMP, cats[i:min(i+catalog.MaxBatch, len(cats))], true, statelog.AnyVersion); err != nil {
+			return nil, err
+		}
+	}
+	vendorID := func(v int) string { return fmt.Sprintf("v-%d", v%nVendors) }
+	productID := func(i int) string { return fmt.Sprintf("p-%07d", i) }
+	active := true
+	batch := make([]catalog.ProductInput, 0, catalog.MaxBatch)
+	for i := 0; i < nProducts; i++ {
+		vs := []string{vendorID(i)}
+		if i%10 < 3 {
+			vs = append(vs, vendorID(i+1))
+		}
+		cs := []string{fmt.Sprintf("cat-%d", i%2000)}
+		if i%2 == 0 {
+			cs = append(cs, fmt.Sprintf("cat-%d", (i/7)%2000))
+		}
+		in := catalog.ProductInput{ID: strp(productID(i)), Name: strp("Product " + strconv.Itoa(i)), Vendors: vs, Categories: cs, Active: &active}
+		if i%10 != 0 {
+			n := json.Number(fmt.Sprintf("0.%02d", 10+i%90))
+			in.QualityScore = &n
+		}
+		batch = append(batch, in)
+		if len(batch) == cap(batch) || i == nProducts-1 {
+			if _, err := cat.UpsertProducts(ctx, benchMP, batch, true, statelog.AnyVersion); err != nil {
+				return nil, err
+			}
+			batch = batch[:0]
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	past := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	var cs []campaigns.Campaign
+	var bs []campaigns.Bid
+	for j := 0; j < nCampaigns; j++ {
+		v := j % nVendors
+		c := campaigns.Campaign{
+			ID: uuid.Must(uuid.NewV7()).String(), VendorID: vendorID(v), Name: "c" + strconv.Itoa(j),
+			Type: campaigns.TypeListings, ChargeType: campaigns.ChargeCPC, DailyBudgetMicros: 50_000_000,
+			StartDate: past, Active: true, CreatedAt: past, UpdatedAt: past,
+		}
+		roll := rng.IntN(100) // not j's residues: those alias with the vendor (j mod V)
+		switch {
+		case roll < 5:
+			c.Type = campaigns.TypeAutomated
+		case roll < 15:
+			c.ChargeType = campaigns.ChargeCPM
+		}
+		cs = append(cs, c)
+		if c.Type == campaigns.TypeAutomated {
+			continue
+		}
+		bid := func(typ, target string) {
+			bs = append(bs, campaigns.Bid{ID: uuid.Must(uuid.NewV7()).String(), CampaignID: c.ID, TargetType: typ, Target: target,
+				AmountMicros: int64(50_000 + rng.IntN(2_000_000)), Active: true, CreatedAt: past, UpdatedAt: past})
+		}
+		for k := 0; k < 3; k++ {
+			bid(campaigns.TargetProduct, productID(v+nVendors*rng.IntN(max(1, nProducts/nVendors))))
+		}
+		if rng.IntN(5) == 0 {
+			bid(campaigns.TargetCategory, fmt.Sprintf("top-%d", rng.IntN(100)))
+		}
+		if rng.IntN(10) == 0 {
+			bid(campaigns.TargetKeyword, fmt.Sprintf("word%d shoes", rng.IntN(500)))
+		}
+	}
+	if err := camps.Import(ctx, benchMP, cs, bs); err != nil {
+		return nil, err
+	}
+
+	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("bench-key-bench-key-bench-key-32")}, 1)
+	if err != nil {
+		return nil, err
+	}
+	// The budget cache is read in memory; no Redis is reachable, as if every
+	// campaign had spent nothing.
+	spend := budget.NewCache(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), budget.Options{})
+	eng := &auction.Engine{
+		Catalog: cat, Campaigns: camps, Budget: benchGate{spend},
+		Keys: func() *bidtoken.Keyring { return kr },
+	}
+	m := &auction.Market{ID: benchMP, UUID: uuid.MustParse(benchMP), Loc: time.UTC, Reserve: auction.Reserve{CPCMicros: 10_000, CPMMicros: 100_000}}
+	return &benchWorld{engine: eng, market: m, products: nProducts, build: time.Since(start)}, nil
+}
+
+type benchGate struct{ c *budget.Cache }
+
+func (g benchGate) Allow(m *auction.Market, c *campaigns.Campaign, at time.Time) bool {
+	day, total := g.c.Spend(m.ID, m.Loc, c.ID, at)
+	return budget.Check(budget.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}, day, total, at, m.Loc) == budget.OK
+}
+
+// randomRequest draws ids uniformly from the whole catalog: every product
+// equally likely, the worst case for the CPU caches.
+func randomRequest(rng *rand.Rand, products, ids, slots int) []auction.Request {
+	r := auction.Request{Kind: auction.KindListings, Slots: slots, ProductIDs: make([]string, ids)}
+	for i := range r.ProductIDs {
+		r.ProductIDs[i] = fmt.Sprintf("p-%07d", rng.IntN(products))
+	}
+	return []auction.Request{r}
+}
+
+// zipfRequest draws ids by popularity (Zipf, s = 1.1), as search and
+// category pages do: a few products appear in many auctions.
+func zipfRequest(z *rand.Zipf, ids, slots int) []auction.Request {
+	r := auction.Request{Kind: auction.KindListings, Slots: slots, ProductIDs: make([]string, ids)}
+	for i := range r.ProductIDs {
+		r.ProductIDs[i] = fmt.Sprintf("p-%07d", z.Uint64())
+	}
+	return []auction.Request{r}
+}
+
+// BenchmarkEngine500 runs listings auctions of 500 product ids, 5 slots:
+// ns/op, allocations, winners per auction and latency percentiles (of
+// single-threaded runs). Uniform: ids drawn uniformly; Zipf: by popularity.
+func BenchmarkEngine500(b *testing.B) {
+	w := benchSetup(b)
+	b.Logf("world: %d products, built in %v", w.products, w.build.Round(time.Second))
+	rng := rand.New(rand.NewPCG(7, 7))
+	z := rand.NewZipf(rand.New(rand.NewPCG(8, 8)), 1.1, 1, uint64(w.products-1))
+	uniform := make([][]auction.Request, 256)
+	zipf := make([][]auction.Request, 256)
+	for i := range uniform {
+		uniform[i] = randomRequest(rng, w.products, 500, 5)
+		zipf[i] = zipfRequest(z, 500, 5)
+	}
+	b.Run("Uniform", func(b *testing.B) { runEngine(b, w, uniform) })
+	b.Run("Zipf", func(b *testing.B) { runEngine(b, w, zipf) })
+}
+
+func runEngine(b *testing.B, w *benchWorld, reqs [][]auction.Request) {
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	winners := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		res, err := w.engine.Run(ctx, w.market, auction.Auctions, reqs[i%len(reqs)])
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		winners += len(res[0].Winners)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(winners)/float64(b.N), "winners/auction")
+}
+
+// BenchmarkEngine500Parallel is the saturation throughput: auctions of 500
+// ids on every core.
+func BenchmarkEngine500Parallel(b *testing.B) {
+	w := benchSetup(b)
+	ctx := context.Background()
+	var seed sync.Mutex
+	n := uint64(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		seed.Lock()
+		n++
+		rng := rand.New(rand.NewPCG(n, 99))
+		seed.Unlock()
+		reqs := make([][]auction.Request, 64)
+		for i := range reqs {
+			reqs[i] = randomRequest(rng, w.products, 500, 5)
+		}
+		i := 0
+		for pb.Next() {
+			if _, err := w.engine.Run(ctx, w.market, auction.Auctions, reqs[i%len(reqs)]); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "auctions/s")
+}

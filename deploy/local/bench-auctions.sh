@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Side-by-side load test of POST /v2/auctions: Endcap and a bare Gin handler
+# that only reads the body and answers 201 with one empty result, in
+# alternating rounds so that both see the same machine noise; first open loop
+# at RATE requests/s, then closed loop. Prints each round, the medians and the
+# Endcap/bare ratios.
+#
+# Endcap: uses the one running at URL (`make run`), or, when none answers and
+# START=1 (the default), starts `bin/endcap dev` itself with the rate limits
+# raised for seeding and stops it at the end. Seeding through the public API
+# needs those limits raised: start your own Endcap with
+#   ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s make run
+# The marketplace is seeded once (`endcap loadgen seed`, ≈ 1.4 M writes with
+# the defaults) and recorded in MANIFEST; later runs reuse it.
+#
+# Settings via environment:
+#   ROUNDS (3) DURATION (10s) CONCURRENCY (32) RATE (1000 requests/s; one auction each)
+#   IDS (500 product ids per auction) SLOTS (5) BID_SHARE (0.25) CHECK (0; 1 = check every answer)
+#   URL (http://127.0.0.1:8080) BARE_ADDR (127.0.0.1:18099) START (1) BIN (./bin/endcap, rebuilt)
+#   ENDCAP_DEV_DIR (.endcap) DEV_FLAGS (extra flags of `endcap dev` when this script starts it)
+#   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
+#   SEED_VENDORS (10000) SEED_PRODUCTS (1000000) SEED_CAMPAIGNS (100000) SEED_CONCURRENCY (16)
+# A manifest of other counts, of another marketplace or of an unfinished seed is seeded (again).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRENCY="${CONCURRENCY:-32}" RATE="${RATE:-1000}"
+IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}"
+URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
+export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
+DEV_FLAGS="${DEV_FLAGS:-}"
+MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
+SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
+SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
+bin="${BIN:-./bin/endcap}"
+go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
+
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+wait_ready() { # url seconds
+	for _ in $(seq 1 "$2"); do
+		curl -fsS "$1/readyz" >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+
+if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
+	if [ "$START" != 1 ]; then
+		echo "Endcap is not ready at $URL: start it with" >&2
+		echo "  ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s make run" >&2
+		exit 1
+	fi
+	log="$ENDCAP_DEV_DIR/logs/bench-auctions-dev.log"
+	mkdir -p "$ENDCAP_DEV_DIR/logs"
+	echo "starting endcap dev with raised rate limits (log: $log)"
+	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
+	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
+		"$bin" dev $DEV_FLAGS > "$log" 2>&1 &
+	pids+=($!)
+	# A catalog of a million products is rebuilt from the log at start: allow minutes.
+	wait_ready "$URL" 600 || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
+fi
+
+cred() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$CREDENTIALS" "$1"; }
+marketplace=$(cred marketplaceId)
+
+# Seed once: skip when the manifest is complete, of this marketplace and of these counts.
+seeded=$(python3 - "$MANIFEST" "$marketplace" "$SEED_VENDORS" "$SEED_PRODUCTS" "$SEED_CAMPAIGNS" <<'PY'
+import json, sys
+try:
+    m = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print(0); sys.exit()
+ok = (m.get("complete") and m.get("marketplaceId") in ("", sys.argv[2])
+      and [m.get("vendors"), m.get("products"), m.get("campaigns")] == [int(x) for x in sys.argv[3:6]])
+print(1 if ok else 0)
+PY
+)
+if [ "$seeded" = 1 ]; then
+	echo "seed: using $MANIFEST"
+else
+	# The seed's ~1.4 M writes need the raised limits; the default 45 requests per 2 s would take days.
+	adv=$(cred advancedKey)
+	limit=1000000000
+	for path in catalog-search-service/catalogs/categories campaign-service/vendors/v-0/campaigns; do
+		l=$(curl -sS -o /dev/null -D - -H "Authorization: Bearer $adv" "$URL/public/v1/$path?limit=1" 2>/dev/null |
+			tr -d '\r' | awk -F': ' 'tolower($1) == "x-ratelimit-limit" {print $2}') || true
+		[ -n "$l" ] && [ "$l" -lt "$limit" ] && limit=$l
+	done
+	if [ "$limit" -lt 10000 ]; then
+		echo "Endcap at $URL allows $limit requests per period and key on /public/v1: restart it with" >&2
+		echo "  ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s make run" >&2
+		exit 1
+	fi
+	echo "seed: $SEED_VENDORS vendors, $SEED_PRODUCTS products, $SEED_CAMPAIGNS campaigns"
+	"$bin" loadgen seed --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
+		--vendors "$SEED_VENDORS" --products "$SEED_PRODUCTS" --campaigns "$SEED_CAMPAIGNS" \
+		--concurrency "$SEED_CONCURRENCY"
+fi
+
+"$bin" loadgen bare --addr "$BARE_ADDR" 2>/dev/null &
+pids+=($!)
+sleep 0.5
+
+check=()
+[ "$CHECK" = 1 ] && check=(--check)
+out=$(mktemp -d)
+for mode in open closed; do
+	rate="$RATE"; [ "$mode" = closed ] && rate=0
+	for r in $(seq 1 "$ROUNDS"); do
+		for target in endcap bare; do
+			u="$URL"; [ "$target" = bare ] && u="http://$BARE_ADDR"
+			"$bin" loadgen auctions --url "$u" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
+				--duration "$DURATION" --concurrency "$CONCURRENCY" --rate "$rate" --ids "$IDS" \
+				--slots "$SLOTS" --bid-share "$BID_SHARE" "${check[@]}" --json > "$out/$mode-$target-$r.json"
+			python3 - "$mode" "$target" "$r" "$out/$mode-$target-$r.json" <<'PY'
+import json, sys
+mode, t, r, p = sys.argv[1:5]
+d = json.load(open(p))
+warn = f"  UNSENT {d['unsent']}" if d["unsent"] else ""
+print(f"{mode:6s} round {r} {t:7s} auctions/s {d['auctions_per_sec']:>8.0f}  p50 {d['p50_ms']:7.2f}  p90 {d['p90_ms']:7.2f}"
+      f"  p99 {d['p99_ms']:7.2f}  max {d['max_ms']:7.2f} ms  winners/auction {d['winners_per_auction']:5.2f}"
+      f"  ok {d['ok']} failed {d['failed']} bad {d['bad_answers']}{warn}")
+if d.get("first_error"):
+    print(f"    first error: {d['first_error'][:200]}")
+if d.get("first_bad_answer"):
+    print(f"    first bad answer: {d['first_bad_answer'][:200]}")
+PY
+		done
+	done
+done
+python3 - "$out" "$ROUNDS" "$RATE" <<'PY'
+import json, statistics, sys
+out, rounds, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+keys = ("auctions_per_sec", "p50_ms", "p90_ms", "p99_ms", "winners_per_auction")
+for mode, label in (("open", f"open loop at {rate}/s"), ("closed", "closed loop")):
+    med = {}
+    for t in ("endcap", "bare"):
+        runs = [json.load(open(f"{out}/{mode}-{t}-{r}.json")) for r in range(1, rounds + 1)]
+        med[t] = {k: statistics.median(x[k] for x in runs) for k in keys}
+        m = med[t]
+        print(f"median {label:22s} {t:7s} auctions/s {m['auctions_per_sec']:>8.0f}  p50 {m['p50_ms']:7.2f}"
+              f"  p90 {m['p90_ms']:7.2f}  p99 {m['p99_ms']:7.2f} ms  winners/auction {m['winners_per_auction']:5.2f}")
+    e, b = med["endcap"], med["bare"]
+    if b["auctions_per_sec"] > 0 and b["p99_ms"] > 0:
+        print(f"{label}: endcap/bare throughput {e['auctions_per_sec'] / b['auctions_per_sec']:.2f}, p99 {e['p99_ms'] / b['p99_ms']:.1f}x")
+PY
