@@ -24,8 +24,9 @@ import (
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/billing"
+	"github.com/endcap/endcap/budget"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/config"
@@ -67,21 +68,24 @@ type App struct {
 	target Target
 	log    *slog.Logger
 
-	Topics     kafka.Topics
-	Kafka      *kgo.Client
+	Topics kafka.Topics
+	Kafka  *kgo.Client
 	// auctionsKafka produces auction records only: its own buffer, so that a
 	// slow Kafka fills it (and records are dropped) without ever making
 	// /v2/events wait for room in the events producer's buffer.
 	auctionsKafka *kgo.Client
-	ClickHouse clickhouse.Conn
-	Redis      *redis.Client
-	S3         *s3store.Store
-	StateLog   *statelog.Log // accounts
-	Entities   *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
-	Accounts   *accounts.Service
-	Cursors    *pagination.Signer
-	Spend      *budget.Cache // campaign spend for the auction, refreshed from Redis
-	BidKeys    atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
+	ClickHouse    clickhouse.Conn
+	Redis         *redis.Client
+	S3            *s3store.Store
+	StateLog      *statelog.Log // accounts
+	Entities      *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
+	Accounts      *accounts.Service
+	Cursors       *pagination.Signer
+	Spend         *budget.Cache // campaign spend for the auction, refreshed from Redis
+	// AuctionIndex is the auction's index of products, categories,
+	// campaigns and bids, fed by the catalog and campaigns views.
+	AuctionIndex *index.Index
+	BidKeys      atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
 
 	// Management areas (built in domains.go).
 	Catalog   *catalog.Service

@@ -12,12 +12,12 @@ import (
 // (catalog, campaigns, segments) and its budget cache.
 func (a *App) auctionEngine() *auction.Engine {
 	return &auction.Engine{
-		Catalog:   a.Catalog,
-		Campaigns: a.Campaigns,
-		Segments:  a.Segments,
-		Budget:    budgetGate{a.Spend},
-		Keys:      a.BidKeys.Load,
-		Log:       a.log,
+		Catalog:  a.Catalog,
+		Index:    a.AuctionIndex,
+		Segments: a.Segments,
+		Budget:   budgetGate{a.Spend},
+		Keys:     a.BidKeys.Load,
+		Log:      a.log,
 	}
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/billing"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
@@ -38,6 +39,13 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// auction's reads (EachCampaign, LiveBids).
 	camps := campaigns.New(a.Entities, cat, bill, segs)
 	routes = append(routes, api.CampaignRoutes(camps))
+
+	// The auction's index follows the catalog and the campaigns. Only the
+	// API serves auctions; the other targets do not keep it.
+	if a.target.runs(TargetAPI) {
+		a.AuctionIndex = index.New()
+		a.AuctionIndex.Register(cat, camps)
+	}
 
 	a.Catalog, a.Billing, a.Segments, a.Campaigns = cat, bill, segs, camps
 	return routes, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/entityref"
@@ -31,20 +32,14 @@ import (
 //     when a candidate campaign targets segments and the request has an
 //     opaqueUserId.
 
-// CatalogView is what the engine reads of the catalog (catalog.Service).
+// CatalogView is what the engine reads of the catalog (catalog.Service),
+// outside the index: category enumeration, vendors' products for keyword-only
+// auctions, creatives for banners and filters, vendor names.
 type CatalogView interface {
-	Product(mp, id string) (entityref.ProductRef, bool)
-	CategoryPath(mp, id string) []string
 	EachProductInCategory(mp, categoryID string, fn func(entityref.ProductRef) bool)
 	EachProductOfVendor(mp, vendorID string, fn func(entityref.ProductRef) bool)
 	Vendor(mp, id string) (entityref.VendorRef, bool)
 	Creative(mp, id string) (catalog.ProductCreative, bool)
-}
-
-// CampaignView is what the engine reads of campaigns (campaigns.Service):
-// its auction index, under the view's read lock.
-type CampaignView interface {
-	ReadIndex(mp string, fn func(*campaigns.MarketIndex))
 }
 
 // SegmentView tells segment membership (segments.Service).
@@ -68,10 +63,12 @@ type Market struct {
 
 // Engine runs auctions. Its fields are set once, before the first Run.
 type Engine struct {
-	Catalog   CatalogView
-	Campaigns CampaignView
-	Segments  SegmentView
-	Budget    BudgetGate
+	Catalog CatalogView
+	// Index is the auction index of products, categories, campaigns and
+	// bids (fed by the catalog and campaigns views).
+	Index    *index.Index
+	Segments SegmentView
+	Budget   BudgetGate
 	// Keys returns the current resolvedBidId keyring.
 	Keys func() *bidtoken.Keyring
 	// Now is the clock (time.Now when nil).
@@ -163,9 +160,12 @@ const (
 var specNames = [...]string{"", "automated", "category", "keyword", "product"}
 
 type prod struct {
-	ref       entityref.ProductRef
+	ip        *index.Product // valid inside Index.Read only; nil for products found through the catalog
+	id        string
 	quality   int64 // ppm
 	variation string
+	hasBids   bool
+	excluded  bool // filtered out after the bids were gathered
 }
 
 type camp struct {
@@ -184,16 +184,28 @@ type bidRef struct {
 
 type pairKey struct{ camp, prod int32 }
 
+// kwHit is a keyword bid of a keyword-only auction, whose product (the
+// vendor's best) is chosen through the catalog after the index is read.
+type kwHit struct {
+	camp   int32
+	vendor string
+	bidID  string
+	amount int64
+}
+
 type state struct {
+	ids       []string // the context's product ids (request order, or the category's)
+	idPos     []int32  // position of each id in the request, -1 for a category's
 	prods     []prod
 	prodIdx   map[string]int32
 	camps     []camp
-	campIdx   map[*campaigns.CampEntry]int32
+	campIdx   map[*index.Camp]int32
 	bids      []bidRef
 	best      map[pairKey]int32
 	paths     map[string][]string
 	cells     []string
 	phrases   []string // phrases of the search query that some keyword bid targets
+	kwHits    []kwHit
 	vendBest  map[string]int32
 	vendGroup map[string]int32
 	filterOK  map[string]bool
@@ -205,19 +217,22 @@ type state struct {
 	// second (pathsAt), for one marketplace (pathsMP).
 	pathsAt time.Time
 	pathsMP string
+	touched int              // keeps touch's loads from being optimised away
+	found   []*index.Product // resolveProducts' lookups
 }
 
 func newState() *state {
 	return &state{
-		prodIdx: map[string]int32{}, campIdx: map[*campaigns.CampEntry]int32{}, best: map[pairKey]int32{},
+		prodIdx: map[string]int32{}, campIdx: map[*index.Camp]int32{}, best: map[pairKey]int32{},
 		paths: map[string][]string{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
 		filterOK: map[string]bool{},
 	}
 }
 
 func (st *state) reset() {
+	st.ids, st.idPos = st.ids[:0], st.idPos[:0]
 	st.prods, st.camps, st.bids, st.cells, st.phrases = st.prods[:0], st.camps[:0], st.bids[:0], st.cells[:0], st.phrases[:0]
-	st.cands, st.candBid, st.segIDs = st.cands[:0], st.candBid[:0], st.segIDs[:0]
+	st.cands, st.candBid, st.segIDs, st.kwHits = st.cands[:0], st.candBid[:0], st.segIDs[:0], st.kwHits[:0]
 	clear(st.prodIdx)
 	clear(st.campIdx)
 	clear(st.best)
@@ -234,7 +249,8 @@ type auctionEnv struct {
 	r   *Request
 	at  time.Time
 	mp  string
-	typ []string // campaign types that compete
+	typ []string      // campaign types that compete
+	ix  *index.Market // set inside Index.Read only
 }
 
 func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time) Result {
@@ -249,21 +265,23 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 		res.Error, res.Record.Error = true, true
 		return res
 	}
-	env := &auctionEnv{e: e, st: st, m: m, r: r, at: at, mp: m.ID}
+	a := &auctionEnv{e: e, st: st, m: m, r: r, at: at, mp: m.ID}
 	if r.Kind == KindBanners {
-		env.typ = []string{campaigns.TypeBanners}
+		a.typ = []string{campaigns.TypeBanners}
 	} else {
-		env.typ = []string{campaigns.TypeListings, campaigns.TypeAutomated}
+		a.typ = []string{campaigns.TypeListings, campaigns.TypeAutomated}
 	}
 	res.Record = newRecord(id, m, endpoint, r, idx, at)
 
-	env.locations()
-	env.candidateProducts()
-	env.gatherBids()
-	env.checkSegments(ctx)
-	env.buildCandidates()
+	a.locations()
+	a.contextIDs()
+	a.readIndex()
+	a.keywordOnlyProducts()
+	a.applyFilter()
+	a.checkSegments(ctx)
+	a.buildCandidates()
 	if r.Kind == KindBanners {
-		env.dropImageless()
+		a.dropImageless()
 	}
 	res.Record.Candidates = len(st.cands)
 	places := st.rk.Rank(st.cands, r.Slots, m.Reserve)
@@ -271,7 +289,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 	res.Winners = make([]Winner, 0, len(places))
 	res.Record.Winners = make([]RecordWinner, 0, len(places))
 	for _, pl := range places {
-		w, rw, err := env.winner(keys, id, pl, places)
+		w, rw, err := a.winner(keys, id, pl)
 		if err != nil {
 			// Signing fails only on a bug (invalid claims): fail this
 			// auction, not the request.
@@ -303,24 +321,55 @@ func (a *auctionEnv) locations() {
 	}
 }
 
-// path returns a category and its ancestors (cached for the auction).
+// contextIDs lists the product ids of the context: the request's, else
+// those of the category's subtree (from the catalog's category index). A
+// search query alone (banners, sponsored brand) or no context
+// (landing-page banners) takes its products from the bids (gather).
+func (a *auctionEnv) contextIDs() {
+	st, r := a.st, a.r
+	switch {
+	case len(r.ProductIDs) > 0:
+		st.ids = append(st.ids, r.ProductIDs...)
+		for i := range r.ProductIDs {
+			st.idPos = append(st.idPos, int32(i))
+		}
+	case r.Category != nil:
+		var roots []string
+		switch {
+		case r.Category.ID != "":
+			roots = []string{r.Category.ID}
+		case len(r.Category.IDs) > 0:
+			roots = r.Category.IDs[:1] // the others are checked per product
+		default:
+			roots = r.Category.Disjunctions[0]
+		}
+		for _, root := range roots {
+			a.e.Catalog.EachProductInCategory(a.mp, root, func(p entityref.ProductRef) bool {
+				if p.Active {
+					st.ids = append(st.ids, p.ID)
+					st.idPos = append(st.idPos, -1)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// path returns a category and its ancestors (cached for up to a second).
 func (a *auctionEnv) path(cat string) []string {
 	if p, ok := a.st.paths[cat]; ok {
 		return p
 	}
-	p := a.e.Catalog.CategoryPath(a.mp, cat)
-	if len(p) == 0 {
-		p = []string{cat} // an unknown category still names itself
-	}
+	p := a.ix.AppendPath(nil, cat)
 	a.st.paths[cat] = p
 	return p
 }
 
 // inCategory reports whether a product is in category c: one of its
 // categories is c or a descendant of c.
-func (a *auctionEnv) inCategory(p *entityref.ProductRef, c string) bool {
+func (a *auctionEnv) inCategory(p *index.Product, c string) bool {
 	for _, pc := range p.Categories {
-		if slices.Contains(a.path(pc), c) {
+		if pc == c || slices.Contains(a.path(pc), c) {
 			return true
 		}
 	}
@@ -328,7 +377,7 @@ func (a *auctionEnv) inCategory(p *entityref.ProductRef, c string) bool {
 }
 
 // matchesCategory applies the request's category context to a product.
-func (a *auctionEnv) matchesCategory(p *entityref.ProductRef) bool {
+func (a *auctionEnv) matchesCategory(p *index.Product) bool {
 	cf := a.r.Category
 	switch {
 	case cf == nil:
@@ -351,13 +400,37 @@ func (a *auctionEnv) matchesCategory(p *entityref.ProductRef) bool {
 	return true
 }
 
-// addProduct adds an active product to the candidates (once). i is its index
-// in the request's products (-1 when it comes from a category or a bid).
-func (a *auctionEnv) addProduct(p entityref.ProductRef, i int) int32 {
-	if k, ok := a.st.prodIdx[p.ID]; ok {
+// resolveProducts turns the context's ids into candidate products: known,
+// active, with a vendor, in the category when one is given. A repeated id
+// counts once, with its first position's quality and variation.
+func (a *auctionEnv) resolveProducts(lo, hi int) {
+	st := a.st
+	// Look every id up first, then read the products: the lookups do not
+	// depend on each other's results, so their cache misses overlap.
+	st.found = st.found[:0]
+	for _, id := range st.ids[lo:hi] {
+		st.found = append(st.found, a.ix.Product(id))
+	}
+	for j, p := range st.found {
+		k := lo + j
+		if p == nil || !p.Known || !p.Active || len(p.Vendors) == 0 {
+			continue
+		}
+		if _, dup := st.prodIdx[p.ID]; dup || !a.matchesCategory(p) {
+			continue
+		}
+		a.addProduct(p, p.ID, p.QualityScore, int(st.idPos[k]))
+	}
+	clear(st.found) // drop the pointers: the index may change after Read
+}
+
+// addProduct adds a candidate product (once). i is its index in the
+// request's products, -1 when it comes from a category or a bid.
+func (a *auctionEnv) addProduct(ip *index.Product, id string, qualityScore float64, i int) int32 {
+	if k, ok := a.st.prodIdx[id]; ok {
 		return k
 	}
-	q := qualityPPM(p.QualityScore)
+	q := qualityPPM(qualityScore)
 	var variation string
 	if i >= 0 {
 		if a.r.QualityScores != nil {
@@ -368,8 +441,8 @@ func (a *auctionEnv) addProduct(p entityref.ProductRef, i int) int32 {
 		}
 	}
 	k := int32(len(a.st.prods))
-	a.st.prods = append(a.st.prods, prod{ref: p, quality: q, variation: variation})
-	a.st.prodIdx[p.ID] = k
+	a.st.prods = append(a.st.prods, prod{ip: ip, id: id, quality: q, variation: variation})
+	a.st.prodIdx[id] = k
 	return k
 }
 
@@ -382,84 +455,57 @@ func qualityPPM(q float64) int64 {
 	return max(1, int64(math.Round(q*MaxQualityPPM)))
 }
 
-// candidateProducts collects the products that may win: the request's
-// products (in the category too when both are given), else the products of
-// the category. A search query alone (banners, sponsored brand) or no context
-// (landing-page banners) takes its products from the bids (gatherBids).
-func (a *auctionEnv) candidateProducts() {
-	r := a.r
-	switch {
-	case len(r.ProductIDs) > 0:
-		for i, id := range r.ProductIDs {
-			if _, dup := a.st.prodIdx[id]; dup {
-				continue // the first occurrence's quality and variation count
-			}
-			p, ok := a.e.Catalog.Product(a.mp, id)
-			if !ok || !p.Active || len(p.Vendors) == 0 || !a.matchesCategory(&p) || !a.passesFilter(p.ID) {
-				continue
-			}
-			a.addProduct(p, i)
-		}
-	case r.Category != nil:
-		first := r.Category.ID
-		var roots []string
-		switch {
-		case first != "":
-			roots = []string{first}
-		case len(r.Category.IDs) > 0:
-			roots = r.Category.IDs[:1]
-		default:
-			roots = r.Category.Disjunctions[0]
-		}
-		for _, root := range roots {
-			a.e.Catalog.EachProductInCategory(a.mp, root, func(p entityref.ProductRef) bool {
-				if p.Active && len(p.Vendors) > 0 && a.matchesCategory(&p) && a.passesFilter(p.ID) {
-					a.addProduct(p, -1)
-				}
-				return true
-			})
-		}
-	}
-}
-
 // ---- bids ----
 
-// gatherBids finds, for every candidate product, the bids that apply to it,
-// keeping per campaign the most specific one. It reads the campaigns'
-// auction index under its read lock.
-func (a *auctionEnv) gatherBids() {
-	a.e.Campaigns.ReadIndex(a.mp, func(ix *campaigns.MarketIndex) {
-		if ix != nil {
-			a.gatherFrom(ix)
+// indexChunk is how many context ids an auction reads from the index per
+// read-lock section (see index.RLock).
+const indexChunk = 64
+
+// readIndex resolves the context's products and gathers their bids from the
+// auction index, in short read-lock sections. What is copied out of the
+// index (campaigns, bid amounts) is the auction's snapshot; no pointer into
+// the index is read outside a section.
+func (a *auctionEnv) readIndex() {
+	st := a.st
+	a.ix = a.e.Index.RLock(a.mp)
+	a.keywordPhrases()
+	if len(a.r.ProductIDs) == 0 && a.r.Category == nil {
+		if len(st.phrases) > 0 {
+			a.keywordOnly()
+		} else if a.r.SearchQuery == "" && a.r.Kind == KindBanners {
+			a.landingPage()
 		}
-	})
+	}
+	for lo := 0; lo < len(st.ids); lo += indexChunk {
+		if lo > 0 {
+			a.e.Index.RUnlock()
+			a.ix = a.e.Index.RLock(a.mp)
+		}
+		first := len(st.prods)
+		a.resolveProducts(lo, min(lo+indexChunk, len(st.ids)))
+		a.gather(first)
+	}
+	a.e.Index.RUnlock()
+	a.ix = nil
+	for i := range st.prods {
+		st.prods[i].ip = nil // not to be read outside a section
+	}
 }
 
-func (a *auctionEnv) gatherFrom(ix *campaigns.MarketIndex) {
+// gather finds, for the candidate products from first on, the bids that
+// apply to them, keeping per campaign the most specific one.
+func (a *auctionEnv) gather(first int) {
 	st := a.st
-	a.keywordPhrases(ix)
-	hasContext := len(a.r.ProductIDs) > 0 || a.r.Category != nil
-	if !hasContext {
-		if len(st.phrases) > 0 {
-			a.keywordOnly(ix)
-		} else if a.r.SearchQuery == "" && a.r.Kind == KindBanners {
-			a.landingPage(ix)
-		}
-		return
-	}
-	for pi := range st.prods {
-		p := &st.prods[pi].ref
+	a.touch(first)
+	for pi := first; pi < len(st.prods); pi++ {
+		p := st.prods[pi].ip
 		pk := int32(pi)
-		a.addBids(ix.ProductBids(p.ID), p, pk, specProduct)
+		a.addBids(p.Bids, p, pk, specProduct)
 		for _, ph := range st.phrases {
-			a.addBids(ix.KeywordBids(ph), p, pk, specKeyword)
+			a.addBids(a.ix.Keyword(ph), p, pk, specKeyword)
 		}
 		for _, v := range p.Vendors {
-			ve := ix.Vendor(v)
-			if ve == nil {
-				continue
-			}
-			for _, cr := range ve.Category {
+			for _, cr := range v.Category {
 				if a.inCategory(p, cr.Target) && cr.Bid.B.Active {
 					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
 						a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
@@ -469,7 +515,7 @@ func (a *auctionEnv) gatherFrom(ix *campaigns.MarketIndex) {
 			if a.r.Kind == KindBanners {
 				continue // automated campaigns are listings campaigns
 			}
-			for _, c := range ve.Automated {
+			for _, c := range v.Automated {
 				if ci := a.campaign(c); ci >= 0 {
 					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
 				}
@@ -478,11 +524,25 @@ func (a *auctionEnv) gatherFrom(ix *campaigns.MarketIndex) {
 	}
 }
 
+// touch reads the vendor entries of every candidate product once before the
+// real pass: these loads do not depend on each other, so the CPU overlaps
+// their cache misses, where the real pass would wait for each in turn.
+func (a *auctionEnv) touch(first int) {
+	n := 0
+	for i := first; i < len(a.st.prods); i++ {
+		p := a.st.prods[i].ip
+		for _, v := range p.Vendors {
+			n += len(v.Category) + len(v.Automated)
+		}
+	}
+	a.st.touched = n
+}
+
 // addBids adds the active bids of bs whose campaign may compete and whose
 // vendor may promote product p, as bids on product pk.
-func (a *auctionEnv) addBids(bs []*campaigns.BidEntry, p *entityref.ProductRef, pk int32, spec uint8) {
+func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec uint8) {
 	for _, b := range bs {
-		if !b.B.Active || !b.Camp.Known || !slices.Contains(p.Vendors, b.Camp.C.VendorID) {
+		if !b.B.Active || !b.Camp.Known || !p.HasVendor(b.Camp.Vendor) {
 			continue
 		}
 		if ci := a.campaign(b.Camp); ci >= 0 {
@@ -494,7 +554,7 @@ func (a *auctionEnv) addBids(bs []*campaigns.BidEntry, p *entityref.ProductRef, 
 // keywordPhrases lists the phrases of the search query that keyword bids
 // target: a bid matches when its keyword is a run of whole consecutive words
 // of the query, lower-cased, split on white space (docs/auction-ranking.md).
-func (a *auctionEnv) keywordPhrases(ix *campaigns.MarketIndex) {
+func (a *auctionEnv) keywordPhrases() {
 	if a.r.SearchQuery == "" {
 		return
 	}
@@ -509,29 +569,36 @@ func (a *auctionEnv) keywordPhrases(ix *campaigns.MarketIndex) {
 			if len(phrase) > 4*campaigns.MaxKeywordLen {
 				break
 			}
-			if len(ix.KeywordBids(phrase)) > 0 && !slices.Contains(a.st.phrases, phrase) {
+			if len(a.ix.Keyword(phrase)) > 0 && !slices.Contains(a.st.phrases, phrase) {
 				a.st.phrases = append(a.st.phrases, phrase)
 			}
 		}
 	}
 }
 
-// keywordOnly: with a search query and no products or category, a keyword
-// bid promotes its vendor's best active product (highest quality score, then
-// smallest id).
-func (a *auctionEnv) keywordOnly(ix *campaigns.MarketIndex) {
+// keywordOnly collects the keyword bids of an auction with a search query
+// and no products or category; keywordOnlyProducts then gives each the
+// vendor's best active product.
+func (a *auctionEnv) keywordOnly() {
 	for _, ph := range a.st.phrases {
-		for _, b := range ix.KeywordBids(ph) {
-			if !b.B.Active {
+		for _, b := range a.ix.Keyword(ph) {
+			if !b.B.Active || !b.Camp.Known {
 				continue
 			}
-			ci := a.campaign(b.Camp)
-			if ci < 0 {
-				continue
+			if ci := a.campaign(b.Camp); ci >= 0 {
+				a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
 			}
-			if pk, ok := a.vendorBest(b.Camp.C.VendorID); ok {
-				a.addBid(pk, ci, specKeyword, b.B.ID, b.B.AmountMicros)
-			}
+		}
+	}
+}
+
+// keywordOnlyProducts: a keyword bid of a keyword-only auction promotes its
+// vendor's best active product (highest quality score, then smallest id).
+// Runs after Index.Read: it reads the catalog.
+func (a *auctionEnv) keywordOnlyProducts() {
+	for _, h := range a.st.kwHits {
+		if pk, ok := a.vendorBest(h.vendor); ok {
+			a.addBid(pk, h.camp, specKeyword, h.bidID, h.amount)
 		}
 	}
 }
@@ -554,7 +621,7 @@ func (a *auctionEnv) vendorBest(vendor string) (int32, bool) {
 	})
 	k := int32(-1)
 	if found {
-		k = a.addProduct(best, -1)
+		k = a.addProduct(nil, best.ID, best.QualityScore, -1)
 	}
 	a.st.vendBest[vendor] = k
 	return k, found
@@ -562,19 +629,19 @@ func (a *auctionEnv) vendorBest(vendor string) (int32, bool) {
 
 // landingPage: a banners auction with no context at all is open to every
 // banners campaign, with the products of its product bids.
-func (a *auctionEnv) landingPage(ix *campaigns.MarketIndex) {
-	ix.EachBanners(func(c *campaigns.CampEntry) bool {
+func (a *auctionEnv) landingPage() {
+	a.ix.EachBanners(func(c *index.Camp) bool {
 		ci := a.campaign(c)
 		if ci < 0 {
 			return true
 		}
-		c.EachBid(func(b *campaigns.BidEntry) bool {
+		c.EachBid(func(b *index.Bid) bool {
 			if !b.B.Active || b.B.TargetType != campaigns.TargetProduct {
 				return true
 			}
-			p, ok := a.e.Catalog.Product(a.mp, b.B.Target)
-			if ok && p.Active && slices.Contains(p.Vendors, c.C.VendorID) && a.passesFilter(p.ID) {
-				a.addBid(a.addProduct(p, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
+			p := a.ix.Product(b.B.Target)
+			if p != nil && p.Known && p.Active && p.HasVendor(c.Vendor) {
+				a.addBid(a.addProduct(p, p.ID, p.QualityScore, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
 			}
 			return true
 		})
@@ -586,6 +653,7 @@ func (a *auctionEnv) landingPage(ix *campaigns.MarketIndex) {
 // campaign's most specific bid on the product (the higher amount between
 // equally specific ones).
 func (a *auctionEnv) addBid(pk, ci int32, spec uint8, bidID string, amount int64) {
+	a.st.prods[pk].hasBids = true
 	key := pairKey{ci, pk}
 	if k, ok := a.st.best[key]; ok {
 		cur := &a.st.bids[k]
@@ -598,14 +666,28 @@ func (a *auctionEnv) addBid(pk, ci int32, spec uint8, bidID string, amount int64
 	a.st.bids = append(a.st.bids, bidRef{prod: pk, camp: ci, spec: spec, bidID: bidID, amount: amount})
 }
 
+// applyFilter drops the products that have bids but fail the listings
+// filter (it reads the products' metadata from the catalog, after
+// Index.Read).
+func (a *auctionEnv) applyFilter() {
+	if a.r.Filter == nil {
+		return
+	}
+	for i := range a.st.prods {
+		p := &a.st.prods[i]
+		if p.hasBids && !a.passesFilter(p.id) {
+			p.excluded = true
+		}
+	}
+}
+
 // ---- campaign eligibility ----
 
-// campaign returns the auction's index of a campaign of the index, or -1
-// when it may not compete in this auction: unknown, wrong type, not running,
-// outside its targeting, or held back by its budget. Segment targeting is
-// checked later, for all campaigns at once. The verdict is computed once per
-// auction.
-func (a *auctionEnv) campaign(ce *campaigns.CampEntry) int32 {
+// campaign returns the auction's index of a campaign, or -1 when it may not
+// compete in this auction: unknown, wrong type, not running, outside its
+// targeting, or held back by its budget. Segment targeting is checked later,
+// for all campaigns at once. The verdict is computed once per auction.
+func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	if k, ok := a.st.campIdx[ce]; ok {
 		if !a.st.camps[k].ok {
 			return -1
@@ -702,16 +784,16 @@ func (a *auctionEnv) buildCandidates() {
 	for bi := range st.bids {
 		b := &st.bids[bi]
 		c := &st.camps[b.camp]
-		if !c.ok || b.amount <= 0 {
+		p := &st.prods[b.prod]
+		if !c.ok || b.amount <= 0 || p.excluded {
 			continue
 		}
-		p := &st.prods[b.prod]
 		group := b.prod
 		if a.r.Kind == KindSponsoredBrand {
 			group = a.vendorGroup(c.c.VendorID) // one winner per vendor
 		}
 		st.cands = append(st.cands, Candidate{
-			Group: group, CampaignID: c.c.ID, ProductID: p.ref.ID, BidMicros: b.amount,
+			Group: group, CampaignID: c.c.ID, ProductID: p.id, BidMicros: b.amount,
 			CPM: c.c.ChargeType == campaigns.ChargeCPM, QualityPPM: p.quality,
 		})
 		st.candBid = append(st.candBid, int32(bi))
@@ -739,7 +821,7 @@ func (a *auctionEnv) dropImageless() {
 		pk := st.bids[st.candBid[i]].prod
 		ok, seen := img[pk]
 		if !seen {
-			cr, found := a.e.Catalog.Creative(a.mp, st.prods[pk].ref.ID)
+			cr, found := a.e.Catalog.Creative(a.mp, st.prods[pk].id)
 			ok = found && cr.ImageURL != ""
 			img[pk] = ok
 		}
@@ -758,7 +840,7 @@ var adFormats = [...]bidtoken.AdFormat{
 	KindHotels: bidtoken.Hotels, KindFlights: bidtoken.Flights,
 }
 
-func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Placement, all []Placement) (Winner, RecordWinner, error) {
+func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Placement) (Winner, RecordWinner, error) {
 	st := a.st
 	b := &st.bids[st.candBid[pl.Cand]]
 	c := &st.camps[b.camp].c
@@ -773,7 +855,7 @@ func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Plac
 		MarketplaceID: a.m.UUID, AuctionID: auctionID, CampaignID: campaignID,
 		AuctionTimeMs: a.at.UnixMilli(), ChargeType: bidtoken.CPC, AdFormat: adFormats[a.r.Kind],
 		Rank: uint8(pl.Rank), PriceMicros: pl.PriceMicros, WinnerType: bidtoken.WinnerProduct,
-		WinnerID: p.ref.ID, VendorID: c.VendorID,
+		WinnerID: p.id, VendorID: c.VendorID,
 	}
 	if cand.CPM {
 		claims.ChargeType = bidtoken.CPM
@@ -788,12 +870,12 @@ func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Plac
 		return Winner{}, RecordWinner{}, err
 	}
 	w := Winner{
-		Rank: pl.Rank, Type: "product", ID: p.ref.ID, ResolvedBidID: tok, CampaignID: c.ID, VendorID: c.VendorID,
+		Rank: pl.Rank, Type: "product", ID: p.id, ResolvedBidID: tok, CampaignID: c.ID, VendorID: c.VendorID,
 		VariationID: p.variation,
 	}
 	switch a.r.Kind {
 	case KindBanners:
-		if cr, ok := a.e.Catalog.Creative(a.mp, p.ref.ID); ok {
+		if cr, ok := a.e.Catalog.Creative(a.mp, p.id); ok {
 			w.AssetURL = cr.ImageURL
 		}
 	case KindSponsoredBrand:
@@ -801,7 +883,7 @@ func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Plac
 		if v, ok := a.e.Catalog.Vendor(a.mp, c.VendorID); ok {
 			w.BrandName = v.Name
 		}
-		w.ProductIDs = a.vendorProducts(cand.Group, p.ref.ID)
+		w.ProductIDs = a.vendorProducts(cand.Group, p.id)
 	}
 	rw := RecordWinner{
 		Rank: pl.Rank, Type: w.Type, EntityID: w.ID, CampaignID: c.ID, VendorID: c.VendorID, BidID: b.bidID,

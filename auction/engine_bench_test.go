@@ -27,6 +27,7 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/budget"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
@@ -44,6 +45,10 @@ type benchWorld struct {
 	market   *auction.Market
 	products int
 	build    time.Duration
+	cat      *catalog.Service
+	camps    *campaigns.Service
+	cs       []campaigns.Campaign
+	bs       []campaigns.Bid
 }
 
 var (
@@ -61,7 +66,7 @@ func envInt(name string, def int) int {
 
 func benchSetup(b *testing.B) *benchWorld {
 	worldOnce.Do(func() {
-		world, worldErr = buildWorld(b)
+		world, worldErr = buildWorld(b, envInt("ENDCAP_BENCH_PRODUCTS", 1_000_000), envInt("ENDCAP_BENCH_CAMPAIGNS", 100_000))
 		runtime.GC() // measure the auctions, not the collection of the build's garbage
 	})
 	if worldErr != nil {
@@ -77,10 +82,8 @@ func strp(s string) *string { return &s }
 // quality score on 90%; campaign j belongs to vendor j mod V: 5% automated,
 // the others listings (10% CPM) with 3 product bids on their vendor's
 // products, a category bid on 20% and a keyword bid on 10%.
-func buildWorld(tb testing.TB) (*benchWorld, error) {
+func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	start := time.Now()
-	nProducts := envInt("ENDCAP_BENCH_PRODUCTS", 1_000_000)
-	nCampaigns := envInt("ENDCAP_BENCH_CAMPAIGNS", 100_000)
 	nVendors := max(1, nProducts/100)
 	_, brokers := testenv.Kafka(tb)
 	cl, err := kafka.NewClient(brokers, testenv.Logger(tb))
@@ -98,6 +101,8 @@ func buildWorld(tb testing.TB) (*benchWorld, error) {
 	}
 	cat := catalog.New(log)
 	camps := campaigns.New(log, cat, nil, nil)
+	ix := index.New()
+	ix.Register(cat, camps)
 	go func() { _ = log.Run(ctx) }()
 	if err := log.WaitReady(ctx); err != nil {
 		return nil, err
@@ -190,11 +195,11 @@ func buildWorld(tb testing.TB) (*benchWorld, error) {
 	// campaign had spent nothing.
 	spend := budget.NewCache(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), budget.Options{})
 	eng := &auction.Engine{
-		Catalog: cat, Campaigns: camps, Budget: benchGate{spend},
+		Catalog: cat, Index: ix, Budget: benchGate{spend},
 		Keys: func() *bidtoken.Keyring { return kr },
 	}
 	m := &auction.Market{ID: benchMP, UUID: uuid.MustParse(benchMP), Loc: time.UTC, Reserve: auction.Reserve{CPCMicros: 10_000, CPMMicros: 100_000}}
-	return &benchWorld{engine: eng, market: m, products: nProducts, build: time.Since(start)}, nil
+	return &benchWorld{engine: eng, market: m, products: nProducts, build: time.Since(start), cat: cat, camps: camps, cs: cs, bs: bs}, nil
 }
 
 type benchGate struct{ c *budget.Cache }

@@ -144,8 +144,6 @@ type Service struct {
 	byVendor map[string]map[string]map[string]struct{} // mp -> vendor -> campaign ids
 	bidsOf   map[string]map[string]map[string]string   // mp -> campaign -> bid id -> bid key
 	bidKeyOf map[string]map[string]string              // mp -> bid id -> bid key
-	// index is the auction index of every marketplace (auctionindex.go).
-	index map[string]*MarketIndex
 }
 
 const bidType = "campaign_bid"
@@ -170,7 +168,6 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 		byVendor:  map[string]map[string]map[string]struct{}{},
 		bidsOf:    map[string]map[string]map[string]string{},
 		bidKeyOf:  map[string]map[string]string{},
-		index:     map[string]*MarketIndex{},
 	}
 	s.campaigns.OnChange = s.indexCampaign
 	s.bids.OnChange = s.indexBid
@@ -180,7 +177,6 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 func (s *Service) indexCampaign(mp, id string, old, nw *Campaign) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.indexCampaignEntry(mp, id, nw)
 	if old != nil && (nw == nil || nw.VendorID != old.VendorID) {
 		if m := s.byVendor[mp][old.VendorID]; m != nil {
 			delete(m, id)
@@ -214,7 +210,6 @@ func (s *Service) indexBid(mp, key string, old, nw *Bid) {
 		}
 		delete(s.bidKeyOf[mp], old.ID)
 	}
-	s.indexBidEntry(mp, key, old, nw)
 	if nw != nil {
 		m := s.bidsOf[mp]
 		if m == nil {
@@ -235,6 +230,15 @@ func (s *Service) indexBid(mp, key string, old, nw *Bid) {
 }
 
 // ---- Reads for other components (the auction) ----
+
+// ListenCampaigns and ListenBids register functions called under the
+// collections' write locks for every applied campaign or bid change (bids
+// by their entity key), for the auction's index. Call them before the log
+// runs; fn must not call the Service.
+func (s *Service) ListenCampaigns(fn func(mp, id string, old, nw *Campaign)) { s.campaigns.Listen(fn) }
+
+// ListenBids: see ListenCampaigns.
+func (s *Service) ListenBids(fn func(mp, key string, old, nw *Bid)) { s.bids.Listen(fn) }
 
 // Campaign returns a campaign of a marketplace and its version.
 func (s *Service) Campaign(mp, id string) (Campaign, int64, bool) {

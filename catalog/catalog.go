@@ -202,6 +202,17 @@ func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.Pro
 	}
 }
 
+// ListenProducts and ListenCategories register functions called under the
+// collections' write locks for every applied product or category change
+// (for the auction's index). Call them before the log runs; fn must not call
+// the catalog.
+func (s *Service) ListenProducts(fn func(mp, id string, old, nw *Product)) { s.products.Listen(fn) }
+
+// ListenCategories: see ListenProducts.
+func (s *Service) ListenCategories(fn func(mp, id string, old, nw *Category)) {
+	s.categories.Listen(fn)
+}
+
 // EachProductInCategory calls fn for every product (active or not) that
 // lists the category or one of its descendants (through the categories'
 // parentId), once each, in no order, until fn returns false. It reads the

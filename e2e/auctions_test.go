@@ -282,6 +282,12 @@ func TestAuctionEligibility(t *testing.T) {
 	}
 	auSame(t, "keyword order matters", auIDs(res[1].Winners, names))
 	auSame(t, "banners campaigns stay out of listings", auIDs(res[2].Winners, names), "a1@ca")
+	// Landing-page banners (no context): the product bids of banners
+	// campaigns; a product without an image cannot be a banner.
+	auBid(t, s, ban, "product", "a1", "0.2")
+	auBid(t, s, ban, "product", "a2", "0.9")
+	res = auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"banners","slots":3,"slotId":"home","device":"mobile"}]}`)
+	auSame(t, "landing page", auIDs(res[0].Winners, names), "a1@ban")
 
 	// Sponsored brand: one winner per vendor, with its best products.
 	res = auRun(t, s, "/v2/auctions/sponsored-brand", `{"auctions":[{"winners":3,"placementId":"home-top","triggers":{"products":{"ids":["a1","a2","b1"]}}}]}`)

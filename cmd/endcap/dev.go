@@ -135,6 +135,9 @@ func cmdDev(ctx context.Context, args []string) error {
 	}
 	credPath := filepath.Join(dir, "dev", "credentials.json")
 	creds, err := ensureDemo(ctx, a.Accounts, credPath)
+	if err == nil {
+		err = seedDemo(ctx, a, creds.MarketplaceID)
+	}
 	if err != nil {
 		stopApp()
 		<-runErr

@@ -22,6 +22,16 @@ type Collection[T any] struct {
 	// change with the previous and new value (nil when absent), under the
 	// collection's write lock: keep it quick, and use it for indexes.
 	OnChange func(marketplace, id string, old, new *T)
+
+	listeners []func(marketplace, id string, old, new *T)
+}
+
+// Listen adds a function called like OnChange (after it) for every applied
+// change: for indexes kept by other components. Call it before the log runs.
+// fn must not call the collection, and must not wait for anything that
+// reads it (it runs under the collection's write lock).
+func (c *Collection[T]) Listen(fn func(marketplace, id string, old, new *T)) {
+	c.listeners = append(c.listeners, fn)
 }
 
 type entry[T any] struct {
@@ -72,6 +82,9 @@ func (c *Collection[T]) apply(r Record) {
 	}
 	if c.OnChange != nil {
 		c.OnChange(mp, id, old, nv)
+	}
+	for _, fn := range c.listeners {
+		fn(mp, id, old, nv)
 	}
 }
 

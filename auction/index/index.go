@@ -1,0 +1,404 @@
+// Package index is the auction's in-memory index of entity state: products,
+// categories, campaigns and bids of every marketplace, arranged the way an
+// auction reads them, with pointers instead of keys.
+//
+// An auction of 500 products costs one map lookup per product: the product's
+// entry points at its vendors' entries (their category bids and automated
+// campaigns) and holds its own product bids. The views it is built from
+// (catalog, campaigns: the entities log) call its Changed functions for
+// every applied change, under their write locks; auctions read it through
+// Read, under its read lock. Entries are updated in place: a reader keeps no
+// pointer after its Read callback returns.
+//
+// Ids that repeat across entities (vendors, categories) are interned with
+// package unique, as the catalog interns them, so comparisons of two ids
+// mostly compare pointers.
+package index
+
+import (
+	"slices"
+	"sync"
+	"unique"
+
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/catalog"
+)
+
+// Index is the auction index of every marketplace.
+type Index struct {
+	mu      sync.RWMutex
+	markets map[string]*Market
+}
+
+// New returns an empty index. Feed it with Register.
+func New() *Index { return &Index{markets: map[string]*Market{}} }
+
+// Register makes the views feed the index. Call it before the log runs.
+func (ix *Index) Register(cat *catalog.Service, camps *campaigns.Service) {
+	cat.ListenProducts(ix.ProductChanged)
+	cat.ListenCategories(ix.CategoryChanged)
+	camps.ListenCampaigns(ix.CampaignChanged)
+	camps.ListenBids(ix.BidChanged)
+}
+
+// Read runs fn with the index of a marketplace (never nil) under the read
+// lock. fn must not call the catalog or campaigns services (their appliers
+// wait for this lock while holding theirs).
+func (ix *Index) Read(mp string, fn func(*Market)) {
+	m := ix.RLock(mp)
+	defer ix.RUnlock()
+	fn(m)
+}
+
+// RLock takes the read lock and returns the index of a marketplace (never
+// nil); RUnlock releases it. Between the two, the same rules as in Read's
+// fn apply. Hold it briefly: a change waiting for the write lock holds up
+// every new reader, so an auction reads in short sections (a few dozen
+// products each) rather than all at once.
+func (ix *Index) RLock(mp string) *Market {
+	ix.mu.RLock()
+	if m := ix.markets[mp]; m != nil {
+		return m
+	}
+	return emptyMarket
+}
+
+// RUnlock releases the read lock taken by RLock.
+func (ix *Index) RUnlock() { ix.mu.RUnlock() }
+
+var emptyMarket = newMarket()
+
+// Market is the index of one marketplace.
+type Market struct {
+	products   map[string]*Product
+	vendors    map[string]*Vendor
+	categories map[string]*Category
+	camps      map[string]*Camp
+	keyword    map[string][]*Bid
+	banners    map[string]*Camp
+}
+
+func newMarket() *Market {
+	return &Market{
+		products: map[string]*Product{}, vendors: map[string]*Vendor{}, categories: map[string]*Category{},
+		camps: map[string]*Camp{}, keyword: map[string][]*Bid{}, banners: map[string]*Camp{},
+	}
+}
+
+// Product is a product of the catalog (Known), or a placeholder holding the
+// bids on a product the catalog does not have (not Known).
+type Product struct {
+	ID           string
+	Known        bool
+	Active       bool
+	QualityScore float64   // 0: not set
+	Vendors      []*Vendor // the vendors allowed to promote it
+	Categories   []string  // interned category ids
+	Bids         []*Bid    // product bids, of every campaign and state
+	vendorIDs    []string  // interned, parallel to Vendors
+}
+
+// HasVendor reports whether vendor v may promote the product.
+func (p *Product) HasVendor(v *Vendor) bool { return slices.Contains(p.Vendors, v) }
+
+// Vendor is what an auction needs of a vendor beyond product bids.
+type Vendor struct {
+	ID        string
+	Category  []CatRef // category bids of the vendor's known campaigns
+	Automated []*Camp  // automated campaigns of the vendor
+}
+
+// CatRef is a category bid with its (interned) category beside it, so that
+// an auction matches categories without reading the bid.
+type CatRef struct {
+	Target string
+	Bid    *Bid
+}
+
+// Category is a category with its parent, for category paths.
+type Category struct {
+	ID     string
+	Parent string // interned; "" for a root
+}
+
+// Camp is a campaign (Known), or a placeholder holding the bids of a
+// campaign not applied yet or deleted (not Known).
+type Camp struct {
+	C      campaigns.Campaign
+	Known  bool
+	Vendor *Vendor
+	bids   map[string]*Bid // by bid key
+}
+
+// Bid is a bid with its campaign.
+type Bid struct {
+	B    campaigns.Bid
+	Camp *Camp
+}
+
+// Product returns a product by id (nil when neither it nor bids on it are known).
+func (m *Market) Product(id string) *Product { return m.products[id] }
+
+// Keyword returns the bids on a normalised keyword.
+func (m *Market) Keyword(k string) []*Bid { return m.keyword[k] }
+
+// EachBanners calls fn for every banners campaign until it returns false.
+func (m *Market) EachBanners(fn func(*Camp) bool) {
+	for _, c := range m.banners {
+		if !fn(c) {
+			return
+		}
+	}
+}
+
+// EachBid calls fn for every bid of a campaign until it returns false.
+func (c *Camp) EachBid(fn func(*Bid) bool) {
+	for _, b := range c.bids {
+		if !fn(b) {
+			return
+		}
+	}
+}
+
+// AppendPath appends a category and its ancestors, nearest first, to dst,
+// as far as they are known (at most 64; a cycle ends the path). An unknown
+// category still names itself.
+func (m *Market) AppendPath(dst []string, id string) []string {
+	start := len(dst)
+	for id != "" && len(dst)-start < 64 && !slices.Contains(dst[start:], id) {
+		dst = append(dst, id)
+		c := m.categories[id]
+		if c == nil {
+			break
+		}
+		id = c.Parent
+	}
+	return dst
+}
+
+// ---- maintenance (under ix.mu) ----
+
+func intern(s string) string { return unique.Make(s).Value() }
+
+func (ix *Index) market(mp string) *Market {
+	m := ix.markets[mp]
+	if m == nil {
+		m = newMarket()
+		ix.markets[mp] = m
+	}
+	return m
+}
+
+func (m *Market) vendor(id string) *Vendor {
+	v := m.vendors[id]
+	if v == nil {
+		v = &Vendor{ID: intern(id)}
+		m.vendors[v.ID] = v
+	}
+	return v
+}
+
+func (m *Market) product(id string) *Product {
+	p := m.products[id]
+	if p == nil {
+		p = &Product{ID: id}
+		m.products[id] = p
+	}
+	return p
+}
+
+func (m *Market) camp(id string) *Camp {
+	c := m.camps[id]
+	if c == nil {
+		c = &Camp{bids: map[string]*Bid{}}
+		m.camps[id] = c
+	}
+	return c
+}
+
+func removePtr[T any](list []*T, p *T) []*T {
+	if i := slices.Index(list, p); i >= 0 {
+		list[i] = list[len(list)-1]
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
+	}
+	return list
+}
+
+func removeCat(list []CatRef, b *Bid) []CatRef {
+	for i := range list {
+		if list[i].Bid == b {
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = CatRef{}
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}
+
+// ProductChanged applies a product change.
+func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	m := ix.market(mp)
+	if nw == nil {
+		p := m.products[id]
+		if p == nil {
+			return
+		}
+		if len(p.Bids) == 0 {
+			delete(m.products, id)
+			return
+		}
+		p.Known, p.Active, p.QualityScore, p.Vendors, p.Categories, p.vendorIDs = false, false, 0, nil, nil, nil
+		return
+	}
+	p := m.product(id)
+	p.Known, p.Active, p.QualityScore = true, nw.Active, nw.QualityScore
+	vs := nw.Vendors()
+	if !slices.Equal(p.vendorIDs, vs) {
+		p.vendorIDs = slices.Clone(vs) // the catalog interns them
+		p.Vendors = make([]*Vendor, len(vs))
+		for i, v := range vs {
+			p.Vendors[i] = m.vendor(v)
+		}
+	}
+	if cs := nw.Categories(); !slices.Equal(p.Categories, cs) {
+		p.Categories = slices.Clone(cs)
+	}
+}
+
+// CategoryChanged applies a category change.
+func (ix *Index) CategoryChanged(mp, id string, _, nw *catalog.Category) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	m := ix.market(mp)
+	if nw == nil {
+		delete(m.categories, id)
+		return
+	}
+	c := m.categories[id]
+	if c == nil {
+		c = &Category{ID: intern(id)}
+		m.categories[c.ID] = c
+	}
+	c.Parent = ""
+	if nw.ParentID != "" {
+		c.Parent = intern(nw.ParentID)
+	}
+}
+
+// CampaignChanged applies a campaign change.
+func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	m := ix.market(mp)
+	c := m.camp(id)
+	m.detach(c)
+	if nw == nil {
+		c.Known, c.C, c.Vendor = false, campaigns.Campaign{}, nil
+		if len(c.bids) == 0 {
+			delete(m.camps, id)
+		}
+		return
+	}
+	c.C, c.Known = *nw, true
+	c.Vendor = m.vendor(nw.VendorID)
+	c.C.VendorID = c.Vendor.ID
+	m.attach(c)
+}
+
+// detach removes a known campaign from its vendor's lists and the banners.
+func (m *Market) detach(c *Camp) {
+	if !c.Known {
+		return
+	}
+	v := c.Vendor
+	for _, b := range c.bids {
+		if b.B.TargetType == campaigns.TargetCategory {
+			v.Category = removeCat(v.Category, b)
+		}
+	}
+	v.Automated = removePtr(v.Automated, c)
+	delete(m.banners, c.C.ID)
+}
+
+// attach adds a known campaign to its vendor's lists and the banners.
+func (m *Market) attach(c *Camp) {
+	v := c.Vendor
+	for _, b := range c.bids {
+		if b.B.TargetType == campaigns.TargetCategory {
+			v.Category = append(v.Category, CatRef{Target: b.B.Target, Bid: b})
+		}
+	}
+	switch c.C.Type {
+	case campaigns.TypeAutomated:
+		v.Automated = append(v.Automated, c)
+	case campaigns.TypeBanners:
+		m.banners[c.C.ID] = c
+	}
+}
+
+// BidChanged applies a bid change (key: the bid's entity key).
+func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	m := ix.market(mp)
+	if old != nil && (nw == nil || nw.CampaignID != old.CampaignID || nw.TargetType != old.TargetType || nw.Target != old.Target) {
+		if c := m.camps[old.CampaignID]; c != nil {
+			if b := c.bids[key]; b != nil {
+				m.unlink(c, b)
+				delete(c.bids, key)
+			}
+			if !c.Known && len(c.bids) == 0 {
+				delete(m.camps, old.CampaignID)
+			}
+		}
+	}
+	if nw == nil {
+		return
+	}
+	c := m.camp(nw.CampaignID)
+	if b := c.bids[key]; b != nil {
+		target := b.B.Target
+		b.B = *nw // the same key: the same campaign and target; amount or flag changed
+		b.B.Target = target
+		return
+	}
+	b := &Bid{B: *nw, Camp: c}
+	c.bids[key] = b
+	switch nw.TargetType {
+	case campaigns.TargetProduct:
+		p := m.product(nw.Target)
+		p.Bids = append(p.Bids, b)
+	case campaigns.TargetKeyword:
+		m.keyword[nw.Target] = append(m.keyword[nw.Target], b)
+	case campaigns.TargetCategory:
+		b.B.Target = intern(nw.Target)
+		if c.Known {
+			c.Vendor.Category = append(c.Vendor.Category, CatRef{Target: b.B.Target, Bid: b})
+		}
+	}
+}
+
+func (m *Market) unlink(c *Camp, b *Bid) {
+	switch b.B.TargetType {
+	case campaigns.TargetProduct:
+		if p := m.products[b.B.Target]; p != nil {
+			p.Bids = removePtr(p.Bids, b)
+			if !p.Known && len(p.Bids) == 0 {
+				delete(m.products, p.ID)
+			}
+		}
+	case campaigns.TargetKeyword:
+		if l := removePtr(m.keyword[b.B.Target], b); len(l) > 0 {
+			m.keyword[b.B.Target] = l
+		} else {
+			delete(m.keyword, b.B.Target)
+		}
+	case campaigns.TargetCategory:
+		if c.Known {
+			c.Vendor.Category = removeCat(c.Vendor.Category, b)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package index
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/catalog"
+)
+
+const mp = "mp-1"
+
+// product decodes a catalog product the way the log does.
+func product(t *testing.T, active bool, vendors, categories []string) *catalog.Product {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": "n", "vendors": vendors, "categories": categories, "active": active, "qualityScore": 0.5})
+	var p catalog.Product
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+func camp(id, vendor, typ string) *campaigns.Campaign {
+	return &campaigns.Campaign{ID: id, VendorID: vendor, Type: typ, ChargeType: campaigns.ChargeCPC, Active: true}
+}
+
+func bid(id, campaign, typ, target string, amount int64) *campaigns.Bid {
+	return &campaigns.Bid{ID: id, CampaignID: campaign, TargetType: typ, Target: target, AmountMicros: amount, Active: true}
+}
+
+// view summarises the index of mp for comparisons.
+func view(ix *Index) map[string][]string {
+	out := map[string][]string{}
+	ix.Read(mp, func(m *Market) {
+		for id, p := range m.products {
+			var vs []string
+			for _, v := range p.Vendors {
+				vs = append(vs, v.ID)
+			}
+			for _, b := range p.Bids {
+				out["product "+id] = append(out["product "+id], b.B.ID)
+			}
+			if p.Known {
+				out["vendors "+id] = vs
+			}
+		}
+		for id, v := range m.vendors {
+			for _, c := range v.Category {
+				out["category bids of "+id] = append(out["category bids of "+id], c.Bid.B.ID+"@"+c.Target)
+			}
+			for _, c := range v.Automated {
+				out["automated of "+id] = append(out["automated of "+id], c.C.ID)
+			}
+		}
+		for k, bs := range m.keyword {
+			for _, b := range bs {
+				out["keyword "+k] = append(out["keyword "+k], b.B.ID)
+			}
+		}
+		for id := range m.banners {
+			out["banners"] = append(out["banners"], id)
+		}
+	})
+	for _, v := range out {
+		sort.Strings(v)
+	}
+	return out
+}
+
+func same(t *testing.T, got map[string][]string, want map[string][]string) {
+	t.Helper()
+	for k := range got {
+		if len(got[k]) == 0 {
+			delete(got, k)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("index %v\nwant %v", got, want)
+	}
+	for k, v := range want {
+		if !slices.Equal(got[k], v) {
+			t.Fatalf("%s: %v, want %v (index %v)", k, got[k], v, got)
+		}
+	}
+}
+
+func TestIndexFollowsChanges(t *testing.T) {
+	ix := New()
+	// A bid applied before its campaign (another partition of the log).
+	ix.BidChanged(mp, "k-cat", nil, bid("b-cat", "c-1", campaigns.TargetCategory, "shoes", 10))
+	same(t, view(ix), map[string][]string{})
+	ix.CampaignChanged(mp, "c-1", nil, camp("c-1", "v-1", campaigns.TypeListings))
+	same(t, view(ix), map[string][]string{"category bids of v-1": {"b-cat@shoes"}})
+
+	// Product bids before and after the product.
+	ix.BidChanged(mp, "k-p", nil, bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 20))
+	ix.ProductChanged(mp, "p-1", nil, product(t, true, []string{"v-1", "v-2"}, []string{"shoes"}))
+	ix.BidChanged(mp, "k-kw", nil, bid("b-kw", "c-1", campaigns.TargetKeyword, "red shoes", 5))
+	ix.CampaignChanged(mp, "c-auto", nil, camp("c-auto", "v-2", campaigns.TypeAutomated))
+	ix.CampaignChanged(mp, "c-ban", nil, camp("c-ban", "v-2", campaigns.TypeBanners))
+	same(t, view(ix), map[string][]string{
+		"category bids of v-1": {"b-cat@shoes"}, "product p-1": {"b-p"}, "vendors p-1": {"v-1", "v-2"},
+		"keyword red shoes": {"b-kw"}, "automated of v-2": {"c-auto"}, "banners": {"c-ban"},
+	})
+
+	// An amount change is applied in place.
+	up := bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 99)
+	ix.BidChanged(mp, "k-p", bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 20), up)
+	ix.Read(mp, func(m *Market) {
+		if got := m.Product("p-1").Bids[0].B.AmountMicros; got != 99 {
+			t.Fatalf("amount %d after update", got)
+		}
+	})
+
+	// The campaign moves to another vendor: its category bid follows.
+	ix.CampaignChanged(mp, "c-1", camp("c-1", "v-1", campaigns.TypeListings), camp("c-1", "v-3", campaigns.TypeListings))
+	// The automated campaign becomes… deleted; the product loses a vendor.
+	ix.CampaignChanged(mp, "c-auto", camp("c-auto", "v-2", campaigns.TypeAutomated), nil)
+	ix.ProductChanged(mp, "p-1", nil, product(t, true, []string{"v-1"}, []string{"shoes"}))
+	same(t, view(ix), map[string][]string{
+		"category bids of v-3": {"b-cat@shoes"}, "product p-1": {"b-p"}, "vendors p-1": {"v-1"},
+		"keyword red shoes": {"b-kw"}, "banners": {"c-ban"},
+	})
+
+	// Deleting bids, the product and the campaigns empties the index.
+	ix.BidChanged(mp, "k-kw", bid("b-kw", "c-1", campaigns.TargetKeyword, "red shoes", 5), nil)
+	ix.BidChanged(mp, "k-cat", bid("b-cat", "c-1", campaigns.TargetCategory, "shoes", 10), nil)
+	ix.ProductChanged(mp, "p-1", nil, nil)
+	same(t, view(ix), map[string][]string{"product p-1": {"b-p"}, "banners": {"c-ban"}}) // bids keep a placeholder
+	ix.BidChanged(mp, "k-p", up, nil)
+	ix.CampaignChanged(mp, "c-1", camp("c-1", "v-3", campaigns.TypeListings), nil)
+	ix.CampaignChanged(mp, "c-ban", camp("c-ban", "v-2", campaigns.TypeBanners), nil)
+	same(t, view(ix), map[string][]string{})
+	ix.Read(mp, func(m *Market) {
+		if len(m.products) != 0 || len(m.camps) != 0 {
+			t.Fatalf("leftovers: %d products, %d campaigns", len(m.products), len(m.camps))
+		}
+	})
+}
+
+func TestCategoryPaths(t *testing.T) {
+	ix := New()
+	ix.CategoryChanged(mp, "shoes", nil, &catalog.Category{Name: "Shoes"})
+	ix.CategoryChanged(mp, "running", nil, &catalog.Category{Name: "Running", ParentID: "shoes"})
+	ix.CategoryChanged(mp, "trail", nil, &catalog.Category{Name: "Trail", ParentID: "running"})
+	ix.CategoryChanged(mp, "loop-a", nil, &catalog.Category{Name: "A", ParentID: "loop-b"})
+	ix.CategoryChanged(mp, "loop-b", nil, &catalog.Category{Name: "B", ParentID: "loop-a"})
+	ix.Read(mp, func(m *Market) {
+		for _, tt := range []struct {
+			id   string
+			want []string
+		}{
+			{"trail", []string{"trail", "running", "shoes"}},
+			{"shoes", []string{"shoes"}},
+			{"unknown", []string{"unknown"}},
+			{"loop-a", []string{"loop-a", "loop-b"}},
+		} {
+			if got := m.AppendPath(nil, tt.id); !slices.Equal(got, tt.want) {
+				t.Errorf("path of %s: %v, want %v", tt.id, got, tt.want)
+			}
+		}
+	})
+	ix.CategoryChanged(mp, "running", nil, &catalog.Category{Name: "Running"}) // moved to the root
+	ix.Read(mp, func(m *Market) {
+		if got := m.AppendPath(nil, "trail"); !slices.Equal(got, []string{"trail", "running"}) {
+			t.Errorf("after the move: %v", got)
+		}
+	})
+}
