@@ -168,10 +168,18 @@ type prod struct {
 	excluded  bool // filtered out after the bids were gathered
 }
 
+// camp is what an auction keeps of a campaign it met: what the winners and
+// the segment check need (a small copy: campaigns are copied while the
+// garbage collector may be marking, and every pointer copied costs).
 type camp struct {
-	c       campaigns.Campaign
+	c       campCopy
 	ok      bool // eligible (segments still to check when needSeg)
 	needSeg bool
+}
+
+type campCopy struct {
+	ID, VendorID, Name, ChargeType string
+	Segments                       []string
 }
 
 type bidRef struct {
@@ -202,7 +210,9 @@ type state struct {
 	campIdx   map[*index.Camp]int32
 	bids      []bidRef
 	best      map[pairKey]int32
-	paths     map[string][]string
+	paths     map[index.Cat][]index.Cat
+	catIDs    []index.Cat   // the request's category ids (id, ids), as handles
+	catDisj   [][]index.Cat // the request's disjunctions, as handles
 	cells     []string
 	phrases   []string // phrases of the search query that some keyword bid targets
 	kwHits    []kwHit
@@ -224,13 +234,13 @@ type state struct {
 func newState() *state {
 	return &state{
 		prodIdx: map[string]int32{}, campIdx: map[*index.Camp]int32{}, best: map[pairKey]int32{},
-		paths: map[string][]string{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
+		paths: map[index.Cat][]index.Cat{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
 		filterOK: map[string]bool{},
 	}
 }
 
 func (st *state) reset() {
-	st.ids, st.idPos = st.ids[:0], st.idPos[:0]
+	st.ids, st.idPos, st.catIDs, st.catDisj = st.ids[:0], st.idPos[:0], st.catIDs[:0], st.catDisj[:0]
 	st.prods, st.camps, st.bids, st.cells, st.phrases = st.prods[:0], st.camps[:0], st.bids[:0], st.cells[:0], st.phrases[:0]
 	st.cands, st.candBid, st.segIDs, st.kwHits = st.cands[:0], st.candBid[:0], st.segIDs[:0], st.kwHits[:0]
 	clear(st.prodIdx)
@@ -274,6 +284,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 	res.Record = newRecord(id, m, endpoint, r, idx, at)
 
 	a.locations()
+	a.categoryHandles()
 	a.contextIDs()
 	a.readIndex()
 	a.keywordOnlyProducts()
@@ -356,7 +367,7 @@ func (a *auctionEnv) contextIDs() {
 }
 
 // path returns a category and its ancestors (cached for up to a second).
-func (a *auctionEnv) path(cat string) []string {
+func (a *auctionEnv) path(cat index.Cat) []index.Cat {
 	if p, ok := a.st.paths[cat]; ok {
 		return p
 	}
@@ -367,7 +378,7 @@ func (a *auctionEnv) path(cat string) []string {
 
 // inCategory reports whether a product is in category c: one of its
 // categories is c or a descendant of c.
-func (a *auctionEnv) inCategory(p *index.Product, c string) bool {
+func (a *auctionEnv) inCategory(p *index.Product, c index.Cat) bool {
 	for _, pc := range p.Categories {
 		if pc == c || slices.Contains(a.path(pc), c) {
 			return true
@@ -376,24 +387,37 @@ func (a *auctionEnv) inCategory(p *index.Product, c string) bool {
 	return false
 }
 
-// matchesCategory applies the request's category context to a product.
-func (a *auctionEnv) matchesCategory(p *index.Product) bool {
-	cf := a.r.Category
-	switch {
-	case cf == nil:
-		return true
-	case cf.ID != "":
-		return a.inCategory(p, cf.ID)
-	case len(cf.IDs) > 0:
-		for _, c := range cf.IDs {
-			if !a.inCategory(p, c) {
-				return false
-			}
-		}
-		return true
+// categoryHandles turns the request's category context into handles, once.
+func (a *auctionEnv) categoryHandles() {
+	cf, st := a.r.Category, a.st
+	if cf == nil {
+		return
+	}
+	if cf.ID != "" {
+		st.catIDs = append(st.catIDs, index.CatOf(cf.ID))
+	}
+	for _, id := range cf.IDs {
+		st.catIDs = append(st.catIDs, index.CatOf(id))
 	}
 	for _, d := range cf.Disjunctions {
-		if !slices.ContainsFunc(d, func(c string) bool { return a.inCategory(p, c) }) {
+		hs := make([]index.Cat, len(d))
+		for i, id := range d {
+			hs[i] = index.CatOf(id)
+		}
+		st.catDisj = append(st.catDisj, hs)
+	}
+}
+
+// matchesCategory applies the request's category context to a product: in
+// the category (id), in all (ids), in at least one of each disjunction.
+func (a *auctionEnv) matchesCategory(p *index.Product) bool {
+	for _, c := range a.st.catIDs {
+		if !a.inCategory(p, c) {
+			return false
+		}
+	}
+	for _, d := range a.st.catDisj {
+		if !slices.ContainsFunc(d, func(c index.Cat) bool { return a.inCategory(p, c) }) {
 			return false
 		}
 	}
@@ -695,10 +719,14 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 		return k
 	}
 	k := int32(len(a.st.camps))
-	a.st.camps = append(a.st.camps, camp{c: ce.C})
+	ok := ce.Known && a.campaignEligible(&ce.C)
+	var cc campCopy
+	if ok {
+		c := &ce.C
+		cc = campCopy{ID: c.ID, VendorID: c.VendorID, Name: c.Name, ChargeType: c.ChargeType, Segments: c.Targeting.Segments}
+	}
+	a.st.camps = append(a.st.camps, camp{c: cc, ok: ok, needSeg: ok && len(cc.Segments) > 0})
 	cp := &a.st.camps[k]
-	cp.ok = ce.Known && a.campaignEligible(&cp.c)
-	cp.needSeg = cp.ok && len(cp.c.Targeting.Segments) > 0
 	a.st.campIdx[ce] = k
 	if !cp.ok {
 		return -1
@@ -733,7 +761,7 @@ func (a *auctionEnv) checkSegments(ctx context.Context) {
 	st := a.st
 	for i := range st.camps {
 		if st.camps[i].needSeg {
-			for _, s := range st.camps[i].c.Targeting.Segments {
+			for _, s := range st.camps[i].c.Segments {
 				if !slices.Contains(st.segIDs, s) {
 					st.segIDs = append(st.segIDs, s)
 				}
@@ -766,7 +794,7 @@ func (a *auctionEnv) checkSegments(ctx context.Context) {
 		}
 		member := false
 		if err == nil {
-			for _, s := range c.c.Targeting.Segments {
+			for _, s := range c.c.Segments {
 				if in[slices.Index(st.segIDs, s)] {
 					member = true
 					break

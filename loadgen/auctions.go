@@ -46,6 +46,10 @@ type AuctionsConfig struct {
 	// BidShare is the share of ids drawn from the products with a product bid; the others are drawn
 	// uniformly from every product (some of which have bids too). Taken as is: 0 = uniform only.
 	BidShare float64
+	// Zipf, when > 1, draws the ids that BidShare does not by popularity instead of uniformly: product
+	// rank r (ranks scattered over the id space) with probability ∝ 1/r^Zipf, as the products of
+	// search and category pages are (a few appear in many auctions). 0: uniform.
+	Zipf float64
 	// QualityScores adds products.qualityScores (0.01–1.00) to every auction.
 	QualityScores bool
 	// CategoryShare and QueryShare are the shares of auctions that also carry a category ({"id": "c-N"}) or a
@@ -312,7 +316,8 @@ type auctionBody struct {
 	cfg  *AuctionsConfig
 	sp   *idSpace
 	rng  *rand.Rand
-	seen idSet     // the ids of the auction being written
+	zipf *rand.Zipf // nil: uniform
+	seen idSet      // the ids of the auction being written
 	last [][]int32 // the ids of each auction of the last body, sorted (Check only)
 	st   auctionStats
 }
@@ -323,6 +328,9 @@ func newAuctionBody(cfg *AuctionsConfig, sp *idSpace, worker int) *auctionBody {
 		sp:   sp,
 		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(worker)+0x5851f42d4c957f2d)),
 		seen: newIDSet(cfg.IDs),
+	}
+	if cfg.Zipf > 1 {
+		a.zipf = rand.NewZipf(a.rng, cfg.Zipf, 1, uint64(sp.count-1))
 	}
 	if cfg.Check {
 		a.last = make([][]int32, cfg.Auctions)
@@ -348,6 +356,11 @@ func (a *auctionBody) draw() int32 {
 	var i int32
 	if len(a.sp.bidded) > 0 && a.cfg.BidShare > 0 && a.rng.Float64() < a.cfg.BidShare {
 		i = a.sp.bidded[a.rng.IntN(len(a.sp.bidded))]
+	} else if a.zipf != nil {
+		// Popularity rank → product: a fixed odd multiplier modulo count scatters the popular
+		// products over the id space (so they are not all p-0000000…).
+		r := a.zipf.Uint64()
+		i = int32((r*2654435761 + 12345) % uint64(a.sp.count))
 	} else {
 		i = int32(a.rng.IntN(a.sp.count))
 	}

@@ -72,7 +72,7 @@ var emptyMarket = newMarket()
 type Market struct {
 	products   map[string]*Product
 	vendors    map[string]*Vendor
-	categories map[string]*Category
+	categories map[Cat]*Category
 	camps      map[string]*Camp
 	keyword    map[string][]*Bid
 	banners    map[string]*Camp
@@ -80,7 +80,7 @@ type Market struct {
 
 func newMarket() *Market {
 	return &Market{
-		products: map[string]*Product{}, vendors: map[string]*Vendor{}, categories: map[string]*Category{},
+		products: map[string]*Product{}, vendors: map[string]*Vendor{}, categories: map[Cat]*Category{},
 		camps: map[string]*Camp{}, keyword: map[string][]*Bid{}, banners: map[string]*Camp{},
 	}
 }
@@ -93,7 +93,7 @@ type Product struct {
 	Active       bool
 	QualityScore float64   // 0: not set
 	Vendors      []*Vendor // the vendors allowed to promote it
-	Categories   []string  // interned category ids
+	Categories   []Cat     // category ids
 	Bids         []*Bid    // product bids, of every campaign and state
 	vendorIDs    []string  // interned, parallel to Vendors
 }
@@ -108,17 +108,24 @@ type Vendor struct {
 	Automated []*Camp  // automated campaigns of the vendor
 }
 
-// CatRef is a category bid with its (interned) category beside it, so that
-// an auction matches categories without reading the bid.
+// CatRef is a category bid with its category beside it, so that an auction
+// matches categories without reading the bid.
 type CatRef struct {
-	Target string
+	Target Cat
 	Bid    *Bid
 }
 
+// Cat is a category id as a unique handle: two are equal when their ids are,
+// and comparing them compares one pointer. The zero Cat is no category.
+type Cat = unique.Handle[string]
+
+// CatOf returns the handle of a category id.
+func CatOf(id string) Cat { return unique.Make(id) }
+
 // Category is a category with its parent, for category paths.
 type Category struct {
-	ID     string
-	Parent string // interned; "" for a root
+	ID     Cat
+	Parent Cat // zero for a root
 }
 
 // Camp is a campaign (Known), or a placeholder holding the bids of a
@@ -163,9 +170,9 @@ func (c *Camp) EachBid(fn func(*Bid) bool) {
 // AppendPath appends a category and its ancestors, nearest first, to dst,
 // as far as they are known (at most 64; a cycle ends the path). An unknown
 // category still names itself.
-func (m *Market) AppendPath(dst []string, id string) []string {
+func (m *Market) AppendPath(dst []Cat, id Cat) []Cat {
 	start := len(dst)
-	for id != "" && len(dst)-start < 64 && !slices.Contains(dst[start:], id) {
+	for id != (Cat{}) && len(dst)-start < 64 && !slices.Contains(dst[start:], id) {
 		dst = append(dst, id)
 		c := m.categories[id]
 		if c == nil {
@@ -263,8 +270,11 @@ func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
 			p.Vendors[i] = m.vendor(v)
 		}
 	}
-	if cs := nw.Categories(); !slices.Equal(p.Categories, cs) {
-		p.Categories = slices.Clone(cs)
+	if cs := nw.Categories(); len(cs) != len(p.Categories) || !slices.EqualFunc(cs, p.Categories, func(s string, c Cat) bool { return s == c.Value() }) {
+		p.Categories = make([]Cat, len(cs))
+		for i, c := range cs {
+			p.Categories[i] = CatOf(c)
+		}
 	}
 }
 
@@ -273,18 +283,19 @@ func (ix *Index) CategoryChanged(mp, id string, _, nw *catalog.Category) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	m := ix.market(mp)
+	h := CatOf(id)
 	if nw == nil {
-		delete(m.categories, id)
+		delete(m.categories, h)
 		return
 	}
-	c := m.categories[id]
+	c := m.categories[h]
 	if c == nil {
-		c = &Category{ID: intern(id)}
-		m.categories[c.ID] = c
+		c = &Category{ID: h}
+		m.categories[h] = c
 	}
-	c.Parent = ""
+	c.Parent = Cat{}
 	if nw.ParentID != "" {
-		c.Parent = intern(nw.ParentID)
+		c.Parent = CatOf(nw.ParentID)
 	}
 }
 
@@ -328,7 +339,7 @@ func (m *Market) attach(c *Camp) {
 	v := c.Vendor
 	for _, b := range c.bids {
 		if b.B.TargetType == campaigns.TargetCategory {
-			v.Category = append(v.Category, CatRef{Target: b.B.Target, Bid: b})
+			v.Category = append(v.Category, CatRef{Target: CatOf(b.B.Target), Bid: b})
 		}
 	}
 	switch c.C.Type {
@@ -360,9 +371,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	}
 	c := m.camp(nw.CampaignID)
 	if b := c.bids[key]; b != nil {
-		target := b.B.Target
 		b.B = *nw // the same key: the same campaign and target; amount or flag changed
-		b.B.Target = target
 		return
 	}
 	b := &Bid{B: *nw, Camp: c}
@@ -374,9 +383,8 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	case campaigns.TargetKeyword:
 		m.keyword[nw.Target] = append(m.keyword[nw.Target], b)
 	case campaigns.TargetCategory:
-		b.B.Target = intern(nw.Target)
 		if c.Known {
-			c.Vendor.Category = append(c.Vendor.Category, CatRef{Target: b.B.Target, Bid: b})
+			c.Vendor.Category = append(c.Vendor.Category, CatRef{Target: CatOf(nw.Target), Bid: b})
 		}
 	}
 }

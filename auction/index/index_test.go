@@ -49,7 +49,7 @@ func view(ix *Index) map[string][]string {
 		}
 		for id, v := range m.vendors {
 			for _, c := range v.Category {
-				out["category bids of "+id] = append(out["category bids of "+id], c.Bid.B.ID+"@"+c.Target)
+				out["category bids of "+id] = append(out["category bids of "+id], c.Bid.B.ID+"@"+c.Target.Value())
 			}
 			for _, c := range v.Automated {
 				out["automated of "+id] = append(out["automated of "+id], c.C.ID)
@@ -158,15 +158,23 @@ func TestCategoryPaths(t *testing.T) {
 			{"unknown", []string{"unknown"}},
 			{"loop-a", []string{"loop-a", "loop-b"}},
 		} {
-			if got := m.AppendPath(nil, tt.id); !slices.Equal(got, tt.want) {
+			if got := names(m.AppendPath(nil, CatOf(tt.id))); !slices.Equal(got, tt.want) {
 				t.Errorf("path of %s: %v, want %v", tt.id, got, tt.want)
 			}
 		}
 	})
 	ix.CategoryChanged(mp, "running", nil, &catalog.Category{Name: "Running"}) // moved to the root
 	ix.Read(mp, func(m *Market) {
-		if got := m.AppendPath(nil, "trail"); !slices.Equal(got, []string{"trail", "running"}) {
+		if got := names(m.AppendPath(nil, CatOf("trail"))); !slices.Equal(got, []string{"trail", "running"}) {
 			t.Errorf("after the move: %v", got)
 		}
 	})
+}
+
+func names(cs []Cat) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Value()
+	}
+	return out
 }

@@ -165,6 +165,7 @@ func cmdLoadgenAuctions(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Slots, "slots", 5, "slots per auction (1-40)")
 	fs.IntVar(&cfg.Auctions, "auctions", 1, "auctions per request (1-5)")
 	fs.Float64Var(&cfg.BidShare, "bid-share", 0.25, "share of ids drawn from products with a product bid (the rest uniformly from all products)")
+	fs.Float64Var(&cfg.Zipf, "zipf", 0, "when > 1, draw the other ids by popularity (Zipf exponent, e.g. 1.1) instead of uniformly")
 	fs.BoolVar(&cfg.QualityScores, "quality-scores", false, "send products.qualityScores")
 	fs.Float64Var(&cfg.CategoryShare, "category-share", 0, "share of auctions that also carry a category")
 	fs.Float64Var(&cfg.QueryShare, "query-share", 0, "share of auctions that also carry a searchQuery")

@@ -16,6 +16,7 @@
 # Settings via environment:
 #   ROUNDS (3) DURATION (10s) CONCURRENCY (32) RATE (1000 requests/s; one auction each)
 #   IDS (500 product ids per auction) SLOTS (5) BID_SHARE (0.25) CHECK (0; 1 = check every answer)
+#   ZIPF (0 = ids uniform; e.g. 1.1 = by popularity, as search pages are)
 #   URL (http://127.0.0.1:8080) BARE_ADDR (127.0.0.1:18099) START (1) BIN (./bin/endcap, rebuilt)
 #   ENDCAP_DEV_DIR (.endcap) DEV_FLAGS (extra flags of `endcap dev` when this script starts it)
 #   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
@@ -24,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRENCY="${CONCURRENCY:-32}" RATE="${RATE:-1000}"
-IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}"
+IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 DEV_FLAGS="${DEV_FLAGS:-}"
@@ -117,7 +118,7 @@ for mode in open closed; do
 			u="$URL"; [ "$target" = bare ] && u="http://$BARE_ADDR"
 			"$bin" loadgen auctions --url "$u" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 				--duration "$DURATION" --concurrency "$CONCURRENCY" --rate "$rate" --ids "$IDS" \
-				--slots "$SLOTS" --bid-share "$BID_SHARE" "${check[@]}" --json > "$out/$mode-$target-$r.json"
+				--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" "${check[@]}" --json > "$out/$mode-$target-$r.json"
 			python3 - "$mode" "$target" "$r" "$out/$mode-$target-$r.json" <<'PY'
 import json, sys
 mode, t, r, p = sys.argv[1:5]
