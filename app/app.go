@@ -351,6 +351,48 @@ func (a *App) Run(ctx context.Context) error {
 				defer ap.Close()
 				return ap.Run(ctx)
 			})
+			// Interactions, charges and spend (docs/charges.md). It reads the
+			// entity views (time zone, currency, names), so it joins its
+			// group only once they have caught up. Its claims are the events
+			// projector's (same prefix and window): both keep the same
+			// record of a duplicated event id.
+			run("interactions projector", func(ctx context.Context) error {
+				if err := a.WaitReady(ctx); err != nil {
+					return err
+				}
+				ip, err := projections.NewInteractionsProjector(projections.InteractionsOptions{
+					Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse, Redis: a.Redis,
+					Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
+					Views: projections.Views{
+						Marketplace: func(id string) (projections.MarketplaceDims, bool) {
+							m, ok := a.Accounts.Marketplace(id)
+							return projections.MarketplaceDims{Currency: m.Currency, Location: m.Location()}, ok
+						},
+						Campaign: func(mp, id string, at time.Time) (projections.CampaignDims, bool) {
+							c, _, ok := a.Campaigns.Campaign(mp, id)
+							if !ok {
+								return projections.CampaignDims{}, false
+							}
+							return projections.CampaignDims{Name: c.Name, Type: c.Type, VendorID: c.VendorID,
+								Status: campaigns.Status(c, at), Active: c.Active}, true
+						},
+						Vendor: func(mp, id string) (projections.VendorDims, bool) {
+							v, ok := a.Catalog.Vendor(mp, id)
+							return projections.VendorDims{Name: v.Name, GlobalID: v.GlobalID}, ok
+						},
+						ProductVendors: func(mp, id string) ([]string, bool) {
+							p, ok := a.Catalog.Product(mp, id)
+							return p.Vendors, ok
+						},
+					},
+					MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+				})
+				if err != nil {
+					return err
+				}
+				defer ip.Close()
+				return ip.Run(ctx)
+			})
 		}
 		return nil
 	})

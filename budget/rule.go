@@ -64,6 +64,13 @@ func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Locati
 	if daySpent >= l.DailyMicros {
 		return DailyExhausted
 	}
+	// Nothing spent today: Allowed is at least floor(daily / 25) (the first
+	// hour of the longest day), so a daily budget of 25 µ or more is not
+	// paced, and the time-zone arithmetic is not needed (most campaigns of
+	// most auctions).
+	if daySpent <= 0 && l.DailyMicros >= 25 {
+		return OK
+	}
 	if daySpent >= Allowed(l.DailyMicros, now, loc) {
 		return Paced
 	}

@@ -283,6 +283,15 @@ func TestBrokerDown(t *testing.T) {
 	if st, b := s.do(t, "GET", "/readyz", "", nil); st != 503 || !strings.Contains(string(b), "kafka") {
 		t.Errorf("readyz with Kafka down: %d %s", st, b)
 	}
+	// Auctions do not wait for Kafka: their records are dropped (and
+	// counted), the answers keep coming at once.
+	for i := range 50 {
+		start := time.Now()
+		r := s.request(t, "POST", "/v2/auctions", s.MarketplaceKey, []byte(`{"auctions":[{"type":"listings","slots":2,"products":{"ids":["p-1"]}}]}`), nil)
+		if r.Status != 201 || time.Since(start) > 500*time.Millisecond {
+			t.Fatalf("auction %d with Kafka down: %d after %s: %s", i, r.Status, time.Since(start), r.Body)
+		}
+	}
 }
 
 // TestEntityStateInClickHouse: entity changes reach the reporting copy, and

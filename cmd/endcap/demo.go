@@ -47,14 +47,27 @@ var demoCampaigns = []demoCampaign{
 		[]string{`{"targetType":"keyword","target":"shoes","bidAmount":4}`}},
 }
 
-// seedDemo writes the demo catalog and campaigns when the marketplace has no
-// product, and a reserve price of 0.05 per click, 0.50 per 1,000 impressions.
+// seedDemo writes the demo catalog when the marketplace has no product, and
+// the demo campaigns with a reserve price of 0.05 per click and 0.50 per
+// 1,000 impressions when it has no campaign (so a start interrupted half-way
+// is completed by the next one, and nothing the user changed is rewritten).
 func seedDemo(ctx context.Context, a *app.App, mp string) error {
-	if a.Catalog.ProductCount(mp) > 0 {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if a.Catalog.ProductCount(mp) == 0 {
+		if err := seedDemoCatalog(ctx, a, mp); err != nil {
+			return err
+		}
+	}
+	hasCampaign := false
+	a.Campaigns.EachCampaign(mp, func(campaigns.Campaign) bool { hasCampaign = true; return false })
+	if hasCampaign {
+		return nil
+	}
+	return seedDemoCampaigns(ctx, a, mp)
+}
+
+func seedDemoCatalog(ctx context.Context, a *app.App, mp string) error {
 	var vendors []catalog.VendorInput
 	var cats []catalog.CategoryInput
 	if err := json.Unmarshal([]byte(demoVendors), &vendors); err != nil {
@@ -73,9 +86,11 @@ func seedDemo(ctx context.Context, a *app.App, mp string) error {
 	if _, err := a.Catalog.UpsertCategories(ctx, mp, cats, true, statelog.AnyVersion); err != nil {
 		return err
 	}
-	if _, err := a.Catalog.UpsertProducts(ctx, mp, products, true, statelog.AnyVersion); err != nil {
-		return err
-	}
+	_, err := a.Catalog.UpsertProducts(ctx, mp, products, true, statelog.AnyVersion)
+	return err
+}
+
+func seedDemoCampaigns(ctx context.Context, a *app.App, mp string) error {
 	for _, dc := range demoCampaigns {
 		var in campaigns.CampaignInput
 		if err := json.Unmarshal([]byte(dc.body), &in); err != nil {

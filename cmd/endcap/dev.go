@@ -138,6 +138,13 @@ func cmdDev(ctx context.Context, args []string) error {
 	if err == nil {
 		err = seedDemo(ctx, a, creds.MarketplaceID)
 	}
+	if err != nil && ctx.Err() != nil {
+		// Ctrl-C while the demo was being written: a normal stop (the next
+		// start completes the demo).
+		stopApp()
+		<-runErr
+		return nil
+	}
 	if err != nil {
 		stopApp()
 		<-runErr

@@ -1,0 +1,194 @@
+package projections
+
+import (
+	"context"
+	"encoding/hex"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/storage/clickhouse"
+)
+
+// Charge rules (docs/charges.md). Every time a rule reads was fixed before the
+// projector saw the event (occurredAt, the API's receipt time, the signed
+// auction time), so a replay decides exactly as the first pass did.
+const (
+	// ChargeSkew: an interaction dated up to this long before its auction is
+	// still charged (client clocks run behind; the API accepts occurredAt up
+	// to the same 5 minutes ahead).
+	ChargeSkew = time.Duration(ingest.MaxFutureSkewMillis) * time.Millisecond
+	// ChargeWindow: an interaction the API received more than this long
+	// after its auction is not charged.
+	ChargeWindow = 30 * 24 * time.Hour
+	// ChargeMarkerMargin: how long Redis remembers a winner's charge beyond
+	// its auction's charge window (see markerUntil).
+	ChargeMarkerMargin = 48 * time.Hour
+)
+
+// markerUntil is when Redis may forget that the winner of c was charged:
+// ChargeMarkerMargin after its charge window closed, which outlasts every
+// record that can still be charged for that winner (received within
+// ChargeWindow of the auction) plus the consumer lag and the replays of
+// those records; and never sooner than ChargeMarkerMargin after now (a
+// projector that is days behind still remembers its own charges while it
+// may replay them).
+func markerUntil(c *bidtoken.Claims, now time.Time) time.Time {
+	closes := time.UnixMilli(c.AuctionTimeMs).Add(ChargeWindow + ChargeMarkerMargin)
+	if floor := now.Add(ChargeMarkerMargin); closes.Before(floor) {
+		return floor
+	}
+	return closes
+}
+
+// NoCharge says why a sponsored interaction is not charged; "" means it is
+// chargeable.
+type NoCharge string
+
+// Reasons for not charging a sponsored interaction.
+const (
+	Chargeable NoCharge = ""
+	// NoChargeBadToken: the resolvedBidId does not decode, or names another
+	// marketplace (the API verified it, so this is a bug or a layout the
+	// projector does not know).
+	NoChargeBadToken NoCharge = "bad_token"
+	// NoChargeKind: the winner is not billed for this kind (a CPC winner's
+	// impression, a CPM winner's click).
+	NoChargeKind NoCharge = "kind"
+	// NoChargeBeforeAuction: occurredAt is more than ChargeSkew before the
+	// auction ran.
+	NoChargeBeforeAuction NoCharge = "before_auction"
+	// NoChargeAfterWindow: received more than ChargeWindow after the auction.
+	NoChargeAfterWindow NoCharge = "after_window"
+	// NoChargeDuplicate: another event already charged this winner's
+	// impression (or click).
+	NoChargeDuplicate NoCharge = "duplicate"
+)
+
+// chargeRule decides whether a countable sponsored interaction of kind,
+// which occurred and was received at the given Unix milliseconds, is charged
+// under the token claims c. Events older than 30 days on arrival never get
+// here (they are neither counted nor charged).
+func chargeRule(kind ingest.Kind, occurredMs, receivedMs int64, c *bidtoken.Claims) NoCharge {
+	switch {
+	case c.ChargeType == bidtoken.CPC && kind != ingest.KindClick,
+		c.ChargeType == bidtoken.CPM && kind != ingest.KindImpression,
+		c.ChargeType != bidtoken.CPC && c.ChargeType != bidtoken.CPM:
+		return NoChargeKind
+	case occurredMs < c.AuctionTimeMs-ChargeSkew.Milliseconds():
+		return NoChargeBeforeAuction
+	case receivedMs > c.AuctionTimeMs+ChargeWindow.Milliseconds():
+		return NoChargeAfterWindow
+	}
+	return Chargeable
+}
+
+// chargeAmount is what one interaction costs under c, in micro-units: a CPC
+// click costs the cleared price; a CPM impression a thousandth of it, split
+// into whole micro-units (floor) and the thousandths of a micro-unit left
+// over (0..999). micros is what moves spend; micros + sub/1000 is exact.
+func chargeAmount(c *bidtoken.Claims) (micros int64, sub uint16) {
+	if c.ChargeType == bidtoken.CPM {
+		return c.PriceMicros / 1000, uint16(c.PriceMicros % 1000)
+	}
+	return c.PriceMicros, 0
+}
+
+// chargeKey names a winner's interaction of one kind within its marketplace:
+// the auction id (hex), the rank and i (impression) or c (click). A winner is
+// charged at most once per kind, whatever the event ids.
+func chargeKey(c *bidtoken.Claims, kind ingest.Kind) string {
+	var b [32 + 1 + 2 + 2]byte
+	hex.Encode(b[:32], c.AuctionID[:])
+	n := 32
+	b[n] = ':'
+	n++
+	if c.Rank >= 10 {
+		b[n] = '0' + c.Rank/10
+		n++
+	}
+	b[n] = '0' + c.Rank%10
+	n++
+	b[n] = ':'
+	n++
+	k := byte('i')
+	if kind == ingest.KindClick {
+		k = 'c'
+	}
+	b[n] = k
+	return string(b[:n+1])
+}
+
+// interactionNamespace is the UUIDv5 namespace of interaction ids.
+var interactionNamespace = uuid.MustParse("6b8f2d4a-93c1-4f0e-8a57-2e1d9c3b7f60")
+
+// InteractionID is the UUID of an impression or click: UUIDv5 (SHA-1) in a
+// fixed namespace of "<marketplace id>/<kind>/<event id>", the event's
+// idempotency key. Client event ids are any string; this gives the spec's
+// vendor-charge interactionId a stable UUID form, the same on every replay.
+func InteractionID(marketplaceID string, kind ingest.Kind, eventID string) uuid.UUID {
+	b := make([]byte, 0, len(marketplaceID)+len(eventID)+12)
+	b = append(b, marketplaceID...)
+	b = append(b, '/')
+	b = append(b, kind.String()...)
+	b = append(b, '/')
+	b = append(b, eventID...)
+	return uuid.NewSHA1(interactionNamespace, b)
+}
+
+// chargeColumns is the column list of charges_raw, in the order of
+// chargeRows.columns.
+const chargeColumns = `marketplace_id, interaction_id, timestamp, timestamp_ms, day_local, kind, event_id, received_at,
+	currency_code, campaign_id, product_id, vendor_id, external_vendor_id, global_id, charge_type,
+	price_micros, amount_micros, amount_sub_micros, auction_id, rank, auction_at, kafka_partition, kafka_offset`
+
+// chargeRows holds charges_raw rows column by column.
+type chargeRows struct {
+	n                                       int
+	mp, interaction, auction                []uuid.UUID
+	at, day, received, auctionAt            []time.Time
+	atMs, price, amount, offset             []int64
+	kind                                    []string
+	eventID, currency, campaign, product    []string
+	vendor, extVendor, globalID, chargeType []string
+	sub                                     []uint16
+	rank                                    []uint8
+	partition                               []int32
+	// Not columns: for the latency metric.
+	receivedMs []int64
+	first      []bool // applied by this batch (not a replay)
+}
+
+// add appends the charge of interaction row i of r; first says whether
+// this batch applied it (false: a replay).
+func (c *chargeRows) add(r *interactionRows, i int, first bool) {
+	c.n++
+	c.first = append(c.first, first)
+	c.mp, c.interaction, c.auction = append(c.mp, r.mp[i]), append(c.interaction, r.interaction[i]), append(c.auction, r.auction[i])
+	c.at, c.atMs, c.day = append(c.at, r.occurred[i]), append(c.atMs, r.occurredMs[i]), append(c.day, r.day[i])
+	c.kind, c.eventID, c.received = append(c.kind, r.kind[i]), append(c.eventID, r.eventID[i]), append(c.received, r.received[i])
+	c.currency, c.campaign = append(c.currency, r.currency[i]), append(c.campaign, r.campaign[i])
+	product := ""
+	if r.entType[i] == "product" {
+		product = r.entID[i]
+	}
+	c.product = append(c.product, product)
+	c.vendor, c.extVendor, c.globalID = append(c.vendor, r.vendor[i]), append(c.extVendor, r.extVendor[i]), append(c.globalID, r.vendorGlobal[i])
+	c.chargeType, c.price = append(c.chargeType, r.chargeType[i]), append(c.price, r.price[i])
+	c.amount, c.sub = append(c.amount, r.amount[i]), append(c.sub, r.sub[i])
+	c.rank, c.auctionAt = append(c.rank, r.rank[i]), append(c.auctionAt, r.auctionAt[i])
+	c.partition, c.offset = append(c.partition, r.partition[i]), append(c.offset, r.offset[i])
+	c.receivedMs = append(c.receivedMs, r.receivedMs[i])
+}
+
+func (c *chargeRows) columns() []any {
+	return []any{c.mp, c.interaction, c.at, c.atMs, c.day, c.kind, c.eventID, c.received,
+		c.currency, c.campaign, c.product, c.vendor, c.extVendor, c.globalID, c.chargeType,
+		c.price, c.amount, c.sub, c.auction, c.rank, c.auctionAt, c.partition, c.offset}
+}
+
+func (c *chargeRows) insert(ctx context.Context, conn clickhouse.Conn) error {
+	return insertAuctionColumns(ctx, conn, "charges_raw", chargeColumns, c.n, c.columns())
+}

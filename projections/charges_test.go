@@ -1,0 +1,374 @@
+package projections
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/ingest"
+)
+
+const day = 24 * time.Hour
+
+func TestChargeRule(t *testing.T) {
+	auctionAt := time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC)
+	ms := func(d time.Duration) int64 { return auctionAt.Add(d).UnixMilli() }
+	cpc := &bidtoken.Claims{ChargeType: bidtoken.CPC, AuctionTimeMs: auctionAt.UnixMilli(), PriceMicros: 1}
+	cpm := &bidtoken.Claims{ChargeType: bidtoken.CPM, AuctionTimeMs: auctionAt.UnixMilli(), PriceMicros: 1}
+	bogus := &bidtoken.Claims{ChargeType: 3, AuctionTimeMs: auctionAt.UnixMilli()}
+	tests := []struct {
+		name               string
+		kind               ingest.Kind
+		occurred, received time.Duration // after the auction
+		c                  *bidtoken.Claims
+		want               NoCharge
+	}{
+		{"CPC click", ingest.KindClick, time.Second, 2 * time.Second, cpc, Chargeable},
+		{"CPC impression", ingest.KindImpression, time.Second, 2 * time.Second, cpc, NoChargeKind},
+		{"CPM impression", ingest.KindImpression, time.Second, 2 * time.Second, cpm, Chargeable},
+		{"CPM click", ingest.KindClick, time.Second, 2 * time.Second, cpm, NoChargeKind},
+		{"unknown charge type", ingest.KindClick, time.Second, 2 * time.Second, bogus, NoChargeKind},
+		{"click at the auction time", ingest.KindClick, 0, 0, cpc, Chargeable},
+		{"click within the skew before the auction", ingest.KindClick, -ChargeSkew, time.Second, cpc, Chargeable},
+		{"click just past the skew before the auction", ingest.KindClick, -ChargeSkew - time.Millisecond, time.Second, cpc, NoChargeBeforeAuction},
+		{"impression an hour before the auction", ingest.KindImpression, -time.Hour, time.Second, cpm, NoChargeBeforeAuction},
+		{"received at the end of the window", ingest.KindClick, 29 * day, ChargeWindow, cpc, Chargeable},
+		{"received just after the window", ingest.KindClick, 29 * day, ChargeWindow + time.Millisecond, cpc, NoChargeAfterWindow},
+		{"occurred in the window, received after it (late upload)", ingest.KindClick, 2 * day, 31 * day, cpc, NoChargeAfterWindow},
+		{"impression 40 days after the auction", ingest.KindImpression, 40 * day, 40 * day, cpm, NoChargeAfterWindow},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := chargeRule(tc.kind, ms(tc.occurred), ms(tc.received), tc.c); got != tc.want {
+				t.Errorf("chargeRule = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestChargeAmount(t *testing.T) {
+	tests := []struct {
+		typ       bidtoken.ChargeType
+		price     int64
+		micros    int64
+		sub       uint16
+		exactNano int64 // micros*1000 + sub: the exact amount in thousandths of a micro-unit
+	}{
+		{bidtoken.CPC, 1_250_000, 1_250_000, 0, 1_250_000_000},
+		{bidtoken.CPC, 0, 0, 0, 0},
+		{bidtoken.CPM, 2_500_000, 2_500, 0, 2_500_000},
+		{bidtoken.CPM, 1_234_567, 1_234, 567, 1_234_567},
+		{bidtoken.CPM, 999, 0, 999, 999},
+		{bidtoken.CPM, 1, 0, 1, 1},
+		{bidtoken.CPM, 9_223_372_036_854_775_807, 9_223_372_036_854_775, 807, -1},
+	}
+	for _, tc := range tests {
+		c := &bidtoken.Claims{ChargeType: tc.typ, PriceMicros: tc.price}
+		micros, sub := chargeAmount(c)
+		if micros != tc.micros || sub != tc.sub {
+			t.Errorf("%s %d: (%d, %d), want (%d, %d)", tc.typ, tc.price, micros, sub, tc.micros, tc.sub)
+		}
+		if tc.typ == bidtoken.CPM && micros*1000+int64(sub) != tc.price {
+			t.Errorf("%s %d: a thousand impressions cost %d thousandths, want exactly the price", tc.typ, tc.price, micros*1000+int64(sub))
+		}
+		if tc.exactNano >= 0 && micros*1000+int64(sub) != tc.exactNano {
+			t.Errorf("%s %d: exact amount %d, want %d", tc.typ, tc.price, micros*1000+int64(sub), tc.exactNano)
+		}
+	}
+}
+
+func TestChargeKey(t *testing.T) {
+	c := &bidtoken.Claims{AuctionID: uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20"), Rank: 7}
+	if got, want := chargeKey(c, ingest.KindClick), "0197afbba67b7718991a1b1c1d1e1f20:7:c"; got != want {
+		t.Errorf("click key %q, want %q", got, want)
+	}
+	c.Rank = 40
+	if got, want := chargeKey(c, ingest.KindImpression), "0197afbba67b7718991a1b1c1d1e1f20:40:i"; got != want {
+		t.Errorf("impression key %q, want %q", got, want)
+	}
+}
+
+func TestInteractionID(t *testing.T) {
+	const mp = "6f1c3b5e-0000-4000-8000-000000000001"
+	a := InteractionID(mp, ingest.KindClick, "ev-1")
+	if a.Version() != 5 || a.Variant() != uuid.RFC4122 {
+		t.Errorf("version %d variant %v, want a UUIDv5", a.Version(), a.Variant())
+	}
+	// Fixed: the vendor-charges endpoint and the daily files rely on it.
+	if want := uuid.NewSHA1(uuid.MustParse("6b8f2d4a-93c1-4f0e-8a57-2e1d9c3b7f60"), []byte(mp+"/click/ev-1")); a != want {
+		t.Errorf("InteractionID = %s, want %s", a, want)
+	}
+	for _, other := range []uuid.UUID{
+		InteractionID(mp, ingest.KindImpression, "ev-1"),
+		InteractionID(mp, ingest.KindClick, "ev-2"),
+		InteractionID("6f1c3b5e-0000-4000-8000-000000000002", ingest.KindClick, "ev-1"),
+	} {
+		if other == a {
+			t.Errorf("%s collides with another key", other)
+		}
+	}
+}
+
+// testViews are fixed entity views.
+func testViews(loc *time.Location) Views {
+	return Views{
+		Marketplace: func(id string) (MarketplaceDims, bool) {
+			return MarketplaceDims{Currency: "EUR", Location: loc}, id == testMP
+		},
+		Campaign: func(mp, id string, at time.Time) (CampaignDims, bool) {
+			if id != testCampaign {
+				return CampaignDims{}, false
+			}
+			return CampaignDims{Name: "Spring", Type: "listings", VendorID: "v-camp", Status: "running", Active: true}, true
+		},
+		Vendor: func(mp, id string) (VendorDims, bool) {
+			return VendorDims{Name: "Vendor " + id, GlobalID: "g-" + id}, true
+		},
+		ProductVendors: func(mp, id string) ([]string, bool) {
+			switch id {
+			case "p-one":
+				return []string{"v-1"}, true
+			case "p-two":
+				return []string{"v-1", "v-2"}, true
+			}
+			return nil, false
+		},
+	}
+}
+
+const (
+	testMP       = "6f1c3b5e-0000-4000-8000-000000000001"
+	testCampaign = "c0ffee00-1122-4333-8444-5566778899aa"
+)
+
+func testToken(t testing.TB, edit func(*bidtoken.Claims)) string {
+	t.Helper()
+	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("endcap-test-key-0123456789abcdef")}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bidtoken.Claims{
+		MarketplaceID: uuid.MustParse(testMP), AuctionID: uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20"),
+		CampaignID: uuid.MustParse(testCampaign), AuctionTimeMs: 1751000000123, ChargeType: bidtoken.CPC,
+		AdFormat: bidtoken.Listings, Rank: 2, PriceMicros: 1_250_000, WinnerType: bidtoken.WinnerProduct,
+		WinnerID: "p_Mfk15", VendorID: "v_42",
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	tok, err := kr.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestInteractionRow: the dimensions and the charge of one row, sponsored
+// and organic, from the event, the token and the views.
+func TestInteractionRow(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := testViews(berlin)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	auctionMs := int64(1751000000123)                                         // 2025-06-27T04:53:20.123Z
+	lateEvening := time.Date(2025, 6, 27, 22, 30, 0, 0, time.UTC).UnixMilli() // 00:30 on the 28th in Berlin
+	base := func(kind ingest.Kind, tok string) ingest.Event {
+		return ingest.Event{Kind: kind, MarketplaceID: testMP, ID: "ev", OccurredAtMs: lateEvening, ReceivedAtMs: lateEvening + 500,
+			OpaqueUserID: "u", ResolvedBidID: tok, DeviceType: "mobile",
+			Page:      &ingest.Page{Type: "search", ID: "p1", Value: []string{"shoes"}},
+			Placement: &ingest.Placement{Path: "/s", Position: 3, Page: 2, PageSize: 20},
+		}
+	}
+	type want struct {
+		sponsored, charged             uint8
+		campaign, campName, vendor     string
+		vendorName, extVendor, entType string
+		entID                          string
+		hashed                         uint8
+		amount                         int64
+		sub                            uint16
+		chargeDay                      string // "" = no charge
+	}
+	tests := []struct {
+		name string
+		e    ingest.Event
+		want want
+	}{
+		{"CPC click", base(ingest.KindClick, testToken(t, nil)),
+			want{1, 1, testCampaign, "Spring", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 1_250_000, 0, "2025-06-28"}},
+		{"CPC impression: stored, not charged", base(ingest.KindImpression, testToken(t, nil)),
+			want{1, 0, testCampaign, "Spring", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 0, 0, ""}},
+		{"CPM impression", base(ingest.KindImpression, testToken(t, func(c *bidtoken.Claims) { c.ChargeType, c.PriceMicros = bidtoken.CPM, 3_999_999 })),
+			want{1, 1, testCampaign, "Spring", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 3_999, 999, "2025-06-28"}},
+		{"hashed vendor and winner: vendor from the campaign", base(ingest.KindClick, testToken(t, func(c *bidtoken.Claims) {
+			c.WinnerID, c.WinnerIDHashed, c.WinnerIDHash = "", true, bidtoken.IDHash("long")
+			c.VendorID, c.VendorIDHashed, c.VendorIDHash = "", true, bidtoken.IDHash("v-camp")
+		})), want{1, 1, testCampaign, "Spring", "v-camp", "Vendor v-camp", "v-camp", "product", "", 1, 1_250_000, 0, "2025-06-28"}},
+		{"unknown campaign: no campaign attributes, still charged", base(ingest.KindClick, testToken(t, func(c *bidtoken.Claims) {
+			c.CampaignID = uuid.MustParse("c0ffee00-1122-4333-8444-000000000000")
+		})), want{1, 1, "c0ffee00-1122-4333-8444-000000000000", "", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 1_250_000, 0, "2025-06-28"}},
+		{"token of another marketplace: unattributed", base(ingest.KindClick, testToken(t, func(c *bidtoken.Claims) {
+			c.MarketplaceID = uuid.MustParse("6f1c3b5e-0000-4000-8000-000000000009")
+		})), want{0, 0, "", "", "", "", "", "", "", 0, 0, 0, ""}},
+		{"organic product with one vendor", func() ingest.Event {
+			e := base(ingest.KindClick, "")
+			e.Entity = &ingest.Entity{Type: "product", ID: "p-one"}
+			return e
+		}(), want{0, 0, "", "", "v-1", "Vendor v-1", "v-1", "product", "p-one", 0, 0, 0, ""}},
+		{"organic product with two vendors", func() ingest.Event {
+			e := base(ingest.KindImpression, "")
+			e.Entity = &ingest.Entity{Type: "product", ID: "p-two"}
+			return e
+		}(), want{0, 0, "", "", "", "", "", "product", "p-two", 0, 0, 0, ""}},
+		{"organic vendor with an external vendor id", func() ingest.Event {
+			e := base(ingest.KindImpression, "")
+			e.Entity = &ingest.Entity{Type: "vendor", ID: "v-9"}
+			e.ExternalVendorID, e.ExternalCampaignID = "ext-v", "ext-c"
+			return e
+		}(), want{0, 0, "", "", "v-9", "Vendor v-9", "ext-v", "vendor", "v-9", 0, 0, 0, ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newInteractionRows(1)
+			d := decoded{e: tc.e, mp: uuid.MustParse(testMP), partition: 2, offset: 40}
+			c, err := r.add(&d, &views, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.n != 1 {
+				t.Fatalf("%d rows", r.n)
+			}
+			for i, col := range r.columns() {
+				if n := colLen(col); n != 1 {
+					t.Fatalf("column %d has %d values", i, n)
+				}
+			}
+			got := want{r.sponsored[0], r.charged[0], r.campaign[0], r.campName[0], r.vendor[0],
+				r.vendorName[0], r.extVendor[0], r.entType[0], r.entID[0], r.entHashed[0], r.amount[0], r.sub[0], ""}
+			if c != nil {
+				got.chargeDay = c.Day
+				if c.Micros != r.amount[0] || c.CampaignID != r.campaign[0] || c.Owner != "2:40" || c.MarketplaceID != testMP {
+					t.Errorf("charge %+v does not match its row", c)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("row\n got %+v\nwant %+v", got, tc.want)
+			}
+			if r.day[0] != time.Date(2025, 6, 28, 0, 0, 0, 0, time.UTC) {
+				t.Errorf("day_local %s, want 2025-06-28 (Berlin)", r.day[0])
+			}
+			if r.sponsored[0] == 1 && (r.auctionAtMs[0] != auctionMs || r.rank[0] != 2 || r.adFormat[0] != "listings") {
+				t.Errorf("auction columns %d %d %q", r.auctionAtMs[0], r.rank[0], r.adFormat[0])
+			}
+		})
+	}
+
+	t.Run("unknown marketplace fails the batch", func(t *testing.T) {
+		e := base(ingest.KindClick, testToken(t, nil))
+		e.MarketplaceID = "6f1c3b5e-0000-4000-8000-000000000002"
+		r := newInteractionRows(1)
+		if _, err := r.add(&decoded{e: e, mp: uuid.MustParse(e.MarketplaceID)}, &views, log); err == nil || r.n != 0 {
+			t.Errorf("err %v, %d rows", err, r.n)
+		}
+	})
+}
+
+func colLen(col any) int {
+	switch c := col.(type) {
+	case []string:
+		return len(c)
+	case []uuid.UUID:
+		return len(c)
+	case []time.Time:
+		return len(c)
+	case []int64:
+		return len(c)
+	case []int32:
+		return len(c)
+	case []uint8:
+		return len(c)
+	case []uint16:
+		return len(c)
+	case []uint32:
+		return len(c)
+	case [][]string:
+		return len(c)
+	}
+	panic("unknown column type")
+}
+
+// BenchmarkFoldCPU is the projector's own CPU per event, without I/O:
+// decoding a batch of records and building its interactions and charge
+// rows (60% CPM impressions, 15% CPC clicks, 25% organic).
+func BenchmarkFoldCPU(b *testing.B) {
+	views := testViews(time.UTC)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p := &InteractionsProjector{views: views, log: log}
+	const n = 10_000
+	now := time.Now().UnixMilli()
+	batch := make([]*kgo.Record, n)
+	for i := range batch {
+		e := ingest.Event{MarketplaceID: testMP, ID: "e-" + strconv.Itoa(i), OccurredAtMs: now, ReceivedAtMs: now,
+			OpaqueUserID: "u-" + strconv.Itoa(i%5000), DeviceType: "mobile",
+			Placement: &ingest.Placement{Path: "/search", Position: int32(i%20 + 1), Page: 1, PageSize: 20},
+			Page:      &ingest.Page{Type: "search", ID: "s", Value: []string{"shoes"}}}
+		switch r := i % 20; {
+		case r < 12:
+			e.Kind = ingest.KindImpression
+			e.ResolvedBidID = testToken(b, func(c *bidtoken.Claims) { c.ChargeType, c.AuctionID = bidtoken.CPM, uuid.New() })
+		case r < 15:
+			e.Kind = ingest.KindClick
+			e.ResolvedBidID = testToken(b, func(c *bidtoken.Claims) { c.AuctionID = uuid.New() })
+		default:
+			e.Kind = ingest.KindImpression
+			e.Entity = &ingest.Entity{Type: "product", ID: "p-one"}
+		}
+		v, _ := json.Marshal(&e)
+		batch[i] = &kgo.Record{Value: v, Partition: int32(i % 3), Offset: int64(i)}
+	}
+	b.ResetTimer()
+	for range b.N {
+		evs := p.decode(batch)
+		rows := newInteractionRows(len(evs))
+		ch := &chargeRows{}
+		for i := range evs {
+			c, err := rows.add(&evs[i], &p.views, log)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c != nil {
+				ch.add(rows, rows.n-1, true)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+}
+
+func TestMarkerUntil(t *testing.T) {
+	auctionAt := time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC)
+	c := &bidtoken.Claims{AuctionTimeMs: auctionAt.UnixMilli()}
+	closes := auctionAt.Add(ChargeWindow + ChargeMarkerMargin) // 2025-04-05T12:00Z
+	tests := []struct {
+		name string
+		now  time.Time
+		want time.Time
+	}{
+		{"charged right after the auction", auctionAt.Add(time.Second), closes},
+		{"charged at the end of the window", auctionAt.Add(ChargeWindow), closes},
+		{"projector a week behind", auctionAt.Add(ChargeWindow + 7*day), auctionAt.Add(ChargeWindow + 7*day + ChargeMarkerMargin)},
+	}
+	for _, tc := range tests {
+		if got := markerUntil(c, tc.now); !got.Equal(tc.want) {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

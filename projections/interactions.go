@@ -1,0 +1,630 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/telemetry"
+)
+
+// InteractionsGroup is the consumer group of the interactions projector.
+const InteractionsGroup = "endcap-projector-interactions"
+
+// InteractionsProjector folds the impressions and clicks of the events topic
+// into ClickHouse table interactions_raw (view `interactions`), charges the
+// sponsored ones (table charges_raw, view `charges`) and moves campaign spend
+// in Redis, each charge exactly once (docs/charges.md).
+//
+// One batch: decode; claim each event's idempotency key (the events
+// projector's claims: the first record to claim an id wins for both); build
+// the rows; apply the batch's charges in Redis (budget.ApplyCharges, one
+// atomic step per charge: marker + spend); insert the interactions and
+// the charges (both at once). Offsets are committed only after all of it succeeded; a
+// failure anywhere retries the whole batch, which then replays: claims
+// answer "replay", charges answer "replayed" (no spend moves twice) and the
+// rows come out identical (FINAL folds them).
+type InteractionsProjector struct {
+	b       batcher
+	ch      clickhouse.Conn
+	rdb     redis.UniversalClient
+	claimer *Claimer
+	views   Views
+	log     *slog.Logger
+}
+
+// Views reads the entity attributes of the process's in-memory views. The
+// app wires in the accounts, campaigns and catalog services; only
+// Marketplace is required.
+type Views struct {
+	// Marketplace returns a marketplace's currency and time zone. An event
+	// of a marketplace it does not know fails its batch (retried until the
+	// view knows it): the local day and the currency cannot be guessed.
+	Marketplace func(id string) (MarketplaceDims, bool)
+	// Campaign returns a campaign's attributes, its status as of at.
+	Campaign func(mp, id string, at time.Time) (CampaignDims, bool)
+	// Vendor returns a vendor's attributes.
+	Vendor func(mp, id string) (VendorDims, bool)
+	// ProductVendors returns the vendors of a product.
+	ProductVendors func(mp, id string) ([]string, bool)
+}
+
+// MarketplaceDims are the attributes of a marketplace the projector uses.
+type MarketplaceDims struct {
+	Currency string
+	Location *time.Location
+}
+
+// CampaignDims are the attributes of a campaign stored with an interaction.
+type CampaignDims struct {
+	Name, Type, VendorID, Status string
+	Active                       bool
+}
+
+// VendorDims are the attributes of a vendor stored with an interaction.
+type VendorDims struct {
+	Name, GlobalID string
+}
+
+// InteractionsOptions configure an InteractionsProjector.
+type InteractionsOptions struct {
+	Brokers    []string
+	Topic      string // the events topic
+	ClickHouse clickhouse.Conn
+	Redis      redis.UniversalClient
+	// Claimer must be configured as the events projector's (same prefix and
+	// window), so that both keep the same record of a duplicated event id.
+	Claimer       *Claimer
+	Views         Views
+	MaxRows       int
+	FlushInterval time.Duration
+	Log           *slog.Logger
+}
+
+// NewInteractionsProjector joins the consumer group (it starts consuming on
+// Run).
+func NewInteractionsProjector(o InteractionsOptions) (*InteractionsProjector, error) {
+	if o.Views.Marketplace == nil {
+		return nil, errors.New("interactions projector: Views.Marketplace is required")
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	cl, err := newGroupClient(o.Brokers, InteractionsGroup, []string{o.Topic}, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	p := &InteractionsProjector{ch: o.ClickHouse, rdb: o.Redis, claimer: o.Claimer, views: o.Views, log: o.Log}
+	p.b = batcher{client: cl, group: InteractionsGroup, maxRows: o.MaxRows, flushInterval: o.FlushInterval, log: o.Log, flush: p.flush}
+	return p, nil
+}
+
+// Run consumes until ctx ends (see batcher for the guarantees).
+func (p *InteractionsProjector) Run(ctx context.Context) error { return p.b.run(ctx) }
+
+// Close leaves the group. Uncommitted records are consumed again by the
+// next owner of their partitions.
+func (p *InteractionsProjector) Close() { p.b.client.Close() }
+
+// decoded is one impression or click of a batch and the record it came in.
+type decoded struct {
+	e         ingest.Event
+	mp        uuid.UUID // e.MarketplaceID parsed
+	partition int32
+	offset    int64
+}
+
+func (p *InteractionsProjector) flush(ctx context.Context, batch []*kgo.Record) error {
+	evs := p.decode(batch)
+	if len(evs) == 0 {
+		return nil
+	}
+	rows, charges, err := p.build(ctx, evs)
+	if err != nil {
+		return err
+	}
+	ch, err := p.charge(ctx, rows, charges)
+	if err != nil {
+		return err
+	}
+	// Both inserts at once, on two connections; either failing fails the
+	// batch, and its retry replays both.
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var chErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { chErr = ch.insert(ictx, p.ch) })
+	err = rows.insert(ictx, p.ch)
+	wg.Wait()
+	if err = errors.Join(err, chErr); err != nil {
+		return err
+	}
+	rows.count()
+	now := time.Now().UnixMilli()
+	for k, first := range ch.first {
+		if first {
+			telemetry.ChargeLatency.Observe(float64(now-ch.receivedMs[k]) / 1000)
+		}
+	}
+	return nil
+}
+
+// pendingCharge is a charge to apply and the row it belongs to.
+type pendingCharge struct {
+	budget.Charge
+	row int
+}
+
+// build claims the events' idempotency keys and builds the rows of those
+// that are not duplicates, with the charges they may make.
+func (p *InteractionsProjector) build(ctx context.Context, evs []decoded) (*interactionRows, []pendingCharge, error) {
+	keys := make([]ClaimKey, len(evs))
+	for i := range evs {
+		e := &evs[i].e
+		keys[i] = ClaimKey{Key: e.MarketplaceID + ":" + e.Kind.String() + ":" + e.ID, Partition: evs[i].partition, Offset: evs[i].offset}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	claims, err := p.claim(cctx, keys)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := newInteractionRows(len(evs))
+	var charges []pendingCharge
+	dups := 0
+	for i := range evs {
+		if claims[i] == ClaimDuplicate {
+			dups++
+			continue
+		}
+		c, err := rows.add(&evs[i], &p.views, p.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c != nil {
+			charges = append(charges, pendingCharge{Charge: *c, row: rows.n - 1})
+		}
+	}
+	if dups > 0 {
+		telemetry.Duplicates.WithLabelValues("interactions").Add(float64(dups))
+	}
+	return rows, charges, nil
+}
+
+// charge applies the charges in Redis and returns the charge rows: one per
+// charge applied now or before by the same record; a charge another record
+// applied first unmarks its row.
+func (p *InteractionsProjector) charge(ctx context.Context, rows *interactionRows, pending []pendingCharge) (*chargeRows, error) {
+	charges := make([]budget.Charge, len(pending))
+	for i := range pending {
+		charges[i] = pending[i].Charge
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	outcomes, err := budget.ApplyCharges(cctx, p.rdb, charges)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	ch := &chargeRows{}
+	for k, o := range outcomes {
+		i := pending[k].row
+		telemetry.Charges.WithLabelValues(rows.chargeType[i], o.String()).Inc()
+		if o == budget.ChargeDuplicate {
+			rows.uncharge(i)
+			telemetry.NotCharged.WithLabelValues(string(NoChargeDuplicate)).Inc()
+			continue
+		}
+		ch.add(rows, i, o == budget.ChargeApplied)
+		if o == budget.ChargeApplied {
+			telemetry.ChargedMicros.WithLabelValues(rows.chargeType[i]).Add(float64(rows.amount[i]))
+		}
+	}
+	return ch, nil
+}
+
+// parallelChunk is the smallest share of a batch worth a goroutine of its
+// own, for decoding and for claiming.
+const parallelChunk = 5_000
+
+// chunks cuts n items into up to GOMAXPROCS ranges of at least
+// parallelChunk items.
+func chunks(n int) [][2]int {
+	k := min(runtime.GOMAXPROCS(0), max(1, n/parallelChunk))
+	out := make([][2]int, k)
+	for i := range k {
+		out[i] = [2]int{i * n / k, (i + 1) * n / k}
+	}
+	return out
+}
+
+// claim claims keys in chunks on several connections at once (the client
+// encodes and parses replies in parallel; Redis decides each key as one
+// SET NX, so which of two equal keys wins is still one first claim).
+func (p *InteractionsProjector) claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
+	parts := chunks(len(keys))
+	if len(parts) == 1 {
+		return p.claimer.Claim(ctx, keys)
+	}
+	out := make([]Claim, len(keys))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, c := range parts {
+		wg.Go(func() {
+			var got []Claim
+			if got, errs[i] = p.claimer.Claim(ctx, keys[c[0]:c[1]]); errs[i] == nil {
+				copy(out[c[0]:], got)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decode keeps the batch's countable impressions and clicks, in batch
+// order, decoding chunks of the batch in parallel.
+func (p *InteractionsProjector) decode(batch []*kgo.Record) []decoded {
+	parts := chunks(len(batch))
+	if len(parts) == 1 {
+		return p.decodeRange(batch)
+	}
+	res := make([][]decoded, len(parts))
+	var wg sync.WaitGroup
+	for i, c := range parts {
+		wg.Go(func() { res[i] = p.decodeRange(batch[c[0]:c[1]]) })
+	}
+	wg.Wait()
+	return slices.Concat(res...)
+}
+
+func (p *InteractionsProjector) decodeRange(batch []*kgo.Record) []decoded {
+	out := make([]decoded, 0, len(batch))
+	old := 0
+	for _, r := range batch {
+		var d decoded
+		err := json.Unmarshal(r.Value, &d.e)
+		if err == nil {
+			d.mp, err = uuid.Parse(d.e.MarketplaceID)
+		}
+		if err != nil || d.e.ID == "" {
+			// Logged and skipped, as the events projector does: retrying
+			// cannot make it readable.
+			telemetry.InteractionsSkipped.WithLabelValues("undecodable").Inc()
+			p.log.Error("interactions projector: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
+			continue
+		}
+		if d.e.Kind != ingest.KindImpression && d.e.Kind != ingest.KindClick {
+			continue
+		}
+		if !d.e.Countable() {
+			old++
+			continue
+		}
+		d.partition, d.offset = r.Partition, r.Offset
+		out = append(out, d)
+	}
+	if old > 0 {
+		telemetry.InteractionsSkipped.WithLabelValues("too_old").Add(float64(old))
+	}
+	return out
+}
+
+// interactionColumns is the column list of interactions_raw, in the order of
+// interactionRows.columns.
+const interactionColumns = `marketplace_id, kind, event_id, interaction_id, occurred_at, occurred_at_ms, received_at, day_local,
+	currency_code, opaque_user_id, sponsored, auction_id, auction_at, auction_at_ms, rank, ad_format, charge_type, price_micros,
+	campaign_id, campaign_name, campaign_type, campaign_status, campaign_active, external_campaign_id, bid_id,
+	vendor_id, vendor_name, vendor_global_id, external_vendor_id, entity_type, entity_id, entity_id_hashed,
+	additional_attribution_type, additional_attribution_id, device_type, channel, page_type, page_id, page_value,
+	placement_path, placement_position, placement_page, placement_page_size, placement_product_id,
+	placement_category_ids, placement_search_query, object_type, object_asset_id, click_type,
+	charged, amount_micros, amount_sub_micros, kafka_partition, kafka_offset`
+
+// interactionRows holds interactions_raw rows column by column.
+type interactionRows struct {
+	n                                               int
+	mp, interaction, auction                        []uuid.UUID
+	kind, eventID, currency, user                   []string
+	occurred, received, day, auctionAt              []time.Time
+	occurredMs, receivedMs, auctionAtMs, price      []int64
+	sponsored, rank, campActive, entHashed, charged []uint8
+	adFormat, chargeType                            []string
+	campaign, campName, campType, campStatus        []string
+	extCampaign, bidID                              []string
+	vendor, vendorName, vendorGlobal, extVendor     []string
+	entType, entID, aaType, aaID                    []string
+	device, channel, pgType, pgID                   []string
+	pgValue, plCategories                           [][]string
+	plPath, plProduct, plSearch                     []string
+	plPos, plPage, plPageSize                       []uint32
+	obType, obAsset, clickType                      []string
+	amount                                          []int64
+	sub                                             []uint16
+	partition                                       []int32
+	offset                                          []int64
+}
+
+func newInteractionRows(capacity int) *interactionRows {
+	s := func() []string { return make([]string, 0, capacity) }
+	t := func() []time.Time { return make([]time.Time, 0, capacity) }
+	i64 := func() []int64 { return make([]int64, 0, capacity) }
+	u8 := func() []uint8 { return make([]uint8, 0, capacity) }
+	u32 := func() []uint32 { return make([]uint32, 0, capacity) }
+	id := func() []uuid.UUID { return make([]uuid.UUID, 0, capacity) }
+	return &interactionRows{
+		mp: id(), interaction: id(), auction: id(),
+		kind: s(), eventID: s(), currency: s(), user: s(),
+		occurred: t(), received: t(), day: t(), auctionAt: t(),
+		occurredMs: i64(), receivedMs: i64(), auctionAtMs: i64(), price: i64(),
+		sponsored: u8(), rank: u8(), campActive: u8(), entHashed: u8(), charged: u8(),
+		adFormat: s(), chargeType: s(),
+		campaign: s(), campName: s(), campType: s(), campStatus: s(), extCampaign: s(), bidID: s(),
+		vendor: s(), vendorName: s(), vendorGlobal: s(), extVendor: s(),
+		entType: s(), entID: s(), aaType: s(), aaID: s(),
+		device: s(), channel: s(), pgType: s(), pgID: s(),
+		pgValue: make([][]string, 0, capacity), plCategories: make([][]string, 0, capacity),
+		plPath: s(), plProduct: s(), plSearch: s(), plPos: u32(), plPage: u32(), plPageSize: u32(),
+		obType: s(), obAsset: s(), clickType: s(),
+		amount: i64(), sub: make([]uint16, 0, capacity),
+		partition: make([]int32, 0, capacity), offset: i64(),
+	}
+}
+
+func (r *interactionRows) columns() []any {
+	return []any{r.mp, r.kind, r.eventID, r.interaction, r.occurred, r.occurredMs, r.received, r.day,
+		r.currency, r.user, r.sponsored, r.auction, r.auctionAt, r.auctionAtMs, r.rank, r.adFormat, r.chargeType, r.price,
+		r.campaign, r.campName, r.campType, r.campStatus, r.campActive, r.extCampaign, r.bidID,
+		r.vendor, r.vendorName, r.vendorGlobal, r.extVendor, r.entType, r.entID, r.entHashed,
+		r.aaType, r.aaID, r.device, r.channel, r.pgType, r.pgID, r.pgValue,
+		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
+		r.plCategories, r.plSearch, r.obType, r.obAsset, r.clickType,
+		r.charged, r.amount, r.sub, r.partition, r.offset}
+}
+
+func (r *interactionRows) insert(ctx context.Context, conn clickhouse.Conn) error {
+	return insertAuctionColumns(ctx, conn, "interactions_raw", interactionColumns, r.n, r.columns())
+}
+
+// count adds the inserted rows to the interactions counter.
+func (r *interactionRows) count() {
+	var n [2][2]int // kind (impression, click) × sponsored
+	for i := 0; i < r.n; i++ {
+		k := 0
+		if r.kind[i] == "click" {
+			k = 1
+		}
+		n[k][r.sponsored[i]]++
+	}
+	for k, kind := range []string{"impression", "click"} {
+		for s, sp := range []string{"false", "true"} {
+			if n[k][s] > 0 {
+				telemetry.Interactions.WithLabelValues(kind, sp).Add(float64(n[k][s]))
+			}
+		}
+	}
+}
+
+// uncharge marks row i as not charged (its winner's interaction was charged
+// by another event).
+func (r *interactionRows) uncharge(i int) {
+	r.charged[i], r.amount[i], r.sub[i] = 0, 0, 0
+}
+
+// epoch is the DateTime of "no auction" (organic rows).
+var epoch = time.Unix(0, 0).UTC()
+
+// localDay is the local date of t in loc as a UTC midnight (the form of a
+// Date column).
+func localDay(t time.Time, loc *time.Location) time.Time {
+	y, m, d := t.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// add appends e's row. When e is chargeable it marks the row charged and
+// returns the charge to apply (the caller unmarks it if Redis answers
+// duplicate). It fails only when the marketplace is unknown.
+func (r *interactionRows) add(d *decoded, v *Views, log *slog.Logger) (*budget.Charge, error) {
+	e, mpID, partition, offset := &d.e, d.mp, d.partition, d.offset
+	m, ok := v.Marketplace(e.MarketplaceID)
+	if !ok {
+		return nil, fmt.Errorf("interactions projector: marketplace %s is not in this process's view yet", e.MarketplaceID)
+	}
+	loc := m.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	occurred := time.UnixMilli(e.OccurredAtMs).UTC()
+	r.n++
+	r.mp = append(r.mp, mpID)
+	r.kind = append(r.kind, e.Kind.String())
+	r.eventID = append(r.eventID, e.ID)
+	r.interaction = append(r.interaction, InteractionID(e.MarketplaceID, e.Kind, e.ID))
+	r.occurred, r.occurredMs = append(r.occurred, occurred), append(r.occurredMs, e.OccurredAtMs)
+	r.received, r.receivedMs = append(r.received, time.UnixMilli(e.ReceivedAtMs).UTC()), append(r.receivedMs, e.ReceivedAtMs)
+	r.day = append(r.day, localDay(occurred, loc))
+	r.currency, r.user = append(r.currency, m.Currency), append(r.user, e.OpaqueUserID)
+	r.addContext(e)
+
+	var claims *bidtoken.Claims
+	if e.ResolvedBidID != "" {
+		c, err := bidtoken.DecodeUnverified(e.ResolvedBidID)
+		if err == nil && c.MarketplaceID != mpID {
+			err = errors.New("the token names another marketplace")
+		}
+		if err != nil {
+			telemetry.NotCharged.WithLabelValues(string(NoChargeBadToken)).Inc()
+			log.Error("interactions projector: resolvedBidId unreadable; stored as unattributed and not charged",
+				"marketplace", e.MarketplaceID, "event", e.ID, "partition", partition, "offset", offset, "err", err)
+		} else {
+			claims = &c
+		}
+	}
+	if claims == nil {
+		r.addOrganic(e, v)
+	} else {
+		r.addSponsored(e, claims, v, occurred)
+	}
+	r.partition, r.offset = append(r.partition, partition), append(r.offset, offset)
+	return r.addCharge(d, claims, loc), nil
+}
+
+// addCharge appends the charge columns of the row just added and returns
+// its charge, or nil when it is not chargeable (organic: c is nil).
+func (r *interactionRows) addCharge(d *decoded, c *bidtoken.Claims, loc *time.Location) *budget.Charge {
+	e := &d.e
+	why := Chargeable
+	if c != nil {
+		why = chargeRule(e.Kind, e.OccurredAtMs, e.ReceivedAtMs, c)
+	}
+	if c == nil || why != Chargeable {
+		if why != Chargeable {
+			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
+		}
+		r.charged, r.amount, r.sub = append(r.charged, 0), append(r.amount, 0), append(r.sub, 0)
+		return nil
+	}
+	micros, sub := chargeAmount(c)
+	r.charged, r.amount, r.sub = append(r.charged, 1), append(r.amount, micros), append(r.sub, sub)
+	return &budget.Charge{
+		MarketplaceID: e.MarketplaceID,
+		Key:           chargeKey(c, e.Kind),
+		Owner:         owner(d.partition, d.offset),
+		CampaignID:    r.campaign[r.n-1],
+		Day:           budget.DayOf(r.occurred[r.n-1], loc),
+		Micros:        micros,
+		KeepUntil:     markerUntil(c, time.Now()),
+	}
+}
+
+// addContext appends what the event itself says about where it happened.
+func (r *interactionRows) addContext(e *ingest.Event) {
+	var at, ai string
+	if e.AdditionalAttribution != nil {
+		at, ai = e.AdditionalAttribution.Type, e.AdditionalAttribution.ID
+	}
+	r.aaType, r.aaID = append(r.aaType, at), append(r.aaID, ai)
+	r.device, r.channel = append(r.device, e.DeviceType), append(r.channel, e.Channel)
+	pg := e.Page
+	if pg == nil {
+		pg = &ingest.Page{}
+	}
+	r.pgType, r.pgID, r.pgValue = append(r.pgType, pg.Type), append(r.pgID, pg.ID), append(r.pgValue, nonNil(pg.Value))
+	pl := e.Placement
+	if pl == nil {
+		pl = &ingest.Placement{}
+	}
+	r.plPath, r.plProduct, r.plSearch = append(r.plPath, pl.Path), append(r.plProduct, pl.ProductID), append(r.plSearch, pl.SearchQuery)
+	r.plPos, r.plPage, r.plPageSize = append(r.plPos, uint32(pl.Position)), append(r.plPage, uint32(pl.Page)), append(r.plPageSize, uint32(pl.PageSize))
+	r.plCategories = append(r.plCategories, nonNil(pl.CategoryIDs))
+	ob := e.Object
+	if ob == nil {
+		ob = &ingest.Object{}
+	}
+	clickType := e.ClickType
+	if clickType == "" {
+		clickType = ob.ClickType
+	}
+	r.obType, r.obAsset, r.clickType = append(r.obType, ob.Type), append(r.obAsset, ob.AssetID), append(r.clickType, clickType)
+}
+
+// addSponsored appends the auction, campaign, vendor and winner of a
+// sponsored interaction, from its token and the views.
+func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *Views, at time.Time) {
+	r.sponsored = append(r.sponsored, 1)
+	r.auction, r.rank = append(r.auction, uuid.UUID(c.AuctionID)), append(r.rank, c.Rank)
+	r.auctionAt, r.auctionAtMs = append(r.auctionAt, time.UnixMilli(c.AuctionTimeMs).UTC()), append(r.auctionAtMs, c.AuctionTimeMs)
+	r.adFormat, r.chargeType, r.price = append(r.adFormat, c.AdFormat.String()), append(r.chargeType, c.ChargeType.String()), append(r.price, c.PriceMicros)
+	campaignID := uuid.UUID(c.CampaignID).String()
+	var bidID string
+	if c.BidID != ([16]byte{}) {
+		bidID = uuid.UUID(c.BidID).String()
+	}
+	r.campaign, r.bidID = append(r.campaign, campaignID), append(r.bidID, bidID)
+	// Sponsored events cannot carry externalCampaignId (the API refuses it).
+	r.extCampaign = append(r.extCampaign, "")
+	camp, _ := lookupCampaign(v, e.MarketplaceID, campaignID, at)
+	r.campName, r.campType, r.campStatus = append(r.campName, camp.Name), append(r.campType, camp.Type), append(r.campStatus, camp.Status)
+	r.campActive = append(r.campActive, b2u(camp.Active))
+	vendorID := c.VendorID
+	if c.VendorIDHashed {
+		vendorID = camp.VendorID // the campaign's vendor is the winner's vendor
+	}
+	r.addVendor(e, v, vendorID)
+	var hashed uint8
+	if c.WinnerIDHashed {
+		hashed = 1 // entity_id comes from auction_winners (auction_id, rank)
+	}
+	r.entType, r.entID, r.entHashed = append(r.entType, c.WinnerType.String()), append(r.entID, c.WinnerID), append(r.entHashed, hashed)
+}
+
+// addOrganic appends the entity of an organic interaction (or of a
+// sponsored one whose token cannot be read).
+func (r *interactionRows) addOrganic(e *ingest.Event, v *Views) {
+	r.sponsored = append(r.sponsored, 0)
+	r.auction, r.rank = append(r.auction, uuid.Nil), append(r.rank, 0)
+	r.auctionAt, r.auctionAtMs = append(r.auctionAt, epoch), append(r.auctionAtMs, 0)
+	r.adFormat, r.chargeType, r.price = append(r.adFormat, ""), append(r.chargeType, ""), append(r.price, 0)
+	r.campaign, r.bidID, r.extCampaign = append(r.campaign, ""), append(r.bidID, ""), append(r.extCampaign, e.ExternalCampaignID)
+	r.campName, r.campType, r.campStatus, r.campActive = append(r.campName, ""), append(r.campType, ""), append(r.campStatus, ""), append(r.campActive, 0)
+	var et, ei, vendorID string
+	if e.Entity != nil {
+		et, ei = e.Entity.Type, e.Entity.ID
+		switch et {
+		case "vendor":
+			vendorID = ei
+		case "product":
+			if v.ProductVendors != nil {
+				if vs, ok := v.ProductVendors(e.MarketplaceID, ei); ok && len(vs) == 1 {
+					vendorID = vs[0]
+				}
+			}
+		}
+	}
+	r.addVendor(e, v, vendorID)
+	r.entType, r.entID, r.entHashed = append(r.entType, et), append(r.entID, ei), append(r.entHashed, 0)
+}
+
+// addVendor appends the vendor columns. external_vendor_id is the event's
+// externalVendorId when it has one, else the vendor id (a vendor's id in
+// Endcap is the marketplace's own, external, id).
+func (r *interactionRows) addVendor(e *ingest.Event, v *Views, vendorID string) {
+	var vd VendorDims
+	if vendorID != "" && v.Vendor != nil {
+		vd, _ = v.Vendor(e.MarketplaceID, vendorID)
+	}
+	ext := e.ExternalVendorID
+	if ext == "" {
+		ext = vendorID
+	}
+	r.vendor, r.vendorName, r.vendorGlobal, r.extVendor = append(r.vendor, vendorID), append(r.vendorName, vd.Name), append(r.vendorGlobal, vd.GlobalID), append(r.extVendor, ext)
+}
+
+func lookupCampaign(v *Views, mp, id string, at time.Time) (CampaignDims, bool) {
+	if v.Campaign == nil {
+		return CampaignDims{}, false
+	}
+	return v.Campaign(mp, id, at)
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,1026 @@
+package projections_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/redisstore"
+)
+
+// chargeStack is the real servers of one interactions test: kfake with the
+// topics, a migrated ClickHouse database, Redis, and marketplace ids of the
+// test's own (Redis is shared between tests).
+type chargeStack struct {
+	ctx     context.Context
+	brokers []string
+	topics  kafka.Topics
+	cl      *kgo.Client
+	conn    clickhouse.Conn
+	rdb     *redis.Client
+	prefix  string // Redis claim prefix of this test
+	mp      string
+	kr      *bidtoken.Keyring
+}
+
+func newChargeStack(t *testing.T) *chargeStack {
+	t.Helper()
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	t.Cleanup(cancel)
+	cl, err := kafka.NewClient(brokers, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	chOpts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
+	if err := clickhouse.EnsureDatabase(ctx, chOpts); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(chOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("endcap-test-key-0123456789abcdef")}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &chargeStack{ctx: ctx, brokers: brokers, topics: topics, cl: cl, conn: conn, rdb: rdb,
+		prefix: "test:claim:" + cfg.KafkaTopicPrefix, mp: uuid.NewString(), kr: kr}
+}
+
+// views answers for s.mp only, in loc; campaigns and vendors get names
+// derived from their ids.
+func (s *chargeStack) views(loc *time.Location) projections.Views {
+	return projections.Views{
+		Marketplace: func(id string) (projections.MarketplaceDims, bool) {
+			return projections.MarketplaceDims{Currency: "EUR", Location: loc}, id == s.mp
+		},
+		Campaign: func(mp, id string, at time.Time) (projections.CampaignDims, bool) {
+			return projections.CampaignDims{Name: "name of " + id[:8], Type: "listings", Status: "running", Active: true}, true
+		},
+		Vendor: func(mp, id string) (projections.VendorDims, bool) {
+			return projections.VendorDims{Name: "vendor " + id, GlobalID: "global-" + id}, true
+		},
+	}
+}
+
+// winner signs a token for one auction winner.
+func (s *chargeStack) winner(t testing.TB, auctionID uuid.UUID, at time.Time, rank uint8, campaign uuid.UUID, ct bidtoken.ChargeType, price int64) string {
+	t.Helper()
+	tok, err := s.kr.Encode(bidtoken.Claims{
+		MarketplaceID: uuid.MustParse(s.mp), AuctionID: auctionID, CampaignID: campaign, AuctionTimeMs: at.UnixMilli(),
+		ChargeType: ct, AdFormat: bidtoken.Listings, Rank: rank, PriceMicros: price, WinnerType: bidtoken.WinnerProduct,
+		WinnerID: "sku-" + strconv.Itoa(int(rank)), VendorID: "v-" + campaign.String()[:4],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (s *chargeStack) produce(t testing.TB, evs ...ingest.Event) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(evs))
+	for i := range evs {
+		v, err := json.Marshal(&evs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[i] = &kgo.Record{Topic: s.topics.Events, Key: ingest.RecordKey(&evs[i]), Value: v}
+	}
+	if err := s.cl.ProduceSync(s.ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *chargeStack) projector(t testing.TB, conn clickhouse.Conn, views projections.Views, flush time.Duration) *projections.InteractionsProjector {
+	t.Helper()
+	return s.projectorWindow(t, conn, views, flush, time.Hour)
+}
+
+func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views projections.Views, flush, dedupe time.Duration) *projections.InteractionsProjector {
+	t.Helper()
+	p, err := projections.NewInteractionsProjector(projections.InteractionsOptions{
+		Brokers: s.brokers, Topic: s.topics.Events, ClickHouse: conn, Redis: s.rdb,
+		Claimer: projections.NewClaimer(s.rdb, s.prefix, dedupe), Views: views,
+		MaxRows: 50_000, FlushInterval: flush, Log: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run runs p until until() holds, then stops it (without committing
+// anything it has not committed yet) and leaves the group.
+func (s *chargeStack) run(t testing.TB, p *projections.InteractionsProjector, timeout time.Duration, until func() error) {
+	t.Helper()
+	pctx, cancel := context.WithCancel(s.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := p.Run(pctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+		p.Close()
+	}()
+	testenv.Eventually(t, timeout, until)
+}
+
+func (s *chargeStack) committed(group string) int64 {
+	offs, err := kadm.NewClient(s.cl).FetchOffsets(s.ctx, group)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+	return n
+}
+
+func (s *chargeStack) committedIs(group string, want int64) func() error {
+	return func() error {
+		if n := s.committed(group); n != want {
+			return fmt.Errorf("committed %d of %d records", n, want)
+		}
+		return nil
+	}
+}
+
+// rewind sets the group's offsets back to the start, as after a crash
+// between the writes and the commit.
+func (s *chargeStack) rewind(t testing.TB, group, topic string) {
+	t.Helper()
+	var o kadm.Offsets
+	for p := int32(0); p < 3; p++ {
+		o.Add(kadm.Offset{Topic: topic, Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	if _, err := kadm.NewClient(s.cl).CommitOffsets(s.ctx, group, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *chargeStack) uint64(t testing.TB, q string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	if err := s.conn.QueryRow(s.ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (s *chargeStack) int64(t testing.TB, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := s.conn.QueryRow(s.ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// spend reads a campaign's spend in Redis: of one local day, and in total.
+func (s *chargeStack) spend(t testing.TB, campaign, day string) (int64, int64) {
+	t.Helper()
+	get := func(key string) int64 {
+		v, err := s.rdb.HGet(s.ctx, key, campaign).Int64()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	return get(budget.DayKey(s.mp, day)), get(budget.TotalKey(s.mp))
+}
+
+// chargedSum is the sum of amount_micros of a campaign's visible charges.
+func (s *chargeStack) chargedSum(t testing.TB, campaign string) int64 {
+	return s.int64(t, "SELECT toInt64(sum(amount_micros)) FROM charges WHERE marketplace_id = ? AND campaign_id = ?", s.mp, campaign)
+}
+
+// TestInteractionsExactlyOnce folds a mix of sponsored and organic
+// interactions and checks every charge rule, then rewinds the group (a crash
+// between the writes and the commit) and adds client retries and
+// duplicates: the visible rows, the charges and the Redis spend come out
+// the same, plus what is really new.
+func TestInteractionsExactlyOnce(t *testing.T) {
+	s := newChargeStack(t)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	c1, c2 := uuid.New(), uuid.New()
+	a1, a2 := uuid.New(), uuid.New()
+	a1At := now.Add(-time.Hour)
+	w1 := s.winner(t, a1, a1At, 1, c1, bidtoken.CPC, 1_250_000)
+	w2 := s.winner(t, a1, a1At, 2, c2, bidtoken.CPM, 2_345_678)
+	w3 := s.winner(t, a1, a1At, 3, c1, bidtoken.CPC, 700_000)
+	w4 := s.winner(t, a2, now.Add(-31*24*time.Hour), 1, c1, bidtoken.CPC, 900_000) // auction 31 days ago
+	// w1 again, as a token carries a winner id too long to fit: hashed.
+	w1h, err := s.kr.Encode(bidtoken.Claims{MarketplaceID: uuid.MustParse(s.mp), AuctionID: a1, CampaignID: c1, AuctionTimeMs: a1At.UnixMilli(),
+		ChargeType: bidtoken.CPC, AdFormat: bidtoken.Listings, Rank: 1, PriceMicros: 1_250_000, WinnerType: bidtoken.WinnerProduct,
+		WinnerIDHashed: true, WinnerIDHash: bidtoken.IDHash("sku-1"), VendorID: "v-" + c1.String()[:4]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(kind ingest.Kind, id, tok string, occurred time.Time) ingest.Event {
+		e := ingest.Event{Kind: kind, MarketplaceID: s.mp, ID: id, OccurredAtMs: occurred.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			OpaqueUserID: "user-" + id, ResolvedBidID: tok, DeviceType: "mobile",
+			Placement: &ingest.Placement{Path: "/search", Page: 1}}
+		if tok == "" {
+			e.Entity = &ingest.Entity{Type: "product", ID: "organic-sku"}
+		}
+		return e
+	}
+	at := a1At.Add(time.Minute)
+	s.produce(t,
+		ev(ingest.KindClick, "c-1", w1, at),                          // c-1 and c-2 click the same winner:
+		ev(ingest.KindClick, "c-2", w1, at.Add(time.Second)),         // one of them is charged 1,250,000 (c1)
+		ev(ingest.KindImpression, "i-1", w1, at),                     // CPC winner's impression: not charged
+		ev(ingest.KindImpression, "i-2", w2, at),                     // charged 2,345.678 (c2)
+		ev(ingest.KindClick, "c-3", w2, at),                          // CPM winner's click: not charged
+		ev(ingest.KindClick, "c-4", w3, a1At.Add(-10*time.Minute)),   // before its auction: not charged
+		ev(ingest.KindClick, "c-5", "", at),                          // organic
+		ev(ingest.KindClick, "c-6", w4, now.Add(-20*24*time.Hour)),   // received 31 days after its auction: not charged
+		ev(ingest.KindClick, "c-old", w3, now.Add(-31*24*time.Hour)), // 31 days old on arrival: neither counted nor charged
+		ev(ingest.KindClick, "c-7", w3, at),                          // charged 700,000 (c1)
+		ev(ingest.KindImpression, "i-3", w1h, at),                    // not charged (CPC); its entity id comes from auction_winners
+		ingest.Event{Kind: ingest.KindPageView, MarketplaceID: s.mp, ID: "pv-1", OccurredAtMs: at.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			Page: &ingest.Page{Type: "home", ID: "h"}},
+	)
+	p := s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 12))
+
+	day := budget.DayOf(at, berlin)
+	type totals struct {
+		interactions, charged, charges uint64
+		c1Day, c1Total, c2Day, c1CH    int64
+	}
+	read := func() totals {
+		var r totals
+		r.interactions = s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ?", s.mp)
+		r.charged = s.uint64(t, "SELECT countIf(charged = 1) FROM interactions WHERE marketplace_id = ?", s.mp)
+		r.charges = s.uint64(t, "SELECT count() FROM charges WHERE marketplace_id = ?", s.mp)
+		r.c1Day, r.c1Total = s.spend(t, c1.String(), day)
+		r.c2Day, _ = s.spend(t, c2.String(), day)
+		r.c1CH = s.chargedSum(t, c1.String())
+		return r
+	}
+	want := totals{interactions: 10, charged: 3, charges: 3, c1Day: 1_950_000, c1Total: 1_950_000, c2Day: 2_345, c1CH: 1_950_000}
+	if got := read(); got != want {
+		t.Fatalf("first pass\n got %+v\nwant %+v", got, want)
+	}
+
+	// Every column of one charge, and the exact CPM amount.
+	var (
+		interaction, campaign, product, vendor, extVendor, global, chargeType, currency, kind string
+		ts                                                                                    time.Time
+		amount                                                                                int64
+		sub                                                                                   uint16
+		dayLocal                                                                              time.Time
+	)
+	if err := s.conn.QueryRow(s.ctx, `SELECT toString(interaction_id), timestamp, campaign_id, product_id, vendor_id, external_vendor_id,
+		global_id, amount_micros, amount_sub_micros, charge_type, currency_code, toString(kind), day_local
+		FROM charges WHERE marketplace_id = ? AND event_id = 'i-2'`, s.mp).Scan(
+		&interaction, &ts, &campaign, &product, &vendor, &extVendor, &global, &amount, &sub, &chargeType, &currency, &kind, &dayLocal); err != nil {
+		t.Fatal(err)
+	}
+	wantVendor := "v-" + c2.String()[:4]
+	if interaction != projections.InteractionID(s.mp, ingest.KindImpression, "i-2").String() || !ts.Equal(at.Truncate(time.Second)) ||
+		campaign != c2.String() || product != "sku-2" || vendor != wantVendor || extVendor != wantVendor ||
+		global != "global-"+wantVendor || amount != 2_345 || sub != 678 || chargeType != "CPM" || currency != "EUR" ||
+		kind != "impression" || dayLocal.Format("2006-01-02") != day {
+		t.Errorf("charge row: %s %s %s %s %s %s %s %d %d %s %s %s %s", interaction, ts, campaign, product, vendor, extVendor, global,
+			amount, sub, chargeType, currency, kind, dayLocal)
+	}
+	// The dimensions of the fact table. c-1 and c-2 click the same winner
+	// (on different partitions): whichever came first is charged.
+	var sponsored, charged uint8
+	var campName, entity, device string
+	if err := s.conn.QueryRow(s.ctx, `SELECT min(sponsored), toUInt8(sum(charged)), any(campaign_name), any(entity_id), any(device_type)
+		FROM interactions WHERE marketplace_id = ? AND event_id IN ('c-1', 'c-2')`, s.mp).Scan(&sponsored, &charged, &campName, &entity, &device); err != nil {
+		t.Fatal(err)
+	}
+	if sponsored != 1 || charged != 1 || campName != "name of "+c1.String()[:8] || entity != "sku-1" || device != "mobile" {
+		t.Errorf("interactions c-1, c-2: sponsored %d, charged %d, %q %q %q", sponsored, charged, campName, entity, device)
+	}
+	if n := s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND event_id = 'c-5' AND sponsored = 0 AND entity_id = 'organic-sku'", s.mp); n != 1 {
+		t.Errorf("organic click: %d rows", n)
+	}
+
+	// Crash between the writes and the commit: everything is read again.
+	// Plus client retries (same ids, new records), another click on a
+	// charged winner, and one new chargeable click.
+	s.rewind(t, projections.InteractionsGroup, s.topics.Events)
+	a3 := uuid.New()
+	w5 := s.winner(t, a3, a1At, 1, c1, bidtoken.CPC, 50_000)
+	s.produce(t,
+		ev(ingest.KindClick, "c-1", w1, at),
+		ev(ingest.KindImpression, "i-2", w2, at),
+		ev(ingest.KindClick, "c-8", w1, at.Add(2*time.Second)),
+		ev(ingest.KindClick, "c-9", w5, at),
+	)
+	p = s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 16))
+
+	want = totals{interactions: 12, charged: 4, charges: 4, c1Day: 2_000_000, c1Total: 2_000_000, c2Day: 2_345, c1CH: 2_000_000}
+	if got := read(); got != want {
+		t.Errorf("after the replay\n got %+v\nwant %+v", got, want)
+	}
+	t.Logf("physical rows after the replay: interactions_raw %d, charges_raw %d (identical replayed rows, folded by FINAL)",
+		s.uint64(t, "SELECT count() FROM interactions_raw"), s.uint64(t, "SELECT count() FROM charges_raw"))
+	if n := s.uint64(t, "SELECT count() FROM (SELECT interaction_id, uniqExact(kafka_partition, kafka_offset) AS o FROM charges_raw GROUP BY interaction_id HAVING o > 1)"); n != 0 {
+		t.Errorf("%d charges have rows from two different records", n)
+	}
+
+	// The auction's context comes from `auctions` at query time; a missing
+	// auction record (a2) leaves it empty.
+	rec := auction.Record{ID: a1.String(), MarketplaceID: s.mp, At: a1At, Endpoint: "auctions", Kind: "listings", Slots: 3,
+		Device: "desktop", Locations: []string{"8928308280fffff"}, PageType: "search", PageID: "pg", PageValue: []string{"shoes"},
+		SearchQuery: "red shoes", Category: "c1", Winners: []auction.RecordWinner{
+			{Rank: 1, Type: "product", EntityID: "sku-1", CampaignID: c1.String(), VendorID: "v", ChargeType: "CPC", PriceMicros: 1_250_000}}}
+	v, _ := json.Marshal(rec)
+	if err := s.cl.ProduceSync(s.ctx, &kgo.Record{Topic: s.topics.Auctions, Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ap, err := projections.NewAuctionsProjector(projections.AuctionsOptions{Brokers: s.brokers, Topic: s.topics.Auctions,
+		ClickHouse: s.conn, MaxRows: 100, FlushInterval: 100 * time.Millisecond, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stop := context.WithCancel(s.ctx)
+	go func() { _ = ap.Run(actx) }()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if s.uint64(t, "SELECT count() FROM auctions") != 1 || s.uint64(t, "SELECT count() FROM auction_winners") != 1 {
+			return errors.New("auction not projected yet")
+		}
+		return nil
+	})
+	stop()
+	ap.Close()
+	rows, err := s.conn.Query(s.ctx, auctionJoinQuery, s.mp, s.mp, s.mp, s.mp, s.mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for rows.Next() {
+		var id, dev, pt, q, cat, entity string
+		var locs, pv []string
+		if err := rows.Scan(&id, &dev, &locs, &pt, &pv, &q, &cat, &entity); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = fmt.Sprint(dev, locs, pt, pv, q, cat, "|", entity)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got["c-1"] != "desktop[8928308280fffff]search[shoes]red shoesc1|sku-1" || got["c-6"] != "[][]|sku-1" || got["c-5"] != "[][]|organic-sku" || got["i-3"] != "desktop[8928308280fffff]search[shoes]red shoesc1|sku-1" {
+		t.Errorf("auction dimensions: c-1 %q, c-6 %q, c-5 %q, i-3 %q", got["c-1"], got["c-6"], got["c-5"], got["i-3"])
+	}
+}
+
+// TestInteractionsLateDuplicate: a client retries a charged click after the
+// dedupe window forgot its id. The retry is inserted as a new row (same
+// key) that is not charged (the winner's marker belongs to the first
+// record); the view still shows one row, the charged one, and spend moved
+// once.
+func TestInteractionsLateDuplicate(t *testing.T) {
+	s := newChargeStack(t)
+	now := time.Now().UTC()
+	camp := uuid.New()
+	e := ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-1", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+		OpaqueUserID: "u", ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Second), 1, camp, bidtoken.CPC, 40_000)}
+	s.produce(t, e)
+	p := s.projectorWindow(t, s.conn, s.views(time.UTC), 100*time.Millisecond, time.Second)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 1))
+	time.Sleep(1500 * time.Millisecond) // the claim expires
+	s.produce(t, e)
+	p = s.projectorWindow(t, s.conn, s.views(time.UTC), 100*time.Millisecond, time.Second)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 2))
+
+	if n := s.uint64(t, "SELECT count() FROM interactions_raw"); n != 2 {
+		t.Errorf("%d physical rows, want 2 (the retry was not recognised)", n)
+	}
+	if n := s.uint64(t, "SELECT count() FROM interactions WHERE charged = 1"); n != 1 || s.uint64(t, "SELECT count() FROM interactions") != 1 {
+		t.Errorf("the view shows %d charged of %d rows, want 1 of 1", n, s.uint64(t, "SELECT count() FROM interactions"))
+	}
+	if d, total := s.spend(t, camp.String(), budget.DayOf(now, time.UTC)); d != 40_000 || total != 40_000 || s.uint64(t, "SELECT count() FROM charges") != 1 {
+		t.Errorf("spend %d/%d, %d charges", d, total, s.uint64(t, "SELECT count() FROM charges"))
+	}
+}
+
+// auctionJoinQuery is docs/charges.md's recipe for the auction dimensions
+// (and for a winner id the token carried hashed). Arguments: marketplace
+// id, then the interactions filter's (here the marketplace id again) once
+// per join.
+const auctionJoinQuery = `
+SELECT event_id, auction_device, auction_location, auction_page_type, auction_page_value, auction_search_query, auction_category,
+       if(entity_id_hashed = 1, winner_entity_id, entity_id) AS entity
+FROM (
+    SELECT * FROM (
+        SELECT marketplace_id, auction_id, toUInt16(rank) AS rank, event_id, entity_id, entity_id_hashed
+        FROM interactions WHERE marketplace_id = ?
+    ) ANY LEFT JOIN (
+        SELECT marketplace_id, auction_id, device AS auction_device, locations AS auction_location, page_type AS auction_page_type,
+               page_id AS auction_page_id, page_value AS auction_page_value, search_query AS auction_search_query,
+               category AS auction_category
+        FROM auctions
+        WHERE marketplace_id = ? AND auction_id IN (SELECT auction_id FROM interactions WHERE marketplace_id = ?)
+    ) USING (marketplace_id, auction_id)
+) ANY LEFT JOIN (
+    SELECT marketplace_id, auction_id, rank, entity_id AS winner_entity_id
+    FROM auction_winners
+    WHERE marketplace_id = ? AND auction_id IN (SELECT auction_id FROM interactions WHERE marketplace_id = ?)
+) USING (marketplace_id, auction_id, rank)`
+
+// failingConn fails every insert into one table, after the inserts before
+// it in the batch succeeded: a crash in the middle of a batch.
+type failingConn struct {
+	clickhouse.Conn
+	table string
+}
+
+func (c failingConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if len(query) > 12 && query[:12+len(c.table)] == "INSERT INTO "+c.table {
+		return nil, errors.New("injected failure")
+	}
+	return c.Conn.PrepareBatch(ctx, query, opts...)
+}
+
+// TestInteractionsCrashMidBatch: a projector whose charges insert fails
+// after Redis moved the spend and the interactions were inserted is
+// stopped without committing (a crash); the next one replays the batch.
+// Spend moves once, and the charges are all there.
+func TestInteractionsCrashMidBatch(t *testing.T) {
+	s := newChargeStack(t)
+	now := time.Now().UTC()
+	camp := uuid.New()
+	const clicks, price = 300, 10_000
+	var evs []ingest.Event
+	for i := range clicks {
+		tok := s.winner(t, uuid.New(), now.Add(-time.Minute), 1, camp, bidtoken.CPC, price)
+		evs = append(evs, ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i),
+			OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i%17), ResolvedBidID: tok})
+	}
+	s.produce(t, evs...)
+	day := budget.DayOf(now, time.UTC)
+
+	p := s.projector(t, failingConn{Conn: s.conn, table: "charges_raw"}, s.views(time.UTC), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, func() error {
+		if d, _ := s.spend(t, camp.String(), day); d != clicks*price {
+			return fmt.Errorf("spend %d", d)
+		}
+		if n := s.uint64(t, "SELECT count() FROM interactions"); n != clicks {
+			return fmt.Errorf("%d interactions", n)
+		}
+		return nil
+	})
+	if n := s.committed(projections.InteractionsGroup); n > 0 {
+		t.Fatalf("the failing projector committed %d offsets", n)
+	}
+	if n := s.uint64(t, "SELECT count() FROM charges"); n != 0 {
+		t.Fatalf("%d charges inserted through the failing connection", n)
+	}
+
+	p = s.projector(t, s.conn, s.views(time.UTC), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, clicks))
+	d, total := s.spend(t, camp.String(), day)
+	if d != clicks*price || total != clicks*price || s.chargedSum(t, camp.String()) != clicks*price {
+		t.Errorf("after the replay: day %d total %d charges %d, want %d each", d, total, s.chargedSum(t, camp.String()), clicks*price)
+	}
+	if n := s.uint64(t, "SELECT count() FROM charges"); n != clicks {
+		t.Errorf("%d charges, want %d", n, clicks)
+	}
+	if n := s.uint64(t, "SELECT count() FROM interactions WHERE charged = 1"); n != clicks {
+		t.Errorf("%d charged interactions, want %d", n, clicks)
+	}
+}
+
+// overspendCase is one run of the overspend measurement.
+type overspendCase struct {
+	name        string
+	auctionsPS  int           // auctions a second that the campaign wins while it has budget
+	clickDelay  time.Duration // each served ad is clicked after a uniform delay in [0, clickDelay)
+	refresh     time.Duration // budget cache refresh (ENDCAP_BUDGET_REFRESH)
+	flush       time.Duration // projector flush interval (ENDCAP_PROJECTOR_FLUSH_INTERVAL)
+	dailyBudget int64
+	price       int64 // CPC
+}
+
+// TestOverspend measures how far a campaign goes over its daily budget when
+// every ad it wins is clicked: an "auction" loop serves the campaign while
+// budget.Check passes on the spend read through a real budget.Cache (as the
+// auction's budget gate does), each served ad is clicked later, and the
+// clicks go through Kafka and the interactions projector into Redis. The
+// marketplace's zone is picked so that it is between 23:00 and 24:00 there:
+// pacing then allows the whole daily budget and only the cap acts.
+func TestOverspend(t *testing.T) {
+	cases := []overspendCase{
+		{"defaults, 100 clicks/s, clicks within 1s", 100, time.Second, time.Second, time.Second, 5_000_000, 10_000},
+	}
+	if os.Getenv("ENDCAP_TEST_LOAD") == "1" {
+		cases = append(cases,
+			overspendCase{"defaults again", 100, time.Second, time.Second, time.Second, 5_000_000, 10_000},
+			overspendCase{"defaults, immediate clicks", 100, 10 * time.Millisecond, time.Second, time.Second, 5_000_000, 10_000},
+			overspendCase{"defaults, 400 clicks/s", 400, time.Second, time.Second, time.Second, 20_000_000, 10_000},
+			overspendCase{"refresh and flush 200ms", 100, time.Second, 200 * time.Millisecond, 200 * time.Millisecond, 5_000_000, 10_000},
+			overspendCase{"clicks within 5s", 100, 5 * time.Second, time.Second, time.Second, 5_000_000, 10_000},
+		)
+	}
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { measureOverspend(t, tc) })
+	}
+}
+
+func measureOverspend(t *testing.T, tc overspendCase) {
+	s := newChargeStack(t)
+	now := time.Now().UTC()
+	// A zone where it is 23:05 now.
+	sinceMidnight := now.Sub(now.Truncate(24 * time.Hour))
+	offset := (23*time.Hour + 5*time.Minute - sinceMidnight + 24*time.Hour) % (24 * time.Hour)
+	loc := time.FixedZone("test", int(offset/time.Second))
+	camp := uuid.New().String()
+	limits := budget.Limits{DailyMicros: tc.dailyBudget}
+
+	cache := budget.NewCache(s.rdb, budget.Options{Refresh: tc.refresh})
+	cache.Register(s.mp, loc)
+	if err := cache.RefreshNow(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, stopCache := context.WithCancel(s.ctx)
+	defer stopCache()
+	go func() { _ = cache.Run(cctx) }()
+
+	p := s.projector(t, s.conn, s.views(loc), tc.flush)
+	pctx, stopProjector := context.WithCancel(s.ctx)
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() {
+		defer pwg.Done()
+		if err := p.Run(pctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	defer func() { stopProjector(); pwg.Wait(); p.Close() }()
+
+	// Watch Redis for the moment the spend reaches the budget.
+	var crossed time.Time
+	var crossMu sync.Mutex
+	wctx, stopWatch := context.WithCancel(s.ctx)
+	go func() {
+		for wctx.Err() == nil {
+			if d, _ := s.rdb.HGet(wctx, budget.DayKey(s.mp, budget.DayOf(time.Now(), loc)), camp).Int64(); d >= tc.dailyBudget {
+				crossMu.Lock()
+				crossed = time.Now()
+				crossMu.Unlock()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	defer stopWatch()
+
+	var (
+		clicks    sync.WaitGroup
+		produced  = int64(0)
+		prodMu    sync.Mutex
+		served    int
+		firstStop time.Time
+		lastServe time.Time
+	)
+	tick := time.NewTicker(time.Second / time.Duration(tc.auctionsPS))
+	defer tick.Stop()
+	start := time.Now()
+	for time.Since(start) < 2*time.Minute {
+		<-tick.C
+		at := time.Now()
+		d, tot := cache.Spend(s.mp, loc, camp, at)
+		if budget.Check(limits, d, tot, at, loc) != budget.OK {
+			if firstStop.IsZero() {
+				firstStop = at
+			}
+			if at.Sub(firstStop) > 3*time.Second {
+				break
+			}
+			continue
+		}
+		if !firstStop.IsZero() {
+			t.Logf("served again %s after the first stop (spend read %d)", at.Sub(firstStop), d)
+		}
+		served++
+		lastServe = at
+		tok := s.winner(t, uuid.New(), at, 1, uuid.MustParse(camp), bidtoken.CPC, tc.price)
+		id := "c-" + strconv.Itoa(served)
+		clicks.Add(1)
+		time.AfterFunc(time.Duration(rand.Int64N(int64(tc.clickDelay))), func() {
+			defer clicks.Done()
+			clickAt := time.Now()
+			e := ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: clickAt.UnixMilli(),
+				ReceivedAtMs: clickAt.UnixMilli(), OpaqueUserID: id, ResolvedBidID: tok}
+			v, _ := json.Marshal(&e)
+			if err := s.cl.ProduceSync(s.ctx, &kgo.Record{Topic: s.topics.Events, Key: ingest.RecordKey(&e), Value: v}).FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+			prodMu.Lock()
+			produced++
+			prodMu.Unlock()
+		})
+	}
+	clicks.Wait()
+	testenv.Eventually(t, 30*time.Second, s.committedIs(projections.InteractionsGroup, produced))
+	stopWatch()
+
+	day, total := s.spend(t, camp, budget.DayOf(time.Now(), loc))
+	if day != total || day != int64(served)*tc.price || s.chargedSum(t, camp) != day {
+		t.Errorf("spend: day %d, total %d, charges %d, served %d × %d", day, total, s.chargedSum(t, camp), served, tc.price)
+	}
+	crossMu.Lock()
+	blind := lastServe.Sub(crossed)
+	crossMu.Unlock()
+	over := day - tc.dailyBudget
+	rate := int64(tc.auctionsPS) * tc.price // micro-units a second while serving, as asked
+	bound := rate * int64(tc.refresh+tc.flush+tc.clickDelay+time.Second) / int64(time.Second)
+	actual := float64(served) * float64(tc.price) / lastServe.Sub(start).Seconds() // the loop may run slower
+	t.Logf("budget %d, spent %d at %.0f micro-units/s: overspend %d micro-units = %.1f%% of the budget = %d clicks = %.2f s of the charge rate; "+
+		"last ad served %s after Redis spend reached the budget; bound used: rate × (refresh + flush + click delay + 1 s) = %d",
+		tc.dailyBudget, day, actual, over, 100*float64(over)/float64(tc.dailyBudget), over/tc.price, float64(over)/actual, blind, bound)
+	if over < 0 || over > bound {
+		t.Errorf("overspend %d outside [0, %d]", over, bound)
+	}
+}
+
+// TestInteractionsLoad measures the fold rate and the click-to-charge
+// latency (run with ENDCAP_TEST_LOAD=1; figures in docs/charges.md).
+//
+// Fold rate: 300,000 events (60% sponsored CPM impressions, 15% sponsored
+// CPC clicks, 25% organic) are produced first; the clock runs from the
+// projector's start (production settings: 50,000 rows a batch, 1 s flush)
+// until its group has committed them all.
+//
+// Latency: then, with the projector caught up, 20 s of steady traffic
+// (2,000 impressions and 500 clicks a second); each click's latency is from
+// its production (its ReceivedAt) to the moment a poll of charges_raw
+// (every 100 ms) first sees it.
+func TestInteractionsLoad(t *testing.T) {
+	if os.Getenv("ENDCAP_TEST_LOAD") != "1" {
+		t.Skip("load measurement: ENDCAP_TEST_LOAD=1")
+	}
+	s := newChargeStack(t)
+	camps := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}
+	mk := func(i int, now time.Time) ingest.Event {
+		e := ingest.Event{MarketplaceID: s.mp, ID: "e-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			OpaqueUserID: "u-" + strconv.Itoa(i%5000), DeviceType: "mobile",
+			Placement: &ingest.Placement{Path: "/search", Position: int32(i%20 + 1), Page: 1, PageSize: 20},
+			Page:      &ingest.Page{Type: "search", ID: "s", Value: []string{"shoes"}}}
+		switch r := i % 20; {
+		case r < 12:
+			e.Kind = ingest.KindImpression
+			e.ResolvedBidID = s.winner(t, uuid.New(), now.Add(-time.Second), uint8(r%5+1), camps[i%4], bidtoken.CPM, 2_500_000)
+		case r < 15:
+			e.Kind = ingest.KindClick
+			e.ResolvedBidID = s.winner(t, uuid.New(), now.Add(-time.Second), 1, camps[i%4], bidtoken.CPC, 350_000)
+		default:
+			e.Kind = ingest.KindImpression
+			e.Entity = &ingest.Entity{Type: "product", ID: "sku-" + strconv.Itoa(i%1000)}
+		}
+		return e
+	}
+	const n = 300_000
+	now := time.Now().UTC()
+	for off := 0; off < n; off += 10_000 {
+		evs := make([]ingest.Event, 10_000)
+		for i := range evs {
+			evs[i] = mk(off+i, now)
+		}
+		s.produce(t, evs...)
+	}
+	p := s.projector(t, s.conn, s.views(time.UTC), time.Second)
+	pctx, stop := context.WithCancel(s.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := p.Run(pctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	defer func() { stop(); wg.Wait(); p.Close() }()
+	start := time.Now()
+	testenv.Eventually(t, 3*time.Minute, s.committedIs(projections.InteractionsGroup, n))
+	took := time.Since(start)
+	t.Logf("fold: %d events in %s = %.0f events/s (%d interactions, %d charges)", n, took.Round(time.Millisecond),
+		float64(n)/took.Seconds(), s.uint64(t, "SELECT count() FROM interactions_raw"), s.uint64(t, "SELECT count() FROM charges_raw"))
+
+	// Steady traffic: 2,000 impressions + 500 clicks a second, in 10 ms ticks.
+	produced := map[string]time.Time{}
+	var mu sync.Mutex
+	next := n
+	tick := time.NewTicker(10 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+			<-tick.C
+			at := time.Now().UTC()
+			evs := make([]ingest.Event, 0, 25)
+			for range 20 {
+				e := mk(next, at)
+				e.Kind, e.ResolvedBidID = ingest.KindImpression, s.winner(t, uuid.New(), at, 1, camps[0], bidtoken.CPM, 2_500_000)
+				evs = append(evs, e)
+				next++
+			}
+			for range 5 {
+				e := mk(next, at)
+				e.Kind, e.Entity, e.ResolvedBidID = ingest.KindClick, nil, s.winner(t, uuid.New(), at, 1, camps[1], bidtoken.CPC, 350_000)
+				evs = append(evs, e)
+				next++
+			}
+			s.produce(t, evs...)
+			mu.Lock()
+			for _, e := range evs[20:] {
+				produced[e.ID] = at
+			}
+			mu.Unlock()
+		}
+		tick.Stop()
+	}()
+	var lat []time.Duration
+	seen := map[string]bool{}
+	poll := func() {
+		rows, err := s.conn.Query(s.ctx, "SELECT event_id FROM charges_raw WHERE kind = 'click' AND campaign_id = ?", camps[1].String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seenAt := time.Now()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				continue
+			}
+			mu.Lock()
+			at, ok := produced[id]
+			mu.Unlock()
+			if ok {
+				seen[id] = true
+				lat = append(lat, seenAt.Sub(at))
+			}
+		}
+		rows.Close()
+	}
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(100 * time.Millisecond):
+			poll()
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(seen) < len(produced) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		poll()
+	}
+	if len(seen) != len(produced) {
+		t.Fatalf("%d of %d clicks charged", len(seen), len(produced))
+	}
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))].Round(time.Millisecond) }
+	t.Logf("click → visible in charges_raw: %d clicks, p50 %s, p95 %s, p99 %s, max %s", len(lat), q(.5), q(.95), q(.99), q(1))
+	if q(.95) > 5*time.Second {
+		t.Errorf("p95 %s over 5 s", q(.95))
+	}
+}
+
+// TestChargesThroughTheAPI runs the whole path in one Endcap process
+// (target all): catalog and a CPC campaign with a small daily budget over
+// the management API, auctions over /v2/auctions, a click on each winner
+// over /v2/events. Each click's charge must be in `charges` (with the
+// catalog's attributes) and in the Redis spend within 5 s; a retried click
+// and a second click on the same winner charge nothing; and the auction
+// stops serving the campaign once its budget is spent, a few clicks over at
+// most (the cache refresh).
+func TestChargesThroughTheAPI(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
+	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := a.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := a.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.Accounts.CreateMarketplace(wctx, "Charges", "EUR", "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lone bidder pays the reserve: 0.02 a click, 5 clicks in all.
+	if m, err = a.Accounts.SetReserve(wctx, m.ID, 20_000, 0); err != nil {
+		t.Fatal(err)
+	}
+	mkKey, _, err := a.Accounts.CreateKey(wctx, m.ID, accounts.KeyMarketplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advKey, _, err := a.Accounts.CreateKey(wctx, m.ID, accounts.KeyAdvanced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + addr.String()
+	call := func(method, path, key, body string, want int) []byte {
+		t.Helper()
+		var b []byte
+		testenv.Eventually(t, 10*time.Second, func() error { // the first calls may race the key's arrival in the view
+			req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, _ = io.ReadAll(resp.Body)
+			if resp.StatusCode != want {
+				return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+			}
+			return nil
+		})
+		return b
+	}
+	call("PUT", "/public/v1/catalog-search-service/catalogs/vendors", advKey, `{"vendors":[{"id":"v1","name":"Vendor One","globalId":"G-1"}]}`, 200)
+	call("PUT", "/public/v1/catalog-search-service/catalogs/products", advKey, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, 200)
+	var camp struct{ ID string }
+	if err := json.Unmarshal(call("POST", "/public/v1/campaign-service/vendors/v1/campaigns", advKey,
+		`{"name":"Small","type":"listings","chargeType":"CPC","totalBudget":0.1,"startDate":"2020-01-01T00:00:00Z"}`, 201), &camp); err != nil {
+		t.Fatal(err)
+	}
+	call("POST", "/public/v1/campaign-service/campaigns/"+camp.ID+"/bids", advKey, `{"targetType":"product","target":"p1","bidAmount":0.03}`, 201)
+	const budgetMicros = 100_000
+
+	auctionWinner := func() string {
+		var out struct {
+			Results []struct {
+				Winners []struct{ ResolvedBidID, CampaignID string }
+			}
+		}
+		if err := json.Unmarshal(call("POST", "/v2/auctions", mkKey, `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]},"device":"mobile"}]}`, 201), &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Results) != 1 || len(out.Results[0].Winners) == 0 {
+			return ""
+		}
+		return out.Results[0].Winners[0].ResolvedBidID
+	}
+	click := func(id, tok string) {
+		call("POST", "/v2/events", mkKey, fmt.Sprintf(`{"clicks":[{"id":%q,"occurredAt":%q,"opaqueUserId":"u-1","resolvedBidId":%q}]}`,
+			id, time.Now().UTC().Format(time.RFC3339Nano), tok), 200)
+	}
+	conn, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	charges := func() uint64 {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM charges WHERE marketplace_id = ?", m.ID).Scan(&n); err != nil {
+			return 0 // the schema may not be there yet
+		}
+		return n
+	}
+	spend := func() int64 {
+		n, _ := a.Redis.HGet(ctx, budget.TotalKey(m.ID), camp.ID).Int64()
+		return n
+	}
+
+	var (
+		clicks, overBudget int
+		price              int64
+		latencies          []time.Duration
+	)
+	for clicks < 100 {
+		tok := auctionWinner()
+		if tok == "" {
+			break
+		}
+		c, err := bidtoken.DecodeUnverified(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		price = c.PriceMicros
+		if spend() >= budgetMicros {
+			overBudget++
+		}
+		clicks++
+		id := "click-" + strconv.Itoa(clicks)
+		start := time.Now()
+		click(id, tok)
+		testenv.Eventually(t, 5*time.Second, func() error {
+			if n := charges(); n != uint64(clicks) {
+				return fmt.Errorf("%d charges, want %d", n, clicks)
+			}
+			return nil
+		})
+		latencies = append(latencies, time.Since(start))
+		if clicks == 1 {
+			click(id, tok)              // a client retry
+			click(id+"-again", tok)     // the same ad clicked twice
+			time.Sleep(2 * time.Second) // well past a flush: nothing more may be charged
+			if n := charges(); n != 1 {
+				t.Fatalf("a retry or a second click on one winner was charged: %d charges", n)
+			}
+		}
+	}
+	if clicks == 100 {
+		t.Fatalf("the auction still serves the campaign after %d clicks at %d (total budget %d)", clicks, price, budgetMicros)
+	}
+	slices.Sort(latencies)
+	t.Logf("%d clicks at %d micro-units, %d of them served after the spend in Redis had reached the budget; spend %d (budget %d); "+
+		"click accepted → charge visible: median %s, max %s", clicks, price, overBudget, spend(), budgetMicros,
+		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+	if got := spend(); got != int64(clicks)*price || got < budgetMicros {
+		t.Errorf("spend %d, want %d clicks × %d, at least the budget", got, clicks, price)
+	}
+	if overBudget > 3 { // each click waits for its charge, so the cache (1 s) is the only lag
+		t.Errorf("%d ads served with the budget already spent", overBudget)
+	}
+	day, _ := a.Redis.HGet(ctx, budget.DayKey(m.ID, budget.DayOf(time.Now(), m.Location())), camp.ID).Int64()
+	if day != spend() {
+		t.Errorf("day spend %d, total %d", day, spend())
+	}
+
+	var campaign, product, vendor, extVendor, global, currency, vendorName, campName, device string
+	var amount int64
+	if err := conn.QueryRow(ctx, `SELECT c.campaign_id, c.product_id, c.vendor_id, c.external_vendor_id, c.global_id, c.currency_code, c.amount_micros
+		FROM charges AS c WHERE marketplace_id = ? AND event_id = 'click-1'`, m.ID).Scan(
+		&campaign, &product, &vendor, &extVendor, &global, &currency, &amount); err != nil {
+		t.Fatal(err)
+	}
+	if campaign != camp.ID || product != "p1" || vendor != "v1" || extVendor != "v1" || global != "G-1" || currency != "EUR" || amount != price {
+		t.Errorf("charge: %s %s %s %s %s %s %d", campaign, product, vendor, extVendor, global, currency, amount)
+	}
+	if err := conn.QueryRow(ctx, `SELECT vendor_name, campaign_name, device_type FROM interactions WHERE marketplace_id = ? AND event_id = 'click-1'`,
+		m.ID).Scan(&vendorName, &campName, &device); err != nil {
+		t.Fatal(err)
+	}
+	if vendorName != "Vendor One" || campName != "Small" {
+		t.Errorf("interaction: vendor %q, campaign %q", vendorName, campName)
+	}
+}
