@@ -440,10 +440,11 @@ func (a *auctionEnv) resolveProducts(lo, hi int) {
 		if p == nil || !p.Known || !p.Active || len(p.Vendors) == 0 {
 			continue
 		}
-		if _, dup := st.prodIdx[p.ID]; dup || !a.matchesCategory(p) {
+		// The request's copy of the id (hot in cache), not the index's.
+		if _, dup := st.prodIdx[st.ids[k]]; dup || !a.matchesCategory(p) {
 			continue
 		}
-		a.addProduct(p, p.ID, p.QualityScore, int(st.idPos[k]))
+		a.addProduct(p, st.ids[k], p.QualityScore, int(st.idPos[k]))
 	}
 	clear(st.found) // drop the pointers: the index may change after Read
 }

@@ -185,6 +185,16 @@ func (m *Market) AppendPath(dst []Cat, id Cat) []Cat {
 
 // ---- maintenance (under ix.mu) ----
 
+// canonical returns the constant among consts equal to s, else s.
+func canonical(s string, consts ...string) string {
+	for _, c := range consts {
+		if s == c {
+			return c
+		}
+	}
+	return s
+}
+
 func intern(s string) string { return unique.Make(s).Value() }
 
 func (ix *Index) market(mp string) *Market {
@@ -316,6 +326,11 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	c.C, c.Known = *nw, true
 	c.Vendor = m.vendor(nw.VendorID)
 	c.C.VendorID = c.Vendor.ID
+	// The package's constants in place of decoded copies: an auction compares
+	// these with the constants, so equal strings share their bytes and the
+	// comparison reads no cold memory.
+	c.C.Type = canonical(nw.Type, campaigns.TypeListings, campaigns.TypeBanners, campaigns.TypeAutomated)
+	c.C.ChargeType = canonical(nw.ChargeType, campaigns.ChargeCPC, campaigns.ChargeCPM)
 	m.attach(c)
 }
 
