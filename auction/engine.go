@@ -525,7 +525,13 @@ func (a *auctionEnv) gather(first int) {
 	for pi := first; pi < len(st.prods); pi++ {
 		p := st.prods[pi].ip
 		pk := int32(pi)
-		a.addBids(p.Bids, p, pk, specProduct)
+		for _, r := range p.Bids {
+			if r.Active && r.Vendor != nil && p.HasVendor(r.Vendor) {
+				if ci := a.campaign(r.Camp); ci >= 0 {
+					a.addBid(pk, ci, specProduct, r.ID, r.Amount)
+				}
+			}
+		}
 		for _, ph := range st.phrases {
 			a.addBids(a.ix.Keyword(ph), p, pk, specKeyword)
 		}

@@ -94,8 +94,39 @@ type Product struct {
 	QualityScore float64   // 0: not set
 	Vendors      []*Vendor // the vendors allowed to promote it
 	Categories   []Cat     // category ids
-	Bids         []*Bid    // product bids, of every campaign and state
+	Bids         []BidRef  // product bids, of every campaign and state
 	vendorIDs    []string  // interned, parallel to Vendors
+}
+
+// BidRef is a product bid as its product holds it: what an auction checks
+// first (flag, vendor) and what it keeps (id, amount) beside the pointers, so
+// that a bid that cannot compete costs no read of its entry or campaign.
+// The index updates it with the bid and with its campaign.
+type BidRef struct {
+	Bid    *Bid
+	Camp   *Camp
+	Vendor *Vendor // the campaign's vendor; nil while the campaign is not Known
+	ID     string
+	Amount int64
+	Active bool
+}
+
+func refOf(b *Bid) BidRef {
+	r := BidRef{Bid: b, Camp: b.Camp, ID: b.B.ID, Amount: b.B.AmountMicros, Active: b.B.Active}
+	if b.Camp.Known {
+		r.Vendor = b.Camp.Vendor
+	}
+	return r
+}
+
+// refresh rewrites the product's copy of bid b.
+func (p *Product) refresh(b *Bid) {
+	for i := range p.Bids {
+		if p.Bids[i].Bid == b {
+			p.Bids[i] = refOf(b)
+			return
+		}
+	}
 }
 
 // HasVendor reports whether vendor v may promote the product.
@@ -318,6 +349,7 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	m.detach(c)
 	if nw == nil {
 		c.Known, c.C, c.Vendor = false, campaigns.Campaign{}, nil
+		m.refreshProductBids(c)
 		if len(c.bids) == 0 {
 			delete(m.camps, id)
 		}
@@ -332,6 +364,19 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	c.C.Type = canonical(nw.Type, campaigns.TypeListings, campaigns.TypeBanners, campaigns.TypeAutomated)
 	c.C.ChargeType = canonical(nw.ChargeType, campaigns.ChargeCPC, campaigns.ChargeCPM)
 	m.attach(c)
+	m.refreshProductBids(c)
+}
+
+// refreshProductBids rewrites the products' copies of a campaign's product
+// bids (its vendor or its being Known changed).
+func (m *Market) refreshProductBids(c *Camp) {
+	for _, b := range c.bids {
+		if b.B.TargetType == campaigns.TargetProduct {
+			if p := m.products[b.B.Target]; p != nil {
+				p.refresh(b)
+			}
+		}
+	}
 }
 
 // detach removes a known campaign from its vendor's lists and the banners.
@@ -387,6 +432,11 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	c := m.camp(nw.CampaignID)
 	if b := c.bids[key]; b != nil {
 		b.B = *nw // the same key: the same campaign and target; amount or flag changed
+		if nw.TargetType == campaigns.TargetProduct {
+			if p := m.products[nw.Target]; p != nil {
+				p.refresh(b)
+			}
+		}
 		return
 	}
 	b := &Bid{B: *nw, Camp: c}
@@ -394,7 +444,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	switch nw.TargetType {
 	case campaigns.TargetProduct:
 		p := m.product(nw.Target)
-		p.Bids = append(p.Bids, b)
+		p.Bids = append(p.Bids, refOf(b))
 	case campaigns.TargetKeyword:
 		m.keyword[nw.Target] = append(m.keyword[nw.Target], b)
 	case campaigns.TargetCategory:
@@ -408,7 +458,14 @@ func (m *Market) unlink(c *Camp, b *Bid) {
 	switch b.B.TargetType {
 	case campaigns.TargetProduct:
 		if p := m.products[b.B.Target]; p != nil {
-			p.Bids = removePtr(p.Bids, b)
+			for i := range p.Bids {
+				if p.Bids[i].Bid == b {
+					p.Bids[i] = p.Bids[len(p.Bids)-1]
+					p.Bids[len(p.Bids)-1] = BidRef{}
+					p.Bids = p.Bids[:len(p.Bids)-1]
+					break
+				}
+			}
 			if !p.Known && len(p.Bids) == 0 {
 				delete(m.products, p.ID)
 			}

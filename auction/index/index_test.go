@@ -40,8 +40,12 @@ func view(ix *Index) map[string][]string {
 			for _, v := range p.Vendors {
 				vs = append(vs, v.ID)
 			}
-			for _, b := range p.Bids {
-				out["product "+id] = append(out["product "+id], b.B.ID)
+			for _, r := range p.Bids {
+				out["product "+id] = append(out["product "+id], r.ID)
+				if r.Bid.B.ID != r.ID || r.Amount != r.Bid.B.AmountMicros || r.Active != r.Bid.B.Active ||
+					(r.Vendor != nil) != r.Camp.Known || (r.Vendor != nil && r.Vendor != r.Camp.Vendor) {
+					out["stale ref "+r.ID] = []string{"stale"}
+				}
 			}
 			if p.Known {
 				out["vendors "+id] = vs
@@ -110,7 +114,7 @@ func TestIndexFollowsChanges(t *testing.T) {
 	up := bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 99)
 	ix.BidChanged(mp, "k-p", bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 20), up)
 	ix.Read(mp, func(m *Market) {
-		if got := m.Product("p-1").Bids[0].B.AmountMicros; got != 99 {
+		if got := m.Product("p-1").Bids[0].Amount; got != 99 {
 			t.Fatalf("amount %d after update", got)
 		}
 	})
