@@ -9,6 +9,7 @@ import (
 	"github.com/endcap/endcap/invitations"
 	"github.com/endcap/endcap/offsite"
 	"github.com/endcap/endcap/segments"
+	"github.com/endcap/endcap/vendorcharges"
 	"github.com/endcap/endcap/webhooks"
 )
 
@@ -26,6 +27,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	bill := billing.New(a.Entities, cat)
 	routes = append(routes,
 		api.BillingRoutes(bill),
+		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
 		api.InvitationRoutes(invitations.New(a.Entities, cat)),
 		api.WebhookRoutes(webhooks.New(a.Entities)),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),

@@ -1,0 +1,134 @@
+package vendorcharges
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// Envelope is what a response says besides its charges.
+type Envelope struct {
+	Window       Window
+	CurrencyCode string // ISO 4217, the marketplace's
+}
+
+// chargeJSON is a vendor charge on the wire, in the spec's field order.
+// productId and globalId are null when there is none (the API's convention
+// for unset optional fields).
+type chargeJSON struct {
+	InteractionID    string  `json:"interactionId"`
+	Timestamp        string  `json:"timestamp"`
+	CampaignID       string  `json:"campaignId"`
+	ProductID        *string `json:"productId"`
+	VendorID         string  `json:"vendorId"`
+	Amount           Amount  `json:"amount"`
+	ExternalVendorID string  `json:"externalVendorId"`
+	GlobalID         *string `json:"globalId"`
+}
+
+func toJSON(c Charge) chargeJSON {
+	return chargeJSON{
+		InteractionID: c.InteractionID, Timestamp: formatTime(time.UnixMilli(c.TimestampMs)),
+		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: c.VendorID,
+		Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: optional(c.GlobalID),
+	}
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// formatTime is ISO 8601 UTC with milliseconds, as every timestamp of the API.
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// Body is the response: the spec's {data, startDate, endDate, currencyCode}
+// and the API's list fields {hasMore, nextPage}. Keys are written in this
+// order, data last, so that a streamed response has the same shape.
+type Body struct {
+	StartDate    string       `json:"startDate"`
+	EndDate      string       `json:"endDate"`
+	CurrencyCode string       `json:"currencyCode"`
+	HasMore      bool         `json:"hasMore"`
+	NextPage     *string      `json:"nextPage"`
+	Data         []chargeJSON `json:"data"`
+}
+
+// PageBody is the body of one page; next is the cursor of the next page (nil
+// on the last).
+func PageBody(env Envelope, charges []Charge, next *string) Body {
+	b := Body{StartDate: formatTime(env.Window.Start()), EndDate: formatTime(env.Window.End()),
+		CurrencyCode: env.CurrencyCode, NextPage: next, HasMore: next != nil, Data: make([]chargeJSON, len(charges))}
+	for i, c := range charges {
+		b.Data[i] = toJSON(c)
+	}
+	return b
+}
+
+// Stream is a whole window being answered in one response.
+type Stream struct {
+	it    *Iter
+	first []Charge
+	env   Envelope
+}
+
+// OpenStream reads the first batch of the window, so that a failure to read
+// ClickHouse can still be answered with an error status.
+func (s *Store) OpenStream(ctx context.Context, marketplaceID string, env Envelope) (*Stream, error) {
+	it := s.Scan(marketplaceID, env.Window, nil)
+	first, err := it.Next(ctx, s.batch)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{it: it, first: first, env: env}, nil
+}
+
+// WriteTo writes the body to w (the same JSON as PageBody of the whole
+// window), reading and writing one batch at a time, and calls flush after
+// each batch. An error after the first byte leaves the body incomplete: the
+// caller must then end the response abnormally, so that the client cannot
+// take a truncated list for a whole one.
+func (st *Stream) WriteTo(ctx context.Context, w io.Writer, flush func() error) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	head, err := json.Marshal(Body{StartDate: formatTime(st.env.Window.Start()), EndDate: formatTime(st.env.Window.End()),
+		CurrencyCode: st.env.CurrencyCode})
+	if err != nil {
+		return err
+	}
+	// head ends with `"data":null}`: keep everything before null.
+	head = head[:len(head)-len("null}")]
+	bw.Write(head)
+	bw.WriteByte('[')
+	batch, n := st.first, 0
+	for len(batch) > 0 {
+		for _, c := range batch {
+			b, err := json.Marshal(toJSON(c))
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				bw.WriteByte(',')
+			}
+			bw.Write(b)
+			n++
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if batch, err = st.it.Next(ctx, st.it.s.batch); err != nil {
+			return err
+		}
+	}
+	bw.WriteString("]}")
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return flush()
+}
