@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,9 +58,41 @@ type Marketplace struct {
 	// not compete, and no winner pays less. 0: no reserve.
 	ReserveCPCMicros int64 `json:"reserveCpcMicros,omitempty"`
 	ReserveCPMMicros int64 `json:"reserveCpmMicros,omitempty"`
+	// Attribution overrides the default purchase-attribution rules
+	// (docs/attribution.md); nil: the defaults.
+	Attribution *AttributionSettings `json:"attribution,omitempty"`
 
 	loc *time.Location
 }
+
+// AttributionSettings are a marketplace's purchase-attribution windows and
+// halo rule. The attribution package owns the defaults and the meaning.
+type AttributionSettings struct {
+	// Windows by ad format (listings, banners, sponsored_brand, hotels,
+	// flights). A format not listed uses the default windows.
+	Windows map[string]AttributionWindow `json:"windows,omitempty"`
+	// NoHalo turns same-vendor (halo) attribution off.
+	NoHalo bool `json:"noHalo,omitempty"`
+	// Revision counts the changes of these settings (SetAttribution adds
+	// one): a purchase attributed under newer settings replaces its older
+	// attribution whatever the order of the computations.
+	Revision int64 `json:"revision"`
+}
+
+// AttributionWindow is how long after a click, or after an impression, a
+// purchase may be attributed to it. 0: never.
+type AttributionWindow struct {
+	ClickSeconds      int64 `json:"clickSeconds"`
+	ImpressionSeconds int64 `json:"impressionSeconds"`
+}
+
+// AttributionAdFormats are the ad formats an attribution window can be set
+// for (the auction's formats).
+var AttributionAdFormats = []string{"listings", "banners", "sponsored_brand", "hotels", "flights"}
+
+// MaxAttributionWindowSeconds is the longest window (30 days): older
+// interactions are past the horizon of late events.
+const MaxAttributionWindowSeconds = 30 * 24 * 60 * 60
 
 // Location is the marketplace's time zone, which defines day_local.
 func (m Marketplace) Location() *time.Location {
@@ -201,6 +235,36 @@ func (s *Service) SetReserve(ctx context.Context, marketplaceID string, cpcMicro
 		return Marketplace{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
 	}
 	m.ReserveCPCMicros, m.ReserveCPMMicros = cpcMicros, cpmMicros
+	ver := s.log.Version(typeMarketplace, m.ID)
+	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, ver, m, false); err != nil {
+		return Marketplace{}, err
+	}
+	return m, nil
+}
+
+// SetAttribution replaces a marketplace's attribution settings (windows
+// and halo) and increments their revision.
+func (s *Service) SetAttribution(ctx context.Context, marketplaceID string, windows map[string]AttributionWindow, noHalo bool) (Marketplace, error) {
+	for f, w := range windows {
+		if !slices.Contains(AttributionAdFormats, f) {
+			return Marketplace{}, fmt.Errorf("%w: ad format %q is not one of %s", ErrInvalid, f, strings.Join(AttributionAdFormats, ", "))
+		}
+		for _, sec := range []int64{w.ClickSeconds, w.ImpressionSeconds} {
+			if sec < 0 || sec > MaxAttributionWindowSeconds {
+				return Marketplace{}, fmt.Errorf("%w: %s attribution windows must be 0 to 30 days", ErrInvalid, f)
+			}
+		}
+	}
+	m, ok := s.Marketplace(marketplaceID)
+	if !ok {
+		return Marketplace{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
+	}
+	a := &AttributionSettings{Windows: maps.Clone(windows), NoHalo: noHalo}
+	if m.Attribution != nil {
+		a.Revision = m.Attribution.Revision
+	}
+	a.Revision++
+	m.Attribution = a
 	ver := s.log.Version(typeMarketplace, m.ID)
 	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, ver, m, false); err != nil {
 		return Marketplace{}, err

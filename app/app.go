@@ -23,6 +23,7 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/billing"
@@ -33,6 +34,7 @@ import (
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/scoredfiles"
 	"github.com/endcap/endcap/segments"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
@@ -392,6 +394,57 @@ func (a *App) Run(ctx context.Context) error {
 				}
 				defer ip.Close()
 				return ip.Run(ctx)
+			})
+			// Purchase attribution (docs/attribution.md). It reads the
+			// marketplace settings, the catalog's and campaigns' vendors, so
+			// it joins its group once the views have caught up.
+			run("attribution projector", func(ctx context.Context) error {
+				if err := a.WaitReady(ctx); err != nil {
+					return err
+				}
+				atp, err := attribution.NewProjector(attribution.Options{
+					Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse,
+					Marketplace: func(id string) (attribution.Marketplace, bool) {
+						m, ok := a.Accounts.Marketplace(id)
+						return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
+					},
+					ProductVendor: func(mp, id string) string {
+						if p, ok := a.Catalog.Product(mp, id); ok && len(p.Vendors) == 1 {
+							return p.Vendors[0]
+						}
+						return ""
+					},
+					CampaignVendor: func(mp, id string) string {
+						c, _, _ := a.Campaigns.Campaign(mp, id)
+						return c.VendorID
+					},
+					Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
+					MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+				})
+				if err != nil {
+					return err
+				}
+				defer atp.Close()
+				return atp.Run(ctx)
+			})
+		}
+		if a.target.runs(TargetExporter) {
+			// Daily scored-attribution files (docs/scored-attribution.md):
+			// each marketplace-local day once closed plus the grace, again
+			// once its attribution is final. A Redis lock per day lets
+			// several exporters run.
+			run("scored attribution files", func(ctx context.Context) error {
+				if err := a.StateLog.WaitReady(ctx); err != nil {
+					return err
+				}
+				sf := scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log)
+				return sf.Run(ctx, scoredfiles.Schedule{Grace: a.cfg.ScoredAttributionGrace, Marketplaces: func() []scoredfiles.Marketplace {
+					var out []scoredfiles.Marketplace
+					for _, m := range a.Accounts.Marketplaces() {
+						out = append(out, scoredfiles.Marketplace{ID: m.ID, Location: m.Location()})
+					}
+					return out
+				}})
 			})
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/invitations"
 	"github.com/endcap/endcap/offsite"
+	"github.com/endcap/endcap/scoredfiles"
 	"github.com/endcap/endcap/segments"
 	"github.com/endcap/endcap/vendorcharges"
 	"github.com/endcap/endcap/webhooks"
@@ -28,6 +29,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	routes = append(routes,
 		api.BillingRoutes(bill),
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
+		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
 		api.InvitationRoutes(invitations.New(a.Entities, cat)),
 		api.WebhookRoutes(webhooks.New(a.Entities)),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),

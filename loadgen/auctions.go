@@ -318,7 +318,7 @@ type auctionBody struct {
 	rng  *rand.Rand
 	zipf *rand.Zipf // nil: uniform
 	seen idSet      // the ids of the auction being written
-	last [][]int32 // the ids of each auction of the last body, sorted (Check only)
+	last [][]int32  // the ids of each auction of the last body, sorted (Check only)
 	st   auctionStats
 }
 

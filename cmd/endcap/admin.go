@@ -7,11 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/storage/kafka"
@@ -61,12 +65,16 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve ... | endcap admin key create|list|revoke ...")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution ... | endcap admin key create|list|revoke ...")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
+	if what == "report" {
+		return cmdReport(ctx, verb, rest) // report.go
+	}
 	var (
 		name, currency, tz, marketplace, keyType, keyID string
 		reserveCPC, reserveCPM                          string
+		attr                                            attributionFlags
 	)
 	cfg, fs, err := parse("admin "+what+" "+verb, rest, func(fs *flag.FlagSet) {
 		switch what + " " + verb {
@@ -78,6 +86,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&reserveCPC, "cpc", "0", "reserve price of CPC bids, per click, in the marketplace currency (0: none)")
 			fs.StringVar(&reserveCPM, "cpm", "0", "reserve price of CPM bids, per 1,000 impressions (0: none)")
+		case "marketplace set-attribution":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+			attr.register(fs)
 		case "key create":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
@@ -100,6 +111,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	defer cancel()
 	if what+" "+verb == "marketplace set-reserve" {
 		return setReserve(wctx, sess.acc, os.Stdout, marketplace, reserveCPC, reserveCPM)
+	}
+	if what+" "+verb == "marketplace set-attribution" {
+		return setAttribution(wctx, sess.acc, os.Stdout, marketplace, attr)
 	}
 	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID)
 }
@@ -134,6 +148,123 @@ func setReserve(ctx context.Context, acc *accounts.Service, out io.Writer, marke
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(m)
+}
+
+// attributionFlags are the flags of `admin marketplace set-attribution`.
+type attributionFlags struct {
+	format, click, impression, halo string
+	reset                           bool
+}
+
+func (f *attributionFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.format, "format", "all", "ad format whose windows --click and --impression set: listings, banners, sponsored_brand, hotels, flights or all")
+	fs.StringVar(&f.click, "click", "", "click window, e.g. 14d, 36h, 90m; 0: clicks of the format are never credited (empty: unchanged)")
+	fs.StringVar(&f.impression, "impression", "", "impression window, same form (empty: unchanged)")
+	fs.StringVar(&f.halo, "halo", "", "on or off: same-vendor attribution (empty: unchanged)")
+	fs.BoolVar(&f.reset, "reset", false, "start from the defaults (every window, halo on) before applying the other flags")
+}
+
+// setAttribution is `admin marketplace set-attribution`: it changes the
+// given windows of the marketplace's current settings and prints the
+// marketplace and its effective windows (docs/attribution.md).
+func setAttribution(ctx context.Context, acc *accounts.Service, out io.Writer, marketplace string, f attributionFlags) error {
+	if marketplace == "" {
+		return errors.New("--marketplace is required")
+	}
+	m, ok := acc.Marketplace(marketplace)
+	if !ok {
+		return fmt.Errorf("marketplace %s not found", marketplace)
+	}
+	cur := m.Attribution
+	if f.reset {
+		cur = nil
+	}
+	rules := attribution.RulesOf(cur)
+	windows := map[string]accounts.AttributionWindow{}
+	if cur != nil {
+		maps.Copy(windows, cur.Windows)
+	}
+	formats := accounts.AttributionAdFormats
+	if f.format != "all" {
+		if !slices.Contains(formats, f.format) {
+			return fmt.Errorf("--format %q: want one of %s or all", f.format, strings.Join(formats, ", "))
+		}
+		formats = []string{f.format}
+	}
+	click, err := parseWindow("click", f.click)
+	if err != nil {
+		return err
+	}
+	impression, err := parseWindow("impression", f.impression)
+	if err != nil {
+		return err
+	}
+	if click >= 0 || impression >= 0 {
+		for _, format := range formats {
+			w := rules.Windows[format]
+			if click >= 0 {
+				w.Click = click
+			}
+			if impression >= 0 {
+				w.Impression = impression
+			}
+			windows[format] = accounts.AttributionWindow{ClickSeconds: int64(w.Click / time.Second), ImpressionSeconds: int64(w.Impression / time.Second)}
+		}
+	}
+	noHalo := cur != nil && cur.NoHalo
+	switch f.halo {
+	case "":
+	case "on":
+		noHalo = false
+	case "off":
+		noHalo = true
+	default:
+		return fmt.Errorf("--halo %q: want on or off", f.halo)
+	}
+	if m, err = acc.SetAttribution(ctx, marketplace, windows, noHalo); err != nil {
+		return err
+	}
+	effective := attribution.RulesOf(m.Attribution)
+	type window struct {
+		Click      string `json:"click"`
+		Impression string `json:"impression"`
+	}
+	eff := map[string]window{}
+	for format, w := range effective.Windows {
+		eff[format] = window{w.Click.String(), w.Impression.String()}
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Marketplace accounts.Marketplace `json:"marketplace"`
+		Windows     map[string]window    `json:"effectiveWindows"`
+		Halo        bool                 `json:"halo"`
+	}{m, eff, effective.Halo})
+}
+
+// parseWindow reads a window flag: whole days ("14d") or a Go duration
+// ("36h", "90m"), whole seconds, at most 30 days; -1 when empty.
+func parseWindow(name, s string) (time.Duration, error) {
+	if s == "" {
+		return -1, nil
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, fmt.Errorf("--%s %q: want whole days (14d) or a duration (36h, 90m)", name, s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("--%s %q: want whole days (14d) or a duration (36h, 90m)", name, s)
+		}
+	}
+	if d < 0 || d > accounts.MaxAttributionWindowSeconds*time.Second || d%time.Second != 0 {
+		return 0, fmt.Errorf("--%s %q: a window is 0 to 30 days, in whole seconds", name, s)
+	}
+	return d, nil
 }
 
 func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, name, currency, tz, marketplace, keyType, keyID string) error {

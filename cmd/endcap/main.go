@@ -32,6 +32,7 @@ Usage:
   endcap admin key create --marketplace ID --type marketplace|advanced
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID
+  endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap loadgen events [--url URL] [--key KEY] [--duration 30s] [--concurrency 32] [--rate 0]
   endcap loadgen seed [--products 1000000] [--campaigns 100000]  seed a marketplace for auction benchmarks (public API)
   endcap loadgen auctions [--rate 1000] [--ids 500] [--duration 30s]  load-generate /v2/auctions

@@ -1,0 +1,216 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// MinPartSize is the smallest part S3 accepts in a multipart upload, except
+// for the last one.
+const MinPartSize = 5 << 20
+
+// DefaultPartSize is the part size of NewUpload when none is given: memory
+// held by one upload is about this much.
+const DefaultPartSize = 8 << 20
+
+// abortTimeout bounds the abort of a failed upload, which runs on its own
+// context (the caller's may be the reason for the failure).
+const abortTimeout = 10 * time.Second
+
+// Upload is a multipart upload to one key, written as a stream. It holds one
+// part in memory: each full part is sent before Write returns. The object
+// appears (or replaces the previous one) only when Complete succeeds, all at
+// once; until then readers see the old object or none. Abort (or a crash:
+// incomplete uploads are invisible, and a bucket lifecycle rule or
+// AbortStale removes their parts) leaves the key as it was.
+type Upload struct {
+	s        *Store
+	ctx      context.Context
+	key      string
+	id       string
+	partSize int
+	buf      []byte
+	parts    []types.CompletedPart
+	size     int64
+	err      error
+	done     bool
+
+	// AfterPart, when set, is called after each part is stored (tests).
+	AfterPart func(n int)
+}
+
+// NewUpload starts a multipart upload of key with the given user metadata
+// and content type. partSize 0 means DefaultPartSize. ctx bounds every call
+// the upload makes, Abort excepted.
+func (s *Store) NewUpload(ctx context.Context, key, contentType string, meta map[string]string, partSize int) (*Upload, error) {
+	if partSize <= 0 {
+		partSize = DefaultPartSize
+	}
+	out, err := s.Client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket:      aws.String(s.Bucket),
+		Key:         aws.String(key),
+		ContentType: aws.String(contentType),
+		Metadata:    meta,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3: start upload of %s: %w", key, err)
+	}
+	return &Upload{s: s, ctx: ctx, key: key, id: aws.ToString(out.UploadId), partSize: partSize, buf: make([]byte, 0, partSize)}, nil
+}
+
+// Write buffers p and sends every full part.
+func (u *Upload) Write(p []byte) (int, error) {
+	if u.err != nil {
+		return 0, u.err
+	}
+	if u.done {
+		return 0, errors.New("s3: write after the upload ended")
+	}
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), u.partSize-len(u.buf))
+		u.buf = append(u.buf, p[:k]...)
+		p, n = p[k:], n+k
+		if len(u.buf) == u.partSize {
+			if err := u.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (u *Upload) flush() error {
+	num := int32(len(u.parts) + 1)
+	out, err := u.s.Client.UploadPart(u.ctx, &s3.UploadPartInput{
+		Bucket:        aws.String(u.s.Bucket),
+		Key:           aws.String(u.key),
+		UploadId:      aws.String(u.id),
+		PartNumber:    aws.Int32(num),
+		Body:          bytes.NewReader(u.buf),
+		ContentLength: aws.Int64(int64(len(u.buf))),
+	})
+	if err != nil {
+		u.err = fmt.Errorf("s3: upload part %d of %s: %w", num, u.key, err)
+		return u.err
+	}
+	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+	u.size += int64(len(u.buf))
+	u.buf = u.buf[:0]
+	if u.AfterPart != nil {
+		u.AfterPart(len(u.parts))
+	}
+	return nil
+}
+
+// Complete sends the last part and publishes the object. It returns the
+// object's size. On error the upload is aborted.
+func (u *Upload) Complete() (int64, error) {
+	if u.err == nil && (len(u.buf) > 0 || len(u.parts) == 0) {
+		_ = u.flush() // an empty object is one empty part
+	}
+	if u.err == nil {
+		_, err := u.s.Client.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{
+			Bucket:          aws.String(u.s.Bucket),
+			Key:             aws.String(u.key),
+			UploadId:        aws.String(u.id),
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts},
+		})
+		if err != nil {
+			u.err = fmt.Errorf("s3: complete upload of %s: %w", u.key, err)
+		}
+	}
+	if u.err != nil {
+		u.Abort()
+		return 0, u.err
+	}
+	u.done = true
+	return u.size, nil
+}
+
+// Abort discards the parts sent so far; the key keeps its previous object
+// (or stays absent). It is safe to call more than once and after Complete.
+func (u *Upload) Abort() {
+	if u.done {
+		return
+	}
+	u.done = true
+	if u.err == nil {
+		u.err = errors.New("s3: upload aborted")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), abortTimeout)
+	defer cancel()
+	_, _ = u.s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket: aws.String(u.s.Bucket), Key: aws.String(u.key), UploadId: aws.String(u.id),
+	})
+}
+
+// AbortStale aborts the unfinished multipart uploads of exactly key that
+// began before the given time (left by a process that died mid-upload).
+func (s *Store) AbortStale(ctx context.Context, key string, before time.Time) error {
+	out, err := s.Client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(key)})
+	if err != nil {
+		return fmt.Errorf("s3: list uploads of %s: %w", key, err)
+	}
+	for _, up := range out.Uploads {
+		if aws.ToString(up.Key) != key || up.Initiated == nil || !up.Initiated.Before(before) {
+			continue
+		}
+		if _, err := s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: aws.String(s.Bucket), Key: up.Key, UploadId: up.UploadId,
+		}); err != nil {
+			return fmt.Errorf("s3: abort stale upload of %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// ObjectInfo is what a HEAD tells about an object.
+type ObjectInfo struct {
+	Size         int64
+	LastModified time.Time
+	Metadata     map[string]string // user metadata, keys in lower case
+}
+
+// Head describes key; ok is false when the object does not exist.
+func (s *Store) Head(ctx context.Context, key string) (ObjectInfo, bool, error) {
+	out, err := s.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	if err != nil {
+		if isNotFound(err) {
+			return ObjectInfo{}, false, nil
+		}
+		return ObjectInfo{}, false, fmt.Errorf("s3: head %s: %w", key, err)
+	}
+	return ObjectInfo{Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified), Metadata: out.Metadata}, true, nil
+}
+
+func isNotFound(err error) bool {
+	var nf *types.NotFound
+	var nk *types.NoSuchKey
+	if errors.As(err, &nf) || errors.As(err, &nk) {
+		return true
+	}
+	var re interface{ HTTPStatusCode() int }
+	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
+}
+
+// PresignGet returns a URL that downloads key with a plain GET until
+// lifetime has passed (signature version 4, checked by the server), and the
+// instant it stops working. It makes no network call.
+func (s *Store) PresignGet(ctx context.Context, key string, lifetime time.Duration) (string, time.Time, error) {
+	now := time.Now().UTC()
+	req, err := s3.NewPresignClient(s.Client).PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)},
+		func(o *s3.PresignOptions) { o.Expires = lifetime })
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("s3: presign %s: %w", key, err)
+	}
+	return req.URL, now.Add(lifetime).Truncate(time.Second), nil
+}
