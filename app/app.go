@@ -34,6 +34,7 @@ import (
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/rollups"
 	"github.com/endcap/endcap/scoredfiles"
 	"github.com/endcap/endcap/segments"
 	"github.com/endcap/endcap/storage/clickhouse"
@@ -426,6 +427,19 @@ func (a *App) Run(ctx context.Context) error {
 				}
 				defer atp.Close()
 				return atp.Run(ctx)
+			})
+			// Daily rollups of the export dataset (docs/rollups.md):
+			// recent days every minute, the last 33 days every hour, from
+			// the FINAL views. A Redis lock per database lets one process
+			// refresh at a time (concurrent runs stay correct).
+			run("rollups", func(ctx context.Context) error {
+				lk := redisstore.NewLocker(a.Redis, "ec:lock:rollups:", 15*time.Minute)
+				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log,
+					Lock: func(ctx context.Context) (func(), error) { return lk.Lock(ctx, a.cfg.ClickHouseDatabase) }})
+				if err != nil {
+					return err
+				}
+				return rj.Run(ctx)
 			})
 		}
 		if a.target.runs(TargetExporter) {

@@ -1,0 +1,415 @@
+// Package rollups keeps rollup_daily, the daily aggregates of the export
+// dataset monitoring_metrics, by recomputing whole marketplace-local days
+// from the FINAL views of the raw tables and swapping each day in atomically
+// (docs/rollups.md). A recomputation reads every raw row of its days, so
+// replayed rows and superseded attribution versions never count twice, and a
+// run repeated on unchanged data produces the same rows.
+package rollups
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/endcap/endcap/storage/clickhouse"
+)
+
+// Defaults of Options.
+const (
+	DefaultInterval     = time.Minute
+	DefaultFullInterval = time.Hour
+	DefaultRecentDays   = 2
+	// DefaultFullDays covers the 30 days an event may arrive late, the
+	// widest zone offsets and a day of margin: a day leaves the full
+	// refresh after it became final (FinalAfter).
+	DefaultFullDays = 33
+	// DefaultCatchUpDays is how far back a day that was never recomputed
+	// after it became final is recomputed (first start, long downtime):
+	// exports start at most 120 days back.
+	DefaultCatchUpDays = 121
+	// maxDaysPerRun bounds one recomputation (one scan of their months).
+	maxDaysPerRun = 31
+	// stageMaxAge: staging tables left by a crashed run are dropped after it.
+	stageMaxAge = 6 * time.Hour
+	stagePrefix = "rollup_stage_"
+)
+
+// Options configure a Job.
+type Options struct {
+	ClickHouse clickhouse.Conn
+	// Lock, when set, is taken around each run so that one process refreshes
+	// at a time (a concurrent run is still correct, only wasted). It returns
+	// an error when another process holds it; the run is then skipped.
+	Lock func(ctx context.Context) (unlock func(), err error)
+	// Interval: how often the recent days are recomputed.
+	Interval time.Duration
+	// FullInterval: how often every day that can still change is.
+	FullInterval time.Duration
+	// RecentDays: days before today (UTC) in the frequent refresh.
+	RecentDays int
+	// FullDays: days before today (UTC) in the full refresh.
+	FullDays int
+	// CatchUpDays: how far back days never recomputed once final are found.
+	CatchUpDays int
+	// Timeout of one recomputation of at most 31 days (default 10 min).
+	Timeout time.Duration
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// Job recomputes the rollups.
+type Job struct {
+	o Options
+}
+
+// New returns a Job with o's zero fields set to their defaults.
+func New(o Options) (*Job, error) {
+	if o.ClickHouse == nil {
+		return nil, errors.New("rollups: no ClickHouse connection")
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.FullInterval <= 0 {
+		o.FullInterval = DefaultFullInterval
+	}
+	if o.RecentDays <= 0 {
+		o.RecentDays = DefaultRecentDays
+	}
+	if o.FullDays <= 0 {
+		o.FullDays = DefaultFullDays
+	}
+	if o.CatchUpDays <= 0 {
+		o.CatchUpDays = DefaultCatchUpDays
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Job{o: o}, nil
+}
+
+// FinalAfter is the instant after which local day d (any zone) can no longer
+// change: its last instant in the westernmost zone (UTC−12) plus the 30 days
+// an event or an attribution may arrive late. A recomputation that started
+// after it, with the projectors caught up, is final.
+func FinalAfter(d time.Time) time.Time {
+	return dateOf(d).Add(24*time.Hour + 12*time.Hour + 30*24*time.Hour)
+}
+
+// Run refreshes until ctx ends: the recent days every Interval, every day
+// that can change (and days never recomputed once final) every
+// FullInterval, starting with a full refresh. Failures are logged and
+// retried at the next tick.
+func (j *Job) Run(ctx context.Context) error {
+	var lastFull time.Time
+	t := time.NewTicker(j.o.Interval)
+	defer t.Stop()
+	for {
+		now := j.o.Now()
+		full := lastFull.IsZero() || now.Sub(lastFull) >= j.o.FullInterval
+		if err := j.tick(ctx, now, full); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			j.o.Log.Warn("rollups: refresh failed; retrying at the next tick", "full", full, "err", err)
+		} else if full {
+			lastFull = now
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// tick runs one refresh under the lock.
+func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
+	if j.o.Lock != nil {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		unlock, err := j.o.Lock(lctx)
+		cancel()
+		if err != nil {
+			j.o.Log.Debug("rollups: another process is refreshing; skipped", "err", err)
+			return nil
+		}
+		defer unlock()
+	}
+	if err := j.dropStaleStages(ctx, now); err != nil {
+		j.o.Log.Warn("rollups: could not drop stale staging tables", "err", err)
+	}
+	days := j.RecentDays(now)
+	if full {
+		days = j.FullDays(now)
+		late, err := j.unfinalDays(ctx, now)
+		if err != nil {
+			return err
+		}
+		days = append(late, days...)
+	}
+	var total Stats
+	for _, chunk := range chunks(days, maxDaysPerRun) {
+		s, err := j.Refresh(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		total.Days += s.Days
+		total.Rows += s.Rows
+	}
+	if full {
+		j.o.Log.Info("rollups: full refresh done", "days", total.Days, "rows", total.Rows, "took", j.o.Now().Sub(now))
+	}
+	return nil
+}
+
+// RecentDays are the local dates of the frequent refresh: RecentDays before
+// today (UTC) through tomorrow (zones east of UTC are a day ahead).
+func (j *Job) RecentDays(now time.Time) []time.Time {
+	return dayRange(dateOf(now).AddDate(0, 0, -j.o.RecentDays), dateOf(now).AddDate(0, 0, 1))
+}
+
+// FullDays are the local dates of the full refresh.
+func (j *Job) FullDays(now time.Time) []time.Time {
+	return dayRange(dateOf(now).AddDate(0, 0, -j.o.FullDays), dateOf(now).AddDate(0, 0, 1))
+}
+
+// unfinalDays are the days older than the full refresh, within CatchUpDays,
+// whose last recomputation started before they were final (or never ran).
+func (j *Job) unfinalDays(ctx context.Context, now time.Time) ([]time.Time, error) {
+	today := dateOf(now)
+	lo, hi := today.AddDate(0, 0, -j.o.CatchUpDays), today.AddDate(0, 0, -j.o.FullDays-1)
+	if hi.Before(lo) {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rows, err := j.o.ClickHouse.Query(ctx, `SELECT day_local, max(computed_at) FROM rollup_days
+		WHERE day_local >= toDate(?) AND day_local <= toDate(?) GROUP BY day_local`,
+		lo.Format(time.DateOnly), hi.Format(time.DateOnly))
+	if err != nil {
+		return nil, fmt.Errorf("rollups: read rollup_days: %w", err)
+	}
+	defer rows.Close()
+	done := map[time.Time]bool{}
+	for rows.Next() {
+		var d, at time.Time
+		if err := rows.Scan(&d, &at); err != nil {
+			return nil, fmt.Errorf("rollups: read rollup_days: %w", err)
+		}
+		done[dateOf(d)] = !at.Before(FinalAfter(d))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rollups: read rollup_days: %w", err)
+	}
+	var out []time.Time
+	for _, d := range dayRange(lo, hi) {
+		if !done[d] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// Stats describe one recomputation.
+type Stats struct {
+	Days     int
+	Rows     uint64 // rollup rows written
+	Duration time.Duration
+}
+
+// Refresh recomputes the local days (dates; time of day and zone ignored,
+// at most 31 distinct days) from the FINAL views, for every marketplace, and
+// replaces them in rollup_daily, each day atomically. Rows inserted into the
+// raw tables while it runs may be missed (the next refresh counts them).
+func (j *Job) Refresh(ctx context.Context, days []time.Time) (Stats, error) {
+	days = normalize(days)
+	if len(days) == 0 {
+		return Stats{}, nil
+	}
+	if len(days) > maxDaysPerRun {
+		return Stats{}, fmt.Errorf("rollups: %d days in one refresh; at most %d", len(days), maxDaysPerRun)
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.o.Timeout)
+	defer cancel()
+	started := j.o.Now().UTC()
+	stage, err := j.createStage(ctx, started)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer dcancel()
+		if err := j.o.ClickHouse.Exec(dctx, "DROP TABLE IF EXISTS "+stage); err != nil {
+			j.o.Log.Warn("rollups: drop staging table", "table", stage, "err", err)
+		}
+	}()
+	for _, st := range []func(string, []time.Time) (string, []any){interactionsStatement, purchasesStatement} {
+		q, args := st(stage, days)
+		if err := j.o.ClickHouse.Exec(ctx, q, args...); err != nil {
+			return Stats{}, fmt.Errorf("rollups: compute %s..%s: %w", days[0].Format(time.DateOnly),
+				days[len(days)-1].Format(time.DateOnly), err)
+		}
+	}
+	counts, err := j.stageCounts(ctx, stage)
+	if err != nil {
+		return Stats{}, err
+	}
+	var total uint64
+	for _, d := range days {
+		// An empty day in the stage empties the day in rollup_daily.
+		if err := j.o.ClickHouse.Exec(ctx, fmt.Sprintf("ALTER TABLE rollup_daily REPLACE PARTITION ID '%s' FROM %s",
+			d.Format("20060102"), stage)); err != nil {
+			return Stats{}, fmt.Errorf("rollups: swap in %s: %w", d.Format(time.DateOnly), err)
+		}
+		total += counts[d]
+	}
+	if err := j.recordDays(ctx, days, counts, started); err != nil {
+		return Stats{}, err
+	}
+	s := Stats{Days: len(days), Rows: total, Duration: j.o.Now().Sub(started)}
+	j.o.Log.Debug("rollups: days recomputed", "from", days[0].Format(time.DateOnly),
+		"to", days[len(days)-1].Format(time.DateOnly), "days", s.Days, "rows", s.Rows, "took", s.Duration)
+	return s, nil
+}
+
+// createStage creates a private staging table: concurrent runs never share
+// one. Its name carries its creation time for dropStaleStages.
+func (j *Job) createStage(ctx context.Context, at time.Time) (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	name := stagePrefix + strconv.FormatInt(at.Unix(), 10) + "_" + hex.EncodeToString(b[:])
+	if err := j.o.ClickHouse.Exec(ctx, "CREATE TABLE "+name+" AS rollup_daily"); err != nil {
+		return "", fmt.Errorf("rollups: create staging table: %w", err)
+	}
+	return name, nil
+}
+
+// dropStaleStages drops staging tables of runs that crashed before their
+// cleanup (older than stageMaxAge).
+func (j *Job) dropStaleStages(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rows, err := j.o.ClickHouse.Query(ctx, `SELECT name FROM system.tables
+		WHERE database = currentDatabase() AND startsWith(name, ?)`, stagePrefix)
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(name, stagePrefix), "_")
+		if sec, err := strconv.ParseInt(ts, 10, 64); err == nil && now.Sub(time.Unix(sec, 0)) > stageMaxAge {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, name := range stale {
+		if err := j.o.ClickHouse.Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+			return err
+		}
+		j.o.Log.Info("rollups: dropped a stale staging table", "table", name)
+	}
+	return nil
+}
+
+// stageCounts counts the staged rows per day.
+func (j *Job) stageCounts(ctx context.Context, stage string) (map[time.Time]uint64, error) {
+	rows, err := j.o.ClickHouse.Query(ctx, "SELECT day_local, count() FROM "+stage+" GROUP BY day_local")
+	if err != nil {
+		return nil, fmt.Errorf("rollups: count staged rows: %w", err)
+	}
+	defer rows.Close()
+	out := map[time.Time]uint64{}
+	for rows.Next() {
+		var d time.Time
+		var n uint64
+		if err := rows.Scan(&d, &n); err != nil {
+			return nil, fmt.Errorf("rollups: count staged rows: %w", err)
+		}
+		out[dateOf(d)] = n
+	}
+	return out, rows.Err()
+}
+
+// recordDays notes in rollup_days when the days were recomputed.
+func (j *Job) recordDays(ctx context.Context, days []time.Time, counts map[time.Time]uint64, at time.Time) error {
+	b, err := j.o.ClickHouse.PrepareBatch(ctx, "INSERT INTO rollup_days (day_local, computed_at, rows)")
+	if err != nil {
+		return fmt.Errorf("rollups: record days: %w", err)
+	}
+	for _, d := range days {
+		if err := b.Append(d, at, counts[d]); err != nil {
+			return fmt.Errorf("rollups: record days: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("rollups: record days: %w", err)
+	}
+	return nil
+}
+
+// dateOf is t's date (its own zone's) at 00:00 UTC.
+func dateOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// dayRange lists the dates lo..hi inclusive.
+func dayRange(lo, hi time.Time) []time.Time {
+	var out []time.Time
+	for d := lo; !d.After(hi); d = d.AddDate(0, 0, 1) {
+		out = append(out, d)
+	}
+	return out
+}
+
+// normalize turns days into sorted distinct dates.
+func normalize(days []time.Time) []time.Time {
+	seen := map[time.Time]bool{}
+	var out []time.Time
+	for _, d := range days {
+		if d = dateOf(d); !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Before(out[b]) })
+	return out
+}
+
+// chunks splits sorted dates into runs of at most n dates spanning at most n
+// days, so that one refresh scans a bounded window.
+func chunks(days []time.Time, n int) [][]time.Time {
+	days = normalize(days)
+	var out [][]time.Time
+	for len(days) > 0 {
+		k := 1
+		for k < len(days) && k < n && days[k].Sub(days[0]) < time.Duration(n)*24*time.Hour {
+			k++
+		}
+		out = append(out, days[:k])
+		days = days[k:]
+	}
+	return out
+}
