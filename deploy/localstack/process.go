@@ -284,6 +284,14 @@ func stopStale(service, pidFile, dir string, log *slog.Logger) error {
 	if err != nil {
 		return nil // gone meanwhile
 	}
+	if len(cmdline) == 0 {
+		// A process that is exiting has already released its memory, command
+		// line included: typically our child killed with its parent a moment
+		// ago (kill -9 of `endcap dev`), still holding its ports. Wait for it.
+		if waitGone(pid, stopGrace+5*time.Second) {
+			return nil
+		}
+	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	if !referencesDir(args, dir) {
 		log.Info("localstack: pid file names a process that is not ours; ignoring it",
