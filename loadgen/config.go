@@ -147,3 +147,11 @@ func splitBatch(n int) [4]int {
 	}
 	return out
 }
+
+// orDefault sets *v to d when it is the zero value (a setting left out).
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}

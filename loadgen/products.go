@@ -76,23 +76,16 @@ func (cfg ProductsConfig) withDefaults() (ProductsConfig, error) {
 		cfg.DescriptionLen < 0 || cfg.Categories < 0 || cfg.CategoryPool < 0 || cfg.VendorPool < 0 || cfg.Timeout < 0 || cfg.MaxRetries < 0 {
 		return cfg, errors.New("loadgen: negative value in ProductsConfig")
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&cfg.Count, 1_000_000)
-	def(&cfg.BatchSize, 500)
-	def(&cfg.Concurrency, 4)
-	def(&cfg.NameLen, 60)
-	def(&cfg.DescriptionLen, 500)
-	def(&cfg.Categories, 3)
-	def(&cfg.CategoryPool, 2000)
-	def(&cfg.VendorPool, 1000)
-	def(&cfg.MaxRetries, 20)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 60 * time.Second
-	}
+	orDefault(&cfg.Count, 1_000_000)
+	orDefault(&cfg.BatchSize, 500)
+	orDefault(&cfg.Concurrency, 4)
+	orDefault(&cfg.NameLen, 60)
+	orDefault(&cfg.DescriptionLen, 500)
+	orDefault(&cfg.Categories, 3)
+	orDefault(&cfg.CategoryPool, 2000)
+	orDefault(&cfg.VendorPool, 1000)
+	orDefault(&cfg.MaxRetries, 20)
+	orDefault(&cfg.Timeout, 60*time.Second)
 	if cfg.IDPrefix == "" {
 		cfg.IDPrefix = "p-"
 	}

@@ -90,23 +90,16 @@ func (cfg SeedConfig) withDefaults() (SeedConfig, error) {
 		cfg.MaxRetries < 0 || cfg.ProgressEvery < 0 {
 		return cfg, errors.New("loadgen: negative value in SeedConfig")
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&cfg.Vendors, 10_000)
-	def(&cfg.Products, 1_000_000)
-	def(&cfg.Campaigns, 100_000)
-	def(&cfg.Categories, 2_000)
-	def(&cfg.NameLen, 60)
-	def(&cfg.DescriptionLen, 200)
-	def(&cfg.Concurrency, 16)
-	def(&cfg.BatchSize, 500)
-	def(&cfg.MaxRetries, 20)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 60 * time.Second
-	}
+	orDefault(&cfg.Vendors, 10_000)
+	orDefault(&cfg.Products, 1_000_000)
+	orDefault(&cfg.Campaigns, 100_000)
+	orDefault(&cfg.Categories, 2_000)
+	orDefault(&cfg.NameLen, 60)
+	orDefault(&cfg.DescriptionLen, 200)
+	orDefault(&cfg.Concurrency, 16)
+	orDefault(&cfg.BatchSize, 500)
+	orDefault(&cfg.MaxRetries, 20)
+	orDefault(&cfg.Timeout, 60*time.Second)
 	if cfg.ProgressEvery == 0 {
 		cfg.ProgressEvery = 5 * time.Second
 	}
