@@ -38,6 +38,10 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.BatchSize, "batch", 50, "events per request")
 		fs.IntVar(&cfg.Users, "users", 100000, "distinct opaqueUserIds")
 		fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "stop after this many requests (0 = no limit)")
+		var sp loadgen.SponsoredConfig
+		fs.Float64Var(&sp.Share, "sponsored-share", 0, "share of impressions and clicks carrying a real auction winner's resolvedBidId (0-1; >0 runs listings auctions first)")
+		fs.IntVar(&sp.Auctions, "sponsored-auctions", 300, "auctions run before the load to collect winners (with --sponsored-share)")
+		fs.DurationVar(&sp.Refresh, "sponsored-refresh", time.Second, "interval of fresh auctions during the run (negative = never)")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
@@ -46,6 +50,18 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 			if c, err := readCredentials(*creds); err == nil {
 				cfg.APIKey = c.MarketplaceKey
 			}
+		}
+		if sp.Share > 0 {
+			srep, err := loadgen.RunSponsoredEvents(ctx, cfg, sp)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "loadgen events: sponsored share %.2f, %d winners before the load, %d from refreshes\n", sp.Share, srep.PoolWinners, srep.RefreshWinners)
+			if *asJSON {
+				return json.NewEncoder(os.Stdout).Encode(srep.Report)
+			}
+			fmt.Println(srep.Report.String())
+			return nil
 		}
 		rep, err := loadgen.RunEvents(ctx, cfg)
 		if err != nil {

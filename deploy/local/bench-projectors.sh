@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Projectors under load (issue 5): posts /v2/events open loop at RATE requests/s
+# × BATCH events for DURATION, with a share of sponsored impressions and clicks
+# carrying real auction winners' resolvedBidIds (so the charges and attribution
+# projectors have work), and watches the projectors fold it into ClickHouse.
+#
+# Every 5 s it samples $URL/metrics and prints each consumer group's summed
+# lag (endcap_kafka_consumer_lag_records). After the load it keeps sampling
+# until every group's lag is at most DRAIN_LAG (or DRAIN_TIMEOUT passes), then
+# prints per group: records consumed and the fold rate during the load and
+# over load + drain, the maximum lag and the time to drain; and the p50/p95 of
+# click/impression → charge row visibility from the histogram
+# endcap_charge_visible_seconds (API receipt → charge inserted, first
+# application of each winner only), interpolated within its buckets.
+#
+# Endcap: uses the one running at URL (`make run`), or, when none answers and
+# START=1 (the default), starts `bin/endcap dev` itself and stops it at the end.
+# Settings via environment:
+#   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)
+#   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s)
+#   URL (http://127.0.0.1:8080) START (1) BIN (./bin/endcap, rebuilt)
+#   ENDCAP_DEV_DIR (.endcap) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY="${CONCURRENCY:-256}"
+SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
+DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}"
+URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}"
+export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
+CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
+bin="${BIN:-./bin/endcap}"
+go build -o "$bin" ./cmd/endcap
+
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
+	if [ "$START" != 1 ]; then
+		echo "Endcap is not ready at $URL: start it with 'make run' first" >&2
+		exit 1
+	fi
+	log="$ENDCAP_DEV_DIR/logs/bench-projectors-dev.log"
+	mkdir -p "$ENDCAP_DEV_DIR/logs"
+	echo "starting endcap dev (log: $log)"
+	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev > "$log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
+	curl -fsS "$URL/readyz" >/dev/null || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
+fi
+
+out=$(mktemp -d)
+echo "results in $out"
+# The sampler runs until the file $out/stop-load appears, then until drained; it prints as it goes.
+python3 - "$URL" "$out" "$DRAIN_LAG" "$DRAIN_TIMEOUT" <<'PY' &
+import json, re, sys, time, urllib.request
+url, out, drain_lag, drain_timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+line = re.compile(r'^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)')
+lab = re.compile(r'(\w+)="([^"]*)"')
+
+def scrape():
+    m = {"lag": {}, "consumed": {}, "produced": 0.0, "accepted": 0.0, "hist": {}, "hist_count": 0.0}
+    body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    for l in body.splitlines():
+        r = line.match(l)
+        if not r:
+            continue
+        name, labels, v = r.group(1), dict(lab.findall(r.group(2) or "")), float(r.group(3))
+        if name == "endcap_kafka_consumer_lag_records":
+            m["lag"][labels["group"]] = m["lag"].get(labels["group"], 0) + v
+        elif name == "endcap_kafka_consumed_records_total":
+            m["consumed"][labels["group"]] = m["consumed"].get(labels["group"], 0) + v
+        elif name == "endcap_kafka_produced_records_total" and labels.get("result") == "ok":
+            m["produced"] += v
+        elif name == "endcap_events_accepted_total":
+            m["accepted"] += v
+        elif name == "endcap_charge_visible_seconds_bucket":
+            m["hist"][labels["le"]] = v
+        elif name == "endcap_charge_visible_seconds_count":
+            m["hist_count"] = v
+    return m
+
+def quantile(h0, h1, q):
+    les = sorted((float(k), h1[k] - h0.get(k, 0)) for k in h1)
+    total = les[-1][1] if les else 0
+    if total <= 0:
+        return None
+    want, prev_le, prev_c = q * total, 0.0, 0.0
+    for le, c in les:
+        if c >= want:
+            if le == float("inf"):
+                return -prev_le  # beyond the last finite bucket: a lower bound, marked negative
+            return prev_le + (le - prev_le) * (want - prev_c) / max(c - prev_c, 1e-9)
+        prev_le, prev_c = le, c
+    return prev_le
+
+import os
+t0 = time.time(); s0 = scrape(); maxlag = {}; load_end = None; s_end = None; drained = {}
+while True:
+    time.sleep(5)
+    now = time.time(); s = scrape()
+    groups = sorted(set(s["lag"]) | set(s["consumed"]))
+    for g in groups:
+        maxlag[g] = max(maxlag.get(g, 0), s["lag"].get(g, 0))
+    print(f"t={now - t0:6.0f}s accepted {s['accepted'] - s0['accepted']:>10.0f}  lag " +
+          "  ".join(f"{g.replace('endcap-projector-', '')}={s['lag'].get(g, 0):.0f}" for g in groups), flush=True)
+    if load_end is None and os.path.exists(out + "/stop-load"):
+        load_end, s_end = now, s
+    if load_end is not None:
+        for g in groups:
+            if g not in drained and s["lag"].get(g, 0) <= drain_lag:
+                drained[g] = now - load_end
+        if all(g in drained for g in groups) or now - load_end > drain_timeout:
+            break
+load_s = load_end - t0
+print(f"\nload {load_s:.0f} s; events accepted {s_end['accepted'] - s0['accepted']:.0f} "
+      f"({(s_end['accepted'] - s0['accepted']) / load_s:.0f}/s); records produced {s_end['produced'] - s0['produced']:.0f}")
+print(f"{'group':44s} {'consumed(load)':>14s} {'rate(load)/s':>12s} {'consumed(all)':>13s} {'rate(all)/s':>11s} {'max lag':>10s} {'drain s':>8s}")
+for g in groups:
+    cl = s_end["consumed"].get(g, 0) - s0["consumed"].get(g, 0)
+    ca = s["consumed"].get(g, 0) - s0["consumed"].get(g, 0)
+    d = drained.get(g)
+    span = load_s + (d if d is not None else now - load_end)
+    print(f"{g:44s} {cl:>14.0f} {cl / load_s:>12.0f} {ca:>13.0f} {ca / span:>11.0f} {maxlag.get(g, 0):>10.0f} "
+          f"{(f'{d:.0f}' if d is not None else 'NOT DRAINED'):>8s}")
+n = s["hist_count"] - s0["hist_count"]
+p50, p95 = quantile(s0["hist"], s["hist"], .5), quantile(s0["hist"], s["hist"], .95)
+if p95 is None:
+    print("charge visibility: no charge applied during the run")
+else:
+    fmt = lambda q: f"> {-q:.0f} s" if q < 0 else f"{q:.2f} s"
+    print(f"charge visibility (API receipt -> charges row, {n:.0f} first applications): p50 {fmt(p50)}, p95 {fmt(p95)}")
+PY
+sampler=$!
+pids+=($sampler)
+"$bin" loadgen events --url "$URL" --credentials "$CREDENTIALS" --duration "$DURATION" --rate "$RATE" \
+	--batch "$BATCH" --concurrency "$CONCURRENCY" --users "$USERS" --sponsored-share "$SPONSORED_SHARE" \
+	--json > "$out/loadgen.json" || echo "loadgen failed" >&2
+touch "$out/stop-load"
+python3 - "$out/loadgen.json" "$RATE" "$BATCH" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); rate, batch = float(sys.argv[2]), int(sys.argv[3])
+print(f"loadgen: offered {rate * batch:.0f} events/s ({rate:.0f} req/s x {batch}); accepted {d['events_per_sec']:.0f} events/s, "
+      f"ok {d['ok']} failed {d['failed']} unsent {d.get('unsent', 0)}; latency p50 {d['p50_ms']:.1f} p99 {d['p99_ms']:.1f} ms")
+if d.get("first_error"):
+    print("  first error:", d["first_error"][:200])
+PY
+wait "$sampler" || true
