@@ -57,27 +57,8 @@ func newChargeStack(t *testing.T) *chargeStack {
 	cfg := env.Config(t, brokers)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	chOpts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
-	if err := clickhouse.EnsureDatabase(ctx, chOpts); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(chOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
-		t.Fatal(err)
-	}
+	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
+	conn := testenv.ClickHouse(t, ctx, cfg)
 	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("endcap-test-key-0123456789abcdef")}, 1)
