@@ -31,6 +31,7 @@ import (
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/exports"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
@@ -83,6 +84,7 @@ type App struct {
 	StateLog      *statelog.Log // accounts
 	Entities      *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
 	Accounts      *accounts.Service
+	Exports       *exports.Service
 	Cursors       *pagination.Signer
 	Spend         *budget.Cache // campaign spend for the auction, refreshed from Redis
 	// AuctionIndex is the auction's index of products, categories,
@@ -443,6 +445,21 @@ func (a *App) Run(ctx context.Context) error {
 			})
 		}
 		if a.target.runs(TargetExporter) {
+			// Export jobs (docs/exports.md): a consumer group on the jobs
+			// topic; each export first recomputes the stale rollup days of
+			// its window.
+			run("export workers", func(ctx context.Context) error {
+				if err := a.WaitReady(ctx); err != nil {
+					return err
+				}
+				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log})
+				if err != nil {
+					return err
+				}
+				return a.Exports.RunWorkers(ctx, exports.WorkerOptions{Brokers: a.cfg.KafkaBrokers, Workers: a.cfg.ExportWorkers,
+					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness,
+					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err }})
+			})
 			// Daily scored-attribution files (docs/scored-attribution.md):
 			// each marketplace-local day once closed plus the grace, again
 			// once its attribution is final. A Redis lock per day lets

@@ -6,6 +6,7 @@ import (
 	"github.com/endcap/endcap/billing"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/exports"
 	"github.com/endcap/endcap/invitations"
 	"github.com/endcap/endcap/offsite"
 	"github.com/endcap/endcap/scoredfiles"
@@ -19,6 +20,11 @@ import (
 func (a *App) domains() ([]api.RouteSet, error) {
 	var routes []api.RouteSet
 
+	// Exports: records on the entities log, jobs on their topic, files in S3.
+	a.Exports = exports.New(a.Entities, exports.Options{ClickHouse: a.ClickHouse, S3: a.S3, Redis: a.Redis,
+		Kafka: a.Kafka, JobsTopic: a.Topics.Exports, DailyQuota: a.cfg.ExportDailyQuota,
+		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log})
+
 	// Catalog: products, vendors, categories. cat is an entityref.Catalog.
 	cat := catalog.New(a.Entities)
 	routes = append(routes, api.CatalogRoutes(cat))
@@ -31,6 +37,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
 		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
 		api.InvitationRoutes(invitations.New(a.Entities, cat)),
+		api.ExportRoutes(a.Exports), // monitoring_metrics exports (docs/exports.md)
 		api.WebhookRoutes(webhooks.New(a.Entities)),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),
 	)

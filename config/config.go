@@ -19,6 +19,10 @@ type Config struct {
 
 	KafkaBrokers           []string
 	KafkaTopicPrefix       string
+	ExportDailyQuota       int
+	ExportWorkers          int
+	ExportTimeout          time.Duration
+	ExportMaxStaleness     time.Duration
 	KafkaEventsPartitions  int
 	KafkaReplicationFactor int
 	KafkaEventsRetention   time.Duration
@@ -185,6 +189,17 @@ var settings = []setting{
 			return fmt.Errorf("must be a duration from 1s to 168h, got %q", v)
 		}
 		c.ReportURLLifetime = d
+		return nil
+	}},
+	{"export-daily-quota", "ENDCAP_EXPORT_DAILY_QUOTA", "50", "exports a marketplace may request per UTC day (429 quota_exceeded above)", integer(func(c *Config) *int { return &c.ExportDailyQuota }, 1)},
+	{"export-workers", "ENDCAP_EXPORT_WORKERS", "2", "exports an exporter process runs at once (members of the exporter consumer group)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},
+	{"export-timeout", "ENDCAP_EXPORT_TIMEOUT", "30m", "longest run of one attempt of an export", duration(func(c *Config) *time.Duration { return &c.ExportTimeout })},
+	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "2m", "an export first recomputes the rollup days of its window last recomputed longer than this before it was requested (0: always)", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("must be a duration of 0 or more, got %q", v)
+		}
+		c.ExportMaxStaleness = d
 		return nil
 	}},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
 )
 
@@ -118,7 +119,7 @@ func (s *Service) Produce(ctx context.Context, mp Marketplace, day time.Time) (R
 		return Result{}, fmt.Errorf("scoredfiles: marketplace id %q: %w", mp.ID, err)
 	}
 	day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)
-	lctx, release, err := lease(ctx, s.rdb, "ec:lock:scored-attribution:"+mp.ID+":"+day.Format(time.DateOnly), lockTTL)
+	lctx, release, err := redisstore.Lease(ctx, s.rdb, "ec:lock:scored-attribution:"+mp.ID+":"+day.Format(time.DateOnly), lockTTL)
 	if err != nil {
 		return Result{}, err
 	}
@@ -247,3 +248,6 @@ func (s *Service) produced(ctx context.Context, marketplaceID string, day time.T
 	}
 	return true, info.Metadata[metaFinal] == "true", nil
 }
+
+// ErrBusy means another process is producing the same day right now.
+var ErrBusy = redisstore.ErrBusy

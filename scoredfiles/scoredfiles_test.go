@@ -367,7 +367,7 @@ func TestProduceBusy(t *testing.T) {
 	f := newFixture(t)
 	mp := Marketplace{ID: uuid.NewString()}
 	day := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	_, release, err := lease(f.ctx, f.rdb, "ec:lock:scored-attribution:"+mp.ID+":2026-01-05", lockTTL)
+	_, release, err := redisstore.Lease(f.ctx, f.rdb, "ec:lock:scored-attribution:"+mp.ID+":2026-01-05", lockTTL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ type Topics struct {
 	Accounts string // compacted changelog of marketplaces and API keys
 	Entities string // compacted changelog of catalog, campaigns, billing, segments, webhooks, ...
 	Auctions string // auction records (auction.Record), keyed by marketplace
+	Exports  string // export jobs (exports.Job), keyed by export id
 }
 
 // TopicNames returns the topic names for prefix (e.g. "endcap.").
@@ -30,6 +31,7 @@ func TopicNames(prefix string) Topics {
 		Accounts: prefix + "state.accounts",
 		Entities: prefix + "state.entities",
 		Auctions: prefix + "auctions",
+		Exports:  prefix + "export-jobs",
 	}
 }
 
@@ -52,6 +54,10 @@ func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Dur
 		{Name: t.Auctions, Partitions: int32(eventsPartitions), Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "delete",
 			"retention.ms":   strconv.FormatInt(eventsRetention.Milliseconds(), 10),
+		}},
+		{Name: t.Exports, Partitions: 8, Replication: rf, Configs: map[string]string{
+			"cleanup.policy": "delete",
+			"retention.ms":   strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10),
 		}},
 		{Name: t.Accounts, Partitions: 1, Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "compact",

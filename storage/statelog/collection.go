@@ -99,6 +99,20 @@ func (c *Collection[T]) Get(marketplace, id string) (T, int64, bool) {
 	return zero, 0, false
 }
 
+// Marketplaces lists the marketplaces that have entities here.
+func (c *Collection[T]) Marketplaces() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.items))
+	for mp, m := range c.items {
+		if len(m) > 0 {
+			out = append(out, mp)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Len is the number of entities of a marketplace.
 func (c *Collection[T]) Len(marketplace string) int {
 	c.mu.RLock()

@@ -1,4 +1,4 @@
-package scoredfiles
+package redisstore
 
 import (
 	"context"
@@ -11,20 +11,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrBusy means another process is producing the same day right now.
-var ErrBusy = errors.New("scoredfiles: this day is being produced by another process")
+// ErrBusy means another process holds the lease.
+var ErrBusy = errors.New("redis lease: held by another process")
 
 var (
-	renewScript   = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
-	releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
+	renewScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
 )
 
-// lease takes the Redis lock key for ttl and keeps renewing it every ttl/3
+// Lease takes the Redis lock key for ttl and keeps renewing it every ttl/3
 // until release is called. The returned context ends when the lease is
 // lost (a renewal found another owner or failed until the lock may have
 // expired), so that work done under it stops before another process can
 // take over. release ends the context and deletes the lock if still ours.
-func lease(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.Duration) (context.Context, func(), error) {
+func Lease(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.Duration) (context.Context, func(), error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, nil, err
@@ -32,7 +31,7 @@ func lease(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.
 	token := hex.EncodeToString(b[:])
 	ok, err := rdb.SetNX(ctx, key, token, ttl).Result()
 	if err != nil {
-		return nil, nil, fmt.Errorf("scoredfiles: lock %s: %w", key, err)
+		return nil, nil, fmt.Errorf("redis lease %s: %w", key, err)
 	}
 	if !ok {
 		return nil, nil, ErrBusy
@@ -57,10 +56,10 @@ func lease(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.
 			case err == nil && n == 1:
 				lastOK = time.Now()
 			case err == nil:
-				cancel(errors.New("scoredfiles: lock lost to another process"))
+				cancel(errors.New("redis lease: lost to another process"))
 				return
 			case time.Since(lastOK) > ttl*2/3:
-				cancel(fmt.Errorf("scoredfiles: lock could not be renewed: %w", err))
+				cancel(fmt.Errorf("redis lease: could not be renewed: %w", err))
 				return
 			}
 		}
@@ -70,7 +69,7 @@ func lease(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.
 		<-stopped
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer rcancel()
-		_ = releaseScript.Run(rctx, rdb, []string{key}, token).Err()
+		_ = unlockScript.Run(rctx, rdb, []string{key}, token).Err()
 	}
 	return lctx, release, nil
 }

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/exports"
+)
+
+// Exports (docs/exports.md). Every error of these routes, validation
+// included, has the exports shape {error: {code, message, details}}.
+//
+//	POST /export-service/exports              202 the pending export
+//	GET  /export-service/exports/{exportId}   200 the export, with a presigned URL once completed
+//	GET  /export-service/datasets             200 the datasets, their dimensions, metrics and granularities
+
+// exportError is the body of every export error.
+type exportError struct {
+	Error exportErrorBody `json:"error"`
+}
+
+type exportErrorBody struct {
+	Code    string            `json:"code"`
+	Message string            `json:"message"`
+	Details []exports.Problem `json:"details"`
+}
+
+func abortExport(c *gin.Context, status int, code, msg string, details []exports.Problem) {
+	if details == nil {
+		details = []exports.Problem{}
+	}
+	c.AbortWithStatusJSON(status, exportError{Error: exportErrorBody{Code: code, Message: msg, Details: details}})
+}
+
+// ExportRoutes returns the exports route set.
+func ExportRoutes(svc *exports.Service) RouteSet {
+	return func(g *gin.RouterGroup, p *Public) {
+		h := &exportHandlers{svc: svc, p: p}
+		g.POST("/export-service/exports", p.Limits.Limit("default"), h.create)
+		g.GET("/export-service/exports/:exportId", p.Limits.Limit("default"), h.get)
+		g.GET("/export-service/datasets", p.Limits.Limit("default"), h.datasets)
+	}
+}
+
+type exportHandlers struct {
+	svc *exports.Service
+	p   *Public
+}
+
+func (h *exportHandlers) create(c *gin.Context) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, h.p.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			abortExport(c, http.StatusRequestEntityTooLarge, exports.CodeInvalidRequest, "The body is larger than "+strconv.FormatInt(h.p.MaxBodyBytes, 10)+" bytes.", nil)
+			return
+		}
+		abortExport(c, http.StatusBadRequest, exports.CodeInvalidRequest, "The body could not be read.", nil)
+		return
+	}
+	req, probs := exports.DecodeRequest(body)
+	if len(probs) > 0 {
+		abortExport(c, http.StatusUnprocessableEntity, probs[0].Code, probs[0].Message, probs)
+		return
+	}
+	mp := Marketplace(c)
+	e, err := h.svc.Create(c.Request.Context(), mp.ID, req)
+	var inv *exports.InvalidError
+	switch {
+	case err == nil:
+		c.JSON(http.StatusAccepted, gin.H{"exportId": e.ID, "status": e.Status, "dataset": e.Dataset, "createdAt": e.CreatedAt})
+	case errors.As(err, &inv):
+		msg := inv.Problems[0].Message
+		if len(inv.Problems) > 1 {
+			msg += " (" + strconv.Itoa(len(inv.Problems)-1) + " more in details)"
+		}
+		abortExport(c, http.StatusUnprocessableEntity, inv.Problems[0].Code, msg, inv.Problems)
+	case errors.Is(err, exports.ErrQuota):
+		reset := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+		c.Header("Retry-After", strconv.Itoa(int(time.Until(reset).Seconds())+1))
+		abortExport(c, http.StatusTooManyRequests, exports.CodeQuotaExceeded,
+			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+reset.Format(time.RFC3339)+".", nil)
+	case errors.Is(err, exports.ErrUnavailable):
+		h.p.Log.Error("exports: export not accepted", "marketplace", mp.ID, "err", err)
+		c.Header("Retry-After", strconv.Itoa(max(int(h.p.RetryAfter.Seconds()), 1)))
+		abortExport(c, http.StatusServiceUnavailable, exports.CodeUnavailable, "The export could not be accepted right now; retry later.", nil)
+	default:
+		h.p.Log.Error("exports: create failed", "marketplace", mp.ID, "err", err)
+		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
+	}
+}
+
+func (h *exportHandlers) get(c *gin.Context) {
+	id := c.Param("exportId")
+	if _, err := uuid.Parse(id); err != nil {
+		abortExport(c, http.StatusNotFound, exports.CodeNotFound, "No export "+strconv.Quote(id)+" in this marketplace.", nil)
+		return
+	}
+	mp := Marketplace(c)
+	v, err := h.svc.Get(c.Request.Context(), mp.ID, id)
+	switch {
+	case err == nil:
+		c.JSON(http.StatusOK, v)
+	case errors.Is(err, exports.ErrNotFound):
+		abortExport(c, http.StatusNotFound, exports.CodeNotFound, "No export "+strconv.Quote(id)+" in this marketplace.", nil)
+	default:
+		h.p.Log.Error("exports: get failed", "marketplace", mp.ID, "export", id, "err", err)
+		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
+	}
+}
+
+type datasetDoc struct {
+	Name          string      `json:"name"`
+	Description   string      `json:"description"`
+	Granularities []string    `json:"granularities"`
+	Dimensions    []columnDoc `json:"dimensions"`
+	Metrics       []columnDoc `json:"metrics"`
+}
+
+type columnDoc struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Description string `json:"description"`
+}
+
+func (h *exportHandlers) datasets(c *gin.Context) {
+	var out []datasetDoc
+	for _, d := range exports.Datasets() {
+		doc := datasetDoc{Name: d.Name, Description: d.Description, Granularities: d.Granularities}
+		for _, x := range d.Dimensions {
+			doc.Dimensions = append(doc.Dimensions, columnDoc{x.Name, x.Kind.String(), x.Description})
+		}
+		for _, x := range d.Metrics {
+			doc.Metrics = append(doc.Metrics, columnDoc{x.Name, x.Kind.String(), x.Description})
+		}
+		out = append(out, doc)
+	}
+	c.JSON(http.StatusOK, gin.H{"datasets": out})
+}

@@ -1,0 +1,338 @@
+package exports
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// stack is the real servers one test needs: ClickHouse (migrated), Redis,
+// S3, kfake with the topics, and the entities log.
+type stack struct {
+	ctx     context.Context
+	ch      clickhouse.Conn
+	s3      *s3store.Store
+	brokers []string
+	kcl     *kgo.Client
+	topics  kafka.Topics
+	log     *statelog.Log
+	svc     *Service
+	opts    Options
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs ClickHouse, Redis, S3 and Kafka")
+	}
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	t.Cleanup(cancel)
+	st := &stack{ctx: ctx, brokers: brokers}
+	st.ch = testenv.ClickHouse(t, ctx, cfg)
+	st.kcl, st.topics = testenv.Topics(t, ctx, cfg, brokers, 2)
+	st.s3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
+	if err := st.s3.EnsureBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var err error
+	if st.log, err = statelog.New(st.topics.Entities, brokers, st.kcl, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	st.opts = Options{ClickHouse: st.ch, S3: st.s3, Redis: rdb, Kafka: st.kcl, JobsTopic: st.topics.Exports, DailyQuota: 100,
+		Log: testenv.Logger(t)}
+	st.svc = New(st.log, st.opts)
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = st.log.Run(lctx) }()
+	t.Cleanup(func() { lcancel(); <-done; st.log.Close() })
+	if err := st.log.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// workers runs export workers until the returned stop is called.
+func (st *stack) workers(t *testing.T, wo WorkerOptions) (stop func()) {
+	wo.Brokers = st.brokers
+	ctx, cancel := context.WithCancel(st.ctx)
+	done := make(chan error, 1)
+	go func() { done <- st.svc.RunWorkers(ctx, wo) }()
+	var once atomic.Bool
+	stop = func() {
+		if once.Swap(true) {
+			return
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("workers did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// rollupRow is one row of rollup_daily with the columns the tests vary.
+type rollupRow struct {
+	mp, day, campaign, name, device, ext string
+	sponsored                            uint8
+	pageValue                            []string
+	imps, clicks, cImps, cClicks         uint64
+	spImp, spClk                         int64 // micros
+	spImpSub, spClk2Sub                  uint64
+	purchases                            []string
+	qty, amount                          int64
+}
+
+func (st *stack) insert(t *testing.T, rows ...rollupRow) {
+	t.Helper()
+	for _, r := range rows {
+		ids := make([]string, len(r.purchases))
+		for i, p := range r.purchases {
+			ids[i] = "'" + p + "'"
+		}
+		pv := make([]string, len(r.pageValue))
+		for i, p := range r.pageValue {
+			pv[i] = "'" + p + "'"
+		}
+		q := fmt.Sprintf(`INSERT INTO rollup_daily (marketplace_id, day_local, currency_code, sponsored, vendor_id, campaign_id, campaign_name,
+			external_campaign_id, device_type, page_value, impressions, clicks, charged_impressions, charged_clicks,
+			ad_spent_impressions_micros, ad_spent_impressions_sub_micros, ad_spent_clicks_micros, ad_spent_clicks_sub_micros,
+			purchases, quantity, total_purchase_amount_micros)
+			SELECT toUUID('%s'), toDate('%s'), 'USD', %d, 'v1', '%s', '%s', '%s', '%s', [%s], %d, %d, %d, %d, %d, %d, %d, %d,
+			arrayReduce('uniqExactState', arrayFilter(x -> x != '', ['' %s])), %d, %d`,
+			r.mp, r.day, r.sponsored, r.campaign, r.name, r.ext, r.device, strings.Join(pv, ","), r.imps, r.clicks, r.cImps, r.cClicks,
+			r.spImp, r.spImpSub, r.spClk, r.spClk2Sub, prefixComma(ids), r.qty, r.amount)
+		if err := st.ch.Exec(st.ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func prefixComma(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return "," + strings.Join(ss, ",")
+}
+
+// waitDone polls an export until it is completed or failed.
+func (st *stack) waitDone(t *testing.T, mp, id string) View {
+	t.Helper()
+	var v View
+	testenv.Eventually(t, 60*time.Second, func() error {
+		var err error
+		if v, err = st.svc.Get(st.ctx, mp, id); err != nil {
+			return err
+		}
+		if !v.Status.Terminal() {
+			return fmt.Errorf("export %s is %s", id, v.Status)
+		}
+		return nil
+	})
+	return v
+}
+
+func download(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("download: %d %v %.200s", resp.StatusCode, err, b)
+	}
+	return b
+}
+
+// The rows of an export are the hand-computed sums of the rollup rows of
+// the marketplace's window, grouped by the requested dimensions in the
+// order sent, identical in CSV and Parquet.
+func TestExportRows(t *testing.T) {
+	st := newStack(t)
+	st.workers(t, WorkerOptions{Workers: 2})
+	mp, other := uuid.NewString(), uuid.NewString()
+	today := time.Now().UTC()
+	d1, d2, before := today.AddDate(0, 0, -2).Format(time.DateOnly), today.AddDate(0, 0, -1).Format(time.DateOnly), today.AddDate(0, 0, -9).Format(time.DateOnly)
+	st.insert(t,
+		// c1 on d1: a CPC interaction row and an attributed-purchase row of the same grain.
+		rollupRow{mp: mp, day: d1, campaign: "c1", name: "Spring, \"best\"", device: "mobile", sponsored: 1, pageValue: []string{"shoes"},
+			imps: 10, clicks: 4, cClicks: 3, spClk: 1_666_668},
+		rollupRow{mp: mp, day: d1, campaign: "c1", name: "Spring, \"best\"", device: "mobile", sponsored: 1, pageValue: []string{"shoes"},
+			purchases: []string{"pur-1", "pur-2"}, qty: 3, amount: 60_000_000},
+		// c1 on d1 on desktop: the same purchase pur-1 (another of its items).
+		rollupRow{mp: mp, day: d1, campaign: "c1", name: "Spring, \"best\"", device: "desktop", sponsored: 1,
+			imps: 5, purchases: []string{"pur-1"}, qty: 1, amount: 2_500_000},
+		// c2 (CPM) on d2: sub-micro spend.
+		rollupRow{mp: mp, day: d2, campaign: "c2", name: "Autumn", device: "mobile", sponsored: 1,
+			imps: 3, cImps: 3, spImp: 7_036, spImpSub: 2_010},
+		// Organic with the marketplace's own campaign id: exported.
+		rollupRow{mp: mp, day: d2, ext: "ext-9", device: "mobile", imps: 100, clicks: 1},
+		// Organic without a campaign, another marketplace, a day outside the window: not exported.
+		rollupRow{mp: mp, day: d2, device: "mobile", imps: 1000, clicks: 50},
+		rollupRow{mp: other, day: d1, campaign: "c1", sponsored: 1, imps: 77, clicks: 7},
+		rollupRow{mp: mp, day: before, campaign: "c1", sponsored: 1, imps: 88, clicks: 8},
+	)
+	start, end := today.AddDate(0, 0, -7).Format(time.DateOnly), today.Format(time.DateOnly)
+	for _, tc := range []struct {
+		name       string
+		dims, mets []string
+		want       [][]string
+	}{
+		{"campaign and day", []string{"campaign_id", "day_local"},
+			[]string{"impressions", "clicks", "charged_clicks", "ad_spend", "cpc", "ctr", "purchase_count", "quantity", "total_purchase_amount", "roas"},
+			[][]string{
+				{"", d2, "100", "1", "0", "0", "", "0.01", "0", "0", "0", ""},
+				// 1,666,668 µ / 3 clicks = 0.555556; pur-1 and pur-2 once each although pur-1 is in two rows.
+				{"c1", d1, "15", "4", "3", "1.666668", "0.555556", "0.26666666666666666", "2", "4", "62.5", "37.49997000002400"},
+				{"c2", d2, "3", "0", "0", "0.00703801", "", "0", "0", "0", "0", "0"},
+			}},
+		{"metrics first in another order", []string{"day_local", "campaign_name", "device_type", "page_value"},
+			[]string{"cpm", "ad_spent_impressions", "ad_spent_clicks", "charged_impressions", "ad_spent_attributed_purchases", "charged_attributed_purchases", "acos"},
+			[][]string{
+				{d1, `Spring, "best"`, "desktop", "[]", "", "0", "0", "0", "0", "0", "0"},
+				{d1, `Spring, "best"`, "mobile", `["shoes"]`, "", "0", "1.666668", "0", "0", "0", "0.0277778"},
+				{d2, "", "mobile", "[]", "", "0", "0", "0", "0", "0", ""},
+				// 7,036 µ + 2,010 thousandths = 7.03801 ... per 3 impressions × 1000 = 2.346003333
+				{d2, "Autumn", "mobile", "[]", "2.346003333", "0.00703801", "0", "3", "0", "0", ""},
+			}},
+		{"external campaign", []string{"external_campaign_id"}, []string{"impressions"},
+			[][]string{{"", "18"}, {"ext-9", "100"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2][][]string
+			for i, format := range []string{FormatCSV, FormatParquet} {
+				e, err := st.svc.Create(st.ctx, mp, Request{Dataset: DatasetMonitoringMetrics, Dimensions: tc.dims, Metrics: tc.mets,
+					Granularity: GranularityDayLocal, StartDate: start, EndDate: end, Format: format})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := st.waitDone(t, mp, e.ID)
+				if v.Status != StatusCompleted || v.URL == "" || v.RowCount == nil || *v.RowCount != int64(len(tc.want)) {
+					t.Fatalf("%s export: %+v", format, v)
+				}
+				data := download(t, v.URL)
+				if int64(len(data)) != *v.SizeBytes {
+					t.Errorf("%s: downloaded %d bytes, record says %d", format, len(data), *v.SizeBytes)
+				}
+				header, rows, err := ReadFile(format, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := append(append([]string{}, tc.dims...), tc.mets...); !reflect.DeepEqual(header, want) {
+					t.Errorf("%s header %q, want %q", format, header, want)
+				}
+				got[i] = rows
+			}
+			if !reflect.DeepEqual(got[0], got[1]) {
+				t.Errorf("CSV and Parquet differ\ncsv     %q\nparquet %q", got[0], got[1])
+			}
+			fixRatios(tc.want, got[0])
+			if !reflect.DeepEqual(got[0], tc.want) {
+				t.Errorf("rows\n%q\nwant\n%q", got[0], tc.want)
+			}
+		})
+	}
+}
+
+// fixRatios: the float ratios in want are written to the precision a
+// person computes them; a got value equal to it at 1e-9 relative is taken.
+func fixRatios(want, got [][]string) {
+	for i := range want {
+		for j := range want[i] {
+			if i < len(got) && j < len(got[i]) && want[i][j] != got[i][j] {
+				var a, b float64
+				if _, err := fmt.Sscan(want[i][j], &a); err != nil {
+					continue
+				}
+				if _, err := fmt.Sscan(got[i][j], &b); err != nil {
+					continue
+				}
+				if d := a - b; d < 1e-9*max(a, -a) && d > -1e-9*max(a, -a) && strings.Contains(want[i][j], ".") {
+					want[i][j] = got[i][j]
+				}
+			}
+		}
+	}
+}
+
+// A worker stopped mid-export (after its first uploaded part) leaves no
+// object; the job is taken again by the next worker of the group, which
+// writes the whole file once.
+func TestExportWorkerStoppedMidway(t *testing.T) {
+	st := newStack(t)
+	mp := uuid.NewString()
+	day := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+	const n = 120_000 // about 7 MB of CSV: two parts of 5 MiB
+	if err := st.ch.Exec(st.ctx, fmt.Sprintf(`INSERT INTO rollup_daily (marketplace_id, day_local, currency_code, sponsored, campaign_id, entity_id,
+		campaign_name, impressions, clicks, ad_spent_clicks_micros)
+		SELECT toUUID('%s'), toDate('%s'), 'USD', 1, concat('campaign-', toString(number %% 1000)), concat('product-', toString(number)),
+		'a campaign with a rather long name', number %% 97, number %% 7, (number %% 7) * 123457 FROM system.numbers LIMIT %d`, mp, day, n)); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	var parts atomic.Int32
+	stop := func() {}
+	stop = st.workers(t, WorkerOptions{Workers: 1, PartSize: s3store.MinPartSize, afterPart: func(int) {
+		if parts.Add(1) == 1 {
+			close(stopped)
+		}
+	}})
+	e, err := st.svc.Create(st.ctx, mp, Request{Dataset: DatasetMonitoringMetrics, Dimensions: []string{"campaign_name", "entity_id"},
+		Metrics: []string{"impressions", "clicks", "ad_spend"}, Granularity: GranularityDayLocal, StartDate: day, EndDate: day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	stop() // the first part is stored, the upload is not complete
+	v, err := st.svc.Get(st.ctx, mp, e.ID)
+	if err != nil || v.Status != StatusRunning {
+		t.Fatalf("after the stop: %+v %v, want running", v, err)
+	}
+	key := ObjectKey(mp, &Export{ID: e.ID, Request: Request{Format: FormatCSV}})
+	if _, ok, err := st.s3.Head(st.ctx, key); err != nil || ok {
+		t.Fatalf("an object exists after the stop (%v, %v)", ok, err)
+	}
+	st.workers(t, WorkerOptions{Workers: 1})
+	v = st.waitDone(t, mp, e.ID)
+	if v.Status != StatusCompleted || *v.RowCount != n {
+		t.Fatalf("after the restart: %+v", v)
+	}
+	rec, _, _ := st.svc.items.Get(mp, e.ID)
+	if rec.Attempts != 2 {
+		t.Errorf("attempts %d, want 2", rec.Attempts)
+	}
+	_, rows, err := ReadFile(FormatCSV, download(t, v.URL))
+	if err != nil || len(rows) != n {
+		t.Fatalf("file: %d rows, %v", len(rows), err)
+	}
+}
+
+var _ = slog.Default

@@ -1,0 +1,84 @@
+package exports
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+// Both formats hold the same rows: written from the same cells, read back
+// as text, they are equal, with the columns in the order given.
+func TestFormatsAgree(t *testing.T) {
+	cols := []Column{
+		{"metrics_first_is_fine", KindInt}, {"campaign_name", KindString}, {"day_local", KindDate}, {"page_value", KindStrings},
+		{"is_active", KindBool}, {"ad_spend", KindMoney}, {"cpc", KindPrice}, {"ctr", KindRatio}, {"a_sorts_first", KindString},
+	}
+	rows := [][]cell{
+		{{i: 7}, {s: `Summer, "big" sale`}, {i: 20778}, {ss: []string{"shoes", "red"}}, {b: true}, {m: moneyOf(5_555_560, 0)},
+			{m: moneyOf(0, 250)}, {f: 0.25}, {s: "x"}},
+		{{i: 0}, {s: ""}, {i: 0}, {ss: nil}, {b: false}, {m: moneyOf(2_345, 670)}, {null: true}, {null: true}, {s: "line\nbreak"}},
+		{{i: -3}, {s: "ünïcode 🛒"}, {i: -1}, {ss: []string{""}}, {b: true}, {m: moneyOf(-1_500_000, 0)}, {m: moneyOf(9_000_000_000_000_000, 999)}, {f: 1.0 / 3}, {s: " "}},
+	}
+	files := map[string][]byte{}
+	for _, format := range []string{FormatCSV, FormatParquet} {
+		var buf bytes.Buffer
+		w, err := newFileWriter(format, &buf, cols, map[string]string{"k": "v"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files[format] = buf.Bytes()
+	}
+	hc, rc, err := ReadFile(FormatCSV, files[FormatCSV])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp, rp, err := ReadFile(FormatParquet, files[FormatParquet])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cols {
+		names = append(names, c.Name)
+	}
+	if !reflect.DeepEqual(hc, names) || !reflect.DeepEqual(hp, names) {
+		t.Fatalf("headers\ncsv     %q\nparquet %q\nwant    %q", hc, hp, names)
+	}
+	want := [][]string{
+		{"7", `Summer, "big" sale`, "2026-11-21", `["shoes","red"]`, "true", "5.55556", "0.00000025", "0.25", "x"},
+		{"0", "", "1970-01-01", "[]", "false", "0.00234567", "", "", "line\nbreak"},
+		{"-3", "ünïcode 🛒", "1969-12-31", `[""]`, "true", "-1.5", "9000000000.000000999", "0.3333333333333333", " "},
+	}
+	if !reflect.DeepEqual(rc, want) {
+		t.Errorf("csv rows\n%q\nwant\n%q", rc, want)
+	}
+	if !reflect.DeepEqual(rp, want) {
+		t.Errorf("parquet rows\n%q\nwant\n%q", rp, want)
+	}
+}
+
+// An export with no rows is a header (CSV) or a schema (Parquet).
+func TestEmptyFiles(t *testing.T) {
+	cols := []Column{{"day_local", KindDate}, {"clicks", KindInt}}
+	for _, format := range []string{FormatCSV, FormatParquet} {
+		var buf bytes.Buffer
+		w, err := newFileWriter(format, &buf, cols, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		h, rows, err := ReadFile(format, buf.Bytes())
+		if err != nil || !reflect.DeepEqual(h, []string{"day_local", "clicks"}) || len(rows) != 0 {
+			t.Errorf("%s: %q %q %v", format, h, rows, err)
+		}
+	}
+}

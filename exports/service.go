@@ -1,0 +1,239 @@
+package exports
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// Status of an export.
+type Status string
+
+// Statuses: pending (accepted, queued) → running (a worker has it; back to
+// running when another worker retries it) → completed or failed.
+const (
+	StatusPending   Status = "pending"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+)
+
+// Terminal says whether the status no longer changes.
+func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusFailed }
+
+// Export is an export's record on the entities log, keyed by marketplace
+// and export id. Every change of status is a new version.
+type Export struct {
+	ID         string     `json:"exportId"`
+	Status     Status     `json:"status"`
+	Dataset    string     `json:"dataset"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	Request    Request    `json:"request"`
+	Attempts   int        `json:"attempts,omitempty"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Key        string     `json:"key,omitempty"` // object key of the file
+	Rows       int64      `json:"rows,omitempty"`
+	SizeBytes  int64      `json:"sizeBytes,omitempty"`
+	Failure    string     `json:"failure,omitempty"`
+}
+
+// TypeExport is the entity type of export records on the entities log.
+const TypeExport = "export"
+
+// Job is the record of the jobs topic, keyed by export id: the export to run.
+type Job struct {
+	MarketplaceID string `json:"marketplaceId"`
+	ExportID      string `json:"exportId"`
+}
+
+// Defaults of Options.
+const (
+	DefaultDailyQuota     = 50
+	DefaultURLLifetime    = time.Hour
+	DefaultProduceTimeout = 5 * time.Second
+)
+
+// Options configure a Service.
+type Options struct {
+	ClickHouse clickhouse.Conn
+	S3         *s3store.Store
+	Redis      redis.UniversalClient
+	Kafka      *kgo.Client // producer of the jobs
+	JobsTopic  string
+	// DailyQuota: exports a marketplace may request per UTC day.
+	DailyQuota int
+	// URLLifetime of the presigned URLs of completed exports.
+	URLLifetime time.Duration
+	// ProduceTimeout bounds the append of a job.
+	ProduceTimeout time.Duration
+	Log            *slog.Logger
+	Now            func() time.Time
+}
+
+// Service accepts exports and answers their status.
+type Service struct {
+	o     Options
+	items *statelog.Collection[Export]
+	quota *quota
+}
+
+// New registers the export records on the entities log.
+func New(entities *statelog.Log, o Options) *Service {
+	if o.DailyQuota <= 0 {
+		o.DailyQuota = DefaultDailyQuota
+	}
+	if o.URLLifetime <= 0 {
+		o.URLLifetime = DefaultURLLifetime
+	}
+	if o.ProduceTimeout <= 0 {
+		o.ProduceTimeout = DefaultProduceTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Service{o: o, items: statelog.NewCollection[Export](entities, TypeExport), quota: &quota{rdb: o.Redis}}
+}
+
+// Errors of Create and Get.
+var (
+	// ErrQuota means the marketplace used its daily quota.
+	ErrQuota = errors.New("exports: daily quota used")
+	// ErrUnavailable means Redis or the log could not take the export.
+	ErrUnavailable = errors.New("exports: cannot take exports right now")
+	// ErrNotFound: no such export in this marketplace.
+	ErrNotFound = errors.New("exports: no such export")
+)
+
+// InvalidError carries every problem of a request.
+type InvalidError struct{ Problems []Problem }
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("exports: invalid request: %s: %s", e.Problems[0].Field, e.Problems[0].Message)
+}
+
+// DailyQuota is the number of exports a marketplace may request a day.
+func (s *Service) DailyQuota() int { return s.o.DailyQuota }
+
+// Create validates a request, counts it against the marketplace's daily
+// quota, records the export as pending and queues its job. It returns the
+// pending export once both are in the log; on any failure nothing is
+// queued and the quota is given back.
+func (s *Service) Create(ctx context.Context, mp string, r Request) (Export, error) {
+	now := s.o.Now().UTC()
+	if probs := r.Validate(now); len(probs) > 0 {
+		return Export{}, &InvalidError{Problems: probs}
+	}
+	day := now.Format(time.DateOnly)
+	ok, err := s.quota.take(ctx, mp, day, s.o.DailyQuota)
+	if err != nil {
+		return Export{}, fmt.Errorf("%w: quota: %w", ErrUnavailable, err)
+	}
+	if !ok {
+		return Export{}, ErrQuota
+	}
+	e := Export{ID: uuid.NewString(), Status: StatusPending, Dataset: r.Dataset, CreatedAt: now.Truncate(time.Millisecond), Request: r}
+	if err := s.enqueue(ctx, mp, e); err != nil {
+		s.quota.giveBack(context.WithoutCancel(ctx), mp, day)
+		return Export{}, err
+	}
+	return e, nil
+}
+
+// enqueue records the pending export, then appends its job. When the job
+// cannot be appended, the record is marked failed (best effort: a pending
+// export without a job is also failed by the worker's sweep).
+func (s *Service) enqueue(ctx context.Context, mp string, e Export) error {
+	if _, err := s.items.Put(ctx, mp, e.ID, 0, e); err != nil {
+		if errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, statelog.ErrNotReady) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	val, err := json.Marshal(Job{MarketplaceID: mp, ExportID: e.ID})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.o.ProduceTimeout)
+	err = s.o.Kafka.ProduceSync(pctx, &kgo.Record{Topic: s.o.JobsTopic, Key: []byte(e.ID), Value: val}).FirstErr()
+	cancel()
+	if err == nil {
+		return nil
+	}
+	e.Status, e.Failure = StatusFailed, "The export could not be queued; request it again."
+	fin := s.o.Now().UTC()
+	e.FinishedAt = &fin
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ProduceTimeout)
+	if _, ferr := s.items.Put(fctx, mp, e.ID, 1, e); ferr != nil {
+		s.o.Log.Warn("exports: unqueued export not marked failed; the sweep will", "export", e.ID, "err", ferr)
+	}
+	fcancel()
+	return fmt.Errorf("%w: queue job: %w", ErrUnavailable, err)
+}
+
+// View is what GET /export-service/exports/{id} answers.
+type View struct {
+	ExportID     string     `json:"exportId"`
+	Status       Status     `json:"status"`
+	Dataset      string     `json:"dataset"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	Format       string     `json:"format"`
+	Granularity  string     `json:"granularity"`
+	Dimensions   []string   `json:"dimensions"`
+	Metrics      []string   `json:"metrics"`
+	StartDate    string     `json:"startDate"`
+	EndDate      string     `json:"endDate"`
+	StartedAt    *time.Time `json:"startedAt,omitempty"`
+	CompletedAt  *time.Time `json:"completedAt,omitempty"`
+	FailedAt     *time.Time `json:"failedAt,omitempty"`
+	RowCount     *int64     `json:"rowCount,omitempty"`
+	SizeBytes    *int64     `json:"sizeBytes,omitempty"`
+	URL          string     `json:"url,omitempty"`
+	URLExpiresAt *time.Time `json:"urlExpiresAt,omitempty"`
+	Error        *ViewError `json:"error,omitempty"`
+}
+
+// ViewError says why an export failed.
+type ViewError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Get returns an export of mp with, once completed, a fresh presigned URL
+// of its file.
+func (s *Service) Get(ctx context.Context, mp, id string) (View, error) {
+	e, _, ok := s.items.Get(mp, id)
+	if !ok {
+		return View{}, ErrNotFound
+	}
+	v := View{ExportID: e.ID, Status: e.Status, Dataset: e.Dataset, CreatedAt: e.CreatedAt, Format: e.Request.Format,
+		Granularity: e.Request.Granularity, Dimensions: e.Request.Dimensions, Metrics: e.Request.Metrics,
+		StartDate: e.Request.StartDate, EndDate: e.Request.EndDate, StartedAt: e.StartedAt}
+	switch e.Status {
+	case StatusCompleted:
+		url, exp, err := s.o.S3.PresignGet(ctx, e.Key, s.o.URLLifetime)
+		if err != nil {
+			return View{}, err
+		}
+		rows, size := e.Rows, e.SizeBytes
+		v.CompletedAt, v.RowCount, v.SizeBytes, v.URL, v.URLExpiresAt = e.FinishedAt, &rows, &size, url, &exp
+	case StatusFailed:
+		v.FailedAt = e.FinishedAt
+		v.Error = &ViewError{Code: CodeInternal, Message: e.Failure}
+	}
+	return v, nil
+}

@@ -1,0 +1,181 @@
+package exports
+
+import (
+	"math/big"
+	"math/bits"
+	"strconv"
+)
+
+// part is one sum a row's metrics are computed from; each maps to one or
+// two aggregate columns of the export query.
+type part uint8
+
+const (
+	pImpressions part = iota
+	pClicks
+	pChargedImpressions
+	pChargedClicks
+	pSpentImpressions // micros in sums.i, sub-micros in sums.u
+	pSpentClicks      // same
+	pPurchases
+	pQuantity       // sums.i
+	pPurchaseAmount // micros, sums.i
+	numParts
+)
+
+// sums holds the aggregates of one exported row.
+type sums struct {
+	u [numParts]uint64
+	i [numParts]int64
+}
+
+func (s *sums) spentClicks() money { return moneyOf(s.i[pSpentClicks], s.u[pSpentClicks]) }
+func (s *sums) spentImpressions() money {
+	return moneyOf(s.i[pSpentImpressions], s.u[pSpentImpressions])
+}
+func (s *sums) spend() money {
+	return moneyOf(s.i[pSpentClicks]+s.i[pSpentImpressions], s.u[pSpentClicks]+s.u[pSpentImpressions])
+}
+
+// money is an exact amount: units plus nanos (billionths of a unit,
+// 0 ≤ nanos < 1e9). Charges are micro-units plus thousandths of a
+// micro-unit, so nine decimals hold every amount exactly.
+type money struct {
+	units int64
+	nanos int64
+}
+
+const nanosPerUnit = 1_000_000_000
+
+// moneyOf is micros micro-units plus sub thousandths of a micro-unit.
+func moneyOf(micros int64, sub uint64) money {
+	micros += int64(sub / 1000)
+	units, rem := micros/1_000_000, micros%1_000_000
+	if rem < 0 {
+		units, rem = units-1, rem+1_000_000
+	}
+	return money{units: units, nanos: rem*1000 + int64(sub%1000)}
+}
+
+func microsOf(micros int64) money { return moneyOf(micros, 0) }
+
+// appendDecimal appends the amount as a decimal with the fewest digits
+// that keep it exact ("12", "0.4", "5.55556", "-0.000000001").
+func (m money) appendDecimal(b []byte) []byte {
+	units, nanos := m.units, m.nanos
+	if units < 0 && nanos > 0 {
+		b = append(b, '-')
+		units, nanos = -(units + 1), nanosPerUnit-nanos
+		if units == 0 {
+			b = append(b, '0')
+		} else {
+			b = strconv.AppendInt(b, units, 10)
+		}
+	} else {
+		b = strconv.AppendInt(b, units, 10)
+	}
+	if nanos == 0 {
+		return b
+	}
+	var frac [9]byte
+	for i := 8; i >= 0; i-- {
+		frac[i] = byte('0' + nanos%10)
+		nanos /= 10
+	}
+	n := 9
+	for frac[n-1] == '0' {
+		n--
+	}
+	return append(append(b, '.'), frac[:n]...)
+}
+
+// String is the decimal form.
+func (m money) String() string { return string(m.appendDecimal(nil)) }
+
+// scaled is the amount in nanos as a 128-bit two's complement big-endian
+// integer: the Parquet DECIMAL(38,9) representation.
+func (m money) scaled(dst *[16]byte) {
+	neg := m.units < 0
+	u := uint64(m.units)
+	if neg {
+		u = uint64(-m.units)
+	}
+	hi, lo := bits.Mul64(u, nanosPerUnit)
+	if neg {
+		// −(u·1e9) + nanos = −(u·1e9 − nanos)
+		var borrow uint64
+		lo, borrow = bits.Sub64(lo, uint64(m.nanos), 0)
+		hi -= borrow
+		lo, hi = ^lo, ^hi
+		var c uint64
+		lo, c = bits.Add64(lo, 1, 0)
+		hi += c
+	} else {
+		var c uint64
+		lo, c = bits.Add64(lo, uint64(m.nanos), 0)
+		hi += c
+	}
+	for i := range 8 {
+		dst[i] = byte(hi >> (56 - 8*i))
+		dst[8+i] = byte(lo >> (56 - 8*i))
+	}
+}
+
+// big is the amount in nanos.
+func (m money) big() *big.Int {
+	v := big.NewInt(m.units)
+	v.Mul(v, big.NewInt(nanosPerUnit))
+	return v.Add(v, big.NewInt(m.nanos))
+}
+
+// float is the amount in nanos as a float64 (for ratios).
+func (m money) float() float64 { return float64(m.units)*nanosPerUnit + float64(m.nanos) }
+
+// moneyFromNanos is the inverse of big.
+func moneyFromNanos(n *big.Int) money {
+	q, r := new(big.Int).DivMod(n, big.NewInt(nanosPerUnit), new(big.Int))
+	return money{units: q.Int64(), nanos: r.Int64()}
+}
+
+// cell is one value of a row, typed by its column's Kind.
+type cell struct {
+	s    string
+	ss   []string
+	i    int64
+	f    float64
+	m    money
+	b    bool
+	null bool
+}
+
+func intCell(n uint64) cell  { return cell{i: int64(n)} }
+func moneyCell(m money) cell { return cell{m: m} }
+
+// ratioCell is num/den, null when den is 0.
+func ratioCell(num, den float64) cell {
+	if den == 0 {
+		return cell{null: true}
+	}
+	return cell{f: num / den}
+}
+
+func moneyRatioCell(num, den money) cell { return ratioCell(num.float(), den.float()) }
+
+// perUnitCell is mult × m / n rounded half up to nanos (half away from
+// zero), null when n is 0.
+func perUnitCell(m money, n uint64, mult int64) cell {
+	if n == 0 {
+		return cell{null: true}
+	}
+	v := m.big()
+	v.Mul(v, big.NewInt(mult))
+	d := new(big.Int).SetUint64(n)
+	neg := v.Sign() < 0
+	v.Abs(v)
+	v.Lsh(v, 1).Add(v, d)
+	v.Quo(v, d.Lsh(d, 1))
+	if neg {
+		v.Neg(v)
+	}
+	return cell{m: moneyFromNanos(v)}
+}
