@@ -27,6 +27,7 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/budget"
+	exportsfile "github.com/endcap/endcap/exports"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
@@ -81,7 +82,9 @@ func (d *scStack) start() {
 		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
 		"--budget-refresh", scRefresh.String(),
 		"--projector-flush-interval", scRefresh.String(),
-		"--rate-limit-default", "5000/1s", "--rate-limit-catalog", "5000/1s"}, d.flags()...)
+		"--rate-limit-default", "5000/1s", "--rate-limit-catalog", "5000/1s",
+		// Exports recompute every rollup day of their window first.
+		"--export-max-staleness", "0s"}, d.flags()...)
 	cmd := exec.Command(d.bin, args...)
 	cmd.Env = scEnv()
 	cmd.Stdout, cmd.Stderr = f, f
@@ -890,6 +893,110 @@ func TestScenario(t *testing.T) {
 	}
 	if fileScore != 3.875 || fileAmount != 59_583_335 {
 		t.Errorf("file: score %v, amount %d; want 3.875, 59,583,335", fileScore, fileAmount)
+	}
+
+	// ---- Exports of monitoring_metrics, CSV and Parquet, two column orders. ----
+	// Per campaign (one local day; attributed items count in the credited
+	// interaction's campaign, purchase_count counts distinct purchases):
+	//   c1 (v1, CPC, P1): 24 impressions, 6 clicks all charged, 4,149,108 µ;
+	//      pur-1 #1 and #2, pur-7, pur-8: 3 purchases, 4 units, 15,833,333 µ
+	//   c2 (v2, CPC, P2): 24 impressions, 11 clicks (clk-2-1-again), 10 charged, 5,555,560 µ;
+	//      pur-1 #0 (× 2), pur-12 #1: 2 purchases, 3 units, 22,000,002 µ
+	//   c4 (v4, CPM, P3): 25 impressions (imp-5-3-again), 24 charged, 56,296.080 µ; 1 click (clk-4-3);
+	//      pur-12 #0 (× 3): 1 purchase, 3 units, 21,750,000 µ
+	//   cB (v5, CPC, P4): 4 clicks charged, 400,000 µ; no impressions, no purchases
+	type exRow struct {
+		name, vendor, charge, product string
+		imps, clicks, cClicks, cImps  int64
+		spClkNanos, spImpNanos        int64
+		purchases, qty, amountNanos   int64
+	}
+	exRows := []exRow{
+		{"c1", "v1", "CPC", "P1", 24, 6, 6, 0, 4_149_108_000, 0, 3, 4, 15_833_333_000},
+		{"c2", "v2", "CPC", "P2", 24, 11, 10, 0, 5_555_560_000, 0, 2, 3, 22_000_002_000},
+		{"c4", "v4", "CPM", "P3", 25, 1, 0, 24, 0, 56_296_080, 1, 3, 21_750_000_000},
+		{"cB", "v5", "CPC", "P4", 0, 4, 4, 0, 400_000_000, 0, 0, 0, 0},
+	}
+	dec9 := func(n int64) string { // nanos as the exact decimal of the files
+		s := strings.TrimRight(fmt.Sprintf("%d.%09d", n/1e9, n%1e9), "0")
+		return strings.TrimSuffix(s, ".")
+	}
+	ratio := func(a, b int64) string {
+		if b == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(float64(a)/float64(b), 'f', -1, 64)
+	}
+	perUnit := func(nanos, n, mult int64) string { // rounded half up to the nano
+		if n == 0 {
+			return ""
+		}
+		return dec9((2*nanos*mult + n) / (2 * n))
+	}
+	exports := []struct {
+		dims, metrics []string
+		row           func(r exRow) []string
+	}{
+		{[]string{"campaign_name", "day_local"},
+			[]string{"impressions", "clicks", "charged_clicks", "charged_impressions", "ad_spend", "ctr", "cpc", "cpm",
+				"purchase_count", "quantity", "total_purchase_amount", "roas", "acos", "conversion_rate"},
+			func(r exRow) []string {
+				spend := r.spClkNanos + r.spImpNanos
+				return []string{r.name, date, fmt.Sprint(r.imps), fmt.Sprint(r.clicks), fmt.Sprint(r.cClicks), fmt.Sprint(r.cImps), dec9(spend),
+					ratio(r.clicks, r.imps), perUnit(r.spClkNanos, r.cClicks, 1), perUnit(r.spImpNanos, r.cImps, 1000),
+					fmt.Sprint(r.purchases), fmt.Sprint(r.qty), dec9(r.amountNanos), ratio(r.amountNanos, spend), ratio(spend, r.amountNanos),
+					ratio(r.purchases, r.clicks)}
+			}},
+		{[]string{"day_local", "vendor_id", "charge_type", "entity_id", "ad_format", "currency_code"},
+			[]string{"ad_spent_impressions", "ad_spent_clicks", "clicks", "ad_spent_attributed_purchases", "charged_attributed_purchases", "ad_spent_exclusive_campaign"},
+			func(r exRow) []string {
+				return []string{date, r.vendor, r.charge, r.product, "listings", "USD", dec9(r.spImpNanos), dec9(r.spClkNanos), fmt.Sprint(r.clicks), "0", "0", "0"}
+			}},
+	}
+	for _, ex := range exports {
+		var want [][]string
+		for _, r := range exRows { // both orders sort c1, c2, c4, cB (v1, v2, v4, v5)
+			want = append(want, ex.row(r))
+		}
+		for _, format := range []string{"csv", "parquet"} {
+			reqBody, _ := json.Marshal(map[string]any{"dataset": "monitoring_metrics", "dimensions": ex.dims, "metrics": ex.metrics,
+				"granularity": "day_local", "startDate": date, "endDate": date, "format": format})
+			var created struct {
+				ExportID string `json:"exportId"`
+				Status   string `json:"status"`
+			}
+			if err := json.Unmarshal(d.must("POST", "/public/v1/export-service/exports", advKey, string(reqBody), 202), &created); err != nil || created.Status != "pending" {
+				t.Fatalf("export: %v %+v", err, created)
+			}
+			var v struct {
+				Status   string `json:"status"`
+				URL      string `json:"url"`
+				RowCount int64  `json:"rowCount"`
+			}
+			testenv.Eventually(t, 60*time.Second, func() error {
+				if err := json.Unmarshal(d.must("GET", "/public/v1/export-service/exports/"+created.ExportID, advKey, "", 200), &v); err != nil {
+					return err
+				}
+				if v.Status != "completed" {
+					return fmt.Errorf("export %s is %s", created.ExportID, v.Status)
+				}
+				return nil
+			})
+			st, data := sfDownload(t, v.URL)
+			if st != 200 {
+				t.Fatalf("export download: %d %.200s", st, data)
+			}
+			header, rows, err := exportsfile.ReadFile(format, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantHeader := append(slices.Clone(ex.dims), ex.metrics...); !slices.Equal(header, wantHeader) {
+				t.Errorf("%s export header %q, want %q", format, header, wantHeader)
+			}
+			if v.RowCount != int64(len(want)) || fmt.Sprintf("%q", rows) != fmt.Sprintf("%q", want) {
+				t.Errorf("%s export of %v: %d rows\n%q\nwant\n%q", format, ex.dims, v.RowCount, rows, want)
+			}
+		}
 	}
 	t.Logf("scenario done in %s", time.Since(began).Round(time.Millisecond))
 }
