@@ -38,6 +38,16 @@ func abortExport(c *gin.Context, status int, code, msg string, details []exports
 	c.AbortWithStatusJSON(status, exportError{Error: exportErrorBody{Code: code, Message: msg, Details: details}})
 }
 
+// abortInvalidExport answers 422 with every problem; the first one gives
+// the code and the message.
+func abortInvalidExport(c *gin.Context, probs []exports.Problem) {
+	msg := probs[0].Message
+	if len(probs) > 1 {
+		msg += " (" + strconv.Itoa(len(probs)-1) + " more in details)"
+	}
+	abortExport(c, http.StatusUnprocessableEntity, probs[0].Code, msg, probs)
+}
+
 // ExportRoutes returns the exports route set.
 func ExportRoutes(svc *exports.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
@@ -66,7 +76,7 @@ func (h *exportHandlers) create(c *gin.Context) {
 	}
 	req, probs := exports.DecodeRequest(body)
 	if len(probs) > 0 {
-		abortExport(c, http.StatusUnprocessableEntity, probs[0].Code, probs[0].Message, probs)
+		abortInvalidExport(c, probs)
 		return
 	}
 	mp := Marketplace(c)
@@ -76,11 +86,7 @@ func (h *exportHandlers) create(c *gin.Context) {
 	case err == nil:
 		c.JSON(http.StatusAccepted, gin.H{"exportId": e.ID, "status": e.Status, "dataset": e.Dataset, "createdAt": e.CreatedAt})
 	case errors.As(err, &inv):
-		msg := inv.Problems[0].Message
-		if len(inv.Problems) > 1 {
-			msg += " (" + strconv.Itoa(len(inv.Problems)-1) + " more in details)"
-		}
-		abortExport(c, http.StatusUnprocessableEntity, inv.Problems[0].Code, msg, inv.Problems)
+		abortInvalidExport(c, inv.Problems)
 	case errors.Is(err, exports.ErrQuota):
 		reset := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 		c.Header("Retry-After", strconv.Itoa(int(time.Until(reset).Seconds())+1))

@@ -47,16 +47,8 @@ func sfList(t *testing.T, s *system, key, date string) ([]sfFile, response) {
 // sfDownload fetches a presigned URL with plain net/http.
 func sfDownload(t *testing.T, url string) (int, []byte) {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	st, _, b := exDownload(t, url)
+	return st, b
 }
 
 // TestScoredAttributionFiles: a click and a purchase go through the whole
