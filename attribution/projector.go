@@ -2,7 +2,6 @@ package attribution
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -243,7 +242,7 @@ func (p *Projector) decode(batch []*kgo.Record) *decoded {
 	d := &decoded{work: map[string]map[string]*userWork{}}
 	for _, r := range batch {
 		var e ingest.Event
-		err := json.Unmarshal(r.Value, &e)
+		err := ingest.DecodeRecord(r.Value, &e)
 		var mp uuid.UUID
 		if err == nil {
 			mp, err = uuid.Parse(e.MarketplaceID)

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -55,7 +54,7 @@ func (a *Appender) Append(ctx context.Context, events []Event) error {
 	)
 	wg.Add(len(events))
 	for i := range events {
-		val, err := json.Marshal(&events[i])
+		val, err := EncodeRecord(&events[i])
 		if err != nil {
 			for j := i; j < len(events); j++ {
 				wg.Done()

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -62,7 +61,7 @@ func (p *EventsProjector) flush(ctx context.Context, batch []*kgo.Record) error 
 	keys := make([]ClaimKey, 0, len(batch))
 	for _, r := range batch {
 		var e ingest.Event
-		if err := json.Unmarshal(r.Value, &e); err != nil || e.ID == "" || e.MarketplaceID == "" {
+		if err := ingest.DecodeRecord(r.Value, &e); err != nil || e.ID == "" || e.MarketplaceID == "" {
 			// A record this version cannot read is logged and skipped: it
 			// can never become readable by retrying.
 			p.log.Error("events projector: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -298,7 +297,7 @@ func (p *InteractionsProjector) decodeRange(batch []*kgo.Record) []decoded {
 	old := 0
 	for _, r := range batch {
 		var d decoded
-		err := json.Unmarshal(r.Value, &d.e)
+		err := ingest.DecodeRecord(r.Value, &d.e)
 		if err == nil {
 			d.mp, err = uuid.Parse(d.e.MarketplaceID)
 		}
