@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,11 +26,13 @@ const DefaultPartSize = 8 << 20
 // context (the caller's may be the reason for the failure).
 const abortTimeout = 10 * time.Second
 
-// Upload is a multipart upload to one key, written as a stream. It holds one
-// part in memory: each full part is sent before Write returns. The object
-// appears (or replaces the previous one) only when Complete succeeds, all at
-// once; until then readers see the old object or none. Abort (or a crash:
-// incomplete uploads are invisible, and a bucket lifecycle rule or
+// Upload is a multipart upload to one key, written as a stream. Full parts
+// are sent by a background goroutine while the writer fills the next one,
+// so a producer is not paused for each part's round trip; at most three
+// parts are in memory (one being filled, one queued, one being sent). The
+// object appears (or replaces the previous one) only when Complete succeeds,
+// all at once; until then readers see the old object or none. Abort (or a
+// crash: incomplete uploads are invisible, and a bucket lifecycle rule or
 // AbortStale removes their parts) leaves the key as it was.
 type Upload struct {
 	s        *Store
@@ -38,12 +41,20 @@ type Upload struct {
 	id       string
 	partSize int
 	buf      []byte
-	parts    []types.CompletedPart
-	size     int64
-	err      error
 	done     bool
 
-	// AfterPart, when set, is called after each part is stored (tests).
+	queue   chan []byte   // full parts to send, in order
+	free    chan []byte   // sent parts' buffers, for reuse
+	sent    chan struct{} // closed when the sender has stopped
+	stopped bool          // queue closed
+
+	mu    sync.Mutex // guards the fields below, written by the sender
+	parts []types.CompletedPart
+	size  int64
+	err   error
+
+	// AfterPart, when set, is called after each part is stored (tests); it
+	// runs on the sender goroutine.
 	AfterPart func(n int)
 }
 
@@ -63,13 +74,65 @@ func (s *Store) NewUpload(ctx context.Context, key, contentType string, meta map
 	if err != nil {
 		return nil, fmt.Errorf("s3: start upload of %s: %w", key, err)
 	}
-	return &Upload{s: s, ctx: ctx, key: key, id: aws.ToString(out.UploadId), partSize: partSize, buf: make([]byte, 0, partSize)}, nil
+	u := &Upload{s: s, ctx: ctx, key: key, id: aws.ToString(out.UploadId), partSize: partSize, buf: make([]byte, 0, partSize),
+		queue: make(chan []byte, 1), free: make(chan []byte, 2), sent: make(chan struct{})}
+	go u.send()
+	return u, nil
 }
 
-// Write buffers p and sends every full part.
+// send uploads the queued parts in order until the queue is closed. After
+// an error it only drains the queue.
+func (u *Upload) send() {
+	defer close(u.sent)
+	for part := range u.queue {
+		if u.failed() == nil {
+			u.uploadPart(part)
+		}
+		select {
+		case u.free <- part[:0]:
+		default:
+		}
+	}
+}
+
+func (u *Upload) uploadPart(part []byte) {
+	u.mu.Lock()
+	num := int32(len(u.parts) + 1)
+	u.mu.Unlock()
+	out, err := u.s.Client.UploadPart(u.ctx, &s3.UploadPartInput{
+		Bucket:        aws.String(u.s.Bucket),
+		Key:           aws.String(u.key),
+		UploadId:      aws.String(u.id),
+		PartNumber:    aws.Int32(num),
+		Body:          bytes.NewReader(part),
+		ContentLength: aws.Int64(int64(len(part))),
+	})
+	u.mu.Lock()
+	if err != nil {
+		u.err = fmt.Errorf("s3: upload part %d of %s: %w", num, u.key, err)
+		u.mu.Unlock()
+		return
+	}
+	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+	u.size += int64(len(part))
+	n := len(u.parts)
+	u.mu.Unlock()
+	if u.AfterPart != nil {
+		u.AfterPart(n)
+	}
+}
+
+func (u *Upload) failed() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
+}
+
+// Write buffers p and queues every full part. It returns the error of an
+// earlier part, if any.
 func (u *Upload) Write(p []byte) (int, error) {
-	if u.err != nil {
-		return 0, u.err
+	if err := u.failed(); err != nil {
+		return 0, err
 	}
 	if u.done {
 		return 0, errors.New("s3: write after the upload ended")
@@ -80,7 +143,7 @@ func (u *Upload) Write(p []byte) (int, error) {
 		u.buf = append(u.buf, p[:k]...)
 		p, n = p[k:], n+k
 		if len(u.buf) == u.partSize {
-			if err := u.flush(); err != nil {
+			if err := u.enqueue(); err != nil {
 				return n, err
 			}
 		}
@@ -88,49 +151,69 @@ func (u *Upload) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (u *Upload) flush() error {
-	num := int32(len(u.parts) + 1)
-	out, err := u.s.Client.UploadPart(u.ctx, &s3.UploadPartInput{
-		Bucket:        aws.String(u.s.Bucket),
-		Key:           aws.String(u.key),
-		UploadId:      aws.String(u.id),
-		PartNumber:    aws.Int32(num),
-		Body:          bytes.NewReader(u.buf),
-		ContentLength: aws.Int64(int64(len(u.buf))),
-	})
-	if err != nil {
-		u.err = fmt.Errorf("s3: upload part %d of %s: %w", num, u.key, err)
-		return u.err
+// enqueue hands the full buffer to the sender and takes a free one.
+func (u *Upload) enqueue() error {
+	select {
+	case u.queue <- u.buf:
+	case <-u.ctx.Done():
+		return context.Cause(u.ctx)
 	}
-	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
-	u.size += int64(len(u.buf))
-	u.buf = u.buf[:0]
-	if u.AfterPart != nil {
-		u.AfterPart(len(u.parts))
+	select {
+	case b := <-u.free:
+		u.buf = b
+	default:
+		u.buf = make([]byte, 0, u.partSize)
 	}
-	return nil
+	return u.failed()
+}
+
+// stop closes the queue and waits for the sender.
+func (u *Upload) stop() {
+	if !u.stopped {
+		u.stopped = true
+		close(u.queue)
+	}
+	<-u.sent
 }
 
 // Complete sends the last part and publishes the object. It returns the
 // object's size. On error the upload is aborted.
 func (u *Upload) Complete() (int64, error) {
-	if u.err == nil && (len(u.buf) > 0 || len(u.parts) == 0) {
-		_ = u.flush() // an empty object is one empty part
+	if u.done {
+		return 0, errors.New("s3: complete after the upload ended")
 	}
-	if u.err == nil {
-		_, err := u.s.Client.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{
+	u.mu.Lock()
+	empty := len(u.parts) == 0
+	u.mu.Unlock()
+	if u.failed() == nil && (len(u.buf) > 0 || empty) {
+		// an empty object is one empty part
+		if err := u.enqueue(); err != nil {
+			u.Abort()
+			return 0, err
+		}
+	}
+	u.stop()
+	err := u.failed()
+	if err == nil {
+		u.mu.Lock()
+		parts := u.parts
+		u.mu.Unlock()
+		_, err = u.s.Client.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{
 			Bucket:          aws.String(u.s.Bucket),
 			Key:             aws.String(u.key),
 			UploadId:        aws.String(u.id),
-			MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts},
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		})
 		if err != nil {
-			u.err = fmt.Errorf("s3: complete upload of %s: %w", u.key, err)
+			err = fmt.Errorf("s3: complete upload of %s: %w", u.key, err)
 		}
 	}
-	if u.err != nil {
+	if err != nil {
+		u.mu.Lock()
+		u.err = err
+		u.mu.Unlock()
 		u.Abort()
-		return 0, u.err
+		return 0, err
 	}
 	u.done = true
 	return u.size, nil
@@ -143,9 +226,12 @@ func (u *Upload) Abort() {
 		return
 	}
 	u.done = true
+	u.mu.Lock()
 	if u.err == nil {
 		u.err = errors.New("s3: upload aborted")
 	}
+	u.mu.Unlock()
+	u.stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), abortTimeout)
 	defer cancel()
 	_, _ = u.s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
