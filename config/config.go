@@ -192,7 +192,7 @@ var settings = []setting{
 		return nil
 	}},
 	{"export-daily-quota", "ENDCAP_EXPORT_DAILY_QUOTA", "50", "exports a marketplace may request per UTC day (429 quota_exceeded above)", integer(func(c *Config) *int { return &c.ExportDailyQuota }, 1)},
-	{"export-workers", "ENDCAP_EXPORT_WORKERS", "2", "exports an exporter process runs at once (members of the exporter consumer group)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},
+	{"export-workers", "ENDCAP_EXPORT_WORKERS", "1", "exports an exporter process runs at once (members of the exporter consumer group; each running export holds up to about 130 MB)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},
 	{"export-timeout", "ENDCAP_EXPORT_TIMEOUT", "30m", "longest run of one attempt of an export", duration(func(c *Config) *time.Duration { return &c.ExportTimeout })},
 	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "2m", "an export first recomputes the rollup days of its window last recomputed longer than this before it was requested (0: always)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)

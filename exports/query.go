@@ -179,9 +179,19 @@ func (sc *scanner) fill(row []cell) {
 	}
 }
 
+// Server-side bounds of the export query: blocks of 16,384 rows (one
+// decoded ahead) keep the worker's memory small; a GROUP BY or ORDER BY
+// past 1 GiB spills to the server's disk instead of failing.
+var querySettings = map[string]any{
+	"max_bytes_before_external_group_by": 1 << 30,
+	"max_bytes_before_external_sort":     1 << 30,
+}
+
+const queryBlockRows = 16_384
+
 // query runs the plan and calls fn with each row (reused between calls).
 func query(ctx context.Context, ch clickhouse.Conn, p *plan, fn func(row []cell) error) error {
-	rows, err := ch.Query(ctx, p.sql, p.args...)
+	rows, err := ch.Query(clickhouse.Streaming(ctx, queryBlockRows, querySettings), p.sql, p.args...)
 	if err != nil {
 		return fmt.Errorf("exports: query: %w", err)
 	}

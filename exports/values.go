@@ -1,6 +1,7 @@
 package exports
 
 import (
+	"math"
 	"math/big"
 	"math/bits"
 	"strconv"
@@ -162,10 +163,34 @@ func ratioCell(num, den float64) cell {
 func moneyRatioCell(num, den money) cell { return ratioCell(num.float(), den.float()) }
 
 // perUnitCell is mult × m / n rounded half up to nanos (half away from
-// zero), null when n is 0.
+// zero), null when n is 0. It runs once per row and price column, so the
+// usual case is done in 128-bit integers; math/big only past that.
 func perUnitCell(m money, n uint64, mult int64) cell {
 	if n == 0 {
 		return cell{null: true}
+	}
+	if m.units >= 0 && mult > 0 {
+		// v = (units·1e9 + nanos)·mult, then q = (2v + n) / 2n.
+		hi, lo := bits.Mul64(uint64(m.units), nanosPerUnit)
+		var c uint64
+		lo, c = bits.Add64(lo, uint64(m.nanos), 0)
+		hi += c
+		mh, ml := bits.Mul64(lo, uint64(mult))
+		hh, hl := bits.Mul64(hi, uint64(mult))
+		hi, c = bits.Add64(hl, mh, 0)
+		lo = ml
+		if hh == 0 && c == 0 && hi>>62 == 0 && n < 1<<63 {
+			hi, lo = hi<<1|lo>>63, lo<<1 // 2v
+			lo, c = bits.Add64(lo, n, 0)
+			hi += c
+			d := 2 * n
+			if hi < d {
+				q, _ := bits.Div64(hi, lo, d)
+				if q <= math.MaxInt64 {
+					return cell{m: moneyFromNanosInt(int64(q))}
+				}
+			}
+		}
 	}
 	v := m.big()
 	v.Mul(v, big.NewInt(mult))
@@ -179,3 +204,5 @@ func perUnitCell(m money, n uint64, mult int64) cell {
 	}
 	return cell{m: moneyFromNanos(v)}
 }
+
+func moneyFromNanosInt(n int64) money { return money{units: n / nanosPerUnit, nanos: n % nanosPerUnit} }

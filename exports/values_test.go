@@ -2,6 +2,7 @@ package exports
 
 import (
 	"math/big"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -105,5 +106,25 @@ func TestCSVFields(t *testing.T) {
 	}
 	if got := string(appendText(nil, KindStrings, &cell{}, true)); got != "[]" {
 		t.Errorf("empty array cell %s, want []", got)
+	}
+}
+
+// The 128-bit path of perUnitCell agrees with exact rational rounding.
+func TestPerUnitExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 200_000 {
+		micros := r.Int64N(1 << uint(r.IntN(62)+1))
+		sub := r.Uint64N(1 << uint(r.IntN(40)+1))
+		n := r.Uint64N(1<<uint(r.IntN(63)+1)) + 1
+		mult := []int64{1, 1000}[i%2]
+		m := moneyOf(micros, sub)
+		got := perUnitCell(m, n, mult).m
+		// Exact: round(mult·nanos / n) half up.
+		num := new(big.Int).Mul(m.big(), big.NewInt(mult))
+		num.Mul(num, big.NewInt(2)).Add(num, new(big.Int).SetUint64(n))
+		want := moneyFromNanos(num.Quo(num, new(big.Int).Mul(new(big.Int).SetUint64(n), big.NewInt(2))))
+		if got != want {
+			t.Fatalf("perUnitCell(%s, %d, %d) = %s, want %s", m, n, mult, got, want)
+		}
 	}
 }

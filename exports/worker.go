@@ -18,7 +18,7 @@ import (
 
 // Defaults of WorkerOptions.
 const (
-	DefaultWorkers     = 2
+	DefaultWorkers     = 1
 	DefaultJobTimeout  = 30 * time.Minute
 	DefaultMaxAttempts = 3
 	DefaultStaleness   = 2 * time.Minute

@@ -194,3 +194,16 @@ func LatestVersion() int {
 	}
 	return ms[len(ms)-1].Version
 }
+
+// Streaming returns ctx for a query whose result is read row by row in
+// bounded memory: the server sends blocks of at most blockRows rows and the
+// driver decodes one block ahead of the reader. settings go with the query
+// (for example max_bytes_before_external_group_by, so that a large GROUP BY
+// spills to disk on the server instead of failing).
+func Streaming(ctx context.Context, blockRows int, settings map[string]any) context.Context {
+	s := ch.Settings{"max_block_size": blockRows}
+	for k, v := range settings {
+		s[k] = v
+	}
+	return ch.Context(ctx, ch.WithSettings(s), ch.WithBlockBufferSize(1))
+}
