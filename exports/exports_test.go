@@ -336,3 +336,52 @@ func TestExportWorkerStoppedMidway(t *testing.T) {
 }
 
 var _ = slog.Default
+
+// The sweep requeues an export whose job was lost (it then completes), and
+// deletes the records of exports finished more than RecordRetention ago.
+func TestExportSweep(t *testing.T) {
+	st := newStack(t)
+	mp := uuid.NewString()
+	day := time.Now().UTC().Format(time.DateOnly)
+	req := Request{Dataset: DatasetMonitoringMetrics, Dimensions: []string{"day_local"}, Metrics: []string{"clicks"},
+		Granularity: GranularityDayLocal, StartDate: day, EndDate: day, Format: FormatCSV}
+	// A pending record without a job (the job append failed after it).
+	lost := Export{ID: uuid.NewString(), Status: StatusPending, Dataset: req.Dataset, CreatedAt: time.Now().UTC().Add(-time.Hour), Request: req}
+	if _, err := st.svc.items.Put(st.ctx, mp, lost.ID, 0, lost); err != nil {
+		t.Fatal(err)
+	}
+	// A completed export, finished 31 days ago.
+	fin := time.Now().UTC().Add(-RecordRetention - 24*time.Hour)
+	old := Export{ID: uuid.NewString(), Status: StatusCompleted, Dataset: req.Dataset, CreatedAt: fin, FinishedAt: &fin, StartedAt: &fin, Request: req, Key: "exports/x"}
+	if _, err := st.svc.items.Put(st.ctx, mp, old.ID, 0, old); err != nil {
+		t.Fatal(err)
+	}
+	// A recent pending export is left alone (its job may just be queued).
+	recent, err := st.svc.Create(st.ctx, mp, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.svc.sweepOnce(st.ctx)
+	if _, err := st.svc.Get(st.ctx, mp, old.ID); err != ErrNotFound {
+		t.Errorf("expired record: %v, want ErrNotFound", err)
+	}
+	st.svc.sweepOnce(st.ctx) // a second sweep within requeueAfter appends no second job
+	st.workers(t, WorkerOptions{Workers: 1})
+	for _, id := range []string{lost.ID, recent.ID} {
+		if v := st.waitDone(t, mp, id); v.Status != StatusCompleted {
+			t.Errorf("export %s: %+v", id, v)
+		}
+	}
+	// Jobs on the topic: the recent export's and one requeue of the lost one.
+	end, err := kafka.EndOffsets(st.ctx, st.kcl, st.topics.Exports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, o := range end {
+		n += o
+	}
+	if n != 2 {
+		t.Errorf("%d jobs appended, want 2", n)
+	}
+}

@@ -29,6 +29,10 @@ const (
 	// that no worker holds, gets its job appended again (at most once per
 	// requeueAfter).
 	requeueAfter = 10 * time.Minute
+	// RecordRetention: a finished export's record is deleted from the
+	// entities log (and from every process's memory) this long after it
+	// finished; its GET is then 404.
+	RecordRetention = 30 * 24 * time.Hour
 )
 
 // WorkerOptions configure RunWorkers.
@@ -272,19 +276,44 @@ func (s *Service) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := s.o.Now()
-		for _, mp := range s.items.Marketplaces() {
-			var stuck []Export
-			s.items.Each(mp, func(_ string, e Export) bool {
-				if (e.Status == StatusPending || e.Status == StatusRunning) && now.Sub(e.CreatedAt) > requeueAfter {
-					stuck = append(stuck, e)
-				}
-				return true
-			})
-			for _, e := range stuck {
-				s.requeue(ctx, mp, e)
+		s.sweepOnce(ctx)
+	}
+}
+
+// sweepOnce requeues the stuck exports and deletes the expired records.
+func (s *Service) sweepOnce(ctx context.Context) {
+	now := s.o.Now()
+	for _, mp := range s.items.Marketplaces() {
+		var stuck, expired []Export
+		s.items.Each(mp, func(_ string, e Export) bool {
+			switch {
+			case (e.Status == StatusPending || e.Status == StatusRunning) && now.Sub(e.CreatedAt) > requeueAfter:
+				stuck = append(stuck, e)
+			case e.Status.Terminal() && e.FinishedAt != nil && now.Sub(*e.FinishedAt) > RecordRetention:
+				expired = append(expired, e)
 			}
+			return true
+		})
+		for _, e := range stuck {
+			s.requeue(ctx, mp, e)
 		}
+		for _, e := range expired {
+			s.expire(ctx, mp, e.ID)
+		}
+	}
+}
+
+// expire deletes a finished export's record (another exporter's sweep may
+// race it: a conflict is fine).
+func (s *Service) expire(ctx context.Context, mp, id string) {
+	_, ver, ok := s.items.Get(mp, id)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.items.Delete(ctx, mp, id, ver); err != nil && !errors.Is(err, statelog.ErrConflict) {
+		s.o.Log.Warn("exports: expired record not deleted", "export", id, "err", err)
 	}
 }
 
