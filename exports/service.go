@@ -15,6 +15,7 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/s3store"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/telemetry"
 )
 
 // Status of an export.
@@ -151,6 +152,7 @@ func (s *Service) Create(ctx context.Context, mp string, r Request) (Export, err
 		s.quota.giveBack(context.WithoutCancel(ctx), mp, day)
 		return Export{}, err
 	}
+	telemetry.Exports.WithLabelValues("accepted", r.Format).Inc()
 	return e, nil
 }
 

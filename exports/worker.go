@@ -14,6 +14,7 @@ import (
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/telemetry"
 )
 
 // Defaults of WorkerOptions.
@@ -218,6 +219,9 @@ func (s *Service) attempt(lctx, ctx context.Context, mp, id string, wo *WorkerOp
 	if e.Attempts >= wo.MaxAttempts {
 		return s.finish(ctx, mp, e, ver, nil, fmt.Errorf("gave up after %d attempts", e.Attempts))
 	}
+	if e.Attempts == 0 {
+		telemetry.ExportQueueSeconds.Observe(now.Sub(e.CreatedAt).Seconds())
+	}
 	e.Status, e.Attempts, e.StartedAt = StatusRunning, e.Attempts+1, &now
 	ver, err := s.items.Put(lctx, mp, id, ver, e)
 	if err != nil {
@@ -238,6 +242,7 @@ func (s *Service) attempt(lctx, ctx context.Context, mp, id string, wo *WorkerOp
 		return fmt.Errorf("lease lost: %w", context.Cause(lctx))
 	}
 	if err != nil && e.Attempts < wo.MaxAttempts && !errors.Is(err, errPermanent) {
+		telemetry.Exports.WithLabelValues("retried", e.Request.Format).Inc()
 		return err
 	}
 	return s.finish(ctx, mp, e, ver, &res, err)
@@ -252,10 +257,14 @@ func (s *Service) finish(ctx context.Context, mp string, e Export, ver int64, re
 	e.FinishedAt = &fin
 	if runErr == nil {
 		e.Status, e.Key, e.Rows, e.SizeBytes = StatusCompleted, res.key, res.rows, res.size
+		telemetry.Exports.WithLabelValues("completed", e.Request.Format).Inc()
+		telemetry.ExportSeconds.WithLabelValues(e.Request.Format).Observe(fin.Sub(*e.StartedAt).Seconds())
+		telemetry.ExportRows.WithLabelValues(e.Request.Format).Add(float64(res.rows))
 		s.o.Log.Info("exports: export completed", "marketplace", mp, "export", e.ID, "rows", res.rows, "bytes", res.size,
 			"took", fin.Sub(*e.StartedAt).Round(time.Millisecond))
 	} else {
 		e.Status, e.Failure = StatusFailed, "The export could not be produced ("+runErr.Error()+"); request it again."
+		telemetry.Exports.WithLabelValues("failed", e.Request.Format).Inc()
 		s.o.Log.Error("exports: export failed", "marketplace", mp, "export", e.ID, "attempts", e.Attempts, "err", runErr)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -333,5 +342,6 @@ func (s *Service) requeue(ctx context.Context, mp string, e Export) {
 		s.o.Log.Warn("exports: requeue failed", "export", e.ID, "err", err)
 		return
 	}
+	telemetry.Exports.WithLabelValues("requeued", e.Request.Format).Inc()
 	s.o.Log.Warn("exports: export requeued", "marketplace", mp, "export", e.ID, "status", e.Status)
 }
