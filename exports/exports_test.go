@@ -385,3 +385,37 @@ func TestExportSweep(t *testing.T) {
 		t.Errorf("%d jobs appended, want 2", n)
 	}
 }
+
+// Before its query an export recomputes the days of its window that were
+// never computed or were computed too long before it was requested, and
+// never a day whose last recomputation was final.
+func TestExportFreshness(t *testing.T) {
+	st := newStack(t)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	old := today.AddDate(0, 0, -60)
+	record := func(day, at time.Time) {
+		if err := st.ch.Exec(st.ctx, `INSERT INTO rollup_days (day_local, computed_at, rows) SELECT toDate(?), toDateTime(?), 0`,
+			day.Format(time.DateOnly), at.Unix()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(old, old.AddDate(0, 0, 40))                         // final (computed 40 days after)
+	record(old.AddDate(0, 0, 1), old.AddDate(0, 0, 2))         // not final, long ago: stale
+	record(old.AddDate(0, 0, 2), time.Now().Add(-time.Minute)) // recent: fresh enough
+	// old+3 never computed.
+	var got []string
+	wo := WorkerOptions{MaxStaleness: 2 * time.Minute, Refresh: func(_ context.Context, days []time.Time) error {
+		for _, d := range days {
+			got = append(got, d.Format(time.DateOnly))
+		}
+		return nil
+	}}
+	e := &Export{ID: uuid.NewString(), CreatedAt: time.Now().UTC(), Request: Request{StartDate: old.Format(time.DateOnly), EndDate: old.AddDate(0, 0, 3).Format(time.DateOnly)}}
+	if err := st.svc.ensureFresh(st.ctx, e, &wo); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{old.AddDate(0, 0, 1).Format(time.DateOnly), old.AddDate(0, 0, 3).Format(time.DateOnly)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("recomputed %v, want %v", got, want)
+	}
+}

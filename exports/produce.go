@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/endcap/endcap/rollups"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -74,8 +75,8 @@ func (s *Service) produce(ctx context.Context, mp string, e *Export, wo *WorkerO
 
 // ensureFresh recomputes the rollup days of the export's window whose last
 // recomputation started more than MaxStaleness before the export was
-// requested (or never ran): the file then holds everything folded into the
-// raw tables up to then.
+// requested (or never ran), unless that recomputation was final: the file
+// then holds everything folded into the raw tables up to then.
 func (s *Service) ensureFresh(ctx context.Context, e *Export, wo *WorkerOptions) error {
 	if wo.Refresh == nil {
 		return nil
@@ -88,7 +89,11 @@ func (s *Service) ensureFresh(ctx context.Context, e *Export, wo *WorkerOptions)
 	end, _ := parseDate(e.Request.EndDate)
 	var stale []time.Time
 	for d := start; !d.After(end); d = d.AddDate(0, 0, 1) {
-		if at, ok := computed[d]; !ok || at.Before(e.CreatedAt.Add(-wo.MaxStaleness)) {
+		at, ok := computed[d]
+		switch {
+		case ok && !at.Before(rollups.FinalAfter(d)):
+			// Recomputed after it could no longer change: final.
+		case !ok || at.Before(e.CreatedAt.Add(-wo.MaxStaleness)):
 			stale = append(stale, d)
 		}
 	}
