@@ -4,7 +4,8 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
-	"strconv"
+
+	"github.com/endcap/endcap/internal/decimal"
 )
 
 // part is one sum a row's metrics are computed from; each maps to one or
@@ -62,33 +63,7 @@ func microsOf(micros int64) money { return moneyOf(micros, 0) }
 
 // appendDecimal appends the amount as a decimal with the fewest digits
 // that keep it exact ("12", "0.4", "5.55556", "-0.000000001").
-func (m money) appendDecimal(b []byte) []byte {
-	units, nanos := m.units, m.nanos
-	if units < 0 && nanos > 0 {
-		b = append(b, '-')
-		units, nanos = -(units + 1), nanosPerUnit-nanos
-		if units == 0 {
-			b = append(b, '0')
-		} else {
-			b = strconv.AppendInt(b, units, 10)
-		}
-	} else {
-		b = strconv.AppendInt(b, units, 10)
-	}
-	if nanos == 0 {
-		return b
-	}
-	var frac [9]byte
-	for i := 8; i >= 0; i-- {
-		frac[i] = byte('0' + nanos%10)
-		nanos /= 10
-	}
-	n := 9
-	for frac[n-1] == '0' {
-		n--
-	}
-	return append(append(b, '.'), frac[:n]...)
-}
+func (m money) appendDecimal(b []byte) []byte { return decimal.AppendNanos(b, m.units, m.nanos) }
 
 // String is the decimal form.
 func (m money) String() string { return string(m.appendDecimal(nil)) }

@@ -3,6 +3,8 @@ package vendorcharges
 import (
 	"math/big"
 	"strconv"
+
+	"github.com/endcap/endcap/internal/decimal"
 )
 
 // Amount is the exact amount of one charge: Micros + SubMicros/1000
@@ -34,26 +36,7 @@ func (a Amount) Append(b []byte) []byte {
 	units += frac / 1_000_000_000
 	frac %= 1_000_000_000
 	b = strconv.AppendInt(b, units, 10)
-	return appendFraction(b, frac)
-}
-
-// appendFraction appends ".ddddddddd" without its trailing zeros (nothing
-// when frac is 0). frac is in [0, 1e9).
-func appendFraction(b []byte, frac int64) []byte {
-	if frac == 0 {
-		return b
-	}
-	var d [9]byte
-	for i := 8; i >= 0; i-- {
-		d[i] = byte('0' + frac%10)
-		frac /= 10
-	}
-	n := 9
-	for d[n-1] == '0' {
-		n--
-	}
-	b = append(b, '.')
-	return append(b, d[:n]...)
+	return decimal.AppendFraction(b, frac)
 }
 
 // appendBig handles negative amounts (no charge is negative; a corrected
@@ -67,5 +50,5 @@ func appendBig(b []byte, a Amount) []byte {
 	}
 	units, frac := new(big.Int).QuoRem(nanos, big.NewInt(1_000_000_000), new(big.Int))
 	b = units.Append(b, 10)
-	return appendFraction(b, frac.Int64())
+	return decimal.AppendFraction(b, frac.Int64())
 }
