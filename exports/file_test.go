@@ -3,6 +3,7 @@ package exports
 import (
 	"bytes"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -80,5 +81,53 @@ func TestEmptyFiles(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(h, []string{"day_local", "clicks"}) || len(rows) != 0 {
 			t.Errorf("%s: %q %q %v", format, h, rows, err)
 		}
+	}
+}
+
+// Rows past one batch of the Parquet writer (its DECIMAL bytes live in a
+// buffer reused from batch to batch) read back the same as their CSV.
+func TestFormatsAgreeManyRows(t *testing.T) {
+	cols := []Column{{"entity_id", KindString}, {"ad_spend", KindMoney}, {"cpm", KindPrice}, {"page_value", KindStrings}}
+	const n = 5*rowBatch + 7
+	files := map[string][]byte{}
+	for _, format := range []string{FormatCSV, FormatParquet} {
+		var buf bytes.Buffer
+		w, err := newFileWriter(format, &buf, cols, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]cell, len(cols))
+		for i := range n {
+			row[0] = cell{s: "p-" + strconv.Itoa(i)}
+			row[1] = cell{m: moneyOf(int64(i)*1_234_567, uint64(i%1000))}
+			row[2] = perUnitCell(moneyOf(int64(i)*7, 0), uint64(i%3), 1000)
+			row[3] = cell{ss: []string{strconv.Itoa(i), "x"}[:i%3]}
+			if err := w.Write(row); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files[format] = buf.Bytes()
+	}
+	_, rc, err := ReadFile(FormatCSV, files[FormatCSV])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rp, err := ReadFile(FormatParquet, files[FormatParquet])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rc) != n || !reflect.DeepEqual(rc, rp) {
+		for i := range min(len(rc), len(rp)) {
+			if !reflect.DeepEqual(rc[i], rp[i]) {
+				t.Fatalf("row %d: csv %q, parquet %q (%d and %d rows)", i, rc[i], rp[i], len(rc), len(rp))
+			}
+		}
+		t.Fatalf("%d csv rows, %d parquet rows, want %d", len(rc), len(rp), n)
+	}
+	if rc[n-1][1] != moneyOf(int64(n-1)*1_234_567, uint64((n-1)%1000)).String() {
+		t.Errorf("last row %q", rc[n-1])
 	}
 }
