@@ -50,6 +50,19 @@ type devStack struct {
 	t                                  *testing.T
 	bin, dir                           string
 	http, kafka, ch, chHTTP, redis, s3 int
+	extra                              []string // more flags of `endcap dev`
+}
+
+// devEnv is the test's environment without ENDCAP_* variables: the stack's
+// settings come from its flags only.
+func devEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ENDCAP_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 func (d *devStack) start() *devProc {
@@ -60,20 +73,14 @@ func (d *devStack) start() *devProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(d.bin, "dev", "--dir", d.dir,
+	cmd := exec.Command(d.bin, append([]string{"dev", "--dir", d.dir,
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", d.http),
 		"--kafka-brokers", fmt.Sprintf("127.0.0.1:%d", d.kafka),
 		"--clickhouse-addr", fmt.Sprintf("127.0.0.1:%d", d.ch),
 		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
 		"--redis-addr", fmt.Sprintf("127.0.0.1:%d", d.redis),
-		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3))
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ENDCAP_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
+		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3)}, d.extra...)...)
+	cmd.Env = devEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

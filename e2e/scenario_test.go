@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -59,74 +57,14 @@ func (d *scStack) flags() []string {
 	}
 }
 
-func scEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ENDCAP_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
+// start runs `endcap dev` with the scenario's flags (short projector flush
+// and budget refresh, raised rate limits, exports that recompute their
+// whole window) and waits until it is ready.
 func (d *scStack) start() {
-	t := d.t
-	t.Helper()
-	logPath := filepath.Join(d.dir, fmt.Sprintf("dev-%d.log", time.Now().UnixNano()))
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"dev", "--dir", d.dir,
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", d.http),
-		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
-		"--budget-refresh", scRefresh.String(),
-		"--projector-flush-interval", scRefresh.String(),
-		"--rate-limit-default", "5000/1s", "--rate-limit-catalog", "5000/1s",
-		// Exports recompute every rollup day of their window first.
-		"--export-max-staleness", "0s"}, d.flags()...)
-	cmd := exec.Command(d.bin, args...)
-	cmd.Env = scEnv()
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &devProc{cmd: cmd, done: make(chan error, 1), log: logPath}
-	go func() { p.done <- cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-p.done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-			}
-		}
-	})
-	d.proc = p
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		select {
-		case err := <-p.done:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("endcap dev exited early: %v\n%s", err, b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("endcap dev not ready within 90s\n%s", b)
-		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", d.http))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				if _, err := os.Stat(filepath.Join(d.dir, "dev", "credentials.json")); err == nil {
-					return
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	d.t.Helper()
+	d.extra = []string{"--budget-refresh", scRefresh.String(), "--projector-flush-interval", scRefresh.String(),
+		"--rate-limit-default", "5000/1s", "--rate-limit-catalog", "5000/1s", "--export-max-staleness", "0s"}
+	d.proc = d.devStack.start()
 }
 
 // kill sends SIGKILL to the endcap process (its stack's children die with
@@ -161,7 +99,7 @@ func (d *scStack) kill() {
 func (d *scStack) cli(args ...string) []byte {
 	d.t.Helper()
 	cmd := exec.Command(d.bin, append(args, d.flags()...)...)
-	cmd.Env = scEnv()
+	cmd.Env = devEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
