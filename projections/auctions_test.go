@@ -18,7 +18,6 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -42,27 +41,8 @@ func TestAuctionsProjector(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	chOpts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
-	if err := clickhouse.EnsureDatabase(ctx, chOpts); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(chOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
-		t.Fatal(err)
-	}
+	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
+	conn := testenv.ClickHouse(t, ctx, cfg)
 
 	full := &auction.Record{
 		ID: "01920000-0000-7000-8000-0000000000a1", MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001",

@@ -18,7 +18,6 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 )
 
@@ -73,27 +72,8 @@ func TestProjectorExactlyOnce(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	ctx := t.Context()
 
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	chOpts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
-	if err := clickhouse.EnsureDatabase(ctx, chOpts); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(chOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
-		t.Fatal(err)
-	}
+	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
+	conn := testenv.ClickHouse(t, ctx, cfg)
 	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
 	defer rdb.Close()
 

@@ -30,23 +30,7 @@ func db(t *testing.T) (context.Context, clickhouse.Conn) {
 	cfg := env.Config(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	t.Cleanup(cancel)
-	opts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
-	if err := clickhouse.EnsureDatabase(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = conn.Exec(c, "DROP DATABASE IF EXISTS "+cfg.ClickHouseDatabase)
-		_ = conn.Close()
-	})
-	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
-		t.Fatal(err)
-	}
+	conn := testenv.ClickHouse(t, ctx, cfg)
 	return ctx, conn
 }
 

@@ -43,18 +43,7 @@ func newFixture(t *testing.T) *fixture {
 	cfg := env.Config(t, []string{"127.0.0.1:1"})
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
-	chOpts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
-	if err := clickhouse.EnsureDatabase(ctx, chOpts); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(chOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	if _, err := clickhouse.Migrate(ctx, conn, quiet); err != nil {
-		t.Fatal(err)
-	}
+	conn := testenv.ClickHouse(t, ctx, cfg)
 	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
 	if err := st.EnsureBucket(ctx); err != nil {
 		t.Fatal(err)

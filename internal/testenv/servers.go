@@ -16,8 +16,8 @@ import (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// ClickHouse returns a connection to cfg's database, created and migrated,
-// closed when the test ends.
+// ClickHouse returns a connection to cfg's database, created and migrated;
+// when the test ends the database is dropped and the connection closed.
 func ClickHouse(t testing.TB, ctx context.Context, cfg config.Config) clickhouse.Conn {
 	t.Helper()
 	opts := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"}
@@ -28,7 +28,12 @@ func ClickHouse(t testing.TB, ctx context.Context, cfg config.Config) clickhouse
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = conn.Exec(c, "DROP DATABASE IF EXISTS "+cfg.ClickHouseDatabase)
+		_ = conn.Close()
+	})
 	if _, err := clickhouse.Migrate(ctx, conn, quietLog); err != nil {
 		t.Fatal(err)
 	}
