@@ -65,7 +65,9 @@ type Options struct {
 // tables, ordered by user (attribution_purchases_raw,
 // attribution_touches_raw); (2) for each user with such an event in the
 // batch, reads the user's purchases whose attribution those events can
-// change and the user's sponsored interactions before them, applies
+// change and, when there are any, the user's sponsored interactions within
+// the longest window before them (a sponsored interaction after a user's
+// last purchase, the common case, reads no interactions), applies
 // Attribute, and inserts one row per purchased item
 // (attributed_purchases_raw); (3) commits. Every earlier record of the user
 // was copied before (its batch committed after its copy) or in step 1, so
@@ -454,24 +456,53 @@ func (p *Projector) recompute(ctx context.Context, mp string, m Marketplace, use
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		purchases, err := loadPurchases(qctx, p.conn, mp, chunk, all.lo, all.hi)
 		var touches map[string][]Touch
-		if err == nil && len(purchases) > 0 {
-			touches, err = loadTouches(qctx, p.conn, mp, chunk, all.lo-maxW, all.hi)
+		if err == nil {
+			// Touches only of the users with a purchase to recompute, and
+			// only those that can qualify for one (within the longest window
+			// before it): most users of a batch have sponsored interactions
+			// after their last purchase, which change nothing yet.
+			need, pspan := keepInSpans(purchases, spans)
+			if len(need) > 0 {
+				touches, err = loadTouches(qctx, p.conn, mp, need, pspan.lo-maxW, pspan.hi)
+			}
 		}
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 		for u, ps := range purchases {
-			s := spans[u]
 			for i := range ps {
-				if ps[i].OccurredMs < s.lo || ps[i].OccurredMs > s.hi {
-					continue
-				}
 				out = append(out, p.attribute(mp, mpID, &ps[i], touches[u], m, loc)...)
 			}
 		}
 	}
 	return out, nil
+}
+
+// keepInSpans keeps of each user's purchases those within the user's span
+// (the ones the batch may have changed), drops the users left with none, and
+// returns the users kept (sorted) and the span of their purchases.
+func keepInSpans(purchases map[string][]Purchase, spans map[string]span) ([]string, span) {
+	var users []string
+	var all span
+	for u, ps := range purchases {
+		s := spans[u]
+		kept := ps[:0]
+		for i := range ps {
+			if o := ps[i].OccurredMs; o >= s.lo && o <= s.hi && s.set {
+				kept = append(kept, ps[i])
+				all.add(o, o)
+			}
+		}
+		if len(kept) == 0 {
+			delete(purchases, u)
+			continue
+		}
+		purchases[u] = kept
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	return users, all
 }
 
 // attribute returns the rows of one purchase's items.

@@ -259,7 +259,8 @@ type auctionEnv struct {
 	r   *Request
 	at  time.Time
 	mp  string
-	typ []string      // campaign types that compete
+	kinds index.Kind  // campaign types that compete
+	atMs  int64       // at in Unix milliseconds
 	ix  *index.Market // set inside Index.Read only
 }
 
@@ -275,11 +276,11 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 		res.Error, res.Record.Error = true, true
 		return res
 	}
-	a := &auctionEnv{e: e, st: st, m: m, r: r, at: at, mp: m.ID}
+	a := &auctionEnv{e: e, st: st, m: m, r: r, at: at, atMs: at.UnixMilli(), mp: m.ID}
 	if r.Kind == KindBanners {
-		a.typ = []string{campaigns.TypeBanners}
+		a.kinds = index.KindBanners
 	} else {
-		a.typ = []string{campaigns.TypeListings, campaigns.TypeAutomated}
+		a.kinds = index.KindListings | index.KindAutomated
 	}
 	res.Record = newRecord(id, m, endpoint, r, idx, at)
 
@@ -435,6 +436,16 @@ func (a *auctionEnv) resolveProducts(lo, hi int) {
 	for _, id := range st.ids[lo:hi] {
 		st.found = append(st.found, a.ix.Product(id))
 	}
+	// Then read each entry once in a loop that does nothing else, for the
+	// same reason: the loop below, with its map updates between the reads,
+	// would wait for each entry's cache miss in turn.
+	n := 0
+	for _, p := range st.found {
+		if p != nil && p.Known {
+			n++
+		}
+	}
+	st.touched += n
 	for j, p := range st.found {
 		k := lo + j
 		if p == nil || !p.Known || !p.Active || len(p.Vendors) == 0 {
@@ -555,15 +566,29 @@ func (a *auctionEnv) gather(first int) {
 	}
 }
 
-// touch reads the vendor entries of every candidate product once before the
-// real pass: these loads do not depend on each other, so the CPU overlaps
-// their cache misses, where the real pass would wait for each in turn.
+// touch reads, for every candidate product, the memory the real pass will
+// read first (its vendors' entries and lists, its categories, the gates of
+// its product bids' and its vendors' automated campaigns) once before that
+// pass: these loads do not depend on each other, so the CPU overlaps their
+// cache misses, where the real pass would wait for each in turn.
 func (a *auctionEnv) touch(first int) {
 	n := 0
 	for i := first; i < len(a.st.prods); i++ {
 		p := a.st.prods[i].ip
+		if len(p.Categories) > 0 && p.Categories[0] == (index.Cat{}) {
+			n++
+		}
+		for i := range p.Bids {
+			n += int(p.Bids[i].Camp.Gate.Kind)
+		}
 		for _, v := range p.Vendors {
 			n += len(v.Category) + len(v.Automated)
+			if len(v.Category) > 0 && v.Category[0].Target == (index.Cat{}) {
+				n++
+			}
+			for _, c := range v.Automated {
+				n += int(c.Gate.Kind)
+			}
 		}
 	}
 	a.st.touched = n
@@ -573,7 +598,7 @@ func (a *auctionEnv) touch(first int) {
 // vendor may promote product p, as bids on product pk.
 func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec uint8) {
 	for _, b := range bs {
-		if !b.B.Active || !b.Camp.Known || !p.HasVendor(b.Camp.Vendor) {
+		if !b.B.Active || !b.Camp.Gate.Known || !p.HasVendor(b.Camp.Vendor) {
 			continue
 		}
 		if ci := a.campaign(b.Camp); ci >= 0 {
@@ -613,7 +638,7 @@ func (a *auctionEnv) keywordPhrases() {
 func (a *auctionEnv) keywordOnly() {
 	for _, ph := range a.st.phrases {
 		for _, b := range a.ix.Keyword(ph) {
-			if !b.B.Active || !b.Camp.Known {
+			if !b.B.Active || !b.Camp.Gate.Known {
 				continue
 			}
 			if ci := a.campaign(b.Camp); ci >= 0 {
@@ -726,7 +751,7 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 		return k
 	}
 	k := int32(len(a.st.camps))
-	ok := ce.Known && a.campaignEligible(&ce.C)
+	ok := a.campaignEligible(ce)
 	var cc campCopy
 	if ok {
 		c := &ce.C
@@ -741,9 +766,14 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	return k
 }
 
-func (a *auctionEnv) campaignEligible(c *campaigns.Campaign) bool {
-	if !slices.Contains(a.typ, c.Type) || campaigns.Status(*c, a.at) != campaigns.StatusRunning {
+func (a *auctionEnv) campaignEligible(ce *index.Camp) bool {
+	g := &ce.Gate
+	if !g.Running(a.kinds, a.atMs) {
 		return false
+	}
+	c := &ce.C
+	if !g.Targeted {
+		return !g.Budgeted || a.e.Budget == nil || a.e.Budget.Allow(a.m, c, a.at)
 	}
 	t := &c.Targeting
 	if len(t.PlacementIDs) > 0 && !slices.Contains(t.PlacementIDs, a.r.PlacementID) {
@@ -758,7 +788,7 @@ func (a *auctionEnv) campaignEligible(c *campaigns.Campaign) bool {
 	if len(t.Segments) > 0 && a.r.OpaqueUserID == "" {
 		return false
 	}
-	return a.e.Budget == nil || a.e.Budget.Allow(a.m, c, a.at)
+	return !g.Budgeted || a.e.Budget == nil || a.e.Budget.Allow(a.m, c, a.at)
 }
 
 // checkSegments resolves the segment targeting of the candidate campaigns in
@@ -935,11 +965,12 @@ const MaxBrandProducts = 3
 // in this auction, first the winning one.
 func (a *auctionEnv) vendorProducts(group int32, first string) []string {
 	out := []string{first}
-	for _, ci := range a.st.rk.order {
-		c := &a.st.cands[ci]
-		if len(out) == MaxBrandProducts {
+	for i := 0; len(out) < MaxBrandProducts; i++ {
+		ci, ok := a.st.rk.at(i)
+		if !ok {
 			break
 		}
+		c := &a.st.cands[ci]
 		if c.Group == group && !slices.Contains(out, c.ProductID) {
 			out = append(out, c.ProductID)
 		}

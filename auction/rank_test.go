@@ -1,7 +1,11 @@
 package auction
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
+	"sort"
 	"testing"
 )
 
@@ -122,5 +126,112 @@ func TestMatchFilter(t *testing.T) {
 	}
 	if matchFilter(&Filter{Attributes: []Attribute{{"color", "red"}}}, []byte(`[1]`), "", "") {
 		t.Error("metadata that is not an object matched")
+	}
+}
+
+// rankSorted is the reference for Rank: the whole order sorted first, then
+// the same walk.
+func rankSorted(cands []Candidate, slots int, reserve Reserve) []Placement {
+	var order []int
+	for i := range cands {
+		c := &cands[i]
+		if c.BidMicros > 0 && c.BidMicros >= reserve.of(c.CPM) && c.QualityPPM >= 1 && c.QualityPPM <= MaxQualityPPM {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		a, b := &cands[order[x]], &cands[order[y]]
+		if r := cmpScore(a.score(), b.score()); r != 0 {
+			return r > 0
+		}
+		if a.QualityPPM != b.QualityPPM {
+			return a.QualityPPM > b.QualityPPM
+		}
+		if a.CampaignID != b.CampaignID {
+			return a.CampaignID < b.CampaignID
+		}
+		return a.ProductID < b.ProductID
+	})
+	var out []Placement
+	var groups []int32
+	for k, ci := range order {
+		if len(out) == slots {
+			break
+		}
+		c := &cands[ci]
+		if slices.Contains(groups, c.Group) {
+			continue
+		}
+		price := reserve.of(c.CPM)
+		for _, nj := range order[k+1:] {
+			if !slices.Contains(groups, cands[nj].Group) {
+				price = max(price, priceToBeat(cands[nj].score(), c))
+				break
+			}
+		}
+		groups = append(groups, c.Group)
+		out = append(out, Placement{Cand: ci, Rank: len(out) + 1, PriceMicros: min(max(price, 1), c.BidMicros)})
+	}
+	return out
+}
+
+// Rank takes candidates off a heap only as far as it reads; it must give
+// exactly what sorting everything gives, ties included.
+func TestRankMatchesFullSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var rk ranker
+	for iter := range 20_000 {
+		n := r.IntN(60)
+		if iter%100 == 0 {
+			n = 500 + r.IntN(500)
+		}
+		cands := make([]Candidate, n)
+		for i := range cands {
+			cands[i] = Candidate{
+				Group:      int32(r.IntN(max(1, n/3))),
+				CampaignID: fmt.Sprintf("c%d", r.IntN(8)),
+				ProductID:  fmt.Sprintf("p%d-%d", r.IntN(8), i), // (campaign, product) is unique, as in an auction
+				BidMicros:  int64(r.IntN(6)) * 100_000, // ties and zeros
+				CPM:        r.IntN(4) == 0,
+				QualityPPM: []int64{0, 1, 500_000, 1_000_000, 1_000_001}[r.IntN(5)],
+			}
+		}
+		slots := 1 + r.IntN(10)
+		reserve := Reserve{CPCMicros: int64(r.IntN(3)) * 100_000, CPMMicros: int64(r.IntN(3)) * 1_000_000}
+		want := rankSorted(cands, slots, reserve)
+		got := slices.Clone(rk.Rank(cands, slots, reserve))
+		if len(want) == 0 && len(got) == 0 {
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("iteration %d (%d candidates, %d slots, reserve %+v):\n got  %+v\n want %+v", iter, n, slots, reserve, got, want)
+		}
+		// The order read on (sponsored brand) continues the same sort.
+		for i := 0; ; i++ {
+			ci, ok := rk.at(i)
+			if !ok {
+				break
+			}
+			if i > 0 {
+				prev, _ := rk.at(i - 1)
+				if rk.before(ci, prev) {
+					t.Fatalf("iteration %d: order position %d ranks before %d", iter, i, i-1)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkRank(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	cands := make([]Candidate, 800)
+	for i := range cands {
+		cands[i] = Candidate{Group: int32(r.IntN(500)), CampaignID: fmt.Sprintf("%08x-0000-7000-8000-000000000000", r.Uint32()),
+			ProductID: fmt.Sprintf("p-%09d", r.IntN(1_000_000)), BidMicros: 100_000 + r.Int64N(2_900_000), QualityPPM: 1 + r.Int64N(MaxQualityPPM)}
+	}
+	var rk ranker
+	b.ReportAllocs()
+	for b.Loop() {
+		rk.Rank(cands, 5, Reserve{CPCMicros: 100_000})
 	}
 }

@@ -16,9 +16,12 @@
 package index
 
 import (
+	"math"
 	"slices"
 	"sync"
+	"time"
 	"unique"
+	"unsafe"
 
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
@@ -88,14 +91,30 @@ func newMarket() *Market {
 // Product is a product of the catalog (Known), or a placeholder holding the
 // bids on a product the catalog does not have (not Known).
 type Product struct {
-	ID           string
+	// idBytes holds the id when it is at most len(idBytes) bytes, and ID
+	// (the products map's key) then points here: the map's key comparison
+	// and the auction's first read of the entry load the same cache line.
+	idBytes      [productIDInline]byte
 	Known        bool
 	Active       bool
 	QualityScore float64   // 0: not set
 	Vendors      []*Vendor // the vendors allowed to promote it
 	Categories   []Cat     // category ids
 	Bids         []BidRef  // product bids, of every campaign and state
-	vendorIDs    []string  // interned, parallel to Vendors
+	ID           string
+	vendorIDs    []string // interned, parallel to Vendors
+}
+
+// productIDInline is how long an id Product keeps inline: a UUID fits.
+const productIDInline = 40
+
+func newProduct(id string) *Product {
+	p := &Product{ID: id}
+	if n := len(id); n > 0 && n <= len(p.idBytes) {
+		copy(p.idBytes[:], id)
+		p.ID = unsafe.String(&p.idBytes[0], n) // never written again
+	}
+	return p
 }
 
 // BidRef is a product bid as its product holds it: what an auction checks
@@ -113,7 +132,7 @@ type BidRef struct {
 
 func refOf(b *Bid) BidRef {
 	r := BidRef{Bid: b, Camp: b.Camp, ID: b.B.ID, Amount: b.B.AmountMicros, Active: b.B.Active}
-	if b.Camp.Known {
+	if b.Camp.Gate.Known {
 		r.Vendor = b.Camp.Vendor
 	}
 	return r
@@ -162,10 +181,77 @@ type Category struct {
 // Camp is a campaign (Known), or a placeholder holding the bids of a
 // campaign not applied yet or deleted (not Known).
 type Camp struct {
+	// Gate comes first: an auction reads it for every campaign it meets,
+	// and most campaigns go no further.
+	Gate   Gate
 	C      campaigns.Campaign
-	Known  bool
 	Vendor *Vendor
 	bids   map[string]*Bid // by bid key
+}
+
+// Gate is what decides, in one cache line, whether a campaign may compete
+// at an instant, before its targeting and budget: a compact copy of its
+// type, state and dates.
+type Gate struct {
+	// StartMs and EndMs are the campaign's dates in Unix milliseconds,
+	// rounded up: at (whole ms) is within them when StartMs <= at < EndMs,
+	// exactly as campaigns.Status says running. EndMs is MaxInt64 when the
+	// campaign has no end date.
+	StartMs, EndMs int64
+	Kind           Kind
+	Known          bool
+	Active         bool
+	// Targeted: the campaign targets placements, devices, locations or
+	// segments (read C.Targeting). Budgeted: it has a daily or total budget.
+	Targeted, Budgeted bool
+}
+
+// Kind is a campaign type as a bit, to test against a set of types.
+type Kind uint8
+
+// The campaign types.
+const (
+	KindListings Kind = 1 << iota
+	KindAutomated
+	KindBanners
+)
+
+func kindOf(typ string) Kind {
+	switch typ {
+	case campaigns.TypeListings:
+		return KindListings
+	case campaigns.TypeAutomated:
+		return KindAutomated
+	case campaigns.TypeBanners:
+		return KindBanners
+	}
+	return 0
+}
+
+// Running reports whether the campaign is known, active and within its
+// dates at atMs (Unix milliseconds), and of one of kinds.
+func (g *Gate) Running(kinds Kind, atMs int64) bool {
+	return g.Known && g.Kind&kinds != 0 && g.Active && atMs >= g.StartMs && atMs < g.EndMs
+}
+
+// ceilMs is t in Unix milliseconds, rounded up.
+func ceilMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+func gateOf(c *campaigns.Campaign) Gate {
+	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active,
+		Budgeted: c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0}
+	if c.EndDate != nil {
+		g.EndMs = ceilMs(*c.EndDate)
+	}
+	t := &c.Targeting
+	g.Targeted = len(t.PlacementIDs) > 0 || len(t.Devices) > 0 || len(t.Locations) > 0 || len(t.Segments) > 0
+	return g
 }
 
 // Bid is a bid with its campaign.
@@ -249,8 +335,8 @@ func (m *Market) vendor(id string) *Vendor {
 func (m *Market) product(id string) *Product {
 	p := m.products[id]
 	if p == nil {
-		p = &Product{ID: id}
-		m.products[id] = p
+		p = newProduct(id)
+		m.products[p.ID] = p
 	}
 	return p
 }
@@ -348,14 +434,15 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	c := m.camp(id)
 	m.detach(c)
 	if nw == nil {
-		c.Known, c.C, c.Vendor = false, campaigns.Campaign{}, nil
+		c.Gate, c.C, c.Vendor = Gate{}, campaigns.Campaign{}, nil
 		m.refreshProductBids(c)
 		if len(c.bids) == 0 {
 			delete(m.camps, id)
 		}
 		return
 	}
-	c.C, c.Known = *nw, true
+	c.C = *nw
+	c.Gate = gateOf(nw)
 	c.Vendor = m.vendor(nw.VendorID)
 	c.C.VendorID = c.Vendor.ID
 	// The package's constants in place of decoded copies: an auction compares
@@ -381,7 +468,7 @@ func (m *Market) refreshProductBids(c *Camp) {
 
 // detach removes a known campaign from its vendor's lists and the banners.
 func (m *Market) detach(c *Camp) {
-	if !c.Known {
+	if !c.Gate.Known {
 		return
 	}
 	v := c.Vendor
@@ -421,7 +508,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 				m.unlink(c, b)
 				delete(c.bids, key)
 			}
-			if !c.Known && len(c.bids) == 0 {
+			if !c.Gate.Known && len(c.bids) == 0 {
 				delete(m.camps, old.CampaignID)
 			}
 		}
@@ -448,7 +535,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	case campaigns.TargetKeyword:
 		m.keyword[nw.Target] = append(m.keyword[nw.Target], b)
 	case campaigns.TargetCategory:
-		if c.Known {
+		if c.Gate.Known {
 			c.Vendor.Category = append(c.Vendor.Category, CatRef{Target: CatOf(nw.Target), Bid: b})
 		}
 	}
@@ -477,7 +564,7 @@ func (m *Market) unlink(c *Camp, b *Bid) {
 			delete(m.keyword, b.B.Target)
 		}
 	case campaigns.TargetCategory:
-		if c.Known {
+		if c.Gate.Known {
 			c.Vendor.Category = removeCat(c.Vendor.Category, b)
 		}
 	}

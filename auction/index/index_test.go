@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
@@ -43,7 +44,7 @@ func view(ix *Index) map[string][]string {
 			for _, r := range p.Bids {
 				out["product "+id] = append(out["product "+id], r.ID)
 				if r.Bid.B.ID != r.ID || r.Amount != r.Bid.B.AmountMicros || r.Active != r.Bid.B.Active ||
-					(r.Vendor != nil) != r.Camp.Known || (r.Vendor != nil && r.Vendor != r.Camp.Vendor) {
+					(r.Vendor != nil) != r.Camp.Gate.Known || (r.Vendor != nil && r.Vendor != r.Camp.Vendor) {
 					out["stale ref "+r.ID] = []string{"stale"}
 				}
 			}
@@ -181,4 +182,40 @@ func names(cs []Cat) []string {
 		out[i] = c.Value()
 	}
 	return out
+}
+
+// The gate says running exactly when campaigns.Status does, at every
+// millisecond around the dates, whatever their sub-millisecond part.
+func TestGateAgreesWithStatus(t *testing.T) {
+	base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	end := func(d time.Duration) *time.Time { e := base.Add(d); return &e }
+	cases := []struct {
+		name string
+		c    campaigns.Campaign
+	}{
+		{"whole ms dates", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: base, EndDate: end(5 * time.Millisecond)}},
+		{"sub-ms dates", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: base.Add(300 * time.Microsecond), EndDate: end(5*time.Millisecond + 1)}},
+		{"no end date", campaigns.Campaign{Type: campaigns.TypeAutomated, Active: true, StartDate: base.Add(999_999)}},
+		{"end before start", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: base.Add(3 * time.Millisecond), EndDate: end(time.Millisecond)}},
+		{"paused", campaigns.Campaign{Type: campaigns.TypeBanners, StartDate: base, EndDate: end(time.Hour)}},
+		{"before 1970", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: time.Date(1969, 12, 31, 23, 59, 59, 999_500_000, time.UTC), EndDate: end(0)}},
+	}
+	for _, tc := range cases {
+		g := gateOf(&tc.c)
+		bounds := []time.Time{tc.c.StartDate}
+		if tc.c.EndDate != nil {
+			bounds = append(bounds, *tc.c.EndDate)
+		}
+		for _, b := range bounds {
+			for at := time.UnixMilli(b.UnixMilli() - 3).UTC(); at.Before(b.Add(4 * time.Millisecond)); at = at.Add(time.Millisecond) {
+				want := campaigns.Status(tc.c, at) == campaigns.StatusRunning
+				if got := g.Running(kindOf(tc.c.Type), at.UnixMilli()); got != want {
+					t.Errorf("%s at %s: gate says running=%v, Status %q", tc.name, at.Format(time.RFC3339Nano), got, campaigns.Status(tc.c, at))
+				}
+			}
+		}
+		if g.Running(^kindOf(tc.c.Type), tc.c.StartDate.Add(time.Millisecond).UnixMilli()) {
+			t.Errorf("%s: runs for another campaign type", tc.name)
+		}
+	}
 }
