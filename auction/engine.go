@@ -168,18 +168,13 @@ type prod struct {
 	excluded  bool // filtered out after the bids were gathered
 }
 
-// camp is what an auction keeps of a campaign it met: what the winners and
-// the segment check need (a small copy: campaigns are copied while the
-// garbage collector may be marking, and every pointer copied costs).
+// camp is what an auction keeps of a campaign it met: its immutable info
+// (what the ranking, the winners and the segment check read; one pointer,
+// as pointers written while the garbage collector marks cost) and verdict.
 type camp struct {
-	c       campCopy
-	ok      bool // eligible (segments still to check when needSeg)
+	c       *index.CampInfo // nil when not eligible
+	ok      bool            // eligible (segments still to check when needSeg)
 	needSeg bool
-}
-
-type campCopy struct {
-	ID, VendorID, Name, ChargeType string
-	Segments                       []string
 }
 
 type bidRef struct {
@@ -207,7 +202,7 @@ type state struct {
 	prods     []prod
 	prodIdx   map[string]int32
 	camps     []camp
-	campIdx   map[*index.Camp]int32
+	campIdx   map[uint32]int32 // by index.Camp.Num
 	bids      []bidRef
 	best      map[pairKey]int32
 	paths     map[index.Cat][]index.Cat
@@ -233,7 +228,7 @@ type state struct {
 
 func newState() *state {
 	return &state{
-		prodIdx: map[string]int32{}, campIdx: map[*index.Camp]int32{}, best: map[pairKey]int32{},
+		prodIdx: map[string]int32{}, campIdx: map[uint32]int32{}, best: map[pairKey]int32{},
 		paths: map[index.Cat][]index.Cat{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
 		filterOK: map[string]bool{},
 	}
@@ -253,15 +248,15 @@ func (st *state) reset() {
 
 // auctionEnv is what one auction's helpers share.
 type auctionEnv struct {
-	e   *Engine
-	st  *state
-	m   *Market
-	r   *Request
-	at  time.Time
-	mp  string
-	kinds index.Kind  // campaign types that compete
-	atMs  int64       // at in Unix milliseconds
-	ix  *index.Market // set inside Index.Read only
+	e     *Engine
+	st    *state
+	m     *Market
+	r     *Request
+	at    time.Time
+	mp    string
+	kinds index.Kind    // campaign types that compete
+	atMs  int64         // at in Unix milliseconds
+	ix    *index.Market // set inside Index.Read only
 }
 
 func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time) Result {
@@ -430,12 +425,11 @@ func (a *auctionEnv) matchesCategory(p *index.Product) bool {
 // counts once, with its first position's quality and variation.
 func (a *auctionEnv) resolveProducts(lo, hi int) {
 	st := a.st
-	// Look every id up first, then read the products: the lookups do not
-	// depend on each other's results, so their cache misses overlap.
-	st.found = st.found[:0]
-	for _, id := range st.ids[lo:hi] {
-		st.found = append(st.found, a.ix.Product(id))
-	}
+	// Look every id up first (in passes of independent loads, see
+	// index.Market.Products), then read the products.
+	var touched uint64
+	st.found, touched = a.ix.Products(st.ids[lo:hi], st.found[:0])
+	st.touched += int(touched & 1)
 	// Then read each entry once in a loop that does nothing else, for the
 	// same reason: the loop below, with its map updates between the reads,
 	// would wait for each entry's cache miss in turn.
@@ -744,7 +738,7 @@ func (a *auctionEnv) applyFilter() {
 // targeting, or held back by its budget. Segment targeting is checked later,
 // for all campaigns at once. The verdict is computed once per auction.
 func (a *auctionEnv) campaign(ce *index.Camp) int32 {
-	if k, ok := a.st.campIdx[ce]; ok {
+	if k, ok := a.st.campIdx[ce.Num]; ok {
 		if !a.st.camps[k].ok {
 			return -1
 		}
@@ -752,14 +746,13 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	}
 	k := int32(len(a.st.camps))
 	ok := a.campaignEligible(ce)
-	var cc campCopy
+	var info *index.CampInfo
 	if ok {
-		c := &ce.C
-		cc = campCopy{ID: c.ID, VendorID: c.VendorID, Name: c.Name, ChargeType: c.ChargeType, Segments: c.Targeting.Segments}
+		info = ce.Info
 	}
-	a.st.camps = append(a.st.camps, camp{c: cc, ok: ok, needSeg: ok && len(cc.Segments) > 0})
+	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && len(info.Segments) > 0})
 	cp := &a.st.camps[k]
-	a.st.campIdx[ce] = k
+	a.st.campIdx[ce.Num] = k
 	if !cp.ok {
 		return -1
 	}
@@ -859,7 +852,7 @@ func (a *auctionEnv) buildCandidates() {
 		}
 		st.cands = append(st.cands, Candidate{
 			Group: group, CampaignID: c.c.ID, ProductID: p.id, BidMicros: b.amount,
-			CPM: c.c.ChargeType == campaigns.ChargeCPM, QualityPPM: p.quality,
+			CPM: c.c.CPM, QualityPPM: p.quality,
 		})
 		st.candBid = append(st.candBid, int32(bi))
 	}
@@ -908,7 +901,7 @@ var adFormats = [...]bidtoken.AdFormat{
 func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Placement) (Winner, RecordWinner, error) {
 	st := a.st
 	b := &st.bids[st.candBid[pl.Cand]]
-	c := &st.camps[b.camp].c
+	c := st.camps[b.camp].c
 	p := &st.prods[b.prod]
 	cand := &st.cands[pl.Cand]
 

@@ -191,7 +191,7 @@ func TestRankMatchesFullSort(t *testing.T) {
 				Group:      int32(r.IntN(max(1, n/3))),
 				CampaignID: fmt.Sprintf("c%d", r.IntN(8)),
 				ProductID:  fmt.Sprintf("p%d-%d", r.IntN(8), i), // (campaign, product) is unique, as in an auction
-				BidMicros:  int64(r.IntN(6)) * 100_000, // ties and zeros
+				BidMicros:  int64(r.IntN(6)) * 100_000,          // ties and zeros
 				CPM:        r.IntN(4) == 0,
 				QualityPPM: []int64{0, 1, 500_000, 1_000_000, 1_000_001}[r.IntN(5)],
 			}

@@ -73,17 +73,18 @@ var emptyMarket = newMarket()
 
 // Market is the index of one marketplace.
 type Market struct {
-	products   map[string]*Product
+	products   productTable
 	vendors    map[string]*Vendor
 	categories map[Cat]*Category
 	camps      map[string]*Camp
+	campNum    uint32 // the last Camp.Num given
 	keyword    map[string][]*Bid
 	banners    map[string]*Camp
 }
 
 func newMarket() *Market {
 	return &Market{
-		products: map[string]*Product{}, vendors: map[string]*Vendor{}, categories: map[Cat]*Category{},
+		products: newProductTable(), vendors: map[string]*Vendor{}, categories: map[Cat]*Category{},
 		camps: map[string]*Camp{}, keyword: map[string][]*Bid{}, banners: map[string]*Camp{},
 	}
 }
@@ -183,10 +184,27 @@ type Category struct {
 type Camp struct {
 	// Gate comes first: an auction reads it for every campaign it meets,
 	// and most campaigns go no further.
-	Gate   Gate
+	Gate Gate
+	// Num numbers the campaign within its marketplace's index, for as long
+	// as the entry lives: a key for an auction's maps without a pointer.
+	Num uint32
+	// Info is what an auction keeps of a campaign it may rank: immutable,
+	// replaced on every change (nil while not Known), so that an auction
+	// keeps one pointer where it would copy five (pointer writes cost
+	// while the garbage collector marks), and reads it after the index's
+	// lock is released.
+	Info   *CampInfo
 	C      campaigns.Campaign
 	Vendor *Vendor
 	bids   map[string]*Bid // by bid key
+}
+
+// CampInfo is an immutable copy of the campaign fields an auction's
+// ranking and winners read.
+type CampInfo struct {
+	ID, VendorID, Name string
+	CPM                bool
+	Segments           []string
 }
 
 // Gate is what decides, in one cache line, whether a campaign may compete
@@ -261,7 +279,15 @@ type Bid struct {
 }
 
 // Product returns a product by id (nil when neither it nor bids on it are known).
-func (m *Market) Product(id string) *Product { return m.products[id] }
+func (m *Market) Product(id string) *Product { return m.products.get(id) }
+
+// Products appends the entries of ids (nil where neither the product nor
+// bids on it are known) to out: many lookups at once, faster than one
+// Product call per id (see productTable). Keep the number it returns
+// somewhere (its value means nothing).
+func (m *Market) Products(ids []string, out []*Product) ([]*Product, uint64) {
+	return m.products.lookup(ids, out)
+}
 
 // Keyword returns the bids on a normalised keyword.
 func (m *Market) Keyword(k string) []*Bid { return m.keyword[k] }
@@ -333,10 +359,10 @@ func (m *Market) vendor(id string) *Vendor {
 }
 
 func (m *Market) product(id string) *Product {
-	p := m.products[id]
+	p := m.products.get(id)
 	if p == nil {
 		p = newProduct(id)
-		m.products[p.ID] = p
+		m.products.put(p)
 	}
 	return p
 }
@@ -344,7 +370,8 @@ func (m *Market) product(id string) *Product {
 func (m *Market) camp(id string) *Camp {
 	c := m.camps[id]
 	if c == nil {
-		c = &Camp{bids: map[string]*Bid{}}
+		m.campNum++
+		c = &Camp{Num: m.campNum, bids: map[string]*Bid{}}
 		m.camps[id] = c
 	}
 	return c
@@ -376,12 +403,12 @@ func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
 	defer ix.mu.Unlock()
 	m := ix.market(mp)
 	if nw == nil {
-		p := m.products[id]
+		p := m.products.get(id)
 		if p == nil {
 			return
 		}
 		if len(p.Bids) == 0 {
-			delete(m.products, id)
+			m.products.remove(id)
 			return
 		}
 		p.Known, p.Active, p.QualityScore, p.Vendors, p.Categories, p.vendorIDs = false, false, 0, nil, nil, nil
@@ -434,7 +461,7 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	c := m.camp(id)
 	m.detach(c)
 	if nw == nil {
-		c.Gate, c.C, c.Vendor = Gate{}, campaigns.Campaign{}, nil
+		c.Gate, c.Info, c.C, c.Vendor = Gate{}, nil, campaigns.Campaign{}, nil
 		m.refreshProductBids(c)
 		if len(c.bids) == 0 {
 			delete(m.camps, id)
@@ -450,6 +477,8 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	// comparison reads no cold memory.
 	c.C.Type = canonical(nw.Type, campaigns.TypeListings, campaigns.TypeBanners, campaigns.TypeAutomated)
 	c.C.ChargeType = canonical(nw.ChargeType, campaigns.ChargeCPC, campaigns.ChargeCPM)
+	c.Info = &CampInfo{ID: c.C.ID, VendorID: c.C.VendorID, Name: c.C.Name, CPM: c.C.ChargeType == campaigns.ChargeCPM,
+		Segments: c.C.Targeting.Segments}
 	m.attach(c)
 	m.refreshProductBids(c)
 }
@@ -459,7 +488,7 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 func (m *Market) refreshProductBids(c *Camp) {
 	for _, b := range c.bids {
 		if b.B.TargetType == campaigns.TargetProduct {
-			if p := m.products[b.B.Target]; p != nil {
+			if p := m.products.get(b.B.Target); p != nil {
 				p.refresh(b)
 			}
 		}
@@ -520,7 +549,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	if b := c.bids[key]; b != nil {
 		b.B = *nw // the same key: the same campaign and target; amount or flag changed
 		if nw.TargetType == campaigns.TargetProduct {
-			if p := m.products[nw.Target]; p != nil {
+			if p := m.products.get(nw.Target); p != nil {
 				p.refresh(b)
 			}
 		}
@@ -544,7 +573,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 func (m *Market) unlink(c *Camp, b *Bid) {
 	switch b.B.TargetType {
 	case campaigns.TargetProduct:
-		if p := m.products[b.B.Target]; p != nil {
+		if p := m.products.get(b.B.Target); p != nil {
 			for i := range p.Bids {
 				if p.Bids[i].Bid == b {
 					p.Bids[i] = p.Bids[len(p.Bids)-1]
@@ -554,7 +583,7 @@ func (m *Market) unlink(c *Camp, b *Bid) {
 				}
 			}
 			if !p.Known && len(p.Bids) == 0 {
-				delete(m.products, p.ID)
+				m.products.remove(p.ID)
 			}
 		}
 	case campaigns.TargetKeyword:

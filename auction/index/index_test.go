@@ -36,7 +36,7 @@ func bid(id, campaign, typ, target string, amount int64) *campaigns.Bid {
 func view(ix *Index) map[string][]string {
 	out := map[string][]string{}
 	ix.Read(mp, func(m *Market) {
-		for id, p := range m.products {
+		for id, p := range m.products.all() {
 			var vs []string
 			for _, v := range p.Vendors {
 				vs = append(vs, v.ID)
@@ -140,8 +140,8 @@ func TestIndexFollowsChanges(t *testing.T) {
 	ix.CampaignChanged(mp, "c-ban", camp("c-ban", "v-2", campaigns.TypeBanners), nil)
 	same(t, view(ix), map[string][]string{})
 	ix.Read(mp, func(m *Market) {
-		if len(m.products) != 0 || len(m.camps) != 0 {
-			t.Fatalf("leftovers: %d products, %d campaigns", len(m.products), len(m.camps))
+		if m.products.len() != 0 || len(m.camps) != 0 {
+			t.Fatalf("leftovers: %d products, %d campaigns", m.products.len(), len(m.camps))
 		}
 	})
 }

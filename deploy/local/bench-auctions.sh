@@ -15,6 +15,7 @@
 #
 # Settings via environment:
 #   ROUNDS (3) DURATION (10s) CONCURRENCY (32) RATE (1000 requests/s; one auction each)
+#   WARMUP (0; e.g. 30s: load Endcap at RATE that long first, not counted)
 #   IDS (500 product ids per auction) SLOTS (5) BID_SHARE (0.25) CHECK (0; 1 = check every answer)
 #   ZIPF (0 = ids uniform; e.g. 1.1 = by popularity, as search pages are)
 #   URL (http://127.0.0.1:8080) BARE_ADDR (127.0.0.1:18099) START (1) BIN (./bin/endcap, rebuilt)
@@ -24,7 +25,7 @@
 # A manifest of other counts, of another marketplace or of an unfinished seed is seeded (again).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRENCY="${CONCURRENCY:-32}" RATE="${RATE:-1000}"
+WARMUP="${WARMUP:-0}" ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRENCY="${CONCURRENCY:-32}" RATE="${RATE:-1000}"
 IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
@@ -111,6 +112,18 @@ sleep 0.5
 check=()
 [ "$CHECK" = 1 ] && check=(--check)
 out=$(mktemp -d)
+if [ "$WARMUP" != 0 ]; then
+	# Not counted: a process just started is still collecting what the rebuild of its views left.
+	"$bin" loadgen auctions --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
+		--duration "$WARMUP" --concurrency "$CONCURRENCY" --rate "$RATE" --ids "$IDS" \
+		--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" --json > "$out/warmup.json"
+	python3 - "$out/warmup.json" "$WARMUP" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"warm-up ({sys.argv[2]}, not counted) endcap auctions/s {d['auctions_per_sec']:.0f}  p50 {d['p50_ms']:.2f}"
+      f"  p99 {d['p99_ms']:.2f}  max {d['max_ms']:.2f} ms")
+PY
+fi
 for mode in open closed; do
 	rate="$RATE"; [ "$mode" = closed ] && rate=0
 	for r in $(seq 1 "$ROUNDS"); do
