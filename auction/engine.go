@@ -572,8 +572,8 @@ func (a *auctionEnv) touch(first int) {
 		if len(p.Categories) > 0 && p.Categories[0] == (index.Cat{}) {
 			n++
 		}
-		for i := range p.Bids {
-			n += int(p.Bids[i].Camp.Gate.Kind)
+		for j := range p.Bids {
+			n += int(p.Bids[j].Camp.Gate.Kind)
 		}
 		for _, v := range p.Vendors {
 			n += len(v.Category) + len(v.Automated)
