@@ -132,6 +132,12 @@ func (b *bodyBuilder) build(dst []byte, now time.Time) []byte {
 		}
 		dst = append(dst, ']')
 	}
+	return b.appendPageviewsAndClose(dst, ts)
+}
+
+// appendPageviewsAndClose writes the body's page views, if any, and closes
+// the body (the last key of both the organic and the sponsored bodies).
+func (b *bodyBuilder) appendPageviewsAndClose(dst, ts []byte) []byte {
 	if n := b.counts[3]; n > 0 {
 		dst = openArray(dst, `"pageviews":[`)
 		for i := 0; i < n; i++ {

@@ -256,17 +256,7 @@ func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
 		}
 		dst = append(dst, ']')
 	}
-	if n := b.counts[3]; n > 0 {
-		dst = openArray(dst, `"pageviews":[`)
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = b.appendPageview(dst, ts)
-		}
-		dst = append(dst, ']')
-	}
-	return append(dst, '}')
+	return b.appendPageviewsAndClose(dst, ts)
 }
 
 // appendEvent writes an impression or click: organic (bodyBuilder's) when w is nil, else with w's
