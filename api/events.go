@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 
@@ -14,22 +15,45 @@ import (
 
 // readBody reads the whole request body, at most limit bytes. It answers 413
 // itself and returns ok=false when the body is larger.
-func readBody(c *gin.Context, limit int64) ([]byte, bool) {
-	if c.Request.ContentLength > limit {
+func readBody(c *gin.Context, limit int64) ([]byte, bool) { return readBodyInto(c, limit, nil) }
+
+// readBodyInto is readBody appending to dst[:0] (a pooled buffer of a
+// handler that keeps nothing of the body once it answered): sized from
+// Content-Length when the client sent one, so that a body costs one
+// allocation at most, and none when dst is large enough.
+func readBodyInto(c *gin.Context, limit int64, dst []byte) ([]byte, bool) {
+	n := c.Request.ContentLength
+	if n > limit {
 		abortV2(c, http.StatusRequestEntityTooLarge, "request_too_large", "request body larger than the limit of "+itoa(limit)+" bytes")
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			abortV2(c, http.StatusRequestEntityTooLarge, "request_too_large", "request body larger than the limit of "+itoa(limit)+" bytes")
+	// One byte more than announced, so that the read ending the body finds
+	// room and sees EOF without growing the buffer.
+	want := 512
+	if n >= 0 {
+		want = int(n) + 1
+	}
+	body := slices.Grow(dst[:0], want)
+	r := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	for {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, len(body)) // doubles
+		}
+		k, err := r.Read(body[len(body):cap(body)])
+		body = body[:len(body)+k]
+		if err == io.EOF {
+			return body, true
+		}
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				abortV2(c, http.StatusRequestEntityTooLarge, "request_too_large", "request body larger than the limit of "+itoa(limit)+" bytes")
+				return nil, false
+			}
+			abortV2(c, http.StatusBadRequest, "bad_request", "could not read the request body: "+err.Error())
 			return nil, false
 		}
-		abortV2(c, http.StatusBadRequest, "bad_request", "could not read the request body: "+err.Error())
-		return nil, false
 	}
-	return body, true
 }
 
 func itoa(n int64) string {

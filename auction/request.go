@@ -183,6 +183,8 @@ type Request struct {
 	// given (duplicates are kept). For travel auctions they are the `id`s of
 	// the `products` objects.
 	ProductIDs []string
+	// idList is ProductIDs' array when it came from idLists (see Release).
+	idList *[]string
 	// QualityScores is nil, or one score in (0, 1] per product.
 	QualityScores []float64
 	// PricesMicros is nil, or one price > 0 per product in micro-units of
@@ -350,6 +352,30 @@ type parser struct {
 }
 
 var parserPool = sync.Pool{New: func() any { return new(parser) }}
+
+// idLists holds the arrays of Request.ProductIDs between requests (an
+// auction of 500 products would otherwise allocate 8 KB for the list, which
+// the engine copies and nothing keeps).
+var idLists = sync.Pool{New: func() any { return new([]string) }}
+
+// maxPooledIDList is the longest list idLists keeps.
+const maxPooledIDList = MaxProducts
+
+// Release hands what ParseAuctions allocated for reqs and nothing keeps once
+// their auctions ran back for reuse: call it after Engine.Run returned, when
+// nothing reads reqs' ProductIDs any more (results and records do not
+// refer to them). It clears them.
+func Release(reqs []Request) {
+	for i := range reqs {
+		r := &reqs[i]
+		if l := r.idList; l != nil {
+			clear(r.ProductIDs) // keep no request's strings alive
+			*l = r.ProductIDs[:0]
+			idLists.Put(l)
+		}
+		r.ProductIDs, r.idList = nil, nil
+	}
+}
 
 func (p *parser) release() {
 	clear(p.fix) // do not keep the caller's requests alive
@@ -854,7 +880,14 @@ func (p *parser) products(sp valSpan, i int, pre string, r *Request) *Validation
 	if n == 0 {
 		return fail(CodeNoProducts, i, idsPath, "must not be empty: at least one product id")
 	}
-	out := make([]string, n)
+	l := idLists.Get().(*[]string)
+	if cap(*l) < n || n > maxPooledIDList {
+		*l = make([]string, 0, n)
+	}
+	out := (*l)[:n]
+	if n <= maxPooledIDList {
+		r.idList = l
+	}
 	off := len(p.offs)
 	for k, esp := range p.list {
 		if p.b[esp.lo] != '"' {

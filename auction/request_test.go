@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -832,6 +833,11 @@ func TestGolden(t *testing.T) {
 			if verr != nil {
 				t.Fatal(verr)
 			}
+			// The API reuses the body's buffer once ParseAuctions returned:
+			// the requests must keep nothing of it.
+			for i := range in {
+				in[i] = 'x'
+			}
 			checkInvariants(t, reqs, kind)
 			got, err := json.MarshalIndent(reqs, "", "  ")
 			if err != nil {
@@ -856,6 +862,41 @@ func TestGolden(t *testing.T) {
 	}
 	if n < 6 {
 		t.Fatalf("only %d golden inputs", n)
+	}
+}
+
+// TestRelease: lists handed back by Release are reused by later requests,
+// which see their own ids only.
+func TestRelease(t *testing.T) {
+	body := func(ids ...string) []byte {
+		b, _ := json.Marshal(map[string]any{"auctions": []any{map[string]any{
+			"type": "listings", "slots": 2, "products": map[string]any{"ids": ids}}}})
+		return b
+	}
+	first, verr := ParseAuctions(body("a", "b", "c"), Auctions)
+	if verr != nil {
+		t.Fatal(verr)
+	}
+	Release(first)
+	if first[0].ProductIDs != nil || first[0].idList != nil {
+		t.Fatalf("released request still holds %v", first[0].ProductIDs)
+	}
+	Release(first) // a second release is a no-op
+	for round := range 50 {
+		ids := []string{"x" + strconv.Itoa(round), "y"}
+		reqs, verr := ParseAuctions(body(ids...), Auctions)
+		if verr != nil {
+			t.Fatal(verr)
+		}
+		other, verr := ParseAuctions(body("z"), Auctions)
+		if verr != nil {
+			t.Fatal(verr)
+		}
+		if !slices.Equal(reqs[0].ProductIDs, ids) || !slices.Equal(other[0].ProductIDs, []string{"z"}) {
+			t.Fatalf("round %d: ids %v and %v", round, reqs[0].ProductIDs, other[0].ProductIDs)
+		}
+		Release(reqs)
+		Release(other)
 	}
 }
 

@@ -36,6 +36,10 @@ type AuctionsProjector struct {
 	b   batcher
 	ch  clickhouse.Conn
 	log *slog.Logger
+	// The column buffers, reused from one flush to the next (flush runs on
+	// the batcher's goroutine only).
+	rows auctionRows
+	wins winnerRows
 }
 
 // AuctionsOptions configure an AuctionsProjector.
@@ -73,8 +77,9 @@ func (p *AuctionsProjector) Close() { p.b.client.Close() }
 // offsets afterwards. A failed insert is retried whole: rows the first try
 // already wrote are replays that FINAL folds.
 func (p *AuctionsProjector) flush(ctx context.Context, batch []*kgo.Record) error {
-	a := &auctionRows{}
-	w := &winnerRows{}
+	a, w := &p.rows, &p.wins
+	a.reset()
+	w.reset()
 	skipped := 0
 	for _, r := range batch {
 		var rec auction.Record
@@ -119,6 +124,40 @@ type auctionRows struct {
 	category, search, slotID, device, placementName, user []string
 	pageType, pageID, variant                             []string
 	locations, pageValue                                  [][]string
+}
+
+// reset empties a, keeping its buffers.
+func (a *auctionRows) reset() {
+	a.n = 0
+	reuse(&a.id, &a.marketplace)
+	reuse(&a.at)
+	reuse(&a.atMs)
+	reuse(&a.endpoint, &a.kind, &a.category, &a.search, &a.slotID, &a.device, &a.placementName, &a.user,
+		&a.pageType, &a.pageID, &a.variant)
+	reuse(&a.idx, &a.placementID, &a.failed)
+	reuse(&a.slots, &a.winners)
+	reuse(&a.productCount, &a.candidates)
+	reuse(&a.locations, &a.pageValue)
+}
+
+// reset empties w, keeping its buffers.
+func (w *winnerRows) reset() {
+	w.n = 0
+	reuse(&w.id, &w.marketplace)
+	reuse(&w.at)
+	reuse(&w.atMs, &w.bid, &w.price)
+	reuse(&w.kind, &w.typ, &w.entity, &w.campaign, &w.vendor, &w.bidID, &w.target, &w.charge, &w.variation)
+	reuse(&w.rank)
+	reuse(&w.quality)
+}
+
+// reuse empties column buffers for the next batch, keeping their arrays
+// but none of the values they held.
+func reuse[T any](cols ...*[]T) {
+	for _, c := range cols {
+		clear(*c)
+		*c = (*c)[:0]
+	}
 }
 
 func (a *auctionRows) columns() []any {

@@ -91,6 +91,12 @@ func newMarket() *Market {
 
 // Product is a product of the catalog (Known), or a placeholder holding the
 // bids on a product the catalog does not have (not Known).
+//
+// A product with at most inlineVendors vendors and inlineCats categories
+// (nearly all)
+// is one heap object: Vendors and Categories then point into the entry's
+// own arrays. A million products are a million objects fewer for the
+// garbage collector to mark on every cycle than with slices of their own.
 type Product struct {
 	// idBytes holds the id when it is at most len(idBytes) bytes, and ID
 	// (the products map's key) then points here: the map's key comparison
@@ -103,11 +109,19 @@ type Product struct {
 	Categories   []Cat     // category ids
 	Bids         []BidRef  // product bids, of every campaign and state
 	ID           string
-	vendorIDs    []string // interned, parallel to Vendors
+	vendors      [inlineVendors]*Vendor // Vendors' array when it fits
+	cats         [inlineCats]Cat        // Categories' array when it fits
 }
 
 // productIDInline is how long an id Product keeps inline: a UUID fits.
 const productIDInline = 40
+
+// inlineVendors and inlineCats are how many vendors and categories Product
+// keeps inline.
+const (
+	inlineVendors = 2
+	inlineCats    = 3
+)
 
 func newProduct(id string) *Product {
 	p := &Product{ID: id}
@@ -116,6 +130,45 @@ func newProduct(id string) *Product {
 		p.ID = unsafe.String(&p.idBytes[0], n) // never written again
 	}
 	return p
+}
+
+// setVendors makes Vendors the entries of the vendor ids vs, unless they
+// already are.
+func (p *Product) setVendors(m *Market, vs []string) {
+	if len(p.Vendors) == len(vs) && slices.EqualFunc(p.Vendors, vs, func(v *Vendor, id string) bool { return v.ID == id }) {
+		return
+	}
+	if len(vs) <= len(p.vendors) {
+		clear(p.vendors[len(vs):])
+		p.Vendors = p.vendors[:len(vs):len(vs)]
+	} else {
+		p.Vendors = make([]*Vendor, len(vs))
+	}
+	for i, v := range vs {
+		p.Vendors[i] = m.vendor(v)
+	}
+}
+
+// setCategories makes Categories the handles of cs, unless they already are.
+func (p *Product) setCategories(cs []string) {
+	if len(cs) == len(p.Categories) && slices.EqualFunc(cs, p.Categories, func(s string, c Cat) bool { return s == c.Value() }) {
+		return
+	}
+	if len(cs) <= len(p.cats) {
+		clear(p.cats[len(cs):])
+		p.Categories = p.cats[:len(cs):len(cs)]
+	} else {
+		p.Categories = make([]Cat, len(cs))
+	}
+	for i, c := range cs {
+		p.Categories[i] = CatOf(c)
+	}
+}
+
+// forget drops what the catalog said of the product (it was deleted).
+func (p *Product) forget() {
+	p.Known, p.Active, p.QualityScore, p.Vendors, p.Categories = false, false, 0, nil, nil
+	p.vendors, p.cats = [inlineVendors]*Vendor{}, [inlineCats]Cat{}
 }
 
 // BidRef is a product bid as its product holds it: what an auction checks
@@ -274,8 +327,23 @@ func gateOf(c *campaigns.Campaign) Gate {
 
 // Bid is a bid with its campaign.
 type Bid struct {
-	B    campaigns.Bid
+	B    BidFields
 	Camp *Camp
+}
+
+// BidFields are the fields of a bid an auction reads (of campaigns.Bid:
+// not its campaign id, which Camp has, nor its timestamps): a bid entry is
+// half the size and has half the pointers, of which the index holds
+// hundreds of thousands for the garbage collector to mark.
+type BidFields struct {
+	ID, TargetType, Target string
+	AmountMicros           int64
+	Active                 bool
+}
+
+func fieldsOf(b *campaigns.Bid) BidFields {
+	return BidFields{ID: b.ID, Target: b.Target, AmountMicros: b.AmountMicros, Active: b.Active,
+		TargetType: canonical(b.TargetType, campaigns.TargetProduct, campaigns.TargetCategory, campaigns.TargetKeyword)}
 }
 
 // Product returns a product by id (nil when neither it nor bids on it are known).
@@ -411,25 +479,13 @@ func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
 			m.products.remove(id)
 			return
 		}
-		p.Known, p.Active, p.QualityScore, p.Vendors, p.Categories, p.vendorIDs = false, false, 0, nil, nil, nil
+		p.forget()
 		return
 	}
 	p := m.product(id)
 	p.Known, p.Active, p.QualityScore = true, nw.Active, nw.QualityScore
-	vs := nw.Vendors()
-	if !slices.Equal(p.vendorIDs, vs) {
-		p.vendorIDs = slices.Clone(vs) // the catalog interns them
-		p.Vendors = make([]*Vendor, len(vs))
-		for i, v := range vs {
-			p.Vendors[i] = m.vendor(v)
-		}
-	}
-	if cs := nw.Categories(); len(cs) != len(p.Categories) || !slices.EqualFunc(cs, p.Categories, func(s string, c Cat) bool { return s == c.Value() }) {
-		p.Categories = make([]Cat, len(cs))
-		for i, c := range cs {
-			p.Categories[i] = CatOf(c)
-		}
-	}
+	p.setVendors(m, nw.Vendors())
+	p.setCategories(nw.Categories())
 }
 
 // CategoryChanged applies a category change.
@@ -547,7 +603,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	}
 	c := m.camp(nw.CampaignID)
 	if b := c.bids[key]; b != nil {
-		b.B = *nw // the same key: the same campaign and target; amount or flag changed
+		b.B = fieldsOf(nw) // the same key: the same campaign and target; amount or flag changed
 		if nw.TargetType == campaigns.TargetProduct {
 			if p := m.products.get(nw.Target); p != nil {
 				p.refresh(b)
@@ -555,7 +611,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 		}
 		return
 	}
-	b := &Bid{B: *nw, Camp: c}
+	b := &Bid{B: fieldsOf(nw), Camp: c}
 	c.bids[key] = b
 	switch nw.TargetType {
 	case campaigns.TargetProduct:

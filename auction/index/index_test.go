@@ -219,3 +219,49 @@ func TestGateAgreesWithStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestProductListsInline changes a product's vendors and categories across
+// the sizes kept inline and beyond: the entry always lists exactly the
+// catalog's, and holds nothing of an earlier, longer list.
+func TestProductListsInline(t *testing.T) {
+	ix := New()
+	lists := [][]string{{"a"}, {"a", "b"}, {"a", "b", "c", "d"}, {}, {"b"}, {"c", "d", "e"}, {"e", "f"}, {"a"}}
+	for _, vs := range lists {
+		for _, cs := range lists {
+			ix.ProductChanged(mp, "p", nil, product(t, true, vs, cs))
+			ix.Read(mp, func(m *Market) {
+				p := m.Product("p")
+				var gotV, gotC []string
+				for _, v := range p.Vendors {
+					gotV = append(gotV, v.ID)
+				}
+				for _, c := range p.Categories {
+					gotC = append(gotC, c.Value())
+				}
+				if !slices.Equal(gotV, vs) || !slices.Equal(gotC, cs) {
+					t.Fatalf("vendors %v categories %v; want %v %v", gotV, gotC, vs, cs)
+				}
+				if len(vs) <= inlineVendors {
+					for _, v := range p.vendors[len(vs):] {
+						if v != nil {
+							t.Fatalf("vendors %v: stale inline vendor %s", vs, v.ID)
+						}
+					}
+				}
+				if len(cs) <= inlineCats {
+					for _, c := range p.cats[len(cs):] {
+						if c != (Cat{}) {
+							t.Fatalf("categories %v: stale inline category %s", cs, c.Value())
+						}
+					}
+				}
+			})
+		}
+	}
+	ix.ProductChanged(mp, "p", nil, nil)
+	ix.Read(mp, func(m *Market) {
+		if p := m.Product("p"); p != nil {
+			t.Fatalf("deleted product without bids still indexed: %+v", p)
+		}
+	})
+}

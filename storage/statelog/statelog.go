@@ -199,6 +199,9 @@ func (l *Log) apply(r *kgo.Record) {
 		return
 	}
 	key := rec.Type + "/" + rec.ID
+	// The views keep ids cut out of key (marketplace/id, see splitKey): one
+	// string per entity in memory, where the decoded id would be another.
+	rec.ID = key[len(rec.Type)+1:]
 	l.mu.Lock()
 	accepted := rec.Version > l.versions[key]
 	if accepted {
