@@ -26,13 +26,10 @@ func (b *Bid) UnmarshalJSON(data []byte) error {
 // pack makes ID, CampaignID and Target share one allocation and TargetType
 // the package's constant.
 func (b *Bid) pack() {
-	switch b.TargetType {
-	case TargetProduct:
-		b.TargetType = TargetProduct
-	case TargetCategory:
-		b.TargetType = TargetCategory
-	case TargetKeyword:
-		b.TargetType = TargetKeyword
+	for _, c := range [...]string{TargetProduct, TargetCategory, TargetKeyword} {
+		if b.TargetType == c {
+			b.TargetType = c // the constant's bytes, not the decoded copy's
+		}
 	}
 	n := len(b.ID) + len(b.CampaignID) + len(b.Target)
 	if n == 0 {

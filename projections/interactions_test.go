@@ -935,8 +935,11 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		clicks, overBudget int
 		price              int64
 		latencies          []time.Duration
+		spentAt            time.Time     // when the spend was first seen at the budget
+		servedAfter        time.Duration // the latest auction that still served the campaign, after spentAt
 	)
 	for clicks < 100 {
+		auctionAt := time.Now()
 		tok := auctionWinner()
 		if tok == "" {
 			break
@@ -946,8 +949,9 @@ func TestChargesThroughTheAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		price = c.PriceMicros
-		if spend() >= budgetMicros {
+		if !spentAt.IsZero() {
 			overBudget++
+			servedAfter = auctionAt.Sub(spentAt)
 		}
 		clicks++
 		id := "click-" + strconv.Itoa(clicks)
@@ -960,6 +964,9 @@ func TestChargesThroughTheAPI(t *testing.T) {
 			return nil
 		})
 		latencies = append(latencies, time.Since(start))
+		if spentAt.IsZero() && spend() >= budgetMicros {
+			spentAt = time.Now()
+		}
 		if clicks == 1 {
 			click(id, tok)              // a client retry
 			click(id+"-again", tok)     // the same ad clicked twice
@@ -973,14 +980,20 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		t.Fatalf("the auction still serves the campaign after %d clicks at %d (total budget %d)", clicks, price, budgetMicros)
 	}
 	slices.Sort(latencies)
-	t.Logf("%d clicks at %d micro-units, %d of them served after the spend in Redis had reached the budget; spend %d (budget %d); "+
-		"click accepted → charge visible: median %s, max %s", clicks, price, overBudget, spend(), budgetMicros,
+	t.Logf("%d clicks at %d micro-units, %d of them served after the spend in Redis had reached the budget (the last %s after); spend %d (budget %d); "+
+		"click accepted → charge visible: median %s, max %s", clicks, price, overBudget, servedAfter.Round(time.Millisecond), spend(), budgetMicros,
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
 	if got := spend(); got != int64(clicks)*price || got < budgetMicros {
 		t.Errorf("spend %d, want %d clicks × %d, at least the budget", got, clicks, price)
 	}
-	if overBudget > 3 { // each click waits for its charge, so the cache (1 s) is the only lag
-		t.Errorf("%d ads served with the budget already spent", overBudget)
+	// Each click waits for its charge, so the auction's copy of spend (re-read
+	// every BudgetRefresh) is the only lag: no auction may serve the campaign
+	// later than about one refresh after the spend reached the budget. How
+	// many auctions that is depends on the machine's speed, so the bound is
+	// on time (with a second of slack for a loaded machine), not on a count.
+	if limit := cfg.BudgetRefresh + time.Second; servedAfter > limit {
+		t.Errorf("%d ads served with the budget already spent, the last %s after the spend reached it (limit %s)",
+			overBudget, servedAfter.Round(time.Millisecond), limit)
 	}
 	day, _ := a.Redis.HGet(ctx, budget.DayKey(m.ID, budget.DayOf(time.Now(), m.Location())), camp.ID).Int64()
 	if day != spend() {
