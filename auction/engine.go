@@ -163,7 +163,7 @@ type prod struct {
 	ip        *index.Product // valid inside Index.Read only; nil for products found through the catalog
 	id        string
 	quality   int64 // ppm
-	variation string
+	variation int32 // index of its variationID in the request's VariationIDs, -1 for none
 	hasBids   bool
 	excluded  bool // filtered out after the bids were gathered
 }
@@ -222,9 +222,14 @@ type state struct {
 	// second (pathsAt), for one marketplace (pathsMP).
 	pathsAt time.Time
 	pathsMP string
-	touched int              // keeps touch's loads from being optimised away
-	found   []*index.Product // resolveProducts' lookups
+	touched int                // keeps touch's loads from being optimised away
+	found   []index.ProductRef // resolveProducts' lookups
 }
+
+// CampaignID and ProductID name the campaigns and products of the
+// auction's candidates (Names, for the ranking's tie-break).
+func (st *state) CampaignID(i int32) string { return st.camps[i].c.ID }
+func (st *state) ProductID(i int32) string  { return st.prods[i].id }
 
 func newState() *state {
 	return &state{
@@ -291,7 +296,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 		a.dropImageless()
 	}
 	res.Record.Candidates = len(st.cands)
-	places := st.rk.Rank(st.cands, r.Slots, m.Reserve)
+	places := st.rk.Rank(st.cands, st, r.Slots, m.Reserve)
 
 	res.Winners = make([]Winner, 0, len(places))
 	res.Record.Winners = make([]RecordWinner, 0, len(places))
@@ -434,14 +439,15 @@ func (a *auctionEnv) resolveProducts(lo, hi int) {
 	// same reason: the loop below, with its map updates between the reads,
 	// would wait for each entry's cache miss in turn.
 	n := 0
-	for _, p := range st.found {
-		if p != nil && p.Known {
+	for _, r := range st.found {
+		if p := a.ix.ProductAt(r); p != nil && p.Known {
 			n++
 		}
 	}
 	st.touched += n
-	for j, p := range st.found {
+	for j, r := range st.found {
 		k := lo + j
+		p := a.ix.ProductAt(r)
 		if p == nil || !p.Known || !p.Active || len(p.Vendors) == 0 {
 			continue
 		}
@@ -451,7 +457,6 @@ func (a *auctionEnv) resolveProducts(lo, hi int) {
 		}
 		a.addProduct(p, st.ids[k], p.QualityScore, int(st.idPos[k]))
 	}
-	clear(st.found) // drop the pointers: the index may change after Read
 }
 
 // addProduct adds a candidate product (once). i is its index in the
@@ -461,13 +466,13 @@ func (a *auctionEnv) addProduct(ip *index.Product, id string, qualityScore float
 		return k
 	}
 	q := qualityPPM(qualityScore)
-	var variation string
+	variation := int32(-1)
 	if i >= 0 {
 		if a.r.QualityScores != nil {
 			q = qualityPPM(a.r.QualityScores[i])
 		}
 		if a.r.VariationIDs != nil {
-			variation = a.r.VariationIDs[i]
+			variation = int32(i)
 		}
 	}
 	k := int32(len(a.st.prods))
@@ -851,7 +856,7 @@ func (a *auctionEnv) buildCandidates() {
 			group = a.vendorGroup(c.c.VendorID) // one winner per vendor
 		}
 		st.cands = append(st.cands, Candidate{
-			Group: group, CampaignID: c.c.ID, ProductID: p.id, BidMicros: b.amount,
+			Group: group, Campaign: b.camp, Product: b.prod, BidMicros: b.amount,
 			CPM: c.c.CPM, QualityPPM: p.quality,
 		})
 		st.candBid = append(st.candBid, int32(bi))
@@ -929,7 +934,7 @@ func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Plac
 	}
 	w := Winner{
 		Rank: pl.Rank, Type: "product", ID: p.id, ResolvedBidID: tok, CampaignID: c.ID, VendorID: c.VendorID,
-		VariationID: p.variation,
+		VariationID: a.variationOf(p),
 	}
 	switch a.r.Kind {
 	case KindBanners:
@@ -946,9 +951,17 @@ func (a *auctionEnv) winner(keys *bidtoken.Keyring, auctionID uuid.UUID, pl Plac
 	rw := RecordWinner{
 		Rank: pl.Rank, Type: w.Type, EntityID: w.ID, CampaignID: c.ID, VendorID: c.VendorID, BidID: b.bidID,
 		BidTarget: specNames[b.spec], ChargeType: claims.ChargeType.String(), BidMicros: b.amount,
-		PriceMicros: pl.PriceMicros, QualityPPM: cand.QualityPPM, VariationID: p.variation,
+		PriceMicros: pl.PriceMicros, QualityPPM: cand.QualityPPM, VariationID: w.VariationID,
 	}
 	return w, rw, nil
+}
+
+// variationOf is the variationID the request gave with p ("" for none).
+func (a *auctionEnv) variationOf(p *prod) string {
+	if p.variation < 0 {
+		return ""
+	}
+	return a.r.VariationIDs[p.variation]
 }
 
 // MaxBrandProducts is how many products a sponsored-brand winner lists.
@@ -964,8 +977,8 @@ func (a *auctionEnv) vendorProducts(group int32, first string) []string {
 			break
 		}
 		c := &a.st.cands[ci]
-		if c.Group == group && !slices.Contains(out, c.ProductID) {
-			out = append(out, c.ProductID)
+		if id := a.st.prods[c.Product].id; c.Group == group && !slices.Contains(out, id) {
+			out = append(out, id)
 		}
 	}
 	return out

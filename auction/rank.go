@@ -37,13 +37,27 @@ const CPCtoCPM = 10
 const MaxQualityPPM = 1_000_000
 
 // Candidate is one eligible bid on one product, ready to rank.
+//
+// It holds no pointer: Campaign and Product name its campaign and product
+// through the Names given to Rank, which the tie-break reads only when two
+// candidates tie on score and quality. An auction appends hundreds of
+// candidates, and while the garbage collector marks, every pointer written
+// to the heap costs a write barrier that shades its target, a cache miss
+// into a heap of millions of entities (docs/performance.md).
 type Candidate struct {
-	Group      int32  // one winner per group: the product (the vendor in sponsored-brand auctions)
-	CampaignID string // tie-break
-	ProductID  string // tie-break
-	BidMicros  int64  // > 0; per click (CPC) or per 1,000 impressions (CPM)
+	Group      int32 // one winner per group: the product (the vendor in sponsored-brand auctions)
+	Campaign   int32 // tie-break: Names.CampaignID(Campaign)
+	Product    int32 // tie-break: Names.ProductID(Product)
+	BidMicros  int64 // > 0; per click (CPC) or per 1,000 impressions (CPM)
 	CPM        bool
 	QualityPPM int64 // 1..MaxQualityPPM
+}
+
+// Names gives the ids behind the Campaign and Product numbers of
+// candidates, for the tie-break.
+type Names interface {
+	CampaignID(i int32) string
+	ProductID(i int32) string
 }
 
 // Reserve is a marketplace's reserve prices, micro-units: a bid below the
@@ -107,6 +121,7 @@ func cmpScore(a, b score) int {
 // O(n log n). order is the part taken off so far, in rank order.
 type ranker struct {
 	cands  []Candidate // the candidates of the current Rank call
+	names  Names       // and their ids
 	order  []int32     // candidates in rank order, as far as taken off the heap
 	heap   []int32     // the rest, a heap whose root ranks first
 	scores []score
@@ -125,10 +140,13 @@ func (rk *ranker) before(a, b int32) bool {
 	switch {
 	case ca.QualityPPM != cb.QualityPPM:
 		return ca.QualityPPM > cb.QualityPPM
-	case ca.CampaignID != cb.CampaignID:
-		return ca.CampaignID < cb.CampaignID
 	}
-	return ca.ProductID < cb.ProductID
+	if ca.Campaign != cb.Campaign {
+		if x, y := rk.names.CampaignID(ca.Campaign), rk.names.CampaignID(cb.Campaign); x != y {
+			return x < y
+		}
+	}
+	return rk.names.ProductID(ca.Product) < rk.names.ProductID(cb.Product)
 }
 
 func (rk *ranker) down(i int) {
@@ -170,8 +188,8 @@ func (rk *ranker) at(i int) (int32, bool) {
 // a quality outside 1..MaxQualityPPM are ignored. The result aliases the
 // ranker's memory: copy what outlives the next call. cands must not change
 // while the ranker's order is read (at).
-func (rk *ranker) Rank(cands []Candidate, slots int, reserve Reserve) []Placement {
-	rk.cands = cands
+func (rk *ranker) Rank(cands []Candidate, names Names, slots int, reserve Reserve) []Placement {
+	rk.cands, rk.names = cands, names
 	rk.order, rk.heap, rk.scores, rk.groups, rk.out = rk.order[:0], rk.heap[:0], rk.scores[:0], rk.groups[:0], rk.out[:0]
 	for i := range cands {
 		c := &cands[i]

@@ -12,7 +12,7 @@ import (
 // The scenarios of docs/auction-ranking.md, computed by hand there.
 func TestRankHandComputed(t *testing.T) {
 	const µ = 1
-	docExample := []Candidate{
+	docExample := []named{
 		{Group: 1, CampaignID: "c1", ProductID: "P1", BidMicros: 1_000_000, QualityPPM: 500_000},              // score 10,000,000 × 0.5 = 5.0e12
 		{Group: 2, CampaignID: "c2", ProductID: "P2", BidMicros: 800_000, QualityPPM: 900_000},                // 8,000,000 × 0.9 = 7.2e12
 		{Group: 1, CampaignID: "c3", ProductID: "P1", BidMicros: 600_000, QualityPPM: 500_000},                // 3.0e12
@@ -22,7 +22,7 @@ func TestRankHandComputed(t *testing.T) {
 	reserve := Reserve{CPCMicros: 100_000, CPMMicros: 1_000_000}
 	tests := []struct {
 		name    string
-		cands   []Candidate
+		cands   []named
 		slots   int
 		reserve Reserve
 		want    []Placement
@@ -41,31 +41,31 @@ func TestRankHandComputed(t *testing.T) {
 			{Cand: 3, Rank: 2, PriceMicros: 5_000_000},
 			{Cand: 0, Rank: 3, PriceMicros: 600_000},
 		}},
-		{"lone winner pays the reserve", []Candidate{
+		{"lone winner pays the reserve", []named{
 			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 700_000, QualityPPM: 1_000_000},
 		}, 1, reserve, []Placement{{Cand: 0, Rank: 1, PriceMicros: 100_000}}},
-		{"no reserve: at least 1 µ", []Candidate{
+		{"no reserve: at least 1 µ", []named{
 			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 700_000, QualityPPM: 1_000_000},
 		}, 1, Reserve{}, []Placement{{Cand: 0, Rank: 1, PriceMicros: 1 * µ}}},
-		{"price never below the reserve", []Candidate{
+		{"price never below the reserve", []named{
 			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 700_000, QualityPPM: 1_000_000},
 			{Group: 2, CampaignID: "b", ProductID: "q", BidMicros: 110_000, QualityPPM: 100_000}, // score 1.1e11 → 11,000 µ to beat
 		}, 1, reserve, []Placement{{Cand: 0, Rank: 1, PriceMicros: 100_000}}},
-		{"equal score and quality: smaller campaign id first", []Candidate{
+		{"equal score and quality: smaller campaign id first", []named{
 			{Group: 1, CampaignID: "b", ProductID: "p1", BidMicros: 300_000, QualityPPM: 1_000_000},
 			{Group: 2, CampaignID: "a", ProductID: "p2", BidMicros: 300_000, QualityPPM: 1_000_000},
 		}, 2, Reserve{}, []Placement{
 			{Cand: 1, Rank: 1, PriceMicros: 300_000},
 			{Cand: 0, Rank: 2, PriceMicros: 1},
 		}},
-		{"bid equal to the reserve competes", []Candidate{
+		{"bid equal to the reserve competes", []named{
 			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 100_000, QualityPPM: 1_000_000},
 		}, 1, reserve, []Placement{{Cand: 0, Rank: 1, PriceMicros: 100_000}}},
-		{"largest bids do not overflow", []Candidate{
+		{"largest bids do not overflow", []named{
 			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 1_000_000_000_000_000, QualityPPM: 1_000_000},
 			{Group: 2, CampaignID: "b", ProductID: "q", BidMicros: 999_999_999_999_999, QualityPPM: 1_000_000},
 		}, 1, Reserve{}, []Placement{{Cand: 0, Rank: 1, PriceMicros: 999_999_999_999_999}}},
-		{"one winner per vendor group (sponsored brand)", []Candidate{
+		{"one winner per vendor group (sponsored brand)", []named{
 			{Group: 7, CampaignID: "a", ProductID: "p1", BidMicros: 900_000, QualityPPM: 1_000_000},
 			{Group: 7, CampaignID: "a", ProductID: "p2", BidMicros: 800_000, QualityPPM: 1_000_000},
 			{Group: 8, CampaignID: "b", ProductID: "p3", BidMicros: 500_000, QualityPPM: 1_000_000},
@@ -73,7 +73,7 @@ func TestRankHandComputed(t *testing.T) {
 			{Cand: 0, Rank: 1, PriceMicros: 800_000}, // its own vendor's other product would take the slot
 			{Cand: 2, Rank: 2, PriceMicros: 1},
 		}},
-		{"invalid candidates ignored", []Candidate{
+		{"invalid candidates ignored", []named{
 			{Group: 1, CampaignID: "a", ProductID: "p", BidMicros: 0, QualityPPM: 1_000_000},
 			{Group: 2, CampaignID: "b", ProductID: "q", BidMicros: 5, QualityPPM: 0},
 		}, 3, Reserve{}, []Placement{}},
@@ -81,7 +81,8 @@ func TestRankHandComputed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var rk ranker
-			got := append([]Placement{}, rk.Rank(tt.cands, tt.slots, tt.reserve)...)
+			cands, names := unname(tt.cands)
+			got := append([]Placement{}, rk.Rank(cands, names, tt.slots, tt.reserve)...)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v\nwant %+v", got, tt.want)
 			}
@@ -129,9 +130,42 @@ func TestMatchFilter(t *testing.T) {
 	}
 }
 
+// named is a candidate with its ids spelled out, the tests' form of it.
+type named struct {
+	Group                 int32
+	CampaignID, ProductID string
+	BidMicros             int64
+	CPM                   bool
+	QualityPPM            int64
+}
+
+func (c *named) candidate(i int) Candidate {
+	return Candidate{Group: c.Group, Campaign: int32(i), Product: int32(i), BidMicros: c.BidMicros, CPM: c.CPM, QualityPPM: c.QualityPPM}
+}
+
+func (c *named) score() score { x := c.candidate(0); return x.score() }
+
+// nameTable is the Names of unname's candidates: candidate i's ids at i
+// (so two candidates of one campaign have different numbers and the same
+// id, which the tie-break must treat as one campaign).
+type nameTable struct{ camps, prods []string }
+
+func (n *nameTable) CampaignID(i int32) string { return n.camps[i] }
+func (n *nameTable) ProductID(i int32) string  { return n.prods[i] }
+
+func unname(ns []named) ([]Candidate, *nameTable) {
+	out := make([]Candidate, len(ns))
+	names := &nameTable{}
+	for i := range ns {
+		out[i] = ns[i].candidate(i)
+		names.camps, names.prods = append(names.camps, ns[i].CampaignID), append(names.prods, ns[i].ProductID)
+	}
+	return out, names
+}
+
 // rankSorted is the reference for Rank: the whole order sorted first, then
 // the same walk.
-func rankSorted(cands []Candidate, slots int, reserve Reserve) []Placement {
+func rankSorted(cands []named, slots int, reserve Reserve) []Placement {
 	var order []int
 	for i := range cands {
 		c := &cands[i]
@@ -163,9 +197,10 @@ func rankSorted(cands []Candidate, slots int, reserve Reserve) []Placement {
 			continue
 		}
 		price := reserve.of(c.CPM)
+		cand := c.candidate(ci)
 		for _, nj := range order[k+1:] {
 			if !slices.Contains(groups, cands[nj].Group) {
-				price = max(price, priceToBeat(cands[nj].score(), c))
+				price = max(price, priceToBeat(cands[nj].score(), &cand))
 				break
 			}
 		}
@@ -185,9 +220,9 @@ func TestRankMatchesFullSort(t *testing.T) {
 		if iter%100 == 0 {
 			n = 500 + r.IntN(500)
 		}
-		cands := make([]Candidate, n)
+		cands := make([]named, n)
 		for i := range cands {
-			cands[i] = Candidate{
+			cands[i] = named{
 				Group:      int32(r.IntN(max(1, n/3))),
 				CampaignID: fmt.Sprintf("c%d", r.IntN(8)),
 				ProductID:  fmt.Sprintf("p%d-%d", r.IntN(8), i), // (campaign, product) is unique, as in an auction
@@ -199,7 +234,8 @@ func TestRankMatchesFullSort(t *testing.T) {
 		slots := 1 + r.IntN(10)
 		reserve := Reserve{CPCMicros: int64(r.IntN(3)) * 100_000, CPMMicros: int64(r.IntN(3)) * 1_000_000}
 		want := rankSorted(cands, slots, reserve)
-		got := slices.Clone(rk.Rank(cands, slots, reserve))
+		cs, names := unname(cands)
+		got := slices.Clone(rk.Rank(cs, names, slots, reserve))
 		if len(want) == 0 && len(got) == 0 {
 			continue
 		}
@@ -224,14 +260,15 @@ func TestRankMatchesFullSort(t *testing.T) {
 
 func BenchmarkRank(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
-	cands := make([]Candidate, 800)
+	cands := make([]named, 800)
 	for i := range cands {
-		cands[i] = Candidate{Group: int32(r.IntN(500)), CampaignID: fmt.Sprintf("%08x-0000-7000-8000-000000000000", r.Uint32()),
+		cands[i] = named{Group: int32(r.IntN(500)), CampaignID: fmt.Sprintf("%08x-0000-7000-8000-000000000000", r.Uint32()),
 			ProductID: fmt.Sprintf("p-%09d", r.IntN(1_000_000)), BidMicros: 100_000 + r.Int64N(2_900_000), QualityPPM: 1 + r.Int64N(MaxQualityPPM)}
 	}
+	cs, names := unname(cands)
 	var rk ranker
 	b.ReportAllocs()
 	for b.Loop() {
-		rk.Rank(cands, 5, Reserve{CPCMicros: 100_000})
+		rk.Rank(cs, names, 5, Reserve{CPCMicros: 100_000})
 	}
 }

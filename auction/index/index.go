@@ -349,13 +349,17 @@ func fieldsOf(b *campaigns.Bid) BidFields {
 // Product returns a product by id (nil when neither it nor bids on it are known).
 func (m *Market) Product(id string) *Product { return m.products.get(id) }
 
-// Products appends the entries of ids (nil where neither the product nor
-// bids on it are known) to out: many lookups at once, faster than one
-// Product call per id (see productTable). Keep the number it returns
-// somewhere (its value means nothing).
-func (m *Market) Products(ids []string, out []*Product) ([]*Product, uint64) {
+// Products appends the refs of ids (0 where neither the product nor bids
+// on it are known) to out: many lookups at once, faster than one Product
+// call per id (see productTable). Read them with ProductAt. Keep the number
+// it returns somewhere (its value means nothing).
+func (m *Market) Products(ids []string, out []ProductRef) ([]ProductRef, uint64) {
 	return m.products.lookup(ids, out)
 }
+
+// ProductAt is the entry of a ref Products returned (nil for 0), valid
+// within the Index.Read that returned the ref.
+func (m *Market) ProductAt(r ProductRef) *Product { return m.products.at(r) }
 
 // Keyword returns the bids on a normalised keyword.
 func (m *Market) Keyword(k string) []*Bid { return m.keyword[k] }

@@ -42,32 +42,25 @@ func (t *productTable) get(id string) *Product {
 	if t.n == 0 {
 		return nil
 	}
-	return t.probe(t.hashOf(id), id)
-}
-
-func (t *productTable) probe(h uint64, id string) *Product {
-	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		s := &t.slots[i]
-		if s.hash == 0 {
-			return nil
-		}
-		if s.hash == h && s.p.ID == id {
-			return s.p
-		}
-	}
+	return t.at(t.probeRef(t.hashOf(id), id))
 }
 
 // lookupBatch is how many ids lookup resolves per pass.
 const lookupBatch = 64
 
-// lookup appends the entry of each id (nil when absent) to out. The
-// returned number means nothing: the caller keeps it somewhere, so that the
-// compiler keeps the loads of pass 1.
-func (t *productTable) lookup(ids []string, out []*Product) ([]*Product, uint64) {
+// ProductRef is a product's place in its market's table, as Products
+// returns it: a number, where a pointer appended to a slice costs a write
+// barrier while the garbage collector marks (docs/performance.md). 0 means
+// absent. Read it with Market.ProductAt within the same Index.Read.
+type ProductRef uint32
+
+// lookup appends the ref of each id (0 when absent) to out. The returned
+// number means nothing: the caller keeps it somewhere, so that the compiler
+// keeps the loads of pass 1.
+func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uint64) {
 	if t.n == 0 {
 		for range ids {
-			out = append(out, nil)
+			out = append(out, 0)
 		}
 		return out, 0
 	}
@@ -88,29 +81,50 @@ func (t *productTable) lookup(ids []string, out []*Product) ([]*Product, uint64)
 		base := len(out)
 		for k := range batch {
 			h := hs[k]
-			var p *Product
+			var ref ProductRef
 			for i := h & mask; ; i = (i + 1) & mask {
 				s := &t.slots[i]
 				if s.hash == 0 {
 					break
 				}
 				if s.hash == h {
-					p = s.p
+					ref = ProductRef(i + 1)
 					break
 				}
 			}
-			out = append(out, p)
+			out = append(out, ref)
 		}
 		// Pass 3: check the ids (each a read of its entry, independent of
 		// the others). A different id with the same 64-bit hash takes the
 		// slow path.
 		for k, id := range batch {
-			if p := out[base+k]; p != nil && p.ID != id {
-				out[base+k] = t.probe(hs[k], id)
+			if r := out[base+k]; r != 0 && t.slots[r-1].p.ID != id {
+				out[base+k] = t.probeRef(hs[k], id)
 			}
 		}
 	}
 	return out, touched
+}
+
+// at is the entry of a ref lookup returned (nil for 0).
+func (t *productTable) at(r ProductRef) *Product {
+	if r == 0 {
+		return nil
+	}
+	return t.slots[r-1].p
+}
+
+func (t *productTable) probeRef(h uint64, id string) ProductRef {
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.hash == 0 {
+			return 0
+		}
+		if s.hash == h && s.p.ID == id {
+			return ProductRef(i + 1)
+		}
+	}
 }
 
 // put adds p, whose id must not be in the table.

@@ -43,8 +43,8 @@ func TestProductTable(t *testing.T) {
 		}
 		got, _ := tab.lookup(ids, nil)
 		for i, k := range ids {
-			if want := ref[k]; tab.get(k) != want || got[i] != want {
-				t.Fatalf("round %d: %s: get %p, lookup %p, want %p", round, k, tab.get(k), got[i], want)
+			if want := ref[k]; tab.get(k) != want || tab.at(got[i]) != want {
+				t.Fatalf("round %d: %s: get %p, lookup %p, want %p", round, k, tab.get(k), tab.at(got[i]), want)
 			}
 		}
 		n := 0
@@ -59,7 +59,7 @@ func TestProductTable(t *testing.T) {
 		}
 	}
 	var empty productTable
-	if got, _ := empty.lookup([]string{"a", "b"}, nil); len(got) != 2 || got[0] != nil || got[1] != nil || empty.get("a") != nil {
+	if got, _ := empty.lookup([]string{"a", "b"}, nil); len(got) != 2 || got[0] != 0 || got[1] != 0 || empty.get("a") != nil {
 		t.Fatalf("empty table: %v", got)
 	}
 	empty.remove("a")
