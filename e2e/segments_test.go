@@ -426,10 +426,15 @@ func TestSegmentsUpload(t *testing.T) {
 		}, nil)
 	}()
 	_, _ = io.WriteString(pw, "s1\ns2\n")
-	testenv.Eventually(t, 5*time.Second, func() error {
-		r := sgUpload(t, s, key, "buyers", "", sgLines("z"), nil)
-		if r.Status != 409 {
-			return fmt.Errorf("second upload: %d %s", r.Status, r.Body)
+	// Wait until the slow upload holds the segment's lock in Redis. Probing
+	// with another upload would race: the probe could take the lock first
+	// and make the slow upload the one refused.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := s.App.Redis.Exists(ctx, "ec:seglock:{"+s.Marketplace.ID+"}:buyers").Result()
+		if err != nil || n != 1 {
+			return fmt.Errorf("the slow upload holds no lock yet: %d %v", n, err)
 		}
 		return nil
 	})
