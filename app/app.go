@@ -23,7 +23,6 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/api"
-	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/billing"
@@ -324,18 +323,6 @@ func (a *App) Run(ctx context.Context) error {
 			})
 		}
 		if a.target.runs(TargetProjector) {
-			p, err := projections.NewEventsProjector(projections.EventsOptions{
-				Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse,
-				Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
-				MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
-			})
-			if err != nil {
-				return err
-			}
-			run("events projector", func(ctx context.Context) error {
-				defer p.Close()
-				return p.Run(ctx)
-			})
 			ep, err := projections.NewEntitiesProjector(a.cfg.KafkaBrokers, []string{a.Topics.Accounts, a.Topics.Entities},
 				a.ClickHouse, a.cfg.ProjectorBatchRows, a.cfg.ProjectorFlushInterval, a.log)
 			if err != nil {
@@ -356,79 +343,22 @@ func (a *App) Run(ctx context.Context) error {
 				defer ap.Close()
 				return ap.Run(ctx)
 			})
-			// Interactions, charges and spend (docs/charges.md). It reads the
-			// entity views (time zone, currency, names), so it joins its
-			// group only once they have caught up. Its claims are the events
-			// projector's (same prefix and window): both keep the same
-			// record of a duplicated event id.
-			run("interactions projector", func(ctx context.Context) error {
+			// The events topic, folded by one consumer group into three
+			// sinks (docs/projector.md): events_raw; interactions, charges
+			// and spend (docs/charges.md); purchase attribution
+			// (docs/attribution.md). The last two read the entity views
+			// (time zones, currencies, names, vendors), so the group is
+			// joined only once they have caught up.
+			run("events fold", func(ctx context.Context) error {
 				if err := a.WaitReady(ctx); err != nil {
 					return err
 				}
-				ip, err := projections.NewInteractionsProjector(projections.InteractionsOptions{
-					Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse, Redis: a.Redis,
-					Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
-					Views: projections.Views{
-						Marketplace: func(id string) (projections.MarketplaceDims, bool) {
-							m, ok := a.Accounts.Marketplace(id)
-							return projections.MarketplaceDims{Currency: m.Currency, Location: m.Location()}, ok
-						},
-						Campaign: func(mp, id string, at time.Time) (projections.CampaignDims, bool) {
-							c, _, ok := a.Campaigns.Campaign(mp, id)
-							if !ok {
-								return projections.CampaignDims{}, false
-							}
-							return projections.CampaignDims{Name: c.Name, Type: c.Type, VendorID: c.VendorID,
-								Status: campaigns.Status(c, at), Active: c.Active}, true
-						},
-						Vendor: func(mp, id string) (projections.VendorDims, bool) {
-							v, ok := a.Catalog.Vendor(mp, id)
-							return projections.VendorDims{Name: v.Name, GlobalID: v.GlobalID}, ok
-						},
-						ProductVendors: func(mp, id string) ([]string, bool) {
-							p, ok := a.Catalog.Product(mp, id)
-							return p.Vendors, ok
-						},
-					},
-					MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
-				})
+				f, err := a.newEventFold(ctx)
 				if err != nil {
 					return err
 				}
-				defer ip.Close()
-				return ip.Run(ctx)
-			})
-			// Purchase attribution (docs/attribution.md). It reads the
-			// marketplace settings, the catalog's and campaigns' vendors, so
-			// it joins its group once the views have caught up.
-			run("attribution projector", func(ctx context.Context) error {
-				if err := a.WaitReady(ctx); err != nil {
-					return err
-				}
-				atp, err := attribution.NewProjector(attribution.Options{
-					Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events, ClickHouse: a.ClickHouse,
-					Marketplace: func(id string) (attribution.Marketplace, bool) {
-						m, ok := a.Accounts.Marketplace(id)
-						return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
-					},
-					ProductVendor: func(mp, id string) string {
-						if p, ok := a.Catalog.Product(mp, id); ok && len(p.Vendors) == 1 {
-							return p.Vendors[0]
-						}
-						return ""
-					},
-					CampaignVendor: func(mp, id string) string {
-						c, _, _ := a.Campaigns.Campaign(mp, id)
-						return c.VendorID
-					},
-					Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
-					MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
-				})
-				if err != nil {
-					return err
-				}
-				defer atp.Close()
-				return atp.Run(ctx)
+				defer f.Close()
+				return f.Run(ctx)
 			})
 			// Daily rollups of the export dataset (docs/rollups.md):
 			// recent days every minute, the last 33 days every hour, from

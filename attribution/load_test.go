@@ -89,11 +89,11 @@ func TestAttributionLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
-	ap, err := attribution.NewProjector(attribution.Options{Brokers: s.brokers, Topic: s.topics.Events, ClickHouse: s.conn,
-		Marketplace: s.lookup, Claimer: projections.NewClaimer(s.rdb, s.claimPfx, time.Hour), MaxRows: 50_000, FlushInterval: time.Second, Log: testenv.Logger(t)})
+	sink, err := attribution.NewProjector(attribution.Options{ClickHouse: s.conn, Marketplace: s.lookup, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ap := s.fold(t, sink, 50_000, time.Second)
 	start := time.Now()
 	go func() {
 		defer close(done)
@@ -102,7 +102,7 @@ func TestAttributionLoad(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	testenv.Eventually(t, 10*time.Minute, committed(attribution.Group))
+	testenv.Eventually(t, 10*time.Minute, committed(projections.EventsGroup))
 	el := time.Since(start)
 	var items, attributed uint64
 	if err := s.conn.QueryRow(s.ctx, "SELECT count(), countIf(attributed = 1) FROM attributed_purchases_raw FINAL WHERE marketplace_id = toUUID(?)", mp).Scan(&items, &attributed); err != nil {

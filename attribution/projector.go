@@ -6,23 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/telemetry"
 )
-
-// Group is the consumer group of the attribution projector.
-const Group = "endcap-projector-attribution"
 
 // Marketplace is what the projector needs to know about a marketplace.
 type Marketplace struct {
@@ -33,8 +27,6 @@ type Marketplace struct {
 
 // Options configure a Projector.
 type Options struct {
-	Brokers    []string
-	Topic      string // the events topic
 	ClickHouse clickhouse.Conn
 	// Marketplace returns a marketplace's settings. A purchase of a
 	// marketplace it does not know fails its batch (retried until it does).
@@ -46,21 +38,17 @@ type Options struct {
 	// CampaignVendor, optional, returns a campaign's vendor: the vendor of
 	// a winner whose token carried the vendor id hashed.
 	CampaignVendor func(marketplaceID, campaignID string) string
-	// Claimer, optional, must be the events projector's (same prefix and
-	// window): a record whose event id another record claimed first is a
-	// duplicate and dropped, as the events and interactions projectors do.
-	// Without it every copy is kept and the first received counts.
-	Claimer       *projections.Claimer
-	MaxRows       int
-	FlushInterval time.Duration
-	Log           *slog.Logger
+	Log            *slog.Logger
 }
 
 // Projector recomputes the attribution of a user's purchases each time an
 // event of that user is folded (docs/attribution.md).
 //
-// It consumes the events topic, whose records are keyed by marketplace and
-// user: one user's events are in one partition, in order. For a batch it
+// It is a sink of the events fold (projections.EventFold), which decodes the
+// events topic, drops duplicated event ids (the first record to claim an id
+// wins, for every sink alike) and commits a batch only after every sink
+// folded it. The topic's records are keyed by marketplace and user: one
+// user's events are in one partition, in order. For a batch it
 // (1) copies the countable purchases and sponsored interactions into its own
 // tables, ordered by user (attribution_purchases_raw,
 // attribution_touches_raw); (2) for each user with such an event in the
@@ -69,21 +57,18 @@ type Options struct {
 // the longest window before them (a sponsored interaction after a user's
 // last purchase, the common case, reads no interactions), applies
 // Attribute, and inserts one row per purchased item
-// (attributed_purchases_raw); (3) commits. Every earlier record of the user
+// (attributed_purchases_raw); (3) returns, and the fold commits. Every earlier record of the user
 // was copied before (its batch committed after its copy) or in step 1, so
 // the computation triggered by a user's last record sees all of that user's
 // events: the final attribution is a function of the set of events, whatever
-// the order they arrived in. It reads nothing another projector writes; it
-// shares their claims of event ids (Options.Claimer), so that it keeps the
-// same record of a duplicated id as they do.
+// the order they arrived in. It reads nothing another sink writes.
 type Projector struct {
-	client *kgo.Client
-	conn   clickhouse.Conn
-	o      Options
-	log    *slog.Logger
+	conn clickhouse.Conn
+	o    Options
+	log  *slog.Logger
 }
 
-// NewProjector joins the consumer group (it starts consuming on Run).
+// NewProjector returns the attribution sink.
 func NewProjector(o Options) (*Projector, error) {
 	if o.Marketplace == nil || o.ClickHouse == nil {
 		return nil, errors.New("attribution projector: Marketplace and ClickHouse are required")
@@ -91,110 +76,11 @@ func NewProjector(o Options) (*Projector, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	if o.MaxRows <= 0 {
-		o.MaxRows = 50_000
-	}
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = time.Second
-	}
-	cl, err := kafka.NewClient(o.Brokers, o.Log,
-		kgo.ConsumerGroup(Group),
-		kgo.ConsumeTopics(o.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.FetchMaxBytes(64<<20),
-	)
-	if err != nil {
-		return nil, err
-	}
-	return &Projector{client: cl, conn: o.ClickHouse, o: o, log: o.Log}, nil
+	return &Projector{conn: o.ClickHouse, o: o, log: o.Log}, nil
 }
 
-// Close leaves the group. Uncommitted records are consumed again by the
-// next owner of their partitions (recomputing is idempotent).
-func (p *Projector) Close() { p.client.Close() }
-
-// Run consumes until ctx ends: a batch is flushed when it holds MaxRows
-// records or its oldest waited FlushInterval; offsets are committed only
-// after the flush; a failed flush is retried with backoff, never skipped.
-func (p *Projector) Run(ctx context.Context) error {
-	var (
-		batch []*kgo.Record
-		first time.Time
-	)
-	for {
-		wait := p.o.FlushInterval
-		if len(batch) > 0 {
-			wait = time.Until(first.Add(p.o.FlushInterval))
-		}
-		if wait > 0 && len(batch) < p.o.MaxRows {
-			pctx, cancel := context.WithTimeout(ctx, wait)
-			fetches := p.client.PollRecords(pctx, p.o.MaxRows-len(batch))
-			cancel()
-			if ctx.Err() != nil {
-				p.client.AllowRebalance()
-				return ctx.Err()
-			}
-			fetches.EachError(func(t string, part int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-					p.log.Warn("attribution projector: fetch error", "topic", t, "partition", part, "err", err)
-				}
-			})
-			fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
-				if n := len(ft.Records); n > 0 {
-					lag := ft.HighWatermark - (ft.Records[n-1].Offset + 1)
-					telemetry.ConsumerLag.WithLabelValues(ft.Topic, Group, strconv.Itoa(int(ft.Partition))).Set(float64(lag))
-					telemetry.ConsumedRecords.WithLabelValues(ft.Topic, Group).Add(float64(n))
-				}
-			})
-			recs := fetches.Records()
-			if len(recs) > 0 && len(batch) == 0 {
-				first = time.Now()
-			}
-			batch = append(batch, recs...)
-			if len(batch) == 0 {
-				p.client.AllowRebalance()
-				continue
-			}
-			if len(batch) < p.o.MaxRows && time.Since(first) < p.o.FlushInterval {
-				continue
-			}
-		}
-		err := p.flushWithRetry(ctx, batch)
-		p.client.AllowRebalance()
-		if err != nil {
-			return err
-		}
-		batch = batch[:0]
-	}
-}
-
-func (p *Projector) flushWithRetry(ctx context.Context, batch []*kgo.Record) error {
-	backoff := 200 * time.Millisecond
-	for {
-		err := p.flush(ctx, batch)
-		if err == nil {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = p.client.CommitRecords(cctx, batch...)
-			cancel()
-			if err == nil {
-				return nil
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		p.log.Error("attribution projector: flush failed, retrying", "records", len(batch), "backoff", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 10*time.Second)
-	}
-}
+// Name names the sink in logs and metrics.
+func (*Projector) Name() string { return "attribution" }
 
 // span is a range of Unix milliseconds; zero value: empty.
 type span struct {
@@ -239,23 +125,20 @@ func (d *decoded) user(mp, user string) *userWork {
 }
 
 // decode keeps the batch's countable purchases and sponsored interactions
-// (with a readable resolvedBidId, as the interactions projector requires).
-func (p *Projector) decode(batch []*kgo.Record) *decoded {
+// (with a readable resolvedBidId, as the interactions projector requires)
+// and notes by user what they may change.
+func (p *Projector) decode(events []projections.Event) *decoded {
 	d := &decoded{work: map[string]map[string]*userWork{}}
-	for _, r := range batch {
-		var e ingest.Event
-		err := ingest.DecodeRecord(r.Value, &e)
-		var mp uuid.UUID
-		if err == nil {
-			mp, err = uuid.Parse(e.MarketplaceID)
-		}
-		if err != nil || e.ID == "" {
-			telemetry.AttributionSkipped.WithLabelValues("undecodable").Inc()
-			p.log.Error("attribution projector: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
-			continue
-		}
+	for i := range events {
+		ev := &events[i]
+		e, mp := &ev.E, ev.MP
 		sponsored := (e.Kind == ingest.KindImpression || e.Kind == ingest.KindClick) && e.ResolvedBidID != ""
 		if e.Kind != ingest.KindPurchase && !sponsored {
+			continue
+		}
+		if mp == uuid.Nil {
+			// The API only accepts marketplace ids it issued (UUIDs).
+			telemetry.AttributionSkipped.WithLabelValues("bad_marketplace").Inc()
 			continue
 		}
 		if !e.Countable() {
@@ -268,7 +151,7 @@ func (p *Projector) decode(batch []*kgo.Record) *decoded {
 			for i, it := range e.Items {
 				pu.Items[i] = Item{ProductID: it.ProductID, UnitPriceMicros: it.UnitPriceMicros, Quantity: it.Quantity, VendorID: it.VendorID}
 			}
-			d.purchases = append(d.purchases, purchaseRow{mp: mp, mpID: e.MarketplaceID, p: pu, countable: true, partition: r.Partition, offset: r.Offset})
+			d.purchases = append(d.purchases, purchaseRow{mp: mp, mpID: e.MarketplaceID, p: pu, countable: true, partition: ev.Partition, offset: ev.Offset})
 			continue
 		}
 		c, err := bidtoken.DecodeUnverified(e.ResolvedBidID)
@@ -281,61 +164,10 @@ func (p *Projector) decode(batch []*kgo.Record) *decoded {
 			telemetry.AttributionSkipped.WithLabelValues("bad_token").Inc()
 			continue
 		}
-		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(&e, &c), partition: r.Partition, offset: r.Offset})
-	}
-	return d
-}
-
-// dedupe drops the rows whose event id another Kafka record claimed first
-// (the claims of the events and interactions projectors, with their keys:
-// all three keep the same record of a duplicated id), then notes by user
-// what the rows kept may change.
-func (p *Projector) dedupe(ctx context.Context, d *decoded) error {
-	if p.o.Claimer == nil {
-		d.index()
-		return nil
-	}
-	keys := make([]projections.ClaimKey, 0, len(d.touches)+len(d.purchases))
-	for i := range d.touches {
-		r := &d.touches[i]
-		keys = append(keys, projections.ClaimKey{Key: r.mpID + ":" + r.t.Kind + ":" + r.t.EventID, Partition: r.partition, Offset: r.offset})
-	}
-	for i := range d.purchases {
-		r := &d.purchases[i]
-		keys = append(keys, projections.ClaimKey{Key: r.mpID + ":purchase:" + r.p.EventID, Partition: r.partition, Offset: r.offset})
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	claims, err := p.o.Claimer.Claim(cctx, keys)
-	cancel()
-	if err != nil {
-		return err
-	}
-	dups := 0
-	keep := func(i int) bool {
-		if claims[i] == projections.ClaimDuplicate {
-			dups++
-			return false
-		}
-		return true
-	}
-	touches := d.touches[:0]
-	for i := range d.touches {
-		if keep(i) {
-			touches = append(touches, d.touches[i])
-		}
-	}
-	purchases := d.purchases[:0]
-	for i := range d.purchases {
-		if keep(len(d.touches) + i) {
-			purchases = append(purchases, d.purchases[i])
-		}
-	}
-	d.touches, d.purchases = touches, purchases
-	if dups > 0 {
-		telemetry.Duplicates.WithLabelValues("attribution").Add(float64(dups))
+		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(e, &c), partition: ev.Partition, offset: ev.Offset})
 	}
 	d.index()
-	return nil
+	return d
 }
 
 // index notes, by marketplace and user, when the rows' events occurred.
@@ -366,13 +198,11 @@ func (p *Projector) touch(e *ingest.Event, c *bidtoken.Claims) Touch {
 	return t
 }
 
-func (p *Projector) flush(ctx context.Context, batch []*kgo.Record) error {
-	d := p.decode(batch)
+// Fold attributes what the batch may change (see Projector).
+func (p *Projector) Fold(ctx context.Context, events []projections.Event) error {
+	d := p.decode(events)
 	if len(d.touches)+len(d.purchases) == 0 {
 		return nil
-	}
-	if err := p.dedupe(ctx, d); err != nil {
-		return err
 	}
 	start := time.Now()
 	// The copies first, both at once: the computations below read them.

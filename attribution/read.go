@@ -130,6 +130,6 @@ func query(ctx context.Context, conn clickhouse.Conn, q string, fn func(*Row) er
 // can no longer change: every event that can still be counted for them
 // (received at most Horizon after it occurred) has been received. Once the
 // attribution projector has also caught up with the events topic
-// (endcap_kafka_consumer_lag_records{group="endcap-projector-attribution"}
+// (endcap_kafka_consumer_lag_records{group="endcap-projector-events"}
 // at 0), rows of purchases before t are final.
 func FinalAfter(t time.Time) time.Time { return t.Add(Horizon) }

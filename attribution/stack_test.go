@@ -92,18 +92,18 @@ func (s *stack) lookup(id string) (attribution.Marketplace, bool) {
 // start runs the attribution projector until the test ends.
 func (s *stack) start(t *testing.T) {
 	t.Helper()
-	ap, err := attribution.NewProjector(attribution.Options{Brokers: s.brokers, Topic: s.topics.Events, ClickHouse: s.conn,
+	sink, err := attribution.NewProjector(attribution.Options{ClickHouse: s.conn,
 		Marketplace: s.lookup,
 		ProductVendor: func(mp, id string) string {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return s.vendors[id]
 		},
-		Claimer: projections.NewClaimer(s.rdb, s.claimPfx, time.Hour),
-		MaxRows: 1000, FlushInterval: 50 * time.Millisecond, Log: testenv.Logger(t)})
+		Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ap := s.fold(t, sink, 1000, 50*time.Millisecond)
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan struct{})
 	go func() {
@@ -114,6 +114,18 @@ func (s *stack) start(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// fold returns the events fold with the attribution sink only.
+func (s *stack) fold(t testing.TB, sink projections.EventSink, maxRows int, flush time.Duration) *projections.EventFold {
+	t.Helper()
+	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: s.brokers, Topic: s.topics.Events,
+		Claimer: projections.NewClaimer(s.rdb, s.claimPfx, time.Hour), Sinks: []projections.EventSink{sink},
+		MaxRows: maxRows, FlushInterval: flush, Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func (s *stack) produce(t testing.TB, evs ...ingest.Event) {
@@ -143,7 +155,7 @@ func (s *stack) settle(t testing.TB) {
 	s.mu.Unlock()
 	adm := kadm.NewClient(s.cl)
 	testenv.Eventually(t, 60*time.Second, func() error {
-		offs, err := adm.FetchOffsets(s.ctx, attribution.Group)
+		offs, err := adm.FetchOffsets(s.ctx, projections.EventsGroup)
 		if err != nil {
 			return err
 		}

@@ -239,7 +239,7 @@ func TestInteractionRow(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newInteractionRows(1)
-			d := decoded{e: tc.e, mp: uuid.MustParse(testMP), partition: 2, offset: 40}
+			d := Event{E: tc.e, MP: uuid.MustParse(testMP), Partition: 2, Offset: 40}
 			c, err := r.add(&d, &views, log)
 			if err != nil {
 				t.Fatal(err)
@@ -276,7 +276,7 @@ func TestInteractionRow(t *testing.T) {
 		e := base(ingest.KindClick, testToken(t, nil))
 		e.MarketplaceID = "6f1c3b5e-0000-4000-8000-000000000002"
 		r := newInteractionRows(1)
-		if _, err := r.add(&decoded{e: e, mp: uuid.MustParse(e.MarketplaceID)}, &views, log); err == nil || r.n != 0 {
+		if _, err := r.add(&Event{E: e, MP: uuid.MustParse(e.MarketplaceID)}, &views, log); err == nil || r.n != 0 {
 			t.Errorf("err %v, %d rows", err, r.n)
 		}
 	})
@@ -307,12 +307,14 @@ func colLen(col any) int {
 }
 
 // BenchmarkFoldCPU is the projector's own CPU per event, without I/O:
-// decoding a batch of records and building its interactions and charge
-// rows (60% CPM impressions, 15% CPC clicks, 25% organic).
+// decoding a batch of records (the fold's share) and building its
+// interactions and charge rows (60% CPM impressions, 15% CPC clicks, 25%
+// organic).
 func BenchmarkFoldCPU(b *testing.B) {
 	views := testViews(time.UTC)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := &InteractionsProjector{views: views, log: log}
+	p := &Interactions{views: views, log: log}
+	f := &EventFold{log: log}
 	const n = 10_000
 	now := time.Now().UnixMilli()
 	batch := make([]*kgo.Record, n)
@@ -337,11 +339,11 @@ func BenchmarkFoldCPU(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		evs := p.decode(batch)
+		evs := p.pick(f.decode(batch))
 		rows := newInteractionRows(len(evs))
 		ch := &chargeRows{}
-		for i := range evs {
-			c, err := rows.add(&evs[i], &p.views, log)
+		for _, d := range evs {
+			c, err := rows.add(d, &p.views, log)
 			if err != nil {
 				b.Fatal(err)
 			}

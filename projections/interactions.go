@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/budget"
@@ -21,29 +18,23 @@ import (
 	"github.com/endcap/endcap/telemetry"
 )
 
-// InteractionsGroup is the consumer group of the interactions projector.
-const InteractionsGroup = "endcap-projector-interactions"
-
-// InteractionsProjector folds the impressions and clicks of the events topic
-// into ClickHouse table interactions_raw (view `interactions`), charges the
-// sponsored ones (table charges_raw, view `charges`) and moves campaign spend
-// in Redis, each charge exactly once (docs/charges.md).
+// Interactions is the sink of the events fold that folds impressions and
+// clicks into ClickHouse table interactions_raw (view `interactions`),
+// charges the sponsored ones (table charges_raw, view `charges`) and moves
+// campaign spend in Redis, each charge exactly once (docs/charges.md).
 //
-// One batch: decode; claim each event's idempotency key (the events
-// projector's claims: the first record to claim an id wins for both); build
-// the rows; apply the batch's charges in Redis (budget.ApplyCharges, one
-// atomic step per charge: marker + spend); insert the interactions and
-// the charges (both at once). Offsets are committed only after all of it succeeded; a
-// failure anywhere retries the whole batch, which then replays: claims
-// answer "replay", charges answer "replayed" (no spend moves twice) and the
-// rows come out identical (FINAL folds them).
-type InteractionsProjector struct {
-	b       batcher
-	ch      clickhouse.Conn
-	rdb     redis.UniversalClient
-	claimer *Claimer
-	views   Views
-	log     *slog.Logger
+// One batch (the fold has decoded it and dropped duplicated event ids):
+// build the rows of the countable impressions and clicks; apply the batch's
+// charges in Redis (budget.ApplyCharges, one atomic step per charge: marker
+// + spend); insert the interactions and the charges (both at once). The fold
+// commits the offsets only after all of it succeeded; a failure anywhere
+// retries the whole batch, which then replays: charges answer "replayed"
+// (no spend moves twice) and the rows come out identical (FINAL folds them).
+type Interactions struct {
+	ch    clickhouse.Conn
+	rdb   redis.UniversalClient
+	views Views
+	log   *slog.Logger
 }
 
 // Views reads the entity attributes of the process's in-memory views. The
@@ -79,60 +70,35 @@ type VendorDims struct {
 	Name, GlobalID string
 }
 
-// InteractionsOptions configure an InteractionsProjector.
+// InteractionsOptions configure the Interactions sink.
 type InteractionsOptions struct {
-	Brokers    []string
-	Topic      string // the events topic
 	ClickHouse clickhouse.Conn
 	Redis      redis.UniversalClient
-	// Claimer must be configured as the events projector's (same prefix and
-	// window), so that both keep the same record of a duplicated event id.
-	Claimer       *Claimer
-	Views         Views
-	MaxRows       int
-	FlushInterval time.Duration
-	Log           *slog.Logger
+	Views      Views
+	Log        *slog.Logger
 }
 
-// NewInteractionsProjector joins the consumer group (it starts consuming on
-// Run).
-func NewInteractionsProjector(o InteractionsOptions) (*InteractionsProjector, error) {
-	if o.Views.Marketplace == nil {
-		return nil, errors.New("interactions projector: Views.Marketplace is required")
+// NewInteractions returns the interactions sink.
+func NewInteractions(o InteractionsOptions) (*Interactions, error) {
+	if o.Views.Marketplace == nil || o.ClickHouse == nil || o.Redis == nil {
+		return nil, errors.New("interactions sink: ClickHouse, Redis and Views.Marketplace are required")
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	cl, err := newGroupClient(o.Brokers, InteractionsGroup, []string{o.Topic}, o.Log)
-	if err != nil {
-		return nil, err
-	}
-	p := &InteractionsProjector{ch: o.ClickHouse, rdb: o.Redis, claimer: o.Claimer, views: o.Views, log: o.Log}
-	p.b = batcher{client: cl, group: InteractionsGroup, maxRows: o.MaxRows, flushInterval: o.FlushInterval, log: o.Log, flush: p.flush}
-	return p, nil
+	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log}, nil
 }
 
-// Run consumes until ctx ends (see batcher for the guarantees).
-func (p *InteractionsProjector) Run(ctx context.Context) error { return p.b.run(ctx) }
+// Name names the sink in logs and metrics.
+func (*Interactions) Name() string { return "interactions" }
 
-// Close leaves the group. Uncommitted records are consumed again by the
-// next owner of their partitions.
-func (p *InteractionsProjector) Close() { p.b.client.Close() }
-
-// decoded is one impression or click of a batch and the record it came in.
-type decoded struct {
-	e         ingest.Event
-	mp        uuid.UUID // e.MarketplaceID parsed
-	partition int32
-	offset    int64
-}
-
-func (p *InteractionsProjector) flush(ctx context.Context, batch []*kgo.Record) error {
-	evs := p.decode(batch)
+// Fold folds the batch's countable impressions and clicks.
+func (p *Interactions) Fold(ctx context.Context, events []Event) error {
+	evs := p.pick(events)
 	if len(evs) == 0 {
 		return nil
 	}
-	rows, charges, err := p.build(ctx, evs)
+	rows, charges, err := p.build(evs)
 	if err != nil {
 		return err
 	}
@@ -162,35 +128,48 @@ func (p *InteractionsProjector) flush(ctx context.Context, batch []*kgo.Record) 
 	return nil
 }
 
+// pick returns the countable impressions and clicks of a marketplace
+// known by id, in batch order.
+func (p *Interactions) pick(events []Event) []*Event {
+	out := make([]*Event, 0, len(events))
+	old, bad := 0, 0
+	for i := range events {
+		d := &events[i]
+		if d.E.Kind != ingest.KindImpression && d.E.Kind != ingest.KindClick {
+			continue
+		}
+		if d.MP == uuid.Nil {
+			bad++
+			continue
+		}
+		if !d.E.Countable() {
+			old++
+			continue
+		}
+		out = append(out, d)
+	}
+	if old > 0 {
+		telemetry.InteractionsSkipped.WithLabelValues("too_old").Add(float64(old))
+	}
+	if bad > 0 {
+		// The API only accepts marketplace ids it issued (UUIDs).
+		telemetry.InteractionsSkipped.WithLabelValues("bad_marketplace").Add(float64(bad))
+	}
+	return out
+}
+
 // pendingCharge is a charge to apply and the row it belongs to.
 type pendingCharge struct {
 	budget.Charge
 	row int
 }
 
-// build claims the events' idempotency keys and builds the rows of those
-// that are not duplicates, with the charges they may make.
-func (p *InteractionsProjector) build(ctx context.Context, evs []decoded) (*interactionRows, []pendingCharge, error) {
-	keys := make([]ClaimKey, len(evs))
-	for i := range evs {
-		e := &evs[i].e
-		keys[i] = ClaimKey{Key: e.MarketplaceID + ":" + e.Kind.String() + ":" + e.ID, Partition: evs[i].partition, Offset: evs[i].offset}
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	claims, err := p.claim(cctx, keys)
-	cancel()
-	if err != nil {
-		return nil, nil, err
-	}
+// build builds the rows of the events, with the charges they may make.
+func (p *Interactions) build(evs []*Event) (*interactionRows, []pendingCharge, error) {
 	rows := newInteractionRows(len(evs))
 	var charges []pendingCharge
-	dups := 0
-	for i := range evs {
-		if claims[i] == ClaimDuplicate {
-			dups++
-			continue
-		}
-		c, err := rows.add(&evs[i], &p.views, p.log)
+	for _, d := range evs {
+		c, err := rows.add(d, &p.views, p.log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -198,16 +177,13 @@ func (p *InteractionsProjector) build(ctx context.Context, evs []decoded) (*inte
 			charges = append(charges, pendingCharge{Charge: *c, row: rows.n - 1})
 		}
 	}
-	if dups > 0 {
-		telemetry.Duplicates.WithLabelValues("interactions").Add(float64(dups))
-	}
 	return rows, charges, nil
 }
 
 // charge applies the charges in Redis and returns the charge rows: one per
 // charge applied now or before by the same record; a charge another record
 // applied first unmarks its row.
-func (p *InteractionsProjector) charge(ctx context.Context, rows *interactionRows, pending []pendingCharge) (*chargeRows, error) {
+func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pending []pendingCharge) (*chargeRows, error) {
 	charges := make([]budget.Charge, len(pending))
 	for i := range pending {
 		charges[i] = pending[i].Charge
@@ -233,95 +209,6 @@ func (p *InteractionsProjector) charge(ctx context.Context, rows *interactionRow
 		}
 	}
 	return ch, nil
-}
-
-// parallelChunk is the smallest share of a batch worth a goroutine of its
-// own, for decoding and for claiming.
-const parallelChunk = 5_000
-
-// chunks cuts n items into up to GOMAXPROCS ranges of at least
-// parallelChunk items.
-func chunks(n int) [][2]int {
-	k := min(runtime.GOMAXPROCS(0), max(1, n/parallelChunk))
-	out := make([][2]int, k)
-	for i := range k {
-		out[i] = [2]int{i * n / k, (i + 1) * n / k}
-	}
-	return out
-}
-
-// claim claims keys in chunks on several connections at once (the client
-// encodes and parses replies in parallel; Redis decides each key as one
-// SET NX, so which of two equal keys wins is still one first claim).
-func (p *InteractionsProjector) claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
-	parts := chunks(len(keys))
-	if len(parts) == 1 {
-		return p.claimer.Claim(ctx, keys)
-	}
-	out := make([]Claim, len(keys))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, c := range parts {
-		wg.Go(func() {
-			var got []Claim
-			if got, errs[i] = p.claimer.Claim(ctx, keys[c[0]:c[1]]); errs[i] == nil {
-				copy(out[c[0]:], got)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// decode keeps the batch's countable impressions and clicks, in batch
-// order, decoding chunks of the batch in parallel.
-func (p *InteractionsProjector) decode(batch []*kgo.Record) []decoded {
-	parts := chunks(len(batch))
-	if len(parts) == 1 {
-		return p.decodeRange(batch)
-	}
-	res := make([][]decoded, len(parts))
-	var wg sync.WaitGroup
-	for i, c := range parts {
-		wg.Go(func() { res[i] = p.decodeRange(batch[c[0]:c[1]]) })
-	}
-	wg.Wait()
-	return slices.Concat(res...)
-}
-
-func (p *InteractionsProjector) decodeRange(batch []*kgo.Record) []decoded {
-	out := make([]decoded, 0, len(batch))
-	old := 0
-	for _, r := range batch {
-		var d decoded
-		err := ingest.DecodeRecord(r.Value, &d.e)
-		if err == nil {
-			d.mp, err = uuid.Parse(d.e.MarketplaceID)
-		}
-		if err != nil || d.e.ID == "" {
-			// Logged and skipped, as the events projector does: retrying
-			// cannot make it readable.
-			telemetry.InteractionsSkipped.WithLabelValues("undecodable").Inc()
-			p.log.Error("interactions projector: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
-			continue
-		}
-		if d.e.Kind != ingest.KindImpression && d.e.Kind != ingest.KindClick {
-			continue
-		}
-		if !d.e.Countable() {
-			old++
-			continue
-		}
-		d.partition, d.offset = r.Partition, r.Offset
-		out = append(out, d)
-	}
-	if old > 0 {
-		telemetry.InteractionsSkipped.WithLabelValues("too_old").Add(float64(old))
-	}
-	return out
 }
 
 // interactionColumns is the column list of interactions_raw, in the order of
@@ -438,8 +325,8 @@ func localDay(t time.Time, loc *time.Location) time.Time {
 // add appends e's row. When e is chargeable it marks the row charged and
 // returns the charge to apply (the caller unmarks it if Redis answers
 // duplicate). It fails only when the marketplace is unknown.
-func (r *interactionRows) add(d *decoded, v *Views, log *slog.Logger) (*budget.Charge, error) {
-	e, mpID, partition, offset := &d.e, d.mp, d.partition, d.offset
+func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Charge, error) {
+	e, mpID, partition, offset := &d.E, d.MP, d.Partition, d.Offset
 	m, ok := v.Marketplace(e.MarketplaceID)
 	if !ok {
 		return nil, fmt.Errorf("interactions projector: marketplace %s is not in this process's view yet", e.MarketplaceID)
@@ -485,8 +372,8 @@ func (r *interactionRows) add(d *decoded, v *Views, log *slog.Logger) (*budget.C
 
 // addCharge appends the charge columns of the row just added and returns
 // its charge, or nil when it is not chargeable (organic: c is nil).
-func (r *interactionRows) addCharge(d *decoded, c *bidtoken.Claims, loc *time.Location) *budget.Charge {
-	e := &d.e
+func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Location) *budget.Charge {
+	e := &d.E
 	why := Chargeable
 	if c != nil {
 		why = chargeRule(e.Kind, e.OccurredAtMs, e.ReceivedAtMs, c)
@@ -503,7 +390,7 @@ func (r *interactionRows) addCharge(d *decoded, c *bidtoken.Claims, loc *time.Lo
 	return &budget.Charge{
 		MarketplaceID: e.MarketplaceID,
 		Key:           chargeKey(c, e.Kind),
-		Owner:         owner(d.partition, d.offset),
+		Owner:         owner(d.Partition, d.Offset),
 		CampaignID:    r.campaign[r.n-1],
 		Day:           budget.DayOf(r.occurred[r.n-1], loc),
 		Micros:        micros,

@@ -114,17 +114,21 @@ func (s *chargeStack) produce(t testing.TB, evs ...ingest.Event) {
 	}
 }
 
-func (s *chargeStack) projector(t testing.TB, conn clickhouse.Conn, views projections.Views, flush time.Duration) *projections.InteractionsProjector {
+func (s *chargeStack) projector(t testing.TB, conn clickhouse.Conn, views projections.Views, flush time.Duration) *projections.EventFold {
 	t.Helper()
 	return s.projectorWindow(t, conn, views, flush, time.Hour)
 }
 
-func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views projections.Views, flush, dedupe time.Duration) *projections.InteractionsProjector {
+// projectorWindow returns the events fold with the interactions sink only.
+func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views projections.Views, flush, dedupe time.Duration) *projections.EventFold {
 	t.Helper()
-	p, err := projections.NewInteractionsProjector(projections.InteractionsOptions{
-		Brokers: s.brokers, Topic: s.topics.Events, ClickHouse: conn, Redis: s.rdb,
-		Claimer: projections.NewClaimer(s.rdb, s.prefix, dedupe), Views: views,
-		MaxRows: 50_000, FlushInterval: flush, Log: quiet,
+	sink, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: conn, Redis: s.rdb, Views: views, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := projections.NewEventFold(projections.EventFoldOptions{
+		Brokers: s.brokers, Topic: s.topics.Events, Claimer: projections.NewClaimer(s.rdb, s.prefix, dedupe),
+		Sinks: []projections.EventSink{sink}, MaxRows: 50_000, FlushInterval: flush, Log: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +138,7 @@ func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views 
 
 // run runs p until until() holds, then stops it (without committing
 // anything it has not committed yet) and leaves the group.
-func (s *chargeStack) run(t testing.TB, p *projections.InteractionsProjector, timeout time.Duration, until func() error) {
+func (s *chargeStack) run(t testing.TB, p *projections.EventFold, timeout time.Duration, until func() error) {
 	t.Helper()
 	pctx, cancel := context.WithCancel(s.ctx)
 	var wg sync.WaitGroup
@@ -270,7 +274,7 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 			Page: &ingest.Page{Type: "home", ID: "h"}},
 	)
 	p := s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
-	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 12))
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 12))
 
 	day := budget.DayOf(at, berlin)
 	type totals struct {
@@ -332,7 +336,7 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 	// Crash between the writes and the commit: everything is read again.
 	// Plus client retries (same ids, new records), another click on a
 	// charged winner, and one new chargeable click.
-	s.rewind(t, projections.InteractionsGroup, s.topics.Events)
+	s.rewind(t, projections.EventsGroup, s.topics.Events)
 	a3 := uuid.New()
 	w5 := s.winner(t, a3, a1At, 1, c1, bidtoken.CPC, 50_000)
 	s.produce(t,
@@ -342,7 +346,7 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 		ev(ingest.KindClick, "c-9", w5, at),
 	)
 	p = s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
-	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 16))
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 16))
 
 	want = totals{interactions: 12, charged: 4, charges: 4, c1Day: 2_000_000, c1Total: 2_000_000, c2Day: 2_345, c1CH: 2_000_000}
 	if got := read(); got != want {
@@ -413,11 +417,11 @@ func TestInteractionsLateDuplicate(t *testing.T) {
 		OpaqueUserID: "u", ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Second), 1, camp, bidtoken.CPC, 40_000)}
 	s.produce(t, e)
 	p := s.projectorWindow(t, s.conn, s.views(time.UTC), 100*time.Millisecond, time.Second)
-	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 1))
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 1))
 	time.Sleep(1500 * time.Millisecond) // the claim expires
 	s.produce(t, e)
 	p = s.projectorWindow(t, s.conn, s.views(time.UTC), 100*time.Millisecond, time.Second)
-	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, 2))
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 2))
 
 	if n := s.uint64(t, "SELECT count() FROM interactions_raw"); n != 2 {
 		t.Errorf("%d physical rows, want 2 (the retry was not recognised)", n)
@@ -496,7 +500,7 @@ func TestInteractionsCrashMidBatch(t *testing.T) {
 		}
 		return nil
 	})
-	if n := s.committed(projections.InteractionsGroup); n > 0 {
+	if n := s.committed(projections.EventsGroup); n > 0 {
 		t.Fatalf("the failing projector committed %d offsets", n)
 	}
 	if n := s.uint64(t, "SELECT count() FROM charges"); n != 0 {
@@ -504,7 +508,7 @@ func TestInteractionsCrashMidBatch(t *testing.T) {
 	}
 
 	p = s.projector(t, s.conn, s.views(time.UTC), 100*time.Millisecond)
-	s.run(t, p, 30*time.Second, s.committedIs(projections.InteractionsGroup, clicks))
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, clicks))
 	d, total := s.spend(t, camp.String(), day)
 	if d != clicks*price || total != clicks*price || s.chargedSum(t, camp.String()) != clicks*price {
 		t.Errorf("after the replay: day %d total %d charges %d, want %d each", d, total, s.chargedSum(t, camp.String()), clicks*price)
@@ -652,7 +656,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 		})
 	}
 	clicks.Wait()
-	testenv.Eventually(t, 30*time.Second, s.committedIs(projections.InteractionsGroup, produced))
+	testenv.Eventually(t, 30*time.Second, s.committedIs(projections.EventsGroup, produced))
 	stopWatch()
 
 	day, total := s.spend(t, camp, budget.DayOf(time.Now(), loc))
@@ -731,7 +735,7 @@ func TestInteractionsLoad(t *testing.T) {
 	}()
 	defer func() { stop(); wg.Wait(); p.Close() }()
 	start := time.Now()
-	testenv.Eventually(t, 3*time.Minute, s.committedIs(projections.InteractionsGroup, n))
+	testenv.Eventually(t, 3*time.Minute, s.committedIs(projections.EventsGroup, n))
 	took := time.Since(start)
 	t.Logf("fold: %d events in %s = %.0f events/s (%d interactions, %d charges)", n, took.Round(time.Millisecond),
 		float64(n)/took.Seconds(), s.uint64(t, "SELECT count() FROM interactions_raw"), s.uint64(t, "SELECT count() FROM charges_raw"))

@@ -93,8 +93,9 @@ func TestProjectorExactlyOnce(t *testing.T) {
 	}
 	runProjector := func(until func() bool) {
 		t.Helper()
-		p, err := projections.NewEventsProjector(projections.EventsOptions{Brokers: brokers, Topic: topics.Events, ClickHouse: conn,
-			Claimer: projections.NewClaimer(rdb, "test:"+cfg.KafkaTopicPrefix, time.Hour), MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
+		p, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
+			Claimer: projections.NewClaimer(rdb, "test:"+cfg.KafkaTopicPrefix, time.Hour), Sinks: []projections.EventSink{projections.NewEventsRaw(conn)},
+			MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ var (
 	}, []string{"kind", "sponsored"})
 	InteractionsSkipped = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_interactions_skipped_total",
-		Help: "Events of the events topic the interactions projector did not fold, by reason (too_old, undecodable).",
+		Help: "Events of the events topic the interactions projector did not fold, by reason (too_old, bad_marketplace); undecodable records are endcap_projector_undecodable_records_total.",
 	}, []string{"reason"})
 	Charges = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charges_total",

@@ -46,6 +46,13 @@ var (
 	Duplicates = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_projector_duplicates_total", Help: "Records dropped because another record already claimed their idempotency key.",
 	}, []string{"table"})
+	UndecodableRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_projector_undecodable_records_total", Help: "Records a consumer group could not decode and skipped (logged at ERROR), by group.",
+	}, []string{"group"})
+	SinkBatchSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "endcap_projector_sink_batch_seconds", Help: "Time one sink of the events fold took over a batch (events_raw, interactions, attribution).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"sink"})
 )
 
 // NewLogger returns a structured logger writing to w.

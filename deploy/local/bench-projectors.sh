@@ -62,7 +62,7 @@ line = re.compile(r'^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)')
 lab = re.compile(r'(\w+)="([^"]*)"')
 
 def scrape():
-    m = {"lag": {}, "consumed": {}, "produced": 0.0, "accepted": 0.0, "hist": {}, "hist_count": 0.0}
+    m = {"lag": {}, "consumed": {}, "produced": 0.0, "accepted": 0.0, "hist": {}, "hist_count": 0.0, "sink_sum": {}, "sink_count": {}}
     body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     for l in body.splitlines():
         r = line.match(l)
@@ -81,6 +81,10 @@ def scrape():
             m["hist"][labels["le"]] = v
         elif name == "endcap_charge_visible_seconds_count":
             m["hist_count"] = v
+        elif name == "endcap_projector_sink_batch_seconds_sum":
+            m["sink_sum"][labels["sink"]] = v
+        elif name == "endcap_projector_sink_batch_seconds_count":
+            m["sink_count"][labels["sink"]] = v
     return m
 
 def quantile(h0, h1, q):
@@ -126,6 +130,10 @@ for g in groups:
     span = load_s + (d if d is not None else now - load_end)
     print(f"{g:44s} {cl:>14.0f} {cl / load_s:>12.0f} {ca:>13.0f} {ca / span:>11.0f} {maxlag.get(g, 0):>10.0f} "
           f"{(f'{d:.0f}' if d is not None else 'NOT DRAINED'):>8s}")
+for k in sorted(s["sink_count"]):
+    c = s["sink_count"][k] - s0["sink_count"].get(k, 0)
+    if c > 0:
+        print(f"sink {k}: {c:.0f} batches, mean {(s['sink_sum'][k] - s0['sink_sum'].get(k, 0)) / c:.3f} s a batch")
 n = s["hist_count"] - s0["hist_count"]
 p50, p95 = quantile(s0["hist"], s["hist"], .5), quantile(s0["hist"], s["hist"], .95)
 if p95 is None:

@@ -149,3 +149,80 @@ func (a slogAdapter) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 	a.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
 }
+
+// MergeGroups makes group start every partition of topic where the
+// slowest of group and the legacy groups would: for each partition, the
+// lowest offset any of them committed (0 where a legacy group that has
+// commits on topic has none for that partition). It then deletes the legacy
+// groups, so it acts once. It is how consumer groups that each folded the
+// same topic into some tables are replaced by one group folding into all of
+// them: nothing any of them had not folded yet is skipped; what some had
+// folded already is folded again, which the folds must tolerate.
+//
+// It returns the offsets it committed (nil when no legacy group had
+// commits). Committing needs group to have no active member: when another
+// process has joined it already (and so merged first), the commit fails
+// and the error says so; the caller may go on.
+func MergeGroups(ctx context.Context, cl *kgo.Client, group string, legacy []string, topic string) (map[int32]int64, error) {
+	adm := kadm.NewClient(cl)
+	fetched := adm.FetchManyOffsets(ctx, append([]string{group}, legacy...)...)
+	for g, r := range fetched {
+		switch {
+		case errors.Is(r.Err, kerr.GroupIDNotFound):
+			delete(fetched, g) // no such group: no commits
+		case r.Err != nil:
+			return nil, fmt.Errorf("fetch the offsets of %s: %w", g, r.Err)
+		}
+	}
+	var found []string
+	for _, g := range legacy {
+		if _, ok := fetched[g].Fetched[topic]; ok {
+			found = append(found, g)
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	ends, err := EndOffsets(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
+	at := map[int32]int64{}
+	for p := range ends {
+		lowest := int64(-1)
+		for _, g := range append([]string{group}, found...) {
+			o, ok := fetched[g].Fetched.Lookup(topic, p)
+			if !ok || o.Err != nil || o.At < 0 {
+				if g == group {
+					continue // the group has not folded p: the legacy groups say where to start
+				}
+				o.At = 0
+			}
+			if lowest < 0 || o.At < lowest {
+				lowest = o.At
+			}
+		}
+		at[p] = lowest
+	}
+	var commit kadm.Offsets
+	for p, o := range at {
+		commit.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	resp, err := adm.CommitOffsets(ctx, group, commit)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("commit the merged offsets of %s (has another process joined it already?): %w", group, err)
+	}
+	dresp, err := adm.DeleteGroups(ctx, found...)
+	if err == nil {
+		for _, r := range dresp {
+			err = errors.Join(err, r.Err)
+		}
+	}
+	if err != nil {
+		return at, fmt.Errorf("delete the merged groups %v (a process of the previous version still in them? they are merged again at the next start): %w", found, err)
+	}
+	return at, nil
+}

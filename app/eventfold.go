@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/endcap/endcap/attribution"
+	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/kafka"
+)
+
+// newEventFold builds the consumer group of the events topic and its three
+// sinks, after merging in the offsets of the groups that folded the topic
+// before (projections.LegacyEventsGroups; docs/projector.md).
+func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) {
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	at, err := kafka.MergeGroups(mctx, a.Kafka, projections.EventsGroup, projections.LegacyEventsGroups, a.Topics.Events)
+	cancel()
+	switch {
+	case err != nil:
+		a.log.Warn("events fold: merging the previous consumer groups", "err", err)
+	case at != nil:
+		a.log.Info("events fold: merged the previous consumer groups; it starts each partition at the lowest offset they had committed",
+			"groups", projections.LegacyEventsGroups, "offsets", at)
+	}
+	inter, err := projections.NewInteractions(projections.InteractionsOptions{
+		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
+		Views: projections.Views{
+			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
+				m, ok := a.Accounts.Marketplace(id)
+				return projections.MarketplaceDims{Currency: m.Currency, Location: m.Location()}, ok
+			},
+			Campaign: func(mp, id string, at time.Time) (projections.CampaignDims, bool) {
+				c, _, ok := a.Campaigns.Campaign(mp, id)
+				if !ok {
+					return projections.CampaignDims{}, false
+				}
+				return projections.CampaignDims{Name: c.Name, Type: c.Type, VendorID: c.VendorID,
+					Status: campaigns.Status(c, at), Active: c.Active}, true
+			},
+			Vendor: func(mp, id string) (projections.VendorDims, bool) {
+				v, ok := a.Catalog.Vendor(mp, id)
+				return projections.VendorDims{Name: v.Name, GlobalID: v.GlobalID}, ok
+			},
+			ProductVendors: func(mp, id string) ([]string, bool) {
+				p, ok := a.Catalog.Product(mp, id)
+				return p.Vendors, ok
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	attr, err := attribution.NewProjector(attribution.Options{
+		ClickHouse: a.ClickHouse, Log: a.log,
+		Marketplace: func(id string) (attribution.Marketplace, bool) {
+			m, ok := a.Accounts.Marketplace(id)
+			return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
+		},
+		ProductVendor: func(mp, id string) string {
+			if p, ok := a.Catalog.Product(mp, id); ok && len(p.Vendors) == 1 {
+				return p.Vendors[0]
+			}
+			return ""
+		},
+		CampaignVendor: func(mp, id string) string {
+			c, _, _ := a.Campaigns.Campaign(mp, id)
+			return c.VendorID
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return projections.NewEventFold(projections.EventFoldOptions{
+		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
+		Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
+		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse), inter, attr},
+		MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+	})
+}

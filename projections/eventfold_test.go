@@ -1,0 +1,132 @@
+package projections_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/redisstore"
+)
+
+// recordingSink records the event ids of every batch it folds and fails
+// the calls it is told to.
+type recordingSink struct {
+	name    string
+	mu      sync.Mutex
+	fail    int // calls left to fail
+	calls   int
+	batches [][]string
+}
+
+func (s *recordingSink) Name() string { return s.name }
+
+func (s *recordingSink) Fold(_ context.Context, events []projections.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fail > 0 {
+		s.fail--
+		return errors.New("sink down")
+	}
+	ids := make([]string, len(events))
+	for i := range events {
+		ids[i] = events[i].E.ID
+	}
+	slices.Sort(ids)
+	s.batches = append(s.batches, ids)
+	return nil
+}
+
+func (s *recordingSink) folded() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []string
+	for _, b := range s.batches {
+		all = append(all, b...)
+	}
+	slices.Sort(all)
+	return all
+}
+
+// TestEventFold: every sink gets every event once, duplicates of a claimed
+// id dropped for all of them alike; a sink failing fails the batch, which
+// is retried on every sink and committed only after all succeeded; an
+// undecodable record is skipped.
+func TestEventFold(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	ctx := t.Context()
+	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	defer rdb.Close()
+
+	var recs []*kgo.Record
+	var want []string
+	for i := range 30 {
+		e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%02d", i),
+			OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i%4)}
+		v, _ := json.Marshal(&e)
+		recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		want = append(want, e.ID)
+		if i%10 == 0 { // a client retry: the same id again
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		}
+	}
+	recs = append(recs, &kgo.Record{Topic: topics.Events, Value: []byte(`{"kind":`)})
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ok, flaky := &recordingSink{name: "ok"}, &recordingSink{name: "flaky", fail: 2}
+	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
+		Claimer: projections.NewClaimer(rdb, "test:claim:"+cfg.KafkaTopicPrefix, time.Hour),
+		Sinks:   []projections.EventSink{ok, flaky}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	committed := func() int64 {
+		offs, err := kadm.NewClient(cl).FetchOffsets(ctx, projections.EventsGroup)
+		if err != nil {
+			return -1
+		}
+		var n int64
+		offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+		return n
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(pctx) }()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := committed(); n != int64(len(recs)) {
+			return fmt.Errorf("committed %d of %d", n, len(recs))
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if flaky.calls < 3 {
+		t.Errorf("the flaky sink was called %d times, want its 2 failures and a success", flaky.calls)
+	}
+	// The batch that failed was retried whole, on the healthy sink too: it
+	// may have folded a batch twice, never an event of another batch.
+	if got := slices.Compact(ok.folded()); !slices.Equal(got, want) {
+		t.Errorf("healthy sink folded %v, want %v", got, want)
+	}
+	if got := flaky.folded(); !slices.Equal(got, want) {
+		t.Errorf("flaky sink folded %v, want each of %v once", got, want)
+	}
+}
