@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,5 +129,122 @@ func TestEventFold(t *testing.T) {
 	}
 	if got := flaky.folded(); !slices.Equal(got, want) {
 		t.Errorf("flaky sink folded %v, want each of %v once", got, want)
+	}
+}
+
+// slowSink is a recordingSink that takes a while over every batch, so that
+// the fold always has a batch in flight while it prepares the next.
+type slowSink struct {
+	recordingSink
+	delay time.Duration
+}
+
+func (s *slowSink) Fold(ctx context.Context, events []projections.Event) error {
+	time.Sleep(s.delay)
+	return s.recordingSink.Fold(ctx, events)
+}
+
+// TestEventFoldRebalance: a second process joins the group while the first
+// folds, then the first leaves. Partitions change hands between batches:
+// every record is committed, every event is folded, and an event is folded
+// twice only when the first process folded its batch and was stopped before
+// committing it (at most one batch of 100 when it leaves).
+func TestEventFoldRebalance(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	ctx := t.Context()
+	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	defer rdb.Close()
+
+	var want []string
+	var produced atomic.Int64
+	produce := func(from, to int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%05d", i),
+				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i%97)}
+			v, _ := json.Marshal(&e)
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Error(err)
+		}
+		produced.Add(int64(len(recs)))
+	}
+	start := func(s projections.EventSink) (stop func()) {
+		f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
+			Claimer: projections.NewClaimer(rdb, "test:claim:"+cfg.KafkaTopicPrefix, time.Hour),
+			Sinks:   []projections.EventSink{s}, MaxRows: 100, FlushInterval: 50 * time.Millisecond, Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- f.Run(pctx) }()
+		return func() {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Error(err)
+			}
+			f.Close()
+		}
+	}
+	committed := func() int64 {
+		offs, err := kadm.NewClient(cl).FetchOffsets(ctx, projections.EventsGroup)
+		if err != nil {
+			return -1
+		}
+		var n int64
+		offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+		return n
+	}
+	a, b := &slowSink{recordingSink{name: "a"}, 20 * time.Millisecond}, &slowSink{recordingSink{name: "b"}, 20 * time.Millisecond}
+	stopA := start(a)
+	// produce 100 events every 20 ms until told to stop, after a has left
+	var prod sync.WaitGroup
+	var stopProducing atomic.Bool
+	prod.Go(func() {
+		for i := 0; !stopProducing.Load() && i < 90_000; i += 100 {
+			produce(i, i+100)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if len(a.folded()) < 500 {
+			return errors.New("a has not folded 500 events yet")
+		}
+		return nil
+	})
+	stopB := start(b)
+	defer stopB()
+	// b gets partitions at a rebalance, which a allows between batches
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if len(b.folded()) == 0 {
+			return errors.New("b has folded nothing yet")
+		}
+		return nil
+	})
+	stopA()
+	time.Sleep(500 * time.Millisecond) // b folds a's partitions too
+	stopProducing.Store(true)
+	prod.Wait()
+	for i := range produced.Load() {
+		want = append(want, fmt.Sprintf("ev-%05d", i))
+	}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if n := committed(); n != produced.Load() {
+			return fmt.Errorf("committed %d of %d", n, produced.Load())
+		}
+		return nil
+	})
+	all := append(a.folded(), b.folded()...)
+	slices.Sort(all)
+	if got := slices.Compact(slices.Clone(all)); !slices.Equal(got, want) {
+		t.Errorf("%d distinct events folded over both processes, want %d", len(got), len(want))
+	}
+	if extra := len(all) - len(want); extra > 100 {
+		t.Errorf("%d events folded twice (%d by a, %d by b), want at most one batch (100)", extra, len(a.folded()), len(b.folded()))
 	}
 }
