@@ -11,14 +11,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 )
+
+// foldEnv is what a test of the fold needs: a Kafka cluster of its own with
+// the events topic (3 partitions), and Redis for the claims.
+type foldEnv struct {
+	brokers []string
+	cfg     config.Config
+	cl      *kgo.Client
+	topics  kafka.Topics
+	rdb     *redis.Client
+}
+
+func newFoldEnv(t *testing.T) *foldEnv {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	cl, topics := testenv.Topics(t, t.Context(), cfg, brokers, 3)
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &foldEnv{brokers: brokers, cfg: cfg, cl: cl, topics: topics, rdb: rdb}
+}
+
+// committed sums the offsets the fold's group committed (-1 when unknown).
+func (e *foldEnv) committed(ctx context.Context) int64 {
+	offs, err := kadm.NewClient(e.cl).FetchOffsets(ctx, projections.EventsGroup)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+	return n
+}
 
 // recordingSink records the event ids of every batch it folds and fails
 // the calls it is told to.
@@ -65,13 +99,8 @@ func (s *recordingSink) folded() []string {
 // is retried on every sink and committed only after all succeeded; an
 // undecodable record is skipped.
 func TestEventFold(t *testing.T) {
-	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
-	cfg := env.Config(t, brokers)
-	ctx := t.Context()
-	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
-	defer rdb.Close()
+	fe := newFoldEnv(t)
+	ctx, cl, topics, rdb, brokers, cfg := t.Context(), fe.cl, fe.topics, fe.rdb, fe.brokers, fe.cfg
 
 	var recs []*kgo.Record
 	var want []string
@@ -97,15 +126,7 @@ func TestEventFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	committed := func() int64 {
-		offs, err := kadm.NewClient(cl).FetchOffsets(ctx, projections.EventsGroup)
-		if err != nil {
-			return -1
-		}
-		var n int64
-		offs.Each(func(o kadm.OffsetResponse) { n += o.At })
-		return n
-	}
+	committed := func() int64 { return fe.committed(ctx) }
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- f.Run(pctx) }()
@@ -150,13 +171,8 @@ func (s *slowSink) Fold(ctx context.Context, events []projections.Event) error {
 // twice only when the first process folded its batch and was stopped before
 // committing it (at most one batch of 100 when it leaves).
 func TestEventFoldRebalance(t *testing.T) {
-	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
-	cfg := env.Config(t, brokers)
-	ctx := t.Context()
-	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
-	defer rdb.Close()
+	fe := newFoldEnv(t)
+	ctx, cl, topics, rdb, brokers, cfg := t.Context(), fe.cl, fe.topics, fe.rdb, fe.brokers, fe.cfg
 
 	var want []string
 	var produced atomic.Int64
@@ -191,15 +207,7 @@ func TestEventFoldRebalance(t *testing.T) {
 			f.Close()
 		}
 	}
-	committed := func() int64 {
-		offs, err := kadm.NewClient(cl).FetchOffsets(ctx, projections.EventsGroup)
-		if err != nil {
-			return -1
-		}
-		var n int64
-		offs.Each(func(o kadm.OffsetResponse) { n += o.At })
-		return n
-	}
+	committed := func() int64 { return fe.committed(ctx) }
 	a, b := &slowSink{recordingSink{name: "a"}, 20 * time.Millisecond}, &slowSink{recordingSink{name: "b"}, 20 * time.Millisecond}
 	stopA := start(a)
 	// produce 100 events every 20 ms until told to stop, after a has left
