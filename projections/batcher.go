@@ -95,7 +95,9 @@ func (b *batcher) flushWithRetry(ctx context.Context, batch []*kgo.Record) error
 	for {
 		err := b.flush(ctx, batch)
 		if err == nil {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			// A batch written is committed even when the process is being
+			// stopped meanwhile: else the next owner writes it again.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			err = b.client.CommitRecords(cctx, batch...)
 			cancel()
 			if err == nil {
