@@ -135,7 +135,7 @@ func (f *EventFold) dedupe(ctx context.Context, events []Event) ([]Event, error)
 	keys := make([]ClaimKey, len(events))
 	for i := range events {
 		e := &events[i]
-		keys[i] = ClaimKey{Key: EventClaimKey(e.E.MarketplaceID, e.E.Kind, e.E.ID), Partition: e.Partition, Offset: e.Offset}
+		keys[i] = ClaimKey{Key: eventClaimKey(e.E.MarketplaceID, e.E.Kind, e.E.ID), Partition: e.Partition, Offset: e.Offset}
 	}
 	claims, err := f.claim(ctx, keys)
 	if err != nil {
@@ -153,9 +153,9 @@ func (f *EventFold) dedupe(ctx context.Context, events []Event) ([]Event, error)
 	return kept, nil
 }
 
-// EventClaimKey is the idempotency key of an event id (an id is unique per
+// eventClaimKey is the idempotency key of an event id (an id is unique per
 // marketplace and kind).
-func EventClaimKey(mp string, kind ingest.Kind, id string) string {
+func eventClaimKey(mp string, kind ingest.Kind, id string) string {
 	return mp + ":" + kind.String() + ":" + id
 }
 
