@@ -154,17 +154,13 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 			d.purchases = append(d.purchases, purchaseRow{mp: mp, mpID: e.MarketplaceID, p: pu, countable: true, partition: ev.Partition, offset: ev.Offset})
 			continue
 		}
-		c, err := bidtoken.DecodeUnverified(e.ResolvedBidID)
-		if err == nil && c.MarketplaceID != mp {
-			err = errors.New("the token names another marketplace")
-		}
-		if err != nil {
-			// The interactions projector logs it (a bug: the API verified
-			// the token); it is not a sponsored interaction.
+		if !ev.HasToken {
+			// The interactions sink logs it (a bug: the API verified the
+			// token); it is not a sponsored interaction.
 			telemetry.AttributionSkipped.WithLabelValues("bad_token").Inc()
 			continue
 		}
-		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(e, &c), partition: ev.Partition, offset: ev.Offset})
+		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(e, &ev.Token), partition: ev.Partition, offset: ev.Offset})
 	}
 	d.index()
 	return d

@@ -240,6 +240,7 @@ func TestInteractionRow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newInteractionRows(1)
 			d := Event{E: tc.e, MP: uuid.MustParse(testMP), Partition: 2, Offset: 40}
+			d.readToken()
 			c, err := r.add(&d, &views, log)
 			if err != nil {
 				t.Fatal(err)
@@ -276,7 +277,9 @@ func TestInteractionRow(t *testing.T) {
 		e := base(ingest.KindClick, testToken(t, nil))
 		e.MarketplaceID = "6f1c3b5e-0000-4000-8000-000000000002"
 		r := newInteractionRows(1)
-		if _, err := r.add(&Event{E: e, MP: uuid.MustParse(e.MarketplaceID)}, &views, log); err == nil || r.n != 0 {
+		d := Event{E: e, MP: uuid.MustParse(e.MarketplaceID)}
+		d.readToken()
+		if _, err := r.add(&d, &views, log); err == nil || r.n != 0 {
 			t.Errorf("err %v, %d rows", err, r.n)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -35,6 +36,29 @@ type Event struct {
 	MP        uuid.UUID
 	Partition int32
 	Offset    int64
+	// Token is the resolvedBidId of an impression or click, decoded once for
+	// every sink (not verified: the API verified it), when HasToken;
+	// TokenErr says why a token the event carries cannot be used.
+	Token    bidtoken.Claims
+	HasToken bool
+	TokenErr error
+}
+
+// readToken decodes the resolvedBidId of an impression or click. A token
+// that names another marketplace than the event's is unusable too.
+func (d *Event) readToken() {
+	if d.E.ResolvedBidID == "" || (d.E.Kind != ingest.KindImpression && d.E.Kind != ingest.KindClick) {
+		return
+	}
+	c, err := bidtoken.DecodeUnverified(d.E.ResolvedBidID)
+	if err == nil && c.MarketplaceID != d.MP {
+		err = errors.New("the token names another marketplace")
+	}
+	if err != nil {
+		d.TokenErr = err
+		return
+	}
+	d.Token, d.HasToken = c, true
 }
 
 // An EventSink folds batches of events into its tables. Fold may be called
@@ -234,6 +258,7 @@ func (f *EventFold) decodeRange(batch []*kgo.Record) []Event {
 			d.MP = mp
 		}
 		d.Partition, d.Offset = r.Partition, r.Offset
+		d.readToken()
 		out = append(out, d)
 	}
 	return out

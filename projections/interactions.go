@@ -348,18 +348,13 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Cha
 	r.addContext(e)
 
 	var claims *bidtoken.Claims
-	if e.ResolvedBidID != "" {
-		c, err := bidtoken.DecodeUnverified(e.ResolvedBidID)
-		if err == nil && c.MarketplaceID != mpID {
-			err = errors.New("the token names another marketplace")
-		}
-		if err != nil {
-			telemetry.NotCharged.WithLabelValues(string(NoChargeBadToken)).Inc()
-			log.Error("interactions projector: resolvedBidId unreadable; stored as unattributed and not charged",
-				"marketplace", e.MarketplaceID, "event", e.ID, "partition", partition, "offset", offset, "err", err)
-		} else {
-			claims = &c
-		}
+	switch {
+	case d.HasToken:
+		claims = &d.Token
+	case d.TokenErr != nil:
+		telemetry.NotCharged.WithLabelValues(string(NoChargeBadToken)).Inc()
+		log.Error("interactions projector: resolvedBidId unreadable; stored as unattributed and not charged",
+			"marketplace", e.MarketplaceID, "event", e.ID, "partition", partition, "offset", offset, "err", d.TokenErr)
 	}
 	if claims == nil {
 		r.addOrganic(e, v)
