@@ -13,6 +13,42 @@ import (
 	"github.com/endcap/endcap/storage/kafka"
 )
 
+// newTopic starts a Kafka cluster with topic, of partitions partitions
+// holding records records each.
+func newTopic(t *testing.T, ctx context.Context, topic string, partitions, records int) (*kgo.Client, *kadm.Client, []string) {
+	t.Helper()
+	_, brokers := testenv.Kafka(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(partitions) {
+		for range records {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return cl, adm, brokers
+}
+
+// commit commits offsets of topic for group, as a member of it would.
+func commit(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, offsets map[int32]int64) {
+	t.Helper()
+	var o kadm.Offsets
+	for p, at := range offsets {
+		o.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
+	}
+	if _, err := adm.CommitOffsets(ctx, group, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestMergeGroups(t *testing.T) {
 	const topic, group = "events", "fold"
 	legacy := []string{"old-a", "old-b"}
@@ -39,31 +75,9 @@ func TestMergeGroups(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_, brokers := testenv.Kafka(t)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
-				t.Fatal(err)
-			}
-			for p := int32(0); p < 3; p++ {
-				for range 12 {
-					if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			cl, adm, _ := newTopic(t, ctx, topic, 3, 12)
 			for g, offs := range tc.commits {
-				var o kadm.Offsets
-				for p, at := range offs {
-					o.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
-				}
-				if _, err := adm.CommitOffsets(ctx, g, o); err != nil {
-					t.Fatal(err)
-				}
+				commit(t, ctx, adm, g, topic, offs)
 			}
 			got, err := kafka.MergeGroups(ctx, cl, group, legacy, topic)
 			if err != nil {
@@ -97,24 +111,8 @@ func TestMergeGroupsActive(t *testing.T) {
 	const topic, group = "events", "fold"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, brokers := testenv.Kafka(t)
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	if err := admCl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	var o kadm.Offsets
-	o.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
-	if _, err := adm.CommitOffsets(ctx, "old", o); err != nil {
-		t.Fatal(err)
-	}
+	admCl, adm, brokers := newTopic(t, ctx, topic, 1, 1)
+	commit(t, ctx, adm, "old", topic, map[int32]int64{0: 1})
 	member, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
