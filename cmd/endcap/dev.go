@@ -46,19 +46,26 @@ func portOf(hostport string) (int, error) {
 }
 
 // cmdDev runs the whole system on the local stack: ClickHouse, Redis and the
-// S3 server as child processes, kfake in-process, and every target.
+// S3 server as child processes, kfake in-process, and every target (or the
+// one --target names).
 func cmdDev(ctx context.Context, args []string) error {
 	var dir string
 	var chHTTPPort int
 	_, external := os.LookupEnv("ENDCAP_KAFKA_BROKERS")
 	var runKfake bool
+	var target string
 	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR)")
 		fs.IntVar(&chHTTPPort, "clickhouse-http-port", 18123, "HTTP port of the local ClickHouse")
 		fs.BoolVar(&runKfake, "kfake", !external, "run Kafka in-process (kfake) on the port of --kafka-brokers; default true unless ENDCAP_KAFKA_BROKERS is set")
+		fs.StringVar(&target, "target", "all", "what the Endcap process runs on the stack: all, or api alone (events then wait in Kafka until a process with every target starts: deploy/local/bench-projectors.sh CATCHUP=1)")
 	})
 	if err != nil {
 		return err
+	}
+	t := app.Target(target)
+	if t != app.TargetAll && t != app.TargetAPI {
+		return fmt.Errorf("--target %q: endcap dev runs all or api", target)
 	}
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	if dir, err = filepath.Abs(dir); err != nil {
@@ -113,7 +120,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"))
 	}
 
-	a, err := app.New(cfg, app.TargetAll, log)
+	a, err := app.New(cfg, t, log)
 	if err != nil {
 		return err
 	}

@@ -15,16 +15,24 @@
 #
 # Endcap: uses the one running at URL (`make run`), or, when none answers and
 # START=1 (the default), starts `bin/endcap dev` itself and stops it at the end.
+#
+# CATCHUP=1 measures the projector alone instead: it starts `bin/endcap dev
+# --target api` (nothing folds the events topic), runs the same load, stops
+# it, starts `bin/endcap dev` again (every target) with no load, and samples
+# every second until the events fold has consumed the whole backlog: the
+# records folded, the time from the first to the last, the fold rate and its
+# best 10 s, and each sink's mean batch time. It needs START=1 and nothing
+# answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
 # Settings via environment:
 #   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)
-#   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s)
+#   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s) CATCHUP (0)
 #   URL (http://127.0.0.1:8080) START (1) BIN (./bin/endcap, rebuilt)
 #   ENDCAP_DEV_DIR (.endcap) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY="${CONCURRENCY:-256}"
 SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
-DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}"
+DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
 URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
@@ -38,18 +46,100 @@ cleanup() {
 }
 trap cleanup EXIT
 
+start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is ready
+	local log="$ENDCAP_DEV_DIR/logs/bench-projectors-$1.log"
+	shift
+	mkdir -p "$ENDCAP_DEV_DIR/logs"
+	echo "starting endcap dev $* (log: $log)"
+	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev "$@" > "$log" 2>&1 &
+	dev_pid=$!
+	pids+=($dev_pid)
+	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
+	curl -fsS "$URL/readyz" >/dev/null || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
+}
+
+run_load() { # the load generator, then its summary
+	"$bin" loadgen events --url "$URL" --credentials "$CREDENTIALS" --duration "$DURATION" --rate "$RATE" \
+		--batch "$BATCH" --concurrency "$CONCURRENCY" --users "$USERS" --sponsored-share "$SPONSORED_SHARE" \
+		--json > "$1/loadgen.json" || echo "loadgen failed" >&2
+	python3 - "$1/loadgen.json" "$RATE" "$BATCH" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); rate, batch = float(sys.argv[2]), int(sys.argv[3])
+print(f"loadgen: offered {rate * batch:.0f} events/s ({rate:.0f} req/s x {batch}); accepted {d['events_per_sec']:.0f} events/s, "
+      f"ok {d['ok']} failed {d['failed']} unsent {d.get('unsent', 0)}; latency p50 {d['p50_ms']:.1f} p99 {d['p99_ms']:.1f} ms")
+if d.get("first_error"):
+    print("  first error:", d["first_error"][:200])
+PY
+}
+
+if [ "$CATCHUP" = 1 ]; then
+	if [ "$START" != 1 ] || curl -fsS "$URL/readyz" >/dev/null 2>&1; then
+		echo "CATCHUP=1 starts and stops endcap dev itself: stop the Endcap at $URL first" >&2
+		exit 1
+	fi
+	out=$(mktemp -d)
+	echo "results in $out"
+	start_dev api --target api
+	run_load "$out"
+	kill "$dev_pid"
+	wait "$dev_pid" || true
+	start_dev all
+	python3 - "$URL" "$DRAIN_TIMEOUT" <<'PY'
+import re, sys, time, urllib.request
+url, timeout = sys.argv[1], float(sys.argv[2])
+group = "endcap-projector-events"
+line = re.compile(r'^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)')
+lab = re.compile(r'(\w+)="([^"]*)"')
+
+def scrape():
+    m = {"lag": None, "consumed": 0.0, "sink_sum": {}, "sink_count": {}}
+    body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    for l in body.splitlines():
+        r = line.match(l)
+        if not r:
+            continue
+        name, labels, v = r.group(1), dict(lab.findall(r.group(2) or "")), float(r.group(3))
+        if labels.get("group") == group and name == "endcap_kafka_consumer_lag_records":
+            m["lag"] = (m["lag"] or 0) + v
+        elif labels.get("group") == group and name == "endcap_kafka_consumed_records_total":
+            m["consumed"] += v
+        elif name == "endcap_projector_sink_batch_seconds_sum":
+            m["sink_sum"][labels["sink"]] = v
+        elif name == "endcap_projector_sink_batch_seconds_count":
+            m["sink_count"][labels["sink"]] = v
+    return m
+
+t0 = time.time(); samples = []; first = None; maxlag = 0
+while time.time() - t0 < timeout:
+    time.sleep(1)
+    now, s = time.time(), scrape()
+    samples.append((now, s["consumed"]))
+    maxlag = max(maxlag, s["lag"] or 0)
+    if first is None and s["consumed"] > 0:
+        first = samples[-2] if len(samples) > 1 else (t0, 0.0)
+    if len(samples) % 5 == 0:
+        print(f"t={now - t0:5.0f}s folded {s['consumed']:>10.0f}  lag {s['lag']}", flush=True)
+    if first is not None and s["lag"] is not None and s["lag"] <= 0:
+        break
+else:
+    print(f"NOT DRAINED within {timeout:.0f} s"); sys.exit(1)
+span = now - first[0]
+best = max((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[10:])) if len(samples) > 10 else 0
+print(f"\ncatch-up of {group}: {s['consumed']:.0f} records folded in {span:.0f} s (first poll that consumed to lag 0): "
+      f"{s['consumed'] / span:.0f} records/s; best 10 s {best:.0f}/s; backlog at the first lag sample {maxlag:.0f}")
+for k in sorted(s["sink_count"]):
+    if s["sink_count"][k] > 0:
+        print(f"sink {k}: {s['sink_count'][k]:.0f} batches, mean {s['sink_sum'][k] / s['sink_count'][k]:.3f} s a batch")
+PY
+	exit 0
+fi
+
 if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 	if [ "$START" != 1 ]; then
 		echo "Endcap is not ready at $URL: start it with 'make run' first" >&2
 		exit 1
 	fi
-	log="$ENDCAP_DEV_DIR/logs/bench-projectors-dev.log"
-	mkdir -p "$ENDCAP_DEV_DIR/logs"
-	echo "starting endcap dev (log: $log)"
-	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev > "$log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
-	curl -fsS "$URL/readyz" >/dev/null || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
+	start_dev dev
 fi
 
 out=$(mktemp -d)
@@ -144,16 +234,6 @@ else:
 PY
 sampler=$!
 pids+=($sampler)
-"$bin" loadgen events --url "$URL" --credentials "$CREDENTIALS" --duration "$DURATION" --rate "$RATE" \
-	--batch "$BATCH" --concurrency "$CONCURRENCY" --users "$USERS" --sponsored-share "$SPONSORED_SHARE" \
-	--json > "$out/loadgen.json" || echo "loadgen failed" >&2
+run_load "$out"
 touch "$out/stop-load"
-python3 - "$out/loadgen.json" "$RATE" "$BATCH" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); rate, batch = float(sys.argv[2]), int(sys.argv[3])
-print(f"loadgen: offered {rate * batch:.0f} events/s ({rate:.0f} req/s x {batch}); accepted {d['events_per_sec']:.0f} events/s, "
-      f"ok {d['ok']} failed {d['failed']} unsent {d.get('unsent', 0)}; latency p50 {d['p50_ms']:.1f} p99 {d['p99_ms']:.1f} ms")
-if d.get("first_error"):
-    print("  first error:", d["first_error"][:200])
-PY
 wait "$sampler" || true
