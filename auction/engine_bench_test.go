@@ -300,3 +300,30 @@ func BenchmarkEngine500Parallel(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "auctions/s")
 }
+
+// BenchmarkCollect is what the entity state costs the garbage collector: the
+// time of a full collection (runtime.GC) with the world loaded, and the
+// number of heap objects it marks. Run it with GOMAXPROCS=1, where the time
+// is the marking's CPU: a cycle of the running service does the same work
+// concurrently, and an auction served meanwhile competes with it for the
+// cores (docs/performance.md).
+//
+//	GOMAXPROCS=1 go test ./auction -run '^$' -bench Collect -benchtime 5x -timeout 30m
+func BenchmarkCollect(b *testing.B) {
+	w := benchSetup(b)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		runtime.GC()
+		times = append(times, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Milliseconds()), "median-ms")
+	b.ReportMetric(float64(ms.HeapObjects), "heap-objects")
+	b.ReportMetric(float64(ms.HeapAlloc>>20), "heap-MB")
+	runtime.KeepAlive(w)
+}
