@@ -24,7 +24,7 @@ const usage = `endcap — the Endcap retail-media platform
 
 Usage:
   endcap serve [--target=all|api|projector|exporter] [flags]   run the service against configured Kafka, ClickHouse, Redis, S3
-  endcap dev [--dir .endcap] [flags]                            run the whole local stack with a demo marketplace
+  endcap dev [--dir .endcap] [--target all|api] [flags]         run the whole local stack with a demo marketplace
   endcap migrate [flags]                                        apply ClickHouse migrations
   endcap admin marketplace create --name N --currency USD --timezone America/New_York
   endcap admin marketplace list
