@@ -85,20 +85,15 @@ if [ "$CATCHUP" = 1 ]; then
 	wait "$dev_pid" || true
 	start_dev all
 	python3 - "$URL" "$DRAIN_TIMEOUT" <<'PY'
-import re, sys, time, urllib.request
+import sys, time
+sys.path.insert(0, "deploy/local")
+from metrics import samples
 url, timeout = sys.argv[1], float(sys.argv[2])
 group = "endcap-projector-events"
-line = re.compile(r'^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)')
-lab = re.compile(r'(\w+)="([^"]*)"')
 
 def scrape():
     m = {"lag": None, "consumed": 0.0, "sink_sum": {}, "sink_count": {}}
-    body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    for l in body.splitlines():
-        r = line.match(l)
-        if not r:
-            continue
-        name, labels, v = r.group(1), dict(lab.findall(r.group(2) or "")), float(r.group(3))
+    for name, labels, v in samples(url):
         if labels.get("group") == group and name == "endcap_kafka_consumer_lag_records":
             m["lag"] = (m["lag"] or 0) + v
         elif labels.get("group") == group and name == "endcap_kafka_consumed_records_total":
@@ -109,22 +104,22 @@ def scrape():
             m["sink_count"][labels["sink"]] = v
     return m
 
-t0 = time.time(); samples = []; first = None; maxlag = 0
+t0 = time.time(); points = []; first = None; maxlag = 0
 while time.time() - t0 < timeout:
     time.sleep(1)
     now, s = time.time(), scrape()
-    samples.append((now, s["consumed"]))
+    points.append((now, s["consumed"]))
     maxlag = max(maxlag, s["lag"] or 0)
     if first is None and s["consumed"] > 0:
-        first = samples[-2] if len(samples) > 1 else (t0, 0.0)
-    if len(samples) % 5 == 0:
+        first = points[-2] if len(points) > 1 else (t0, 0.0)
+    if len(points) % 5 == 0:
         print(f"t={now - t0:5.0f}s folded {s['consumed']:>10.0f}  lag {s['lag']}", flush=True)
     if first is not None and s["lag"] is not None and s["lag"] <= 0:
         break
 else:
     print(f"NOT DRAINED within {timeout:.0f} s"); sys.exit(1)
 span = now - first[0]
-best = max((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[10:])) if len(samples) > 10 else 0
+best = max((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(points, points[10:])) if len(points) > 10 else 0
 print(f"\ncatch-up of {group}: {s['consumed']:.0f} records folded in {span:.0f} s (first poll that consumed to lag 0): "
       f"{s['consumed'] / span:.0f} records/s; best 10 s {best:.0f}/s; backlog at the first lag sample {maxlag:.0f}")
 for k in sorted(s["sink_count"]):
@@ -146,19 +141,14 @@ out=$(mktemp -d)
 echo "results in $out"
 # The sampler runs until the file $out/stop-load appears, then until drained; it prints as it goes.
 python3 - "$URL" "$out" "$DRAIN_LAG" "$DRAIN_TIMEOUT" <<'PY' &
-import json, re, sys, time, urllib.request
+import sys, time
+sys.path.insert(0, "deploy/local")
+from metrics import samples
 url, out, drain_lag, drain_timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-line = re.compile(r'^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)')
-lab = re.compile(r'(\w+)="([^"]*)"')
 
 def scrape():
     m = {"lag": {}, "consumed": {}, "produced": 0.0, "accepted": 0.0, "hist": {}, "hist_count": 0.0, "sink_sum": {}, "sink_count": {}}
-    body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    for l in body.splitlines():
-        r = line.match(l)
-        if not r:
-            continue
-        name, labels, v = r.group(1), dict(lab.findall(r.group(2) or "")), float(r.group(3))
+    for name, labels, v in samples(url):
         if name == "endcap_kafka_consumer_lag_records":
             m["lag"][labels["group"]] = m["lag"].get(labels["group"], 0) + v
         elif name == "endcap_kafka_consumed_records_total":
