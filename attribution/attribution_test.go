@@ -371,3 +371,44 @@ func TestDuplicateIDs(t *testing.T) {
 		t.Errorf("%d copies of purchases stored, want 1", copies)
 	}
 }
+
+// TestRetryAfterDedupeWindowWithPurchase: a client retry of an interaction
+// id arriving after the dedupe window (its claim expired) with other
+// content, with purchases it could be credited with. Both copies are stored;
+// the computation keeps the one received first.
+func TestRetryAfterDedupeWindowWithPurchase(t *testing.T) {
+	s := newStack(t)
+	mp := s.marketplace(time.UTC, attribution.DefaultRules())
+	s.start(t)
+	tokA := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "A", vendor: "v1", auctionAt: P.Add(-3 * time.Hour)})
+	tokB := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "B", vendor: "v2", auctionAt: P.Add(-3 * time.Hour)})
+	first := interaction(ingest.KindClick, mp, "u1", "c1", tokA, P.Add(-2*time.Hour))
+	s.produce(t, first)
+	s.settle(t)
+	// The dedupe window passes: the claims of this test are gone.
+	keys, err := s.rdb.Keys(s.ctx, s.claimPfx+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("claim keys %v, %v", keys, err)
+	}
+	if err := s.rdb.Del(s.ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	retry := interaction(ingest.KindClick, mp, "u1", "c1", tokB, P.Add(-time.Hour)) // same id, other winner, received later
+	s.produce(t, retry, purchase(mp, "u1", "p1", P, ingest.Item{ProductID: "A", UnitPriceMicros: 2_000_000, Quantity: 1}),
+		purchase(mp, "u1", "p2", P, ingest.Item{ProductID: "B", UnitPriceMicros: 3_000_000, Quantity: 1}))
+	s.settle(t)
+	got := s.results(t, mp)
+	if g := got["p1/0"]; g.reason != attribution.ReasonProductClick || g.interaction != "c1" || g.campaign != campaignOf("v1").String() {
+		t.Errorf("p1 (product A): %+v, want the first copy of c1 (A, v1)", g)
+	}
+	if g := got["p2/0"]; g.reason == attribution.ReasonProductClick {
+		t.Errorf("p2 (product B) credited to the retry's content: %+v", g)
+	}
+	var copies uint64
+	if err := s.conn.QueryRow(s.ctx, "SELECT count() FROM attribution_touches_raw WHERE marketplace_id = toUUID(?)", mp).Scan(&copies); err != nil {
+		t.Fatal(err)
+	}
+	if copies != 2 {
+		t.Errorf("%d copies of c1 stored, want 2 (one per record)", copies)
+	}
+}

@@ -23,6 +23,9 @@ type Config struct {
 	ExportWorkers          int
 	ExportTimeout          time.Duration
 	ExportMaxStaleness     time.Duration
+	RollupInterval         time.Duration
+	RollupFullInterval     time.Duration
+	RollupMaxShare         float64
 	KafkaEventsPartitions  int
 	KafkaReplicationFactor int
 	KafkaEventsRetention   time.Duration
@@ -200,6 +203,16 @@ var settings = []setting{
 			return fmt.Errorf("must be a duration of 0 or more, got %q", v)
 		}
 		c.ExportMaxStaleness = d
+		return nil
+	}},
+	{"rollup-interval", "ENDCAP_ROLLUP_INTERVAL", "1m", "how often the projector recomputes the recent days of the rollups (docs/rollups.md)", duration(func(c *Config) *time.Duration { return &c.RollupInterval })},
+	{"rollup-full-interval", "ENDCAP_ROLLUP_FULL_INTERVAL", "1h", "how often it recomputes every day that can still change", duration(func(c *Config) *time.Duration { return &c.RollupFullInterval })},
+	{"rollup-max-share", "ENDCAP_ROLLUP_MAX_SHARE", "0.25", "largest share of the time the rollup job spends recomputing: a run that took d delays the next by at least d×(1−share)/share (0 < share ≤ 1; 1: no delay)", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return fmt.Errorf("must be a number above 0 and at most 1, got %q", v)
+		}
+		c.RollupMaxShare = f
 		return nil
 	}},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},

@@ -29,6 +29,12 @@ func TestPrecedence(t *testing.T) {
 		{"empty brokers", map[string]string{"ENDCAP_KAFKA_BROKERS": " , "}, nil, nil, "at least one broker"},
 		{"tiny body limit", nil, []string{"--max-body-bytes", "10"}, nil, "at least 1024"},
 		{"bad log level", nil, []string{"--log-level", "loud"}, nil, "debug, info, warn or error"},
+		{"rollup share", map[string]string{"ENDCAP_ROLLUP_MAX_SHARE": "0.5"}, nil, func(c Config) bool {
+			return c.RollupMaxShare == 0.5 && c.RollupInterval == time.Minute && c.RollupFullInterval == time.Hour
+		}, ""},
+		{"rollup share zero", nil, []string{"--rollup-max-share", "0"}, nil, "above 0 and at most 1"},
+		{"rollup share above one", nil, []string{"--rollup-max-share", "1.5"}, nil, "above 0 and at most 1"},
+		{"rollup share not a number", nil, []string{"--rollup-max-share", "NaN"}, nil, "above 0 and at most 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,6 +25,10 @@ import (
 const (
 	DefaultInterval     = time.Minute
 	DefaultFullInterval = time.Hour
+	// DefaultMaxShare bounds the share of wall time the job spends
+	// recomputing: a recomputation reads whole days of raw rows, and on a
+	// loaded ClickHouse it competes with the projectors' inserts.
+	DefaultMaxShare   = 0.25
 	DefaultRecentDays   = 2
 	// DefaultFullDays covers the 30 days an event may arrive late, the
 	// widest zone offsets and a day of margin: a day leaves the full
@@ -52,6 +56,11 @@ type Options struct {
 	Interval time.Duration
 	// FullInterval: how often every day that can still change is.
 	FullInterval time.Duration
+	// MaxShare (0 < MaxShare ≤ 1): after a run that took d, the next one
+	// starts no sooner than d×(1−MaxShare)/MaxShare later, even when that
+	// is longer than Interval, so that refreshing takes at most this share
+	// of the time (1: runs start every Interval, or back to back).
+	MaxShare float64
 	// RecentDays: days before today (UTC) in the frequent refresh.
 	RecentDays int
 	// FullDays: days before today (UTC) in the full refresh.
@@ -79,6 +88,9 @@ func New(o Options) (*Job, error) {
 	}
 	if o.FullInterval <= 0 {
 		o.FullInterval = DefaultFullInterval
+	}
+	if o.MaxShare <= 0 || o.MaxShare > 1 {
+		o.MaxShare = DefaultMaxShare
 	}
 	if o.RecentDays <= 0 {
 		o.RecentDays = DefaultRecentDays
@@ -111,29 +123,46 @@ func FinalAfter(d time.Time) time.Time {
 
 // Run refreshes until ctx ends: the recent days every Interval, every day
 // that can change (and days never recomputed once final) every
-// FullInterval, starting with a full refresh. Failures are logged and
-// retried at the next tick.
+// FullInterval, starting with a full refresh; a run that took long delays
+// the next one (MaxShare). Failures are logged and retried at the next run.
 func (j *Job) Run(ctx context.Context) error {
 	var lastFull time.Time
-	t := time.NewTicker(j.o.Interval)
-	defer t.Stop()
 	for {
 		now := j.o.Now()
+		start := time.Now()
 		full := lastFull.IsZero() || now.Sub(lastFull) >= j.o.FullInterval
 		if err := j.tick(ctx, now, full); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			j.o.Log.Warn("rollups: refresh failed; retrying at the next tick", "full", full, "err", err)
+			j.o.Log.Warn("rollups: refresh failed; retrying at the next run", "full", full, "err", err)
 		} else if full {
 			lastFull = now
 		}
+		took := time.Since(start)
+		wait := NextRunAfter(j.o.Interval, took, j.o.MaxShare)
+		if wait > j.o.Interval-took {
+			j.o.Log.Debug("rollups: next run delayed to bound the job's share of time", "took", took, "wait", wait)
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
-		case <-t.C:
+		case <-timer.C:
 		}
 	}
+}
+
+// NextRunAfter is how long after a run that took took the next one starts:
+// at interval from the start of the last one (at once if that has passed),
+// but no sooner than took×(1−share)/share after its end.
+func NextRunAfter(interval, took time.Duration, share float64) time.Duration {
+	wait := max(interval-took, 0)
+	if share > 0 && share < 1 {
+		wait = max(wait, time.Duration(float64(took)*(1-share)/share))
+	}
+	return wait
 }
 
 // tick runs one refresh under the lock.

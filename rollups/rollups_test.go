@@ -450,7 +450,7 @@ func TestRun(t *testing.T) {
 	seed(t, ctx, conn)
 	now := d1.AddDate(0, 0, 33).Add(5 * time.Hour) // d1 is the full window's first day
 	var locks, held atomic.Int32
-	j, err := rollups.New(rollups.Options{ClickHouse: conn, Log: testenv.Logger(t), Interval: 100 * time.Millisecond,
+	j, err := rollups.New(rollups.Options{ClickHouse: conn, Log: testenv.Logger(t), Interval: 100 * time.Millisecond, MaxShare: 1,
 		Now: func() time.Time { return now },
 		Lock: func(context.Context) (func(), error) {
 			if locks.Add(1) == 2 {
@@ -496,6 +496,27 @@ func TestFinalAfter(t *testing.T) {
 		d, _ := time.Parse(time.DateOnly, tc.day)
 		if got := rollups.FinalAfter(d.Add(7 * time.Hour)).Format(time.RFC3339); got != tc.want {
 			t.Errorf("FinalAfter(%s) = %s, want %s", tc.day, got, tc.want)
+		}
+	}
+}
+
+func TestNextRunAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		interval, took time.Duration
+		share          float64
+		want           time.Duration
+	}{
+		{"quick run: the rest of the interval", time.Minute, 5 * time.Second, 0.25, 55 * time.Second},
+		{"slow run: three times its length at a quarter", time.Minute, 20 * time.Second, 0.25, time.Minute},
+		{"longer than the interval: paced, not back to back", time.Minute, 90 * time.Second, 0.25, 270 * time.Second},
+		{"half", time.Minute, 40 * time.Second, 0.5, 40 * time.Second},
+		{"share 1: back to back after a long run", time.Minute, 90 * time.Second, 1, 0},
+		{"share 1: the rest of the interval", time.Minute, 10 * time.Second, 1, 50 * time.Second},
+		{"no time taken", time.Minute, 0, 0.25, time.Minute},
+	} {
+		if got := rollups.NextRunAfter(tc.interval, tc.took, tc.share); got != tc.want {
+			t.Errorf("%s: NextRunAfter(%s, %s, %v) = %s, want %s", tc.name, tc.interval, tc.took, tc.share, got, tc.want)
 		}
 	}
 }
