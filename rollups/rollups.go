@@ -29,7 +29,7 @@ const (
 	// recomputing: a recomputation reads whole days of raw rows, and on a
 	// loaded ClickHouse it competes with the projectors' inserts.
 	DefaultMaxShare   = 0.25
-	DefaultRecentDays   = 2
+	DefaultRecentDays = 2
 	// DefaultFullDays covers the 30 days an event may arrive late, the
 	// widest zone offsets and a day of margin: a day leaves the full
 	// refresh after it became final (FinalAfter).
