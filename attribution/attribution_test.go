@@ -348,8 +348,7 @@ func TestDuplicateIDs(t *testing.T) {
 	s := newStack(t)
 	mp := s.marketplace(time.UTC, attribution.DefaultRules())
 	s.start(t)
-	tok := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "A", vendor: "v1", auctionAt: P.Add(-3 * time.Hour)})
-	tokB := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "B", vendor: "v2", auctionAt: P.Add(-3 * time.Hour)})
+	tok, tokB := s.productsAB(t, mp)
 	first := purchase(mp, "u1", "p1", P, ingest.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1})
 	s.produce(t, interaction(ingest.KindClick, mp, "u1", "c1", tok, P.Add(-time.Hour)), first)
 	s.settle(t)
@@ -363,13 +362,19 @@ func TestDuplicateIDs(t *testing.T) {
 	if len(got) != 1 || got["p1/0"].reason != attribution.ReasonProductClick || got["p1/0"].interaction != "c1" || got["p1/0"].amount != 1_000_000 {
 		t.Errorf("results %+v", got)
 	}
-	var copies uint64
-	if err := s.conn.QueryRow(s.ctx, "SELECT count() FROM attribution_purchases_raw WHERE marketplace_id = toUUID(?)", mp).Scan(&copies); err != nil {
-		t.Fatal(err)
-	}
-	if copies != 1 {
+	if copies := s.copies(t, "attribution_purchases_raw", mp); copies != 1 {
 		t.Errorf("%d copies of purchases stored, want 1", copies)
 	}
+}
+
+// copies counts the rows of mp in one of the projector's copy tables.
+func (s *stack) copies(t *testing.T, table, mp string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := s.conn.QueryRow(s.ctx, "SELECT count() FROM "+table+" WHERE marketplace_id = toUUID(?)", mp).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestRetryAfterDedupeWindowWithPurchase: a client retry of an interaction
@@ -380,8 +385,7 @@ func TestRetryAfterDedupeWindowWithPurchase(t *testing.T) {
 	s := newStack(t)
 	mp := s.marketplace(time.UTC, attribution.DefaultRules())
 	s.start(t)
-	tokA := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "A", vendor: "v1", auctionAt: P.Add(-3 * time.Hour)})
-	tokB := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "B", vendor: "v2", auctionAt: P.Add(-3 * time.Hour)})
+	tokA, tokB := s.productsAB(t, mp)
 	first := interaction(ingest.KindClick, mp, "u1", "c1", tokA, P.Add(-2*time.Hour))
 	s.produce(t, first)
 	s.settle(t)
@@ -404,11 +408,17 @@ func TestRetryAfterDedupeWindowWithPurchase(t *testing.T) {
 	if g := got["p2/0"]; g.reason == attribution.ReasonProductClick {
 		t.Errorf("p2 (product B) credited to the retry's content: %+v", g)
 	}
-	var copies uint64
-	if err := s.conn.QueryRow(s.ctx, "SELECT count() FROM attribution_touches_raw WHERE marketplace_id = toUUID(?)", mp).Scan(&copies); err != nil {
-		t.Fatal(err)
-	}
-	if copies != 2 {
+	if copies := s.copies(t, "attribution_touches_raw", mp); copies != 2 {
 		t.Errorf("%d copies of c1 stored, want 2 (one per record)", copies)
 	}
+}
+
+// productsAB are the tokens of two listings winners of one auction time:
+// product A of vendor v1 and product B of vendor v2.
+func (s *stack) productsAB(t *testing.T, mp string) (a, b string) {
+	t.Helper()
+	w := winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "A", vendor: "v1", auctionAt: P.Add(-3 * time.Hour)}
+	a = s.token(t, mp, w)
+	w.winnerID, w.vendor = "B", "v2"
+	return a, s.token(t, mp, w)
 }
