@@ -20,6 +20,9 @@
 #   ZIPF (0 = ids uniform; e.g. 1.1 = by popularity, as search pages are)
 #   URL (http://127.0.0.1:8080) BARE_ADDR (127.0.0.1:18099) START (1) BIN (./bin/endcap, rebuilt)
 #   ENDCAP_DEV_DIR (.endcap) DEV_FLAGS (extra flags of `endcap dev` when this script starts it)
+#   SPLIT (0; 1 = when this script starts Endcap, the API and the projectors run as two processes, as
+#     in production: `endcap dev --target api` and `endcap serve --target projector` on PROJECTOR_ADDR
+#     (127.0.0.1:8082), each with its own heap; the exporter target is not started)
 #   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 #   SEED_VENDORS (10000) SEED_PRODUCTS (1000000) SEED_CAMPAIGNS (100000) SEED_CONCURRENCY (16)
 # A manifest of other counts, of another marketplace or of an unfinished seed is seeded (again).
@@ -29,7 +32,7 @@ WARMUP="${WARMUP:-0}" ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRE
 IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
-DEV_FLAGS="${DEV_FLAGS:-}"
+DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
 MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
@@ -37,9 +40,11 @@ bin="${BIN:-./bin/endcap}"
 go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
 
 pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+cleanup() { # the last started first: the projector before the stack it uses
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill "${pids[i]}" 2>/dev/null || true
+		wait "${pids[i]}" 2>/dev/null || true
+	done
 }
 trap cleanup EXIT
 
@@ -60,12 +65,23 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 	log="$ENDCAP_DEV_DIR/logs/bench-auctions-dev.log"
 	mkdir -p "$ENDCAP_DEV_DIR/logs"
 	echo "starting endcap dev with raised rate limits (log: $log)"
+	target=all
+	[ "$SPLIT" = 1 ] && target=api
 	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
 	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
-		"$bin" dev $DEV_FLAGS > "$log" 2>&1 &
+		"$bin" dev --target "$target" $DEV_FLAGS > "$log" 2>&1 &
 	pids+=($!)
 	# A catalog of a million products is rebuilt from the log at start: allow minutes.
 	wait_ready "$URL" 600 || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
+	if [ "$SPLIT" = 1 ]; then
+		plog="$ENDCAP_DEV_DIR/logs/bench-auctions-projector.log"
+		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
+		# The dev stack listens on the configuration's default addresses, and the
+		# resolvedBidId keys are shared through its Redis.
+		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
+		pids+=($!)
+		wait_ready "http://$PROJECTOR_ADDR" 600 || { echo "the projector did not become ready; see $plog" >&2; exit 1; }
+	fi
 fi
 
 cred() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$CREDENTIALS" "$1"; }
