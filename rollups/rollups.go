@@ -141,7 +141,7 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		took := time.Since(start)
 		wait := NextRunAfter(j.o.Interval, took, j.o.MaxShare)
-		if wait > j.o.Interval-took {
+		if wait > max(j.o.Interval-took, 0) {
 			j.o.Log.Debug("rollups: next run delayed to bound the job's share of time", "took", took, "wait", wait)
 		}
 		timer := time.NewTimer(wait)
