@@ -363,8 +363,9 @@ func (a *App) Run(ctx context.Context) error {
 			// Daily rollups of the export dataset (docs/rollups.md):
 			// recent days every minute, the last 33 days every hour (both
 			// configurable, and paced so that the job takes at most
-			// ENDCAP_ROLLUP_MAX_SHARE of the time), from the FINAL views. A Redis lock per database lets one process
-			// refresh at a time (concurrent runs stay correct).
+			// ENDCAP_ROLLUP_MAX_SHARE of the time), from the FINAL views.
+			// A Redis lock per database lets one process refresh at a time
+			// (concurrent runs stay correct).
 			run("rollups", func(ctx context.Context) error {
 				lk := redisstore.NewLocker(a.Redis, "ec:lock:rollups:", 15*time.Minute)
 				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log,
