@@ -34,6 +34,7 @@ type AuctionsConfig struct {
 	Rate        float64       // requests per second (open loop); 0 = closed loop
 	Timeout     time.Duration // per request, default 5s
 	MaxRequests int64         // 0 = unlimited
+	SlowAfter   time.Duration // a request slower than this counts as slow in Report.Timeline; default 10ms
 	Seed        int64         // seeds the drawing of ids
 
 	IDs      int // product ids per auction, default 500 (1–10000, at most the manifest's product count)
@@ -166,6 +167,8 @@ type auctionsReportJSON struct {
 	AuctionsPerReq    int              `json:"auctions_per_request"`
 	BidShare          float64          `json:"bid_share"`
 	Checked           bool             `json:"checked"`
+	Timeline          []secondJSON     `json:"timeline,omitempty"`
+	MeasureStart      time.Time        `json:"measure_start"`
 }
 
 // MarshalJSON writes the report with durations as milliseconds (the names of Report's JSON, with
@@ -181,7 +184,7 @@ func (r AuctionsReport) MarshalJSON() ([]byte, error) {
 		FirstBadAnswer: r.FirstBadAnswer, WarmupRequests: j.WarmupRequests, Abandoned: j.Abandoned,
 		Stopped: j.Stopped, Concurrency: j.Concurrency, TargetRate: j.TargetRate, Unsent: j.Unsent,
 		IDsPerAuction: r.IDsPerAuction, Slots: r.Slots, AuctionsPerReq: r.AuctionsPerRequest,
-		BidShare: r.BidShare, Checked: r.Checked,
+		BidShare: r.BidShare, Checked: r.Checked, Timeline: j.Timeline, MeasureStart: j.MeasureStart,
 	})
 }
 
@@ -225,7 +228,7 @@ func RunAuctions(ctx context.Context, cfg AuctionsConfig) (AuctionsReport, error
 		return AuctionsReport{}, err
 	}
 	base, err := EventsConfig{URL: cfg.URL, APIKey: cfg.APIKey, Duration: cfg.Duration, Warmup: cfg.Warmup,
-		Concurrency: cfg.Concurrency, Rate: cfg.Rate, Timeout: cfg.Timeout, MaxRequests: cfg.MaxRequests}.withDefaults()
+		Concurrency: cfg.Concurrency, Rate: cfg.Rate, Timeout: cfg.Timeout, MaxRequests: cfg.MaxRequests, SlowAfter: cfg.SlowAfter}.withDefaults()
 	if err != nil {
 		return AuctionsReport{}, err
 	}

@@ -33,6 +33,7 @@ type EventsConfig struct {
 	Timeout     time.Duration // per request, default 5s
 	Seed        int64         // seeds the content (users, products, prices...); event ids are always run-unique
 	MaxRequests int64         // 0 = unlimited; bounds the number of requests sent in the whole run (warmup included)
+	SlowAfter   time.Duration // a request slower than this counts as slow in Report.Timeline; default 10ms
 }
 
 const (
@@ -43,6 +44,7 @@ const (
 	defaultUsers       = 100000
 	defaultProducts    = 10000
 	defaultTimeout     = 5 * time.Second
+	defaultSlowAfter   = 10 * time.Millisecond
 
 	maxConcurrency = 4096 // the worker number takes 12 bits of the event id
 	maxPerArray    = 50   // wire contract: each events array holds at most 50 items
@@ -53,7 +55,7 @@ const (
 // withDefaults returns cfg with defaults filled in, or an error for values that cannot work.
 func (cfg EventsConfig) withDefaults() (EventsConfig, error) {
 	if cfg.Duration < 0 || cfg.Concurrency < 0 || cfg.Rate < 0 || cfg.BatchSize < 0 ||
-		cfg.Users < 0 || cfg.Products < 0 || cfg.Timeout < 0 || cfg.MaxRequests < 0 {
+		cfg.Users < 0 || cfg.Products < 0 || cfg.Timeout < 0 || cfg.MaxRequests < 0 || cfg.SlowAfter < 0 {
 		return cfg, errors.New("loadgen: negative value in EventsConfig")
 	}
 	if cfg.Duration == 0 {
@@ -85,6 +87,9 @@ func (cfg EventsConfig) withDefaults() (EventsConfig, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = defaultTimeout
+	}
+	if cfg.SlowAfter == 0 {
+		cfg.SlowAfter = defaultSlowAfter
 	}
 	return cfg, nil
 }

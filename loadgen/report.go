@@ -60,7 +60,29 @@ type Report struct {
 	// worker was busy: when it is not 0 the generator (or its Concurrency) could not hold the target rate.
 	Unsent int64 `json:"unsent"`
 
+	// Timeline is the measured window second by second, by the second in which each request was due (open
+	// loop) or sent (closed loop): where in a run its slow requests were, to set beside what the server did
+	// then (a collection, a merge). Seconds without a request are left out.
+	Timeline []Second `json:"timeline,omitempty"`
+	// MeasureStart is when the measured window began (wall clock): Timeline's second 0.
+	MeasureStart time.Time `json:"measure_start"`
+
 	bufDrops int64 // body buffers not reused because a write of them might still be running (tests)
+}
+
+// Second is one second of Report.Timeline.
+type Second struct {
+	At       int           // seconds since the start of the measured window
+	Requests int64         // measured requests due (sent) in that second
+	Slow     int64         // of which slower than the run's SlowAfter (failures count as slow)
+	Max      time.Duration // the slowest of them
+}
+
+type secondJSON struct {
+	At       int     `json:"s"`
+	Requests int64   `json:"requests"`
+	Slow     int64   `json:"slow"`
+	Max      float64 `json:"max_ms"`
 }
 
 type reportJSON struct {
@@ -89,6 +111,8 @@ type reportJSON struct {
 	BatchSize      int              `json:"batch_size"`
 	TargetRate     float64          `json:"target_rate"`
 	Unsent         int64            `json:"unsent"`
+	Timeline       []secondJSON     `json:"timeline,omitempty"`
+	MeasureStart   time.Time        `json:"measure_start"`
 }
 
 func ms(d time.Duration) float64     { return float64(d) / float64(time.Millisecond) }
@@ -105,10 +129,13 @@ func (r Report) toJSON() reportJSON {
 		LatencyExact: r.LatencyExact, FirstError: r.FirstError, WarmupRequests: r.WarmupRequests,
 		Abandoned: r.Abandoned, EventsSentAll: r.EventsSentAll, EventsOKAll: r.EventsOKAll, Stopped: r.Stopped,
 		Concurrency: r.Concurrency, BatchSize: r.BatchSize, TargetRate: r.TargetRate, Unsent: r.Unsent,
-		Statuses: make(map[string]int64, len(r.Statuses)),
+		Statuses: make(map[string]int64, len(r.Statuses)), MeasureStart: r.MeasureStart,
 	}
 	for code, n := range r.Statuses {
 		j.Statuses[strconv.Itoa(code)] = n
+	}
+	for _, t := range r.Timeline {
+		j.Timeline = append(j.Timeline, secondJSON{At: t.At, Requests: t.Requests, Slow: t.Slow, Max: ms(t.Max)})
 	}
 	return j
 }
@@ -127,6 +154,7 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 		WarmupRequests: j.WarmupRequests, Abandoned: j.Abandoned, EventsSentAll: j.EventsSentAll,
 		EventsOKAll: j.EventsOKAll, Stopped: j.Stopped, Concurrency: j.Concurrency, BatchSize: j.BatchSize,
 		TargetRate: j.TargetRate, Unsent: j.Unsent, Statuses: make(map[int]int64, len(j.Statuses)),
+		MeasureStart: j.MeasureStart,
 	}
 	for k, n := range j.Statuses {
 		code, err := strconv.Atoi(k)
@@ -134,6 +162,9 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("loadgen: bad status key %q", k)
 		}
 		r.Statuses[code] = n
+	}
+	for _, t := range j.Timeline {
+		r.Timeline = append(r.Timeline, Second{At: t.At, Requests: t.Requests, Slow: t.Slow, Max: fromMS(t.Max)})
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,7 @@ func runLoad(ctx context.Context, cfg EventsConfig, tgt loadTarget) (Report, err
 	stopTime := time.Now()
 
 	rep := r.merge(workers)
+	rep.MeasureStart = r.measureStart.Round(0) // wall clock only
 	stopAt := r.end
 	switch {
 	case ctx.Err() != nil:
@@ -230,6 +232,7 @@ type worker struct {
 	overflow                   bool
 	hist                       *histogram
 	latSum, latMax             int64
+	timeline                   []Second // by second of the due time since the measured window's start
 
 	sends, warmup, abandoned, evSentAll, evOKAll int64
 	dropped                                      int64 // body buffers not reused (see bodyBuf)
@@ -366,7 +369,9 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 		} else {
 			w.failed++
 		}
-		w.record(done.Sub(due).Nanoseconds())
+		lat := done.Sub(due)
+		w.record(lat.Nanoseconds())
+		w.second(due, lat, !ok)
 	}
 	if !ok && w.firstErr == "" {
 		if err != nil {
@@ -392,6 +397,20 @@ func (w *worker) record(lat int64) {
 			w.overflow, w.samples = true, nil
 		}
 	}
+}
+
+// second counts a measured request in the timeline.
+func (w *worker) second(due time.Time, lat time.Duration, failed bool) {
+	at := max(0, int(due.Sub(w.r.measureStart)/time.Second)) // a warmup request answered late counts in second 0
+	for len(w.timeline) <= at {
+		w.timeline = append(w.timeline, Second{At: len(w.timeline)})
+	}
+	s := &w.timeline[at]
+	s.Requests++
+	if failed || lat > w.r.cfg.SlowAfter {
+		s.Slow++
+	}
+	s.Max = max(s.Max, lat)
 }
 
 // merge adds up the workers' counts and computes the latency figures.
@@ -434,6 +453,18 @@ func (r *run) merge(workers []*worker) Report {
 			rep.FirstError, firstAt = w.firstErr, w.firstErrAt
 		}
 	}
+	for _, w := range workers {
+		for _, s := range w.timeline {
+			for len(rep.Timeline) <= s.At {
+				rep.Timeline = append(rep.Timeline, Second{At: len(rep.Timeline)})
+			}
+			t := &rep.Timeline[s.At]
+			t.Requests += s.Requests
+			t.Slow += s.Slow
+			t.Max = max(t.Max, s.Max)
+		}
+	}
+	rep.Timeline = slices.DeleteFunc(rep.Timeline, func(s Second) bool { return s.Requests == 0 })
 	if rep.Requests == 0 {
 		return rep
 	}

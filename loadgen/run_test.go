@@ -403,3 +403,57 @@ func TestReportJSON(t *testing.T) {
 		}
 	}
 }
+
+// The timeline puts a stall in the seconds it happened: a server that holds every request for 60 ms
+// during the second second of an open-loop run shows slow requests there and nowhere else.
+func TestRunTimelineLocatesAStall(t *testing.T) {
+	var start time.Time
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		once.Do(func() { start = time.Now() })
+		if since := time.Since(start); since >= 1100*time.Millisecond && since < 1900*time.Millisecond {
+			time.Sleep(60 * time.Millisecond)
+		}
+		io.WriteString(w, `{"accepted":true}`)
+	}))
+	defer srv.Close()
+	cfg := quick(srv.URL)
+	cfg.Rate, cfg.Duration, cfg.Concurrency, cfg.SlowAfter = 200, 3*time.Second, 24, 30*time.Millisecond
+	rep, _ := mustRun(t, cfg)
+	if len(rep.Timeline) != 3 {
+		t.Fatalf("timeline %+v, want 3 seconds", rep.Timeline)
+	}
+	var total int64
+	for _, s := range rep.Timeline {
+		total += s.Requests
+	}
+	if total != rep.Requests {
+		t.Errorf("timeline counts %d requests, the report %d", total, rep.Requests)
+	}
+	if s := rep.Timeline[1]; s.Slow < s.Requests/2 || s.Max < 60*time.Millisecond {
+		t.Errorf("second 1 %+v: the stall is not there", s)
+	}
+	for _, i := range []int{0, 2} {
+		if s := rep.Timeline[i]; s.Slow > s.Requests/4 {
+			t.Errorf("second %d %+v: slow outside the stall", i, s)
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.MeasureStart.Equal(rep.MeasureStart) || time.Since(rep.MeasureStart) > time.Minute {
+		t.Errorf("measure start %v, back %v", rep.MeasureStart, back.MeasureStart)
+	}
+	if len(back.Timeline) != 3 || back.Timeline[1] != roundedSecond(rep.Timeline[1]) {
+		t.Errorf("JSON round trip: %+v, want %+v (%s)", back.Timeline, rep.Timeline, b)
+	}
+}
+
+// roundedSecond is s as its JSON keeps it (Max through milliseconds).
+func roundedSecond(s Second) Second { s.Max = fromMS(ms(s.Max)); return s }

@@ -38,6 +38,7 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.BatchSize, "batch", 50, "events per request")
 		fs.IntVar(&cfg.Users, "users", 100000, "distinct opaqueUserIds")
 		fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "stop after this many requests (0 = no limit)")
+		fs.DurationVar(&cfg.SlowAfter, "slow", 10*time.Millisecond, "a request slower than this counts as slow in the report's per-second timeline (--json)")
 		var sp loadgen.SponsoredConfig
 		fs.Float64Var(&sp.Share, "sponsored-share", 0, "share of impressions and clicks carrying a real auction winner's resolvedBidId (0-1; >0 runs listings auctions first)")
 		fs.IntVar(&sp.Auctions, "sponsored-auctions", 300, "auctions run before the load to collect winners (with --sponsored-share)")
@@ -177,6 +178,7 @@ func cmdLoadgenAuctions(ctx context.Context, args []string) error {
 	fs.Float64Var(&cfg.Rate, "rate", 0, "requests per second, open loop (= auctions/s with --auctions 1); 0 = closed loop")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "per request")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "stop after this many requests (0 = no limit)")
+	fs.DurationVar(&cfg.SlowAfter, "slow", 10*time.Millisecond, "a request slower than this counts as slow in the report's per-second timeline (--json)")
 	fs.IntVar(&cfg.IDs, "ids", 500, "product ids per auction (1-10000)")
 	fs.IntVar(&cfg.Slots, "slots", 5, "slots per auction (1-40)")
 	fs.IntVar(&cfg.Auctions, "auctions", 1, "auctions per request (1-5)")

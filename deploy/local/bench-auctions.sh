@@ -23,6 +23,8 @@
 #   SPLIT (0; 1 = when this script starts Endcap, the API and the projectors run as two processes, as
 #     in production: `endcap dev --target api` and `endcap serve --target projector` on PROJECTOR_ADDR
 #     (127.0.0.1:8082), each with its own heap; the exporter target is not started)
+#   When this script starts Endcap it also samples each process's CPU every second and, at the end, prints the
+#   open-loop rounds' slow seconds beside it (and the collections under way with GODEBUG=gctrace=1).
 #   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 #   SEED_VENDORS (10000) SEED_PRODUCTS (1000000) SEED_CAMPAIGNS (100000) SEED_CONCURRENCY (16)
 # A manifest of other counts, of another marketplace or of an unfinished seed is seeded (again).
@@ -40,6 +42,8 @@ bin="${BIN:-./bin/endcap}"
 go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
 
 pids=()
+sampled=() # label=pid of the processes this script started, for the timeline
+logs=()    # label=log of the same
 cleanup() { # the last started first: the projector before the stack it uses
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		kill "${pids[i]}" 2>/dev/null || true
@@ -71,6 +75,8 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
 		"$bin" dev --target "$target" $DEV_FLAGS > "$log" 2>&1 &
 	pids+=($!)
+	sampled+=("endcap=$!")
+	logs+=("endcap=$log")
 	# A catalog of a million products is rebuilt from the log at start: allow minutes.
 	wait_ready "$URL" 600 || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
 	if [ "$SPLIT" = 1 ]; then
@@ -80,6 +86,8 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 		# resolvedBidId keys are shared through its Redis.
 		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
+		sampled+=("projector=$!")
+		logs+=("projector=$plog")
 		wait_ready "http://$PROJECTOR_ADDR" 600 || { echo "the projector did not become ready; see $plog" >&2; exit 1; }
 	fi
 fi
@@ -128,6 +136,13 @@ sleep 0.5
 check=()
 [ "$CHECK" = 1 ] && check=(--check)
 out=$(mktemp -d)
+echo "reports: $out"
+if [ ${#sampled[@]} -gt 0 ]; then
+	# Per-second CPU of the processes started here and their children (ClickHouse, Redis...), for the
+	# timeline printed at the end.
+	python3 deploy/local/sample-cpu.py "$out/cpu.tsv" "${sampled[@]}" &
+	pids+=($!)
+fi
 if [ "$WARMUP" != 0 ]; then
 	# Not counted: a process just started is still collecting what the rebuild of its views left.
 	"$bin" loadgen auctions --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
@@ -180,3 +195,9 @@ for mode, label in (("open", f"open loop at {rate}/s"), ("closed", "closed loop"
     if b["auctions_per_sec"] > 0 and b["p99_ms"] > 0:
         print(f"{label}: endcap/bare throughput {e['auctions_per_sec'] / b['auctions_per_sec']:.2f}, p99 {e['p99_ms'] / b['p99_ms']:.1f}x")
 PY
+if [ ${#sampled[@]} -gt 0 ]; then
+	# Where the open-loop rounds' slow requests were (more than 1 % of a second's requests slower than 10 ms),
+	# beside each process's CPU in that second and the Go collections under way (with GODEBUG=gctrace=1).
+	echo "slow seconds of the open-loop rounds:"
+	python3 deploy/local/auction-timeline.py "$out" "$out/cpu.tsv" "${logs[@]}"
+fi
