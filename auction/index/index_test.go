@@ -265,3 +265,65 @@ func TestProductListsInline(t *testing.T) {
 		}
 	})
 }
+
+// TestProductEntriesReused: an entry removed from the products (a deleted
+// product without bids, a bid-only placeholder whose last bid went) is reused
+// for the next new product, with nothing of its previous product left, and
+// every id still finds its own entry; entries come out of chunks.
+func TestProductEntriesReused(t *testing.T) {
+	ix := New()
+	ids := make([]string, 3000) // more than one chunk
+	for i := range ids {
+		ids[i] = "p-" + string(rune('a'+i%26)) + "-" + time.Duration(i).String()
+		ix.ProductChanged(mp, ids[i], nil, product(t, true, []string{"v1", "v2", "v3"}, []string{"c1"}))
+	}
+	ix.CampaignChanged(mp, "c-1", nil, camp("c-1", "v1", campaigns.TypeListings))
+	ix.BidChanged(mp, "b-1", nil, bid("b-1", "c-1", campaigns.TargetProduct, "only-bids", 5))
+	for _, id := range ids[:1000] {
+		ix.ProductChanged(mp, id, nil, nil)
+	}
+	ix.BidChanged(mp, "b-1", bid("b-1", "c-1", campaigns.TargetProduct, "only-bids", 5), nil) // the placeholder goes
+	ix.Read(mp, func(m *Market) {
+		if len(m.free) != 1001 {
+			t.Fatalf("%d entries kept for reuse, want 1001", len(m.free))
+		}
+	})
+	fresh := make([]string, 1500)
+	for i := range fresh {
+		fresh[i] = "n-" + time.Duration(i).String()
+		if i%2 == 0 {
+			ix.ProductChanged(mp, fresh[i], nil, product(t, false, []string{"v9"}, nil))
+		} else { // a placeholder: bids on a product the catalog does not have
+			ix.BidChanged(mp, "nb-"+fresh[i], nil, bid("nb-"+fresh[i], "c-1", campaigns.TargetProduct, fresh[i], 7))
+		}
+	}
+	ix.Read(mp, func(m *Market) {
+		if len(m.free) != 0 {
+			t.Errorf("%d entries left unused, want 0 (1001 reused)", len(m.free))
+		}
+		if m.products.len() != 2000+1500 {
+			t.Errorf("%d products, want 3500", m.products.len())
+		}
+		for _, id := range ids[:1000] {
+			if m.Product(id) != nil {
+				t.Fatalf("deleted product %s still found", id)
+			}
+		}
+		for _, id := range ids[1000:] {
+			if p := m.Product(id); p == nil || p.ID != id || !p.Known || len(p.Vendors) != 3 || len(p.Bids) != 0 {
+				t.Fatalf("product %s: %+v", id, p)
+			}
+		}
+		for i, id := range fresh {
+			p := m.Product(id)
+			switch {
+			case p == nil || p.ID != id:
+				t.Fatalf("new product %s not found as itself: %+v", id, p)
+			case i%2 == 0 && (!p.Known || p.Active || len(p.Vendors) != 1 || p.Vendors[0].ID != "v9" || len(p.Categories) != 0 || len(p.Bids) != 0):
+				t.Fatalf("new product %s has another's state: %+v", id, p)
+			case i%2 == 1 && (p.Known || len(p.Vendors) != 0 || len(p.Bids) != 1 || p.Bids[0].ID != "nb-"+id):
+				t.Fatalf("new placeholder %s has another's state: %+v", id, p)
+			}
+		}
+	})
+}

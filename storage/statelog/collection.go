@@ -24,6 +24,32 @@ type Collection[T any] struct {
 	OnChange func(marketplace, id string, old, new *T)
 
 	listeners []func(marketplace, id string, old, new *T)
+
+	// Entries come out of chunks (slab) and are updated in place; a
+	// deleted one is kept for reuse (free). The garbage collector finds the
+	// span of every pointer it follows, a cache miss when the spans are
+	// many: a million entries allocated one by one fill tens of thousands
+	// of spans, in chunks a few thousand (docs/performance.md).
+	slab []entry[T]
+	free []*entry[T]
+}
+
+// entryChunk is how many entries one allocation holds.
+const entryChunk = 512
+
+// newEntry returns a zero entry, reused or out of a chunk (under c.mu).
+func (c *Collection[T]) newEntry() *entry[T] {
+	if n := len(c.free); n > 0 {
+		e := c.free[n-1]
+		c.free = c.free[:n-1]
+		return e
+	}
+	if len(c.slab) == 0 {
+		c.slab = make([]entry[T], entryChunk)
+	}
+	e := &c.slab[0]
+	c.slab = c.slab[1:]
+	return e
 }
 
 // Listen adds a function called like OnChange (after it) for every applied
@@ -68,17 +94,26 @@ func (c *Collection[T]) apply(r Record) {
 	defer c.mu.Unlock()
 	m := c.items[mp]
 	var old *T
-	if e := m[id]; e != nil {
-		old = &e.v
+	e := m[id]
+	if e != nil {
+		v := e.v // a copy: the entry is overwritten below
+		old = &v
 	}
-	if nv == nil {
+	switch {
+	case nv == nil && e != nil:
 		delete(m, id)
-	} else {
-		if m == nil {
-			m = map[string]*entry[T]{}
-			c.items[mp] = m
+		*e = entry[T]{}
+		c.free = append(c.free, e)
+	case nv != nil:
+		if e == nil {
+			if m == nil {
+				m = map[string]*entry[T]{}
+				c.items[mp] = m
+			}
+			e = c.newEntry()
+			m[id] = e
 		}
-		m[id] = &entry[T]{v: *nv, version: r.Version}
+		*e = entry[T]{v: *nv, version: r.Version}
 	}
 	if c.OnChange != nil {
 		c.OnChange(mp, id, old, nv)

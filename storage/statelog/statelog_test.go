@@ -246,3 +246,81 @@ func TestConcurrentUpsertsInOneProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectionEntriesInPlace: entries are updated in place and a deleted
+// one is reused; what listeners are given as the old value is still the old
+// value, and every entity reads back as its own.
+func TestCollectionEntriesInPlace(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	cl, err := kafka.NewClient(brokers, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	topics := kafka.TopicNames("inplace.")
+	ctx := t.Context()
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := statelog.New(topics.Entities, brokers, cl, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := statelog.NewCollection[thing](l, "thing")
+	var mu sync.Mutex
+	var seen []string
+	c.Listen(func(_, id string, old, nw *thing) {
+		s := id + ":"
+		if old != nil {
+			s += fmt.Sprint(*old)
+		}
+		s += "->"
+		if nw != nil {
+			s += fmt.Sprint(*nw)
+		}
+		mu.Lock()
+		seen = append(seen, s)
+		mu.Unlock()
+	})
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(rctx) }()
+	t.Cleanup(func() { rcancel(); <-done; l.Close() })
+	if err := l.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put := func(id string, n int) {
+		t.Helper()
+		if _, err := c.Put(ctx, "m", id, statelog.AnyVersion, thing{Name: id, N: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", 1)
+	put("b", 1)
+	put("c", 1)
+	put("a", 2)
+	if err := c.Delete(ctx, "m", "b", statelog.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	put("d", 1) // b's entry
+	put("d", 2)
+	want := []string{"a:->{a 1}", "b:->{b 1}", "c:->{c 1}", "a:{a 1}->{a 2}", "b:{b 1}->", "d:->{d 1}", "d:{d 1}->{d 2}"}
+	mu.Lock()
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("listener saw %q, want %q", seen, want)
+	}
+	mu.Unlock()
+	for id, w := range map[string]thing{"a": {"a", 2}, "c": {"c", 1}, "d": {"d", 2}} {
+		if v, ver, ok := c.Get("m", id); !ok || v != w || ver != int64(w.N) {
+			t.Errorf("%s: %v version %d %v, want %v version %d", id, v, ver, ok, w, w.N)
+		}
+	}
+	if _, _, ok := c.Get("m", "b"); ok {
+		t.Error("b is deleted but still read")
+	}
+	got := map[string]thing{}
+	c.Each("m", func(id string, v thing) bool { got[id] = v; return true })
+	if len(got) != 3 || got["a"].N != 2 || got["c"].N != 1 || got["d"].N != 2 {
+		t.Errorf("Each: %v", got)
+	}
+}
