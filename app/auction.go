@@ -5,7 +5,6 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/budget"
-	"github.com/endcap/endcap/campaigns"
 )
 
 // auctionEngine builds the auction engine over the process's in-memory views
@@ -25,11 +24,11 @@ func (a *App) auctionEngine() *auction.Engine {
 // budget.Check (budget left, pacing).
 type budgetGate struct{ spend *budget.Cache }
 
-func (g budgetGate) Allow(m *auction.Market, c *campaigns.Campaign, at time.Time) bool {
-	if c.DailyBudgetMicros == 0 && c.TotalBudgetMicros == 0 {
+func (g budgetGate) Allow(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool {
+	if dailyMicros == 0 && totalMicros == 0 {
 		return true
 	}
-	day, total := g.spend.Spend(m.ID, m.Loc, c.ID, at)
-	limits := budget.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}
+	day, total := g.spend.Spend(m.ID, m.Loc, campaignID, at)
+	limits := budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}
 	return budget.Check(limits, day, total, at, m.Loc) == budget.OK
 }

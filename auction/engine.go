@@ -48,9 +48,10 @@ type SegmentView interface {
 }
 
 // BudgetGate says whether a campaign may spend now: budget left, and not
-// held back by pacing. It must answer from memory.
+// held back by pacing. It must answer from memory. dailyMicros and
+// totalMicros are the campaign's budgets (0: none; never both 0 here).
 type BudgetGate interface {
-	Allow(m *Market, c *campaigns.Campaign, at time.Time) bool
+	Allow(m *Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool
 }
 
 // Market is the marketplace an auction runs for.
@@ -218,6 +219,7 @@ type state struct {
 	candBid   []int32
 	rk        ranker
 	segIDs    []string
+	anc       []index.Cat // gather's scratch for one product's ancestors
 	// paths is kept across the auctions of one pooled state for up to a
 	// second (pathsAt), for one marketplace (pathsMP).
 	pathsAt time.Time
@@ -388,6 +390,15 @@ func (a *auctionEnv) inCategory(p *index.Product, c index.Cat) bool {
 	return false
 }
 
+// ancestors appends the product's categories and their ancestors to dst:
+// the product is in category c (inCategory) exactly when c is among them.
+func (a *auctionEnv) ancestors(p *index.Product, dst []index.Cat) []index.Cat {
+	for _, pc := range p.Categories {
+		dst = append(dst, a.path(pc)...)
+	}
+	return dst
+}
+
 // categoryHandles turns the request's category context into handles, once.
 func (a *auctionEnv) categoryHandles() {
 	cf, st := a.r.Category, a.st
@@ -545,9 +556,14 @@ func (a *auctionEnv) gather(first int) {
 		for _, ph := range st.phrases {
 			a.addBids(a.ix.Keyword(ph), p, pk, specKeyword)
 		}
+		anc := st.anc[:0] // the product's categories and their ancestors, once its vendors have category bids
 		for _, v := range p.Vendors {
+			if len(v.Category) > 0 && len(anc) == 0 {
+				anc = a.ancestors(p, anc)
+				st.anc = anc
+			}
 			for _, cr := range v.Category {
-				if a.inCategory(p, cr.Target) && cr.Bid.B.Active {
+				if slices.Contains(anc, cr.Target) && cr.Bid.B.Active {
 					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
 						a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
 					}
@@ -755,7 +771,9 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	if ok {
 		info = ce.Info
 	}
-	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && len(info.Segments) > 0})
+	// The gate says whether there are segments: info is not read here (a
+	// cache miss per campaign, for the few that target segments).
+	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented})
 	cp := &a.st.camps[k]
 	a.st.campIdx[ce.Num] = k
 	if !cp.ok {
@@ -769,10 +787,10 @@ func (a *auctionEnv) campaignEligible(ce *index.Camp) bool {
 	if !g.Running(a.kinds, a.atMs) {
 		return false
 	}
-	c := &ce.C
 	if !g.Targeted {
-		return !g.Budgeted || a.e.Budget == nil || a.e.Budget.Allow(a.m, c, a.at)
+		return a.budgetAllows(ce)
 	}
+	c := &ce.C
 	t := &c.Targeting
 	if len(t.PlacementIDs) > 0 && !slices.Contains(t.PlacementIDs, a.r.PlacementID) {
 		return false
@@ -786,7 +804,14 @@ func (a *auctionEnv) campaignEligible(ce *index.Camp) bool {
 	if len(t.Segments) > 0 && a.r.OpaqueUserID == "" {
 		return false
 	}
-	return !g.Budgeted || a.e.Budget == nil || a.e.Budget.Allow(a.m, c, a.at)
+	return a.budgetAllows(ce)
+}
+
+// budgetAllows: the campaign has no budget, or the budget gate lets it
+// spend now. It reads the gate's copies of the budgets, not the campaign.
+func (a *auctionEnv) budgetAllows(ce *index.Camp) bool {
+	g := &ce.Gate
+	return !g.Budgeted || a.e.Budget == nil || a.e.Budget.Allow(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, a.at)
 }
 
 // checkSegments resolves the segment targeting of the candidate campaigns in

@@ -204,9 +204,9 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 
 type benchGate struct{ c *budget.Cache }
 
-func (g benchGate) Allow(m *auction.Market, c *campaigns.Campaign, at time.Time) bool {
-	day, total := g.c.Spend(m.ID, m.Loc, c.ID, at)
-	return budget.Check(budget.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}, day, total, at, m.Loc) == budget.OK
+func (g benchGate) Allow(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool {
+	day, total := g.c.Spend(m.ID, m.Loc, campaignID, at)
+	return budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc) == budget.OK
 }
 
 // randomRequest draws ids uniformly from the whole catalog: every product

@@ -312,8 +312,11 @@ type Gate struct {
 	Known          bool
 	Active         bool
 	// Targeted: the campaign targets placements, devices, locations or
-	// segments (read C.Targeting). Budgeted: it has a daily or total budget.
-	Targeted, Budgeted bool
+	// segments (read C.Targeting); Segmented: segments among them.
+	// Budgeted: it has a daily or total budget, DailyMicros and TotalMicros
+	// (copies of C's, so that the budget check reads no more of the entry).
+	Targeted, Segmented, Budgeted bool
+	DailyMicros, TotalMicros      int64
 }
 
 // Kind is a campaign type as a bit, to test against a set of types.
@@ -355,12 +358,14 @@ func ceilMs(t time.Time) int64 {
 
 func gateOf(c *campaigns.Campaign) Gate {
 	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active,
-		Budgeted: c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0}
+		Budgeted: c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0, DailyMicros: c.DailyBudgetMicros,
+		TotalMicros: c.TotalBudgetMicros}
 	if c.EndDate != nil {
 		g.EndMs = ceilMs(*c.EndDate)
 	}
 	t := &c.Targeting
-	g.Targeted = len(t.PlacementIDs) > 0 || len(t.Devices) > 0 || len(t.Locations) > 0 || len(t.Segments) > 0
+	g.Segmented = len(t.Segments) > 0
+	g.Targeted = len(t.PlacementIDs) > 0 || len(t.Devices) > 0 || len(t.Locations) > 0 || g.Segmented
 	return g
 }
 
