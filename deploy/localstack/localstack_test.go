@@ -169,9 +169,15 @@ func TestStaleChildIsStoppedAndStrangerIsNot(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spawn := func(args ...string) (*exec.Cmd, chan struct{}) {
-		cmd := exec.Command("tail", args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// deathsig: the process dies with the test's process. Linux delivers it when
+	// the OS thread that started the process exits, which the Go runtime may
+	// do at any time: the stranger, which must outlive the stack, goes
+	// without it and ends on its own (sleep) if the test dies.
+	spawn := func(name string, deathsig bool, args ...string) (*exec.Cmd, chan struct{}) {
+		cmd := exec.Command(name, args...)
+		if deathsig {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +188,7 @@ func TestStaleChildIsStoppedAndStrangerIsNot(t *testing.T) {
 	}
 
 	// A process whose command line references Dir, as a child of a crashed run would.
-	stale, staleDone := spawn("-f", "/dev/null", marker)
+	stale, staleDone := spawn("tail", true, "-f", "/dev/null", marker)
 	writePid(t, filepath.Join(dir, "run", "redis.pid"), stale.Process.Pid)
 	s := startStack(t, o)
 	select {
@@ -195,7 +201,7 @@ func TestStaleChildIsStoppedAndStrangerIsNot(t *testing.T) {
 	}
 
 	// A process that has nothing to do with Dir is left alone, even if a pid file names it.
-	stranger, strangerDone := spawn("-f", "/dev/null")
+	stranger, strangerDone := spawn("sleep", false, "300")
 	writePid(t, filepath.Join(dir, "run", "redis.pid"), stranger.Process.Pid)
 	s = startStack(t, o)
 	if err := s.Stop(); err != nil {
