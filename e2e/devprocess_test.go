@@ -276,3 +276,75 @@ func TestDevRestartAndCrash(t *testing.T) {
 	}
 	t.Logf("all %d acknowledged events in ClickHouse exactly once (%d rows with the prefix in all)", len(acked), len(seen))
 }
+
+// TestDevWithSeparateKafka runs Kafka as its own process (`endcap kafka`)
+// under `endcap dev --kfake=false`, the layout bench-auctions.sh SPLIT=1
+// uses: the stack comes up, takes events, and after both processes stop
+// and start again it finds the same marketplace in the broker's data.
+func TestDevWithSeparateKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack as subprocesses")
+	}
+	testenv.Get(t)
+	d := &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: []string{"--kfake=false"},
+		http: freePort(t), kafka: freePort(t), ch: freePort(t), chHTTP: freePort(t), redis: freePort(t), s3: freePort(t)}
+	startKafka := func() (*exec.Cmd, chan error) {
+		t.Helper()
+		f, err := os.Create(filepath.Join(d.dir, fmt.Sprintf("kafka-%d.log", time.Now().UnixNano())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(d.bin, "kafka", "--dir", d.dir, "--kafka-brokers", fmt.Sprintf("127.0.0.1:%d", d.kafka))
+		cmd.Env = devEnv()
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait(); f.Close() }()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+		return cmd, done
+	}
+	stop := func(what string, cmd *exec.Cmd, done chan error) {
+		t.Helper()
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: Ctrl-C exit: %v", what, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not stop within 30s of Ctrl-C", what)
+		}
+	}
+
+	kcmd, kdone := startKafka()
+	p := d.start()
+	first := d.creds()
+	body := fmt.Sprintf(`{"impressions":[{"id":"sep-1","occurredAt":%q,"opaqueUserId":"u-1","entity":{"type":"product","id":"p-1"}}]}`, ts(time.Now()))
+	if code, err := d.post(first.MarketplaceKey, body); err != nil || code != 200 {
+		t.Fatalf("post: %d %v", code, err)
+	}
+	stop("endcap dev", p.cmd, p.done)
+	stop("endcap kafka", kcmd, kdone)
+	if _, err := os.Stat(filepath.Join(d.dir, "kafka")); err != nil {
+		t.Fatalf("the broker kept no data in <dir>/kafka: %v", err)
+	}
+
+	kcmd, kdone = startKafka()
+	p = d.start()
+	if again := d.creds(); again != first {
+		t.Fatalf("credentials changed across restart: %+v vs %+v", again, first)
+	}
+	// The marketplace key still authenticates: the accounts came back from the broker's data.
+	if code, err := d.post(first.MarketplaceKey, strings.Replace(body, "sep-1", "sep-2", 1)); err != nil || code != 200 {
+		t.Fatalf("post after restart: %d %v", code, err)
+	}
+	stop("endcap dev", p.cmd, p.done)
+	stop("endcap kafka", kcmd, kdone)
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -104,17 +105,9 @@ func cmdDev(ctx context.Context, args []string) error {
 	}()
 
 	if runKfake {
-		kport, err := portOf(cfg.KafkaBrokers[0])
+		cluster, err := startKfake(cfg, dir)
 		if err != nil {
-			return fmt.Errorf("--kafka-brokers: %w", err)
-		}
-		cluster, err := kfake.NewCluster(
-			kfake.Ports(kport),
-			kfake.DataDir(filepath.Join(dir, "kafka")),
-			kfake.DefaultNumPartitions(cfg.KafkaEventsPartitions),
-		)
-		if err != nil {
-			return fmt.Errorf("start in-process Kafka (kfake) on port %d: %w", kport, err)
+			return err
 		}
 		defer cluster.Close()
 		log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"))
@@ -220,4 +213,44 @@ func ensureDemo(ctx context.Context, acc *accounts.Service, path string) (creden
 		return c, err
 	}
 	return c, os.Rename(tmp, path)
+}
+
+// startKfake starts the local stack's Kafka (kfake) on the port of the first
+// of --kafka-brokers, keeping its data in dir/kafka.
+func startKfake(cfg config.Config, dir string) (*kfake.Cluster, error) {
+	kport, err := portOf(cfg.KafkaBrokers[0])
+	if err != nil {
+		return nil, fmt.Errorf("--kafka-brokers: %w", err)
+	}
+	cluster, err := kfake.NewCluster(
+		kfake.Ports(kport),
+		kfake.DataDir(filepath.Join(dir, "kafka")),
+		kfake.DefaultNumPartitions(cfg.KafkaEventsPartitions),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start Kafka (kfake) on port %d: %w", kport, err)
+	}
+	return cluster, nil
+}
+
+// cmdKafka runs the local stack's Kafka (kfake) alone, until interrupted:
+// for `endcap dev --kfake=false`, so that the broker's work and garbage are
+// not in the API's process (as in production, where Kafka runs elsewhere).
+func cmdKafka(ctx context.Context, args []string) error {
+	var dir string
+	cfg, _, err := parse("kafka", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR); the broker keeps its data in <dir>/kafka")
+	})
+	if err != nil {
+		return err
+	}
+	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	cluster, err := startKfake(cfg, dir)
+	if err != nil {
+		return err
+	}
+	log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"))
+	<-ctx.Done()
+	cluster.Close()
+	return nil
 }

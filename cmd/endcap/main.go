@@ -25,6 +25,7 @@ const usage = `endcap — the Endcap retail-media platform
 Usage:
   endcap serve [--target=all|api|projector|exporter] [flags]   run the service against configured Kafka, ClickHouse, Redis, S3
   endcap dev [--dir .endcap] [--target all|api] [flags]         run the whole local stack with a demo marketplace
+  endcap kafka [--dir .endcap] [flags]                          the local stack's Kafka (kfake) alone, for 'endcap dev --kfake=false'
   endcap migrate [flags]                                        apply ClickHouse migrations
   endcap admin marketplace create --name N --currency USD --timezone America/New_York
   endcap admin marketplace list
@@ -57,6 +58,8 @@ func main() {
 		err = cmdServe(ctx, args)
 	case "dev":
 		err = cmdDev(ctx, args)
+	case "kafka":
+		err = cmdKafka(ctx, args)
 	case "migrate":
 		err = cmdMigrate(ctx, args)
 	case "admin":

@@ -72,7 +72,9 @@ def main():
                 continue
             # CPU during the second: the samples ending in it and the next.
             c = cpu_at(t + 0.5)
-            procs = " ".join(f"{k} {v}" for k, v in sorted(c.items()) if k != "machine" and int(v) >= 5)
+            procs = " ".join(f"{k} {v}" for k, v in sorted(c.items()) if k not in ("machine", "others") and int(v) >= 5)
+            if c.get("others"):
+                procs += " | others " + c["others"].replace(",", " ").replace(":", " ")
             print(f"  +{s['s']:3d}s slow {100 * s['slow'] / s['requests']:5.1f}% max {s['max_ms']:8.1f} ms | "
                   f"machine {c.get('machine', '?'):>3s} % | {procs} | gc: {' '.join(under) or '-'}")
         if slow_all:

@@ -20,9 +20,9 @@
 #   ZIPF (0 = ids uniform; e.g. 1.1 = by popularity, as search pages are)
 #   URL (http://127.0.0.1:8080) BARE_ADDR (127.0.0.1:18099) START (1) BIN (./bin/endcap, rebuilt)
 #   ENDCAP_DEV_DIR (.endcap) DEV_FLAGS (extra flags of `endcap dev` when this script starts it)
-#   SPLIT (0; 1 = when this script starts Endcap, the API and the projectors run as two processes, as
-#     in production: `endcap dev --target api` and `endcap serve --target projector` on PROJECTOR_ADDR
-#     (127.0.0.1:8082), each with its own heap; the exporter target is not started)
+#   SPLIT (0; 1 = when this script starts Endcap, Kafka, the API and the projectors run as three processes,
+#     as in production: `endcap kafka`, `endcap dev --target api --kfake=false` and `endcap serve --target
+#     projector` on PROJECTOR_ADDR (127.0.0.1:8082), each with its own heap; the exporter target is not started)
 #   When this script starts Endcap it also samples each process's CPU every second and, at the end, prints the
 #   open-loop rounds' slow seconds beside it (and the collections under way with GODEBUG=gctrace=1).
 #   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
@@ -69,11 +69,20 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 	log="$ENDCAP_DEV_DIR/logs/bench-auctions-dev.log"
 	mkdir -p "$ENDCAP_DEV_DIR/logs"
 	echo "starting endcap dev with raised rate limits (log: $log)"
-	target=all
-	[ "$SPLIT" = 1 ] && target=api
+	target=all kfake=true
+	if [ "$SPLIT" = 1 ]; then
+		# Kafka (kfake) in a process of its own, as in production: its work and garbage out of the API's.
+		klog="$ENDCAP_DEV_DIR/logs/bench-auctions-kafka.log"
+		echo "starting endcap kafka (log: $klog)"
+		"$bin" kafka --dir "$ENDCAP_DEV_DIR" > "$klog" 2>&1 &
+		pids+=($!)
+		sampled+=("kafka=$!")
+		logs+=("kafka=$klog")
+		target=api kfake=false
+	fi
 	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
 	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
-		"$bin" dev --target "$target" $DEV_FLAGS > "$log" 2>&1 &
+		"$bin" dev --target "$target" --kfake="$kfake" $DEV_FLAGS > "$log" 2>&1 &
 	pids+=($!)
 	sampled+=("endcap=$!")
 	logs+=("endcap=$log")

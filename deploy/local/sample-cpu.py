@@ -5,9 +5,9 @@
 
 OUT gets a header line `# start <label> <epoch>` per process (when it started, to place its GODEBUG=gctrace=1
 lines, which count seconds from the process's start), then one tab-separated line per second:
-`epoch <label> ... <label>/<child comm> ... machine` in percent of one core since the previous line (children
-are found anew each second; a child that appears later gets its own column from then on, written as
-`name=value` pairs). It runs until killed. Linux only (/proc).
+`epoch <label> ... <label>/<child comm> ... others machine` in percent of one core since the previous line
+(children are found anew each second; a child that appears later gets its own column from then on, written
+as `name=value` pairs; `others` lists the three busiest other processes or kernel threads, at 5 % or more). It runs until killed. Linux only (/proc).
 """
 import os
 import sys
@@ -76,7 +76,7 @@ def main():
         st = stat(int(pid))
         if st:
             out.write(f"# start {label} {bt + st[1] / TICK:.2f}\n")
-    prev = {}
+    prev, prev_all = {}, {}
     prev_busy = machine_busy()
     prev_t = time.time()
     while True:
@@ -96,6 +96,20 @@ def main():
             p = prev.get(name)
             if p and p[0] == pid:
                 cols.append(f"{name}={100 * (st[0] - p[1]) / TICK / dt:.0f}")
+        # The busiest other processes and kernel threads of the second (the load generator, kswapd...).
+        every = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                st = stat(int(d))
+                if st:
+                    every[int(d)] = st[0]
+        mine = {pid for pid, _ in cur.values()}
+        others = sorted(((100 * (t - prev_all[pid]) / TICK / dt, pid) for pid, t in every.items()
+                         if pid in prev_all and pid not in mine), reverse=True)
+        top = [f"{comm(pid)}:{v:.0f}" for v, pid in others[:3] if v >= 5]
+        if top:
+            cols.append("others=" + ",".join(top))
+        prev_all = every
         ticks = (busy[0] - prev_busy[0], busy[1] - prev_busy[1])
         ncpu = os.cpu_count() or 1
         if ticks[1] > 0:
