@@ -28,12 +28,19 @@ type thing struct {
 // view opens a log on the entities topic and a collection of things.
 func view(t *testing.T, brokers []string) (*statelog.Log, *statelog.Collection[thing]) {
 	t.Helper()
+	return viewWith(t, brokers, "t.", nil)
+}
+
+// viewWith is view on the topics of prefix, calling before (when not nil)
+// with the collection before the log runs (to register listeners).
+func viewWith(t *testing.T, brokers []string, prefix string, before func(*statelog.Collection[thing])) (*statelog.Log, *statelog.Collection[thing]) {
+	t.Helper()
 	cl, err := kafka.NewClient(brokers, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	topics := kafka.TopicNames("t.")
+	topics := kafka.TopicNames(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
@@ -44,6 +51,9 @@ func view(t *testing.T, brokers []string) (*statelog.Log, *statelog.Collection[t
 		t.Fatal(err)
 	}
 	c := statelog.NewCollection[thing](l, "thing")
+	if before != nil {
+		before(c)
+	}
 	rctx, rcancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(rctx) }()
@@ -252,43 +262,24 @@ func TestConcurrentUpsertsInOneProcess(t *testing.T) {
 // value, and every entity reads back as its own.
 func TestCollectionEntriesInPlace(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	topics := kafka.TopicNames("inplace.")
-	ctx := t.Context()
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	l, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := statelog.NewCollection[thing](l, "thing")
 	var mu sync.Mutex
 	var seen []string
-	c.Listen(func(_, id string, old, nw *thing) {
-		s := id + ":"
-		if old != nil {
-			s += fmt.Sprint(*old)
-		}
-		s += "->"
-		if nw != nil {
-			s += fmt.Sprint(*nw)
-		}
-		mu.Lock()
-		seen = append(seen, s)
-		mu.Unlock()
+	_, c := viewWith(t, brokers, "inplace.", func(c *statelog.Collection[thing]) {
+		c.Listen(func(_, id string, old, nw *thing) {
+			s := id + ":"
+			if old != nil {
+				s += fmt.Sprint(*old)
+			}
+			s += "->"
+			if nw != nil {
+				s += fmt.Sprint(*nw)
+			}
+			mu.Lock()
+			seen = append(seen, s)
+			mu.Unlock()
+		})
 	})
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; l.Close() })
-	if err := l.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
 	put := func(id string, n int) {
 		t.Helper()
 		if _, err := c.Put(ctx, "m", id, statelog.AnyVersion, thing{Name: id, N: n}); err != nil {
