@@ -39,7 +39,9 @@ MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CRE
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
 bin="${BIN:-./bin/endcap}"
-go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
+# Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
+# output and print them again on every later build and vet.
+env -u GODEBUG go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
 
 pids=()
 sampled=() # label=pid of the processes this script started, for the timeline

@@ -37,7 +37,9 @@ URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 bin="${BIN:-./bin/endcap}"
-go build -o "$bin" ./cmd/endcap
+# Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
+# output and print them again on every later build and vet.
+env -u GODEBUG go build -o "$bin" ./cmd/endcap
 
 pids=()
 cleanup() {
