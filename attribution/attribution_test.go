@@ -422,3 +422,32 @@ func (s *stack) productsAB(t *testing.T, mp string) (a, b string) {
 	w.winnerID, w.vendor = "B", "v2"
 	return a, s.token(t, mp, w)
 }
+
+// TestBatchOfManyLongUserIDs: a batch whose users' ids take more than
+// ClickHouse's default max_query_size (256 KiB) is read in one query that
+// says how long it is, and every purchase is attributed.
+func TestBatchOfManyLongUserIDs(t *testing.T) {
+	s := newStack(t)
+	mp := s.marketplace(time.UTC, attribution.DefaultRules())
+	s.maxRows = 20_000
+	s.start(t)
+	tok, _ := s.productsAB(t, mp)
+	const users = 4000 // × 90 characters: 360 KB of ids
+	evs := make([]ingest.Event, 0, 2*users)
+	for i := range users {
+		u := fmt.Sprintf("%090d", i)
+		evs = append(evs, interaction(ingest.KindClick, mp, u, fmt.Sprintf("c%d", i), tok, P.Add(-time.Hour)),
+			purchase(mp, u, fmt.Sprintf("p%d", i), P, ingest.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1}))
+	}
+	s.produce(t, evs...)
+	s.settle(t)
+	got := s.results(t, mp)
+	if len(got) != users {
+		t.Fatalf("%d attributed items, want %d", len(got), users)
+	}
+	for k, g := range got {
+		if want := "c" + strings.TrimPrefix(strings.TrimSuffix(k, "/0"), "p"); g.reason != attribution.ReasonProductClick || g.interaction != want {
+			t.Fatalf("%s: %+v, want a product click of %s", k, g, want)
+		}
+	}
+}

@@ -38,7 +38,11 @@ type Options struct {
 	// CampaignVendor, optional, returns a campaign's vendor: the vendor of
 	// a winner whose token carried the vendor id hashed.
 	CampaignVendor func(marketplaceID, campaignID string) string
-	Log            *slog.Logger
+	// QueryUsersBytes bounds the user ids one read of a batch's purchases
+	// and interactions carries; a batch with more users reads in several
+	// queries. 0: maxUsersBytes (1 MiB). Tests set it small.
+	QueryUsersBytes int
+	Log             *slog.Logger
 }
 
 // Projector recomputes the attribution of a user's purchases each time an
@@ -75,6 +79,9 @@ func NewProjector(o Options) (*Projector, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.QueryUsersBytes <= 0 || o.QueryUsersBytes > maxUsersBytes {
+		o.QueryUsersBytes = maxUsersBytes
 	}
 	return &Projector{conn: o.ClickHouse, o: o, log: o.Log}, nil
 }
@@ -238,9 +245,17 @@ func (p *Projector) Fold(ctx context.Context, events []projections.Event) error 
 	return nil
 }
 
-// maxUsersBytes bounds the user ids of one query (ClickHouse's default
-// max_query_size is 256 KiB).
-const maxUsersBytes = 64 << 10
+// maxUsersBytes bounds the user ids of one query. A batch's users fit in
+// one (50,000 events of 100,000 users: about 17,000 ids, 200 KB), and each
+// query reads nearly every granule of the recent parts whatever the number
+// of users (a batch's users are spread over the whole key range), so one
+// query reads a third of what three chunks of 64 KiB read. The queries
+// carry a max_query_size to match (queryBytes).
+const maxUsersBytes = 1 << 20
+
+// queryBytes is the max_query_size of the reads: the ids bound into the
+// text at most double when escaped, plus the query itself.
+const queryBytes = 2*maxUsersBytes + 64<<10
 
 // recompute attributes the purchases of users that the batch may have
 // changed: a user's purchases of the batch, and those within the longest
@@ -269,7 +284,7 @@ func (p *Projector) recompute(ctx context.Context, mp string, m Marketplace, use
 	var out []resultRow
 	for len(ids) > 0 {
 		n, size := 0, 0
-		for n < len(ids) && (n == 0 || size+len(ids[n]) <= maxUsersBytes) {
+		for n < len(ids) && (n == 0 || size+len(ids[n]) <= p.o.QueryUsersBytes) {
 			size += len(ids[n]) + 4
 			n++
 		}
@@ -279,7 +294,7 @@ func (p *Projector) recompute(ctx context.Context, mp string, m Marketplace, use
 		for _, u := range chunk {
 			all.add(spans[u].lo, spans[u].hi)
 		}
-		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		qctx, cancel := context.WithTimeout(clickhouse.LongQuery(ctx, queryBytes), 30*time.Second)
 		purchases, err := loadPurchases(qctx, p.conn, mp, chunk, all.lo, all.hi)
 		var touches map[string][]Touch
 		if err == nil {

@@ -47,6 +47,10 @@ type stack struct {
 	markets  map[string]attribution.Marketplace
 	vendors  map[string]string // catalog: product → its only vendor
 	produced int64
+
+	// queryUsersBytes and maxRows, when set before start, configure the
+	// projector's reads and the fold's batches.
+	queryUsersBytes, maxRows int
 }
 
 func newStack(t *testing.T) *stack {
@@ -99,11 +103,16 @@ func (s *stack) start(t *testing.T) {
 			defer s.mu.Unlock()
 			return s.vendors[id]
 		},
-		Log: testenv.Logger(t)})
+		QueryUsersBytes: s.queryUsersBytes,
+		Log:             testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap := s.fold(t, sink, 1000, 50*time.Millisecond)
+	maxRows := 1000
+	if s.maxRows > 0 {
+		maxRows = s.maxRows
+	}
+	ap := s.fold(t, sink, maxRows, 50*time.Millisecond)
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan struct{})
 	go func() {

@@ -195,6 +195,13 @@ func LatestVersion() int {
 	return ms[len(ms)-1].Version
 }
 
+// LongQuery returns ctx for a query whose text (bound arrays included, as
+// the driver binds them into it) may be up to n bytes long: ClickHouse
+// refuses a longer text than its max_query_size, 256 KiB by default.
+func LongQuery(ctx context.Context, n int) context.Context {
+	return ch.Context(ctx, ch.WithSettings(ch.Settings{"max_query_size": max(n, 256<<10)}))
+}
+
 // Streaming returns ctx for a query whose result is read row by row in
 // bounded memory: the server sends blocks of at most blockRows rows and the
 // driver decodes one block ahead of the reader. settings go with the query
