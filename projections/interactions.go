@@ -189,11 +189,13 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 		charges[i] = pending[i].Charge
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	start := time.Now()
 	outcomes, err := budget.ApplyCharges(cctx, p.rdb, charges)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
+	telemetry.ChargeApplyDuration.Observe(time.Since(start).Seconds())
 	ch := &chargeRows{}
 	for k, o := range outcomes {
 		i := pending[k].row

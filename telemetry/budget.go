@@ -21,6 +21,11 @@ var (
 		Name: "endcap_budget_snapshot_max_age_seconds",
 		Help: "Age of the oldest marketplace spend snapshot in the budget cache (time since registration for one never loaded), set after each refresh pass.",
 	})
+	ChargeApplyDuration = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "endcap_budget_charge_apply_seconds",
+		Help:    "Duration of applying one batch's charges to the spend counters in Redis (budget.ApplyCharges, from the interactions sink).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
 	BudgetMarketplaces = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "endcap_budget_marketplaces",
 		Help: "Marketplaces whose spend the budget cache holds.",

@@ -94,7 +94,7 @@ url, timeout = sys.argv[1], float(sys.argv[2])
 group = "endcap-projector-events"
 
 def scrape():
-    m = {"lag": None, "consumed": 0.0, "sink_sum": {}, "sink_count": {}}
+    m = {"lag": None, "consumed": 0.0, "sink_sum": {}, "sink_count": {}, "step_sum": {}, "step_count": {}}
     for name, labels, v in samples(url):
         if labels.get("group") == group and name == "endcap_kafka_consumer_lag_records":
             m["lag"] = (m["lag"] or 0) + v
@@ -104,9 +104,24 @@ def scrape():
             m["sink_sum"][labels["sink"]] = v
         elif name == "endcap_projector_sink_batch_seconds_count":
             m["sink_count"][labels["sink"]] = v
+        # The steps inside the sinks: each table's insert, the charges applied in Redis.
+        elif name == "endcap_clickhouse_insert_duration_seconds_sum":
+            m["step_sum"]["insert " + labels["table"]] = v
+        elif name == "endcap_clickhouse_insert_duration_seconds_count":
+            m["step_count"]["insert " + labels["table"]] = v
+        elif name == "endcap_budget_charge_apply_seconds_sum":
+            m["step_sum"]["charges applied in Redis"] = v
+        elif name == "endcap_budget_charge_apply_seconds_count":
+            m["step_count"]["charges applied in Redis"] = v
     return m
 
-t0 = time.time(); points = []; first = None; maxlag = 0
+def cpu():
+    # The machine's CPU time by state (/proc/stat, USER_HZ ticks): the catch-up's share of each.
+    f = open("/proc/stat").readline().split()
+    names = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+    return dict(zip(names, map(int, f[1:9])))
+
+t0 = time.time(); points = []; first = None; maxlag = 0; cpu0 = cpu()
 while time.time() - t0 < timeout:
     time.sleep(1)
     now, s = time.time(), scrape()
@@ -127,6 +142,13 @@ print(f"\ncatch-up of {group}: {s['consumed']:.0f} records folded in {span:.0f} 
 for k in sorted(s["sink_count"]):
     if s["sink_count"][k] > 0:
         print(f"sink {k}: {s['sink_count'][k]:.0f} batches, mean {s['sink_sum'][k] / s['sink_count'][k]:.3f} s a batch")
+for k in sorted(s["step_count"]):
+    if s["step_count"][k] > 0:
+        print(f"  {k}: {s['step_count'][k]:.0f} calls, mean {s['step_sum'][k] / s['step_count'][k]:.3f} s")
+cpu1 = cpu()
+ticks = {k: cpu1[k] - cpu0[k] for k in cpu0}
+total = sum(ticks.values()) or 1
+print("machine CPU during the catch-up: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in ticks.items() if v > 0))
 PY
 	exit 0
 fi
