@@ -167,7 +167,7 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 			telemetry.AttributionSkipped.WithLabelValues("bad_token").Inc()
 			continue
 		}
-		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(e, &ev.Token), partition: ev.Partition, offset: ev.Offset})
+		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(e, ev.Interaction, &ev.Token), partition: ev.Partition, offset: ev.Offset})
 	}
 	d.index()
 	return d
@@ -187,8 +187,8 @@ func (d *decoded) index() {
 
 // touch is what attribution needs of a sponsored interaction: the event
 // and its token (as the interactions projector reads them).
-func (p *Projector) touch(e *ingest.Event, c *bidtoken.Claims) Touch {
-	t := Touch{Kind: e.Kind.String(), EventID: e.ID, InteractionID: projections.InteractionID(e.MarketplaceID, e.Kind, e.ID),
+func (p *Projector) touch(e *ingest.Event, interaction uuid.UUID, c *bidtoken.Claims) Touch {
+	t := Touch{Kind: e.Kind.String(), EventID: e.ID, InteractionID: interaction,
 		OccurredMs: e.OccurredAtMs, ReceivedMs: e.ReceivedAtMs, AuctionID: uuid.UUID(c.AuctionID), AuctionMs: c.AuctionTimeMs,
 		Rank: c.Rank, AdFormat: c.AdFormat.String(), ChargeType: c.ChargeType.String(), CampaignID: uuid.UUID(c.CampaignID).String(),
 		VendorID: c.VendorID, EntityType: c.WinnerType.String(), EntityID: c.WinnerID, EntityHashed: c.WinnerIDHashed}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,15 @@ func TestInteractionID(t *testing.T) {
 		if other == a {
 			t.Errorf("%s collides with another key", other)
 		}
+	}
+	ns := uuid.MustParse("6b8f2d4a-93c1-4f0e-8a57-2e1d9c3b7f60")
+	for _, id := range []string{"", "é-ü", strings.Repeat("x", 200), strings.Repeat("y", 300)} { // the last longer than the stack buffer
+		if got, want := InteractionID(mp, ingest.KindImpression, id), uuid.NewSHA1(ns, []byte(mp+"/impression/"+id)); got != want {
+			t.Errorf("InteractionID(%d-byte id) = %s, want %s", len(id), got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = InteractionID(mp, ingest.KindClick, "ev-1") }); n != 0 {
+		t.Errorf("InteractionID allocates %.0f times, want 0", n)
 	}
 }
 
@@ -240,7 +250,7 @@ func TestInteractionRow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newInteractionRows(1)
 			d := Event{E: tc.e, MP: uuid.MustParse(testMP), Partition: 2, Offset: 40}
-			d.readToken()
+			d.derive()
 			c, err := r.add(&d, &views, log)
 			if err != nil {
 				t.Fatal(err)
@@ -278,7 +288,7 @@ func TestInteractionRow(t *testing.T) {
 		e.MarketplaceID = "6f1c3b5e-0000-4000-8000-000000000002"
 		r := newInteractionRows(1)
 		d := Event{E: e, MP: uuid.MustParse(e.MarketplaceID)}
-		d.readToken()
+		d.derive()
 		if _, err := r.add(&d, &views, log); err == nil || r.n != 0 {
 			t.Errorf("err %v, %d rows", err, r.n)
 		}

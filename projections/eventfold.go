@@ -42,6 +42,18 @@ type Event struct {
 	Token    bidtoken.Claims
 	HasToken bool
 	TokenErr error
+	// Interaction is the InteractionID of an impression or click (computed
+	// once for every sink); zero for other kinds.
+	Interaction uuid.UUID
+}
+
+// derive computes, once for every sink, what the sinks derive from a
+// decoded event: its interaction id and its token.
+func (d *Event) derive() {
+	if d.E.Kind == ingest.KindImpression || d.E.Kind == ingest.KindClick {
+		d.Interaction = InteractionID(d.E.MarketplaceID, d.E.Kind, d.E.ID)
+	}
+	d.readToken()
 }
 
 // readToken decodes the resolvedBidId of an impression or click. A token
@@ -258,7 +270,7 @@ func (f *EventFold) decodeRange(batch []*kgo.Record) []Event {
 			d.MP = mp
 		}
 		d.Partition, d.Offset = r.Partition, r.Offset
-		d.readToken()
+		d.derive()
 		out = append(out, d)
 	}
 	return out

@@ -342,7 +342,7 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Cha
 	r.mp = append(r.mp, mpID)
 	r.kind = append(r.kind, e.Kind.String())
 	r.eventID = append(r.eventID, e.ID)
-	r.interaction = append(r.interaction, InteractionID(e.MarketplaceID, e.Kind, e.ID))
+	r.interaction = append(r.interaction, d.Interaction)
 	r.occurred, r.occurredMs = append(r.occurred, occurred), append(r.occurredMs, e.OccurredAtMs)
 	r.received, r.receivedMs = append(r.received, time.UnixMilli(e.ReceivedAtMs).UTC()), append(r.receivedMs, e.ReceivedAtMs)
 	r.day = append(r.day, localDay(occurred, loc))
