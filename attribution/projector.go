@@ -135,7 +135,18 @@ func (d *decoded) user(mp, user string) *userWork {
 // (with a readable resolvedBidId, as the interactions projector requires)
 // and notes by user what they may change.
 func (p *Projector) decode(events []projections.Event) *decoded {
-	d := &decoded{work: map[string]map[string]*userWork{}}
+	// Sized first: a touchRow is large, and growing the slice copied them
+	// again and again.
+	nt, np := 0, 0
+	for i := range events {
+		switch e := &events[i].E; {
+		case e.Kind == ingest.KindPurchase:
+			np++
+		case e.ResolvedBidID != "" && (e.Kind == ingest.KindImpression || e.Kind == ingest.KindClick):
+			nt++
+		}
+	}
+	d := &decoded{work: map[string]map[string]*userWork{}, touches: make([]touchRow, 0, nt), purchases: make([]purchaseRow, 0, np)}
 	for i := range events {
 		ev := &events[i]
 		e, mp := &ev.E, ev.MP
