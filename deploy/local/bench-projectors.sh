@@ -21,7 +21,8 @@
 # it, starts `bin/endcap dev` again (every target) with no load, and samples
 # every second until the events fold has consumed the whole backlog: the
 # records folded, the time from the first to the last, the fold rate and its
-# best 10 s, and each sink's mean batch time. It needs START=1 and nothing
+# best 10 s, each sink's mean batch time, each insert's and the charges' mean
+# time, and the machine's CPU by state (user, system, idle, steal...). It needs START=1 and nothing
 # answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
 # Settings via environment:
 #   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)
