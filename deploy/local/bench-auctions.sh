@@ -23,6 +23,11 @@
 #   SPLIT (0; 1 = when this script starts Endcap, Kafka, the API and the projectors run as three processes,
 #     as in production: `endcap kafka`, `endcap dev --target api --kfake=false` and `endcap serve --target
 #     projector` on PROJECTOR_ADDR (127.0.0.1:8082), each with its own heap; the exporter target is not started)
+#   LOADGEN_PREFIX (empty; a command put before the measuring `endcap loadgen auctions`, e.g. "nice -n -10" so
+#     that the generator, on the same cores as the server, is not the one kept waiting: see docs/performance.md)
+#   After each Endcap round it prints the same round as the server timed it (deploy/local/server-latency.py:
+#     its p50/p99 and share over 10 ms, from endcap_http_request_duration_seconds): a client p99 far above it
+#     means the tail is outside the handler.
 #   When this script starts Endcap it also samples each process's CPU every second and, at the end, prints the
 #   open-loop rounds' slow seconds beside it (and the collections under way with GODEBUG=gctrace=1).
 #   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
@@ -34,7 +39,7 @@ WARMUP="${WARMUP:-0}" ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRE
 IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
-DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
+LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
 MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
@@ -156,7 +161,7 @@ if [ ${#sampled[@]} -gt 0 ]; then
 fi
 if [ "$WARMUP" != 0 ]; then
 	# Not counted: a process just started is still collecting what the rebuild of its views left.
-	"$bin" loadgen auctions --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
+	$LOADGEN_PREFIX "$bin" loadgen auctions --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 		--duration "$WARMUP" --concurrency "$CONCURRENCY" --rate "$RATE" --ids "$IDS" \
 		--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" --json > "$out/warmup.json"
 	python3 - "$out/warmup.json" "$WARMUP" <<'PY'
@@ -171,7 +176,8 @@ for mode in open closed; do
 	for r in $(seq 1 "$ROUNDS"); do
 		for target in endcap bare; do
 			u="$URL"; [ "$target" = bare ] && u="http://$BARE_ADDR"
-			"$bin" loadgen auctions --url "$u" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
+			if [ "$target" = endcap ]; then python3 deploy/local/server-latency.py snapshot "$URL" /v2/auctions "$out/$mode-server-$r.json"; fi
+			$LOADGEN_PREFIX "$bin" loadgen auctions --url "$u" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 				--duration "$DURATION" --concurrency "$CONCURRENCY" --rate "$rate" --ids "$IDS" \
 				--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" "${check[@]}" --json > "$out/$mode-$target-$r.json"
 			python3 - "$mode" "$target" "$r" "$out/$mode-$target-$r.json" <<'PY'
@@ -187,6 +193,7 @@ if d.get("first_error"):
 if d.get("first_bad_answer"):
     print(f"    first bad answer: {d['first_bad_answer'][:200]}")
 PY
+			if [ "$target" = endcap ]; then python3 deploy/local/server-latency.py report "$URL" /v2/auctions "$out/$mode-server-$r.json"; fi
 		done
 	done
 done
