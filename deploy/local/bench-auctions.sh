@@ -23,6 +23,9 @@
 #   SPLIT (0; 1 = when this script starts Endcap, Kafka, the API and the projectors run as three processes,
 #     as in production: `endcap kafka`, `endcap dev --target api --kfake=false` and `endcap serve --target
 #     projector` on PROJECTOR_ADDR (127.0.0.1:8082), each with its own heap; the exporter target is not started)
+#   SNAPSHOT (empty; a copy of a stopped, seeded ENDCAP_DEV_DIR: when this script starts Endcap it first
+#     replaces ENDCAP_DEV_DIR with a fresh copy of it, so that every run starts from the same stack. Make one
+#     after a first run has seeded: `cp -a "$ENDCAP_DEV_DIR" /somewhere/auction-stack`)
 #   LOADGEN_PREFIX (empty; a command put before the measuring `endcap loadgen auctions`, e.g. "nice -n -10" so
 #     that the generator, on the same cores as the server, is not the one kept waiting: see docs/performance.md)
 #   After each Endcap round it prints the same round as the server timed it (deploy/local/server-latency.py:
@@ -39,7 +42,7 @@ WARMUP="${WARMUP:-0}" ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRE
 IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
-LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
+SNAPSHOT="${SNAPSHOT:-}" LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
 MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
@@ -72,6 +75,18 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 		echo "Endcap is not ready at $URL: start it with" >&2
 		echo "  ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s make run" >&2
 		exit 1
+	fi
+	if [ -n "$SNAPSHOT" ]; then
+		# Every run from the same seeded stack: what earlier runs added (auctions in ClickHouse, spend in
+		# Redis, records in Kafka) would otherwise make each run a little different from the last.
+		[ -d "$SNAPSHOT/dev" ] || { echo "SNAPSHOT $SNAPSHOT is not a stopped stack's directory (no dev/ in it)" >&2; exit 1; }
+		if [ "$(realpath -m "$SNAPSHOT")" = "$(realpath -m "$ENDCAP_DEV_DIR")" ]; then
+			echo "SNAPSHOT must be a copy, not ENDCAP_DEV_DIR itself" >&2
+			exit 1
+		fi
+		echo "restoring $ENDCAP_DEV_DIR from $SNAPSHOT"
+		rm -rf "$ENDCAP_DEV_DIR"
+		cp -a "$SNAPSHOT" "$ENDCAP_DEV_DIR"
 	fi
 	log="$ENDCAP_DEV_DIR/logs/bench-auctions-dev.log"
 	mkdir -p "$ENDCAP_DEV_DIR/logs"
