@@ -690,10 +690,15 @@ type seeder struct {
 	failures   atomic.Int64
 	requests   atomic.Int64
 	throttled  atomic.Int64
+	// progressMu serialises the progress lines: the ticker and the workers
+	// (warn429) write them, and Progress need not be safe for concurrent use.
+	progressMu sync.Mutex
 }
 
 func (s *seeder) progressf(format string, args ...any) {
 	if s.cfg.Progress != nil {
+		s.progressMu.Lock()
+		defer s.progressMu.Unlock()
 		fmt.Fprintf(s.cfg.Progress, "seed: "+format+"\n", args...)
 	}
 }
