@@ -170,15 +170,21 @@ func TestStaleChildIsStoppedAndStrangerIsNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// deathsig: the process dies with the test's process. Linux delivers it when
-	// the OS thread that started the process exits, which the Go runtime may
-	// do at any time: the stranger, which must outlive the stack, goes
-	// without it and ends on its own (sleep) if the test dies.
+	// the OS thread that started the process exits, so it is started by a
+	// forker, whose thread lives until the test ends (started from any
+	// goroutine, it once died in the middle of the test, under -race and
+	// load). The stranger, which must outlive the stack, goes without it and
+	// ends on its own (sleep) if the test dies.
+	f := newForker()
+	t.Cleanup(f.close)
 	spawn := func(name string, deathsig bool, args ...string) (*exec.Cmd, chan struct{}) {
 		cmd := exec.Command(name, args...)
+		start := cmd.Start
 		if deathsig {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			start = func() error { return f.start(cmd) }
 		}
-		if err := cmd.Start(); err != nil {
+		if err := start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
