@@ -15,9 +15,16 @@ import (
 type Charge struct {
 	MarketplaceID string
 	// Key names what is charged, unique within the marketplace (the
-	// charging pipeline uses the auction winner and the interaction kind).
-	// A second Charge with the same Key never moves spend again.
+	// charging pipeline uses the auction winner and the interaction kind,
+	// 18 bytes). A second Charge with the same Key never moves spend again.
+	// Any bytes; at most MaxChargeKey of them.
 	Key string
+	// Epoch groups markers: a number that is always the same for one Key
+	// (the charging pipeline uses its auction's Unix hour), 0 to MaxEpoch.
+	// The markers of one marketplace and Epoch share a set of Redis hashes
+	// (see MarkerBucketKey) that expire together. A Key sent once with
+	// another Epoch is a different charge.
+	Epoch int64
 	// Owner names the record that carries the charge (the charging pipeline
 	// uses its Kafka partition:offset). The same Key and Owner again is a
 	// replay of that record: reported as ChargeReplayed, spend unchanged.
@@ -25,12 +32,25 @@ type Charge struct {
 	CampaignID string
 	Day        string // the local day the spend counts on, YYYY-MM-DD (DayOf)
 	Micros     int64  // >= 0; 0 records the charge without moving spend
-	// KeepUntil is how long Redis remembers the charge (the marker's
-	// expiry, whole seconds): it must outlast every later record that can
-	// carry the same Key, and the replays of this one. Past it, the Key can
-	// be charged again. It must be in the future.
+	// KeepUntil is how long Redis remembers the charge (whole seconds): it
+	// must outlast every later record that can carry the same Key, and the
+	// replays of this one. Past it, the Key can be charged again. It must
+	// be in the future. The hash that holds the marker expires at the
+	// latest KeepUntil of the markers in it, so a marker may be kept
+	// longer: give the Charges of one Epoch the same KeepUntil where you
+	// can (the charging pipeline rounds it to the end of the auction's
+	// hour), and the hash's expiry is set once.
 	KeepUntil time.Time
 }
+
+// MaxChargeKey is the longest Charge.Key, in bytes. Keys up to 64 bytes
+// (and owners up to 64) keep the marker hashes in Redis's compact listpack
+// encoding; a longer key still works, at about twice the memory.
+const MaxChargeKey = 256
+
+// MaxEpoch bounds Charge.Epoch (Unix hours reach it in about 10^10 years):
+// Lua prints numbers below 10^14 as plain integers, which the key names need.
+const MaxEpoch = 1e13
 
 // ChargeOutcome is what ApplyCharges did with one Charge.
 type ChargeOutcome uint8
@@ -58,37 +78,90 @@ func (o ChargeOutcome) String() string {
 	return "ChargeOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// ChargeMarkerKey is the Redis string that remembers which Owner applied
-// the charge key in marketplace mp. It shares the marketplace's hash tag
-// with the spend hashes, so one script can update all of them.
-func ChargeMarkerKey(mp, key string) string { return "ec:charged:{" + mp + "}:" + key }
+// Markers. Which record applied each charge key is remembered in Redis
+// hashes, not one string per key: a marker is one field (the key) and its
+// value (the owner) in a hash of the marketplace and epoch,
+//
+//	ec:cm:{mp}:<epoch>:<bucket>   field Key → Owner, expiring as a whole
+//	ec:cm:{mp}:<epoch>:m          b = the epoch's bucket count, n = its markers so far
+//
+// and the bucket is FNV-1a (32 bits) of the key modulo the bucket count. A
+// hash of up to 128 small fields is stored as one listpack: about 40 bytes
+// a marker against about 214 for a string key with its own expiry. The
+// script picks an epoch's bucket count once, on its first charge, from the
+// number of markers the epoch before it got (about MarkersPerBucket a
+// bucket, MinMarkerBuckets to MaxMarkerBuckets, a power of two), and stores
+// it in the epoch's meta hash: every later charge of the epoch finds the same
+// bucket for the same key. The meta hash expires with the last of the
+// epoch's buckets.
+const (
+	MarkersPerBucket = 64
+	MinMarkerBuckets = 16
+	MaxMarkerBuckets = 1 << 20
+)
+
+// MarkerPrefix is the start of the names of marketplace mp's marker hashes.
+// They share the marketplace's hash tag with the spend hashes, so one script
+// can update all of them (on Redis Cluster too: every key the script builds
+// is in the slot of the keys it declares).
+func MarkerPrefix(mp string) string { return "ec:cm:{" + mp + "}:" }
+
+// MarkerBucketKey is the hash that holds the marker of key in marketplace
+// mp and epoch, when the epoch has buckets buckets.
+func MarkerBucketKey(mp string, epoch int64, buckets uint32, key string) string {
+	return MarkerPrefix(mp) + strconv.FormatInt(epoch, 10) + ":" + strconv.FormatUint(uint64(keyHash(key)%buckets), 10)
+}
+
+// MarkerMetaKey is the hash that holds the bucket count (field b) and the
+// number of markers (field n) of marketplace mp's epoch.
+func MarkerMetaKey(mp string, epoch int64) string {
+	return MarkerPrefix(mp) + strconv.FormatInt(epoch, 10) + ":m"
+}
+
+// keyHash is FNV-1a, 32 bits: it spreads keys over an epoch's buckets. The
+// script takes it modulo the bucket count, so it must never change.
+func keyHash(key string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return h
+}
 
 // chargeChunk bounds the charges of one script call: a script blocks Redis
 // while it runs (about 3 µs a charge), so a call stays under about 1.5 ms.
 const chargeChunk = 500
 
 // chargeScript applies a chunk of one marketplace's charges atomically.
-// KEYS[1] is the total hash, then for charge i: KEYS[2i] its marker,
-// KEYS[2i+1] its day hash. ARGV[1] is the day hash TTL in seconds, then for
-// charge i: ARGV[4i-2] owner, ARGV[4i-1] campaign, ARGV[4i] micro-units
-// (decimal int64 text), ARGV[4i+1] the marker's expiry (Unix seconds). It
-// returns one outcome per charge: 1 applied, 2 replayed (same owner),
-// 3 duplicate (another owner).
+// KEYS[1] is the total hash, KEYS[1+i] charge i's day hash. ARGV[1] is the
+// day hash TTL in seconds, ARGV[2] the marketplace's marker prefix
+// (MarkerPrefix), then for charge i, from j = 2 + 7(i-1): ARGV[j+1] owner,
+// ARGV[j+2] campaign, ARGV[j+3] micro-units (decimal int64 text),
+// ARGV[j+4] the marker's expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6]
+// key, ARGV[j+7] keyHash(key). It returns one outcome per charge:
+// 1 applied, 2 replayed (same owner), 3 duplicate (another owner).
 //
-// One SET NX GET per charge claims its marker. The amounts of the applied
-// charges are summed per (day hash, campaign) and per campaign in the script
-// and added with one HINCRBY each at the end, which makes a chunk about four
-// times cheaper for Redis than three writes per charge. Lua numbers are
-// doubles, exact up to 2^53: an amount at or above 2^53 is added alone, as
-// text, and a sum flushes before it would pass 2^53, so that no amount is
-// ever rounded.
+// One HSETNX per charge claims its marker in its bucket (an HGET reads the
+// owner only when it was there already). The bucket count of an epoch comes
+// from its meta hash, or is chosen and stored there by the first charge of
+// the epoch. Each hash the call touched gets, at the end, the latest expiry
+// of its markers (EXPIRETIME, and EXPIREAT only when that is later). The
+// amounts of the applied charges are summed per (day hash, campaign) and per
+// campaign in the script and added with one HINCRBY each at the end. Lua
+// numbers are doubles, exact up to 2^53: an amount at or above 2^53 is added
+// alone, as text, and a sum flushes before it would pass 2^53, so that no
+// amount is ever rounded.
 //
 // A script runs as one unit: Redis executes it without interleaving and
 // persists and replicates its effects together, so a marker is never set
 // without its spend, nor spend moved without its marker.
 var chargeScript = redis.NewScript(`
 local LIMIT = 9007199254740991
+local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa(MinMarkerBuckets) + `, ` + strconv.Itoa(MaxMarkerBuckets) + `
+local prefix = ARGV[2]
 local days, sums, order = {}, {}, {}
+local epochs, expiry = {}, {}
 local function flush(s)
   if s.v > 0 then
     redis.call('HINCRBY', s.k, s.f, string.format('%.0f', s.v))
@@ -110,21 +183,47 @@ local function add(k, f, text, m)
   if s.v + m > LIMIT then flush(s) end
   s.v = s.v + m
 end
-local n = (#KEYS - 1) / 2
+local function keep(k, t)
+  local cur = expiry[k]
+  if not cur or cur < t then expiry[k] = t end
+end
+local function epoch(ep)
+  local e = epochs[ep]
+  if e then return e end
+  local meta = prefix .. ep .. ':m'
+  local b = tonumber(redis.call('HGET', meta, 'b'))
+  if not b then
+    local prev = tonumber(redis.call('HGET', prefix .. string.format('%.0f', tonumber(ep) - 1) .. ':m', 'n')) or 0
+    b = MINB
+    while b < MAXB and b * PER < prev do b = b * 2 end
+    redis.call('HSET', meta, 'b', b)
+  end
+  e = {meta = meta, b = b, n = 0, p = prefix .. ep .. ':'}
+  epochs[ep] = e
+  return e
+end
+local n = #KEYS - 1
 local out = {}
 for i = 1, n do
-  local mk, dk = KEYS[2*i], KEYS[2*i+1]
-  local owner, camp, text = ARGV[4*i-2], ARGV[4*i-1], ARGV[4*i]
-  local prev = redis.call('SET', mk, owner, 'NX', 'GET', 'EXAT', ARGV[4*i+1])
-  if not prev then
+  local j = 2 + 7 * (i - 1)
+  local owner, camp, text = ARGV[j+1], ARGV[j+2], ARGV[j+3]
+  local t = tonumber(ARGV[j+4])
+  local e = epoch(ARGV[j+5])
+  local field = ARGV[j+6]
+  local hk = e.p .. string.format('%.0f', tonumber(ARGV[j+7]) % e.b)
+  keep(hk, t)
+  keep(e.meta, t)
+  if redis.call('HSETNX', hk, field, owner) == 1 then
+    e.n = e.n + 1
     local m = tonumber(text)
     if m > 0 then
+      local dk = KEYS[1+i]
       add(dk, camp, text, m)
       add(KEYS[1], camp, text, m)
       days[dk] = true
     end
     out[i] = 1
-  elseif prev == owner then
+  elseif redis.call('HGET', hk, field) == owner then
     out[i] = 2
   else
     out[i] = 3
@@ -132,13 +231,19 @@ for i = 1, n do
 end
 for _, s in ipairs(order) do flush(s) end
 for dk in pairs(days) do redis.call('EXPIRE', dk, ARGV[1]) end
+for _, e in pairs(epochs) do
+  if e.n > 0 then redis.call('HINCRBY', e.meta, 'n', e.n) end
+end
+for k, t in pairs(expiry) do
+  if redis.call('EXPIRETIME', k) < t then redis.call('EXPIREAT', k, t) end
+end
 return out
 `)
 
 // ApplyCharges applies every charge exactly once and returns one outcome per
 // charge, in order. For each charge, in one atomic Redis step: if no marker
-// exists for its Key, it sets the marker (value Owner, expiring at
-// KeepUntil) and adds Micros to the campaign's spend of Day and of all time
+// exists for its Key (in its marketplace and Epoch), it sets the marker
+// (value Owner, kept at least until KeepUntil) and adds Micros to the campaign's spend of Day and of all time
 // (the same hashes as AddSpend, whose day hash expiry it renews); if the
 // marker exists it changes nothing and reports whether the same Owner set it.
 //
@@ -202,6 +307,10 @@ func (c *Charge) validate(now time.Time) error {
 	switch {
 	case c.Key == "":
 		return errors.New("empty charge key")
+	case len(c.Key) > MaxChargeKey:
+		return fmt.Errorf("charge key of %d bytes (at most %d)", len(c.Key), MaxChargeKey)
+	case c.Epoch < 0 || c.Epoch > MaxEpoch:
+		return fmt.Errorf("epoch %d out of range (0 to %d)", c.Epoch, int64(MaxEpoch))
 	case c.Owner == "":
 		return errors.New("empty owner")
 	case c.CampaignID == "":
@@ -231,12 +340,13 @@ func chargeCalls(charges []Charge) []*chargeCall {
 		c := &charges[i]
 		call := open[c.MarketplaceID]
 		if call == nil || len(call.idx) == chargeChunk {
-			call = &chargeCall{keys: []string{TotalKey(c.MarketplaceID)}, args: []any{dayTTL}}
+			call = &chargeCall{keys: []string{TotalKey(c.MarketplaceID)}, args: []any{dayTTL, MarkerPrefix(c.MarketplaceID)}}
 			open[c.MarketplaceID] = call
 			calls = append(calls, call)
 		}
-		call.keys = append(call.keys, ChargeMarkerKey(c.MarketplaceID, c.Key), DayKey(c.MarketplaceID, c.Day))
-		call.args = append(call.args, c.Owner, c.CampaignID, strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10))
+		call.keys = append(call.keys, DayKey(c.MarketplaceID, c.Day))
+		call.args = append(call.args, c.Owner, c.CampaignID, strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
+			strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10))
 		call.idx = append(call.idx, i)
 	}
 	return calls

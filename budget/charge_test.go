@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,37 @@ func keep(cs []Charge, d time.Duration) []Charge {
 		cs[i].KeepUntil = until
 	}
 	return cs
+}
+
+// markerOwner is the owner of key's marker in marketplace mp's epoch, "" if
+// it has none.
+func markerOwner(t testing.TB, ctx context.Context, rdb redis.UniversalClient, mp string, epoch int64, key string) string {
+	t.Helper()
+	v, err := rdb.HGet(ctx, MarkerBucketKey(mp, epoch, buckets(t, ctx, rdb, mp, epoch), key), key).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// markerTTL is the TTL of the hash that holds key's marker.
+func markerTTL(t testing.TB, ctx context.Context, rdb redis.UniversalClient, mp string, epoch int64, key string) time.Duration {
+	t.Helper()
+	ttl, err := rdb.TTL(ctx, MarkerBucketKey(mp, epoch, buckets(t, ctx, rdb, mp, epoch), key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ttl
+}
+
+// buckets is the bucket count the script chose for marketplace mp's epoch.
+func buckets(t testing.TB, ctx context.Context, rdb redis.UniversalClient, mp string, epoch int64) uint32 {
+	t.Helper()
+	b, err := rdb.HGet(ctx, MarkerMetaKey(mp, epoch), "b").Uint64()
+	if err != nil {
+		t.Fatalf("bucket count of epoch %d: %v", epoch, err)
+	}
+	return uint32(b)
 }
 
 func hget(t *testing.T, ctx context.Context, rdb redis.UniversalClient, key, field string) int64 {
@@ -104,17 +136,17 @@ func TestApplyChargesExactlyOnce(t *testing.T) {
 	if ok, _ := rdb.HExists(ctx, DayKey(mp, day), "c3").Result(); ok {
 		t.Error("a zero charge created a spend field")
 	}
-	if v, _ := rdb.Get(ctx, ChargeMarkerKey(mp, "a1:1:c")).Result(); v != "0:1" {
+	if v := markerOwner(t, ctx, rdb, mp, 0, "a1:1:c"); v != "0:1" {
 		t.Errorf("marker owner %q, want 0:1 (the first record)", v)
 	}
-	if ttl, _ := rdb.TTL(ctx, ChargeMarkerKey(mp, "a3:1:i")).Result(); ttl <= 59*time.Minute || ttl > time.Hour {
+	if ttl := markerTTL(t, ctx, rdb, mp, 0, "a3:1:i"); ttl <= 59*time.Minute || ttl > time.Hour {
 		t.Errorf("marker TTL %s, want about 1h", ttl)
 	}
 	later := Charge{MarketplaceID: mp, Key: "a5:1:c", Owner: "0:5", CampaignID: "c5", Day: day, Micros: 1, KeepUntil: time.Now().Add(3 * time.Hour)}
 	if _, err := ApplyCharges(ctx, rdb, []Charge{later}); err != nil {
 		t.Fatal(err)
 	}
-	if ttl, _ := rdb.TTL(ctx, ChargeMarkerKey(mp, "a5:1:c")).Result(); ttl <= 3*time.Hour-time.Minute || ttl > 3*time.Hour {
+	if ttl := markerTTL(t, ctx, rdb, mp, 0, "a5:1:c"); ttl <= 3*time.Hour-time.Minute || ttl > 3*time.Hour {
 		t.Errorf("marker TTL %s, want about 3h (its KeepUntil)", ttl)
 	}
 	if ttl, _ := rdb.TTL(ctx, DayKey(mp, day)).Result(); ttl <= DayTTL-time.Minute || ttl > DayTTL {
@@ -213,6 +245,9 @@ func TestApplyChargesRejects(t *testing.T) {
 		{"empty marketplace", func(c *Charge) { c.MarketplaceID = "" }},
 		{"brace in marketplace", func(c *Charge) { c.MarketplaceID = "a}b" }},
 		{"empty key", func(c *Charge) { c.Key = "" }},
+		{"key too long", func(c *Charge) { c.Key = strings.Repeat("k", MaxChargeKey+1) }},
+		{"negative epoch", func(c *Charge) { c.Epoch = -1 }},
+		{"epoch too large", func(c *Charge) { c.Epoch = MaxEpoch + 1 }},
 		{"empty owner", func(c *Charge) { c.Owner = "" }},
 		{"empty campaign", func(c *Charge) { c.CampaignID = "" }},
 		{"bad day", func(c *Charge) { c.Day = "2025-1-1" }},
@@ -228,8 +263,184 @@ func TestApplyChargesRejects(t *testing.T) {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
-	if n, _ := rdb.Exists(ctx, ChargeMarkerKey(mp, "k"), TotalKey(mp)).Result(); n != 0 {
+	if n, _ := rdb.Exists(ctx, MarkerMetaKey(mp, 0), TotalKey(mp)).Result(); n != 0 {
 		t.Errorf("a rejected call wrote %d keys", n)
+	}
+}
+
+// TestKeyHash: the bucket hash is FNV-1a 32 (its published test vectors):
+// changing it would move every existing marker to another bucket.
+func TestKeyHash(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint32
+	}{{"", 0x811c9dc5}, {"a", 0xe40c292c}, {"foobar", 0xbf9cf968}} {
+		if got := keyHash(c.in); got != c.want {
+			t.Errorf("keyHash(%q) = %#x, want %#x", c.in, got, c.want)
+		}
+	}
+}
+
+// setMarkers says epoch of marketplace mp got n markers, as the script
+// counts them (the next epoch sizes its buckets from it).
+func setMarkers(t testing.TB, ctx context.Context, rdb redis.UniversalClient, mp string, epoch, n int64) {
+	t.Helper()
+	if err := rdb.HSet(ctx, MarkerMetaKey(mp, epoch), "b", MinMarkerBuckets, "n", n).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Expire(ctx, MarkerMetaKey(mp, epoch), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMarkerBuckets: an epoch's bucket count follows the markers of the
+// epoch before (about MarkersPerBucket a bucket, a power of two within the
+// bounds), is chosen once, and every marker of the epoch is found in the
+// bucket it names, whatever happens to the count afterwards.
+func TestMarkerBuckets(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	tests := []struct {
+		prev int64 // markers of the epoch before; -1: none recorded
+		want uint32
+	}{
+		{-1, MinMarkerBuckets},
+		{0, MinMarkerBuckets},
+		{MinMarkerBuckets * MarkersPerBucket, MinMarkerBuckets},
+		{MinMarkerBuckets*MarkersPerBucket + 1, 2 * MinMarkerBuckets},
+		{100_000, 2048},
+		{1 << 40, MaxMarkerBuckets},
+	}
+	for i, tc := range tests {
+		epoch := int64(1000 + 10*i)
+		if tc.prev >= 0 {
+			setMarkers(t, ctx, rdb, mp, epoch-1, tc.prev)
+		}
+		c := Charge{MarketplaceID: mp, Key: "k" + strconv.Itoa(i), Epoch: epoch, Owner: "0:1", CampaignID: "c", Day: "2025-01-01", Micros: 1}
+		if _, err := ApplyCharges(ctx, rdb, keep([]Charge{c}, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if got := buckets(t, ctx, rdb, mp, epoch); got != tc.want {
+			t.Errorf("%d markers before: %d buckets, want %d", tc.prev, got, tc.want)
+		}
+		// The count of the epoch before changes: this epoch keeps its buckets.
+		setMarkers(t, ctx, rdb, mp, epoch-1, 1<<30)
+		c.Key, c.Owner = c.Key+"-2", "0:2"
+		if _, err := ApplyCharges(ctx, rdb, keep([]Charge{c}, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if got := buckets(t, ctx, rdb, mp, epoch); got != tc.want {
+			t.Errorf("%d markers before, then more: %d buckets, want still %d", tc.prev, got, tc.want)
+		}
+		if got := markerOwner(t, ctx, rdb, mp, epoch, c.Key); got != "0:2" {
+			t.Errorf("marker not in its bucket: owner %q", got)
+		}
+		if n, _ := rdb.HGet(ctx, MarkerMetaKey(mp, epoch), "n").Int64(); n != 2 {
+			t.Errorf("epoch counted %d markers, want 2", n)
+		}
+	}
+}
+
+// TestMarkerEpochs: a key is one charge within its epoch; the same key in
+// another epoch (another auction hour) is another charge; epochs of other
+// marketplaces do not mix.
+func TestMarkerEpochs(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	c := func(mp string, epoch int64, owner string) Charge {
+		return Charge{MarketplaceID: mp, Key: "same", Epoch: epoch, Owner: owner, CampaignID: "c", Day: "2025-01-01", Micros: 10}
+	}
+	got, err := ApplyCharges(ctx, rdb, keep([]Charge{c(mp, 7, "0:1"), c(mp, 8, "0:2"), c(mp+"-x", 7, "0:3"), c(mp, 7, "0:4")}, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ChargeOutcome{ChargeApplied, ChargeApplied, ChargeApplied, ChargeDuplicate}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("outcomes %v, want %v", got, want)
+	}
+	if n := hget(t, ctx, rdb, TotalKey(mp), "c"); n != 20 {
+		t.Errorf("spend %d, want 20", n)
+	}
+}
+
+// TestMarkerExpiry: a marker hash expires at the latest KeepUntil of its
+// markers: a later one extends it, an earlier one never shortens it.
+func TestMarkerExpiry(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	const epoch = 42
+	at := func(d time.Duration, key, owner string) Charge {
+		return Charge{MarketplaceID: mp, Key: key, Epoch: epoch, Owner: owner, CampaignID: "c", Day: "2025-01-01", Micros: 1, KeepUntil: time.Now().Add(d)}
+	}
+	// Keys of one bucket: the epoch has MinMarkerBuckets buckets.
+	var keys []string
+	for i := 0; len(keys) < 3; i++ {
+		if k := "k" + strconv.Itoa(i); keyHash(k)%MinMarkerBuckets == 0 {
+			keys = append(keys, k)
+		}
+	}
+	steps := []struct {
+		c    Charge
+		want ChargeOutcome
+		ttl  time.Duration
+	}{
+		{at(2*time.Hour, keys[0], "0:1"), ChargeApplied, 2 * time.Hour},
+		{at(5*time.Hour, keys[1], "0:2"), ChargeApplied, 5 * time.Hour},  // another marker, kept longer
+		{at(time.Hour, keys[2], "0:3"), ChargeApplied, 5 * time.Hour},    // kept shorter: no change
+		{at(9*time.Hour, keys[0], "0:1"), ChargeReplayed, 9 * time.Hour}, // a late replay extends it
+	}
+	for i, s := range steps {
+		got, err := ApplyCharges(ctx, rdb, []Charge{s.c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != s.want {
+			t.Errorf("step %d: %v, want %v", i, got[0], s.want)
+		}
+		if ttl := markerTTL(t, ctx, rdb, mp, epoch, s.c.Key); ttl <= s.ttl-time.Minute || ttl > s.ttl {
+			t.Errorf("step %d: bucket TTL %s, want about %s", i, ttl, s.ttl)
+		}
+		if ttl, _ := rdb.TTL(ctx, MarkerMetaKey(mp, epoch)).Result(); ttl <= s.ttl-time.Minute || ttl > s.ttl {
+			t.Errorf("step %d: meta TTL %s, want about %s (the epoch's latest)", i, ttl, s.ttl)
+		}
+	}
+}
+
+// TestMarkerMemory: markers of a busy epoch, sized from the epoch before,
+// stay in listpack hashes and cost well under the 214 bytes of a string
+// marker (measured with MEMORY USAGE, keys with their hashes included). The
+// keys are those of the charging pipeline: 18 bytes.
+func TestMarkerMemory(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	const epoch, n = 500_000, 20_000
+	setMarkers(t, ctx, rdb, mp, epoch-1, n)
+	cs := make([]Charge, n)
+	for i := range cs {
+		id := uuid.New()
+		cs[i] = Charge{MarketplaceID: mp, Key: string(id[:]) + "\x01i", Epoch: epoch, Owner: "3:" + strconv.Itoa(10_000_000+i),
+			CampaignID: "c", Day: "2025-01-01", Micros: 1}
+	}
+	if _, err := ApplyCharges(ctx, rdb, keep(cs, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b := buckets(t, ctx, rdb, mp, epoch)
+	var bytes int64
+	for i := range b {
+		key := MarkerPrefix(mp) + strconv.Itoa(epoch) + ":" + strconv.Itoa(int(i))
+		enc, err := rdb.ObjectEncoding(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc != "listpack" {
+			t.Fatalf("%s is a %s, want a listpack (%d buckets for %d markers)", key, enc, b, n)
+		}
+		m, err := rdb.MemoryUsage(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes += m + int64(len(key)) + 40 // MEMORY USAGE leaves out the key's name and its expiry entry
+	}
+	per := float64(bytes) / n
+	t.Logf("%d markers in %d buckets: %.1f bytes a marker", n, b, per)
+	if per > 64 {
+		t.Errorf("%.1f bytes a marker, want at most 64", per)
 	}
 }
 
@@ -242,16 +453,22 @@ func BenchmarkApplyCharges(b *testing.B) {
 	defer rdb.Close()
 	ctx := context.Background()
 	mp := "bench-" + uuid.NewString()
-	const n = 10_000
+	const n, epoch = 10_000, 1_000
+	// The epoch's buckets are sized for all the markers the benchmark sets,
+	// as they are for a steady charge rate.
+	setMarkers(b, ctx, rdb, mp, epoch-1, int64(n*b.N))
 	cs := make([]Charge, n)
 	for i := range cs {
-		cs[i] = Charge{MarketplaceID: mp, Owner: "0:" + strconv.Itoa(i), CampaignID: "c" + strconv.Itoa(i%4), Day: "2025-01-01", Micros: 2_500}
+		cs[i] = Charge{MarketplaceID: mp, Epoch: epoch, Owner: "0:" + strconv.Itoa(i), CampaignID: "c" + strconv.Itoa(i%4), Day: "2025-01-01", Micros: 2_500}
 	}
 	b.ResetTimer()
-	for it := range b.N {
+	for range b.N {
+		b.StopTimer()
 		for i := range cs {
-			cs[i].Key = strconv.Itoa(it) + ":" + strconv.Itoa(i)
+			id := uuid.New()
+			cs[i].Key = string(id[:]) + "\x01i"
 		}
+		b.StartTimer()
 		if _, err := ApplyCharges(ctx, rdb, keep(cs, time.Hour)); err != nil {
 			b.Fatal(err)
 		}

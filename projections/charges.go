@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"crypto/sha1"
-	"encoding/hex"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,17 +28,25 @@ const (
 	ChargeMarkerMargin = 48 * time.Hour
 )
 
+// markerEpoch is the group of c's charge markers in Redis: its auction's
+// Unix hour (budget.Charge.Epoch). Every event of one winner carries the
+// same token, so it finds the same group.
+func markerEpoch(c *bidtoken.Claims) int64 {
+	return c.AuctionTimeMs / time.Hour.Milliseconds()
+}
+
 // markerUntil is when Redis may forget that the winner of c was charged:
-// ChargeMarkerMargin after its charge window closed, which outlasts every
-// record that can still be charged for that winner (received within
-// ChargeWindow of the auction) plus the consumer lag and the replays of
-// those records; and never sooner than ChargeMarkerMargin after now (a
-// projector that is days behind still remembers its own charges while it
-// may replay them).
+// ChargeMarkerMargin after the charge window of the last auction of its hour
+// closed, which outlasts every record that can still be charged for that
+// winner (received within ChargeWindow of the auction) plus the consumer lag
+// and the replays of those records; and never sooner than ChargeMarkerMargin
+// after now, to the next whole hour (a projector that is days behind still
+// remembers its own charges while it may replay them). Whole hours: the
+// markers of one auction hour share Redis hashes, which then get one expiry.
 func markerUntil(c *bidtoken.Claims, now time.Time) time.Time {
-	closes := time.UnixMilli(c.AuctionTimeMs).Add(ChargeWindow + ChargeMarkerMargin)
+	closes := time.UnixMilli((markerEpoch(c) + 1) * time.Hour.Milliseconds()).Add(ChargeWindow + ChargeMarkerMargin)
 	if floor := now.Add(ChargeMarkerMargin); closes.Before(floor) {
-		return floor
+		return floor.Truncate(time.Hour).Add(time.Hour)
 	}
 	return closes
 }
@@ -97,29 +104,18 @@ func chargeAmount(c *bidtoken.Claims) (micros int64, sub uint16) {
 	return c.PriceMicros, 0
 }
 
-// chargeKey names a winner's interaction of one kind within its marketplace:
-// the auction id (hex), the rank and i (impression) or c (click). A winner is
-// charged at most once per kind, whatever the event ids.
+// chargeKey names a winner's interaction of one kind within its marketplace,
+// in 18 bytes: the auction id, the rank and 'i' (impression) or 'c' (click).
+// A winner is charged at most once per kind, whatever the event ids.
 func chargeKey(c *bidtoken.Claims, kind ingest.Kind) string {
-	var b [32 + 1 + 2 + 2]byte
-	hex.Encode(b[:32], c.AuctionID[:])
-	n := 32
-	b[n] = ':'
-	n++
-	if c.Rank >= 10 {
-		b[n] = '0' + c.Rank/10
-		n++
-	}
-	b[n] = '0' + c.Rank%10
-	n++
-	b[n] = ':'
-	n++
-	k := byte('i')
+	var b [18]byte
+	copy(b[:16], c.AuctionID[:])
+	b[16] = c.Rank
+	b[17] = 'i'
 	if kind == ingest.KindClick {
-		k = 'c'
+		b[17] = 'c'
 	}
-	b[n] = k
-	return string(b[:n+1])
+	return string(b[:])
 }
 
 // interactionNamespace is the UUIDv5 namespace of interaction ids.

@@ -87,11 +87,11 @@ func TestChargeAmount(t *testing.T) {
 
 func TestChargeKey(t *testing.T) {
 	c := &bidtoken.Claims{AuctionID: uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20"), Rank: 7}
-	if got, want := chargeKey(c, ingest.KindClick), "0197afbba67b7718991a1b1c1d1e1f20:7:c"; got != want {
+	if got, want := chargeKey(c, ingest.KindClick), "\x01\x97\xaf\xbb\xa6\x7b\x77\x18\x99\x1a\x1b\x1c\x1d\x1e\x1f\x20\x07c"; got != want {
 		t.Errorf("click key %q, want %q", got, want)
 	}
 	c.Rank = 40
-	if got, want := chargeKey(c, ingest.KindImpression), "0197afbba67b7718991a1b1c1d1e1f20:40:i"; got != want {
+	if got, want := chargeKey(c, ingest.KindImpression), "\x01\x97\xaf\xbb\xa6\x7b\x77\x18\x99\x1a\x1b\x1c\x1d\x1e\x1f\x20\x28i"; got != want {
 		t.Errorf("impression key %q, want %q", got, want)
 	}
 }
@@ -369,9 +369,12 @@ func BenchmarkFoldCPU(b *testing.B) {
 }
 
 func TestMarkerUntil(t *testing.T) {
-	auctionAt := time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC)
+	auctionAt := time.Date(2025, 3, 4, 12, 17, 5, 0, time.UTC)
 	c := &bidtoken.Claims{AuctionTimeMs: auctionAt.UnixMilli()}
-	closes := auctionAt.Add(ChargeWindow + ChargeMarkerMargin) // 2025-04-05T12:00Z
+	if got, want := markerEpoch(c), auctionAt.Truncate(time.Hour).Unix()/3600; got != want {
+		t.Errorf("epoch %d, want %d (the auction's Unix hour)", got, want)
+	}
+	closes := time.Date(2025, 4, 5, 13, 0, 0, 0, time.UTC) // the end of the auction's hour + 30 days + 2 days
 	tests := []struct {
 		name string
 		now  time.Time
@@ -379,11 +382,16 @@ func TestMarkerUntil(t *testing.T) {
 	}{
 		{"charged right after the auction", auctionAt.Add(time.Second), closes},
 		{"charged at the end of the window", auctionAt.Add(ChargeWindow), closes},
-		{"projector a week behind", auctionAt.Add(ChargeWindow + 7*day), auctionAt.Add(ChargeWindow + 7*day + ChargeMarkerMargin)},
+		{"projector a week behind", auctionAt.Add(ChargeWindow + 7*day), time.Date(2025, 4, 12, 13, 0, 0, 0, time.UTC)},
 	}
 	for _, tc := range tests {
 		if got := markerUntil(c, tc.now); !got.Equal(tc.want) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+	// Every auction of one hour gets the same expiry: their markers share hashes.
+	other := &bidtoken.Claims{AuctionTimeMs: auctionAt.Truncate(time.Hour).Add(59*time.Minute + 59*time.Second).UnixMilli()}
+	if a, b := markerUntil(c, auctionAt), markerUntil(other, auctionAt); !a.Equal(b) || markerEpoch(c) != markerEpoch(other) {
+		t.Errorf("one hour, two groups: %s / %s", a, b)
 	}
 }

@@ -387,6 +387,7 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 	return &budget.Charge{
 		MarketplaceID: e.MarketplaceID,
 		Key:           chargeKey(c, e.Kind),
+		Epoch:         markerEpoch(c),
 		Owner:         owner(d.Partition, d.Offset),
 		CampaignID:    r.campaign[r.n-1],
 		Day:           budget.DayOf(r.occurred[r.n-1], loc),
