@@ -150,6 +150,32 @@ cpu1 = cpu()
 ticks = {k: cpu1[k] - cpu0[k] for k in cpu0}
 total = sum(ticks.values()) or 1
 print("machine CPU during the catch-up: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in ticks.items() if v > 0))
+
+# Redis after the fold: its memory against what it remembers (an event claim per event folded, a charge
+# marker per charge applied).
+import os, socket
+def redis_info(addr):
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as c:
+        c.sendall(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n*1\r\n$6\r\nDBSIZE\r\n")
+        data = b""
+        while data.count(b"\r\n:") < 1:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    text = data.decode(errors="replace")
+    used = next(int(l.split(":")[1]) for l in text.split("\r\n") if l.startswith("used_memory:"))
+    keys = int(text.rsplit("\r\n:", 1)[1].split("\r\n")[0])
+    return used, keys
+try:
+    used, keys = redis_info(os.environ.get("ENDCAP_REDIS_ADDR", "127.0.0.1:16379"))
+    applied = sum(v for name, labels, v in samples(url)
+                  if name == "endcap_charges_total" and labels.get("outcome") == "applied")
+    print(f"Redis: used_memory {used / 2**20:.0f} MiB, {keys} keys; {s['consumed']:.0f} events claimed, "
+          f"{applied:.0f} charges applied (markers)")
+except (OSError, ValueError, StopIteration, IndexError) as e:
+    print(f"Redis: not read ({e})")
 PY
 	exit 0
 fi
