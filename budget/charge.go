@@ -43,9 +43,10 @@ type Charge struct {
 	KeepUntil time.Time
 }
 
-// MaxChargeKey is the longest Charge.Key, in bytes. Keys up to 64 bytes
-// (and owners up to 64) keep the marker hashes in Redis's compact listpack
-// encoding; a longer key still works, at about twice the memory.
+// MaxChargeKey is the longest Charge.Key, in bytes. Keys and owners of up
+// to 64 bytes keep the marker hashes in Redis's compact listpack encoding
+// (hash-max-listpack-value); a hash with a longer one is stored as a hash
+// table, which works the same and takes more memory.
 const MaxChargeKey = 256
 
 // MaxEpoch bounds Charge.Epoch (Unix hours reach it in about 10^10 years):
