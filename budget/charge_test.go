@@ -3,9 +3,12 @@ package budget
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,6 +235,111 @@ func TestApplyChargesAfterScriptFlush(t *testing.T) {
 	}
 	if n := hget(t, ctx, rdb, TotalKey(mp), "c"); n != 12 {
 		t.Errorf("spend %d, want 12", n)
+	}
+}
+
+// cutProxy forwards TCP connections to Redis and, when cut is set, drops
+// the next reply it would pass back and closes that connection: Redis has
+// run the command, the client never hears of it.
+type cutProxy struct {
+	addr   string
+	target string
+	cut    atomic.Bool
+	cuts   atomic.Int32
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	p := &cutProxy{addr: ln.Addr().String(), target: target}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.handle(c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) handle(c net.Conn) {
+	defer c.Close()
+	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	go func() {
+		_, _ = io.Copy(s, c)
+		_ = s.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if p.cut.CompareAndSwap(true, false) {
+				p.cuts.Add(1)
+				return // the reply is lost with the connection
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestApplyChargesReplyLost: Redis applies a call's charges but the
+// connection breaks before the reply arrives. Whether the client retries
+// by itself (go-redis, MaxRetries) or the caller calls again after the
+// error, the charges come back replayed (which the pipeline treats as
+// charged) and spend moved exactly once.
+func TestApplyChargesReplyLost(t *testing.T) {
+	ctx, _, mp := chargeEnv(t)
+	p := newCutProxy(t, testenv.Get(t).RedisAddr)
+	for _, tc := range []struct {
+		name    string
+		retries int // go-redis MaxRetries: -1 none
+	}{{"the client retries", 1}, {"the caller retries", -1}} {
+		rdb := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: tc.retries})
+		defer rdb.Close()
+		m := mp + "-" + strconv.Itoa(tc.retries+1)
+		// A first call loads the script: the cut reply below is the script's own.
+		if _, err := ApplyCharges(ctx, rdb, keep([]Charge{{MarketplaceID: m, Key: "warm", Owner: "0:0", CampaignID: "c", Day: "2025-01-01", Micros: 1}}, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		cs := keep([]Charge{
+			{MarketplaceID: m, Key: "a", Epoch: 9, Owner: "1:1", CampaignID: "c", Day: "2025-01-01", Micros: 100},
+			{MarketplaceID: m, Key: "b", Epoch: 9, Owner: "1:2", CampaignID: "c", Day: "2025-01-01", Micros: 20},
+		}, time.Hour)
+		p.cut.Store(true)
+		got, err := ApplyCharges(ctx, rdb, cs)
+		if tc.retries < 0 {
+			if err == nil {
+				t.Fatalf("%s: no error with the reply lost and no retry", tc.name)
+			}
+			got, err = ApplyCharges(ctx, rdb, cs)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if p.cuts.Swap(0) != 1 {
+			t.Fatalf("%s: the proxy did not cut a reply", tc.name)
+		}
+		if want := []ChargeOutcome{ChargeReplayed, ChargeReplayed}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: outcomes %v, want %v (applied by the call whose reply was lost)", tc.name, got, want)
+		}
+		if n := hget(t, ctx, rdb, TotalKey(m), "c"); n != 121 {
+			t.Errorf("%s: spend %d, want 121 (each charge once)", tc.name, n)
+		}
 	}
 }
 
