@@ -208,6 +208,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			return err
 		}},
 		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
+		{"redis server", a.checkRedis},
 		{"bid signing keys", a.loadBidKeys},
 		{"cursor key", func(ctx context.Context) error {
 			if a.cfg.CursorSecret != "" {
@@ -229,6 +230,9 @@ func (a *App) Prepare(ctx context.Context) error {
 			if err == nil {
 				break
 			}
+			if pe := (permanentError{}); errors.As(err, &pe) {
+				return fmt.Errorf("%s: %w", s.name, pe.error)
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -241,6 +245,27 @@ func (a *App) Prepare(ctx context.Context) error {
 			case <-time.After(time.Second):
 			}
 		}
+	}
+	return nil
+}
+
+// permanentError is a Prepare step's failure that waiting cannot fix.
+type permanentError struct{ error }
+
+// checkRedis refuses a Redis older than Endcap needs, and says loudly when
+// Redis would evict keys: an evicted event claim or charge marker lets an
+// event count twice or a winner be charged twice (docs/operations.md).
+func (a *App) checkRedis(ctx context.Context) error {
+	s, err := redisstore.Server(ctx, a.Redis)
+	if err != nil {
+		return err
+	}
+	if err := s.Supported(); err != nil {
+		return permanentError{err}
+	}
+	if s.Evicts() {
+		a.log.Error("redis evicts keys at its memory limit: an evicted event claim or charge marker lets an event count twice or a winner be charged twice; run it with maxmemory-policy noeviction",
+			"maxmemory_policy", s.MaxmemoryPolicy, "redis_version", s.Version)
 	}
 	return nil
 }
