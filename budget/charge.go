@@ -41,6 +41,14 @@ type Charge struct {
 	// can (the charging pipeline rounds it to the end of the auction's
 	// hour), and the hash's expiry is set once.
 	KeepUntil time.Time
+	// LegacyMarker, when set, names the string key under which a build
+	// from before 2026-11-22 kept this charge's marker (one key per marker,
+	// `ec:charged:{mp}:...`). If that key exists, its owner is the owner of
+	// record: the charge is replayed or a duplicate, never applied again,
+	// and the owner is carried into the hash. The charging pipeline sets it
+	// for auctions older than its upgrade (docs/charges.md, Upgrading). It
+	// must be in the marketplace's hash tag.
+	LegacyMarker string
 }
 
 // MaxChargeKey is the longest Charge.Key, in bytes. Keys and owners of up
@@ -137,14 +145,17 @@ const chargeChunk = 500
 // chargeScript applies a chunk of one marketplace's charges atomically.
 // KEYS[1] is the total hash, KEYS[1+i] charge i's day hash. ARGV[1] is the
 // day hash TTL in seconds, ARGV[2] the marketplace's marker prefix
-// (MarkerPrefix), then for charge i, from j = 2 + 7(i-1): ARGV[j+1] owner,
+// (MarkerPrefix), then for charge i, from j = 2 + 8(i-1): ARGV[j+1] owner,
 // ARGV[j+2] campaign, ARGV[j+3] micro-units (decimal int64 text),
 // ARGV[j+4] the marker's expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6]
-// key, ARGV[j+7] keyHash(key). It returns one outcome per charge:
-// 1 applied, 2 replayed (same owner), 3 duplicate (another owner).
+// key, ARGV[j+7] keyHash(key), ARGV[j+8] its legacy marker key or "". It
+// returns one outcome per charge: 1 applied, 2 replayed (same owner),
+// 3 duplicate (another owner).
 //
 // One HSETNX per charge claims its marker in its bucket (an HGET reads the
-// owner only when it was there already). The bucket count of an epoch comes
+// owner only when it was there already). A charge with a legacy marker key
+// first reads it (GET): when it exists, its owner decides, and is copied
+// into the bucket. The bucket count of an epoch comes
 // from its meta hash, or is chosen and stored there by the first charge of
 // the epoch. Each hash the call touched gets, at the end, the latest expiry
 // of its markers (EXPIRETIME, and EXPIREAT only when that is later). The
@@ -206,7 +217,7 @@ end
 local n = #KEYS - 1
 local out = {}
 for i = 1, n do
-  local j = 2 + 7 * (i - 1)
+  local j = 2 + 8 * (i - 1)
   local owner, camp, text = ARGV[j+1], ARGV[j+2], ARGV[j+3]
   local t = tonumber(ARGV[j+4])
   local e = epoch(ARGV[j+5])
@@ -214,7 +225,12 @@ for i = 1, n do
   local hk = e.p .. string.format('%.0f', tonumber(ARGV[j+7]) % e.b)
   keep(hk, t)
   keep(e.meta, t)
-  if redis.call('HSETNX', hk, field, owner) == 1 then
+  local legacy = false
+  if ARGV[j+8] ~= '' then legacy = redis.call('GET', ARGV[j+8]) end
+  if legacy then
+    redis.call('HSETNX', hk, field, legacy)
+    if legacy == owner then out[i] = 2 else out[i] = 3 end
+  elseif redis.call('HSETNX', hk, field, owner) == 1 then
     e.n = e.n + 1
     local m = tonumber(text)
     if m > 0 then
@@ -308,6 +324,8 @@ func (c *Charge) validate(now time.Time) error {
 	switch {
 	case c.Key == "":
 		return errors.New("empty charge key")
+	case c.LegacyMarker != "" && !strings.HasPrefix(c.LegacyMarker, "ec:charged:{"+c.MarketplaceID+"}:"):
+		return fmt.Errorf("legacy marker %q is not a marker key of marketplace %s", c.LegacyMarker, c.MarketplaceID)
 	case len(c.Key) > MaxChargeKey:
 		return fmt.Errorf("charge key of %d bytes (at most %d)", len(c.Key), MaxChargeKey)
 	case c.Epoch < 0 || c.Epoch > MaxEpoch:
@@ -347,7 +365,7 @@ func chargeCalls(charges []Charge) []*chargeCall {
 		}
 		call.keys = append(call.keys, DayKey(c.MarketplaceID, c.Day))
 		call.args = append(call.args, c.Owner, c.CampaignID, strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
-			strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10))
+			strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), c.LegacyMarker)
 		call.idx = append(call.idx, i)
 	}
 	return calls

@@ -469,6 +469,49 @@ func TestMarkerEpochs(t *testing.T) {
 	}
 }
 
+// TestLegacyMarkers: a charge applied by a build that kept one string key
+// per marker is not applied again: its owner replays, another record is a
+// duplicate (and the owner is carried into the hash); without a legacy key,
+// or when none exists, the charge is applied as usual.
+func TestLegacyMarkers(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	legacy := "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:1:c"
+	if err := rdb.Set(ctx, legacy, "4:40", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := func(key, owner, legacy string) Charge {
+		return Charge{MarketplaceID: mp, Key: key, Epoch: 5, Owner: owner, CampaignID: "c", Day: "2025-01-01", Micros: 7, LegacyMarker: legacy}
+	}
+	steps := []struct {
+		name string
+		c    Charge
+		want ChargeOutcome
+	}{
+		{"the legacy owner replays", c("w1", "4:40", legacy), ChargeReplayed},
+		{"another record", c("w1", "5:50", legacy), ChargeDuplicate},
+		{"no legacy marker exists", c("w2", "5:51", "ec:charged:{"+mp+"}:00000000000000000000000000000000:1:c"), ChargeApplied},
+		{"no legacy key given", c("w3", "5:52", ""), ChargeApplied},
+	}
+	for _, s := range steps {
+		got, err := ApplyCharges(ctx, rdb, keep([]Charge{s.c}, time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != s.want {
+			t.Errorf("%s: %v, want %v", s.name, got[0], s.want)
+		}
+	}
+	if got := markerOwner(t, ctx, rdb, mp, 5, "w1"); got != "4:40" {
+		t.Errorf("carried owner %q, want 4:40", got)
+	}
+	if n := hget(t, ctx, rdb, TotalKey(mp), "c"); n != 14 {
+		t.Errorf("spend %d, want 14 (the two new charges only)", n)
+	}
+	if _, err := ApplyCharges(ctx, rdb, keep([]Charge{c("w4", "1:1", "ec:charged:{other}:x")}, time.Hour)); err == nil {
+		t.Error("a legacy key of another marketplace was accepted")
+	}
+}
+
 // TestMarkerExpiry: a marker hash expires at the latest KeepUntil of its
 // markers: a later one extends it, an earlier one never shortens it.
 func TestMarkerExpiry(t *testing.T) {

@@ -3,11 +3,16 @@ package projections
 import (
 	"context"
 	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/budget"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
@@ -116,6 +121,47 @@ func chargeKey(c *bidtoken.Claims, kind ingest.Kind) string {
 		b[17] = 'c'
 	}
 	return string(b[:])
+}
+
+// Upgrading from one string key per charge marker (builds before
+// 2026-11-22): budget.MarkerPrefix(mp)+"since" holds when the first
+// projector that packs markers into hashes charged in marketplace mp (Unix
+// milliseconds, set once). Auctions up to LegacyMarkerGrace after it may
+// have been charged by an older build (still running during a rolling
+// upgrade), so their charges also honour a marker under the old key; later
+// auctions never had one. Such auctions leave the charge window 30 days
+// after it, so the extra read ends by itself.
+const LegacyMarkerGrace = time.Hour
+
+// legacyBefore returns, for marketplace mp, the auction time (Unix ms)
+// before which a charge checks the legacy marker key, reading (or, on the
+// first charge, setting) the marketplace's since key once per process.
+func (p *Interactions) legacyBefore(ctx context.Context, mp string) (int64, error) {
+	if v, ok := p.legacyBeforeMs.Load(mp); ok {
+		return v.(int64), nil
+	}
+	key := budget.MarkerPrefix(mp) + "since"
+	now := time.Now().UnixMilli()
+	since := now
+	prev, err := p.rdb.SetArgs(ctx, key, now, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	switch {
+	case err == nil:
+		if since, err = strconv.ParseInt(prev, 10, 64); err != nil {
+			return 0, fmt.Errorf("interactions sink: %s holds %q, not Unix milliseconds", key, prev)
+		}
+	case err != redis.Nil:
+		return 0, fmt.Errorf("interactions sink: read %s: %w", key, err)
+	}
+	v := since + LegacyMarkerGrace.Milliseconds()
+	p.legacyBeforeMs.Store(mp, v)
+	return v, nil
+}
+
+// legacyMarkerKey is the string key under which builds before 2026-11-22
+// kept the marker of charge key k (chargeKey: auction id, rank, kind) in
+// marketplace mp: ec:charged:{mp}:<auction id hex>:<rank>:<i|c>.
+func legacyMarkerKey(mp, k string) string {
+	return "ec:charged:{" + mp + "}:" + hex.EncodeToString([]byte(k[:16])) + ":" + strconv.Itoa(int(k[16])) + ":" + k[17:]
 }
 
 // interactionNamespace is the UUIDv5 namespace of interaction ids.

@@ -96,6 +96,26 @@ func TestChargeKey(t *testing.T) {
 	}
 }
 
+// TestLegacyMarkerKey: the key builds before 2026-11-22 used for a charge
+// marker, from the key that replaced it.
+func TestLegacyMarkerKey(t *testing.T) {
+	const mp = "6f1c3b5e-0000-4000-8000-000000000001"
+	c := &bidtoken.Claims{AuctionID: uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20"), Rank: 7}
+	for _, tc := range []struct {
+		rank uint8
+		kind ingest.Kind
+		want string
+	}{
+		{7, ingest.KindClick, "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:7:c"},
+		{40, ingest.KindImpression, "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:40:i"},
+	} {
+		c.Rank = tc.rank
+		if got := legacyMarkerKey(mp, chargeKey(c, tc.kind)); got != tc.want {
+			t.Errorf("%q, want %q", got, tc.want)
+		}
+	}
+}
+
 func TestInteractionID(t *testing.T) {
 	const mp = "6f1c3b5e-0000-4000-8000-000000000001"
 	a := InteractionID(mp, ingest.KindClick, "ev-1")

@@ -35,6 +35,10 @@ type Interactions struct {
 	rdb   redis.UniversalClient
 	views Views
 	log   *slog.Logger
+	// legacyBeforeMs: marketplace id → the auction time (Unix ms) before
+	// which its charges may have been made by a build that kept one string
+	// key per marker (see legacyBefore).
+	legacyBeforeMs sync.Map
 }
 
 // Views reads the entity attributes of the process's in-memory views. The
@@ -187,6 +191,13 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	charges := make([]budget.Charge, len(pending))
 	for i := range pending {
 		charges[i] = pending[i].Charge
+		before, err := p.legacyBefore(ctx, charges[i].MarketplaceID)
+		if err != nil {
+			return nil, err
+		}
+		if rows.auctionAtMs[pending[i].row] < before {
+			charges[i].LegacyMarker = legacyMarkerKey(charges[i].MarketplaceID, charges[i].Key)
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	start := time.Now()

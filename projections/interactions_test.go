@@ -434,6 +434,62 @@ func TestInteractionsLateDuplicate(t *testing.T) {
 	}
 }
 
+// TestInteractionsLegacyMarkers: a Redis upgraded from a build that kept one
+// string key per charge marker. A winner that build charged is not charged
+// again by a second event; another winner of the same auction is; a winner
+// whose auction is newer than the upgrade (plus its grace) is not looked up
+// under the old key at all.
+func TestInteractionsLegacyMarkers(t *testing.T) {
+	s := newChargeStack(t)
+	now := time.Now().UTC()
+	camp := uuid.New()
+	auction := uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20")
+	// What the old build left: rank 1's click charged by record 2:17.
+	old := "ec:charged:{" + s.mp + "}:0197afbba67b7718991a1b1c1d1e1f20:1:c"
+	if err := s.rdb.Set(s.ctx, old, "2:17", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The same for an auction after the upgrade: must be ignored (it cannot exist).
+	later := uuid.New()
+	if err := s.rdb.Set(s.ctx, "ec:charged:{"+s.mp+"}:"+strings.ReplaceAll(later.String(), "-", "")+":1:c", "2:18", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The upgrade: the first packing projector charged in this marketplace 2 hours ago.
+	since := now.Add(-2 * time.Hour)
+	if err := s.rdb.Set(s.ctx, budget.MarkerPrefix(s.mp)+"since", since.UnixMilli(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := since.Add(-time.Minute)                               // an auction before the upgrade
+	after := since.Add(projections.LegacyMarkerGrace + time.Minute) // and one after its grace
+	click := func(id string, auctionID uuid.UUID, at time.Time, rank uint8) ingest.Event {
+		return ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			OpaqueUserID: "u", ResolvedBidID: s.winner(t, auctionID, at, rank, camp, bidtoken.CPC, 40_000)}
+	}
+	s.produce(t, click("c-1", auction, before, 1), click("c-2", auction, before, 2), click("c-3", later, after, 1))
+	p := s.projector(t, s.conn, s.views(time.UTC), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 3))
+
+	rows, err := s.conn.Query(s.ctx, "SELECT event_id FROM charges WHERE marketplace_id = ? ORDER BY event_id", s.mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charged []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		charged = append(charged, id)
+	}
+	rows.Close()
+	if got, want := strings.Join(charged, ","), "c-2,c-3"; got != want {
+		t.Errorf("charged %s, want %s (c-1's winner was charged by the old build)", got, want)
+	}
+	if _, total := s.spend(t, camp.String(), budget.DayOf(now, time.UTC)); total != 80_000 {
+		t.Errorf("spend %d, want 80000", total)
+	}
+}
+
 // auctionJoinQuery is docs/charges.md's recipe for the auction dimensions
 // (and for a winner id the token carried hashed). Arguments: marketplace
 // id, then the interactions filter's (here the marketplace id again) once
