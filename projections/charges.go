@@ -143,6 +143,8 @@ func (p *Interactions) legacyBefore(ctx context.Context, mp string) (int64, erro
 	key := budget.MarkerPrefix(mp) + "since"
 	now := time.Now().UnixMilli()
 	since := now
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	prev, err := p.rdb.SetArgs(ctx, key, now, redis.SetArgs{Mode: "NX", Get: true}).Result()
 	switch {
 	case err == nil:
