@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // db opens a migrated database of its own for one test.
-func db(t *testing.T) (context.Context, clickhouse.Conn) {
+func db(t testing.TB) (context.Context, clickhouse.Conn) {
 	t.Helper()
 	env := testenv.Get(t)
 	cfg := env.Config(t, nil)
@@ -34,7 +34,7 @@ func db(t *testing.T) (context.Context, clickhouse.Conn) {
 	return ctx, conn
 }
 
-func job(t *testing.T, conn clickhouse.Conn) *rollups.Job {
+func job(t testing.TB, conn clickhouse.Conn) *rollups.Job {
 	t.Helper()
 	j, err := rollups.New(rollups.Options{ClickHouse: conn, Log: testenv.Logger(t)})
 	if err != nil {

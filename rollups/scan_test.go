@@ -24,23 +24,7 @@ func TestExportScan(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_ROWS")); err == nil && v > 0 {
 		n = v
 	}
-	// n events over 80 days (2026-08-20 .. 2026-11-07) of one marketplace: 50
-	// campaigns of 10 products each, 3 devices, 10 pages, 20 % clicks (CPC,
-	// charged), the rest CPM impressions (charged), 5 % replayed.
-	start := time.Date(2026, 8, 20, 0, 0, 0, 0, time.UTC)
-	gen := `INSERT INTO interactions_raw (marketplace_id, kind, event_id, occurred_at, occurred_at_ms, received_at,
-		day_local, currency_code, sponsored, rank, ad_format, charge_type, campaign_id, vendor_id, entity_type, entity_id,
-		device_type, page_id, charged, amount_micros, amount_sub_micros)
-	SELECT toUUID(?), if(h % 5 = 0, 'click', 'impression'), toString(number), at, toInt64(at) * 1000, at, toDate(at),
-		'EUR', 1, 1, 'listings', if(h % 5 = 0, 'CPC', 'CPM'), concat('C', toString(c)), concat('V', toString(c % 20)),
-		'product', concat('P', toString(c * 10 + intDiv(h, 7) % 10)), ['mobile', 'desktop', 'app'][intDiv(h, 70) % 3 + 1],
-		concat('page', toString(intDiv(h, 210) % 10)), 1, if(h % 5 = 0, 150000, 1), if(h % 5 = 0, 0, 200)
-	FROM (SELECT number, cityHash64(number) AS h, h % 50 AS c,
-	             toDateTime(?) + toUInt32(intDiv(number * 80 * 86400, ?)) AS at
-	      FROM system.numbers LIMIT ?)`
-	if err := conn.Exec(ctx, gen, mpA, start.Unix(), n, n); err != nil {
-		t.Fatal(err)
-	}
+	genInteractions(t, ctx, conn, n, "toString(number)")
 	replay := `INSERT INTO interactions_raw SELECT * FROM interactions_raw WHERE cityHash64(event_id) % 20 = 0`
 	if err := conn.Exec(ctx, replay); err != nil {
 		t.Fatal(err)
@@ -100,6 +84,53 @@ func TestExportScan(t *testing.T) {
 	if rollupRead == 0 || rollupRead > rollupRows || rollupRead >= rawRead {
 		t.Errorf("rollup read %d rows (table %d), raw %d", rollupRead, rollupRows, rawRead)
 	}
+}
+
+// genInteractions inserts n events over 80 days (2026-08-20 .. 2026-11-07)
+// of one marketplace: 50 campaigns of 10 products each, 3 devices, 10 pages,
+// 20 % clicks (CPC, charged), the rest CPM impressions (charged). idExpr
+// makes each event id from number (its rank in time) and h (a hash of it).
+func genInteractions(t testing.TB, ctx context.Context, conn clickhouse.Conn, n int, idExpr string) {
+	t.Helper()
+	start := time.Date(2026, 8, 20, 0, 0, 0, 0, time.UTC)
+	gen := `INSERT INTO interactions_raw (marketplace_id, kind, event_id, occurred_at, occurred_at_ms, received_at,
+		day_local, currency_code, sponsored, rank, ad_format, charge_type, campaign_id, vendor_id, entity_type, entity_id,
+		device_type, page_id, charged, amount_micros, amount_sub_micros)
+	SELECT toUUID(?), if(h % 5 = 0, 'click', 'impression'), ` + idExpr + `, at, toInt64(at) * 1000, at, toDate(at),
+		'EUR', 1, 1, 'listings', if(h % 5 = 0, 'CPC', 'CPM'), concat('C', toString(c)), concat('V', toString(c % 20)),
+		'product', concat('P', toString(c * 10 + intDiv(h, 7) % 10)), ['mobile', 'desktop', 'app'][intDiv(h, 70) % 3 + 1],
+		concat('page', toString(intDiv(h, 210) % 10)), 1, if(h % 5 = 0, 150000, 1), if(h % 5 = 0, 0, 200)
+	FROM (SELECT number, cityHash64(number) AS h, h % 50 AS c,
+	             toDateTime(?) + toUInt32(intDiv(number * 80 * 86400, ?)) AS at
+	      FROM system.numbers LIMIT ?)`
+	if err := conn.Exec(ctx, gen, mpA, start.Unix(), n, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkRecentRefresh is the rollup job's recent run: 4 local days
+// recomputed while the raw table holds 80 days (default 2,000,000 events,
+// ENDCAP_TEST_ROWS to change) with event ids in random order, as real ids
+// are, merged into one part per month. ms/refresh is the figure.
+func BenchmarkRecentRefresh(b *testing.B) {
+	ctx, conn := db(b)
+	n := 2_000_000
+	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	genInteractions(b, ctx, conn, n, "toString(h)")
+	if err := conn.Exec(ctx, "OPTIMIZE TABLE interactions_raw FINAL"); err != nil {
+		b.Fatal(err)
+	}
+	j := job(b, conn)
+	lo := time.Date(2026, 10, 22, 0, 0, 0, 0, time.UTC)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := j.Refresh(ctx, dayRangeOf(lo, lo.AddDate(0, 0, 3))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/refresh")
 }
 
 type group struct {
