@@ -68,7 +68,10 @@ var ErrStop = errors.New("stop")
 // occurred in [from, to) (UTC instants), in the order of purchased_at_ms,
 // purchase_event_id, item_index. It reads attributed_purchases_raw with
 // FINAL (the current attribution of each item) and its own filters, which
-// on 18.16 is much cheaper than filtering the view. fn must not keep r.
+// on 18.16 is much cheaper than filtering the view: the purchase's
+// marketplace and time, the same in every version of an item, in PREWHERE
+// (dropped as read, before the FINAL merge); attributed, which a later
+// version can change, in WHERE (after it). fn must not keep r.
 func Rows(ctx context.Context, conn clickhouse.Conn, marketplaceID string, from, to time.Time, fn func(r *Row) error) error {
 	if _, err := uuid.Parse(marketplaceID); err != nil {
 		return fmt.Errorf("attribution: marketplace id %q: %w", marketplaceID, err)
@@ -78,8 +81,9 @@ func Rows(ctx context.Context, conn clickhouse.Conn, marketplaceID string, from,
 	}
 	fromMs, toMs := from.UnixMilli(), to.UnixMilli()
 	return query(ctx, conn, `SELECT `+rowColumns+` FROM attributed_purchases_raw FINAL
-		WHERE marketplace_id = toUUID(?) AND purchased_at >= toDateTime(?) AND purchased_at <= toDateTime(?)
-		  AND purchased_at_ms >= ? AND purchased_at_ms < ? AND attributed = 1
+		PREWHERE marketplace_id = toUUID(?) AND purchased_at >= toDateTime(?) AND purchased_at <= toDateTime(?)
+		  AND purchased_at_ms >= ? AND purchased_at_ms < ?
+		WHERE attributed = 1
 		ORDER BY purchased_at_ms, purchase_event_id, item_index`,
 		fn, marketplaceID, floorSec(fromMs), floorSec(toMs), fromMs, toMs)
 }
@@ -95,8 +99,8 @@ func LocalDay(ctx context.Context, conn clickhouse.Conn, marketplaceID string, d
 	// those bounds prune partitions; day_local decides.
 	d := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)
 	return query(ctx, conn, `SELECT `+rowColumns+` FROM attributed_purchases_raw FINAL
-		WHERE marketplace_id = toUUID(?) AND purchased_at >= toDateTime(?) AND purchased_at < toDateTime(?)
-		  AND day_local = toDate(?) AND attributed = 1
+		PREWHERE marketplace_id = toUUID(?) AND purchased_at >= toDateTime(?) AND purchased_at < toDateTime(?)
+		WHERE day_local = toDate(?) AND attributed = 1
 		ORDER BY purchased_at_ms, purchase_event_id, item_index`,
 		fn, marketplaceID, d.Add(-15*time.Hour).Unix(), d.Add(39*time.Hour).Unix(), d.Format(time.DateOnly))
 }
