@@ -20,10 +20,7 @@ import (
 // ENDCAP_TEST_ROWS sets the number of raw rows (default 200,000).
 func TestExportScan(t *testing.T) {
 	ctx, conn := db(t)
-	n := 200_000
-	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_ROWS")); err == nil && v > 0 {
-		n = v
-	}
+	n := testRows(200_000)
 	genInteractions(t, ctx, conn, n, "toString(number)")
 	replay := `INSERT INTO interactions_raw SELECT * FROM interactions_raw WHERE cityHash64(event_id) % 20 = 0`
 	if err := conn.Exec(ctx, replay); err != nil {
@@ -86,6 +83,14 @@ func TestExportScan(t *testing.T) {
 	}
 }
 
+// testRows is ENDCAP_TEST_ROWS when it is a positive number, else def.
+func testRows(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_ROWS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
 // genInteractions inserts n events over 80 days (2026-08-20 .. 2026-11-07)
 // of one marketplace: 50 campaigns of 10 products each, 3 devices, 10 pages,
 // 20 % clicks (CPC, charged), the rest CPM impressions (charged). idExpr
@@ -114,11 +119,7 @@ func genInteractions(t testing.TB, ctx context.Context, conn clickhouse.Conn, n 
 // are, merged into one part per month. ms/refresh is the figure.
 func BenchmarkRecentRefresh(b *testing.B) {
 	ctx, conn := db(b)
-	n := 2_000_000
-	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_ROWS")); err == nil && v > 0 {
-		n = v
-	}
-	genInteractions(b, ctx, conn, n, "toString(h)")
+	genInteractions(b, ctx, conn, testRows(2_000_000), "toString(h)")
 	if err := conn.Exec(ctx, "OPTIMIZE TABLE interactions_raw FINAL"); err != nil {
 		b.Fatal(err)
 	}
