@@ -155,9 +155,8 @@ const chargeChunk = 500
 // One HSETNX per charge claims its marker in its bucket (an HGET reads the
 // owner only when it was there already). A charge with a legacy marker key
 // first reads it (GET): when it exists, its owner decides, and is copied
-// into the bucket. The bucket count of an epoch comes
-// from its meta hash, or is chosen and stored there by the first charge of
-// the epoch. Each hash the call touched gets, at the end, the latest expiry
+// into the bucket. The bucket count of an epoch comes from its meta hash,
+// or is chosen and stored there by the first charge of the epoch. Each hash the call touched gets, at the end, the latest expiry
 // of its markers (EXPIRETIME, and EXPIREAT only when that is later). The
 // amounts of the applied charges are summed per (day hash, campaign) and per
 // campaign in the script and added with one HINCRBY each at the end. Lua
@@ -260,9 +259,10 @@ return out
 // ApplyCharges applies every charge exactly once and returns one outcome per
 // charge, in order. For each charge, in one atomic Redis step: if no marker
 // exists for its Key (in its marketplace and Epoch), it sets the marker
-// (value Owner, kept at least until KeepUntil) and adds Micros to the campaign's spend of Day and of all time
-// (the same hashes as AddSpend, whose day hash expiry it renews); if the
-// marker exists it changes nothing and reports whether the same Owner set it.
+// (value Owner, kept at least until KeepUntil) and adds Micros to the
+// campaign's spend of Day and of all time (the same hashes as AddSpend,
+// whose day hash expiry it renews); if the marker exists it changes nothing
+// and reports whether the same Owner set it.
 //
 // Calling it again with the same charges (a retry after an error, a replay
 // after a crash) moves nothing twice: an error leaves every charge either
