@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -219,17 +218,10 @@ func (p *Projector) Fold(ctx context.Context, events []projections.Event) error 
 		return nil
 	}
 	start := time.Now()
-	// The copies first, both at once: the computations below read them.
+	// The copies first: the computations below read them.
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var terr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		terr = insertRows(ictx, p.conn, "attribution_touches_raw", touchColumns, len(d.touches), func(i int) []any { return d.touches[i].values() })
-	})
-	perr := insertRows(ictx, p.conn, "attribution_purchases_raw", purchaseColumns, len(d.purchases), func(i int) []any { return d.purchases[i].values() })
-	wg.Wait()
-	if err := errors.Join(terr, perr); err != nil {
+	if err := d.insertCopies(ictx, p.conn); err != nil {
 		return err
 	}
 	var out []resultRow

@@ -2,13 +2,15 @@ package attribution
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // The ClickHouse side: reading one set of users' purchases and sponsored
@@ -241,27 +243,61 @@ type resultRow struct {
 	item     Item
 }
 
-func (r *resultRow) values(now time.Time) []any {
-	t := r.res.Touch
-	if t == nil {
-		t = &Touch{}
+// resultCols returns rows as the columns of resultColumns, computed at now.
+func resultCols(rows []resultRow, now time.Time) []any {
+	n := len(rows)
+	strs := func() []string { return make([]string, n) }
+	times := func() []time.Time { return make([]time.Time, n) }
+	i64s := func() []int64 { return make([]int64, n) }
+	uuids := func() []uuid.UUID { return make([]uuid.UUID, n) }
+	var (
+		mp, interaction, auction                      = uuids(), uuids(), uuids()
+		purchase, currency, user, product, itemVendor = strs(), strs(), strs(), strs(), strs()
+		reason, kind, touchEvent, adFormat, campaign  = strs(), strs(), strs(), strs(), strs()
+		vendor, entType, entID, chargeType            = strs(), strs(), strs(), strs()
+		purchased, day, touchAt, auctionAt, computed  = times(), times(), times(), times(), times()
+		purchasedMs, receivedMs, qty, price, amount   = i64s(), i64s(), i64s(), i64s(), i64s()
+		touchMs, auctionMs                            = i64s(), i64s()
+		itemIndex                                     = make([]uint16, n)
+		attributed, rank                              = make([]uint8, n), make([]uint8, n)
+		score                                         = make([]float64, n)
+		window                                        = make([]uint32, n)
+		version                                       = make([]uint64, n)
+		none                                          Touch
+	)
+	for i := range rows {
+		r := &rows[i]
+		t := r.res.Touch
+		if t == nil {
+			t = &none
+		}
+		if r.res.Attributed() {
+			attributed[i] = 1
+		}
+		mp[i], purchase[i], itemIndex[i] = r.mp, r.p.EventID, uint16(r.res.ItemIndex)
+		purchased[i], purchasedMs[i], receivedMs[i] = time.UnixMilli(r.p.OccurredMs).UTC(), r.p.OccurredMs, r.p.ReceivedMs
+		day[i], currency[i], user[i] = r.day, r.currency, r.p.UserID
+		product[i], itemVendor[i], qty[i], price[i] = r.item.ProductID, r.item.VendorID, r.item.Quantity, r.item.UnitPriceMicros
+		amount[i] = r.item.UnitPriceMicros * r.item.Quantity
+		reason[i], score[i], window[i] = r.res.Reason, r.res.Score, uint32(r.res.Window/time.Second)
+		interaction[i], kind[i], touchEvent[i] = t.InteractionID, t.Kind, t.EventID
+		touchAt[i], touchMs[i] = time.UnixMilli(t.OccurredMs).UTC(), t.OccurredMs
+		auction[i], auctionAt[i], auctionMs[i], rank[i] = t.AuctionID, time.UnixMilli(t.AuctionMs).UTC(), t.AuctionMs, t.Rank
+		adFormat[i], campaign[i], vendor[i] = t.AdFormat, t.CampaignID, t.VendorID
+		entType[i], entID[i], chargeType[i] = t.EntityType, t.EntityID, t.ChargeType
+		version[i], computed[i] = r.res.Version, now
 	}
-	var attributed uint8
-	if r.res.Attributed() {
-		attributed = 1
-	}
-	return []any{r.mp, r.p.EventID, uint16(r.res.ItemIndex), time.UnixMilli(r.p.OccurredMs).UTC(), r.p.OccurredMs, r.p.ReceivedMs,
-		r.day, r.currency, r.p.UserID, r.item.ProductID, r.item.VendorID, r.item.Quantity, r.item.UnitPriceMicros,
-		r.item.UnitPriceMicros * r.item.Quantity,
-		attributed, r.res.Reason, r.res.Score, uint32(r.res.Window / time.Second), t.InteractionID, t.Kind, t.EventID,
-		time.UnixMilli(t.OccurredMs).UTC(), t.OccurredMs, t.AuctionID, time.UnixMilli(t.AuctionMs).UTC(), t.AuctionMs, t.Rank,
-		t.AdFormat, t.CampaignID, t.VendorID, t.EntityType, t.EntityID, t.ChargeType, r.res.Version, now}
+	return []any{mp, purchase, itemIndex, purchased, purchasedMs, receivedMs,
+		day, currency, user, product, itemVendor, qty, price, amount,
+		attributed, reason, score, window, interaction, kind, touchEvent,
+		touchAt, touchMs, auction, auctionAt, auctionMs, rank, adFormat, campaign, vendor,
+		entType, entID, chargeType, version, computed}
 }
 
-// insertResults writes result rows in one batch.
+// insertResults writes result rows in one block.
 func insertResults(ctx context.Context, conn clickhouse.Conn, rows []resultRow) error {
 	now := time.Now().UTC().Truncate(time.Second)
-	return insertRows(ctx, conn, "attributed_purchases_raw", resultColumns, len(rows), func(i int) []any { return rows[i].values(now) })
+	return insert(ctx, conn, "attributed_purchases_raw", resultColumns, len(rows), func() []any { return resultCols(rows, now) })
 }
 
 // touchColumns and purchaseColumns are the columns the projector writes to
@@ -284,14 +320,35 @@ type touchRow struct {
 	offset    int64
 }
 
-func (r *touchRow) values() []any {
-	var hashed uint8
-	if r.t.EntityHashed {
-		hashed = 1
+// touchCols returns rows as the columns of touchColumns.
+func touchCols(rows []touchRow) []any {
+	n := len(rows)
+	strs := func() []string { return make([]string, n) }
+	i64s := func() []int64 { return make([]int64, n) }
+	var (
+		mp, interaction, auction                       = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+		user, kind, event, adFormat, chargeType        = strs(), strs(), strs(), strs(), strs()
+		campaign, vendor, entType, entID, aaType, aaID = strs(), strs(), strs(), strs(), strs(), strs()
+		occurred                                       = make([]time.Time, n)
+		occurredMs, receivedMs, auctionMs, offset      = i64s(), i64s(), i64s(), i64s()
+		rank, hashed                                   = make([]uint8, n), make([]uint8, n)
+		partition                                      = make([]int32, n)
+	)
+	for i := range rows {
+		r := &rows[i]
+		t := &r.t
+		if t.EntityHashed {
+			hashed[i] = 1
+		}
+		mp[i], user[i], kind[i], event[i], interaction[i] = r.mp, r.user, t.Kind, t.EventID, t.InteractionID
+		occurred[i], occurredMs[i], receivedMs[i] = time.UnixMilli(t.OccurredMs).UTC(), t.OccurredMs, t.ReceivedMs
+		auction[i], auctionMs[i], rank[i], adFormat[i], chargeType[i] = t.AuctionID, t.AuctionMs, t.Rank, t.AdFormat, t.ChargeType
+		campaign[i], vendor[i], entType[i], entID[i] = t.CampaignID, t.VendorID, t.EntityType, t.EntityID
+		aaType[i], aaID[i], partition[i], offset[i] = t.AAType, t.AAID, r.partition, r.offset
 	}
-	return []any{r.mp, r.user, r.t.Kind, r.t.EventID, r.t.InteractionID, time.UnixMilli(r.t.OccurredMs).UTC(), r.t.OccurredMs,
-		r.t.ReceivedMs, r.t.AuctionID, r.t.AuctionMs, r.t.Rank, r.t.AdFormat, r.t.ChargeType, r.t.CampaignID, r.t.VendorID,
-		r.t.EntityType, r.t.EntityID, hashed, r.t.AAType, r.t.AAID, r.partition, r.offset}
+	return []any{mp, user, kind, event, interaction, occurred, occurredMs, receivedMs,
+		auction, auctionMs, rank, adFormat, chargeType, campaign, vendor, entType, entID, hashed,
+		aaType, aaID, partition, offset}
 }
 
 // purchaseRow is one row of attribution_purchases_raw.
@@ -304,46 +361,59 @@ type purchaseRow struct {
 	offset    int64
 }
 
-func (r *purchaseRow) values() []any {
-	n := len(r.p.Items)
-	products, vendors := make([]string, n), make([]string, n)
-	prices, quantities := make([]int64, n), make([]int64, n)
-	for i, it := range r.p.Items {
-		products[i], vendors[i], prices[i], quantities[i] = it.ProductID, it.VendorID, it.UnitPriceMicros, it.Quantity
+// purchaseCols returns rows as the columns of purchaseColumns.
+func purchaseCols(rows []purchaseRow) []any {
+	n := len(rows)
+	var (
+		mp                          = make([]uuid.UUID, n)
+		user, event                 = make([]string, n), make([]string, n)
+		occurred                    = make([]time.Time, n)
+		occurredMs, receivedMs, off = make([]int64, n), make([]int64, n), make([]int64, n)
+		countable                   = make([]uint8, n)
+		products, vendors           = make([][]string, n), make([][]string, n)
+		prices, quantities          = make([][]int64, n), make([][]int64, n)
+		partition                   = make([]int32, n)
+	)
+	for i := range rows {
+		r := &rows[i]
+		k := len(r.p.Items)
+		products[i], vendors[i] = make([]string, k), make([]string, k)
+		prices[i], quantities[i] = make([]int64, k), make([]int64, k)
+		for j, it := range r.p.Items {
+			products[i][j], vendors[i][j], prices[i][j], quantities[i][j] = it.ProductID, it.VendorID, it.UnitPriceMicros, it.Quantity
+		}
+		if r.countable {
+			countable[i] = 1
+		}
+		mp[i], user[i], event[i] = r.mp, r.p.UserID, r.p.EventID
+		occurred[i], occurredMs[i], receivedMs[i] = time.UnixMilli(r.p.OccurredMs).UTC(), r.p.OccurredMs, r.p.ReceivedMs
+		partition[i], off[i] = r.partition, r.offset
 	}
-	var countable uint8
-	if r.countable {
-		countable = 1
-	}
-	return []any{r.mp, r.p.UserID, r.p.EventID, time.UnixMilli(r.p.OccurredMs).UTC(), r.p.OccurredMs, r.p.ReceivedMs, countable,
-		products, prices, quantities, vendors, r.partition, r.offset}
+	return []any{mp, user, event, occurred, occurredMs, receivedMs, countable,
+		products, prices, quantities, vendors, partition, off}
 }
 
-// insertRows writes rows (each given as its values) into table in one batch.
-func insertRows(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, values func(i int) []any) error {
+// insertCopies writes the batch's copies, both at once: the recomputations
+// read them.
+func (d *decoded) insertCopies(ctx context.Context, conn clickhouse.Conn) error {
+	var terr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		terr = insert(ctx, conn, "attribution_touches_raw", touchColumns, len(d.touches), func() []any { return touchCols(d.touches) })
+	})
+	perr := insert(ctx, conn, "attribution_purchases_raw", purchaseColumns, len(d.purchases), func() []any { return purchaseCols(d.purchases) })
+	wg.Wait()
+	return errors.Join(terr, perr)
+}
+
+// insert writes n rows into table in one block, the columns built only
+// when there are rows.
+func insert(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols func() []any) error {
 	if n == 0 {
 		return nil
 	}
-	start := time.Now()
-	fail := func(err error) error {
-		telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
-		return fmt.Errorf("attribution: insert into %s: %w", table, err)
+	if err := projections.InsertColumns(ctx, conn, table, columns, n, cols()); err != nil {
+		return fmt.Errorf("attribution: %w", err)
 	}
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
-	if err != nil {
-		return fail(err)
-	}
-	for i := range n {
-		if err := b.Append(values(i)...); err != nil {
-			_ = b.Abort()
-			return fail(err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		return fail(err)
-	}
-	telemetry.InsertBatches.WithLabelValues(table, "ok").Inc()
-	telemetry.InsertRows.WithLabelValues(table).Add(float64(n))
-	telemetry.InsertDuration.WithLabelValues(table).Observe(time.Since(start).Seconds())
 	return nil
 }

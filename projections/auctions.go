@@ -99,10 +99,10 @@ func (p *AuctionsProjector) flush(ctx context.Context, batch []*kgo.Record) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := insertAuctionColumns(ctx, p.ch, "auctions_raw", auctionColumns, a.n, a.columns()); err != nil {
+	if err := InsertColumns(ctx, p.ch, "auctions_raw", auctionColumns, a.n, a.columns()); err != nil {
 		return err
 	}
-	return insertAuctionColumns(ctx, p.ch, "auction_winners_raw", winnerColumns, w.n, w.columns())
+	return InsertColumns(ctx, p.ch, "auction_winners_raw", winnerColumns, w.n, w.columns())
 }
 
 // auctionColumns is the column list of auctions_raw, in the order of
@@ -266,8 +266,11 @@ func (a *auctionRows) add(r *auction.Record, w *winnerRows) error {
 	return nil
 }
 
-// insertAuctionColumns inserts n rows given as whole columns into table.
-func insertAuctionColumns(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {
+// InsertColumns inserts n rows, given as whole columns (one typed slice per
+// name of columns, in its order), into table in one block, and counts the
+// batch in the insert metrics. Appending whole slices spares the boxing of
+// every value that a row-by-row Append costs.
+func InsertColumns(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {
 	if n == 0 {
 		return nil
 	}

@@ -243,5 +243,5 @@ func (c *chargeRows) columns() []any {
 }
 
 func (c *chargeRows) insert(ctx context.Context, conn clickhouse.Conn) error {
-	return insertAuctionColumns(ctx, conn, "charges_raw", chargeColumns, c.n, c.columns())
+	return InsertColumns(ctx, conn, "charges_raw", chargeColumns, c.n, c.columns())
 }

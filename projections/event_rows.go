@@ -2,12 +2,10 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // eventColumns is the column list of events_raw, in the order of eventRows.
@@ -131,13 +129,7 @@ func (r *eventRows) add(e *ingest.Event, partition int32, offset int64) {
 }
 
 func (r *eventRows) insert(ctx context.Context, conn clickhouse.Conn) error {
-	start := time.Now()
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO events_raw ("+eventColumns+")")
-	if err != nil {
-		telemetry.InsertBatches.WithLabelValues("events_raw", "error").Inc()
-		return fmt.Errorf("prepare events insert: %w", err)
-	}
-	cols := []any{
+	return InsertColumns(ctx, conn, "events_raw", eventColumns, r.n, []any{
 		r.marketplace, r.kind, r.id, r.occurred, r.occurredMs, r.received, r.receivedMs, r.countable,
 		r.user, r.rbid, r.entType, r.entID, r.aaType, r.aaID,
 		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
@@ -146,20 +138,5 @@ func (r *eventRows) insert(ctx context.Context, conn clickhouse.Conn) error {
 		r.device, r.channel, r.clickType,
 		r.itProduct, r.itPrice, r.itQty, r.itVendor,
 		r.partition, r.offset,
-	}
-	for i, c := range cols {
-		if err := b.Column(i).Append(c); err != nil {
-			_ = b.Abort()
-			telemetry.InsertBatches.WithLabelValues("events_raw", "error").Inc()
-			return fmt.Errorf("events insert column %d: %w", i, err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		telemetry.InsertBatches.WithLabelValues("events_raw", "error").Inc()
-		return fmt.Errorf("send events insert: %w", err)
-	}
-	telemetry.InsertBatches.WithLabelValues("events_raw", "ok").Inc()
-	telemetry.InsertRows.WithLabelValues("events_raw").Add(float64(r.n))
-	telemetry.InsertDuration.WithLabelValues("events_raw").Observe(time.Since(start).Seconds())
-	return nil
+	})
 }

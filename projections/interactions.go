@@ -297,7 +297,7 @@ func (r *interactionRows) columns() []any {
 }
 
 func (r *interactionRows) insert(ctx context.Context, conn clickhouse.Conn) error {
-	return insertAuctionColumns(ctx, conn, "interactions_raw", interactionColumns, r.n, r.columns())
+	return InsertColumns(ctx, conn, "interactions_raw", interactionColumns, r.n, r.columns())
 }
 
 // count adds the inserted rows to the interactions counter.
