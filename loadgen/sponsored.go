@@ -3,13 +3,17 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/endcap/endcap/auction/bidtoken"
 )
 
 // SponsoredBid is one auction winner: the product it won with and the resolvedBidId that charges it.
@@ -28,6 +32,12 @@ type SponsoredConfig struct {
 	// seconds). Default 1s, negative = never; RefreshAuctions default 20.
 	Refresh         time.Duration
 	RefreshAuctions int
+	// Mint, when set, gives every sponsored impression a winner of its own: the claims of a pool winner's
+	// token with a fresh auction id and time (just before the event), signed with Mint, which must hold the
+	// API's signing key (ENDCAP_BID_SIGNING_KEYS). Each sponsored impression and its click is then charged
+	// on its own, as in production, where a winner is shown once. Without it the events reuse the pool's
+	// winners, and nearly all of their charges are duplicates that the charge step only has to find.
+	Mint *bidtoken.Keyring
 }
 
 // SponsoredReport is the events Report plus what the auctions gave.
@@ -99,7 +109,7 @@ func RunSponsoredEvents(ctx context.Context, cfg EventsConfig, sp SponsoredConfi
 		newBody: func(worker int, runID [8]byte) requestBody {
 			return &sponsoredBody{
 				bodyBuilder: newBodyBuilder(runID, worker, cfg.Seed, cfg.BatchSize, cfg.Users, cfg.Products),
-				share:       sp.Share, pool: &pool,
+				share:       sp.Share, pool: &pool, mint: sp.Mint,
 			}
 		},
 	})
@@ -191,6 +201,43 @@ type sponsoredBody struct {
 	pool  *atomic.Pointer[[]SponsoredBid]
 	impSp []*SponsoredBid // per impression of the body: its winner, nil when organic
 	clkSp []*SponsoredBid
+	mint  *bidtoken.Keyring
+	// minted holds the body's minted winners (impressions first, then clicks without impressions); sized
+	// before they are taken, so that impSp and clkSp can point into it.
+	minted []SponsoredBid
+}
+
+// winner picks a pool winner for a sponsored event at now: with mint, a fresh one of its own in s.minted[i].
+func (s *sponsoredBody) winner(bids []SponsoredBid, i int, now time.Time) *SponsoredBid {
+	w := &bids[s.rng.IntN(len(bids))]
+	if s.mint == nil {
+		return w
+	}
+	c, err := bidtoken.DecodeUnverified(w.Token)
+	if err != nil {
+		return w // not a token of this API's: sent as it is (and rejected there)
+	}
+	at := now.Add(-100 * time.Millisecond).UnixMilli()
+	c.AuctionID, c.AuctionTimeMs = auctionID(s.rng, at), at
+	tok, err := s.mint.Encode(c)
+	if err != nil {
+		return w
+	}
+	s.minted[i] = SponsoredBid{Product: w.Product, Token: tok}
+	return &s.minted[i]
+}
+
+// auctionID is a UUIDv7 of Unix millisecond ms with random bits from rng.
+func auctionID(rng *rand.Rand, ms int64) [16]byte {
+	var id [16]byte
+	binary.BigEndian.PutUint64(id[0:8], rng.Uint64())
+	binary.BigEndian.PutUint64(id[8:16], rng.Uint64())
+	for k := range 6 {
+		id[k] = byte(ms >> (40 - 8*k))
+	}
+	id[6] = 0x70 | id[6]&0x0f
+	id[8] = 0x80 | id[8]&0x3f
+	return id
 }
 
 func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
@@ -202,6 +249,10 @@ func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
 	}
 	s.impSp = s.impSp[:0]
 	s.clkSp = s.clkSp[:0]
+	if n := b.counts[0] + b.counts[1]; cap(s.minted) < n {
+		s.minted = make([]SponsoredBid, n)
+	}
+	s.minted = s.minted[:cap(s.minted)]
 	dst = append(dst[:0], '{')
 	if n := b.counts[0]; n > 0 {
 		dst = openArray(dst, `"impressions":[`)
@@ -209,7 +260,7 @@ func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
 			b.imps[i] = b.randInteraction()
 			var w *SponsoredBid
 			if len(bids) > 0 && b.rng.Float64() < s.share {
-				w = &bids[b.rng.IntN(len(bids))]
+				w = s.winner(bids, i, now)
 			}
 			s.impSp = append(s.impSp, w)
 			if i > 0 {
@@ -229,7 +280,7 @@ func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
 			} else {
 				b.clks[i] = b.randInteraction()
 				if len(bids) > 0 && b.rng.Float64() < s.share {
-					w = &bids[b.rng.IntN(len(bids))]
+					w = s.winner(bids, b.counts[0]+i, now)
 				}
 			}
 			s.clkSp = append(s.clkSp, w)

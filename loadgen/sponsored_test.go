@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/auction/bidtoken"
 )
 
 func TestCollectWinners(t *testing.T) {
@@ -71,6 +75,7 @@ type wireEvent struct {
 	ID            string           `json:"id"`
 	OpaqueUserID  string           `json:"opaqueUserId"`
 	ResolvedBidID string           `json:"resolvedBidId"`
+	OccurredAt    time.Time        `json:"occurredAt"`
 	Entity        *json.RawMessage `json:"entity"`
 	Items         []struct {
 		ProductID string `json:"productId"`
@@ -138,5 +143,73 @@ func TestSponsoredBody(t *testing.T) {
 				t.Fatalf("%d sponsored impressions of %d", nSp, 100*30)
 			}
 		})
+	}
+}
+
+// TestSponsoredBodyMint: with Mint, every sponsored impression carries a token of its own that the API's
+// keyring verifies, with the pool winner's claims but a fresh auction (a UUIDv7 of its time, before the
+// event); its click carries the same token, and a purchase after it buys the winner's product.
+func TestSponsoredBodyMint(t *testing.T) {
+	kr, err := bidtoken.NewKeyring(map[uint8][]byte{3: []byte("loadgen-test-key-0123456789abcdef")}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := uuid.New()
+	base := bidtoken.Claims{MarketplaceID: mp, AuctionID: uuid.Must(uuid.NewV7()), CampaignID: uuid.New(),
+		AuctionTimeMs: time.Now().Add(-time.Hour).UnixMilli(), ChargeType: bidtoken.CPM, AdFormat: bidtoken.Listings, Rank: 2,
+		PriceMicros: 1_250_000, WinnerType: bidtoken.WinnerProduct, WinnerID: "sp-7", VendorID: "v-1"}
+	tok, err := kr.Encode(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bids := []SponsoredBid{{"sp-7", tok}}
+	var pool atomic.Pointer[[]SponsoredBid]
+	pool.Store(&bids)
+	s := &sponsoredBody{bodyBuilder: newBodyBuilder([8]byte{1}, 3, 1, 50, 1000, 100), share: 1, pool: &pool, mint: kr}
+	seen := map[string]bool{}
+	var buf []byte
+	for range 20 {
+		now := time.Now()
+		buf = s.build(buf, now)
+		var body struct{ Impressions, Clicks, Purchases []wireEvent }
+		if err := json.Unmarshal(buf, &body); err != nil {
+			t.Fatalf("body is not JSON: %v\n%s", err, buf)
+		}
+		byUser := map[string]bool{}
+		for _, e := range body.Impressions {
+			if seen[e.ResolvedBidID] {
+				t.Fatalf("impression %s reuses a token", e.ID)
+			}
+			seen[e.ResolvedBidID] = true
+			c, err := kr.Decode(e.ResolvedBidID, mp)
+			if err != nil {
+				t.Fatalf("impression %s: %v", e.ID, err)
+			}
+			id := uuid.UUID(c.AuctionID)
+			sec, nsec := id.Time().UnixTime()
+			if id.Version() != 7 || time.Unix(sec, nsec).UnixMilli() != c.AuctionTimeMs || c.AuctionTimeMs >= e.OccurredAt.UnixMilli() ||
+				c.AuctionTimeMs < now.Add(-time.Second).UnixMilli() {
+				t.Fatalf("impression %s at %v: auction %s at %d", e.ID, e.OccurredAt, id, c.AuctionTimeMs)
+			}
+			want := base
+			want.AuctionID, want.AuctionTimeMs, want.KeyID = c.AuctionID, c.AuctionTimeMs, 3
+			if c != want {
+				t.Fatalf("impression %s: claims %+v, want the pool winner's %+v", e.ID, c, want)
+			}
+			byUser[e.OpaqueUserID] = true
+		}
+		for _, e := range body.Clicks {
+			if !seen[e.ResolvedBidID] {
+				t.Fatalf("click %s carries a token no impression of the body had", e.ID)
+			}
+		}
+		for _, p := range body.Purchases { // all sponsored: each follows a (sponsored) click, when there are clicks
+			if len(body.Clicks) > 0 && (!byUser[p.OpaqueUserID] || p.Items[0].ProductID != "sp-7") {
+				t.Fatalf("purchase %s after a sponsored click buys %s", p.ID, p.Items[0].ProductID)
+			}
+		}
+	}
+	if len(seen) != 20*30 {
+		t.Fatalf("%d distinct tokens, want one per impression (%d)", len(seen), 20*30)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/loadgen"
 )
 
@@ -43,6 +44,7 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		fs.Float64Var(&sp.Share, "sponsored-share", 0, "share of impressions and clicks carrying a real auction winner's resolvedBidId (0-1; >0 runs listings auctions first)")
 		fs.IntVar(&sp.Auctions, "sponsored-auctions", 300, "auctions run before the load to collect winners (with --sponsored-share)")
 		fs.DurationVar(&sp.Refresh, "sponsored-refresh", time.Second, "interval of fresh auctions during the run (negative = never)")
+		mintKeys := fs.String("bid-signing-keys", os.Getenv("ENDCAP_BID_SIGNING_KEYS"), "the API's resolvedBidId keys (as ENDCAP_BID_SIGNING_KEYS, its default): each sponsored impression then gets a winner of its own, a pool winner re-signed with a fresh auction id, so that every one is charged as in production (empty: the pool's winners are reused, and most of their charges are duplicates)")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
@@ -52,12 +54,19 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 				cfg.APIKey = c.MarketplaceKey
 			}
 		}
+		if *mintKeys != "" {
+			kr, err := bidtoken.ParseKeyring(*mintKeys)
+			if err != nil {
+				return fmt.Errorf("--bid-signing-keys: %w", err)
+			}
+			sp.Mint = kr
+		}
 		if sp.Share > 0 {
 			srep, err := loadgen.RunSponsoredEvents(ctx, cfg, sp)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "loadgen events: sponsored share %.2f, %d winners before the load, %d from refreshes\n", sp.Share, srep.PoolWinners, srep.RefreshWinners)
+			fmt.Fprintf(os.Stderr, "loadgen events: sponsored share %.2f, %d winners before the load, %d from refreshes, a fresh auction per sponsored impression: %v\n", sp.Share, srep.PoolWinners, srep.RefreshWinners, sp.Mint != nil)
 			if *asJSON {
 				return json.NewEncoder(os.Stdout).Encode(srep.Report)
 			}

@@ -24,9 +24,18 @@
 # best 10 s, each sink's mean batch time, each insert's and the charges' mean
 # time, and the machine's CPU by state (user, system, idle, steal...). It needs START=1 and nothing
 # answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
+#
+# MINT=1 (the default) gives each sponsored impression an auction of its own,
+# as in production, so that every sponsored impression and click is charged:
+# the generator re-signs a pool winner with a fresh auction id
+# (`loadgen events --bid-signing-keys`). That needs the API's signing key:
+# when this script starts the stack it signs with a random key of the run's
+# (ENDCAP_BID_SIGNING_KEYS); against a running stack, export the stack's
+# ENDCAP_BID_SIGNING_KEYS, or the pool's winners are reused and nearly all of
+# their charges are duplicates. MINT=0 reuses them on purpose.
 # Settings via environment:
 #   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)
-#   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s) CATCHUP (0)
+#   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s) CATCHUP (0) MINT (1)
 #   URL (http://127.0.0.1:8080) START (1) BIN (./bin/endcap, rebuilt)
 #   ENDCAP_DEV_DIR (.endcap) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 set -euo pipefail
@@ -34,8 +43,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY="${CONCURRENCY:-256}"
 SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
 DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
-URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}"
+URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}" MINT="${MINT:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
+mint_keys=""
+if [ "$MINT" = 1 ]; then
+	if [ -z "${ENDCAP_BID_SIGNING_KEYS:-}" ] && [ "$START" = 1 ] && ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
+		export ENDCAP_BID_SIGNING_KEYS="1:$(head -c 32 /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '=')"
+	fi
+	mint_keys="${ENDCAP_BID_SIGNING_KEYS:-}"
+	[ -n "$mint_keys" ] || echo "MINT=1 without the running stack's ENDCAP_BID_SIGNING_KEYS: the pool's winners are reused" >&2
+fi
 CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 bin="${BIN:-./bin/endcap}"
 # Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
@@ -64,7 +81,7 @@ start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is r
 run_load() { # the load generator, then its summary
 	"$bin" loadgen events --url "$URL" --credentials "$CREDENTIALS" --duration "$DURATION" --rate "$RATE" \
 		--batch "$BATCH" --concurrency "$CONCURRENCY" --users "$USERS" --sponsored-share "$SPONSORED_SHARE" \
-		--json > "$1/loadgen.json" || echo "loadgen failed" >&2
+		--bid-signing-keys "$mint_keys" --json > "$1/loadgen.json" || echo "loadgen failed" >&2
 	python3 - "$1/loadgen.json" "$RATE" "$BATCH" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); rate, batch = float(sys.argv[2]), int(sys.argv[3])
