@@ -280,6 +280,7 @@ func InsertColumns(ctx context.Context, conn clickhouse.Conn, table, columns str
 		telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
 		return fmt.Errorf("prepare %s insert: %w", table, err)
 	}
+	clickhouse.ReserveStrings(b, cols)
 	for i, c := range cols {
 		if err := b.Column(i).Append(c); err != nil {
 			_ = b.Abort()
