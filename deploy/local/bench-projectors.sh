@@ -24,6 +24,11 @@
 # best 10 s, each sink's mean batch time, each insert's and the charges' mean
 # time, and the machine's CPU by state (user, system, idle, steal...). It needs START=1 and nothing
 # answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
+# With SPLIT=1 the broker runs in a process of its own (`endcap kafka`) from the
+# start, as in production, and the catch-up's fold is `endcap serve --target
+# projector` on PROJECTOR_ADDR (127.0.0.1:8082) beside an idle `endcap dev
+# --target api --kfake=false` (the local stack): without SPLIT the broker's
+# whole log is in the fold's heap, which its collector then marks.
 #
 # MINT=1 (the default) gives each sponsored impression an auction of its own,
 # as in production, so that every sponsored impression and click is charged:
@@ -36,7 +41,8 @@
 # Settings via environment:
 #   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)
 #   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s) CATCHUP (0) MINT (1)
-#   URL (http://127.0.0.1:8080) START (1) BIN (./bin/endcap, rebuilt)
+#   URL (http://127.0.0.1:8080) START (1) BIN (./bin/endcap, rebuilt) SPLIT (0, with CATCHUP=1)
+#   PROJECTOR_ADDR (127.0.0.1:8082)
 #   ENDCAP_DEV_DIR (.endcap) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -44,6 +50,7 @@ DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY
 SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
 DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
 URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}" MINT="${MINT:-1}"
+SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 mint_keys=""
 if [ "$MINT" = 1 ]; then
@@ -99,12 +106,32 @@ if [ "$CATCHUP" = 1 ]; then
 	fi
 	out=$(mktemp -d)
 	echo "results in $out"
-	start_dev api --target api
+	fold_url="$URL"
+	if [ "$SPLIT" = 1 ]; then
+		klog="$ENDCAP_DEV_DIR/logs/bench-projectors-kafka.log"
+		mkdir -p "$ENDCAP_DEV_DIR/logs"
+		echo "starting endcap kafka (log: $klog)"
+		"$bin" kafka --dir "$ENDCAP_DEV_DIR" > "$klog" 2>&1 &
+		pids+=($!)
+		start_dev api --target api --kfake=false
+	else
+		start_dev api --target api
+	fi
 	run_load "$out"
 	kill "$dev_pid"
 	wait "$dev_pid" || true
-	start_dev all
-	python3 - "$URL" "$DRAIN_TIMEOUT" <<'PY'
+	if [ "$SPLIT" = 1 ]; then
+		start_dev stack --target api --kfake=false
+		plog="$ENDCAP_DEV_DIR/logs/bench-projectors-projector.log"
+		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
+		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
+		pids+=($!)
+		fold_url="http://$PROJECTOR_ADDR"
+		for _ in $(seq 1 600); do curl -fsS "$fold_url/readyz" >/dev/null 2>&1 && break; sleep 1; done
+	else
+		start_dev all
+	fi
+	python3 - "$fold_url" "$DRAIN_TIMEOUT" <<'PY'
 import sys, time
 sys.path.insert(0, "deploy/local")
 from metrics import samples
