@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -177,16 +176,29 @@ func (f *EventFold) dedupe(ctx context.Context, events []Event) ([]Event, error)
 	if err != nil {
 		return nil, err
 	}
-	kept := events[:0]
-	for i := range events {
-		if claims[i] != ClaimDuplicate {
-			kept = append(kept, events[i])
-		}
-	}
+	kept := keepOwners(events, claims)
 	if dups := len(events) - len(kept); dups > 0 {
 		telemetry.Duplicates.WithLabelValues("events").Add(float64(dups))
 	}
 	return kept, nil
+}
+
+// keepOwners compacts events in place to those whose claim is not a
+// duplicate, in order, and clears the places left behind. An event moves
+// only after a duplicate: in a batch without one nothing is copied.
+func keepOwners(events []Event, claims []Claim) []Event {
+	kept := events[:0]
+	for i := range events {
+		if claims[i] == ClaimDuplicate {
+			continue
+		}
+		if len(kept) != i {
+			events[len(kept)] = events[i]
+		}
+		kept = kept[:len(kept)+1]
+	}
+	clear(events[len(kept):])
+	return kept
 }
 
 // eventClaimKey is the idempotency key of an event id (an id is unique per
@@ -236,25 +248,39 @@ func (f *EventFold) claim(ctx context.Context, keys []ClaimKey) ([]Claim, error)
 	return out, nil
 }
 
-// decode decodes the batch, in batch order, chunks of it in parallel.
+// decode decodes the batch, in batch order, chunks of it in parallel. Each
+// record is decoded in its place in one slice (an Event is a few hundred
+// bytes: a copy of the batch's would cost more than its decoding's
+// allocations); only the chunks after one that skipped a record move.
 func (f *EventFold) decode(batch []*kgo.Record) []Event {
+	out := make([]Event, len(batch))
 	parts := chunks(len(batch))
 	if len(parts) == 1 {
-		return f.decodeRange(batch)
+		return out[:f.decodeRange(batch, out)]
 	}
-	res := make([][]Event, len(parts))
+	n := make([]int, len(parts))
 	var wg sync.WaitGroup
 	for i, c := range parts {
-		wg.Go(func() { res[i] = f.decodeRange(batch[c[0]:c[1]]) })
+		wg.Go(func() { n[i] = f.decodeRange(batch[c[0]:c[1]], out[c[0]:c[1]]) })
 	}
 	wg.Wait()
-	return slices.Concat(res...)
+	w := 0
+	for i, c := range parts {
+		if w != c[0] {
+			copy(out[w:], out[c[0]:c[0]+n[i]])
+		}
+		w += n[i]
+	}
+	clear(out[w:]) // no strings kept alive by the moved chunks' old places
+	return out[:w]
 }
 
-func (f *EventFold) decodeRange(batch []*kgo.Record) []Event {
-	out := make([]Event, 0, len(batch))
+// decodeRange decodes batch into out (as long as batch), the events it can
+// read first and in order, and returns how many it could.
+func (f *EventFold) decodeRange(batch []*kgo.Record, out []Event) int {
+	n := 0
 	for _, r := range batch {
-		var d Event
+		d := &out[n]
 		err := ingest.DecodeRecord(r.Value, &d.E)
 		if err == nil && (d.E.ID == "" || d.E.MarketplaceID == "") {
 			err = errors.New("no event id or marketplace id")
@@ -262,6 +288,7 @@ func (f *EventFold) decodeRange(batch []*kgo.Record) []Event {
 		if err != nil {
 			// A record this version cannot read is logged and skipped: it
 			// can never become readable by retrying.
+			*d = Event{}
 			telemetry.UndecodableRecords.WithLabelValues(EventsGroup).Inc()
 			f.log.Error("event fold: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 			continue
@@ -271,7 +298,7 @@ func (f *EventFold) decodeRange(batch []*kgo.Record) []Event {
 		}
 		d.Partition, d.Offset = r.Partition, r.Offset
 		d.derive()
-		out = append(out, d)
+		n++
 	}
-	return out
+	return n
 }
