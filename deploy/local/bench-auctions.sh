@@ -26,6 +26,12 @@
 #   SNAPSHOT (empty; a copy of a stopped, seeded ENDCAP_DEV_DIR: when this script starts Endcap it first
 #     replaces ENDCAP_DEV_DIR with a fresh copy of it, so that every run starts from the same stack. Make one
 #     after a first run has seeded: `cp -a "$ENDCAP_DEV_DIR" /somewhere/auction-stack`)
+#   PAUSE_PROJECTOR (0; 1 with SPLIT=1 = the projector process is stopped (SIGSTOP) during each measured Endcap
+#     round and resumed (SIGCONT) after it, to measure the API as in production, where the projectors run on
+#     other hosts; it folds the round's auctions afterwards, during the bare round)
+#   API_ENV (empty; environment of the API process only when this script starts Endcap, e.g.
+#     "GOGC=off GOMEMLIMIT=6GiB": collections only near the limit, see docs/operations.md, Memory)
+#   MODES ("open closed"; the loop modes to run, in order) BARE (1; 0 = no bare-handler rounds)
 #   LOADGEN_PREFIX (empty; a command put before the measuring `endcap loadgen auctions`, e.g. "nice -n -10" so
 #     that the generator, on the same cores as the server, is not the one kept waiting: see docs/performance.md)
 #   After each Endcap round it prints the same round as the server timed it (deploy/local/server-latency.py:
@@ -42,7 +48,7 @@ WARMUP="${WARMUP:-0}" ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRE
 IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
-SNAPSHOT="${SNAPSHOT:-}" LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
+SNAPSHOT="${SNAPSHOT:-}" LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" API_ENV="${API_ENV:-}" MODES="${MODES:-open closed}" BARE="${BARE:-1}" PAUSE_PROJECTOR="${PAUSE_PROJECTOR:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
 MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
@@ -52,9 +58,11 @@ bin="${BIN:-./bin/endcap}"
 env -u GODEBUG go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
 
 pids=()
+projector_pid=
 sampled=() # label=pid of the processes this script started, for the timeline
 logs=()    # label=log of the same
 cleanup() { # the last started first: the projector before the stack it uses
+	[ -n "$projector_pid" ] && kill -CONT "$projector_pid" 2>/dev/null # a stopped process would not see the TERM
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		kill "${pids[i]}" 2>/dev/null || true
 		wait "${pids[i]}" 2>/dev/null || true
@@ -103,7 +111,8 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 		target=api kfake=false
 	fi
 	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
-	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
+	# shellcheck disable=SC2086 # API_ENV is a list of NAME=value words
+	env $API_ENV ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
 		"$bin" dev --target "$target" --kfake="$kfake" $DEV_FLAGS > "$log" 2>&1 &
 	pids+=($!)
 	sampled+=("endcap=$!")
@@ -117,6 +126,7 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 		# resolvedBidId keys are shared through its Redis.
 		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
+		projector_pid=$!
 		sampled+=("projector=$!")
 		logs+=("projector=$plog")
 		wait_ready "http://$PROJECTOR_ADDR" 600 || { echo "the projector did not become ready; see $plog" >&2; exit 1; }
@@ -186,15 +196,20 @@ print(f"warm-up ({sys.argv[2]}, not counted) endcap auctions/s {d['auctions_per_
       f"  p99 {d['p99_ms']:.2f}  max {d['max_ms']:.2f} ms")
 PY
 fi
-for mode in open closed; do
+targets=(endcap)
+[ "$BARE" = 1 ] && targets+=(bare)
+for mode in $MODES; do
 	rate="$RATE"; [ "$mode" = closed ] && rate=0
 	for r in $(seq 1 "$ROUNDS"); do
-		for target in endcap bare; do
+		for target in "${targets[@]}"; do
 			u="$URL"; [ "$target" = bare ] && u="http://$BARE_ADDR"
 			if [ "$target" = endcap ]; then python3 deploy/local/server-latency.py snapshot "$URL" /v2/auctions "$out/$mode-server-$r.json"; fi
+			pause=0
+			if [ "$target" = endcap ] && [ "$PAUSE_PROJECTOR" = 1 ] && [ -n "$projector_pid" ]; then pause=1; kill -STOP "$projector_pid"; fi
 			$LOADGEN_PREFIX "$bin" loadgen auctions --url "$u" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 				--duration "$DURATION" --concurrency "$CONCURRENCY" --rate "$rate" --ids "$IDS" \
 				--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" "${check[@]}" --json > "$out/$mode-$target-$r.json"
+			if [ "$pause" = 1 ]; then kill -CONT "$projector_pid"; fi
 			python3 - "$mode" "$target" "$r" "$out/$mode-$target-$r.json" <<'PY'
 import json, sys
 mode, t, r, p = sys.argv[1:5]
@@ -213,19 +228,22 @@ PY
 	done
 done
 python3 - "$out" "$ROUNDS" "$RATE" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 out, rounds, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 keys = ("auctions_per_sec", "p50_ms", "p90_ms", "p99_ms", "winners_per_auction")
 for mode, label in (("open", f"open loop at {rate}/s"), ("closed", "closed loop")):
     med = {}
     for t in ("endcap", "bare"):
-        runs = [json.load(open(f"{out}/{mode}-{t}-{r}.json")) for r in range(1, rounds + 1)]
+        paths = [f"{out}/{mode}-{t}-{r}.json" for r in range(1, rounds + 1)]
+        if not all(os.path.exists(p) for p in paths):
+            continue  # a mode or target not run (MODES, BARE)
+        runs = [json.load(open(p)) for p in paths]
         med[t] = {k: statistics.median(x[k] for x in runs) for k in keys}
         m = med[t]
         print(f"median {label:22s} {t:7s} auctions/s {m['auctions_per_sec']:>8.0f}  p50 {m['p50_ms']:7.2f}"
               f"  p90 {m['p90_ms']:7.2f}  p99 {m['p99_ms']:7.2f} ms  winners/auction {m['winners_per_auction']:5.2f}")
-    e, b = med["endcap"], med["bare"]
-    if b["auctions_per_sec"] > 0 and b["p99_ms"] > 0:
+    e, b = med.get("endcap"), med.get("bare")
+    if e and b and b["auctions_per_sec"] > 0 and b["p99_ms"] > 0:
         print(f"{label}: endcap/bare throughput {e['auctions_per_sec'] / b['auctions_per_sec']:.2f}, p99 {e['p99_ms'] / b['p99_ms']:.1f}x")
 PY
 if [ ${#sampled[@]} -gt 0 ]; then
