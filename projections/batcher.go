@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/storage/kafka"
@@ -42,6 +44,7 @@ func (b *batcher) run(ctx context.Context) error {
 	var (
 		batch []*kgo.Record
 		first time.Time
+		hwm   = map[partitionKey]int64{} // high watermarks the batch's fetches saw
 	)
 	for {
 		wait := b.flushInterval
@@ -63,8 +66,7 @@ func (b *batcher) run(ctx context.Context) error {
 			})
 			fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
 				if n := len(ft.Records); n > 0 {
-					lag := ft.HighWatermark - (ft.Records[n-1].Offset + 1)
-					telemetry.ConsumerLag.WithLabelValues(ft.Topic, b.group, strconv.Itoa(int(ft.Partition))).Set(float64(lag))
+					hwm[partitionKey{ft.Topic, ft.Partition}] = ft.HighWatermark
 					telemetry.ConsumedRecords.WithLabelValues(ft.Topic, b.group).Add(float64(n))
 				}
 			})
@@ -85,9 +87,64 @@ func (b *batcher) run(ctx context.Context) error {
 			b.client.AllowRebalance()
 			return err
 		}
+		b.reportLag(batch, hwm)
+		clear(hwm)
 		batch = batch[:0]
 		b.client.AllowRebalance()
 	}
+}
+
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// reportLag sets each partition's lag once its batch is committed: the high
+// watermark its fetch saw minus the next offset to commit. A lag of 0 then
+// means that everything the partition held is folded and committed, not only
+// fetched: what docs/attribution.md and docs/scored-attribution.md take it
+// to mean.
+func (b *batcher) reportLag(batch []*kgo.Record, hwm map[partitionKey]int64) {
+	next := make(map[partitionKey]int64, len(hwm))
+	for _, r := range batch {
+		k := partitionKey{r.Topic, r.Partition}
+		next[k] = max(next[k], r.Offset+1)
+	}
+	for k, n := range next {
+		if h, ok := hwm[k]; ok {
+			telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(max(0, h-n)))
+		}
+	}
+}
+
+// refreshLag sets the lag of the partitions of a batch that cannot be
+// written from the topics' end offsets (asked of the broker), so that the
+// gauge keeps growing while the batch is retried instead of freezing at the
+// last committed batch's value. It is best effort: a broker that does not
+// answer in 2 s leaves the gauge as it was.
+func (b *batcher) refreshLag(ctx context.Context, batch []*kgo.Record) {
+	first := map[partitionKey]int64{} // the next offset to commit: the batch's first
+	var topics []string
+	for _, r := range batch {
+		k := partitionKey{r.Topic, r.Partition}
+		if o, ok := first[k]; !ok || r.Offset < o {
+			if !ok && !slices.Contains(topics, r.Topic) {
+				topics = append(topics, r.Topic)
+			}
+			first[k] = r.Offset
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(b.client).ListEndOffsets(lctx, topics...)
+	if err != nil {
+		return
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if n, ok := first[partitionKey{o.Topic, o.Partition}]; ok && o.Err == nil && o.Offset >= 0 {
+			telemetry.ConsumerLag.WithLabelValues(o.Topic, b.group, strconv.Itoa(int(o.Partition))).Set(float64(max(0, o.Offset-n)))
+		}
+	})
 }
 
 func (b *batcher) flushWithRetry(ctx context.Context, batch []*kgo.Record) error {
@@ -108,6 +165,7 @@ func (b *batcher) flushWithRetry(ctx context.Context, batch []*kgo.Record) error
 			return ctx.Err()
 		}
 		b.log.Error("projector: flush failed, retrying", "group", b.group, "records", len(batch), "backoff", backoff, "err", err)
+		b.refreshLag(ctx, batch)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

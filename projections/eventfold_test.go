@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +23,7 @@ import (
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/telemetry"
 )
 
 // foldEnv is what a test of the fold needs: a Kafka cluster of its own with
@@ -253,5 +256,87 @@ func TestEventFoldRebalance(t *testing.T) {
 	}
 	if extra := len(all) - len(want); extra != 0 {
 		t.Errorf("%d events folded twice (%d by a, %d by b)", extra, len(a.folded()), len(b.folded()))
+	}
+}
+
+// TestEventFoldLag: the lag gauge counts what is not yet committed. While a
+// sink fails, every record of the batch stays in it (fetched or not) and it
+// grows with the topic; once the batch is written and committed it is 0.
+func TestEventFoldLag(t *testing.T) {
+	fe := newFoldEnv(t)
+	ctx, topics := t.Context(), fe.topics
+	produce := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("lag-%02d", i),
+				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: "u"}
+			v, _ := json.Marshal(&e)
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		}
+		if err := fe.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lag := func() float64 {
+		var sum float64
+		for p := range 3 {
+			sum += testutil.ToFloat64(telemetry.ConsumerLag.WithLabelValues(topics.Events, projections.EventsGroup, strconv.Itoa(p)))
+		}
+		return sum
+	}
+	produce(0, 12)
+	down := &recordingSink{name: "down", fail: 1 << 30}
+	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: fe.brokers, Topic: topics.Events,
+		Claimer: projections.NewClaimer(fe.rdb, "test:claim:"+fe.cfg.KafkaTopicPrefix, time.Hour),
+		Sinks:   []projections.EventSink{down}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(pctx) }()
+	var runErr error
+	stopped := false
+	stop := func() { // before f.Close, also when the test fails: a fold retrying its batch blocks Close
+		if !stopped {
+			stopped = true
+			cancel()
+			runErr = <-done
+		}
+	}
+	defer stop()
+	// Every record is fetched (the batch is retried), none committed.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if l := lag(); l != 12 {
+			return fmt.Errorf("lag %v while the sink fails, want 12", l)
+		}
+		return nil
+	})
+	produce(12, 5) // behind the failing batch: the gauge follows the topic
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if l := lag(); l != 17 {
+			return fmt.Errorf("lag %v after 5 more records, want 17", l)
+		}
+		return nil
+	})
+	down.mu.Lock()
+	down.fail = 0
+	down.mu.Unlock()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := fe.committed(ctx); n != 17 {
+			return fmt.Errorf("committed %d of 17", n)
+		}
+		if l := lag(); l != 0 {
+			return fmt.Errorf("lag %v after everything was committed", l)
+		}
+		return nil
+	})
+	stop()
+	if !errors.Is(runErr, context.Canceled) {
+		t.Fatal(runErr)
+	}
+	if got := len(down.folded()); got != 17 {
+		t.Errorf("folded %d events, want 17", got)
 	}
 }

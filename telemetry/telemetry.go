@@ -31,7 +31,7 @@ var (
 		Name: "endcap_kafka_consumed_records_total", Help: "Records consumed by a consumer group, by topic.",
 	}, []string{"topic", "group"})
 	ConsumerLag = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "endcap_kafka_consumer_lag_records", Help: "High watermark minus the next offset to consume, per partition.",
+		Name: "endcap_kafka_consumer_lag_records", Help: "High watermark minus the next offset to commit, per partition, set after each batch is folded and committed.",
 	}, []string{"topic", "group", "partition"})
 	InsertBatches = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_clickhouse_insert_batches_total", Help: "ClickHouse insert batches by table and result (ok, error).",
