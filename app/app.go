@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,9 @@ type App struct {
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
 	BidKeys      atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
+	// settled: the collection after the entity state loaded has run (settle);
+	// the process is not ready before.
+	settled atomic.Bool
 
 	// Management areas (built in domains.go).
 	Catalog   *catalog.Service
@@ -182,7 +186,7 @@ func (a *App) checks() []api.Check {
 		{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
 		{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }},
 		{Name: "state", Fn: func(context.Context) error {
-			if !a.StateLog.Ready() || !a.Entities.Ready() {
+			if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() {
 				return errors.New("entity state is still loading from Kafka")
 			}
 			return nil
@@ -331,6 +335,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		run("state log", a.StateLog.Run)
 		run("entities log", a.Entities.Run)
+		run("settle", a.settle)
 		if a.target.runs(TargetAPI) {
 			run("budget cache", func(ctx context.Context) error {
 				// Load the spend of every marketplace before the first
@@ -454,6 +459,24 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Wait()
 	a.close()
 	return runErr
+}
+
+// settle collects once, and returns what it freed to the OS, when the entity
+// state has loaded and before the process reports ready. Loading a
+// million-product catalog leaves gigabytes of garbage behind; without this,
+// the collection that frees it would come in the first minutes of traffic,
+// seconds of marking on a serving process (docs/operations.md, Memory). With
+// GOGC=off and GOMEMLIMIT, the next collection then comes only when traffic
+// has filled the limit again.
+func (a *App) settle(ctx context.Context) error {
+	if err := a.WaitReady(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	debug.FreeOSMemory()
+	a.settled.Store(true)
+	a.log.Info("entity state loaded; memory settled before serving", "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // WaitReady blocks until the entity state has caught up.

@@ -44,7 +44,7 @@ func (b *batcher) run(ctx context.Context) error {
 	var (
 		batch []*kgo.Record
 		first time.Time
-		hwm   = map[partitionKey]int64{} // high watermarks the batch's fetches saw
+		seen  = map[partitionKey]fetched{} // per partition, what the batch's fetches saw
 	)
 	for {
 		wait := b.flushInterval
@@ -66,7 +66,7 @@ func (b *batcher) run(ctx context.Context) error {
 			})
 			fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
 				if n := len(ft.Records); n > 0 {
-					hwm[partitionKey{ft.Topic, ft.Partition}] = ft.HighWatermark
+					seen[partitionKey{ft.Topic, ft.Partition}] = fetched{ft.HighWatermark, ft.Records[n-1].Offset + 1}
 					telemetry.ConsumedRecords.WithLabelValues(ft.Topic, b.group).Add(float64(n))
 				}
 			})
@@ -87,8 +87,8 @@ func (b *batcher) run(ctx context.Context) error {
 			b.client.AllowRebalance()
 			return err
 		}
-		b.reportLag(batch, hwm)
-		clear(hwm)
+		b.reportLag(seen)
+		clear(seen)
 		batch = batch[:0]
 		b.client.AllowRebalance()
 	}
@@ -99,21 +99,18 @@ type partitionKey struct {
 	partition int32
 }
 
+// fetched is what the last fetch of a partition in a batch saw: the high
+// watermark, and the offset after the batch's last record.
+type fetched struct{ hwm, next int64 }
+
 // reportLag sets each partition's lag once its batch is committed: the high
 // watermark its fetch saw minus the next offset to commit. A lag of 0 then
 // means that everything the partition held is folded and committed, not only
 // fetched: what docs/attribution.md and docs/scored-attribution.md take it
 // to mean.
-func (b *batcher) reportLag(batch []*kgo.Record, hwm map[partitionKey]int64) {
-	next := make(map[partitionKey]int64, len(hwm))
-	for _, r := range batch {
-		k := partitionKey{r.Topic, r.Partition}
-		next[k] = max(next[k], r.Offset+1)
-	}
-	for k, n := range next {
-		if h, ok := hwm[k]; ok {
-			telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(max(0, h-n)))
-		}
+func (b *batcher) reportLag(seen map[partitionKey]fetched) {
+	for k, f := range seen {
+		telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(max(0, f.hwm-f.next)))
 	}
 }
 
