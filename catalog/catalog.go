@@ -19,6 +19,7 @@ import (
 	"unique"
 
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/internal/strset"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -39,14 +40,16 @@ type Service struct {
 	// byVendor indexes the products a vendor may promote:
 	// marketplace -> vendor -> product ids. It is kept by the products'
 	// OnChange hook, under the collection's write lock, then idxMu.
+	// The sets are strset.Sets, which the garbage collector does not scan:
+	// a million products are millions of members (docs/performance.md).
 	idxMu    sync.RWMutex
-	byVendor map[string]map[string]map[string]struct{}
+	byVendor map[string]map[string]*strset.Set
 	// byCategory indexes products by the categories they list (directly):
 	// marketplace -> category -> product ids; children indexes categories by
 	// parent: marketplace -> parent -> child ids. Both serve the auction's
 	// category context (EachProductInCategory).
-	byCategory map[string]map[string]map[string]struct{}
-	children   map[string]map[string]map[string]struct{}
+	byCategory map[string]map[string]*strset.Set
+	children   map[string]map[string]*strset.Set
 }
 
 // New registers the catalog's collections on log. Call it before the log
@@ -56,9 +59,9 @@ func New(log *statelog.Log) *Service {
 		products:   statelog.NewCollection[Product](log, TypeProduct),
 		vendors:    statelog.NewCollection[Vendor](log, TypeVendor),
 		categories: statelog.NewCollection[Category](log, TypeCategory),
-		byVendor:   map[string]map[string]map[string]struct{}{},
-		byCategory: map[string]map[string]map[string]struct{}{},
-		children:   map[string]map[string]map[string]struct{}{},
+		byVendor:   map[string]map[string]*strset.Set{},
+		byCategory: map[string]map[string]*strset.Set{},
+		children:   map[string]map[string]*strset.Set{},
 	}
 	s.products.OnChange = s.indexProduct
 	s.categories.OnChange = s.indexCategory
@@ -105,29 +108,29 @@ func (s *Service) indexCategory(mp, id string, old, nv *Category) {
 
 // reindex moves id from the sets of keys was to the sets of keys now in
 // idx[mp] (key -> set of ids).
-func reindex(idx map[string]map[string]map[string]struct{}, mp, id string, was, now []string) {
+func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now []string) {
 	m := idx[mp]
 	for _, k := range was {
 		if !contains(now, k) {
 			if set := m[k]; set != nil {
-				delete(set, id)
-				if len(set) == 0 {
+				set.Remove(id)
+				if set.Len() == 0 {
 					delete(m, k)
 				}
 			}
 		}
 	}
 	if len(now) > 0 && m == nil {
-		m = map[string]map[string]struct{}{}
+		m = map[string]*strset.Set{}
 		idx[mp] = m
 	}
 	for _, k := range now {
 		set := m[k]
 		if set == nil {
-			set = map[string]struct{}{}
+			set = new(strset.Set)
 			m[k] = set
 		}
-		set[id] = struct{}{}
+		set.Add(id)
 	}
 }
 
@@ -185,10 +188,9 @@ func productRef(id string, p *Product) entityref.ProductRef {
 // the vendor index, not every product; fn runs without any lock held.
 func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.ProductRef) bool) {
 	s.idxMu.RLock()
-	set := s.byVendor[mp][vendorID]
-	ids := make([]string, 0, len(set))
-	for id := range set {
-		ids = append(ids, id)
+	var ids []string
+	if set := s.byVendor[mp][vendorID]; set != nil {
+		ids = set.AppendTo(make([]string, 0, set.Len()))
 	}
 	s.idxMu.RUnlock()
 	for _, id := range ids {
@@ -225,10 +227,14 @@ func (s *Service) EachProductInCategory(mp, categoryID string, fn func(entityref
 	for len(queue) > 0 && len(seenCat) <= maxCategoryTree {
 		c := queue[0]
 		queue = queue[1:]
-		for id := range s.byCategory[mp][c] {
-			ids = append(ids, id)
+		if set := s.byCategory[mp][c]; set != nil {
+			ids = set.AppendTo(ids)
 		}
-		for child := range s.children[mp][c] {
+		kids := s.children[mp][c]
+		if kids == nil {
+			continue
+		}
+		for child := range kids.All() {
 			if !seenCat[child] {
 				seenCat[child] = true
 				queue = append(queue, child)

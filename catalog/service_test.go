@@ -194,6 +194,113 @@ func TestCatalogRefs(t *testing.T) {
 	}
 }
 
+func categoryProducts(svc *catalog.Service, mp, cat string) []string {
+	var ids []string
+	svc.EachProductInCategory(mp, cat, func(p entityref.ProductRef) bool {
+		ids = append(ids, p.ID)
+		return true
+	})
+	slices.Sort(ids)
+	return ids
+}
+
+// TestCategoryIndex: EachProductInCategory walks a category's subtree
+// through the parents the categories name, yields each product once, and
+// follows product moves, deletions and re-parenting at once.
+func TestCategoryIndex(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	svc := open(t, brokers)
+	ctx := t.Context()
+	const A, B = "mp-a", "mp-b"
+	cats := []catalog.CategoryInput{
+		{ID: ptr("food"), Name: ptr("Food")},
+		{ID: ptr("drinks"), Name: ptr("Drinks"), ParentID: ptr("food")},
+		{ID: ptr("beer"), Name: ptr("Beer"), ParentID: ptr("drinks")},
+		{ID: ptr("wine"), Name: ptr("Wine"), ParentID: ptr("drinks")},
+		{ID: ptr("x"), Name: ptr("X"), ParentID: ptr("y")},
+		{ID: ptr("y"), Name: ptr("Y"), ParentID: ptr("x")}, // a cycle
+	}
+	if _, err := svc.UpsertCategories(ctx, A, cats, true, statelog.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	in := func(id string, cats ...string) catalog.ProductInput {
+		p := product(id, "v-1")
+		p.Categories = cats
+		return p
+	}
+	upsert(t, svc, A, in("p-beer", "beer"), in("p-both", "beer", "wine"), in("p-food", "food"), in("p-none"), in("p-x", "x"))
+	upsert(t, svc, B, in("p-b", "beer"))
+
+	check := func(step, mp, cat string, want ...string) {
+		t.Helper()
+		got := categoryProducts(svc, mp, cat)
+		if len(want) == 0 {
+			want = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: products in %s/%s = %v, want %v", step, mp, cat, got, want)
+		}
+	}
+	check("start", A, "beer", "p-beer", "p-both")
+	check("start", A, "drinks", "p-beer", "p-both") // p-both once, though in two subcategories
+	check("start", A, "food", "p-beer", "p-both", "p-food")
+	check("start", A, "x", "p-x") // the cycle ends the walk
+	check("start", A, "nope")
+	check("start", B, "beer", "p-b")
+	check("start", B, "food") // B has no categories: beer has no parent there
+
+	upsert(t, svc, A, in("p-both", "wine"), in("p-beer"))
+	check("moved", A, "beer")
+	check("moved", A, "wine", "p-both")
+	check("moved", A, "food", "p-both", "p-food")
+
+	if _, err := svc.DeleteProducts(ctx, A, []string{"p-both"}, true, statelog.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", A, "drinks")
+
+	// Re-parenting wine under x moves its products to x's subtree.
+	upsert(t, svc, A, in("p-wine", "wine"))
+	if _, err := svc.UpsertCategories(ctx, A, []catalog.CategoryInput{{ID: ptr("wine"), Name: ptr("Wine"), ParentID: ptr("x")}}, true, statelog.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	check("re-parented", A, "drinks")
+	check("re-parented", A, "y", "p-wine", "p-x")
+
+	// Many products in one category, most removed again: the index
+	// compacts and still answers.
+	var many []catalog.ProductInput
+	var want []string
+	for i := range 1200 {
+		id := fmt.Sprintf("m-%04d", i)
+		many = append(many, in(id, "beer"))
+		if i%10 == 0 {
+			want = append(want, id)
+		}
+	}
+	for i := 0; i < len(many); i += catalog.MaxBatch {
+		upsert(t, svc, A, many[i:min(i+catalog.MaxBatch, len(many))]...)
+	}
+	var gone []string
+	for i := range 1200 {
+		if i%10 != 0 {
+			gone = append(gone, fmt.Sprintf("m-%04d", i))
+		}
+	}
+	for i := 0; i < len(gone); i += catalog.MaxBatch {
+		if _, err := svc.DeleteProducts(ctx, A, gone[i:min(i+catalog.MaxBatch, len(gone))], true, statelog.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("compacted", A, "beer", want...)
+
+	// A second process on the same log rebuilds the same index.
+	svc2 := open(t, brokers)
+	if got := categoryProducts(svc2, A, "food"); !reflect.DeepEqual(got, append(slices.Clone(want), "p-food")) {
+		t.Fatalf("rebuilt: %v", got)
+	}
+}
+
 // TestUpsertRules: the request is checked whole, and the rules that change
 // values instead of rejecting them.
 func TestUpsertRules(t *testing.T) {
