@@ -23,7 +23,7 @@ type Auctioneer interface {
 // postAuctions serves POST /v2/auctions, /v2/auctions/sponsored-brand and
 // /v2/auctions/travel: validate the whole request, run each auction, answer
 // 201 with one result per auction in request order, then hand the records
-// to the recorder (which never blocks).
+// to the recorder (which never blocks and keeps nothing of them).
 func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		p := principal(c)
@@ -43,9 +43,10 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 			abortV2(c, http.StatusBadRequest, verr.Code, verr.Message)
 			return
 		}
+		// Last: the results and records share the requests' strings.
+		defer auction.Release(reqs)
 		m := marketOf(&p.Marketplace)
 		results, err := h.d.Auctions.Run(c.Request.Context(), m, endpoint, reqs)
-		auction.Release(reqs) // the results and records keep nothing of them
 		if err != nil {
 			h.d.Log.Error("auctions failed", "marketplace", m.ID, "err", err)
 			abortUnavailable(c, h.d.RetryAfter, "auctions cannot run right now; retry later")

@@ -64,7 +64,8 @@ type RecordWinner struct {
 
 // Recorder takes auction records without blocking: an implementation
 // queues them for the auctions topic and drops (and counts) what it cannot
-// queue.
+// queue. It must not keep r nor its strings once Record returns: they
+// share the request's bytes, reused after the request (Release).
 type Recorder interface {
 	Record(r *Record)
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/uber/h3-go/v4"
 )
@@ -32,9 +33,9 @@ import (
 // are case-sensitive, unknown keys are skipped), and the known values are
 // then validated in a fixed order, so that the first error reported does not
 // depend on the order of keys in the body. Strings are decoded straight from
-// the body into one arena; every string of the request shares one
-// allocation. Money is converted exactly from its decimal text. No
-// reflection: a 500-id auction costs 6 allocations.
+// the body into one arena, which every string of the request shares and
+// Release hands back for the next request. Money is converted exactly from
+// its decimal text. No reflection: a 500-id auction costs 4 allocations.
 
 // Kind is the kind of one auction.
 type Kind uint8
@@ -185,6 +186,9 @@ type Request struct {
 	ProductIDs []string
 	// idList is ProductIDs' array when it came from idLists (see Release).
 	idList *[]string
+	// arena, on the first request of a parse only, holds the bytes every
+	// string of the requests points into (see Release).
+	arena *[]byte
 	// QualityScores is nil, or one score in (0, 1] per product.
 	QualityScores []float64
 	// PricesMicros is nil, or one price > 0 per product in micro-units of
@@ -342,7 +346,8 @@ type parser struct {
 	b     []byte
 	cont  []valSpan   // every array and object of the body, in order of their start (from validJSON)
 	hint  int         // index in cont of the container found last
-	arena []byte      // decoded strings of the request
+	arena []byte      // decoded strings of the request, *box's array
+	box   *[]byte     // from stringArenas; nil once commit handed it to requests
 	fix   []strFixup  // invariant: fix[len(fix):cap(fix)] is zeroed
 	lists []listFixup // invariant: lists[len(lists):cap(lists)] is zeroed
 	offs  []int
@@ -361,11 +366,33 @@ var idLists = sync.Pool{New: func() any { return new([]string) }}
 // maxPooledIDList is the longest list idLists keeps.
 const maxPooledIDList = MaxProducts
 
-// Release hands what ParseAuctions allocated for reqs and nothing keeps once
-// their auctions ran back for reuse: call it after Engine.Run returned, when
-// nothing reads reqs' ProductIDs any more (results and records do not
-// refer to them). It clears them.
+// stringArenas holds, between requests, the arenas that requests' strings
+// point into. A 500-product auction's strings are about 6 KB, a third of the
+// garbage an auction makes over HTTP, and garbage is what sets how often the
+// API collects (docs/performance.md). The strings are not copied out of the
+// arena: the requests own it until Release hands it back.
+var stringArenas = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledArena is the largest arena stringArenas keeps.
+const maxPooledArena = 1 << 20
+
+// Release hands what ParseAuctions allocated for reqs back for reuse: the
+// lists of product ids and the bytes of every string of the requests. Call
+// it last, once nothing reads the requests nor anything made from them:
+// the results and records of Engine.Run share their strings (a winner's id
+// is the request's). It clears the bytes, so that a string read after its
+// release reads zeros, never another request's data. Not calling it is
+// safe: the garbage collector then frees them.
 func Release(reqs []Request) {
+	if len(reqs) > 0 && reqs[0].arena != nil {
+		a := reqs[0].arena
+		reqs[0].arena = nil
+		clear(*a)
+		if cap(*a) <= maxPooledArena {
+			*a = (*a)[:0]
+			stringArenas.Put(a)
+		}
+	}
 	for i := range reqs {
 		r := &reqs[i]
 		if l := r.idList; l != nil {
@@ -383,9 +410,13 @@ func (p *parser) release() {
 	clear(p.lists)
 	p.lists = p.lists[:0]
 	p.b = nil
-	if cap(p.arena) > 1<<20 {
-		p.arena = nil
+	if p.box != nil { // not handed to requests (an invalid one): keep it
+		*p.box = p.arena[:0]
+		if cap(p.arena) > maxPooledArena {
+			*p.box = nil
+		}
 	}
+	p.arena = nil
 	if cap(p.fix) > 1<<16 {
 		p.fix = nil
 	}
@@ -404,13 +435,15 @@ func (p *parser) release() {
 	parserPool.Put(p)
 }
 
-// commit gives every string of the request its final value: one allocation
-// holds them all.
-func (p *parser) commit() {
-	if len(p.fix) == 0 && len(p.lists) == 0 {
+// commit gives every string of the requests its final value, a range of
+// the arena, and hands the arena to reqs (see Release).
+func (p *parser) commit(reqs []Request) {
+	if len(p.arena) == 0 || len(p.fix) == 0 && len(p.lists) == 0 {
 		return
 	}
-	s := string(p.arena)
+	s := unsafe.String(unsafe.SliceData(p.arena), len(p.arena))
+	*p.box = p.arena
+	reqs[0].arena, p.box, p.arena = p.box, nil, nil
 	for _, f := range p.fix {
 		*f.dst = s[f.lo:f.hi]
 	}
@@ -442,7 +475,13 @@ func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError)
 	p := parserPool.Get().(*parser)
 	defer p.release()
 	p.b = body
-	p.arena, p.offs, p.hint = p.arena[:0], p.offs[:0], 0
+	if p.box == nil {
+		p.box = stringArenas.Get().(*[]byte)
+	}
+	if cap(*p.box) < len(body) { // decoded, the strings are never longer than the body
+		*p.box = make([]byte, 0, len(body))
+	}
+	p.arena, p.offs, p.hint = (*p.box)[:0], p.offs[:0], 0
 	if !p.validJSON() {
 		return nil, invalidJSON(body)
 	}
@@ -487,7 +526,7 @@ func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError)
 			return nil, err
 		}
 	}
-	p.commit()
+	p.commit(reqs)
 	return reqs, nil
 }
 

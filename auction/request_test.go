@@ -17,6 +17,7 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/uber/h3-go/v4"
 )
@@ -696,6 +697,10 @@ func TestSDKBodies(t *testing.T) {
 		{Kind: KindListings, Slots: 3, Category: &CategoryFilter{ID: "cat123"}, Location: "US"},
 		{Kind: KindBanners, Slots: 1, SlotID: "slot123", Device: "desktop", Category: &CategoryFilter{IDs: []string{"cat1", "cat2"}}, Location: "UK"},
 	}
+	if reqs[0].arena == nil {
+		t.Fatal("the requests do not own their strings' arena")
+	}
+	reqs[0].arena = nil // not a field of the request's value
 	if !reflect.DeepEqual(reqs, want) {
 		t.Fatalf("got %+v", reqs)
 	}
@@ -897,6 +902,66 @@ func TestRelease(t *testing.T) {
 		}
 		Release(reqs)
 		Release(other)
+	}
+}
+
+// TestReleaseArena: the requests' strings point into one arena, not copied
+// out of it; Release clears it (a string read after the release reads
+// zeros, never another request's bytes) and hands it to the next request,
+// so that parsing a 500-id auction allocates no arena of its own.
+func TestReleaseArena(t *testing.T) {
+	ids := make([]string, 500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("product-%06d", i)
+	}
+	b, _ := json.Marshal(map[string]any{"auctions": []any{
+		map[string]any{"type": "listings", "slots": 2, "products": map[string]any{"ids": ids}, "searchQuery": "red shoes"},
+		map[string]any{"type": "banners", "slots": 1, "slotId": "top", "searchQuery": "blue"}}})
+	reqs, verr := ParseAuctions(b, Auctions)
+	if verr != nil {
+		t.Fatal(verr)
+	}
+	if reqs[0].arena == nil || reqs[1].arena != nil {
+		t.Fatal("the first request must own the arena, and only it")
+	}
+	arena := *reqs[0].arena
+	inArena := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(arena)))
+		return p >= lo && p+uintptr(len(s)) <= lo+uintptr(len(arena))
+	}
+	for _, s := range []string{reqs[0].ProductIDs[0], reqs[0].ProductIDs[499], reqs[0].SearchQuery, reqs[1].SlotID, reqs[1].SearchQuery} {
+		if !inArena(s) {
+			t.Fatalf("%q is not in the arena", s)
+		}
+	}
+	kept := reqs[0].ProductIDs[7] // as a result or record would hold it
+	if kept != "product-000007" {
+		t.Fatalf("id %q", kept)
+	}
+	Release(reqs)
+	if kept != strings.Repeat("\x00", len("product-000007")) {
+		t.Fatalf("a string read after Release reads %q, want zeros", kept)
+	}
+	Release(reqs) // a second release is a no-op
+
+	// With the arena handed back, a parse and release of the same body
+	// allocates less than one that keeps its requests (no Release).
+	parse := func(release bool) func() {
+		return func() {
+			r, verr := ParseAuctions(b, Auctions)
+			if verr != nil {
+				t.Fatal(verr)
+			}
+			if release {
+				Release(r)
+			}
+		}
+	}
+	withRelease := testing.AllocsPerRun(200, parse(true))
+	without := testing.AllocsPerRun(200, parse(false))
+	if withRelease > without-2 { // the arena and the id list
+		t.Fatalf("%v allocations per parse with Release, %v without", withRelease, without)
 	}
 }
 
@@ -1190,10 +1255,12 @@ func benchParse(b *testing.B, body []byte, kind EndpointKind) {
 	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ParseAuctions(body, kind); err != nil {
+	for b.Loop() { // as the API does: the requests released once their auctions ran
+		reqs, err := ParseAuctions(body, kind)
+		if err != nil {
 			b.Fatal(err)
 		}
+		Release(reqs)
 	}
 }
 
