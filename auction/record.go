@@ -1,6 +1,12 @@
 package auction
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/endcap/endcap/internal/jsontext"
+)
 
 // Record is one auction as the auctions topic carries it: the request's
 // context, every winner and its cleared price. It is JSON on the topic, keyed
@@ -68,4 +74,109 @@ type RecordWinner struct {
 // share the request's bytes, reused after the request (Release).
 type Recorder interface {
 	Record(r *Record)
+}
+
+// AppendJSON appends the record's JSON, the auctions topic's form, to b:
+// the same document as encoding/json writes for it (same keys, order and
+// omissions), without reflection and into a buffer the caller may reuse.
+// Strings are escaped as jsontext.AppendString does (<, > and & as
+// themselves, where encoding/json writes \u003c…; both decode alike). It
+// fails, as encoding/json does, only for a time outside years 0–9999.
+func (r *Record) AppendJSON(b []byte) ([]byte, error) {
+	if y := r.At.Year(); y < 0 || y > 9999 {
+		return b, fmt.Errorf("auction record %s: time %v outside years 0-9999", r.ID, r.At)
+	}
+	str := func(key, v string) {
+		b = append(b, key...)
+		b = jsontext.AppendString(b, v)
+	}
+	num := func(key string, v int64) {
+		b = append(b, key...)
+		b = strconv.AppendInt(b, v, 10)
+	}
+	list := func(key string, vs []string) {
+		b = append(b, key...)
+		b = append(b, '[')
+		for i, v := range vs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsontext.AppendString(b, v)
+		}
+		b = append(b, ']')
+	}
+	str(`{"id":`, r.ID)
+	str(`,"marketplaceId":`, r.MarketplaceID)
+	b = append(b, `,"at":"`...)
+	b = r.At.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	str(`,"endpoint":`, r.Endpoint)
+	str(`,"kind":`, r.Kind)
+	num(`,"index":`, int64(r.Index))
+	num(`,"slots":`, int64(r.Slots))
+	if r.ProductCount != 0 {
+		num(`,"productCount":`, int64(r.ProductCount))
+	}
+	for _, f := range [...]struct{ key, v string }{
+		{`,"category":`, r.Category}, {`,"searchQuery":`, r.SearchQuery},
+		{`,"slotId":`, r.SlotID}, {`,"device":`, r.Device},
+	} {
+		if f.v != "" {
+			str(f.key, f.v)
+		}
+	}
+	if r.PlacementID != 0 {
+		num(`,"placementId":`, int64(r.PlacementID))
+	}
+	if r.PlacementName != "" {
+		str(`,"placementName":`, r.PlacementName)
+	}
+	if len(r.Locations) > 0 {
+		list(`,"locations":`, r.Locations)
+	}
+	for _, f := range [...]struct{ key, v string }{
+		{`,"opaqueUserId":`, r.OpaqueUserID}, {`,"pageType":`, r.PageType}, {`,"pageId":`, r.PageID},
+	} {
+		if f.v != "" {
+			str(f.key, f.v)
+		}
+	}
+	if len(r.PageValue) > 0 {
+		list(`,"pageValue":`, r.PageValue)
+	}
+	if r.ExperimentVariant != "" {
+		str(`,"experimentVariant":`, r.ExperimentVariant)
+	}
+	num(`,"candidates":`, int64(r.Candidates))
+	if r.Error {
+		b = append(b, `,"error":true`...)
+	}
+	if r.Winners == nil {
+		return append(b, `,"winners":null}`...), nil
+	}
+	b = append(b, `,"winners":[`...)
+	for i := range r.Winners {
+		w := &r.Winners[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		num(`{"rank":`, int64(w.Rank))
+		str(`,"type":`, w.Type)
+		str(`,"entityId":`, w.EntityID)
+		str(`,"campaignId":`, w.CampaignID)
+		str(`,"vendorId":`, w.VendorID)
+		if w.BidID != "" {
+			str(`,"bidId":`, w.BidID)
+		}
+		str(`,"bidTarget":`, w.BidTarget)
+		str(`,"chargeType":`, w.ChargeType)
+		num(`,"bidMicros":`, w.BidMicros)
+		num(`,"priceMicros":`, w.PriceMicros)
+		num(`,"qualityPpm":`, w.QualityPPM)
+		if w.VariationID != "" {
+			str(`,"variationId":`, w.VariationID)
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), nil
 }

@@ -3,10 +3,12 @@ package ingest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +124,66 @@ func TestAuctionPublisherLandsOnTopic(t *testing.T) {
 		dec.At = want.At
 		if !reflect.DeepEqual(&dec, want) {
 			t.Errorf("auction %s decoded\n %+v\nwant\n %+v", want.ID, dec, *want)
+		}
+	}
+}
+
+// TestAuctionPublisherReusesRecords: records and their buffers are reused
+// once their promises ran; under concurrent auctions of every size, each
+// record on the topic is still exactly the one published, under its key.
+func TestAuctionPublisherReusesRecords(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cl, err := kafka.NewClient(brokers, quiet, kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics := kafka.TopicNames("reuse.")
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	pub := ingest.NewAuctionPublisher(cl, topics.Auctions, quiet)
+	const workers, each = 8, 300
+	want := map[string]*auction.Record{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				r := fullRecord()
+				r.ID = fmt.Sprintf("01920000-0000-7000-8000-%06d%06d", w, i)
+				r.MarketplaceID = fmt.Sprintf("6f1c3b5e-0000-4000-8000-%012d", (w*each+i)%7)
+				r.SearchQuery = strings.Repeat("q", (w*each+i)%3000) // buffers of every size
+				r.Winners = r.Winners[:i%(len(r.Winners)+1)]
+				mu.Lock()
+				want[r.ID] = r
+				mu.Unlock()
+				pub.Record(r)
+			}
+		})
+	}
+	wg.Wait()
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeAll(t, ctx, brokers, topics.Auctions, workers*each)
+	for id, r := range want {
+		rec, ok := got[id]
+		if !ok {
+			t.Fatalf("auction %s not on the topic", id)
+		}
+		if string(rec.Key) != r.MarketplaceID {
+			t.Fatalf("auction %s key %q, want %q", id, rec.Key, r.MarketplaceID)
+		}
+		var dec auction.Record
+		if err := json.Unmarshal(rec.Value, &dec); err != nil {
+			t.Fatalf("auction %s: %v", id, err)
+		}
+		dec.At = r.At
+		if !reflect.DeepEqual(&dec, r) {
+			t.Fatalf("auction %s decoded\n %+v\nwant\n %+v", id, dec, *r)
 		}
 	}
 }
