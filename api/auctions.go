@@ -52,6 +52,7 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 			abortUnavailable(c, h.d.RetryAfter, "auctions cannot run right now; retry later")
 			return
 		}
+		defer auction.ReleaseResults(results) // before the requests: deferred calls run last first
 		rp := auctionBodies.Get().(*[]byte)
 		buf := appendAuctionResults((*rp)[:0], results)
 		c.Data(http.StatusCreated, "application/json; charset=utf-8", buf) // written out before it returns

@@ -13,6 +13,51 @@ import (
 	"github.com/endcap/endcap/campaigns"
 )
 
+// TestReleaseResultsReuse: results released by one Run are reused by the
+// next ones, and results not released are never touched by them.
+func TestReleaseResultsReuse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs kfake")
+	}
+	w, err := buildWorld(t, 2_000, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 5))
+	summary := func(res []auction.Result) string {
+		s := ""
+		for _, r := range res {
+			for _, w := range r.Winners {
+				s += fmt.Sprintf("%d %s %s %s %d|", w.Rank, w.ID, w.CampaignID, w.ResolvedBidID, len(r.Record.Winners))
+			}
+			s += fmt.Sprintf("%v %s;", r.Error, r.Record.ID)
+		}
+		return s
+	}
+	var kept [][]auction.Result
+	var want []string
+	for i := range 200 {
+		res, err := w.engine.Run(ctx, w.market, auction.Auctions, randomRequest(rng, w.products, 200, 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			kept, want = append(kept, res), append(want, summary(res))
+			continue
+		}
+		auction.ReleaseResults(res)
+	}
+	if len(want[0]) < 50 {
+		t.Fatalf("no winners to check: %q", want[0])
+	}
+	for i, res := range kept {
+		if got := summary(res); got != want[i] {
+			t.Fatalf("kept results %d changed:\n%s\nwant\n%s", i, got, want[i])
+		}
+	}
+}
+
 // TestAuctionsDuringChanges runs auctions on two goroutines while campaigns,
 // bids and products change under them (run it with -race): no race, no
 // panic, and every winner is a campaign that was running with a live bid at
