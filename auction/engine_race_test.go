@@ -13,9 +13,10 @@ import (
 	"github.com/endcap/endcap/campaigns"
 )
 
-// TestReleaseResultsReuse: results released by one Run are reused by the
-// next ones, and results not released are never touched by them.
-func TestReleaseResultsReuse(t *testing.T) {
+// smallWorld is the benchmark's world at 2,000 products and 200 campaigns,
+// for tests (skipped with -short: it needs kfake).
+func smallWorld(t *testing.T) *benchWorld {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs kfake")
 	}
@@ -23,6 +24,13 @@ func TestReleaseResultsReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// TestReleaseResultsReuse: results released by one Run are reused by the
+// next ones, and results not released are never touched by them.
+func TestReleaseResultsReuse(t *testing.T) {
+	w := smallWorld(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 5))
 	summary := func(res []auction.Result) string {
@@ -64,13 +72,7 @@ func TestReleaseResultsReuse(t *testing.T) {
 // some moment of the auction (here: never one of the campaigns paused for
 // good before the auctions start).
 func TestAuctionsDuringChanges(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs kfake")
-	}
-	w, err := buildWorld(t, 2_000, 200)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := smallWorld(t)
 	ctx := context.Background()
 	// Pause a tenth of the campaigns for good: they must never win.
 	paused := map[string]bool{}

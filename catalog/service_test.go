@@ -69,14 +69,23 @@ func upsert(t *testing.T, svc *catalog.Service, mp string, ps ...catalog.Product
 	}
 }
 
-func vendorProducts(svc *catalog.Service, mp, vendor string) []string {
+// productIDs collects, sorted, the ids a walk of the catalog (each) yields.
+func productIDs(each func(mp, key string, fn func(entityref.ProductRef) bool), mp, key string) []string {
 	var ids []string
-	svc.EachProductOfVendor(mp, vendor, func(p entityref.ProductRef) bool {
+	each(mp, key, func(p entityref.ProductRef) bool {
 		ids = append(ids, p.ID)
 		return true
 	})
 	slices.Sort(ids)
 	return ids
+}
+
+func vendorProducts(svc *catalog.Service, mp, vendor string) []string {
+	return productIDs(svc.EachProductOfVendor, mp, vendor)
+}
+
+func categoryProducts(svc *catalog.Service, mp, cat string) []string {
+	return productIDs(svc.EachProductInCategory, mp, cat)
 }
 
 // TestCatalogRefs: what other areas read (entityref.Catalog) follows every
@@ -192,16 +201,6 @@ func TestCatalogRefs(t *testing.T) {
 	if ids := vendorProducts(svc2, A, "v-1"); !reflect.DeepEqual(ids, []string{"p-2"}) {
 		t.Fatalf("rebuilt index: %v", ids)
 	}
-}
-
-func categoryProducts(svc *catalog.Service, mp, cat string) []string {
-	var ids []string
-	svc.EachProductInCategory(mp, cat, func(p entityref.ProductRef) bool {
-		ids = append(ids, p.ID)
-		return true
-	})
-	slices.Sort(ids)
-	return ids
 }
 
 // TestCategoryIndex: EachProductInCategory walks a category's subtree
