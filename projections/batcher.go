@@ -52,6 +52,7 @@ func (b *batcher) run(ctx context.Context) error {
 			wait = time.Until(first.Add(b.flushInterval))
 		}
 		if wait > 0 && len(batch) < b.maxRows {
+			polled := time.Now()
 			pctx, cancel := context.WithTimeout(ctx, wait)
 			fetches := b.client.PollRecords(pctx, b.maxRows-len(batch))
 			cancel()
@@ -75,6 +76,9 @@ func (b *batcher) run(ctx context.Context) error {
 				first = time.Now()
 			}
 			batch = append(batch, recs...)
+			if len(batch) > 0 {
+				observeStep(b.group, "poll", polled)
+			}
 			if len(batch) == 0 {
 				b.client.AllowRebalance()
 				continue
@@ -92,6 +96,14 @@ func (b *batcher) run(ctx context.Context) error {
 		batch = batch[:0]
 		b.client.AllowRebalance()
 	}
+}
+
+// observeStep records the time since start as one step of a group's batch
+// (endcap_projector_step_seconds) and returns the time it did.
+func observeStep(group, step string, start time.Time) time.Time {
+	now := time.Now()
+	telemetry.ProjectorStepSeconds.WithLabelValues(group, step).Observe(now.Sub(start).Seconds())
+	return now
 }
 
 type partitionKey struct {
@@ -151,10 +163,12 @@ func (b *batcher) flushWithRetry(ctx context.Context, batch []*kgo.Record) error
 		if err == nil {
 			// A batch written is committed even when the process is being
 			// stopped meanwhile: else the next owner writes it again.
+			committing := time.Now()
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			err = b.client.CommitRecords(cctx, batch...)
 			cancel()
 			if err == nil {
+				observeStep(b.group, "commit", committing)
 				return nil
 			}
 		}

@@ -131,7 +131,9 @@ func (f *EventFold) Run(ctx context.Context) error { return f.b.run(ctx) }
 func (f *EventFold) Close() { f.b.client.Close() }
 
 func (f *EventFold) flush(ctx context.Context, batch []*kgo.Record) error {
+	start := time.Now()
 	events := f.decode(batch)
+	start = observeStep(EventsGroup, "decode", start)
 	if len(events) == 0 {
 		return nil
 	}
@@ -141,19 +143,25 @@ func (f *EventFold) flush(ctx context.Context, batch []*kgo.Record) error {
 	if err != nil {
 		return err
 	}
+	start = observeStep(EventsGroup, "claim", start)
 	if len(kept) == 0 {
 		return nil
 	}
 	if len(f.sinks) == 1 {
-		return f.fold(ctx, f.sinks[0], kept)
+		err = f.fold(ctx, f.sinks[0], kept)
+	} else {
+		errs := make([]error, len(f.sinks))
+		var wg sync.WaitGroup
+		for i, s := range f.sinks {
+			wg.Go(func() { errs[i] = f.fold(ctx, s, kept) })
+		}
+		wg.Wait()
+		err = errors.Join(errs...)
 	}
-	errs := make([]error, len(f.sinks))
-	var wg sync.WaitGroup
-	for i, s := range f.sinks {
-		wg.Go(func() { errs[i] = f.fold(ctx, s, kept) })
+	if err == nil {
+		observeStep(EventsGroup, "sinks", start)
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
 func (f *EventFold) fold(ctx context.Context, s EventSink, events []Event) error {

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -284,6 +286,19 @@ func TestEventFoldLag(t *testing.T) {
 		}
 		return sum
 	}
+	steps := []string{"poll", "decode", "claim", "sinks", "commit"}
+	counts := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, s := range steps {
+			var d dto.Metric
+			if err := telemetry.ProjectorStepSeconds.WithLabelValues(projections.EventsGroup, s).(prometheus.Metric).Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			m[s] = d.GetHistogram().GetSampleCount()
+		}
+		return m
+	}
+	before := counts()
 	produce(0, 12)
 	down := &recordingSink{name: "down", fail: 1 << 30}
 	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: fe.brokers, Topic: topics.Events,
@@ -313,6 +328,19 @@ func TestEventFoldLag(t *testing.T) {
 		}
 		return nil
 	})
+	// The steps: each try decodes and claims; a failed one reaches neither
+	// the end of its sinks nor a commit.
+	failing := counts()
+	for _, s := range []string{"poll", "decode", "claim"} {
+		if failing[s] <= before[s] {
+			t.Errorf("step %s observed %d times while the sink fails, want more than %d", s, failing[s], before[s])
+		}
+	}
+	for _, s := range []string{"sinks", "commit"} {
+		if failing[s] != before[s] {
+			t.Errorf("step %s observed %d times while the sink fails, want %d (none)", s, failing[s], before[s])
+		}
+	}
 	produce(12, 5) // behind the failing batch: the gauge follows the topic
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if l := lag(); l != 17 {
@@ -338,5 +366,8 @@ func TestEventFoldLag(t *testing.T) {
 	}
 	if got := len(down.folded()); got != 17 {
 		t.Errorf("folded %d events, want 17", got)
+	}
+	if after := counts(); after["sinks"] <= failing["sinks"] || after["commit"] <= failing["commit"] {
+		t.Errorf("steps after the batch was committed: %v, before: %v", after, failing)
 	}
 }

@@ -53,6 +53,10 @@ var (
 		Name: "endcap_projector_sink_batch_seconds", Help: "Time one sink of the events fold took over a batch (events_raw, interactions, attribution).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 	}, []string{"sink"})
+	ProjectorStepSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "endcap_projector_step_seconds", Help: "Time one step of a consumer group's batch took: poll (waiting for and fetching its records), decode, claim (the idempotency keys in Redis), sinks (all of them, at once), commit.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+	}, []string{"group", "step"})
 )
 
 // NewLogger returns a structured logger writing to w.

@@ -21,7 +21,7 @@
 # it, starts `bin/endcap dev` again (every target) with no load, and samples
 # every second until the events fold has consumed the whole backlog: the
 # records folded, the time from the first to the last, the fold rate and its
-# best 10 s, each sink's mean batch time, each insert's and the charges' mean
+# best 10 s, the fold's steps a batch (poll, decode, claim, sinks, commit), each sink's mean batch time, each insert's and the charges' mean
 # time, and the machine's CPU by state (user, system, idle, steal...). It needs START=1 and nothing
 # answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
 # With SPLIT=1 the broker runs in a process of its own (`endcap kafka`) from the
@@ -42,7 +42,8 @@
 #   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)
 #   SPONSORED_SHARE (0.5) USERS (100000) DRAIN_LAG (0) DRAIN_TIMEOUT (600 s) CATCHUP (0) MINT (1)
 #   URL (http://127.0.0.1:8080) START (1) BIN (./bin/endcap, rebuilt) SPLIT (0, with CATCHUP=1)
-#   PROJECTOR_ADDR (127.0.0.1:8082)
+#   PROJECTOR_ADDR (127.0.0.1:8082) PROJECTOR_ENV (with SPLIT=1: NAME=value words for the catch-up's
+#   projector process only, e.g. "GOGC=400")
 #   ENDCAP_DEV_DIR (.endcap) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -50,7 +51,7 @@ DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY
 SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
 DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
 URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}" MINT="${MINT:-1}"
-SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
+SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}" PROJECTOR_ENV="${PROJECTOR_ENV:-}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 mint_keys=""
 if [ "$MINT" = 1 ]; then
@@ -124,7 +125,8 @@ if [ "$CATCHUP" = 1 ]; then
 		start_dev stack --target api --kfake=false
 		plog="$ENDCAP_DEV_DIR/logs/bench-projectors-projector.log"
 		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
-		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
+		# shellcheck disable=SC2086 # PROJECTOR_ENV is a list of NAME=value words
+		env $PROJECTOR_ENV ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
 		fold_url="http://$PROJECTOR_ADDR"
 		for _ in $(seq 1 600); do curl -fsS "$fold_url/readyz" >/dev/null 2>&1 && break; sleep 1; done
@@ -139,7 +141,7 @@ url, timeout = sys.argv[1], float(sys.argv[2])
 group = "endcap-projector-events"
 
 def scrape():
-    m = {"lag": None, "consumed": 0.0, "sink_sum": {}, "sink_count": {}, "step_sum": {}, "step_count": {}}
+    m = {"lag": None, "consumed": 0.0, "sink_sum": {}, "sink_count": {}, "step_sum": {}, "step_count": {}, "fold_sum": {}, "fold_count": {}}
     for name, labels, v in samples(url):
         if labels.get("group") == group and name == "endcap_kafka_consumer_lag_records":
             m["lag"] = (m["lag"] or 0) + v
@@ -158,6 +160,11 @@ def scrape():
             m["step_sum"]["charges applied in Redis"] = v
         elif name == "endcap_budget_charge_apply_seconds_count":
             m["step_count"]["charges applied in Redis"] = v
+        # The fold's own steps around the sinks (poll, decode, claim, sinks, commit).
+        elif labels.get("group") == group and name == "endcap_projector_step_seconds_sum":
+            m["fold_sum"][labels["step"]] = v
+        elif labels.get("group") == group and name == "endcap_projector_step_seconds_count":
+            m["fold_count"][labels["step"]] = v
     return m
 
 def cpu():
@@ -184,6 +191,12 @@ span = now - first[0]
 best = max((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(points, points[10:])) if len(points) > 10 else 0
 print(f"\ncatch-up of {group}: {s['consumed']:.0f} records folded in {span:.0f} s (first poll that consumed to lag 0): "
       f"{s['consumed'] / span:.0f} records/s; best 10 s {best:.0f}/s; backlog at the first lag sample {maxlag:.0f}")
+batches = s["fold_count"].get("commit", 0)
+if batches > 0:
+    # Per batch committed: a batch may take several polls, so poll is their sum.
+    print("fold steps, seconds a batch: " + ", ".join(
+        f"{k} {s['fold_sum'][k] / batches:.3f}" for k in ("poll", "decode", "claim", "sinks", "commit") if k in s["fold_sum"])
+        + f" (whole catch-up: {span / batches:.3f})")
 for k in sorted(s["sink_count"]):
     if s["sink_count"][k] > 0:
         print(f"sink {k}: {s['sink_count'][k]:.0f} batches, mean {s['sink_sum'][k] / s['sink_count'][k]:.3f} s a batch")
