@@ -22,7 +22,7 @@
 # every second until the events fold has consumed the whole backlog: the
 # records folded, the time from the first to the last, the fold rate and its
 # best 10 s, the fold's steps a batch (poll, decode, claim, sinks, commit), each sink's mean batch time, each insert's and the charges' mean
-# time, and the machine's CPU by state (user, system, idle, steal...). It needs START=1 and nothing
+# time, the machine's CPU by state (user, system, idle, steal...) and the fold process's peak RSS. It needs START=1 and nothing
 # answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
 # With SPLIT=1 the broker runs in a process of its own (`endcap kafka`) from the
 # start, as in production, and the catch-up's fold is `endcap serve --target
@@ -128,10 +128,12 @@ if [ "$CATCHUP" = 1 ]; then
 		# shellcheck disable=SC2086 # PROJECTOR_ENV is a list of NAME=value words
 		env $PROJECTOR_ENV ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
+		fold_pid=$!
 		fold_url="http://$PROJECTOR_ADDR"
 		for _ in $(seq 1 600); do curl -fsS "$fold_url/readyz" >/dev/null 2>&1 && break; sleep 1; done
 	else
 		start_dev all
+		fold_pid=$dev_pid
 	fi
 	python3 - "$fold_url" "$DRAIN_TIMEOUT" <<'PY'
 import sys, time
@@ -234,6 +236,7 @@ try:
 except (OSError, ValueError, StopIteration, IndexError) as e:
     print(f"Redis: not read ({e})")
 PY
+	echo "the fold's process: peak RSS $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$fold_pid/status" 2>/dev/null || echo "not read")"
 	exit 0
 fi
 
