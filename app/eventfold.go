@@ -72,10 +72,49 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	if err != nil {
 		return nil, err
 	}
+	claimer, err := a.eventClaimer(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return projections.NewEventFold(projections.EventFoldOptions{
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
-		Claimer: projections.NewClaimer(a.Redis, "ec:claim:ev:", a.cfg.DedupeWindow),
+		Claimer: claimer,
 		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse), inter, attr},
 		MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
 	})
+}
+
+// The event claims' keys in Redis (docs/projector.md, Guarantees): hashed
+// under claimPrefix; until this version, whole under legacyClaimPrefix.
+// claimFormat records when the hashed keys began (LegacyClaimsUntil).
+const (
+	claimPrefix       = "ec:claim:ev2:"
+	legacyClaimPrefix = "ec:claim:ev:"
+	claimFormat       = "ec:claim:format"
+)
+
+// eventClaimer returns the fold's Claimer, reading the claims of the
+// version before hashed keys for one dedupe window after the upgrade. It
+// waits for Redis (retrying every few seconds) rather than fail the process.
+func (a *App) eventClaimer(ctx context.Context) (*projections.Claimer, error) {
+	c := projections.NewClaimer(a.Redis, claimPrefix, a.cfg.DedupeWindow)
+	for backoff := time.Second; ; backoff = min(2*backoff, 15*time.Second) {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second) // the search takes at most 20 s
+		until, err := projections.LegacyClaimsUntil(actx, a.Redis, claimFormat, legacyClaimPrefix, a.cfg.DedupeWindow)
+		cancel()
+		if err == nil {
+			if time.Now().Before(until) {
+				a.log.Info("events fold: claims of the previous key format are read beside the new ones until they expire",
+					"until", until.UTC().Format(time.RFC3339))
+				c.WithLegacy(legacyClaimPrefix, until)
+			}
+			return c, nil
+		}
+		a.log.Warn("events fold: reading the claims' format", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 func mixedBatch(prefix string, at time.Time) []byte {
@@ -369,3 +372,56 @@ func TestResolvedBidVerification(t *testing.T) {
 }
 
 type v2Error struct{ ErrCode, DocURL, Message string }
+
+// TestClaimsOfThePreviousVersion: after an upgrade to hashed claim keys (the
+// format record says when it happened), an event id claimed by the previous
+// version under its whole key is still a duplicate; another id is folded.
+func TestClaimsOfThePreviousVersion(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	defer rdb.Close()
+	ctx := t.Context()
+	// The Redis of these tests is shared: record an upgrade now for this
+	// system's start, and put back what was recorded before.
+	prev, err := rdb.Get(ctx, "ec:claim:format").Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if prev == "" {
+			rdb.Del(context.Background(), "ec:claim:format")
+		} else {
+			rdb.Set(context.Background(), "ec:claim:format", prev, 0)
+		}
+	})
+	if err := rdb.Set(ctx, "ec:claim:format", time.Now().UnixMilli(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startSystem(t, cfg)
+	mp := s.Marketplace.ID
+	// The previous version claimed "old-1" for a record of its own.
+	if err := rdb.Set(ctx, "ec:claim:ev:"+mp+":pageview:old-1", "2:40", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	at := ts(time.Now())
+	body := fmt.Sprintf(`{"pageviews":[{"id":"old-1","occurredAt":%q,"opaqueUserId":"u","page":{"type":"home","pageId":"h"}},
+		{"id":"new-1","occurredAt":%q,"opaqueUserId":"u","page":{"type":"home","pageId":"h"}}]}`, at, at)
+	if r := s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(body), nil); r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := s.count(t, "SELECT count() FROM events WHERE event_id = 'new-1'"); n != 1 {
+			return testenv.Errorf("%d rows of new-1, want 1", n)
+		}
+		return nil
+	})
+	if n := s.count(t, "SELECT count() FROM events WHERE event_id = 'old-1'"); n != 0 {
+		t.Errorf("%d rows of old-1, claimed by the previous version: want 0 (a duplicate)", n)
+	}
+	// new-1's claim is hashed; old-1 has no new claim of its own owner.
+	if n := len(rdb.Keys(ctx, "ec:claim:ev:"+mp+":*").Val()); n != 1 {
+		t.Errorf("%d whole-key claims of the marketplace, want the previous version's 1", n)
+	}
+}

@@ -35,14 +35,30 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 // BenchmarkClaim claims a fold batch's keys (50,000 fresh event ids, as the
 // fold builds them) in one call, and reports the Redis server's CPU a key
 // (redis-ns/key, from INFO cpu) beside the client's wall time (ns/key): the
-// claim step of a batch is mostly the server's single thread.
+// claim step of a batch is mostly the server's single thread. "upgrade"
+// also reads the previous version's keys, as during the dedupe window after
+// the upgrade to hashed keys (Claimer.WithLegacy).
 func BenchmarkClaim(b *testing.B) {
+	for _, upgrade := range []bool{false, true} {
+		name := "hashed"
+		if upgrade {
+			name = "upgrade"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkClaim(b, upgrade) })
+	}
+}
+
+func benchmarkClaim(b *testing.B, upgrade bool) {
 	env := testenv.Get(b)
 	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
 	defer rdb.Close()
 	const n = 50_000
 	mp := uuid.NewString()
-	c := projections.NewClaimer(rdb, fmt.Sprintf("bench:claim:%d:", time.Now().UnixNano()), time.Minute)
+	prefix := fmt.Sprintf("bench:claim:%d:", time.Now().UnixNano())
+	c := projections.NewClaimer(rdb, prefix, time.Minute)
+	if upgrade {
+		c.WithLegacy(prefix+"old:", time.Now().Add(time.Hour))
+	}
 	keys := make([]projections.ClaimKey, n)
 	ctx := context.Background()
 	var server time.Duration

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +63,128 @@ func TestClaimer(t *testing.T) {
 	if got, err = c.Claim(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("empty claim: %v %v", got, err)
 	}
+}
+
+// TestClaimerKeys: a claim is stored under the prefix and 16 bytes of hash,
+// whatever the length of the claim key, and with the window as its TTL.
+func TestClaimerKeys(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	defer rdb.Close()
+	ctx := t.Context()
+	prefix := fmt.Sprintf("test:claimkeys:%d:", time.Now().UnixNano())
+	c := projections.NewClaimer(rdb, prefix, time.Hour)
+	long := strings.Repeat("x", 500)
+	if _, err := c.Claim(ctx, []projections.ClaimKey{{Key: "a"}, {Key: long, Offset: 1}, {Key: "é☃:\x00*?", Offset: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("keys %q, %v; want 3", keys, err)
+	}
+	for _, k := range keys {
+		if len(k) != len(prefix)+16 {
+			t.Errorf("key %q: %d bytes, want the prefix and 16", k, len(k))
+		}
+		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Errorf("key %q: TTL %s, want the window (1h)", k, ttl)
+		}
+	}
+}
+
+// TestClaimerLegacy: during the upgrade window, a claim stored by the
+// previous version under the whole key decides: its record is a replay,
+// any other a duplicate, even one that took the hashed key first. Keys it
+// does not hold are decided by the hashed claims. Past the window the old
+// claims are no longer read.
+func TestClaimerLegacy(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	defer rdb.Close()
+	ctx := t.Context()
+	base := fmt.Sprintf("test:claimlegacy:%d:", time.Now().UnixNano())
+	legacy := base + "old:"
+	for k, owner := range map[string]string{"a": "0:1", "b": "0:2", "late": "3:3"} {
+		if err := rdb.Set(ctx, legacy+k, owner, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := time.Now().Add(1500 * time.Millisecond)
+	c := projections.NewClaimer(rdb, base+"new:", time.Hour).WithLegacy(legacy, until)
+	steps := []struct {
+		keys []projections.ClaimKey
+		want []projections.Claim
+	}{
+		{ // a: the old claim's record is a replay, another a duplicate; c is new
+			[]projections.ClaimKey{{Key: "a", Partition: 0, Offset: 1}, {Key: "a", Partition: 1, Offset: 7}, {Key: "c", Partition: 0, Offset: 3}},
+			[]projections.Claim{projections.ClaimReplay, projections.ClaimDuplicate, projections.ClaimFirst},
+		},
+		{ // b: a duplicate takes the hashed key first; the owner's replay is still a replay
+			[]projections.ClaimKey{{Key: "b", Partition: 5, Offset: 5}, {Key: "b", Partition: 0, Offset: 2}},
+			[]projections.Claim{projections.ClaimDuplicate, projections.ClaimReplay},
+		},
+		{ // c: decided by the hashed claims alone
+			[]projections.ClaimKey{{Key: "c", Partition: 0, Offset: 3}, {Key: "c", Partition: 0, Offset: 4}},
+			[]projections.Claim{projections.ClaimReplay, projections.ClaimDuplicate},
+		},
+	}
+	for i, st := range steps {
+		got, err := c.Claim(ctx, st.keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, st.want) {
+			t.Errorf("step %d: %v, want %v", i, got, st.want)
+		}
+	}
+	time.Sleep(time.Until(until) + 50*time.Millisecond)
+	got, err := c.Claim(ctx, []projections.ClaimKey{{Key: "late", Partition: 9, Offset: 9}})
+	if err != nil || got[0] != projections.ClaimFirst {
+		t.Errorf("after the upgrade window: %v, %v; want first (the old claim no longer read)", got, err)
+	}
+}
+
+// TestLegacyClaimsUntil: the first start of the hashed format records
+// whether there are old claims to read; later starts read the record.
+func TestLegacyClaimsUntil(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	defer rdb.Close()
+	ctx := t.Context()
+	base := fmt.Sprintf("test:claimformat:%d:", time.Now().UnixNano())
+	const window = 72 * time.Hour
+
+	// No old claim: nothing to read, now and at every later start, even
+	// once an old-looking key appears.
+	until, err := projections.LegacyClaimsUntil(ctx, rdb, base+"fresh", base+"old1:", window)
+	if err != nil || !until.IsZero() {
+		t.Fatalf("fresh: %v, %v; want the zero time", until, err)
+	}
+	if v := rdb.Get(ctx, base+"fresh").Val(); v != "0" {
+		t.Errorf("fresh: record %q, want 0", v)
+	}
+	rdb.Set(ctx, base+"old1:x", "0:1", time.Hour)
+	if until, err = projections.LegacyClaimsUntil(ctx, rdb, base+"fresh", base+"old1:", window); err != nil || !until.IsZero() {
+		t.Errorf("fresh, restarted: %v, %v; want the zero time", until, err)
+	}
+
+	// Old claims: read for one window from the first start.
+	rdb.Set(ctx, base+"old2:e", "0:1", time.Hour)
+	start := time.Now()
+	until, err = projections.LegacyClaimsUntil(ctx, rdb, base+"upgrade", base+"old2:", window)
+	if err != nil || until.Before(start.Add(window).Add(-time.Second)) || until.After(time.Now().Add(window)) {
+		t.Fatalf("upgrade: %v, %v; want about %v", until, err, start.Add(window))
+	}
+	again, err := projections.LegacyClaimsUntil(ctx, rdb, base+"upgrade", base+"old2:", window)
+	if err != nil || !again.Equal(until) {
+		t.Errorf("upgrade, restarted: %v, %v; want %v", again, err, until)
+	}
+
+	rdb.Set(ctx, base+"bad", "soon", 0)
+	if _, err := projections.LegacyClaimsUntil(ctx, rdb, base+"bad", base+"old2:", window); err == nil {
+		t.Error("a record that is not a time: no error")
+	}
+	rdb.Del(ctx, base+"fresh", base+"upgrade", base+"bad")
 }
 
 // TestProjectorExactlyOnce: a replay of already inserted records (offsets
