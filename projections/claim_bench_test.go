@@ -11,9 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // redisCPU is the Redis server's CPU time so far (INFO cpu: user + system).
@@ -49,9 +47,7 @@ func BenchmarkClaim(b *testing.B) {
 }
 
 func benchmarkClaim(b *testing.B, upgrade bool) {
-	env := testenv.Get(b)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
-	defer rdb.Close()
+	rdb := testRedis(b)
 	const n = 50_000
 	mp := uuid.NewString()
 	prefix := fmt.Sprintf("bench:claim:%d:", time.Now().UnixNano())

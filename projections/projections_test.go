@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -27,10 +28,15 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testRedis is a client of the test stack's Redis, closed with the test.
+func testRedis(t testing.TB) *redis.Client {
+	rdb := redisstore.Open(redisstore.Options{Addr: testenv.Get(t).RedisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
 func TestClaimer(t *testing.T) {
-	env := testenv.Get(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
-	defer rdb.Close()
+	rdb := testRedis(t)
 	prefix := fmt.Sprintf("test:claim:%d:", time.Now().UnixNano())
 	c := projections.NewClaimer(rdb, prefix, time.Second)
 	ctx := t.Context()
@@ -68,9 +74,7 @@ func TestClaimer(t *testing.T) {
 // TestClaimerKeys: a claim is stored under the prefix and 16 bytes of hash,
 // whatever the length of the claim key, and with the window as its TTL.
 func TestClaimerKeys(t *testing.T) {
-	env := testenv.Get(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
-	defer rdb.Close()
+	rdb := testRedis(t)
 	ctx := t.Context()
 	prefix := fmt.Sprintf("test:claimkeys:%d:", time.Now().UnixNano())
 	c := projections.NewClaimer(rdb, prefix, time.Hour)
@@ -98,9 +102,7 @@ func TestClaimerKeys(t *testing.T) {
 // does not hold are decided by the hashed claims. Past the window the old
 // claims are no longer read.
 func TestClaimerLegacy(t *testing.T) {
-	env := testenv.Get(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
-	defer rdb.Close()
+	rdb := testRedis(t)
 	ctx := t.Context()
 	base := fmt.Sprintf("test:claimlegacy:%d:", time.Now().UnixNano())
 	legacy := base + "old:"
@@ -147,9 +149,7 @@ func TestClaimerLegacy(t *testing.T) {
 // TestLegacyClaimsUntil: the first start of the hashed format records
 // whether there are old claims to read; later starts read the record.
 func TestLegacyClaimsUntil(t *testing.T) {
-	env := testenv.Get(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
-	defer rdb.Close()
+	rdb := testRedis(t)
 	ctx := t.Context()
 	base := fmt.Sprintf("test:claimformat:%d:", time.Now().UnixNano())
 	const window = 72 * time.Hour
