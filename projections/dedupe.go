@@ -92,8 +92,10 @@ func (c *Claimer) Claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
 	if legacy {
 		olds = make([]*redis.StringCmd, len(keys))
 	}
+	owners := make([]string, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.SetArgs(ctx, hashedKey(c.prefix, k.Key), owner(k.Partition, k.Offset), redis.SetArgs{Mode: "NX", Get: true, TTL: c.window})
+		owners[i] = owner(k.Partition, k.Offset)
+		cmds[i] = pipe.SetArgs(ctx, hashedKey(c.prefix, k.Key), owners[i], redis.SetArgs{Mode: "NX", Get: true, TTL: c.window})
 		if legacy {
 			olds[i] = pipe.Get(ctx, c.legacy+k.Key)
 		}
@@ -102,7 +104,7 @@ func (c *Claimer) Claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
 		return nil, fmt.Errorf("claim idempotency keys: %w", err)
 	}
 	for i, cmd := range cmds {
-		own := owner(keys[i].Partition, keys[i].Offset)
+		own := owners[i]
 		if legacy {
 			switch prev, err := olds[i].Result(); {
 			case err == nil && prev == own:
