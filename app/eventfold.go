@@ -43,10 +43,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 				v, ok := a.Catalog.Vendor(mp, id)
 				return projections.VendorDims{Name: v.Name, GlobalID: v.GlobalID}, ok
 			},
-			ProductVendors: func(mp, id string) ([]string, bool) {
-				p, ok := a.Catalog.Product(mp, id)
-				return p.Vendors, ok
-			},
+			ProductVendor: a.productVendor,
 		},
 	})
 	if err != nil {
@@ -58,12 +55,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 			m, ok := a.Accounts.Marketplace(id)
 			return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
 		},
-		ProductVendor: func(mp, id string) string {
-			if p, ok := a.Catalog.Product(mp, id); ok && len(p.Vendors) == 1 {
-				return p.Vendors[0]
-			}
-			return ""
-		},
+		ProductVendor: a.productVendor,
 		CampaignVendor: func(mp, id string) string {
 			c, _, _ := a.Campaigns.Campaign(mp, id)
 			return c.VendorID
@@ -117,4 +109,13 @@ func (a *App) eventClaimer(ctx context.Context) (*projections.Claimer, error) {
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// productVendor is the vendor of a product that has exactly one, else "".
+// It shares the catalog's memory: keep it no longer than the batch.
+func (a *App) productVendor(mp, id string) string {
+	if p, ok := a.Catalog.Product(mp, id); ok && p.Vendors.Len() == 1 {
+		return p.Vendors.At(0)
+	}
+	return ""
 }

@@ -60,7 +60,7 @@ type AutoBidJSON struct {
 func (s *Service) vendorProducts(mp, vendorID string) []entityref.ProductRef {
 	var ps []entityref.ProductRef
 	s.cat.EachProductOfVendor(mp, vendorID, func(p entityref.ProductRef) bool {
-		if contains(p.Vendors, vendorID) {
+		if p.Vendors.Contains(vendorID) {
 			ps = append(ps, p)
 		}
 		return true

@@ -173,7 +173,7 @@ func (s *Service) bidTarget(mp string, c Campaign, typ, raw string, errs *valida
 			errs.Add(validation.NotFound, "product "+t+" not found", "body", "target")
 			return "", false
 		}
-		if !contains(p.Vendors, c.VendorID) {
+		if !p.Vendors.Contains(c.VendorID) {
 			errs.Add(validation.ValueError, "vendor "+c.VendorID+" may not promote product "+t+" (it is not among the product's vendors)", "body", "target")
 			return "", false
 		}

@@ -327,7 +327,7 @@ func (s *Service) Eligibility(mp, vendorID string, b Bid) (bool, string) {
 		return false, ReasonProductNotFound
 	case !p.Active:
 		return false, ReasonProductInactive
-	case !contains(p.Vendors, vendorID):
+	case !p.Vendors.Contains(vendorID):
 		return false, ReasonVendorNotPermitted
 	}
 	return true, ""

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
@@ -51,7 +52,7 @@ func (f *fakeRefs) EachProductOfVendor(mp, vendorID string, fn func(entityref.Pr
 	f.mu.Lock()
 	var ps []entityref.ProductRef
 	for k, p := range f.products {
-		if strings.HasPrefix(k, mp+"/") && contains(p.Vendors, vendorID) {
+		if strings.HasPrefix(k, mp+"/") && p.Vendors.Contains(vendorID) {
 			ps = append(ps, p)
 		}
 	}
@@ -135,10 +136,10 @@ func newServiceOn(t *testing.T, brokers []string) (*Service, *fakeRefs, *time.Ti
 	f.vendors[mpA+"/v-1"] = true
 	f.vendors[mpA+"/v-2"] = true
 	f.vendors[mpB+"/v-1"] = true
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: []string{"v-1"}})
-	f.product(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: []string{"v-1", "v-2"}, QualityScore: 0.5})
-	f.product(mpA, entityref.ProductRef{ID: "p-3", Active: false, Vendors: []string{"v-1"}})
-	f.product(mpA, entityref.ProductRef{ID: "p-9", Active: true, Vendors: []string{"v-2"}})
+	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-1")})
+	f.product(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-1", "v-2"), QualityScore: 0.5})
+	f.product(mpA, entityref.ProductRef{ID: "p-3", Active: false, Vendors: idlist.Of("v-1")})
+	f.product(mpA, entityref.ProductRef{ID: "p-9", Active: true, Vendors: idlist.Of("v-2")})
 	f.contacts[mpA+"/bc-1"] = []string{"v-1"}
 	f.contacts[mpA+"/bc-2"] = []string{"v-2"}
 	f.segments[mpA+"/seg-1"] = true
@@ -446,11 +447,11 @@ func TestBids(t *testing.T) {
 	if j := s.BidJSON(mpA, c, pb); !j.IsEligible || j.IneligibleReason != nil {
 		t.Errorf("eligible: %+v", j)
 	}
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: []string{"v-1"}})
+	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: idlist.Of("v-1")})
 	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonProductInactive {
 		t.Errorf("inactive: %+v", j)
 	}
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: []string{"v-2"}})
+	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-2")})
 	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonVendorNotPermitted {
 		t.Errorf("vendor removed: %+v", j)
 	}
@@ -554,7 +555,7 @@ func TestAutomatedBids(t *testing.T) {
 		t.Fatalf("page 2: %v %+v", more, page)
 	}
 	// The catalog is read at request time.
-	f.product(mpA, entityref.ProductRef{ID: "p-0", Active: true, Vendors: []string{"v-1"}, QualityScore: 0.1})
+	f.product(mpA, entityref.ProductRef{ID: "p-0", Active: true, Vendors: idlist.Of("v-1"), QualityScore: 0.1})
 	f.deleteProduct(mpA, "p-2")
 	page, _, _ = s.AutomatedBids(mpA, c.ID, "", 100)
 	if !reflect.DeepEqual(page, []AutoBidJSON{{"p-0", 100_000, true}, {"p-1", 800_000, true}, {"p-3", 800_000, false}}) {

@@ -15,10 +15,12 @@ package catalog
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"unique"
 
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/strset"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -69,14 +71,14 @@ func New(log *statelog.Log) *Service {
 }
 
 func (s *Service) indexProduct(mp, id string, old, nv *Product) {
-	var wasV, nowV, wasC, nowC []string
+	var wasV, nowV, wasC, nowC idlist.List
 	if old != nil {
 		wasV, wasC = old.Vendors(), old.Categories()
 	}
 	if nv != nil {
 		nowV, nowC = nv.Vendors(), nv.Categories()
 	}
-	sameV, sameC := sameStrings(wasV, nowV), sameStrings(wasC, nowC)
+	sameV, sameC := wasV == nowV, wasC == nowC // packed lists: equal ids, equal strings
 	if sameV && sameC {
 		return
 	}
@@ -91,14 +93,14 @@ func (s *Service) indexProduct(mp, id string, old, nv *Product) {
 }
 
 func (s *Service) indexCategory(mp, id string, old, nv *Category) {
-	var was, now []string
+	var was, now idlist.List
 	if old != nil && old.ParentID != "" {
-		was = []string{old.ParentID}
+		was = idlist.Of(old.ParentID)
 	}
 	if nv != nil && nv.ParentID != "" {
-		now = []string{nv.ParentID}
+		now = idlist.Of(nv.ParentID)
 	}
-	if sameStrings(was, now) {
+	if was == now {
 		return
 	}
 	s.idxMu.Lock()
@@ -108,10 +110,10 @@ func (s *Service) indexCategory(mp, id string, old, nv *Category) {
 
 // reindex moves id from the sets of keys was to the sets of keys now in
 // idx[mp] (key -> set of ids).
-func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now []string) {
+func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now idlist.List) {
 	m := idx[mp]
-	for _, k := range was {
-		if !contains(now, k) {
+	for k := range was.All() {
+		if !now.Contains(k) {
 			if set := m[k]; set != nil {
 				set.Remove(id)
 				if set.Len() == 0 {
@@ -120,30 +122,20 @@ func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now []st
 			}
 		}
 	}
-	if len(now) > 0 && m == nil {
+	if now.Len() > 0 && m == nil {
 		m = map[string]*strset.Set{}
 		idx[mp] = m
 	}
-	for _, k := range now {
+	for k := range now.All() {
 		set := m[k]
 		if set == nil {
 			set = new(strset.Set)
-			m[k] = set
+			// k shares a product's texts: the index keeps its own copy,
+			// so that it does not keep a replaced product's alive.
+			m[strings.Clone(k)] = set
 		}
 		set.Add(id)
 	}
-}
-
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func contains(list []string, s string) bool {
@@ -195,7 +187,7 @@ func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.Pro
 	s.idxMu.RUnlock()
 	for _, id := range ids {
 		p, _, ok := s.products.Get(mp, id)
-		if !ok || !contains(p.Vendors(), vendorID) {
+		if !ok || !p.Vendors().Contains(vendorID) {
 			continue // changed since the index was read
 		}
 		if !fn(productRef(id, &p)) {
@@ -310,7 +302,7 @@ func (s *Service) CategoryPath(mp, id string) []string {
 		if !ok {
 			break
 		}
-		path = append(path, unique.Make(id).Value()) // shared with the products' lists (store.go)
+		path = append(path, unique.Make(id).Value()) // one copy of each id, however many paths hold it
 		id = c.ParentID
 	}
 	return path

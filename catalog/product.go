@@ -108,7 +108,7 @@ func strPtr(s string) *string {
 func (p *Product) view(id string) ProductView {
 	v := ProductView{
 		ID: id, Name: p.Name, Active: p.Active,
-		Vendors: nonNil(p.Vendors()), Categories: nonNil(p.Categories()),
+		Vendors: nonNil(p.Vendors().Strings()), Categories: nonNil(p.Categories().Strings()),
 	}
 	if p.PriceMicros > 0 {
 		n := json.Number(formatMicros(p.PriceMicros))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
@@ -103,8 +104,8 @@ func TestCatalogRefs(t *testing.T) {
 	upsert(t, svc, B, product("p-1", "v-9"))
 
 	got, ok := svc.Product(A, "p-1")
-	want := entityref.ProductRef{ID: "p-1", Name: "Product p-1", Active: true, Vendors: []string{"v-1", "v-2"},
-		Categories: []string{"c-1"}, PriceMicros: 9_990_000, QualityScore: 0.25}
+	want := entityref.ProductRef{ID: "p-1", Name: "Product p-1", Active: true, Vendors: idlist.Of("v-1", "v-2"),
+		Categories: idlist.Of("c-1"), PriceMicros: 9_990_000, QualityScore: 0.25}
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Product = %+v, %v; want %+v", got, ok, want)
 	}

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unique"
 
+	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/jsontext"
 )
 
@@ -23,12 +25,13 @@ import (
 //     "qualityScore","details":{description, brand, imageURL, ean, gtin,
 //     metadata, globalId, link, variantIds}}, empty values left out. The
 //     encoder is hand-written (append-based, no reflection).
-//   - In memory, all its texts share one allocation: the name, the list
-//     items and the detail fields, the latter in a small binary form (tag,
-//     length, bytes), which nothing reads until a client GETs the product.
-//     The product has four pointers and five heap objects fewer than a
-//     plain struct of strings, which is what the garbage collector pays
-//     for on every cycle.
+//   - In memory, all its texts share one allocation: the name, the vendors'
+//     and the categories' lists (packed, internal/idlist) and the detail
+//     fields, the latter in a small binary form (tag, length, bytes), which
+//     nothing reads until a client GETs the product. The product is one
+//     heap object and three pointers (all into it), where a plain struct of
+//     strings is a dozen objects and a pointer per id: what the garbage
+//     collector pays for on every cycle.
 //
 // The decoder reads what the encoder writes, and falls back to
 // encoding/json for any other valid JSON of the same shape (white space,
@@ -39,53 +42,59 @@ type Product struct {
 	Name         string
 	PriceMicros  int64   // 0: no price
 	QualityScore float64 // 0: not set
-	lists        []string
-	details      string          // binary detail fields (see appendDetailsBin)
+	// rest holds, in Name's allocation, the vendors' and the categories'
+	// packed lists (idlist) and the binary details (see appendDetailsBin):
+	// rest[:catAt], rest[catAt:detAt] and rest[detAt:].
+	rest         string
 	pending      *productDetails // only on a product about to be written
-	nVendors     int32
+	catAt, detAt uint32
 	Active       bool
 }
 
-// Vendors are the vendors allowed to promote the product (shared: do not
-// modify).
-func (p *Product) Vendors() []string { return p.lists[:p.nVendors:p.nVendors] }
+// Vendors are the vendors allowed to promote the product.
+func (p *Product) Vendors() idlist.List { return idlist.List(p.rest[:p.catAt]) }
 
-// Categories are the product's category ids (shared: do not modify).
-func (p *Product) Categories() []string { return p.lists[p.nVendors:len(p.lists):len(p.lists)] }
+// Categories are the product's category ids.
+func (p *Product) Categories() idlist.List { return idlist.List(p.rest[p.catAt:p.detAt]) }
+
+// details is the binary form of the fields nothing but GET reads.
+func (p *Product) details() string { return p.rest[p.detAt:] }
 
 // detailFields decodes the fields nothing but GET reads.
 func (p *Product) detailFields() productDetails {
 	if p.pending != nil {
 		return *p.pending
 	}
-	return decodeDetailsBin(p.details)
+	return decodeDetailsBin(p.details())
 }
 
-// setLists sets both lists (vendors first), sharing one array.
+// setLists sets both lists, keeping the binary details.
 func (p *Product) setLists(vendors, categories []string) {
-	p.nVendors = int32(len(vendors))
-	if len(vendors)+len(categories) == 0 {
-		p.lists = nil
-		return
-	}
-	l := make([]string, 0, len(vendors)+len(categories))
-	p.lists = append(append(l, vendors...), categories...)
+	det := p.details()
+	b := make([]byte, 0, idlist.Size(vendors)+idlist.Size(categories)+len(det))
+	b = idlist.Append(b, vendors)
+	catAt := len(b)
+	b = idlist.Append(b, categories)
+	detAt := len(b)
+	p.rest, p.catAt, p.detAt = string(append(b, det...)), uint32(catAt), uint32(detAt)
 }
 
 // setPending sets the details a product is written with.
-func (p *Product) setPending(d *productDetails) { p.pending, p.details = d, "" }
+func (p *Product) setPending(d *productDetails) { p.pending, p.rest = d, p.rest[:p.detAt] }
 
 // --- JSON encoding (the log's form) ---
 
 // appendJSONString appends s as a JSON string (jsontext.AppendString).
 func appendJSONString(b []byte, s string) []byte { return jsontext.AppendString(b, s) }
 
-func appendStringList(b []byte, list []string) []byte {
+func appendStringList(b []byte, list iter.Seq[string]) []byte {
 	b = append(b, '[')
-	for i, s := range list {
-		if i > 0 {
+	first := true
+	for s := range list {
+		if !first {
 			b = append(b, ',')
 		}
+		first = false
 		b = appendJSONString(b, s)
 	}
 	return append(b, ']')
@@ -130,7 +139,7 @@ func (d *productDetails) appendJSON(b []byte) []byte {
 	str("link", d.Link)
 	if len(d.VariantIDs) > 0 {
 		key("variantIds")
-		b = appendStringList(b, d.VariantIDs)
+		b = appendStringList(b, slices.Values(d.VariantIDs))
 	}
 	return append(b, '}')
 }
@@ -143,14 +152,11 @@ func (d *productDetails) empty() bool {
 // MarshalJSON writes the log's form of the product.
 func (p Product) MarshalJSON() ([]byte, error) {
 	d := p.pending
-	if d == nil && p.details != "" {
-		dd := decodeDetailsBin(p.details)
+	if d == nil && p.details() != "" {
+		dd := decodeDetailsBin(p.details())
 		d = &dd
 	}
-	size := 112 + len(p.Name) + 4*len(p.lists)
-	for _, s := range p.lists {
-		size += len(s)
-	}
+	size := 112 + len(p.Name) + len(p.rest)
 	if d != nil {
 		size += 160 + len(d.Description) + len(d.ImageURL) + len(d.Link) + len(d.Metadata) + 12*len(d.VariantIDs)
 	}
@@ -162,13 +168,13 @@ func (p Product) MarshalJSON() ([]byte, error) {
 	} else {
 		b = append(b, `,"active":false`...)
 	}
-	if v := p.Vendors(); len(v) > 0 {
+	if v := p.Vendors(); v.Len() > 0 {
 		b = append(b, `,"vendors":`...)
-		b = appendStringList(b, v)
+		b = appendStringList(b, v.All())
 	}
-	if c := p.Categories(); len(c) > 0 {
+	if c := p.Categories(); c.Len() > 0 {
 		b = append(b, `,"categories":`...)
-		b = appendStringList(b, c)
+		b = appendStringList(b, c.All())
 	}
 	if p.PriceMicros != 0 {
 		b = append(b, `,"priceMicros":`...)
@@ -333,24 +339,51 @@ func (p *Product) UnmarshalJSON(data []byte) error {
 
 // build makes the product's texts from b, one allocation: b holds the
 // name, the list items and the binary details; ends[k] is where item k
-// ends (item 0 is the name).
+// ends (item 0 is the name; items 1 to nVendors are the vendors, the
+// others the categories). The lists are packed (idlist) in the allocation.
 func (p *Product) build(b []byte, ends []int, nVendors int) {
-	var sb strings.Builder
-	sb.Grow(len(b))
-	sb.Write(b)
-	all := sb.String()
-	*p = Product{Name: all[:ends[0]], nVendors: int32(nVendors)}
-	if n := len(ends) - 1; n > 0 {
-		p.lists = make([]string, n)
-		for k := range n {
-			// Vendor and category ids repeat across products: one shared
-			// copy of each keeps them hot in cache for the auction, whose
-			// lookups and comparisons by these ids then mostly compare
-			// pointers (unique: the canonical copy lives while referenced).
-			p.lists[k] = unique.Make(all[ends[k]:ends[k+1]]).Value()
-		}
+	nameEnd, items := ends[0], ends[1:]
+	listsEnd := nameEnd
+	if len(items) > 0 {
+		listsEnd = items[len(items)-1]
 	}
-	p.details = all[ends[len(ends)-1]:]
+	vendors, cats := items[:nVendors], items[nVendors:]
+	size := len(b)
+	if len(vendors) > 0 {
+		size += 4 + 4*len(vendors)
+	}
+	if len(cats) > 0 {
+		size += 4 + 4*len(cats)
+	}
+	var sb strings.Builder
+	sb.Grow(size)
+	sb.Write(b[:nameEnd])
+	from := nameEnd
+	if len(vendors) > 0 {
+		writeList(&sb, b, from, vendors)
+		from = vendors[len(vendors)-1]
+	}
+	catAt := sb.Len() - nameEnd
+	if len(cats) > 0 {
+		writeList(&sb, b, from, cats)
+	}
+	detAt := sb.Len() - nameEnd
+	sb.Write(b[listsEnd:])
+	all := sb.String()
+	*p = Product{Name: all[:nameEnd], rest: all[nameEnd:], catAt: uint32(catAt), detAt: uint32(detAt)}
+}
+
+// writeList writes the packed list (idlist) of the items of b that start at
+// from and end at ends (absolute in b).
+func writeList(sb *strings.Builder, b []byte, from int, ends []int) {
+	var u [4]byte
+	binary.LittleEndian.PutUint32(u[:], uint32(len(ends)))
+	sb.Write(u[:])
+	for _, e := range ends {
+		binary.LittleEndian.PutUint32(u[:], uint32(e-from))
+		sb.Write(u[:])
+	}
+	sb.Write(b[from:ends[len(ends)-1]])
 }
 
 // decoder reads the compact JSON the encoder writes.

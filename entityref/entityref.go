@@ -5,13 +5,15 @@
 // marketplace and reads the in-memory view (no network call).
 package entityref
 
+import "github.com/endcap/endcap/internal/idlist"
+
 // ProductRef is what other areas need to know of a catalog product.
 type ProductRef struct {
 	ID           string
 	Name         string
 	Active       bool
-	Vendors      []string // vendors allowed to promote it
-	Categories   []string
+	Vendors      idlist.List // vendors allowed to promote it (shares the catalog's memory)
+	Categories   idlist.List
 	PriceMicros  int64   // 0 when the product has no price
 	QualityScore float64 // 0 when not set
 }

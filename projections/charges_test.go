@@ -161,14 +161,11 @@ func testViews(loc *time.Location) Views {
 		Vendor: func(mp, id string) (VendorDims, bool) {
 			return VendorDims{Name: "Vendor " + id, GlobalID: "g-" + id}, true
 		},
-		ProductVendors: func(mp, id string) ([]string, bool) {
-			switch id {
-			case "p-one":
-				return []string{"v-1"}, true
-			case "p-two":
-				return []string{"v-1", "v-2"}, true
+		ProductVendor: func(mp, id string) string {
+			if id == "p-one" {
+				return "v-1" // "p-two" has two vendors: none is its own
 			}
-			return nil, false
+			return ""
 		},
 	}
 }

@@ -53,8 +53,9 @@ type Views struct {
 	Campaign func(mp, id string, at time.Time) (CampaignDims, bool)
 	// Vendor returns a vendor's attributes.
 	Vendor func(mp, id string) (VendorDims, bool)
-	// ProductVendors returns the vendors of a product.
-	ProductVendors func(mp, id string) ([]string, bool)
+	// ProductVendor returns the vendor of a product when it has exactly
+	// one, else "".
+	ProductVendor func(mp, id string) string
 }
 
 // MarketplaceDims are the attributes of a marketplace the projector uses.
@@ -484,10 +485,8 @@ func (r *interactionRows) addOrganic(e *ingest.Event, v *Views) {
 		case "vendor":
 			vendorID = ei
 		case "product":
-			if v.ProductVendors != nil {
-				if vs, ok := v.ProductVendors(e.MarketplaceID, ei); ok && len(vs) == 1 {
-					vendorID = vs[0]
-				}
+			if v.ProductVendor != nil {
+				vendorID = v.ProductVendor(e.MarketplaceID, ei)
 			}
 		}
 	}

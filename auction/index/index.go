@@ -25,6 +25,7 @@ import (
 
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/internal/idlist"
 )
 
 // Index is the auction index of every marketplace.
@@ -173,34 +174,52 @@ func (m *Market) removeProduct(p *Product) {
 
 // setVendors makes Vendors the entries of the vendor ids vs, unless they
 // already are.
-func (p *Product) setVendors(m *Market, vs []string) {
-	if len(p.Vendors) == len(vs) && slices.EqualFunc(p.Vendors, vs, func(v *Vendor, id string) bool { return v.ID == id }) {
+func (p *Product) setVendors(m *Market, vs idlist.List) {
+	n := vs.Len()
+	if len(p.Vendors) == n && equalIDs(vs, p.Vendors, func(v *Vendor) string { return v.ID }) {
 		return
 	}
-	if len(vs) <= len(p.vendors) {
-		clear(p.vendors[len(vs):])
-		p.Vendors = p.vendors[:len(vs):len(vs)]
+	if n <= len(p.vendors) {
+		clear(p.vendors[n:])
+		p.Vendors = p.vendors[:n:n]
 	} else {
-		p.Vendors = make([]*Vendor, len(vs))
+		p.Vendors = make([]*Vendor, n)
 	}
-	for i, v := range vs {
+	i := 0
+	for v := range vs.All() {
 		p.Vendors[i] = m.vendor(v)
+		i++
 	}
 }
 
+// equalIDs reports whether ids are the ids of list, in order.
+func equalIDs[T any](ids idlist.List, list []T, id func(T) string) bool {
+	i := 0
+	for s := range ids.All() {
+		if i >= len(list) || id(list[i]) != s {
+			return false
+		}
+		i++
+	}
+	return i == len(list)
+}
+
 // setCategories makes Categories the handles of cs, unless they already are.
-func (p *Product) setCategories(cs []string) {
-	if len(cs) == len(p.Categories) && slices.EqualFunc(cs, p.Categories, func(s string, c Cat) bool { return s == c.Value() }) {
+func (p *Product) setCategories(cs idlist.List) {
+	n := cs.Len()
+	if n == len(p.Categories) && equalIDs(cs, p.Categories, Cat.Value) {
 		return
 	}
-	if len(cs) <= len(p.cats) {
-		clear(p.cats[len(cs):])
-		p.Categories = p.cats[:len(cs):len(cs)]
+	if n <= len(p.cats) {
+		clear(p.cats[n:])
+		p.Categories = p.cats[:n:n]
 	} else {
-		p.Categories = make([]Cat, len(cs))
+		p.Categories = make([]Cat, n)
 	}
-	for i, c := range cs {
+	i := 0
+	for c := range cs.All() {
 		p.Categories[i] = CatOf(c)
+		i++
 	}
 }
 
