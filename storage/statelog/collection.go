@@ -32,6 +32,66 @@ type Collection[T any] struct {
 	// of spans, in chunks a few thousand (docs/performance.md).
 	slab []entry[T]
 	free []*entry[T]
+
+	// ids are the maps' keys, many to an allocation (see keyArena).
+	ids keyArena
+}
+
+// keyArena holds a collection's ids, packed into shared allocations of
+// keyChunk bytes: a million ids are then a few hundred objects for the
+// garbage collector to mark, not a million (docs/state.md, Memory). Bytes
+// are only ever appended: a string cut from a chunk never changes. A
+// deleted id's bytes stay until its chunk has no live id, so when the dead
+// bytes outgrow the live ones, the collection copies its ids into new
+// chunks (rekey) and the old ones are freed once nothing else holds them.
+type keyArena struct {
+	cur        strings.Builder
+	live, dead int // bytes of ids in the maps, and of ids deleted since the last rekey
+}
+
+const (
+	keyChunk   = 64 << 10
+	minRekey   = 1 << 20 // dead bytes below which a rekey is not worth it
+	maxArenaID = keyChunk / 8
+)
+
+// add returns a copy of id in the arena.
+func (a *keyArena) add(id string) string {
+	a.live += len(id)
+	if len(id) > maxArenaID {
+		return strings.Clone(id)
+	}
+	if a.cur.Cap()-a.cur.Len() < len(id) {
+		a.cur = strings.Builder{}
+		a.cur.Grow(keyChunk)
+	}
+	start := a.cur.Len()
+	a.cur.WriteString(id)
+	return a.cur.String()[start:]
+}
+
+// drop counts id as deleted, and reports whether a rekey is due.
+func (a *keyArena) drop(id string) bool {
+	a.live -= len(id)
+	a.dead += len(id)
+	return a.dead > max(a.live, minRekey)
+}
+
+// rekey copies every id into new chunks (under c.mu), rebuilding the maps
+// at their present size.
+func (c *Collection[T]) rekey() {
+	c.ids = keyArena{}
+	for mp, m := range c.items {
+		if len(m) == 0 {
+			delete(c.items, mp)
+			continue
+		}
+		nm := make(map[string]*entry[T], len(m))
+		for id, e := range m {
+			nm[c.ids.add(id)] = e
+		}
+		c.items[mp] = nm
+	}
 }
 
 // entryChunk is how many entries one allocation holds.
@@ -104,6 +164,9 @@ func (c *Collection[T]) apply(r Record) {
 		delete(m, id)
 		*e = entry[T]{}
 		c.free = append(c.free, e)
+		if c.ids.drop(id) {
+			c.rekey()
+		}
 	case nv != nil:
 		if e == nil {
 			if m == nil {
@@ -111,6 +174,9 @@ func (c *Collection[T]) apply(r Record) {
 				c.items[mp] = m
 			}
 			e = c.newEntry()
+			// The listeners below get the arena's copy too: what they keep
+			// of a new entity shares it.
+			id = c.ids.add(id)
 			m[id] = e
 		}
 		*e = entry[T]{v: *nv, version: r.Version}

@@ -207,8 +207,8 @@ func (l *Log) apply(r *kgo.Record) {
 		return
 	}
 	key := rec.Type + "/" + rec.ID
-	// The views keep ids cut out of key (marketplace/id, see splitKey): one
-	// string per entity in memory, where the decoded id would be another.
+	// The views copy a new entity's id into their own chunks (keyArena):
+	// key and the decoded record are garbage once applied.
 	rec.ID = key[len(rec.Type)+1:]
 	l.mu.Lock()
 	vk := l.versionKey(key)

@@ -1,0 +1,114 @@
+package statelog
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+type idThing struct {
+	N int `json:"n"`
+}
+
+// newIDsCollection is a collection applied to directly, without a log.
+func newIDsCollection() *Collection[idThing] {
+	return &Collection[idThing]{typ: "thing", items: map[string]map[string]*entry[idThing]{}}
+}
+
+func put(c *Collection[idThing], mp, id string, n int) {
+	c.apply(Record{Type: "thing", ID: mp + "/" + id, Version: 1, State: []byte(fmt.Sprintf(`{"n":%d}`, n))})
+}
+
+func del(c *Collection[idThing], mp, id string) {
+	c.apply(Record{Type: "thing", ID: mp + "/" + id, Version: 2, Deleted: true})
+}
+
+// storedID is the map's own key for id.
+func storedID(c *Collection[idThing], mp, id string) string {
+	for k := range c.items[mp] {
+		if k == id {
+			return k
+		}
+	}
+	return ""
+}
+
+// Ids are copied into shared chunks, not kept as the records' strings.
+func TestCollectionIDsInChunks(t *testing.T) {
+	c := newIDsCollection()
+	put(c, "mp-a", "p-1", 1)
+	put(c, "mp-a", "p-22", 2)
+	put(c, "mp-a", "p-1", 3) // an update keeps the first copy
+	a, b := storedID(c, "mp-a", "p-1"), storedID(c, "mp-a", "p-22")
+	if uintptr(unsafe.Pointer(unsafe.StringData(a)))+uintptr(len(a)) != uintptr(unsafe.Pointer(unsafe.StringData(b))) {
+		t.Fatal("two new ids are not next to each other in a chunk")
+	}
+	long := strings.Repeat("x", maxArenaID+1)
+	put(c, "mp-a", long, 4)
+	if v, _, ok := c.Get("mp-a", long); !ok || v.N != 4 {
+		t.Fatalf("a long id: %v %v", v, ok)
+	}
+	if c.ids.live != len("p-1")+len("p-22")+len(long) || c.ids.dead != 0 {
+		t.Fatalf("live %d dead %d", c.ids.live, c.ids.dead)
+	}
+	if v, _, _ := c.Get("mp-a", "p-1"); v.N != 3 || a != "p-1" || b != "p-22" {
+		t.Fatalf("p-1 is %v", v)
+	}
+}
+
+// Deleting most ids copies the others into new chunks; every entity and
+// its value survive it, and a deleted id can come back.
+func TestCollectionRekeyAfterDeletes(t *testing.T) {
+	c := newIDsCollection()
+	const n, idLen = 4000, 500 // 2 MB of ids
+	id := func(i int) string { return fmt.Sprintf("%0*d", idLen, i) }
+	mpOf := func(i int) string { return []string{"mp-a", "mp-b"}[(i/4)%2] }
+	for i := range n {
+		put(c, mpOf(i), id(i), i)
+	}
+	before := storedID(c, mpOf(n-4), id(n-4))
+	rekeys := 0
+	for i := range n {
+		if i%4 != 0 { // keep a quarter
+			dead := c.ids.dead
+			del(c, mpOf(i), id(i))
+			if c.ids.dead < dead {
+				rekeys++
+			}
+		}
+	}
+	if rekeys != 1 {
+		t.Fatalf("%d rekeys, want 1 (dead bytes first above max(live, 1 MiB))", rekeys)
+	}
+	if want := n / 4 * idLen; c.ids.live != want {
+		t.Fatalf("live %d, want %d", c.ids.live, want)
+	}
+	for i := range n {
+		v, _, ok := c.Get(mpOf(i), id(i))
+		if ok != (i%4 == 0) || (ok && v.N != i) {
+			t.Fatalf("entity %d: %v %v", i, v, ok)
+		}
+	}
+	if c.Len("mp-a")+c.Len("mp-b") != n/4 {
+		t.Fatalf("%d + %d entities", c.Len("mp-a"), c.Len("mp-b"))
+	}
+	if after := storedID(c, mpOf(n-4), id(n-4)); unsafe.StringData(after) == unsafe.StringData(before) {
+		t.Fatal("the kept ids were not copied")
+	}
+	put(c, "mp-a", id(1), 11)
+	if v, _, ok := c.Get("mp-a", id(1)); !ok || v.N != 11 {
+		t.Fatalf("a deleted id put again: %v %v", v, ok)
+	}
+	// A marketplace whose entities are all gone leaves no empty map at the
+	// next rekey.
+	for i := range n {
+		if i%4 == 0 && mpOf(i) == "mp-b" {
+			del(c, "mp-b", id(i))
+		}
+	}
+	c.rekey()
+	if _, ok := c.items["mp-b"]; ok || c.Len("mp-a") != n/8+1 {
+		t.Fatalf("after the last rekey: mp-b %v, mp-a %d", c.items["mp-b"] != nil, c.Len("mp-a"))
+	}
+}
