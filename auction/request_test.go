@@ -958,8 +958,17 @@ func TestReleaseArena(t *testing.T) {
 			}
 		}
 	}
-	withRelease := testing.AllocsPerRun(200, parse(true))
-	without := testing.AllocsPerRun(200, parse(false))
+	// AllocsPerRun counts the whole process's allocations: another test's
+	// goroutine can only add to them, so the least of a few tries is the
+	// parse's own.
+	least := func(f func()) float64 {
+		n := testing.AllocsPerRun(200, f)
+		for range 4 {
+			n = min(n, testing.AllocsPerRun(200, f))
+		}
+		return n
+	}
+	withRelease, without := least(parse(true)), least(parse(false))
 	if withRelease > without-2 { // the arena and the id list
 		t.Fatalf("%v allocations per parse with Release, %v without", withRelease, without)
 	}

@@ -82,9 +82,12 @@ type Market struct {
 	keyword    map[string][]*Bid
 	banners    map[string]*Camp
 	// slab is what is left of the chunk newProduct hands entries out of,
-	// and free the entries removed from products, for reuse.
-	slab []Product
-	free []*Product
+	// and free the entries removed from products, for reuse; bidSlab and
+	// freeBids the same for bids (newBid).
+	slab     []Product
+	free     []*Product
+	bidSlab  []Bid
+	freeBids []*Bid
 }
 
 // productChunk is how many product entries one allocation holds. The
@@ -92,6 +95,31 @@ type Market struct {
 // when the spans are many: a million entries allocated one by one fill
 // 23,000 spans, in chunks a thousand (docs/performance.md).
 const productChunk = 1024
+
+// bidChunk is how many bid entries one allocation holds (as productChunk).
+const bidChunk = 512
+
+// newBid returns an entry for a new bid, reused or out of a chunk.
+func (m *Market) newBid() *Bid {
+	if n := len(m.freeBids); n > 0 {
+		b := m.freeBids[n-1]
+		m.freeBids = m.freeBids[:n-1]
+		return b
+	}
+	if len(m.bidSlab) == 0 {
+		m.bidSlab = make([]Bid, bidChunk)
+	}
+	b := &m.bidSlab[0]
+	m.bidSlab = m.bidSlab[1:]
+	return b
+}
+
+// freeBid keeps a removed bid's entry for reuse (no reader holds it:
+// readers keep no entry beyond their Read).
+func (m *Market) freeBid(b *Bid) {
+	*b = Bid{}
+	m.freeBids = append(m.freeBids, b)
+}
 
 func newMarket() *Market {
 	return &Market{
@@ -405,8 +433,9 @@ type BidFields struct {
 }
 
 func fieldsOf(b *campaigns.Bid) BidFields {
-	return BidFields{ID: b.ID, Target: b.Target, AmountMicros: b.AmountMicros, Active: b.Active,
-		TargetType: canonical(b.TargetType, campaigns.TargetProduct, campaigns.TargetCategory, campaigns.TargetKeyword)}
+	// TargetType is the campaigns package's constant (its decoder makes it
+	// so): compared with the constants, equal strings share their bytes.
+	return BidFields{ID: b.ID, Target: b.Target, AmountMicros: b.AmountMicros, Active: b.Active, TargetType: b.TargetType}
 }
 
 // Product returns a product by id (nil when neither it nor bids on it are known).
@@ -463,15 +492,6 @@ func (m *Market) AppendPath(dst []Cat, id Cat) []Cat {
 
 // ---- maintenance (under ix.mu) ----
 
-// canonical returns the constant among consts equal to s, else s.
-func canonical(s string, consts ...string) string {
-	for _, c := range consts {
-		if s == c {
-			return c
-		}
-	}
-	return s
-}
 
 func intern(s string) string { return unique.Make(s).Value() }
 
@@ -595,11 +615,9 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	c.Gate = gateOf(nw)
 	c.Vendor = m.vendor(nw.VendorID)
 	c.C.VendorID = c.Vendor.ID
-	// The package's constants in place of decoded copies: an auction compares
-	// these with the constants, so equal strings share their bytes and the
-	// comparison reads no cold memory.
-	c.C.Type = canonical(nw.Type, campaigns.TypeListings, campaigns.TypeBanners, campaigns.TypeAutomated)
-	c.C.ChargeType = canonical(nw.ChargeType, campaigns.ChargeCPC, campaigns.ChargeCPM)
+	// Type and ChargeType are the campaigns package's constants (its decoder
+	// makes them so): an auction compares them with the constants, so equal
+	// strings share their bytes and the comparison reads no cold memory.
 	c.Info = &CampInfo{ID: c.C.ID, VendorID: c.C.VendorID, Name: c.C.Name, CPM: c.C.ChargeType == campaigns.ChargeCPM,
 		Segments: c.C.Targeting.Segments}
 	m.attach(c)
@@ -659,6 +677,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 			if b := c.bids[key]; b != nil {
 				m.unlink(c, b)
 				delete(c.bids, key)
+				m.freeBid(b)
 			}
 			if !c.Gate.Known && len(c.bids) == 0 {
 				delete(m.camps, old.CampaignID)
@@ -678,7 +697,8 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 		}
 		return
 	}
-	b := &Bid{B: fieldsOf(nw), Camp: c}
+	b := m.newBid()
+	*b = Bid{B: fieldsOf(nw), Camp: c}
 	c.bids[key] = b
 	switch nw.TargetType {
 	case campaigns.TargetProduct:

@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"testing"
@@ -326,4 +327,66 @@ func TestProductEntriesReused(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Removed bids' entries are reused; no list keeps one, and every list holds
+// exactly the live bids with their own fields.
+func TestBidEntriesReused(t *testing.T) {
+	ix := New()
+	ix.CampaignChanged(mp, "c-1", nil, camp("c-1", "v-1", campaigns.TypeListings))
+	ix.ProductChanged(mp, "p-1", nil, product(t, true, []string{"v-1"}, nil))
+	ix.ProductChanged(mp, "p-2", nil, product(t, true, []string{"v-1"}, nil))
+	kinds := []string{campaigns.TargetProduct, campaigns.TargetKeyword, campaigns.TargetCategory}
+	targets := map[string][]string{campaigns.TargetProduct: {"p-1", "p-2"}, campaigns.TargetKeyword: {"red", "blue"}, campaigns.TargetCategory: {"c-a", "c-b"}}
+	type live struct{ id, kind, target string }
+	bids := map[string]live{} // by key
+	add := func(key string, i int) {
+		l := live{"id-" + key, kinds[i%3], targets[kinds[i%3]][i%2]}
+		ix.BidChanged(mp, key, nil, bid(l.id, "c-1", l.kind, l.target, int64(i)))
+		bids[key] = l
+	}
+	remove := func(key string) {
+		l := bids[key]
+		ix.BidChanged(mp, key, bid(l.id, "c-1", l.kind, l.target, 0), nil)
+		delete(bids, key)
+	}
+	for i := range 1200 { // more than two chunks
+		add(fmt.Sprint("k-", i), i)
+	}
+	for i := 0; i < 1200; i += 2 {
+		remove(fmt.Sprint("k-", i))
+	}
+	ix.Read(mp, func(m *Market) {
+		if len(m.freeBids) != 600 {
+			t.Fatalf("%d bid entries kept for reuse, want 600", len(m.freeBids))
+		}
+	})
+	for i := range 700 {
+		add(fmt.Sprint("n-", i), i+1)
+	}
+	// A bid that moves to another target is removed and added again.
+	l := bids["k-1"]
+	moved := bid(l.id, "c-1", campaigns.TargetKeyword, "green", 42)
+	ix.BidChanged(mp, "k-1", bid(l.id, "c-1", l.kind, l.target, 0), moved)
+	bids["k-1"] = live{l.id, campaigns.TargetKeyword, "green"}
+	ix.Read(mp, func(m *Market) {
+		if len(m.freeBids) != 0 {
+			t.Fatalf("%d bid entries left unused, want 0", len(m.freeBids))
+		}
+	})
+	want := map[string][]string{"vendors p-1": {"v-1"}, "vendors p-2": {"v-1"}}
+	for _, l := range bids {
+		switch l.kind {
+		case campaigns.TargetProduct:
+			want["product "+l.target] = append(want["product "+l.target], l.id)
+		case campaigns.TargetKeyword:
+			want["keyword "+l.target] = append(want["keyword "+l.target], l.id)
+		case campaigns.TargetCategory:
+			want["category bids of v-1"] = append(want["category bids of v-1"], l.id+"@"+l.target)
+		}
+	}
+	for _, v := range want {
+		sort.Strings(v)
+	}
+	same(t, view(ix), want)
 }
