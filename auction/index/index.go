@@ -492,7 +492,6 @@ func (m *Market) AppendPath(dst []Cat, id Cat) []Cat {
 
 // ---- maintenance (under ix.mu) ----
 
-
 func intern(s string) string { return unique.Make(s).Value() }
 
 func (ix *Index) market(mp string) *Market {
