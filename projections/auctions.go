@@ -271,6 +271,11 @@ func (a *auctionRows) add(r *auction.Record, w *winnerRows) error {
 // batch in the insert metrics. Appending whole slices spares the boxing of
 // every value that a row-by-row Append costs.
 func InsertColumns(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {
+	return insertColumns(clickhouse.Insert(ctx), conn, table, columns, n, cols)
+}
+
+// insertColumns is InsertColumns with the query's settings left to ctx.
+func insertColumns(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {
 	if n == 0 {
 		return nil
 	}

@@ -74,7 +74,7 @@ func (p *EntitiesProjector) flush(ctx context.Context, batch []*kgo.Record) erro
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	b, err := p.ch.PrepareBatch(ctx, "INSERT INTO entity_state_raw (type, marketplace_id, id, version, deleted, state, updated_at)")
+	b, err := p.ch.PrepareBatch(clickhouse.Insert(ctx), "INSERT INTO entity_state_raw (type, marketplace_id, id, version, deleted, state, updated_at)")
 	if err != nil {
 		telemetry.InsertBatches.WithLabelValues("entity_state_raw", "error").Inc()
 		return fmt.Errorf("prepare entity_state insert: %w", err)

@@ -129,7 +129,11 @@ func (r *eventRows) add(e *ingest.Event, partition int32, offset int64) {
 }
 
 func (r *eventRows) insert(ctx context.Context, conn clickhouse.Conn) error {
-	return InsertColumns(ctx, conn, "events_raw", eventColumns, r.n, []any{
+	return InsertColumns(ctx, conn, "events_raw", eventColumns, r.n, r.columns())
+}
+
+func (r *eventRows) columns() []any {
+	return []any{
 		r.marketplace, r.kind, r.id, r.occurred, r.occurredMs, r.received, r.receivedMs, r.countable,
 		r.user, r.rbid, r.entType, r.entID, r.aaType, r.aaID,
 		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
@@ -138,5 +142,5 @@ func (r *eventRows) insert(ctx context.Context, conn clickhouse.Conn) error {
 		r.device, r.channel, r.clickType,
 		r.itProduct, r.itPrice, r.itQty, r.itVendor,
 		r.partition, r.offset,
-	})
+	}
 }

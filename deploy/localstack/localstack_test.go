@@ -355,3 +355,24 @@ func hmacSHA256(key []byte, s string) []byte {
 	m.Write([]byte(s))
 	return m.Sum(nil)
 }
+
+// TestProcessCPU: a process's CPU time grows while it computes, and a pid that
+// does not exist is reported as such.
+func TestProcessCPU(t *testing.T) {
+	before, ok := ProcessCPU(os.Getpid())
+	if !ok {
+		t.Fatal("ProcessCPU of this process: not ok")
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	x := 0
+	for time.Now().Before(deadline) {
+		x++
+	}
+	after, ok := ProcessCPU(os.Getpid())
+	if !ok || after-before < 100*time.Millisecond {
+		t.Errorf("after 300 ms of computing (%d loops): %v → %v (ok %v), want at least 100 ms more", x, before, after, ok)
+	}
+	if _, ok := ProcessCPU(1 << 30); ok {
+		t.Error("a pid that does not exist: ok")
+	}
+}

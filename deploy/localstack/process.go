@@ -338,6 +338,33 @@ func processAlive(pid int) bool {
 	return stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
+// ProcessCPU returns the CPU time (user and system) process pid has used so
+// far, from /proc/<pid>/stat. Linux reports it in clock ticks of USER_HZ,
+// which is 100 on every architecture Go supports. ok is false when pid is
+// gone or the file is not in the expected format.
+func ProcessCPU(pid int) (cpu time.Duration, ok bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const userHZ = 100
+	return time.Duration(utime+stime) * time.Second / userHZ, true
+}
+
 func waitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {

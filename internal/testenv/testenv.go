@@ -114,6 +114,22 @@ func Get(t testing.TB) *Env {
 	return shared
 }
 
+// ServerCPU returns the CPU time (user and system) a server of the stack has
+// used so far, for benchmarks that measure the server's work rather than the
+// client's: service is localstack.ServiceClickHouse or ServiceRedis. ok is
+// false when the servers are not this binary's children (a reused stack) or
+// /proc cannot be read.
+func (e *Env) ServerCPU(service string) (cpu time.Duration, ok bool) {
+	if e.stack == nil {
+		return 0, false
+	}
+	pid, found := e.stack.PIDs()[service]
+	if !found {
+		return 0, false
+	}
+	return localstack.ProcessCPU(pid)
+}
+
 // Kafka starts an in-process kfake cluster for one test and returns its
 // bootstrap address. The cluster stops when the test ends.
 func Kafka(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
