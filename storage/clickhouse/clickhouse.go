@@ -209,8 +209,9 @@ func LongQuery(ctx context.Context, n int) context.Context {
 // min_insert_block_size_bytes (256 MiB) is reached, to squash the many small
 // blocks of a streamed insert into one part; for a batch that is already
 // one block that copy is pure cost: a copy of every inserted byte into
-// fresh memory (docs/clickhouse.md, Inserts). Both settings exist on 18.16
-// and on current servers.
+// fresh memory (docs/clickhouse.md). Both settings exist on 18.16 and on
+// current servers, where 0 is documented as "squashing disabled". It
+// replaces any query settings ctx already carries.
 func Insert(ctx context.Context) context.Context {
 	return ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"min_insert_block_size_rows":  0,
