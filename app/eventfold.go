@@ -71,7 +71,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	return projections.NewEventFold(projections.EventFoldOptions{
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
 		Claimer: claimer,
-		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse), inter, attr},
+		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr},
 		MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
 	})
 }

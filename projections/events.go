@@ -7,25 +7,42 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
-// EventsRaw is the sink of the events fold that copies every event into
+// EventsRaw is the sink of the events fold that copies the events into
 // ClickHouse table events_raw (read through the deduplicating view
 // `events`). A replayed batch inserts the same rows again, with the same
 // Kafka partition and offset, which the view folds into one.
 type EventsRaw struct {
 	ch clickhouse.Conn
+	// skip leaves out the events an interactions sink beside this one folds.
+	skip func(*Event) bool
 }
 
-// NewEventsRaw returns the events_raw sink.
-func NewEventsRaw(ch clickhouse.Conn) *EventsRaw { return &EventsRaw{ch: ch} }
+// NewEventsRaw returns the events_raw sink. beside is the interactions sink
+// that folds the same batches, or nil. The impressions and clicks it folds
+// into interactions_raw, which keeps all that their events said, are left
+// out of events_raw; the view `events` reads them from interactions_raw
+// (migration 0007). Without it, every event is copied.
+func NewEventsRaw(ch clickhouse.Conn, beside *Interactions) *EventsRaw {
+	s := &EventsRaw{ch: ch, skip: func(*Event) bool { return false }}
+	if beside != nil {
+		s.skip = folded
+	}
+	return s
+}
 
 // Name names the sink in logs and metrics.
 func (*EventsRaw) Name() string { return "events_raw" }
 
-// Fold inserts one row per event.
+// Fold inserts one row per event it keeps.
 func (s *EventsRaw) Fold(ctx context.Context, events []Event) error {
 	rows := newEventRows(len(events))
 	for i := range events {
-		rows.add(&events[i].E, events[i].Partition, events[i].Offset)
+		if !s.skip(&events[i]) {
+			rows.add(&events[i].E, events[i].Partition, events[i].Offset)
+		}
+	}
+	if rows.n == 0 {
+		return nil
 	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -140,18 +140,15 @@ func (p *Interactions) pick(events []Event) []*Event {
 	old, bad := 0, 0
 	for i := range events {
 		d := &events[i]
-		if d.E.Kind != ingest.KindImpression && d.E.Kind != ingest.KindClick {
-			continue
-		}
-		if d.MP == uuid.Nil {
+		switch {
+		case folded(d):
+			out = append(out, d)
+		case d.E.Kind != ingest.KindImpression && d.E.Kind != ingest.KindClick:
+		case d.MP == uuid.Nil:
 			bad++
-			continue
+		default:
+			old++ // not countable
 		}
-		if !d.E.Countable() {
-			old++
-			continue
-		}
-		out = append(out, d)
 	}
 	if old > 0 {
 		telemetry.InteractionsSkipped.WithLabelValues("too_old").Add(float64(old))
@@ -161,6 +158,13 @@ func (p *Interactions) pick(events []Event) []*Event {
 		telemetry.InteractionsSkipped.WithLabelValues("bad_marketplace").Add(float64(bad))
 	}
 	return out
+}
+
+// folded tells whether the interactions sink folds d into interactions_raw:
+// a countable impression or click of a marketplace id the API issued.
+func folded(d *Event) bool {
+	k := d.E.Kind
+	return (k == ingest.KindImpression || k == ingest.KindClick) && d.MP != uuid.Nil && d.E.Countable()
 }
 
 // pendingCharge is a charge to apply and the row it belongs to.
@@ -234,7 +238,9 @@ const interactionColumns = `marketplace_id, kind, event_id, interaction_id, occu
 	additional_attribution_type, additional_attribution_id, device_type, channel, page_type, page_id, page_value,
 	placement_path, placement_position, placement_page, placement_page_size, placement_product_id,
 	placement_category_ids, placement_search_query, object_type, object_asset_id, click_type,
-	charged, amount_micros, amount_sub_micros, kafka_partition, kafka_offset`
+	charged, amount_micros, amount_sub_micros, kafka_partition, kafka_offset,
+	in_events_raw, received_at_ms, resolved_bid_id, event_entity_type, event_entity_id, event_external_vendor_id,
+	event_click_type, object_click_type`
 
 // interactionRows holds interactions_raw rows column by column.
 type interactionRows struct {
@@ -258,6 +264,11 @@ type interactionRows struct {
 	sub                                             []uint16
 	partition                                       []int32
 	offset                                          []int64
+	// What the event said that the columns above replace, for the view
+	// `events` (migration 0007); in_events_raw is always 0.
+	inEventsRaw                                    []uint8
+	rbid, evEntType, evEntID, evExtVendor, evClick []string
+	obClick                                        []string
 }
 
 func newInteractionRows(capacity int) *interactionRows {
@@ -283,6 +294,7 @@ func newInteractionRows(capacity int) *interactionRows {
 		obType: s(), obAsset: s(), clickType: s(),
 		amount: i64(), sub: make([]uint16, 0, capacity),
 		partition: make([]int32, 0, capacity), offset: i64(),
+		inEventsRaw: u8(), rbid: s(), evEntType: s(), evEntID: s(), evExtVendor: s(), evClick: s(), obClick: s(),
 	}
 }
 
@@ -294,7 +306,8 @@ func (r *interactionRows) columns() []any {
 		r.aaType, r.aaID, r.device, r.channel, r.pgType, r.pgID, r.pgValue,
 		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
 		r.plCategories, r.plSearch, r.obType, r.obAsset, r.clickType,
-		r.charged, r.amount, r.sub, r.partition, r.offset}
+		r.charged, r.amount, r.sub, r.partition, r.offset,
+		r.inEventsRaw, r.receivedMs, r.rbid, r.evEntType, r.evEntID, r.evExtVendor, r.evClick, r.obClick}
 }
 
 func (r *interactionRows) insert(ctx context.Context, conn clickhouse.Conn) error {
@@ -376,7 +389,27 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Cha
 		r.addSponsored(e, claims, v, occurred)
 	}
 	r.partition, r.offset = append(r.partition, partition), append(r.offset, offset)
+	r.addEvent(e, claims != nil)
 	return r.addCharge(d, claims, loc), nil
+}
+
+// addEvent appends what the event said that the row's other columns do not
+// keep as it was said: its resolvedBidId; its entity when the row is
+// sponsored (entity_* are then the winner's; an organic row's are the
+// event's); its externalVendorId and clickType (external_vendor_id and
+// click_type fall back on the vendor and on object.clickType);
+// object.clickType.
+func (r *interactionRows) addEvent(e *ingest.Event, sponsored bool) {
+	var et, ei, oc string
+	if sponsored && e.Entity != nil {
+		et, ei = e.Entity.Type, e.Entity.ID
+	}
+	if e.Object != nil {
+		oc = e.Object.ClickType
+	}
+	r.inEventsRaw, r.rbid = append(r.inEventsRaw, 0), append(r.rbid, e.ResolvedBidID)
+	r.evEntType, r.evEntID = append(r.evEntType, et), append(r.evEntID, ei)
+	r.evExtVendor, r.evClick, r.obClick = append(r.evExtVendor, e.ExternalVendorID), append(r.evClick, e.ClickType), append(r.obClick, oc)
 }
 
 // addCharge appends the charge columns of the row just added and returns

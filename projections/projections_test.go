@@ -218,7 +218,7 @@ func TestProjectorExactlyOnce(t *testing.T) {
 	runProjector := func(until func() bool) {
 		t.Helper()
 		p, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
-			Claimer: projections.NewClaimer(rdb, "test:"+cfg.KafkaTopicPrefix, time.Hour), Sinks: []projections.EventSink{projections.NewEventsRaw(conn)},
+			Claimer: projections.NewClaimer(rdb, "test:"+cfg.KafkaTopicPrefix, time.Hour), Sinks: []projections.EventSink{projections.NewEventsRaw(conn, nil)},
 			MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
 		if err != nil {
 			t.Fatal(err)

@@ -105,6 +105,9 @@ func Migrations() ([]Migration, error) {
 		m := Migration{Version: v, Name: base}
 		for _, st := range strings.Split(string(body), ";\n") {
 			if st = strings.TrimSpace(stripComments(st)); st != "" {
+				if err := CheckStatement(st); err != nil {
+					return nil, fmt.Errorf("migration file %s: %w", n, err)
+				}
 				m.Statements = append(m.Statements, st)
 			}
 		}
@@ -132,8 +135,9 @@ func stripComments(s string) string {
 }
 
 // Migrate applies every migration newer than the schema's version. Each
-// statement is idempotent (IF NOT EXISTS), so two processes migrating at the
-// same time converge on the same schema.
+// statement is idempotent (IF NOT EXISTS, or an ADD COLUMN skipped when the
+// column exists), so two processes migrating at the same time, or one
+// re-running a migration that failed half-way, converge on the same schema.
 func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err error) {
 	ms, err := Migrations()
 	if err != nil {
@@ -155,7 +159,7 @@ func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err er
 			continue
 		}
 		for i, st := range m.Statements {
-			if err := c.Exec(ctx, st); err != nil {
+			if err := execStatement(ctx, c, st); err != nil {
 				return applied, fmt.Errorf("clickhouse: migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
@@ -175,6 +179,50 @@ func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err er
 		}
 	}
 	return applied, nil
+}
+
+// addColumn matches a migration statement that adds one column:
+// ALTER TABLE <table> ADD COLUMN <name> ...
+var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\s`)
+
+// addColumns finds every ADD COLUMN of a statement.
+var addColumns = regexp.MustCompile(`(?i)\bADD\s+COLUMN\b`)
+
+// CheckStatement refuses a migration statement the migrator could not run
+// idempotently: an ADD COLUMN other than ALTER TABLE <table> ADD COLUMN
+// <name> ..., one column a statement.
+func CheckStatement(st string) error {
+	if k := len(addColumns.FindAllStringIndex(st, -1)); k > 1 || k == 1 && !addColumn.MatchString(st) {
+		return fmt.Errorf("ADD COLUMN only as ALTER TABLE <table> ADD COLUMN <name> ..., one column a statement: %.60q", st)
+	}
+	return nil
+}
+
+// execStatement runs one migration statement. An ALTER TABLE ... ADD COLUMN
+// of a column that exists is skipped (18.16 has no ADD COLUMN IF NOT
+// EXISTS), and one that fails because another process added the column at
+// the same time succeeds: like every other statement, it is idempotent.
+func execStatement(ctx context.Context, c Conn, st string) error {
+	m := addColumn.FindStringSubmatch(st)
+	if m == nil {
+		return c.Exec(ctx, st)
+	}
+	has := func() (bool, error) {
+		var n uint64
+		err := c.QueryRow(ctx, `SELECT count() FROM system.columns
+			WHERE database = currentDatabase() AND table = ? AND name = ?`, m[1], m[2]).Scan(&n)
+		return n > 0, err
+	}
+	if ok, err := has(); err != nil || ok {
+		return err
+	}
+	err := c.Exec(ctx, st)
+	if err != nil {
+		if ok, _ := has(); ok {
+			return nil
+		}
+	}
+	return err
 }
 
 // SchemaVersion is the highest applied migration (0 for none).
