@@ -45,12 +45,16 @@
 #   PROJECTOR_ADDR (127.0.0.1:8082) PROJECTOR_ENV (with SPLIT=1: NAME=value words for the catch-up's
 #   projector process only, e.g. "GOGC=400")
 #   ENDCAP_DEV_DIR (.endcap) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
+#   SETTLE (0; with CATCHUP=1: after the catch-up, wait until ClickHouse has run no merge for 5 s, at most
+#   SETTLE_TIMEOUT s (600), and print ClickHouse's CPU for the catch-up and the merges it left)
+#   CH_HTTP_PORT (18123, the local ClickHouse's HTTP port)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY="${CONCURRENCY:-256}"
 SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
 DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
 URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}" MINT="${MINT:-1}"
+SETTLE="${SETTLE:-0}" SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-600}" CH_HTTP_PORT="${CH_HTTP_PORT:-18123}"
 SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}" PROJECTOR_ENV="${PROJECTOR_ENV:-}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 mint_keys=""
@@ -73,6 +77,16 @@ cleanup() {
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+
+ch_pid() { # the stack's clickhouse-server
+	pgrep -f "clickhouse-server --config-file=$(realpath "$ENDCAP_DEV_DIR")/" | head -1
+}
+proc_cpu() { # pid: its user + system CPU in clock ticks (0 when gone)
+	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+cpu_s() { # ticks0 ticks1: the seconds between
+	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.0f", (b - a) / hz}'
+}
 
 start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is ready
 	local log="$ENDCAP_DEV_DIR/logs/bench-projectors-$1.log"
@@ -126,6 +140,7 @@ if [ "$CATCHUP" = 1 ]; then
 		plog="$ENDCAP_DEV_DIR/logs/bench-projectors-projector.log"
 		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
 		# shellcheck disable=SC2086 # PROJECTOR_ENV is a list of NAME=value words
+		ch_cpu0=$(proc_cpu "$(ch_pid)")
 		env $PROJECTOR_ENV ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
 		fold_pid=$!
@@ -134,6 +149,7 @@ if [ "$CATCHUP" = 1 ]; then
 	else
 		start_dev all
 		fold_pid=$dev_pid
+		ch_cpu0=$(proc_cpu "$(ch_pid)")
 	fi
 	python3 - "$fold_url" "$DRAIN_TIMEOUT" <<'PY'
 import sys, time
@@ -237,6 +253,19 @@ except (OSError, ValueError, StopIteration, IndexError) as e:
     print(f"Redis: not read ({e})")
 PY
 	echo "the fold's process: peak RSS $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$fold_pid/status" 2>/dev/null || echo "not read")"
+	ch_cpu1=$(proc_cpu "$(ch_pid)")
+	echo "ClickHouse's CPU during the catch-up: $(cpu_s "$ch_cpu0" "$ch_cpu1") s"
+	if [ "$SETTLE" = 1 ]; then
+		# The merges of what the catch-up wrote go on after it: wait until none has run for 5 s.
+		quiet=0 t0=$SECONDS
+		while [ $((SECONDS - t0)) -lt "$SETTLE_TIMEOUT" ] && [ "$quiet" -lt 5 ]; do
+			m=$(curl -fsS --max-time 5 "http://127.0.0.1:$CH_HTTP_PORT/" --data-binary "SELECT count() FROM system.merges" 2>/dev/null || echo error)
+			if [ "$m" = 0 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+			sleep 1
+		done
+		ch_cpu2=$(proc_cpu "$(ch_pid)")
+		echo "ClickHouse's CPU for the catch-up and its merges: $(cpu_s "$ch_cpu0" "$ch_cpu2") s ($((SECONDS - t0)) s after it, merges $([ "$quiet" -ge 5 ] && echo done || echo "still running"))"
+	fi
 	exit 0
 fi
 
