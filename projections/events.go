@@ -35,14 +35,21 @@ func (*EventsRaw) Name() string { return "events_raw" }
 
 // Fold inserts one row per event it keeps.
 func (s *EventsRaw) Fold(ctx context.Context, events []Event) error {
-	rows := newEventRows(len(events))
+	keep := make([]bool, len(events))
+	n := 0
 	for i := range events {
-		if !s.skip(&events[i]) {
-			rows.add(&events[i].E, events[i].Partition, events[i].Offset)
+		if keep[i] = !s.skip(&events[i]); keep[i] {
+			n++
 		}
 	}
-	if rows.n == 0 {
+	if n == 0 {
 		return nil
+	}
+	rows := newEventRows(n) // sized for the events kept: beside the interactions sink, about a sixth of a batch
+	for i := range events {
+		if keep[i] {
+			rows.add(&events[i].E, events[i].Partition, events[i].Offset)
+		}
 	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
