@@ -141,3 +141,41 @@ func eventsView(t *testing.T, conn clickhouse.Conn) []string {
 	}
 	return out
 }
+
+// TestEventsViewColumns: the view `events` names its columns (migration
+// 0007 reads two tables), so a column added to events_raw must be added to
+// the view too. Its columns are events_raw's, same names, types and order.
+func TestEventsViewColumns(t *testing.T) {
+	env := testenv.Get(t)
+	conn := testenv.ClickHouse(t, t.Context(), env.Config(t, nil))
+	columns := func(table string) []string {
+		// DESCRIBE lists them in order (18.16's system.columns has no
+		// position); its columns are all strings, more of them on newer
+		// servers: name and type come first.
+		rows, err := conn.Query(t.Context(), "DESCRIBE TABLE "+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			fields := make([]string, len(rows.Columns()))
+			dst := make([]any, len(fields))
+			for i := range fields {
+				dst[i] = &fields[i]
+			}
+			if err := rows.Scan(dst...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fields[0]+" "+fields[1])
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	view, table := columns("events"), columns("events_raw")
+	if len(table) == 0 || !slices.Equal(view, table) {
+		t.Errorf("view events has columns\n%q\nevents_raw has\n%q", view, table)
+	}
+}
