@@ -20,14 +20,30 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct free ports. Every listener stays open until
+// all n are picked: closed one by one, the kernel may hand the same port out
+// twice (it did: ClickHouse and Redis both got one).
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
+}
+
+// newDevStack is a devStack of the test's own: a fresh binary, directory
+// and ports.
+func newDevStack(t *testing.T, extra ...string) *devStack {
+	t.Helper()
+	p := freePorts(t, 6)
+	return &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra,
+		http: p[0], kafka: p[1], ch: p[2], chHTTP: p[3], redis: p[4], s3: p[5]}
 }
 
 func buildBinary(t *testing.T) string {
@@ -162,8 +178,7 @@ func TestDevRestartAndCrash(t *testing.T) {
 		t.Skip("starts the whole local stack as a subprocess")
 	}
 	testenv.Get(t) // skips or fails like the other integration tests when the stack is not installed
-	d := &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(),
-		http: freePort(t), kafka: freePort(t), ch: freePort(t), chHTTP: freePort(t), redis: freePort(t), s3: freePort(t)}
+	d := newDevStack(t)
 
 	p := d.start()
 	first := d.creds()
@@ -286,8 +301,7 @@ func TestDevWithSeparateKafka(t *testing.T) {
 		t.Skip("starts the whole local stack as subprocesses")
 	}
 	testenv.Get(t)
-	d := &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: []string{"--kfake=false"},
-		http: freePort(t), kafka: freePort(t), ch: freePort(t), chHTTP: freePort(t), redis: freePort(t), s3: freePort(t)}
+	d := newDevStack(t, "--kfake=false")
 	startKafka := func() (*exec.Cmd, chan error) {
 		t.Helper()
 		f, err := os.Create(filepath.Join(d.dir, fmt.Sprintf("kafka-%d.log", time.Now().UnixNano())))

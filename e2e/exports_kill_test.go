@@ -22,8 +22,7 @@ func TestExportKilledMidway(t *testing.T) {
 		t.Skip("starts the whole local stack as a subprocess")
 	}
 	testenv.Get(t)
-	d := &scStack{devStack: devStack{t: t, bin: buildBinary(t), dir: t.TempDir(),
-		http: freePort(t), kafka: freePort(t), ch: freePort(t), chHTTP: freePort(t), redis: freePort(t), s3: freePort(t)}}
+	d := &scStack{devStack: *newDevStack(t)}
 	d.start()
 	var m struct {
 		ID string `json:"id"`

@@ -232,8 +232,7 @@ func TestScenario(t *testing.T) {
 	}
 	testenv.Get(t) // skips or fails like the other integration tests when the stack is not installed
 	began := time.Now()
-	d := &scStack{devStack: devStack{t: t, bin: buildBinary(t), dir: t.TempDir(),
-		http: freePort(t), kafka: freePort(t), ch: freePort(t), chHTTP: freePort(t), redis: freePort(t), s3: freePort(t)}}
+	d := &scStack{devStack: *newDevStack(t)}
 	d.start()
 	t.Logf("endcap dev ready after %s", time.Since(began).Round(time.Millisecond))
 
