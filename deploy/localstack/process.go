@@ -280,17 +280,9 @@ func stopStale(service, pidFile, dir string, log *slog.Logger) error {
 	if !processAlive(pid) {
 		return nil
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return nil // gone meanwhile
-	}
-	if len(cmdline) == 0 {
-		// A process that is exiting has already released its memory, command
-		// line included: typically our child killed with its parent a moment
-		// ago (kill -9 of `endcap dev`), still holding its ports. Wait for it.
-		if waitGone(pid, stopGrace+5*time.Second) {
-			return nil
-		}
+	cmdline, gone := readCmdline(pid, stopGrace+5*time.Second)
+	if gone {
+		return nil
 	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	if !referencesDir(args, dir) {
@@ -363,6 +355,27 @@ func ProcessCPU(pid int) (cpu time.Duration, ok bool) {
 	}
 	const userHZ = 100
 	return time.Duration(utime+stime) * time.Second / userHZ, true
+}
+
+// readCmdline reads pid's command line. An empty one is read again until it
+// is not, or the process is gone, for at most d: a process that is exiting
+// has already released its memory, command line included (typically our
+// child killed with its parent a moment ago, kill -9 of `endcap dev`, still
+// holding its ports), and a live process's has been seen read empty once,
+// under load (TestStaleChildIsStoppedAndStrangerIsNot). Still empty after d,
+// it is returned empty.
+func readCmdline(pid int, d time.Duration) (cmdline []byte, gone bool) {
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !processAlive(pid) {
+			return nil, true
+		}
+		if len(b) > 0 || !time.Now().Before(deadline) {
+			return b, false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func waitGone(pid int, d time.Duration) bool {
