@@ -55,9 +55,12 @@ func cmdDev(ctx context.Context, args []string) error {
 	_, external := os.LookupEnv("ENDCAP_KAFKA_BROKERS")
 	var runKfake bool
 	var target string
+	var chLogs bool
 	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR)")
 		fs.IntVar(&chHTTPPort, "clickhouse-http-port", 18123, "HTTP port of the local ClickHouse")
+		fs.BoolVar(&chLogs, "clickhouse-system-logs", envOr("ENDCAP_DEV_CLICKHOUSE_LOGS", "") == "1",
+			"the local ClickHouse records every query in system.query_log and every part it writes or merges in system.part_log, for diagnosis (env ENDCAP_DEV_CLICKHOUSE_LOGS=1)")
 		fs.BoolVar(&runKfake, "kfake", !external, "run Kafka in-process (kfake) on the port of --kafka-brokers; default true unless ENDCAP_KAFKA_BROKERS is set")
 		fs.StringVar(&target, "target", "all", "what the Endcap process runs on the stack: all, or api alone (events then wait in Kafka until a process with every target starts: deploy/local/bench-projectors.sh CATCHUP=1)")
 	})
@@ -90,6 +93,7 @@ func cmdDev(ctx context.Context, args []string) error {
 	opts := localstack.DefaultOptions(dir)
 	opts.ClickHousePort, opts.ClickHouseHTTPPort, opts.RedisPort, opts.S3Port = chPort, chHTTPPort, redisPort, s3Port
 	opts.S3AccessKey, opts.S3SecretKey = cfg.S3AccessKey, cfg.S3SecretKey
+	opts.ClickHouseSystemLogs = chLogs
 	opts.Logger = log
 	log.Info("starting the local stack", "dir", dir)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

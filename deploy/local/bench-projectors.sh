@@ -48,6 +48,10 @@
 #   SETTLE (0; with CATCHUP=1: after the catch-up, wait until ClickHouse has run no merge for 5 s, at most
 #   SETTLE_TIMEOUT s (600), and print ClickHouse's CPU for the catch-up and the merges it left)
 #   CH_HTTP_PORT (18123, the local ClickHouse's HTTP port)
+#   CH_LOGS (0; 1: the local ClickHouse keeps system.query_log and system.part_log (endcap dev
+#   --clickhouse-system-logs), and with CATCHUP=1 the script prints, after the catch-up (and SETTLE), per table
+#   the parts the inserts wrote and the merges (count, rows, MiB, seconds), the tables' sizes, and the statements
+#   that took the most time. Both logs cost ClickHouse some CPU: leave it off for the figures)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY="${CONCURRENCY:-256}"
@@ -55,6 +59,8 @@ SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
 DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
 URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}" MINT="${MINT:-1}"
 SETTLE="${SETTLE:-0}" SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-600}" CH_HTTP_PORT="${CH_HTTP_PORT:-18123}"
+CH_LOGS="${CH_LOGS:-0}"
+[ "$CH_LOGS" = 1 ] && export ENDCAP_DEV_CLICKHOUSE_LOGS=1
 SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}" PROJECTOR_ENV="${PROJECTOR_ENV:-}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 mint_keys=""
@@ -86,6 +92,24 @@ proc_cpu() { # pid: its user + system CPU in clock ticks (0 when gone)
 }
 cpu_s() { # ticks0 ticks1: the seconds between
 	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.0f", (b - a) / hz}'
+}
+
+ch_report() { # with CH_LOGS=1: where ClickHouse's time went (system.part_log, system.query_log)
+	local q="curl -fsS --max-time 60 http://127.0.0.1:$CH_HTTP_PORT/?database=${ENDCAP_CLICKHOUSE_DATABASE:-endcap} --data-binary"
+	$q "SYSTEM FLUSH LOGS" >/dev/null || { echo "ClickHouse's logs: not read"; return; }
+	echo "ClickHouse, parts written by inserts and merges (system.part_log; seconds: of the threads that wrote them):"
+	$q "SELECT table, event_type, count() AS parts, sum(rows) AS rows, round(sum(size_in_bytes) / 1048576) AS MiB,
+		round(sum(duration_ms) / 1000, 1) AS seconds FROM system.part_log WHERE database = currentDatabase()
+		GROUP BY table, event_type ORDER BY seconds DESC FORMAT PrettyCompactNoEscapes"
+	echo "ClickHouse, tables (active parts):"
+	$q "SELECT table, sum(rows) AS rows, count() AS parts, round(sum(data_compressed_bytes) / 1048576) AS MiB,
+		round(sum(data_uncompressed_bytes) / 1048576) AS MiB_uncompressed FROM system.parts
+		WHERE active AND database = currentDatabase() GROUP BY table ORDER BY MiB_uncompressed DESC FORMAT PrettyCompactNoEscapes"
+	echo "ClickHouse, statements by total time (system.query_log; numbers replaced by N):"
+	$q "SELECT substring(replaceRegexpAll(replaceRegexpAll(query, '[0-9]+', 'N'), '\\\\s+', ' '), 1, 80) AS statement,
+		count() AS n, round(sum(query_duration_ms) / 1000, 1) AS seconds, sum(read_rows) AS rows_read,
+		sum(written_rows) AS rows_written FROM system.query_log WHERE type = 2 AND query NOT LIKE '%system.%'
+		GROUP BY statement ORDER BY seconds DESC LIMIT 15 FORMAT PrettyCompactNoEscapes"
 }
 
 start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is ready
@@ -266,6 +290,7 @@ PY
 		ch_cpu2=$(proc_cpu "$(ch_pid)")
 		echo "ClickHouse's CPU for the catch-up and its merges: $(cpu_s "$ch_cpu0" "$ch_cpu2") s ($((SECONDS - t0)) s after it, merges $([ "$quiet" -ge 5 ] && echo done || echo "still running"))"
 	fi
+	[ "$CH_LOGS" = 1 ] && ch_report
 	exit 0
 fi
 

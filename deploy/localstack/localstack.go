@@ -71,6 +71,11 @@ type Options struct {
 	// Logger receives progress messages; nil discards them.
 	Logger *slog.Logger
 
+	// ClickHouseSystemLogs makes ClickHouse record every query (system.query_log: its duration, rows and
+	// bytes read and written) and every part it writes or merges (system.part_log), for diagnosing where its
+	// time goes (deploy/local/bench-projectors.sh CH_LOGS=1). Off by default: both cost CPU and disk.
+	ClickHouseSystemLogs bool
+
 	// Which services to start. DefaultOptions sets all three; Start fails if none is set.
 	ClickHouse bool
 	Redis      bool

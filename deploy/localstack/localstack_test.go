@@ -75,6 +75,11 @@ func TestStack(t *testing.T) {
 	if got := chQuery(t, s, "SELECT toTypeName(s), count() FROM lc_probe GROUP BY toTypeName(s)"); got != "LowCardinality(String)\t10\n" {
 		t.Fatalf("LowCardinality probe: %q", got)
 	}
+	// Without Options.ClickHouseSystemLogs, no query or part log is kept.
+	chQuery(t, s, "SYSTEM FLUSH LOGS")
+	if got := chQuery(t, s, "SELECT count() FROM system.tables WHERE database = 'system' AND name IN ('query_log', 'part_log')"); got != "0\n" {
+		t.Fatalf("system logs without ClickHouseSystemLogs: %q tables", got)
+	}
 	if c, err := net.DialTimeout("tcp", s.ClickHouseAddr, 2*time.Second); err != nil {
 		t.Fatalf("native port: %v", err)
 	} else {
@@ -148,6 +153,29 @@ func TestStack(t *testing.T) {
 	}
 	if resp, body = s3Do(t, s, http.MethodGet, "/endcap-test/a/b.txt", nil, s.S3SecretKey); resp.StatusCode != http.StatusOK || body != "hello" {
 		t.Fatalf("GetObject after restart: %s %q", resp.Status, body)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// TestClickHouseSystemLogs: with ClickHouseSystemLogs the server records an
+// insert in system.query_log and the part it wrote in system.part_log.
+func TestClickHouseSystemLogs(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.Redis, o.S3 = false, false
+	o.ClickHouseSystemLogs = true
+	requireBinaries(t, o)
+	s := startStack(t, o)
+
+	chQuery(t, s, "CREATE TABLE logged (n UInt64) ENGINE = MergeTree ORDER BY n")
+	chQuery(t, s, "INSERT INTO logged SELECT number FROM system.numbers LIMIT 1000")
+	chQuery(t, s, "SYSTEM FLUSH LOGS")
+	if got := chQuery(t, s, "SELECT event_type, rows FROM system.part_log WHERE table = 'logged'"); got != "NewPart\t1000\n" && got != "NEW_PART\t1000\n" {
+		t.Errorf("part_log: %q, want the insert's one new part of 1000 rows", got)
+	}
+	if got := chQuery(t, s, "SELECT written_rows FROM system.query_log WHERE type = 2 AND query LIKE 'INSERT INTO logged%'"); got != "1000\n" {
+		t.Errorf("query_log: %q, want the insert, finished, with 1000 rows written", got)
 	}
 	if err := s.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)

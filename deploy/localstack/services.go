@@ -113,6 +113,7 @@ type clickHouseConfig struct {
 	Host, DataDir, LogDir, UsersConfig string
 	TCPPort, HTTPPort                  int
 	Networks                           []string
+	SystemLogs                         bool // query_log and part_log (Options.ClickHouseSystemLogs)
 }
 
 func clickHouseSpec(o Options, bin string) (childSpec, error) {
@@ -125,6 +126,7 @@ func clickHouseSpec(o Options, bin string) (childSpec, error) {
 		TCPPort:     o.ClickHousePort,
 		HTTPPort:    o.ClickHouseHTTPPort,
 		Networks:    []string{"127.0.0.1", "::1"},
+		SystemLogs:  o.ClickHouseSystemLogs,
 	}
 	if ip := net.ParseIP(o.Host); ip != nil && !ip.IsLoopback() && !ip.IsUnspecified() {
 		cfg.Networks = append(cfg.Networks, ip.String())
