@@ -57,6 +57,7 @@ type Config struct {
 	BidSigningKeys     string
 
 	ProjectorBatchRows     int
+	EventsBatchRows        int
 	ProjectorFlushInterval time.Duration
 	DedupeWindow           time.Duration
 	BudgetRefresh          time.Duration
@@ -181,7 +182,8 @@ var settings = []setting{
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
 	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis)", str(func(c *Config) *string { return &c.CursorSecret })},
 	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
-	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "rows per ClickHouse insert batch at most", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
+	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "records per batch of the entities and auctions projectors at most (one ClickHouse insert per table a batch)", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
+	{"projector-events-batch-rows", "ENDCAP_PROJECTOR_EVENTS_BATCH_ROWS", "100000", "records per batch of the events fold at most (larger batches: fewer parts for ClickHouse to merge, a larger heap; see docs/projector.md, Batching)", integer(func(c *Config) *int { return &c.EventsBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},

@@ -19,6 +19,7 @@ import (
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
+	"github.com/endcap/endcap/internal/gomem"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -72,6 +73,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		return fmt.Errorf("--target %q: endcap dev runs all or api", target)
 	}
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	gomem.Tune(t == app.TargetAll, log)
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/gomem"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -111,6 +112,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	gomem.Tune(t == app.TargetAll || t == app.TargetProjector, log)
 	a, err := app.New(cfg, t, log)
 	if err != nil {
 		return err

@@ -1,0 +1,124 @@
+// Package gomem sets the Go runtime's memory settings that the operator left
+// unset: a soft memory limit from the container's (or else the machine's)
+// memory, and a less eager collector in processes that run the projectors
+// (docs/operations.md, Memory).
+package gomem
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
+)
+
+// ProjectorGCPercent is the GOGC a process that runs the projectors runs
+// with unless GOGC is set. A projector's live heap is small beside what a batch
+// allocates (decoded events, the inserts' columns), so at Go's default of
+// 100 it collects many times a second; at 400 it collects a quarter as
+// often, with the heap at about five times the live data, and the memory
+// limit below keeps that within the container.
+const ProjectorGCPercent = 400
+
+// LimitRatio is the share of the container's (or the machine's) memory the
+// soft limit is set to (unless GOMEMLIMIT is set, or AUTOMEMLIMIT gives
+// another ratio or "off").
+const LimitRatio = 0.9
+
+// Settings are what Tune left the runtime with, and where each came from.
+type Settings struct {
+	GCPercent     int    // -1: off
+	GCPercentFrom string // "GOGC" (the environment), "projector" or "default"
+	MemoryLimit   int64  // bytes; math.MaxInt64: none
+	LimitFrom     string // "GOMEMLIMIT", "cgroup", "system", "AUTOMEMLIMIT=off" or "none"
+}
+
+// gcPercent decides the collector's setting: GOGC when it is set (the
+// runtime has applied it already), ProjectorGCPercent in a process that runs
+// the projectors, else Go's default. set says whether Tune must apply it.
+func gcPercent(lookup func(string) (string, bool), projectors bool) (pct int, from string, set bool) {
+	if v, ok := lookup("GOGC"); ok {
+		return parseGOGC(v), "GOGC", false
+	}
+	if projectors {
+		return ProjectorGCPercent, "projector", true
+	}
+	return 100, "default", false
+}
+
+// parseGOGC reads GOGC as the runtime does: "off" is -1, a number is
+// itself, anything else leaves the default.
+func parseGOGC(v string) int {
+	if v == "off" {
+		return -1
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return n
+	}
+	return 100
+}
+
+// source wraps a provider to record whether it answered.
+type source struct {
+	name string
+	used *string
+	get  memlimit.Provider
+}
+
+func (s source) provide() (uint64, error) {
+	n, err := s.get()
+	if err == nil {
+		*s.used = s.name
+	}
+	return n, err
+}
+
+// Tune applies the settings (once, at start, before the process allocates
+// much) and logs them. A failure to read the limit is logged and leaves the
+// runtime without one, as Go starts.
+func Tune(projectors bool, log *slog.Logger) Settings {
+	return tune(os.LookupEnv, projectors, memlimit.FromCgroup, memlimit.FromSystem, log)
+}
+
+func tune(lookup func(string) (string, bool), projectors bool, cgroup, system memlimit.Provider, log *slog.Logger) Settings {
+	var st Settings
+	pct, from, set := gcPercent(lookup, projectors)
+	st.GCPercent, st.GCPercentFrom = pct, from
+	if set {
+		debug.SetGCPercent(pct)
+	}
+
+	used := "none"
+	_, envLimit := lookup("GOMEMLIMIT")
+	ratio, _ := lookup("AUTOMEMLIMIT")
+	switch {
+	case envLimit:
+		used = "GOMEMLIMIT"
+	case ratio == "off":
+		used = "AUTOMEMLIMIT=off"
+	default:
+		cg := source{name: "cgroup", used: &used, get: cgroup}
+		sys := source{name: "system", used: &used, get: system}
+		provider := func() (uint64, error) {
+			if n, err := cg.provide(); err == nil {
+				return n, nil
+			}
+			return sys.provide()
+		}
+		if _, err := memlimit.Set(memlimit.WithRatio(LimitRatio), memlimit.WithProvider(provider)); err != nil {
+			log.Warn("go runtime: could not read the memory limit; running without one", "err", err)
+			used = "none"
+		}
+	}
+	st.LimitFrom = used
+	st.MemoryLimit = debug.SetMemoryLimit(-1)
+	limit := any("none")
+	if st.MemoryLimit != math.MaxInt64 {
+		limit = st.MemoryLimit
+	}
+	log.Info("go runtime memory settings", "gc_percent", st.GCPercent, "gc_percent_from", st.GCPercentFrom,
+		"memory_limit_bytes", limit, "memory_limit_from", st.LimitFrom)
+	return st
+}
