@@ -73,7 +73,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		return fmt.Errorf("--target %q: endcap dev runs all or api", target)
 	}
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
-	gomem.Tune(t == app.TargetAll, log)
+	gomem.Tune(memoryRole(t), log)
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err
 	}

@@ -112,12 +112,24 @@ func cmdServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
-	gomem.Tune(t == app.TargetAll || t == app.TargetProjector, log)
+	gomem.Tune(memoryRole(t), log)
 	a, err := app.New(cfg, t, log)
 	if err != nil {
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// memoryRole is what the process runs, for the Go runtime's memory settings
+// (internal/gomem; docs/operations.md, Memory).
+func memoryRole(t app.Target) gomem.Role {
+	switch t {
+	case app.TargetAll, app.TargetProjector:
+		return gomem.Projectors
+	case app.TargetAPI:
+		return gomem.API
+	}
+	return gomem.Other
 }
 
 func envOr(k, def string) string {

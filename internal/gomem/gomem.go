@@ -1,6 +1,6 @@
 // Package gomem sets the Go runtime's memory settings that the operator left
 // unset: a soft memory limit from the container's (or else the machine's)
-// memory, and a less eager collector in processes that run the projectors
+// memory, and the collector's pace by what the process runs
 // (docs/operations.md, Memory).
 package gomem
 
@@ -14,10 +14,22 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
+// Role is what a process runs, as far as its memory is concerned.
+type Role int
+
+const (
+	// Projectors: the process runs the projectors (alone or with the rest).
+	Projectors Role = iota
+	// API: the process serves the API and runs no projector.
+	API
+	// Other: anything else (the exporter).
+	Other
+)
+
 // ProjectorGCPercent is the GOGC a process that runs the projectors runs
-// with unless GOGC is set. A projector's live heap is small beside what a batch
-// allocates (decoded events, the inserts' columns), so at Go's default of
-// 100 it collects many times a second; at 400 it collects a quarter as
+// with unless GOGC is set. A projector's live heap is small beside what a
+// batch allocates (decoded events, the inserts' columns), so at Go's default
+// of 100 it collects many times a second; at 400 it collects a quarter as
 // often, with the heap at about five times the live data, and the memory
 // limit below keeps that within the container.
 const ProjectorGCPercent = 400
@@ -30,20 +42,27 @@ const LimitRatio = 0.9
 // Settings are what Tune left the runtime with, and where each came from.
 type Settings struct {
 	GCPercent     int    // -1: off
-	GCPercentFrom string // "GOGC" (the environment), "projector" or "default"
+	GCPercentFrom string // "GOGC" (the environment), "projector", "api" or "default"
 	MemoryLimit   int64  // bytes; math.MaxInt64: none
 	LimitFrom     string // "GOMEMLIMIT", "cgroup", "system", "AUTOMEMLIMIT=off" or "none"
 }
 
 // gcPercent decides the collector's setting: GOGC when it is set (the
-// runtime has applied it already), ProjectorGCPercent in a process that runs
-// the projectors, else Go's default. set says whether Tune must apply it.
-func gcPercent(lookup func(string) (string, bool), projectors bool) (pct int, from string, set bool) {
+// runtime has applied it already); ProjectorGCPercent in a process that runs
+// the projectors; off in an API process whose memory limit is its own (its
+// container's, or GOMEMLIMIT), so that it collects only near that limit and
+// not every two minutes, as Go's default does, each collection slowing the
+// auctions of its seconds; else Go's default. set says whether Tune must
+// apply it.
+func gcPercent(lookup func(string) (string, bool), role Role, limitFrom string, limit int64) (pct int, from string, set bool) {
 	if v, ok := lookup("GOGC"); ok {
 		return parseGOGC(v), "GOGC", false
 	}
-	if projectors {
+	switch {
+	case role == Projectors:
 		return ProjectorGCPercent, "projector", true
+	case role == API && (limitFrom == "cgroup" || limitFrom == "GOMEMLIMIT") && limit != math.MaxInt64:
+		return -1, "api", true
 	}
 	return 100, "default", false
 }
@@ -78,18 +97,12 @@ func (s source) provide() (uint64, error) {
 // Tune applies the settings (once, at start, before the process allocates
 // much) and logs them. A failure to read the limit is logged and leaves the
 // runtime without one, as Go starts.
-func Tune(projectors bool, log *slog.Logger) Settings {
-	return tune(os.LookupEnv, projectors, memlimit.FromCgroup, memlimit.FromSystem, log)
+func Tune(role Role, log *slog.Logger) Settings {
+	return tune(os.LookupEnv, role, memlimit.FromCgroup, memlimit.FromSystem, log)
 }
 
-func tune(lookup func(string) (string, bool), projectors bool, cgroup, system memlimit.Provider, log *slog.Logger) Settings {
+func tune(lookup func(string) (string, bool), role Role, cgroup, system memlimit.Provider, log *slog.Logger) Settings {
 	var st Settings
-	pct, from, set := gcPercent(lookup, projectors)
-	st.GCPercent, st.GCPercentFrom = pct, from
-	if set {
-		debug.SetGCPercent(pct)
-	}
-
 	used := "none"
 	_, envLimit := lookup("GOMEMLIMIT")
 	ratio, _ := lookup("AUTOMEMLIMIT")
@@ -114,6 +127,13 @@ func tune(lookup func(string) (string, bool), projectors bool, cgroup, system me
 	}
 	st.LimitFrom = used
 	st.MemoryLimit = debug.SetMemoryLimit(-1)
+
+	pct, from, set := gcPercent(lookup, role, st.LimitFrom, st.MemoryLimit)
+	st.GCPercent, st.GCPercentFrom = pct, from
+	if set {
+		debug.SetGCPercent(pct)
+	}
+
 	limit := any("none")
 	if st.MemoryLimit != math.MaxInt64 {
 		limit = st.MemoryLimit

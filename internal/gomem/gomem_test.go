@@ -17,23 +17,32 @@ func env(kv map[string]string) func(string) (string, bool) {
 }
 
 func TestGCPercent(t *testing.T) {
+	const gib = 1 << 30
 	for _, tc := range []struct {
-		name       string
-		env        map[string]string
-		projectors bool
-		pct        int
-		from       string
-		set        bool
+		name      string
+		env       map[string]string
+		role      Role
+		limitFrom string
+		limit     int64
+		pct       int
+		from      string
+		set       bool
 	}{
-		{"projector, GOGC unset", nil, true, ProjectorGCPercent, "projector", true},
-		{"projector, GOGC set", map[string]string{"GOGC": "150"}, true, 150, "GOGC", false},
-		{"projector, GOGC=off", map[string]string{"GOGC": "off"}, true, -1, "GOGC", false},
-		{"api, GOGC unset", nil, false, 100, "default", false},
-		{"api, GOGC set", map[string]string{"GOGC": "400"}, false, 400, "GOGC", false},
-		{"GOGC unreadable", map[string]string{"GOGC": "lots"}, true, 100, "GOGC", false},
+		{"projector, GOGC unset", nil, Projectors, "system", 20 * gib, ProjectorGCPercent, "projector", true},
+		{"projector, no limit", nil, Projectors, "none", math.MaxInt64, ProjectorGCPercent, "projector", true},
+		{"projector, GOGC set", map[string]string{"GOGC": "150"}, Projectors, "cgroup", gib, 150, "GOGC", false},
+		{"projector, GOGC=off", map[string]string{"GOGC": "off"}, Projectors, "cgroup", gib, -1, "GOGC", false},
+		{"api in a container", nil, API, "cgroup", 4 * gib, -1, "api", true},
+		{"api with GOMEMLIMIT", nil, API, "GOMEMLIMIT", 4 * gib, -1, "api", true},
+		{"api with GOMEMLIMIT=off", nil, API, "GOMEMLIMIT", math.MaxInt64, 100, "default", false},
+		{"api on a shared machine", nil, API, "system", 20 * gib, 100, "default", false},
+		{"api without a limit", nil, API, "AUTOMEMLIMIT=off", math.MaxInt64, 100, "default", false},
+		{"api, GOGC set", map[string]string{"GOGC": "400"}, API, "cgroup", 4 * gib, 400, "GOGC", false},
+		{"exporter in a container", nil, Other, "cgroup", 4 * gib, 100, "default", false},
+		{"GOGC unreadable", map[string]string{"GOGC": "lots"}, Projectors, "cgroup", gib, 100, "GOGC", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pct, from, set := gcPercent(env(tc.env), tc.projectors)
+			pct, from, set := gcPercent(env(tc.env), tc.role, tc.limitFrom, tc.limit)
 			if pct != tc.pct || from != tc.from || set != tc.set {
 				t.Fatalf("gcPercent = %d, %q, %v; want %d, %q, %v", pct, from, set, tc.pct, tc.from, tc.set)
 			}
@@ -64,23 +73,29 @@ func TestTune(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		env            map[string]string
-		projectors     bool
+		preset         int64 // the runtime's limit before (what a GOMEMLIMIT in env has set)
+		role           Role
 		cgroup, system memlimit.Provider
 		wantPct        int
 		wantLimit      int64
 		wantFrom       string
 	}{
-		{"container limit", nil, true, limit(10 * gib), limit(64 * gib), ProjectorGCPercent, 9 * gib, "cgroup"},
-		{"no container limit: the machine's", nil, false, fail(memlimit.ErrNoLimit), limit(20 * gib), 100, 18 * gib, "system"},
-		{"cgroup unreadable: the machine's", nil, true, fail(broken), limit(20 * gib), ProjectorGCPercent, 18 * gib, "system"},
-		{"nothing known", nil, true, fail(broken), fail(memlimit.ErrNoLimit), ProjectorGCPercent, math.MaxInt64, "none"},
-		{"GOMEMLIMIT set: left alone", map[string]string{"GOMEMLIMIT": "3GiB"}, true, limit(10 * gib), limit(64 * gib), ProjectorGCPercent, math.MaxInt64, "GOMEMLIMIT"},
-		{"AUTOMEMLIMIT=off", map[string]string{"AUTOMEMLIMIT": "off"}, false, limit(10 * gib), limit(64 * gib), 100, math.MaxInt64, "AUTOMEMLIMIT=off"},
+		{"projector in a container", nil, 0, Projectors, limit(10 * gib), limit(64 * gib), ProjectorGCPercent, 9 * gib, "cgroup"},
+		{"api in a container", nil, 0, API, limit(10 * gib), limit(64 * gib), -1, 9 * gib, "cgroup"},
+		{"api, no container limit: the machine's", nil, 0, API, fail(memlimit.ErrNoLimit), limit(20 * gib), 100, 18 * gib, "system"},
+		{"projector, cgroup unreadable: the machine's", nil, 0, Projectors, fail(broken), limit(20 * gib), ProjectorGCPercent, 18 * gib, "system"},
+		{"nothing known", nil, 0, API, fail(broken), fail(memlimit.ErrNoLimit), 100, math.MaxInt64, "none"},
+		{"api, GOMEMLIMIT set: left alone", map[string]string{"GOMEMLIMIT": "3GiB"}, 3 * gib, API, limit(10 * gib), limit(64 * gib), -1, 3 * gib, "GOMEMLIMIT"},
+		{"AUTOMEMLIMIT=off", map[string]string{"AUTOMEMLIMIT": "off"}, 0, API, limit(10 * gib), limit(64 * gib), 100, math.MaxInt64, "AUTOMEMLIMIT=off"},
+		{"exporter in a container", nil, 0, Other, limit(10 * gib), limit(64 * gib), 100, 9 * gib, "cgroup"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetMemoryLimit(math.MaxInt64)
+			if tc.preset != 0 {
+				debug.SetMemoryLimit(tc.preset)
+			}
 			debug.SetGCPercent(100)
-			st := tune(env(tc.env), tc.projectors, tc.cgroup, tc.system, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			st := tune(env(tc.env), tc.role, tc.cgroup, tc.system, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			// What the runtime now runs with, read back from it.
 			pct := debug.SetGCPercent(100)
 			got := debug.SetMemoryLimit(-1)
