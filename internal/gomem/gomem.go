@@ -79,21 +79,6 @@ func parseGOGC(v string) int {
 	return 100
 }
 
-// source wraps a provider to record whether it answered.
-type source struct {
-	name string
-	used *string
-	get  memlimit.Provider
-}
-
-func (s source) provide() (uint64, error) {
-	n, err := s.get()
-	if err == nil {
-		*s.used = s.name
-	}
-	return n, err
-}
-
 // Tune applies the settings (once, at start, before the process allocates
 // much) and logs them. A failure to read the limit is logged and leaves the
 // runtime without one, as Go starts.
@@ -112,13 +97,16 @@ func tune(lookup func(string) (string, bool), role Role, cgroup, system memlimit
 	case ratio == "off":
 		used = "AUTOMEMLIMIT=off"
 	default:
-		cg := source{name: "cgroup", used: &used, get: cgroup}
-		sys := source{name: "system", used: &used, get: system}
-		provider := func() (uint64, error) {
-			if n, err := cg.provide(); err == nil {
+		provider := func() (uint64, error) { // the cgroup's, else the machine's; records which
+			if n, err := cgroup(); err == nil {
+				used = "cgroup"
 				return n, nil
 			}
-			return sys.provide()
+			n, err := system()
+			if err == nil {
+				used = "system"
+			}
+			return n, err
 		}
 		if _, err := memlimit.Set(memlimit.WithRatio(LimitRatio), memlimit.WithProvider(provider)); err != nil {
 			log.Warn("go runtime: could not read the memory limit; running without one", "err", err)
