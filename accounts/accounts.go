@@ -139,6 +139,10 @@ type Service struct {
 	keysByHash   map[[sha256.Size]byte]*APIKey
 }
 
+// Ready reports whether every marketplace and key in the log has been
+// loaded (Authenticate answers for all of them).
+func (s *Service) Ready() bool { return s.log.Ready() }
+
 // New registers the service's appliers on log. Call before log.Run.
 func New(log *statelog.Log) *Service {
 	s := &Service{

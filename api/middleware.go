@@ -116,8 +116,16 @@ func bearer(c *gin.Context) (string, bool) {
 
 // requireKey authenticates the request and checks the key's type. On /v2 a
 // key of the wrong type is 401 (spec rule 5); on /public/v1 it is 403.
-func requireKey(acc *accounts.Service, want accounts.KeyType) gin.HandlerFunc {
+// Until the process has loaded every key (a start, a restart) it answers
+// 503 with Retry-After, which clients retry, and never 401, which they do
+// not: a key it has not read yet may well be valid, and one revoked
+// further on in the log must not pass either.
+func requireKey(acc *accounts.Service, want accounts.KeyType, retryAfter time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if !acc.Ready() {
+			abortUnavailable(c, retryAfter, "the service is starting and has not loaded its API keys yet; retry after the Retry-After delay")
+			return
+		}
 		token, ok := bearer(c)
 		if !ok {
 			abortAuth(c, http.StatusUnauthorized, "invalid_api_key", "missing or malformed Authorization header: expected `Bearer <API key>`")

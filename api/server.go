@@ -4,10 +4,8 @@
 package api
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -18,18 +16,13 @@ import (
 	"github.com/endcap/endcap/ingest"
 )
 
-// Check is one readiness dependency.
-type Check struct {
-	Name string
-	Fn   func(ctx context.Context) error
-}
-
 // Deps are what the HTTP layer calls into. Accounts and Events may be nil for
 // a process that serves only health and metrics (projector, exporter).
 type Deps struct {
-	Accounts     *accounts.Service
-	Events       *ingest.Appender
-	Checks       []Check
+	Accounts *accounts.Service
+	Events   *ingest.Appender
+	// Health answers /readyz (nil: always ready).
+	Health       *Health
 	MaxBodyBytes int64
 	RetryAfter   time.Duration
 	Log          *slog.Logger
@@ -79,7 +72,7 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions")
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
-		mkey := requireKey(d.Accounts, accounts.KeyMarketplace)
+		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter)
 		v2.POST("/events", mkey, h.postEvents)
 		if d.Auctions != nil {
 			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
@@ -87,7 +80,7 @@ func New(d Deps) http.Handler {
 			v2.POST("/auctions/travel", mkey, h.postAuctions(auction.Travel))
 		}
 
-		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced))
+		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter))
 		pub.GET("/marketplace", h.getMarketplace)
 		for _, rs := range d.PublicRoutes {
 			rs(pub, d.Public)
@@ -100,31 +93,14 @@ type handlers struct{ d Deps }
 
 func (h *handlers) livez(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
 
-// readyz answers 200 only when every dependency answers within a second.
+// readyz answers 200 only when every dependency answered its last check
+// (run in the background every second, each bounded by a second): it never
+// waits for a dependency itself.
 func (h *handlers) readyz(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
-	defer cancel()
-	results := make(map[string]string, len(h.d.Checks))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	ready := true
-	for _, chk := range h.d.Checks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := "ok"
-			if err := chk.Fn(ctx); err != nil {
-				res = err.Error()
-			}
-			mu.Lock()
-			results[chk.Name] = res
-			if res != "ok" {
-				ready = false
-			}
-			mu.Unlock()
-		}()
+	ready, results := true, map[string]string{}
+	if h.d.Health != nil {
+		ready, results = h.d.Health.Report(h.d.Now())
 	}
-	wg.Wait()
 	status, code := "ready", http.StatusOK
 	if !ready {
 		status, code = "not_ready", http.StatusServiceUnavailable

@@ -94,6 +94,12 @@ type App struct {
 	// settled: the collection after the entity state loaded has run (settle);
 	// the process is not ready before.
 	settled atomic.Bool
+	// health runs the readiness checks in the background (/readyz).
+	health *api.Health
+	// projectors are the consume loops this process runs, for the stall
+	// check of /readyz.
+	projectorsMu sync.Mutex
+	projectors   []projections.Health
 
 	// Management areas (built in domains.go).
 	Catalog   *catalog.Service
@@ -145,8 +151,9 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 
+	a.health = api.NewHealth(a.checks())
 	deps := api.Deps{
-		Checks:       a.checks(),
+		Health:       a.health,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		RetryAfter:   cfg.RetryAfter,
 		Log:          log,
@@ -191,7 +198,36 @@ func (a *App) checks() []api.Check {
 			}
 			return nil
 		}},
+		{Name: "projectors", Fn: func(context.Context) error { return a.checkProjectors(time.Now()) }},
 	}
+}
+
+// watchProjector adds a consume loop to the projectors /readyz watches.
+func (a *App) watchProjector(h projections.Health) {
+	a.projectorsMu.Lock()
+	a.projectors = append(a.projectors, h)
+	a.projectorsMu.Unlock()
+}
+
+// checkProjectors fails when a projector of this process has neither
+// committed a batch nor been caught up for longer than the stall timeout:
+// its dependency has been down that long, or it cannot make progress.
+func (a *App) checkProjectors(now time.Time) error {
+	a.projectorsMu.Lock()
+	defer a.projectorsMu.Unlock()
+	var errs []error
+	for _, p := range a.projectors {
+		if d := p.StalledFor(now); d > a.cfg.ProjectorStallTimeout {
+			errs = append(errs, fmt.Errorf("consumer group %s has not committed for %s", p.Group(), d.Round(time.Second)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// groupOptions are the consumer-group timings of the projectors.
+func (a *App) groupOptions() projections.GroupOptions {
+	return projections.GroupOptions{SessionTimeout: a.cfg.KafkaSessionTimeout,
+		RebalanceTimeout: a.cfg.KafkaRebalanceTimeout, FlushTimeout: a.cfg.ProjectorFlushTimeout}
 }
 
 // Prepare creates what the process needs to exist (topics, the ClickHouse
@@ -329,6 +365,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	run("health checks", a.health.Run)
 	run("prepare", func(ctx context.Context) error {
 		if err := a.Prepare(ctx); err != nil {
 			return err
@@ -354,21 +391,23 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		if a.target.runs(TargetProjector) {
 			ep, err := projections.NewEntitiesProjector(a.cfg.KafkaBrokers, []string{a.Topics.Accounts, a.Topics.Entities},
-				a.ClickHouse, a.cfg.ProjectorBatchRows, a.cfg.ProjectorFlushInterval, a.log)
+				a.ClickHouse, a.cfg.ProjectorBatchRows, a.cfg.ProjectorFlushInterval, a.groupOptions(), a.log)
 			if err != nil {
 				return err
 			}
+			a.watchProjector(ep.Health())
 			run("entities projector", func(ctx context.Context) error {
 				defer ep.Close()
 				return ep.Run(ctx)
 			})
 			ap, err := projections.NewAuctionsProjector(projections.AuctionsOptions{
 				Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Auctions, ClickHouse: a.ClickHouse,
-				MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+				MaxRows: a.cfg.ProjectorBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
 			})
 			if err != nil {
 				return err
 			}
+			a.watchProjector(ap.Health())
 			run("auctions projector", func(ctx context.Context) error {
 				defer ap.Close()
 				return ap.Run(ctx)
@@ -387,6 +426,7 @@ func (a *App) Run(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
+				a.watchProjector(f.Health())
 				defer f.Close()
 				return f.Run(ctx)
 			})

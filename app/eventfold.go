@@ -72,7 +72,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
 		Claimer: claimer,
 		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr},
-		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Log: a.log,
+		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
 	})
 }
 

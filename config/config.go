@@ -30,6 +30,8 @@ type Config struct {
 	KafkaReplicationFactor int
 	KafkaEventsRetention   time.Duration
 	KafkaLinger            time.Duration
+	KafkaSessionTimeout    time.Duration
+	KafkaRebalanceTimeout  time.Duration
 
 	ClickHouseAddr     string
 	ClickHouseDatabase string
@@ -59,6 +61,8 @@ type Config struct {
 	ProjectorBatchRows     int
 	EventsBatchRows        int
 	ProjectorFlushInterval time.Duration
+	ProjectorFlushTimeout  time.Duration
+	ProjectorStallTimeout  time.Duration
 	DedupeWindow           time.Duration
 	BudgetRefresh          time.Duration
 
@@ -148,6 +152,8 @@ var settings = []setting{
 		c.KafkaLinger = d
 		return nil
 	}},
+	{"kafka-session-timeout", "ENDCAP_KAFKA_SESSION_TIMEOUT", "10s", "how long the broker waits for a projector's heartbeats before it hands the projector's partitions to the others: the longest a crashed projector's partitions go unfolded (the broker must allow it: group.min.session.timeout.ms)", duration(func(c *Config) *time.Duration { return &c.KafkaSessionTimeout })},
+	{"kafka-rebalance-timeout", "ENDCAP_KAFKA_REBALANCE_TIMEOUT", "60s", "how long the broker waits for every projector to rejoin its group at a rebalance (must exceed --projector-flush-timeout)", duration(func(c *Config) *time.Duration { return &c.KafkaRebalanceTimeout })},
 	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address", str(func(c *Config) *string { return &c.ClickHouseAddr })},
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
 	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
@@ -185,6 +191,8 @@ var settings = []setting{
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "records per batch of the entities and auctions projectors at most (one ClickHouse insert per table a batch)", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-events-batch-rows", "ENDCAP_PROJECTOR_EVENTS_BATCH_ROWS", "100000", "records per batch of the events fold at most (larger batches: fewer parts for ClickHouse to merge, a larger heap; see docs/projector.md, Batching)", integer(func(c *Config) *int { return &c.EventsBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
+	{"projector-flush-timeout", "ENDCAP_PROJECTOR_FLUSH_TIMEOUT", "30s", "longest attempt at folding and committing one batch; a batch that fails or takes longer is read again from the last commit after a backoff", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushTimeout })},
+	{"projector-stall-timeout", "ENDCAP_PROJECTOR_STALL_TIMEOUT", "60s", "a process whose projector has neither committed a batch nor been caught up for this long answers /readyz 503 (endcap_projector_stalled_seconds)", duration(func(c *Config) *time.Duration { return &c.ProjectorStallTimeout })},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"scored-attribution-grace", "ENDCAP_SCORED_ATTRIBUTION_GRACE", "3h", "how long after a marketplace-local day ends the exporter first writes its scored-attribution file (late events; see docs/scored-attribution.md)", duration(func(c *Config) *time.Duration { return &c.ScoredAttributionGrace })},
@@ -259,8 +267,21 @@ func Register(fs *flag.FlagSet) func() (Config, error) {
 				return Config{}, fmt.Errorf("%s (%s): %w", s.flag, src, err)
 			}
 		}
+		if err := c.check(); err != nil {
+			return Config{}, err
+		}
 		return c, nil
 	}
+}
+
+// check rejects settings that are valid alone but not together.
+func (c Config) check() error {
+	if c.KafkaRebalanceTimeout <= c.ProjectorFlushTimeout {
+		// A member holds rebalances while it folds a batch: the group would
+		// drop it at every rebalance that comes during a slow batch.
+		return fmt.Errorf("kafka-rebalance-timeout (%s) must be longer than projector-flush-timeout (%s)", c.KafkaRebalanceTimeout, c.ProjectorFlushTimeout)
+	}
+	return nil
 }
 
 // Default returns the configuration with every default and no environment.

@@ -35,6 +35,10 @@ func TestPrecedence(t *testing.T) {
 		{"rollup share zero", nil, []string{"--rollup-max-share", "0"}, nil, "above 0 and at most 1"},
 		{"rollup share above one", nil, []string{"--rollup-max-share", "1.5"}, nil, "above 0 and at most 1"},
 		{"rollup share not a number", nil, []string{"--rollup-max-share", "NaN"}, nil, "above 0 and at most 1"},
+		{"group timings", map[string]string{"ENDCAP_KAFKA_SESSION_TIMEOUT": "6s"}, []string{"--projector-flush-timeout", "20s"}, func(c Config) bool {
+			return c.KafkaSessionTimeout == 6*time.Second && c.ProjectorFlushTimeout == 20*time.Second && c.KafkaRebalanceTimeout == time.Minute && c.ProjectorStallTimeout == time.Minute
+		}, ""},
+		{"flush timeout not below the rebalance timeout", nil, []string{"--projector-flush-timeout", "60s"}, nil, "must be longer than projector-flush-timeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ const AuctionsGroup = "endcap-projector-auctions"
 // ReplacingMergeTree folds and the FINAL views never show twice: whichever
 // copy survives is right.
 type AuctionsProjector struct {
-	b   batcher
+	b   *batcher
 	ch  clickhouse.Conn
 	log *slog.Logger
 	// The column buffers, reused from one flush to the next (flush runs on
@@ -49,6 +49,7 @@ type AuctionsOptions struct {
 	ClickHouse    clickhouse.Conn
 	MaxRows       int // records (auctions) per batch; each brings its winners along
 	FlushInterval time.Duration
+	Group         GroupOptions
 	Log           *slog.Logger
 }
 
@@ -57,14 +58,16 @@ func NewAuctionsProjector(o AuctionsOptions) (*AuctionsProjector, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	cl, err := newGroupClient(o.Brokers, AuctionsGroup, []string{o.Topic}, o.Log)
-	if err != nil {
+	p := &AuctionsProjector{ch: o.ClickHouse, log: o.Log}
+	var err error
+	if p.b, err = newBatcher(o.Brokers, AuctionsGroup, []string{o.Topic}, o.MaxRows, o.FlushInterval, o.Group, o.Log, p.flush); err != nil {
 		return nil, err
 	}
-	p := &AuctionsProjector{ch: o.ClickHouse, log: o.Log}
-	p.b = batcher{client: cl, group: AuctionsGroup, maxRows: o.MaxRows, flushInterval: o.FlushInterval, log: o.Log, flush: p.flush}
 	return p, nil
 }
+
+// Health is the projector's consume loop, for readiness checks.
+func (p *AuctionsProjector) Health() Health { return p.b }
 
 // Run consumes until ctx ends (see batcher for the guarantees).
 func (p *AuctionsProjector) Run(ctx context.Context) error { return p.b.run(ctx) }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -15,36 +15,150 @@ import (
 	"github.com/endcap/endcap/telemetry"
 )
 
+// GroupOptions are the consumer-group timings every projector shares
+// (docs/projector.md, Faults and recovery). Zero values take the defaults.
+type GroupOptions struct {
+	// SessionTimeout: how long the broker waits for a member's heartbeats
+	// before it gives the member's partitions to the others. It bounds the
+	// time a crashed process's partitions stay unfolded. Default 10 s.
+	SessionTimeout time.Duration
+	// RebalanceTimeout: how long the broker waits for every member to
+	// rejoin at a rebalance; a member that takes longer is dropped from the
+	// group (and rejoins afterwards). Members rejoin between batches, so it
+	// must exceed FlushTimeout. Default 60 s.
+	RebalanceTimeout time.Duration
+	// FlushTimeout bounds one attempt at folding and committing a batch. An
+	// attempt that fails or takes longer is abandoned: the batch is read
+	// again from the last commit after a backoff. Default 30 s.
+	FlushTimeout time.Duration
+}
+
+// Default consumer-group timings.
+const (
+	DefaultSessionTimeout   = 10 * time.Second
+	DefaultRebalanceTimeout = 60 * time.Second
+	DefaultFlushTimeout     = 30 * time.Second
+)
+
+func (o GroupOptions) withDefaults() GroupOptions {
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	if o.RebalanceTimeout <= 0 {
+		o.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if o.FlushTimeout <= 0 {
+		o.FlushTimeout = DefaultFlushTimeout
+	}
+	return o
+}
+
+// heartbeatInterval is how often a member heartbeats: a member learns of a
+// rebalance at its next heartbeat, so a short interval hands partitions over
+// sooner. At most a third of the session timeout, as Kafka advises.
+func (o GroupOptions) heartbeatInterval() time.Duration {
+	return min(time.Second, o.SessionTimeout/3)
+}
+
 // batcher is the consume loop every projector shares: poll records, flush a
 // batch when it holds maxRows records or its oldest waited flushInterval,
-// commit offsets only after the flush succeeded, retry a failed flush with
-// backoff and never skip it.
+// commit offsets only after the flush succeeded.
+//
+// A batch is folded and committed in one attempt, bounded by FlushTimeout.
+// When the attempt fails (a sink down, ClickHouse or Redis frozen, the commit
+// refused because the member lost its place in the group), the batch is
+// dropped: its partitions are rewound to their first records (the last
+// commit), the group may rebalance, and after a backoff the same records are
+// polled again, by this member or by the partition's new owner. Nothing is
+// skipped, and the sinks tolerate folding a batch again. Rebalances are held
+// only while an attempt runs, so a member never misses one for longer than
+// FlushTimeout, and one that was dropped from the group anyway (a broker
+// restart, a paused broker) rejoins at its next poll.
 type batcher struct {
 	client        *kgo.Client
 	group         string
+	topics        []string
 	maxRows       int
 	flushInterval time.Duration
+	flushTimeout  time.Duration
 	log           *slog.Logger
 	flush         func(ctx context.Context, batch []*kgo.Record) error
+
+	// progress is when the batcher last showed it is not stuck (Unix ns):
+	// a batch committed, or a poll that found nothing to fold while no
+	// dropped batch is owed. owed: a batch was dropped and not folded since
+	// (cleared when a batch is committed, or at a rebalance).
+	progress atomic.Int64
+	owed     atomic.Bool
 }
 
-func newGroupClient(brokers []string, group string, topics []string, log *slog.Logger) (*kgo.Client, error) {
-	return kafka.NewClient(brokers, log,
+func newBatcher(brokers []string, group string, topics []string, maxRows int, flushInterval time.Duration,
+	o GroupOptions, log *slog.Logger, flush func(context.Context, []*kgo.Record) error) (*batcher, error) {
+	o = o.withDefaults()
+	b := &batcher{group: group, topics: topics, maxRows: maxRows, flushInterval: flushInterval,
+		flushTimeout: o.FlushTimeout, log: log, flush: flush}
+	b.progress.Store(time.Now().UnixNano())
+	// A batch owed on partitions that moved away (a rebalance the member
+	// took part in) is their new owner's now; a new assignment means the
+	// member is in the group again, and the next polls say whether it has
+	// work. Partitions lost (the member was dropped from the group) leave the
+	// debt in place: until the member is back, it makes no progress.
+	settled := func(context.Context, *kgo.Client, map[string][]int32) { b.owed.Store(false) }
+	cl, err := kafka.NewClient(brokers, log,
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(o.SessionTimeout),
+		kgo.RebalanceTimeout(o.RebalanceTimeout),
+		kgo.HeartbeatInterval(o.heartbeatInterval()),
+		kgo.OnPartitionsRevoked(settled),
+		kgo.OnPartitionsAssigned(settled),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.FetchMaxBytes(64<<20),
 	)
+	if err != nil {
+		return nil, err
+	}
+	b.client = cl
+	return b, nil
 }
 
+// Health is what a process's readiness check reads of a projector's
+// consume loop.
+type Health interface {
+	// Group is the consumer group's name.
+	Group() string
+	// StalledFor is how long the loop has gone without progress (see
+	// batcher.StalledFor).
+	StalledFor(now time.Time) time.Duration
+}
+
+// Group is the consumer group's name.
+func (b *batcher) Group() string { return b.group }
+
+// StalledFor is how long the batcher has gone without progress: without
+// committing a batch, or without finding nothing to fold (caught up) while
+// no batch it dropped was waiting. A healthy batcher stays under a few
+// flush intervals; one that keeps failing grows without bound.
+func (b *batcher) StalledFor(now time.Time) time.Duration {
+	return max(0, now.Sub(time.Unix(0, b.progress.Load())))
+}
+
+func (b *batcher) markProgress() { b.progress.Store(time.Now().UnixNano()) }
+
 func (b *batcher) run(ctx context.Context) error {
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); b.watch(wctx) }()
+	defer func() { stopWatch(); <-watched }()
+
 	var (
-		batch []*kgo.Record
-		first time.Time
-		seen  = map[partitionKey]fetched{} // per partition, what the batch's fetches saw
+		batch   []*kgo.Record
+		first   time.Time
+		seen    = map[partitionKey]fetched{} // per partition, what the batch's fetches saw
+		backoff = minBackoff
 	)
 	for {
 		wait := b.flushInterval
@@ -80,6 +194,9 @@ func (b *batcher) run(ctx context.Context) error {
 				observeStep(b.group, "poll", polled)
 			}
 			if len(batch) == 0 {
+				if !b.owed.Load() {
+					b.markProgress()
+				}
 				b.client.AllowRebalance()
 				continue
 			}
@@ -87,15 +204,82 @@ func (b *batcher) run(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := b.flushWithRetry(ctx, batch); err != nil {
-			b.client.AllowRebalance()
-			return err
+		err := b.attempt(ctx, batch)
+		if err == nil {
+			b.owed.Store(false)
+			b.markProgress()
+			b.reportLag(seen)
+			backoff = minBackoff
+		} else {
+			if ctx.Err() != nil {
+				b.client.AllowRebalance()
+				return ctx.Err()
+			}
+			b.log.Error("projector: batch failed; it is read again from the last commit after the backoff",
+				"group", b.group, "records", len(batch), "backoff", backoff, "err", err)
+			telemetry.ProjectorBatchRetries.WithLabelValues(b.group).Inc()
+			b.rewind(batch)
+			b.owed.Store(true)
 		}
-		b.reportLag(seen)
 		clear(seen)
+		clear(batch)
 		batch = batch[:0]
 		b.client.AllowRebalance()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, maxBackoff)
+		}
 	}
+}
+
+// The backoff between two attempts at a failed batch.
+const (
+	minBackoff = 200 * time.Millisecond
+	maxBackoff = 10 * time.Second
+)
+
+// attempt folds the batch and commits its offsets, within flushTimeout.
+func (b *batcher) attempt(ctx context.Context, batch []*kgo.Record) error {
+	fctx, cancel := context.WithTimeout(ctx, b.flushTimeout)
+	defer cancel()
+	if err := b.flush(fctx, batch); err != nil {
+		return err
+	}
+	// A batch written is committed even when the process is being stopped
+	// meanwhile: else the next owner writes it again.
+	committing := time.Now()
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer ccancel()
+	if err := b.client.CommitRecords(cctx, batch...); err != nil {
+		return err
+	}
+	observeStep(b.group, "commit", committing)
+	return nil
+}
+
+// rewind sets each partition of a dropped batch back to its first record in
+// the batch (the offset after the last commit), and drops whatever the
+// client had fetched beyond it, so that the next poll reads the batch again.
+// It runs while rebalances are still held, so the partitions are this
+// member's; a partition the member lost meanwhile is skipped, and its next
+// owner starts from the last commit.
+func (b *batcher) rewind(batch []*kgo.Record) {
+	to := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range batch {
+		ps := to[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			to[r.Topic] = ps
+		}
+		if o, ok := ps[r.Partition]; !ok || r.Offset < o.Offset {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		}
+	}
+	b.client.SetOffsets(to)
 }
 
 // observeStep records the time since start as one step of a group's batch
@@ -119,69 +303,74 @@ type fetched struct{ hwm, next int64 }
 // watermark its fetch saw minus the next offset to commit. A lag of 0 then
 // means that everything the partition held is folded and committed, not only
 // fetched: what docs/attribution.md and docs/scored-attribution.md take it
-// to mean.
+// to mean. watch sets the same gauge from the broker every few seconds.
 func (b *batcher) reportLag(seen map[partitionKey]fetched) {
 	for k, f := range seen {
 		telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(max(0, f.hwm-f.next)))
 	}
 }
 
-// refreshLag sets the lag of the partitions of a batch that cannot be
-// written from the topics' end offsets (asked of the broker), so that the
-// gauge keeps growing while the batch is retried instead of freezing at the
-// last committed batch's value. It is best effort: a broker that does not
-// answer in 2 s leaves the gauge as it was.
-func (b *batcher) refreshLag(ctx context.Context, batch []*kgo.Record) {
-	first := map[partitionKey]int64{} // the next offset to commit: the batch's first
-	var topics []string
-	for _, r := range batch {
-		k := partitionKey{r.Topic, r.Partition}
-		if o, ok := first[k]; !ok || r.Offset < o {
-			if !ok && !slices.Contains(topics, r.Topic) {
-				topics = append(topics, r.Topic)
-			}
-			first[k] = r.Offset
-		}
-	}
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(b.client).ListEndOffsets(lctx, topics...)
-	if err != nil {
-		return
-	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if n, ok := first[partitionKey{o.Topic, o.Partition}]; ok && o.Err == nil && o.Offset >= 0 {
-			telemetry.ConsumerLag.WithLabelValues(o.Topic, b.group, strconv.Itoa(int(o.Partition))).Set(float64(max(0, o.Offset-n)))
-		}
-	})
-}
+// watchInterval is how often watch asks the broker for the group's lag.
+const watchInterval = 5 * time.Second
 
-func (b *batcher) flushWithRetry(ctx context.Context, batch []*kgo.Record) error {
-	backoff := 200 * time.Millisecond
+// watch keeps the health gauges of the group until ctx ends: how long the
+// batcher has been stalled, and the lag of every partition of its topics,
+// from the broker (end offset − the group's committed offset), whoever owns
+// the partition: those of a member that died, or that no member owns, are
+// counted too. Each process running the group reports the same figures:
+// aggregate them with max, not sum.
+func (b *batcher) watch(ctx context.Context) {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	adm := kadm.NewClient(b.client)
 	for {
-		err := b.flush(ctx, batch)
+		telemetry.ProjectorStalledSeconds.WithLabelValues(b.group).Set(b.StalledFor(time.Now()).Seconds())
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		lags, err := groupLag(lctx, adm, b.group, b.topics)
+		cancel()
 		if err == nil {
-			// A batch written is committed even when the process is being
-			// stopped meanwhile: else the next owner writes it again.
-			committing := time.Now()
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			err = b.client.CommitRecords(cctx, batch...)
-			cancel()
-			if err == nil {
-				observeStep(b.group, "commit", committing)
-				return nil
+			for k, l := range lags {
+				telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(l))
 			}
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		b.log.Error("projector: flush failed, retrying", "group", b.group, "records", len(batch), "backoff", backoff, "err", err)
-		b.refreshLag(ctx, batch)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+			return
+		case <-t.C:
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// groupLag is, for every partition of topics, its end offset minus the
+// group's committed offset (minus its start offset where the group has
+// committed nothing: the group starts there).
+func groupLag(ctx context.Context, adm *kadm.Client, group string, topics []string) (map[partitionKey]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[partitionKey]int64{}
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Err != nil || e.Offset < 0 {
+			return
+		}
+		from := int64(-1)
+		if c, ok := committed.Lookup(e.Topic, e.Partition); ok && c.Err == nil && c.At >= 0 {
+			from = c.At
+		} else if s, ok := starts.Lookup(e.Topic, e.Partition); ok && s.Err == nil {
+			from = s.Offset
+		}
+		if from >= 0 {
+			out[partitionKey{e.Topic, e.Partition}] = max(0, e.Offset-from)
+		}
+	})
+	return out, nil
 }

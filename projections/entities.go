@@ -26,20 +26,22 @@ var excludedTypes = map[string]bool{"apikey": true}
 // dimensions. Rows are versioned: a replay inserts identical rows that the
 // ReplacingMergeTree and the FINAL view fold.
 type EntitiesProjector struct {
-	b  batcher
+	b  *batcher
 	ch clickhouse.Conn
 }
 
 // NewEntitiesProjector consumes topics (the accounts and entities changelogs).
-func NewEntitiesProjector(brokers, topics []string, conn clickhouse.Conn, maxRows int, flushInterval time.Duration, log *slog.Logger) (*EntitiesProjector, error) {
-	cl, err := newGroupClient(brokers, EntitiesGroup, topics, log)
-	if err != nil {
+func NewEntitiesProjector(brokers, topics []string, conn clickhouse.Conn, maxRows int, flushInterval time.Duration, group GroupOptions, log *slog.Logger) (*EntitiesProjector, error) {
+	p := &EntitiesProjector{ch: conn}
+	var err error
+	if p.b, err = newBatcher(brokers, EntitiesGroup, topics, maxRows, flushInterval, group, log, p.flush); err != nil {
 		return nil, err
 	}
-	p := &EntitiesProjector{ch: conn}
-	p.b = batcher{client: cl, group: EntitiesGroup, maxRows: maxRows, flushInterval: flushInterval, log: log, flush: p.flush}
 	return p, nil
 }
+
+// Health is the projector's consume loop, for readiness checks.
+func (p *EntitiesProjector) Health() Health { return p.b }
 
 // Run consumes until ctx ends.
 func (p *EntitiesProjector) Run(ctx context.Context) error { return p.b.run(ctx) }

@@ -89,7 +89,7 @@ type EventSink interface {
 // failing fails the batch: it is retried whole, on every sink, with backoff,
 // never skipped (docs/projector.md).
 type EventFold struct {
-	b       batcher
+	b       *batcher
 	claimer *Claimer
 	sinks   []EventSink
 	log     *slog.Logger
@@ -103,6 +103,7 @@ type EventFoldOptions struct {
 	Sinks         []EventSink
 	MaxRows       int
 	FlushInterval time.Duration
+	Group         GroupOptions
 	Log           *slog.Logger
 }
 
@@ -114,14 +115,16 @@ func NewEventFold(o EventFoldOptions) (*EventFold, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	cl, err := newGroupClient(o.Brokers, EventsGroup, []string{o.Topic}, o.Log)
-	if err != nil {
+	f := &EventFold{claimer: o.Claimer, sinks: o.Sinks, log: o.Log}
+	var err error
+	if f.b, err = newBatcher(o.Brokers, EventsGroup, []string{o.Topic}, o.MaxRows, o.FlushInterval, o.Group, o.Log, f.flush); err != nil {
 		return nil, err
 	}
-	f := &EventFold{claimer: o.Claimer, sinks: o.Sinks, log: o.Log}
-	f.b = batcher{client: cl, group: EventsGroup, maxRows: o.MaxRows, flushInterval: o.FlushInterval, log: o.Log, flush: f.flush}
 	return f, nil
 }
+
+// Health is the fold's consume loop, for readiness checks.
+func (f *EventFold) Health() Health { return f.b }
 
 // Run consumes until ctx ends (see batcher for the guarantees).
 func (f *EventFold) Run(ctx context.Context) error { return f.b.run(ctx) }

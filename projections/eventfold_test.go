@@ -17,7 +17,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/ingest"
@@ -31,6 +33,7 @@ import (
 // foldEnv is what a test of the fold needs: a Kafka cluster of its own with
 // the events topic (3 partitions), and Redis for the claims.
 type foldEnv struct {
+	kc      *kfake.Cluster
 	brokers []string
 	cfg     config.Config
 	cl      *kgo.Client
@@ -40,12 +43,12 @@ type foldEnv struct {
 
 func newFoldEnv(t *testing.T) *foldEnv {
 	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
+	kc, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cl, topics := testenv.Topics(t, t.Context(), cfg, brokers, 3)
 	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &foldEnv{brokers: brokers, cfg: cfg, cl: cl, topics: topics, rdb: rdb}
+	return &foldEnv{kc: kc, brokers: brokers, cfg: cfg, cl: cl, topics: topics, rdb: rdb}
 }
 
 // committed sums the offsets the fold's group committed (-1 when unknown).
@@ -326,6 +329,11 @@ func TestEventFoldLag(t *testing.T) {
 		if l := lag(); l != 12 {
 			return fmt.Errorf("lag %v while the sink fails, want 12", l)
 		}
+		down.mu.Lock()
+		defer down.mu.Unlock()
+		if down.calls < 2 {
+			return errors.New("the sink has not failed twice yet")
+		}
 		return nil
 	})
 	// The steps: each try decodes and claims; a failed one reaches neither
@@ -369,5 +377,105 @@ func TestEventFoldLag(t *testing.T) {
 	}
 	if after := counts(); after["sinks"] <= failing["sinks"] || after["commit"] <= failing["commit"] {
 		t.Errorf("steps after the batch was committed: %v, before: %v", after, failing)
+	}
+}
+
+// members is the number of members the fold's group has on the broker.
+func (e *foldEnv) members(ctx context.Context) (int, error) {
+	ds, err := kadm.NewClient(e.cl).DescribeGroups(ctx, projections.EventsGroup)
+	if err != nil {
+		return 0, err
+	}
+	d := ds[projections.EventsGroup]
+	return len(d.Members), d.Err
+}
+
+// TestEventFoldRejoinsAfterLosingMembership: while a sink is down and the
+// batch keeps failing, the broker drops the member from the group (its
+// heartbeats do not arrive for longer than the session timeout, as when the
+// broker is paused or restarted). Once the sink is back, the member rejoins
+// by itself and folds and commits everything, with no restart.
+func TestEventFoldRejoinsAfterLosingMembership(t *testing.T) {
+	fe := newFoldEnv(t)
+	ctx, topics := t.Context(), fe.topics
+	var recs []*kgo.Record
+	for i := range 20 {
+		e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("m-%02d", i),
+			OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i)}
+		v, _ := json.Marshal(&e)
+		recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+	}
+	if err := fe.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// While dropping is set, the broker loses every request of the group's
+	// membership (heartbeats, joins), as a paused broker would.
+	var dropping atomic.Bool
+	for _, k := range []kmsg.Key{kmsg.Heartbeat, kmsg.JoinGroup, kmsg.SyncGroup} {
+		fe.kc.ControlKey(k.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+			fe.kc.KeepControl()
+			if !dropping.Load() {
+				return nil, nil, false
+			}
+			return nil, errors.New("request lost"), true // closes the connection
+		})
+	}
+	down := &recordingSink{name: "down", fail: 1 << 30}
+	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: fe.brokers, Topic: topics.Events,
+		Claimer: projections.NewClaimer(fe.rdb, "test:claim:"+fe.cfg.KafkaTopicPrefix, time.Hour),
+		Sinks:   []projections.EventSink{down}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet,
+		Group: projections.GroupOptions{SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second, FlushTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(pctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+		f.Close()
+	}()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n, err := fe.members(ctx); n != 1 {
+			return fmt.Errorf("%d members (%v), want 1", n, err)
+		}
+		down.mu.Lock()
+		defer down.mu.Unlock()
+		if down.calls < 2 {
+			return errors.New("the sink has not failed twice yet")
+		}
+		return nil
+	})
+	dropping.Store(true)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n, err := fe.members(ctx); n != 0 {
+			return fmt.Errorf("%d members (%v), want the member dropped", n, err)
+		}
+		return nil
+	})
+	if s := f.Health().StalledFor(time.Now()); s < 5*time.Second {
+		t.Errorf("stalled for %s while every batch fails, want the time since it began", s)
+	}
+	dropping.Store(false)
+	down.mu.Lock()
+	down.fail = 0
+	down.mu.Unlock()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if n := fe.committed(ctx); n != int64(len(recs)) {
+			return fmt.Errorf("committed %d of %d", n, len(recs))
+		}
+		if n, err := fe.members(ctx); n != 1 {
+			return fmt.Errorf("%d members (%v), want the member back", n, err)
+		}
+		return nil
+	})
+	if got := len(slices.Compact(down.folded())); got != len(recs) {
+		t.Errorf("folded %d distinct events, want %d", got, len(recs))
+	}
+	if s := f.Health().StalledFor(time.Now()); s > 5*time.Second {
+		t.Errorf("stalled for %s once everything is committed", s)
 	}
 }

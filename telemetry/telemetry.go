@@ -31,8 +31,14 @@ var (
 		Name: "endcap_kafka_consumed_records_total", Help: "Records consumed by a consumer group, by topic.",
 	}, []string{"topic", "group"})
 	ConsumerLag = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "endcap_kafka_consumer_lag_records", Help: "High watermark minus the next offset to commit, per partition, set after each batch is folded and committed.",
+		Name: "endcap_kafka_consumer_lag_records", Help: "End offset minus the group's next offset to commit, per partition: set after each batch is folded and committed, and from the broker every 5 s for every partition of the group's topics, owned or not.",
 	}, []string{"topic", "group", "partition"})
+	ProjectorBatchRetries = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_projector_batch_retries_total", Help: "Batches a consumer group failed to fold or commit and reads again from the last commit.",
+	}, []string{"group"})
+	ProjectorStalledSeconds = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "endcap_projector_stalled_seconds", Help: "Seconds since a consumer group of this process last committed a batch or found nothing to fold (a few flush intervals when healthy).",
+	}, []string{"group"})
 	InsertBatches = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_clickhouse_insert_batches_total", Help: "ClickHouse insert batches by table and result (ok, error).",
 	}, []string{"table", "result"})

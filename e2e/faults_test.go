@@ -1,0 +1,615 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/deploy/localstack"
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
+)
+
+// Bounds the fault suite holds every answer to (docs/operations.md,
+// Failure modes).
+const (
+	// readyzBound: /readyz answers from memory, whatever the dependencies do.
+	readyzBound = time.Second
+	// eventsBound: /v2/events answers 200 or 503 within the produce timeout
+	// (1 s) and a margin for two shared cores.
+	eventsBound = 3 * time.Second
+	// catchUpBound: after a fault ends, every event acknowledged before
+	// its end is folded within this long, with no restart by hand.
+	catchUpBound = 60 * time.Second
+)
+
+// TestFaults runs the system as separate processes (an API, two projectors,
+// an exporter, the broker, ClickHouse, Redis, the S3 server) under a steady
+// load of events, auctions and clicks, and injects one fault after another:
+// the broker paused and restarted, ClickHouse frozen while a projector
+// joins, Redis frozen, a projector killed, the API restarted. Throughout, no
+// request with a valid key gets 401 and every answer comes within its
+// bound; after each fault, the fold catches up by itself; at the end every
+// acknowledged event is stored once and every clicked winner charged once.
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the system as separate processes and injects faults")
+	}
+	began := time.Now()
+	s := newFaultStack(t)
+	api := s.serve("api", "api")
+	p1 := s.serve("projector-1", "projector")
+	p2 := s.serve("projector-2", "projector")
+	s.serve("exporter", "exporter")
+
+	var m struct {
+		ID string `json:"id"`
+	}
+	decodeJSON(t, s.cli("admin", "marketplace", "create", "--name", "Faults", "--currency", "USD", "--timezone", "UTC"), &m)
+	key := func(typ string) string {
+		var k struct {
+			Key string `json:"key"`
+		}
+		decodeJSON(t, s.cli("admin", "key", "create", "--marketplace", m.ID, "--type", typ), &k)
+		return k.Key
+	}
+	mkKey, advKey := key("marketplace"), key("advanced")
+	for _, p := range []*osProc{api, p1, p2} {
+		s.waitReady(p, 90*time.Second)
+	}
+	must := func(method, path, body string, want int) []byte {
+		t.Helper()
+		var st int
+		var b []byte
+		testenv.Eventually(t, 20*time.Second, func() error {
+			var err error
+			if st, b, err = api.call(method, path, advKey, body, 10*time.Second, nil); st != want {
+				return fmt.Errorf("%s %s: %d %s %v", method, path, st, b, err)
+			}
+			return nil
+		})
+		return b
+	}
+	must("PUT", "/public/v1/catalog-search-service/catalogs/vendors", `{"vendors":[{"id":"v1","name":"V1"}]}`, 200)
+	must("PUT", "/public/v1/catalog-search-service/catalogs/products", `{"products":[{"id":"P1","name":"P1","vendors":["v1"],"active":true}]}`, 200)
+	var c struct {
+		ID string `json:"id"`
+	}
+	decodeJSON(t, must("POST", cpVendor("v1"), `{"name":"always on","type":"listings","chargeType":"CPC","dailyBudget":100000,"startDate":"2020-01-01T00:00:00Z"}`, 201), &c)
+	must("POST", cpBids(c.ID), `{"targetType":"product","target":"P1","bidAmount":0.50}`, 201)
+	t.Logf("stack ready after %s", time.Since(began).Round(time.Millisecond))
+
+	ld := startLoad(t, api, mkKey)
+	pr := startProbes([]*osProc{api, p1, p2})
+	defer ld.stop()
+	defer pr.stop()
+	// The stack works before any fault: clicks are acknowledged, and the
+	// warm-up's events folded.
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if n := ld.clicks(); n < 5 {
+			return fmt.Errorf("%d clicks acknowledged", n)
+		}
+		return nil
+	})
+	ld.setPhase("steady")
+	if err := s.waitCaughtUp(ld, "steady", catchUpBound); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fault is a phase of the load: its events carry the phase's name.
+	// After the fault the load goes on for 5 s (phase "<fault>-after"), and
+	// "caught up" means that every event acknowledged until then, during
+	// the fault and after it, is in ClickHouse: the fold works again.
+	phase := func(name string, fault func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			ld.setPhase(name)
+			from := time.Now()
+			fault(t)
+			ended := time.Now()
+			t.Logf("during the fault: %s; slowest /readyz %s", ld.summary(from), pr.slowest(from).Round(time.Millisecond))
+			ld.setPhase(name + "-after")
+			time.Sleep(5 * time.Second)
+			ld.setPhase(name + "-check")
+			if err := s.waitCaughtUp(ld, name+"-check", catchUpBound); err != nil {
+				t.Errorf("not caught up within %s of the fault's end: %v", catchUpBound, err)
+			} else {
+				t.Logf("caught up %s after the fault's end (%d events acknowledged during it, %d in the 5 s after)",
+					time.Since(ended).Round(100*time.Millisecond), ld.ackedByPhase()[name], ld.ackedByPhase()[name+"-after"])
+			}
+			bad := append(ld.violations(from), pr.violations(from)...)
+			for i, v := range bad {
+				if i == 10 {
+					t.Errorf("… and %d more answers out of bounds", len(bad)-i)
+					break
+				}
+				t.Error(v)
+			}
+		})
+	}
+
+	phase("broker paused", func(t *testing.T) {
+		// Longer than any session timeout (the broker drops every member
+		// when it wakes up), as long as an outage of a minute would be.
+		resume := s.pause(s.kafka.pid())
+		time.Sleep(3 * time.Second)
+		// While the broker hangs, a write answers 503 within its deadline.
+		st, b, err := api.call("PUT", "/public/v1/catalog-search-service/catalogs/vendors", advKey, `{"vendors":[{"id":"v2","name":"V2"}]}`, 15*time.Second, nil)
+		if st != 503 {
+			t.Errorf("PUT vendors while the broker hangs: %d %s %v, want 503", st, b, err)
+		}
+		time.Sleep(47 * time.Second)
+		resume()
+	})
+
+	phase("broker restarted", func(t *testing.T) {
+		s.kafka.signal(t, syscall.SIGTERM)
+		time.Sleep(2 * time.Second)
+		s.restart(s.kafka)
+	})
+
+	phase("clickhouse frozen while a projector joins", func(t *testing.T) {
+		resume := s.pause(s.pid(localstack.ServiceClickHouse))
+		time.Sleep(5 * time.Second)
+		p3 := s.serve("projector-3", "projector")
+		time.Sleep(25 * time.Second)
+		resume()
+		// The third projector folds its share once ClickHouse is back,
+		// then leaves.
+		time.Sleep(10 * time.Second)
+		p3.signal(t, syscall.SIGTERM)
+	})
+
+	phase("redis frozen", func(t *testing.T) {
+		resume := s.pause(s.pid(localstack.ServiceRedis))
+		time.Sleep(15 * time.Second)
+		resume()
+	})
+
+	phase("projector killed", func(t *testing.T) {
+		start, _, err := s.offsets(projections.EventsGroup, "endcap.events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2.signal(t, syscall.SIGKILL)
+		killed := time.Now()
+		// Every partition's committed offset moves again: the survivor took
+		// over the dead one's partitions. Meanwhile its lag gauge counts
+		// them, not 0.
+		waiting, counted := map[int32]bool{}, map[int32]bool{}
+		var took time.Duration
+		testenv.Eventually(t, catchUpBound, func() error {
+			now, ends, err := s.offsets(projections.EventsGroup, "endcap.events")
+			if err != nil {
+				return err
+			}
+			var stuck []int32
+			for p, o := range start {
+				if now[p] <= o && now[p] < ends[p] {
+					stuck = append(stuck, p)
+					waiting[p] = true
+				}
+			}
+			for p := range waiting {
+				if v, ok := p1.metric("endcap_kafka_consumer_lag_records", `group="`+projections.EventsGroup+`"`, fmt.Sprintf(`partition="%d"`, p)); ok && v > 0 {
+					counted[p] = true
+				}
+			}
+			if len(stuck) > 0 {
+				return fmt.Errorf("partitions %v have work and have not moved since the kill", stuck)
+			}
+			took = time.Since(killed)
+			return nil
+		})
+		for p := range waiting {
+			if !counted[p] {
+				t.Errorf("the survivor's lag gauge of partition %d read 0 while it waited for a new owner", p)
+			}
+		}
+		t.Logf("every partition folded again %s after the kill", took.Round(100*time.Millisecond))
+		if took > 30*time.Second {
+			t.Errorf("the dead projector's partitions waited %s for the survivor (want under 30 s)", took.Round(time.Second))
+		}
+		s.restart(p2)
+	})
+
+	phase("api restarted under traffic", func(t *testing.T) {
+		api.signal(t, syscall.SIGTERM)
+		s.restart(api)
+		s.waitReady(api, 90*time.Second)
+		time.Sleep(2 * time.Second)
+	})
+
+	ld.stop()
+	pr.stop()
+	s.checkExactlyOnce(t, ld, m.ID, c.ID)
+	t.Logf("fault suite took %s", time.Since(began).Round(time.Second))
+}
+
+// caughtUp checks that every event acknowledged so far in every phase but
+// current (the one under way) is in ClickHouse.
+func (s *faultStack) caughtUp(ld *load, current string) error {
+	want := ld.ackedByPhase()
+	rows, err := s.query("SELECT splitByChar('/', event_id)[1] AS phase, toString(uniqExact(event_id)) FROM events WHERE startsWith(event_id, 'ft-') GROUP BY phase")
+	if err != nil {
+		return err
+	}
+	got := map[string]int{}
+	for _, r := range rows {
+		got[strings.TrimPrefix(r[0], "ft-")], _ = strconv.Atoi(r[1])
+	}
+	for phase, n := range want {
+		if phase != current && got[phase] < n {
+			return fmt.Errorf("%d of the %d events acknowledged in phase %q are in ClickHouse", got[phase], n, phase)
+		}
+	}
+	return nil
+}
+
+func (s *faultStack) waitCaughtUp(ld *load, current string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := s.caughtUp(ld, current)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkExactlyOnce: every acknowledged event is in ClickHouse once, and
+// every winner clicked (once each) is charged once, with the Redis spend
+// equal to the charges.
+func (s *faultStack) checkExactlyOnce(t *testing.T, ld *load, mp, campaign string) {
+	t.Helper()
+	acked := ld.ackedAll()
+	testenv.Eventually(t, catchUpBound, func() error {
+		rows, err := s.query("SELECT event_id, toString(count()) FROM events WHERE startsWith(event_id, 'ft-') GROUP BY event_id")
+		if err != nil {
+			return err
+		}
+		stored := make(map[string]string, len(rows))
+		for _, r := range rows {
+			stored[r[0]] = r[1]
+		}
+		for _, id := range acked {
+			if stored[id] == "" {
+				return fmt.Errorf("acknowledged event %s is not in ClickHouse (%d of %d stored)", id, len(stored), len(acked))
+			}
+		}
+		for id, n := range stored {
+			if n != "1" {
+				return fmt.Errorf("event %s is in ClickHouse %s times", id, n)
+			}
+		}
+		t.Logf("%d acknowledged events stored once (%d more, answered 503 or unanswered, stored once too)", len(acked), len(stored)-len(acked))
+		return nil
+	})
+	clicks := ld.clicks()
+	var charged, sum int64
+	testenv.Eventually(t, catchUpBound, func() error {
+		rows, err := s.query("SELECT toString(count()), toString(uniqExact(auction_id, rank)), toString(sum(amount_micros)) FROM charges WHERE marketplace_id = ? AND campaign_id = ?", mp, campaign)
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.ParseInt(rows[0][0], 10, 64)
+		distinct, _ := strconv.ParseInt(rows[0][1], 10, 64)
+		sum, _ = strconv.ParseInt(rows[0][2], 10, 64)
+		if n != distinct {
+			return fmt.Errorf("%d charges for %d distinct winners", n, distinct)
+		}
+		if n != int64(clicks) {
+			return fmt.Errorf("%d charges for %d acknowledged clicks", n, clicks)
+		}
+		charged = n
+		return nil
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: s.st.RedisAddr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	spend, err := rdb.HGet(ctx, budget.TotalKey(mp), campaign).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spend != sum {
+		t.Errorf("Redis total spend %d, charges sum to %d", spend, sum)
+	}
+	t.Logf("%d clicked winners charged once (%d µ, Redis agrees)", charged, sum)
+}
+
+// load is a steady client load on the API: two clients posting batches of
+// 10 impressions every 50 ms, and one running an auction and clicking its
+// winner every 200 ms. It records what was acknowledged and every answer
+// out of bounds: a 401, a 5xx other than 503, a /v2/events answer slower
+// than eventsBound.
+type load struct {
+	api  *osProc
+	key  string
+	stop func()
+
+	mu      sync.Mutex
+	phase   string
+	acked   map[string]int // acknowledged events by phase
+	ids     []string
+	nclicks int
+	bad     []violation
+	answers []answer // every answer of /v2/events
+}
+
+type answer struct {
+	at     time.Time
+	status int // 0: no answer
+	took   time.Duration
+}
+
+type violation struct {
+	at  time.Time
+	msg string
+}
+
+func (v violation) Error() string { return v.at.Format("15:04:05.000") + " " + v.msg }
+
+func startLoad(t *testing.T, api *osProc, key string) *load {
+	l := &load{api: api, key: key, phase: "warm-up", acked: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				l.postEvents(w, n)
+				sleepCtx(ctx, 50*time.Millisecond)
+			}
+		})
+	}
+	wg.Go(func() {
+		for n := 0; ctx.Err() == nil; n++ {
+			l.auctionAndClick(n)
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+	})
+	var once sync.Once
+	l.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(l.stop)
+	return l
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (l *load) setPhase(p string) {
+	l.mu.Lock()
+	l.phase = p
+	l.mu.Unlock()
+}
+
+func (l *load) currentPhase() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.phase
+}
+
+func (l *load) record(msg string) {
+	l.mu.Lock()
+	l.bad = append(l.bad, violation{time.Now(), msg})
+	l.mu.Unlock()
+}
+
+// judge records a violation for an answer out of bounds; ok is whether it
+// was a success.
+func (l *load) judge(what string, st int, body []byte, err error, took time.Duration, success int) bool {
+	if strings.HasPrefix(what, "POST /v2/events") && (err == nil || !isRefused(err)) {
+		l.mu.Lock()
+		l.answers = append(l.answers, answer{time.Now(), st, took})
+		l.mu.Unlock()
+	}
+	switch {
+	case err != nil && isRefused(err):
+		return false // the API is restarting: no answer at all, nothing promised
+	case err != nil:
+		l.record(fmt.Sprintf("%s: no answer after %s: %v", what, took.Round(time.Millisecond), err))
+		return false
+	case st == 401 || st == 403:
+		l.record(fmt.Sprintf("%s: %d for a valid key: %s", what, st, body))
+	case st >= 500 && st != 503:
+		l.record(fmt.Sprintf("%s: %d: %s", what, st, body))
+	case st != success && st != 503:
+		l.record(fmt.Sprintf("%s: unexpected %d: %s", what, st, body))
+	}
+	if took > eventsBound {
+		l.record(fmt.Sprintf("%s: answered %d after %s (bound %s)", what, st, took.Round(time.Millisecond), eventsBound))
+	}
+	return st == success
+}
+
+func isRefused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF")
+}
+
+func (l *load) postEvents(w, n int) {
+	phase := l.currentPhase()
+	var items, ids []string
+	for i := range 10 {
+		id := fmt.Sprintf("ft-%s/%d-%d-%d", phase, w, n, i)
+		ids = append(ids, id)
+		items = append(items, fmt.Sprintf(`{"id":%q,"occurredAt":%q,"opaqueUserId":"u-%d","entity":{"type":"product","id":"P1"}}`, id, ts(time.Now()), i))
+	}
+	start := time.Now()
+	st, b, err := l.api.call("POST", "/v2/events", l.key, `{"impressions":[`+strings.Join(items, ",")+`]}`, 2*eventsBound, nil)
+	if l.judge("POST /v2/events", st, b, err, time.Since(start), 200) {
+		l.mu.Lock()
+		l.acked[phase] += len(ids)
+		l.ids = append(l.ids, ids...)
+		l.mu.Unlock()
+	}
+}
+
+// auctionAndClick runs an auction for P1 and clicks its winner: each click
+// is on a winner of its own, so each acknowledged click is one charge.
+func (l *load) auctionAndClick(n int) {
+	start := time.Now()
+	st, b, err := l.api.call("POST", "/v2/auctions", l.key, `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["P1"]}}]}`, 2*eventsBound, nil)
+	if !l.judge("POST /v2/auctions", st, b, err, time.Since(start), 201) {
+		return
+	}
+	var out struct {
+		Results []auResult `json:"results"`
+	}
+	if jsonErr := json.Unmarshal(b, &out); jsonErr != nil || len(out.Results) != 1 || len(out.Results[0].Winners) != 1 {
+		return // no winner (state not loaded yet after a restart)
+	}
+	tok := out.Results[0].Winners[0].ResolvedBidID
+	if _, err := bidtoken.DecodeUnverified(tok); err != nil {
+		l.record("auction answered an undecodable token: " + err.Error())
+		return
+	}
+	phase := l.currentPhase()
+	id := fmt.Sprintf("ft-%s/click-%d", phase, n)
+	body := fmt.Sprintf(`{"clicks":[{"id":%q,"occurredAt":%q,"opaqueUserId":"u-click","resolvedBidId":%q}]}`, id, ts(time.Now()), tok)
+	// A click the client could not deliver is retried until it is
+	// acknowledged (the same id: a retry, never a second click).
+	for giveUp := time.Now().Add(2 * time.Minute); time.Now().Before(giveUp); {
+		start = time.Now()
+		st, b, err = l.api.call("POST", "/v2/events", l.key, body, 2*eventsBound, nil)
+		if l.judge("POST /v2/events (click)", st, b, err, time.Since(start), 200) {
+			l.mu.Lock()
+			l.acked[phase]++
+			l.ids = append(l.ids, id)
+			l.nclicks++
+			l.mu.Unlock()
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	l.record("a click was not acknowledged in 2 minutes of retries")
+}
+
+func (l *load) ackedByPhase() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.acked)
+}
+
+func (l *load) ackedAll() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids...)
+}
+
+func (l *load) clicks() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nclicks
+}
+
+// summary describes the /v2/events answers since a time: how many, how many
+// 503, the slowest.
+func (l *load) summary(since time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n, unavailable int
+	var slowest time.Duration
+	for _, a := range l.answers {
+		if a.at.Before(since) {
+			continue
+		}
+		n++
+		if a.status == 503 {
+			unavailable++
+		}
+		slowest = max(slowest, a.took)
+	}
+	return fmt.Sprintf("/v2/events: %d answers, %d of them 503, slowest %s", n, unavailable, slowest.Round(time.Millisecond))
+}
+
+func (l *load) violations(since time.Time) []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []error
+	for _, v := range l.bad {
+		if !v.at.Before(since) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// probes asks /readyz of each process four times a second and records every
+// answer slower than readyzBound from a process that is running (not
+// paused, not restarting).
+type probes struct {
+	stop func()
+	mu   sync.Mutex
+	bad  []violation
+	took []answer
+}
+
+func startProbes(procs []*osProc) *probes {
+	pr := &probes{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				start := time.Now()
+				st, _, err := p.get("/readyz", 5*time.Second)
+				took := time.Since(start)
+				if err == nil || !isRefused(err) {
+					pr.mu.Lock()
+					pr.took = append(pr.took, answer{start, st, took})
+					pr.mu.Unlock()
+				}
+				if (err == nil || !isRefused(err)) && took > readyzBound {
+					pr.mu.Lock()
+					pr.bad = append(pr.bad, violation{start, fmt.Sprintf("%s /readyz answered %d after %s (bound %s): %v", p.name, st, took.Round(time.Millisecond), readyzBound, err)})
+					pr.mu.Unlock()
+				}
+				sleepCtx(ctx, 250*time.Millisecond)
+			}
+		})
+	}
+	var once sync.Once
+	pr.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	return pr
+}
+
+// slowest is the slowest /readyz answer since a time.
+func (pr *probes) slowest(since time.Time) time.Duration {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var d time.Duration
+	for _, a := range pr.took {
+		if !a.at.Before(since) {
+			d = max(d, a.took)
+		}
+	}
+	return d
+}
+
+func (pr *probes) violations(since time.Time) []error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var out []error
+	for _, v := range pr.bad {
+		if !v.at.Before(since) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
