@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// TestHealth: /readyz reports the checks' last results at once, whatever
+// a check does: one that fails reads as its error, one that hangs past its
+// deadline (and ignores it) reads as "no answer", one never run yet as not
+// checked; the answer never waits for a check.
+func TestHealth(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := NewHealth([]Check{
+		{Name: "ok", Fn: func(context.Context) error { return nil }},
+		{Name: "down", Fn: func(context.Context) error { return errors.New("connection refused") }},
+		{Name: "frozen", Fn: func(context.Context) error { <-release; return nil }}, // ignores its deadline
+	})
+	h.interval, h.timeout, h.stale = 20*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond
+	if ready, got := h.Report(time.Now()); ready || got["ok"] != "not checked yet" {
+		t.Fatalf("before Run: ready=%v %v", ready, got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	time.Sleep(400 * time.Millisecond)
+	ready, got := h.Report(time.Now())
+	want := map[string]string{"ok": "ok", "down": "connection refused"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("check %s: %q, want %q", k, got[k], v)
+		}
+	}
+	if !strings.HasPrefix(got["frozen"], "no answer for ") || ready {
+		t.Errorf("a frozen check: ready=%v %q", ready, got["frozen"])
+	}
+
+	srv := New(Deps{Health: h, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	start := time.Now()
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Errorf("/readyz took %s", took)
+	}
+	var body struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 503 || body.Status != "not_ready" || body.Checks["down"] != "connection refused" {
+		t.Errorf("/readyz: %d %s", w.Code, w.Body)
+	}
+	cancel()
+	go func() { release <- struct{}{} }() // let the frozen check return so that Run ends
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestAuthWhileLoading: until the process has loaded its API keys, every
+// authenticated route answers 503 with Retry-After and a JSON body (which
+// clients retry), never 401 (which they do not).
+func TestAuthWhileLoading(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sl, err := statelog.New("accounts", []string{"127.0.0.1:1"}, nil, quiet) // never run: still loading
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	srv := New(Deps{Accounts: accounts.New(sl), Events: &ingest.Appender{}, RetryAfter: 2 * time.Second, Log: quiet,
+		Public: &Public{Log: quiet}})
+	for _, path := range []string{"/v2/events", "/public/v1/marketplace"} {
+		method := "POST"
+		if strings.HasPrefix(path, "/public") {
+			method = "GET"
+		}
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(method, path, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer ecm_anything")
+		srv.ServeHTTP(w, req)
+		var body v2Error
+		if w.Code != 503 || w.Header().Get("Retry-After") != "2" || json.Unmarshal(w.Body.Bytes(), &body) != nil || body.ErrCode != "service_unavailable" {
+			t.Errorf("%s %s while loading: %d %v %s", method, path, w.Code, w.Header(), w.Body)
+		}
+	}
+}
