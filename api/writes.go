@@ -99,9 +99,15 @@ func (p *Public) Writes() gin.HandlerFunc {
 			return
 		}
 		if p.WriteTimeout > 0 {
-			clock := startWriteClock(c.Request, p.WriteTimeout)
+			// A copy of the request: the server's own keeps its body (net/http
+			// looks at its type to decide what to do with unread bytes).
+			clock := startWriteClock(c.Request.Context(), p.WriteTimeout)
 			defer clock.stop()
-			c.Request = c.Request.WithContext(clock.ctx)
+			req := c.Request.WithContext(clock.ctx)
+			if req.Body != nil && req.Body != http.NoBody {
+				req.Body = &clockedBody{ReadCloser: req.Body, w: clock}
+			}
+			c.Request = req
 		} else {
 			c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
 		}
@@ -129,12 +135,9 @@ type writeClock struct {
 	stopped bool
 }
 
-func startWriteClock(r *http.Request, d time.Duration) *writeClock {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+func startWriteClock(parent context.Context, d time.Duration) *writeClock {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	w := &writeClock{ctx: ctx, cancel: cancel, d: d, last: time.Now()}
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &clockedBody{ReadCloser: r.Body, w: w}
-	}
 	w.mu.Lock()
 	w.timer = time.AfterFunc(d, w.check)
 	w.mu.Unlock()

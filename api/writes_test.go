@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -534,5 +535,33 @@ func TestDerivedIDs(t *testing.T) {
 	}
 	if !errors.Is(fmt.Errorf("x: %w", statelog.ErrInFlight), statelog.ErrUnavailable) {
 		t.Fatal("ErrInFlight does not wrap ErrUnavailable")
+	}
+}
+
+// TestWriteUnreadBody: a write refused before its body is read (413 on the
+// declared length) is answered at once; the middleware leaves the server's
+// own request body alone (net/http decides by its type whether to drain
+// unread bytes before answering).
+func TestWriteUnreadBody(t *testing.T) {
+	p := &Public{RetryAfter: time.Second, Log: quietLog, WriteTimeout: 5 * time.Second, MaxBodyBytes: 1 << 10}
+	r := writesEngine(p, func(g *gin.RouterGroup) {
+		g.POST("/upload", func(c *gin.Context) { abortV2(c, http.StatusRequestEntityTooLarge, "request_too_large", "too large") })
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(conn, "POST /public/v1/upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n--b\r\n", int64(2)<<30)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("status %d", resp.StatusCode)
 	}
 }

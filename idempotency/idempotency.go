@@ -90,7 +90,7 @@ func canonicalJSON(body []byte) []byte {
 type Result struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
-	Body   []byte      `json:"body,omitempty"`
+	Body   []byte      `json:"-"` // kept as is, in a field of its own
 }
 
 // Outcome says what Begin found.
@@ -145,25 +145,26 @@ var ErrUnavailable = errors.New("idempotency: key store unavailable")
 
 // beginScript claims a key (new, released, or whose claim ran out) or
 // reports what holds it. KEYS[1] the hash; ARGV fingerprint, now (ms),
-// claim end (ms), retention (ms), token. It returns {outcome, seed, result}.
+// claim end (ms), retention (ms), token. It returns {outcome, seed, result,
+// body}.
 var beginScript = redis.NewScript(`
-local h = redis.call("HMGET", KEYS[1], "fp", "state", "until", "seed", "result")
+local h = redis.call("HMGET", KEYS[1], "fp", "state", "until", "seed", "result", "body")
 if not h[1] then
   redis.call("HSET", KEYS[1], "fp", ARGV[1], "seed", ARGV[2], "state", "running", "until", ARGV[3], "token", ARGV[5])
   redis.call("PEXPIRE", KEYS[1], ARGV[4])
-  return {"claimed", ARGV[2], ""}
+  return {"claimed", ARGV[2], "", ""}
 end
-if h[1] ~= ARGV[1] then return {"mismatch", h[4], ""} end
-if h[2] == "done" then return {"done", h[4], h[5]} end
-if h[2] == "running" and tonumber(h[3]) > tonumber(ARGV[2]) then return {"running", h[4], ""} end
+if h[1] ~= ARGV[1] then return {"mismatch", h[4], "", ""} end
+if h[2] == "done" then return {"done", h[4], h[5], h[6] or ""} end
+if h[2] == "running" and tonumber(h[3]) > tonumber(ARGV[2]) then return {"running", h[4], "", ""} end
 redis.call("HSET", KEYS[1], "state", "running", "until", ARGV[3], "token", ARGV[5])
-return {"claimed", h[4], ""}`)
+return {"claimed", h[4], "", ""}`)
 
 // endScript ends a claim still held by ARGV[1]: state ARGV[2] (done or
-// released), with result ARGV[3].
+// released), with result ARGV[3] (status and headers) and body ARGV[4].
 var endScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "token") ~= ARGV[1] then return 0 end
-redis.call("HSET", KEYS[1], "state", ARGV[2], "result", ARGV[3], "token", "")
+redis.call("HSET", KEYS[1], "state", ARGV[2], "result", ARGV[3], "body", ARGV[4], "token", "")
 return 1`)
 
 func redisKey(scope, key string) string {
@@ -185,16 +186,16 @@ func (s *Store) Begin(ctx context.Context, scope, key, fp string) (Begun, error)
 		return beginScript.Run(ctx, s.rdb, []string{rk}, fp, now.UnixMilli(), now.Add(s.lease).UnixMilli(), Retention.Milliseconds(), token).Slice()
 	}, func(res []any) {
 		// Claimed after the caller gave up: let the next request have it.
-		if len(res) == 3 && res[0] == "claimed" {
+		if len(res) == 4 && res[0] == "claimed" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_ = endScript.Run(ctx, s.rdb, []string{rk}, token, "released", "").Err()
+			_ = endScript.Run(ctx, s.rdb, []string{rk}, token, "released", "", "").Err()
 		}
 	})
 	if err != nil {
 		return Begun{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return Begun{}, fmt.Errorf("%w: unexpected answer %v", ErrUnavailable, res)
 	}
 	outcome, _ := res[0].(string)
@@ -212,10 +213,12 @@ func (s *Store) Begin(ctx context.Context, scope, key, fp string) (Begun, error)
 		return Begun{Outcome: Mismatch}, nil
 	case "done":
 		raw, _ := res[2].(string)
+		body, _ := res[3].(string)
 		var r Result
 		if err := json.Unmarshal([]byte(raw), &r); err != nil {
 			return Begun{}, fmt.Errorf("%w: undecodable result: %v", ErrUnavailable, err)
 		}
+		r.Body = []byte(body)
 		return Begun{Outcome: Replay, Result: &r}, nil
 	}
 	return Begun{}, fmt.Errorf("%w: unexpected answer %q", ErrUnavailable, outcome)
@@ -227,18 +230,18 @@ func (s *Store) Complete(ctx context.Context, c *Claim, r Result) error {
 	if err != nil {
 		return err
 	}
-	return s.end(ctx, c, "done", string(raw))
+	return s.end(ctx, c, "done", string(raw), r.Body)
 }
 
 // Release gives the key up without a result: the next request with it runs
 // again (deriving the same ids).
 func (s *Store) Release(ctx context.Context, c *Claim) error {
-	return s.end(ctx, c, "released", "")
+	return s.end(ctx, c, "released", "", nil)
 }
 
-func (s *Store) end(ctx context.Context, c *Claim, state, result string) error {
+func (s *Store) end(ctx context.Context, c *Claim, state, result string, body []byte) error {
 	_, err := bounded.Call(ctx, func(ctx context.Context) (int64, error) {
-		return endScript.Run(ctx, s.rdb, []string{c.key}, c.token, state, result).Int64()
+		return endScript.Run(ctx, s.rdb, []string{c.key}, c.token, state, result, body).Int64()
 	}, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
