@@ -103,6 +103,19 @@ func TestWritesGiveUpOnAHungBroker(t *testing.T) {
 	if _, _, ok := c.Get("mp", "a"); ok || c.Len("mp") != 0 {
 		t.Fatalf("applied before the broker answered: %d entities", c.Len("mp"))
 	}
+	// Past the limit of given-up writes waiting for Kafka, a write fails at
+	// once and writes nothing.
+	if n := l.GivenUp(); n != 2 {
+		t.Fatalf("%d given-up writes, want 2", n)
+	}
+	l.SetMaxGivenUp(2)
+	err = bounded("Put past the limit", 0, func(ctx context.Context) error {
+		_, err := c.Put(context.Background(), "mp", "c", statelog.AnyVersion, thing{Name: "refused"})
+		return err
+	})
+	if !errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, statelog.ErrInFlight) {
+		t.Fatalf("write past the limit: %v, want ErrUnavailable (nothing appended)", err)
+	}
 
 	release()
 	testenv.Eventually(t, 15*time.Second, func() error {
@@ -119,6 +132,15 @@ func TestWritesGiveUpOnAHungBroker(t *testing.T) {
 			t.Fatalf("b-%02d = %+v version %d", i, v, ver)
 		}
 	}
+	if _, _, ok := c.Get("mp", "c"); ok {
+		t.Fatal("the write refused past the limit was applied")
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := l.GivenUp(); n != 0 {
+			return fmt.Errorf("%d given-up writes still wait", n)
+		}
+		return nil
+	})
 	// Once settled, the entity is free again.
 	testenv.Eventually(t, 10*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -55,6 +55,11 @@ var (
 // locks after Kafka acknowledged it, waiting for this view to apply it.
 const applyWait = 30 * time.Second
 
+// defaultMaxGivenUp is how many writes whose callers stopped waiting may wait
+// for Kafka at once; past it, writes fail at once, writing nothing (each
+// holds its records in memory until Kafka answers).
+const defaultMaxGivenUp = 256
+
 // Record is one entity change on the changelog topic.
 type Record struct {
 	Type    string          `json:"type"`
@@ -96,6 +101,9 @@ type Log struct {
 	keyLocks [256]chan struct{}
 	locker   Locker
 
+	givenUp    atomic.Int64 // writes in flight whose callers stopped waiting
+	maxGivenUp int64
+
 	ready     chan struct{}
 	readyOnce sync.Once
 }
@@ -121,6 +129,8 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger)
 		appliers: map[string]ApplyFunc{},
 		waiters:  map[string]chan bool{},
 		ready:    make(chan struct{}),
+
+		maxGivenUp: defaultMaxGivenUp,
 	}
 	for i := range l.keyLocks {
 		l.keyLocks[i] = make(chan struct{}, 1)
@@ -357,6 +367,9 @@ func (l *Log) appendBatch(ctx context.Context, changes []Change, settled func())
 	if len(changes) == 0 {
 		return nil, nil
 	}
+	if n := l.givenUp.Load(); n >= l.maxGivenUp {
+		return nil, fmt.Errorf("%w: %d earlier writes still wait for Kafka", ErrUnavailable, n)
+	}
 	var err error
 	if held, err = l.lockStripes(ctx, changes); err != nil {
 		return nil, err
@@ -377,9 +390,11 @@ func (l *Log) appendBatch(ctx context.Context, changes []Change, settled func())
 		lost, fl, err := l.write(ctx, changes, versions, pending)
 		if fl != nil {
 			handedOff = true
+			l.givenUp.Add(1)
 			go func() {
 				fl.settle()
 				release(held, settled)
+				l.givenUp.Add(-1)
 			}()
 			return nil, err
 		}
