@@ -218,7 +218,11 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 	ctx := c.Request.Context()
 	mp := Marketplace(c).ID
 	fp := idempotency.Fingerprint(c.Request.Method, c.Request.URL.EscapedPath(), c.Request.URL.Query().Encode(), body)
-	begun, err := p.Idempotency.Begin(ctx, mp, key, fp)
+	// A healthy Redis answers in a millisecond: a second at most, so that
+	// one out of reach is a quick 503 and leaves the write its time.
+	bctx, cancel := context.WithTimeout(ctx, time.Second)
+	begun, err := p.Idempotency.Begin(bctx, mp, key, fp)
+	cancel()
 	if err != nil {
 		p.Log.Warn("idempotency keys unavailable", "path", c.Request.URL.Path, "err", err)
 		setRetryAfter(c, p.RetryAfter)
