@@ -125,8 +125,8 @@ func abort422(c *gin.Context, errs validation.Errors) {
 
 // Messages of a 503 whose write may have been applied.
 const (
-	MsgWriteTimedOut    = "the write did not complete in time: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
-	MsgWriteUnconfirmed = "the write was not confirmed: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
+	msgWriteTimedOut    = "the write did not complete in time: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
+	msgWriteUnconfirmed = "the write was not confirmed: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
 )
 
 // Fail answers a domain error with the matching status and body.
@@ -141,9 +141,9 @@ func (p *Public) Fail(c *gin.Context, err error) {
 	case errors.Is(err, statelog.ErrConflict):
 		abortV2(c, http.StatusConflict, "invalid_operation", "the resource was changed by another request; read it again and retry")
 	case writeDeadlinePassed(c) && (errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-		abortUnavailable(c, p.RetryAfter, MsgWriteTimedOut)
+		abortUnavailable(c, p.RetryAfter, msgWriteTimedOut)
 	case errors.Is(err, statelog.ErrInFlight):
-		abortUnavailable(c, p.RetryAfter, MsgWriteUnconfirmed)
+		abortUnavailable(c, p.RetryAfter, msgWriteUnconfirmed)
 	case errors.Is(err, statelog.ErrUnavailable), errors.Is(err, statelog.ErrNotReady),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		abortUnavailable(c, p.RetryAfter, "the change could not be stored right now; retry later")
