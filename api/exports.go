@@ -52,6 +52,13 @@ func abortInvalidExport(c *gin.Context, probs []exports.Problem) {
 func ExportRoutes(svc *exports.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &exportHandlers{svc: svc, p: p}
+		p.setErrorStyle(g.BasePath()+"/export-service/", errorStyle{
+			abort: func(c *gin.Context, status int, code, msg string) { abortExport(c, status, code, msg, nil) },
+			invalidHeader: func(c *gin.Context, header, _, msg string) {
+				abortExport(c, http.StatusUnprocessableEntity, exports.CodeInvalidRequest, msg,
+					[]exports.Problem{{Code: exports.CodeInvalidRequest, Field: header, Message: msg}})
+			},
+		})
 		g.POST("/export-service/exports", p.Limits.Limit("default"), h.create)
 		g.GET("/export-service/exports/:exportId", p.Limits.Limit("default"), h.get)
 		g.GET("/export-service/datasets", p.Limits.Limit("default"), h.datasets)
@@ -94,8 +101,12 @@ func (h *exportHandlers) create(c *gin.Context) {
 			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+reset.Format(time.RFC3339)+".", nil)
 	case errors.Is(err, exports.ErrUnavailable):
 		h.p.Log.Error("exports: export not accepted", "marketplace", mp.ID, "err", err)
-		c.Header("Retry-After", strconv.Itoa(max(int(h.p.RetryAfter.Seconds()), 1)))
-		abortExport(c, http.StatusServiceUnavailable, exports.CodeUnavailable, "The export could not be accepted right now; retry later.", nil)
+		setRetryAfter(c, h.p.RetryAfter)
+		msg := "The export could not be accepted right now; nothing was queued. Retry later."
+		if writeDeadlinePassed(c) || errors.Is(err, exports.ErrUnconfirmed) {
+			msg = "The export was not confirmed in time: it may or may not have been accepted. Retry the request with the same Idempotency-Key to get it (without one, a retry may create a second export)."
+		}
+		abortExport(c, http.StatusServiceUnavailable, exports.CodeUnavailable, msg, nil)
 	default:
 		h.p.Log.Error("exports: create failed", "marketplace", mp.ID, "err", err)
 		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)

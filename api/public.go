@@ -17,6 +17,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -26,13 +27,22 @@ import (
 // package (one file per area) and are composed by the app.
 type RouteSet func(g *gin.RouterGroup, p *Public)
 
-// Public is what route sets share: rate limits, cursors, limits, logging.
+// Public is what route sets share: rate limits, cursors, limits, logging,
+// the deadline of writes and idempotency keys (writes.go).
 type Public struct {
 	Limits       *RateLimiter
 	Cursors      *pagination.Signer
 	MaxBodyBytes int64
 	RetryAfter   time.Duration
 	Log          *slog.Logger
+	// WriteTimeout bounds every write (0: unbounded).
+	WriteTimeout time.Duration
+	// Idempotency keeps the results of POSTs with an Idempotency-Key (nil:
+	// the header is ignored).
+	Idempotency *idempotency.Store
+
+	styles map[string]errorStyle // by route prefix
+	noKey  map[string]bool       // POST routes without Idempotency-Key
 }
 
 // Marketplace is the marketplace of the authenticated key.
@@ -113,6 +123,12 @@ func abort422(c *gin.Context, errs validation.Errors) {
 	c.AbortWithStatusJSON(http.StatusUnprocessableEntity, detail{Detail: errs})
 }
 
+// Messages of a 503 whose write may have been applied.
+const (
+	msgWriteTimedOut    = "the write did not complete in time: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
+	msgWriteUnconfirmed = "the write was not confirmed: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
+)
+
 // Fail answers a domain error with the matching status and body.
 func (p *Public) Fail(c *gin.Context, err error) {
 	if v, ok := validation.As(err); ok {
@@ -124,7 +140,12 @@ func (p *Public) Fail(c *gin.Context, err error) {
 		abortV2(c, http.StatusNotFound, "resource_not_found", err.Error())
 	case errors.Is(err, statelog.ErrConflict):
 		abortV2(c, http.StatusConflict, "invalid_operation", "the resource was changed by another request; read it again and retry")
-	case errors.Is(err, statelog.ErrUnavailable), errors.Is(err, statelog.ErrNotReady):
+	case writeDeadlinePassed(c) && (errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		abortUnavailable(c, p.RetryAfter, msgWriteTimedOut)
+	case errors.Is(err, statelog.ErrInFlight):
+		abortUnavailable(c, p.RetryAfter, msgWriteUnconfirmed)
+	case errors.Is(err, statelog.ErrUnavailable), errors.Is(err, statelog.ErrNotReady),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		abortUnavailable(c, p.RetryAfter, "the change could not be stored right now; retry later")
 	default:
 		p.Log.Error("request failed", "path", c.Request.URL.Path, "err", err)

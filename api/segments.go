@@ -22,6 +22,9 @@ func SegmentRoutes(svc *segments.Service) RouteSet {
 		r.PUT("/:id", h.put)
 		r.DELETE("/:id", h.delete)
 		r.POST("/:id/upload", h.upload)
+		// The upload is streamed (and idempotent by nature: the same file
+		// again gives the same members).
+		p.withoutIdempotencyKey(r.BasePath() + "/:id/upload")
 	}
 }
 

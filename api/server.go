@@ -81,6 +81,9 @@ func New(d Deps) http.Handler {
 		}
 
 		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter))
+		if d.Public != nil {
+			pub.Use(d.Public.Writes())
+		}
 		pub.GET("/marketplace", h.getMarketplace)
 		for _, rs := range d.PublicRoutes {
 			rs(pub, d.Public)

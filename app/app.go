@@ -32,6 +32,7 @@ import (
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/exports"
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
@@ -172,6 +173,10 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 			MaxBodyBytes: cfg.MaxPublicBodyBytes,
 			RetryAfter:   cfg.RetryAfter,
 			Log:          log,
+			WriteTimeout: cfg.PublicWriteTimeout,
+			// A claim outlives the write it covers (a process that dies
+			// holding one frees the key when it runs out).
+			Idempotency: idempotency.NewStore(a.Redis, 2*cfg.PublicWriteTimeout+5*time.Second),
 		}
 		deps.PublicRoutes = routes
 	}

@@ -19,10 +19,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"golang.org/x/text/language"
 
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -139,20 +139,29 @@ type ContactPatch struct {
 	Address *Address `json:"address"`
 }
 
-// Create stores a new contact with a generated id.
+// Create stores a new contact with a generated id. The retry of a request
+// with an idempotency key gets the contact its first attempt created.
 func (s *Service) Create(ctx context.Context, mp string, in ContactInput) (Contact, int64, error) {
+	id, keyed, err := idempotency.NewID(ctx, 0)
+	if err != nil {
+		return Contact{}, 0, err
+	}
+	if keyed {
+		if c, v, ok := s.contacts.Get(mp, id); ok {
+			return c, v, nil
+		}
+	}
 	c := Contact{Name: in.Name, Email: in.Email, Company: in.Company, TaxID: in.TaxID, Address: in.Address}
 	if err := normalize(&c, true, true); err != nil {
 		return Contact{}, 0, err
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Contact{}, 0, err
-	}
-	c.ID = id.String()
+	c.ID = id
 	c.CreatedAt = s.now()
 	c.UpdatedAt = c.CreatedAt
 	v, err := s.contacts.Put(ctx, mp, c.ID, 0, c)
+	if keyed && errors.Is(err, statelog.ErrConflict) {
+		return idempotency.Existing(err, func() (Contact, int64, bool) { return s.contacts.Get(mp, id) })
+	}
 	if err != nil {
 		return Contact{}, 0, err
 	}

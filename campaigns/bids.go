@@ -3,14 +3,14 @@ package campaigns
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -62,11 +62,25 @@ func NormalizeKeyword(k string) string {
 }
 
 // CreateBid adds a bid to a listings or banners campaign. A campaign has at
-// most one bid per target.
+// most one bid per target. The retry of a request with an idempotency key
+// gets the bid its first attempt created.
 func (s *Service) CreateBid(ctx context.Context, mp, campaignID string, in BidInput) (Campaign, Bid, int64, error) {
 	c, _, ok := s.campaigns.Get(mp, campaignID)
 	if !ok {
 		return Campaign{}, Bid{}, 0, notFoundCampaign(campaignID)
+	}
+	id, keyed, err := idempotency.NewID(ctx, 0)
+	if err != nil {
+		return Campaign{}, Bid{}, 0, err
+	}
+	created := func() (Bid, int64, bool) {
+		b, _, v, ok := s.bidByID(mp, id)
+		return b, v, ok && b.CampaignID == campaignID
+	}
+	if keyed {
+		if b, v, ok := created(); ok {
+			return c, b, v, nil
+		}
 	}
 	if c.Type == TypeAutomated {
 		return Campaign{}, Bid{}, 0, validation.New(validation.ValueError,
@@ -130,13 +144,19 @@ func (s *Service) CreateBid(ctx context.Context, mp, campaignID string, in BidIn
 		return Campaign{}, Bid{}, 0, validation.New(validation.ValueError,
 			"a campaign has at most "+strconv.Itoa(MaxBidsPerCampaign)+" bids", "path", "campaign_id")
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Campaign{}, Bid{}, 0, err
-	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	b.ID, b.CreatedAt, b.UpdatedAt = id.String(), now, now
+	b.ID, b.CreatedAt, b.UpdatedAt = id, now, now
 	v, err := s.bids.Put(ctx, mp, key, expected, b)
+	if keyed && errors.Is(err, statelog.ErrConflict) {
+		if _, _, ok := s.bids.Get(mp, key); ok {
+			if got, v, ok := created(); ok {
+				return c, got, v, nil
+			}
+			return Campaign{}, Bid{}, 0, err // another request's bid on this target
+		}
+		b, v, err := idempotency.Existing(err, created)
+		return c, b, v, err
+	}
 	if err != nil {
 		return Campaign{}, Bid{}, 0, err
 	}

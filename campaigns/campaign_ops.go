@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -127,8 +129,18 @@ func ParseID(id string, loc ...any) (string, error) {
 }
 
 // CreateCampaign creates a campaign of vendor vendorID (which must exist in
-// the catalog) and returns it with its version.
+// the catalog) and returns it with its version. The retry of a request with
+// an idempotency key gets the campaign its first attempt created.
 func (s *Service) CreateCampaign(ctx context.Context, mp, vendorID string, in CampaignInput) (Campaign, int64, error) {
+	id, keyed, err := idempotency.NewID(ctx, 0)
+	if err != nil {
+		return Campaign{}, 0, err
+	}
+	if keyed {
+		if c, v, ok := s.campaigns.Get(mp, id); ok {
+			return c, v, nil
+		}
+	}
 	if _, ok := s.cat.Vendor(mp, vendorID); !ok {
 		return Campaign{}, 0, validation.NotFoundf("vendor %s", vendorID)
 	}
@@ -137,12 +149,11 @@ func (s *Service) CreateCampaign(ctx context.Context, mp, vendorID string, in Ca
 	if err := s.apply(mp, &c, in, true); err != nil {
 		return Campaign{}, 0, err
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Campaign{}, 0, err
-	}
-	c.ID = id.String()
+	c.ID = id
 	v, err := s.campaigns.Put(ctx, mp, c.ID, 0, c)
+	if keyed && errors.Is(err, statelog.ErrConflict) {
+		return idempotency.Existing(err, func() (Campaign, int64, bool) { return s.campaigns.Get(mp, id) })
+	}
 	if err != nil {
 		return Campaign{}, 0, err
 	}

@@ -48,9 +48,10 @@ type Config struct {
 	S3AccessKey string
 	S3SecretKey string
 
-	ProduceTimeout time.Duration
-	RetryAfter     time.Duration
-	MaxBodyBytes   int64
+	ProduceTimeout     time.Duration
+	PublicWriteTimeout time.Duration
+	RetryAfter         time.Duration
+	MaxBodyBytes       int64
 
 	MaxPublicBodyBytes int64
 	RateLimitCatalog   string
@@ -167,6 +168,7 @@ var settings = []setting{
 	{"s3-access-key", "ENDCAP_S3_ACCESS_KEY", "endcap", "S3 access key id", str(func(c *Config) *string { return &c.S3AccessKey })},
 	{"s3-secret-key", "ENDCAP_S3_SECRET_KEY", "endcap-dev-secret", "S3 secret access key", str(func(c *Config) *string { return &c.S3SecretKey })},
 	{"produce-timeout", "ENDCAP_PRODUCE_TIMEOUT", "1s", "how long a request waits for Kafka to acknowledge its records before answering 503", duration(func(c *Config) *time.Duration { return &c.ProduceTimeout })},
+	{"public-write-timeout", "ENDCAP_PUBLIC_WRITE_TIMEOUT", "5s", "longest a /public/v1 write (POST, PUT, PATCH, DELETE) waits for Kafka, Redis and the entity view, counted from the end of its body, before answering 503 (the write may or may not have been applied)", duration(func(c *Config) *time.Duration { return &c.PublicWriteTimeout })},
 	{"retry-after", "ENDCAP_RETRY_AFTER", "2s", "Retry-After sent with 503 responses", duration(func(c *Config) *time.Duration { return &c.RetryAfter })},
 	{"max-body-bytes", "ENDCAP_MAX_BODY_BYTES", "1048576", "largest accepted request body (413 above)", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)

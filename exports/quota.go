@@ -5,44 +5,45 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/internal/bounded"
 )
 
-// quota counts the exports of each marketplace per UTC day in Redis:
-// ec:exports:quota:<marketplace>:<YYYY-MM-DD>, kept two days.
+// quota counts the exports of each marketplace per UTC day in Redis, by
+// export id, so that counting one export again (the retry of a request
+// with an Idempotency-Key, whose export id is the same) counts nothing:
+// a set ec:exports:quota-ids:<marketplace>:<YYYY-MM-DD>, kept two days.
+// The counter of the same day written by earlier versions
+// (ec:exports:quota:<marketplace>:<YYYY-MM-DD>) still counts.
 type quota struct{ rdb redis.UniversalClient }
 
 const quotaTTL = 48 * time.Hour
 
-// takeScript counts one export unless the day's count reached the limit;
-// it returns 1 when counted, 0 when the quota is used.
+// takeScript counts export ARGV[3] unless it is counted already or the
+// day's count reached the limit; it returns 1 when counted, 0 when the
+// quota is used.
 var takeScript = redis.NewScript(`
-local n = tonumber(redis.call("GET", KEYS[1]) or "0")
+if redis.call("SISMEMBER", KEYS[1], ARGV[3]) == 1 then return 1 end
+local n = redis.call("SCARD", KEYS[1]) + tonumber(redis.call("GET", KEYS[2]) or "0")
 if n >= tonumber(ARGV[1]) then return 0 end
-redis.call("INCR", KEYS[1])
+redis.call("SADD", KEYS[1], ARGV[3])
 redis.call("PEXPIRE", KEYS[1], ARGV[2])
 return 1`)
 
-func quotaKey(mp, day string) string { return "ec:exports:quota:" + mp + ":" + day }
+func quotaKey(mp, day string) string       { return "ec:exports:quota-ids:" + mp + ":" + day }
+func legacyQuotaKey(mp, day string) string { return "ec:exports:quota:" + mp + ":" + day }
 
-func (q *quota) take(ctx context.Context, mp, day string, limit int) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	n, err := takeScript.Run(ctx, q.rdb, []string{quotaKey(mp, day)}, limit, quotaTTL.Milliseconds()).Int()
+// take counts export id (bounded by ctx).
+func (q *quota) take(ctx context.Context, mp, day, id string, limit int) (bool, error) {
+	n, err := bounded.Call(ctx, func(ctx context.Context) (int, error) {
+		return takeScript.Run(ctx, q.rdb, []string{quotaKey(mp, day), legacyQuotaKey(mp, day)}, limit, quotaTTL.Milliseconds(), id).Int()
+	}, nil)
 	return n == 1, err
 }
 
 // giveBack uncounts an export that was not accepted after all.
-func (q *quota) giveBack(ctx context.Context, mp, day string) {
+func (q *quota) giveBack(ctx context.Context, mp, day, id string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_ = q.rdb.Decr(ctx, quotaKey(mp, day)).Err()
-}
-
-// used is the day's count.
-func (q *quota) used(ctx context.Context, mp, day string) (int, error) {
-	n, err := q.rdb.Get(ctx, quotaKey(mp, day)).Int()
-	if err == redis.Nil {
-		return 0, nil
-	}
-	return n, err
+	_ = q.rdb.SRem(ctx, quotaKey(mp, day), id).Err()
 }

@@ -8,11 +8,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/s3store"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/telemetry"
@@ -116,6 +117,9 @@ var (
 	ErrQuota = errors.New("exports: daily quota used")
 	// ErrUnavailable means Redis or the log could not take the export.
 	ErrUnavailable = errors.New("exports: cannot take exports right now")
+	// ErrUnconfirmed means the export's record or job was in flight when
+	// ctx ended: it may still be accepted (it wraps ErrUnavailable).
+	ErrUnconfirmed = fmt.Errorf("%w: the export may still be accepted", ErrUnavailable)
 	// ErrNotFound: no such export in this marketplace.
 	ErrNotFound = errors.New("exports: no such export")
 )
@@ -132,59 +136,110 @@ func (s *Service) DailyQuota() int { return s.o.DailyQuota }
 
 // Create validates a request, counts it against the marketplace's daily
 // quota, records the export as pending and queues its job. It returns the
-// pending export once both are in the log; on any failure nothing is
-// queued and the quota is given back.
+// pending export once both are in the log. On a failure that wrote nothing,
+// nothing is queued and the quota is given back; when the record or the job
+// may still land (ctx ended while they were in flight), the export keeps its
+// unit of the quota and Create returns an error wrapping ErrUnavailable.
+//
+// A request with an idempotency key (idempotency.NewID) creates the export
+// whose id is derived from the key: a retry whose first attempt's export
+// exists gets that export (its job appended again when it is still
+// pending), and the quota counts it once.
 func (s *Service) Create(ctx context.Context, mp string, r Request) (Export, error) {
 	now := s.o.Now().UTC()
 	if probs := r.Validate(now); len(probs) > 0 {
 		return Export{}, &InvalidError{Problems: probs}
 	}
+	id, keyed, err := idempotency.NewID(ctx, 0)
+	if err != nil {
+		return Export{}, err
+	}
+	if keyed {
+		if e, _, ok := s.items.Get(mp, id); ok {
+			return s.existing(ctx, mp, e), nil
+		}
+	}
 	day := now.Format(time.DateOnly)
-	ok, err := s.quota.take(ctx, mp, day, s.o.DailyQuota)
+	ok, err := s.quota.take(ctx, mp, day, id, s.o.DailyQuota)
 	if err != nil {
 		return Export{}, fmt.Errorf("%w: quota: %w", ErrUnavailable, err)
 	}
 	if !ok {
 		return Export{}, ErrQuota
 	}
-	e := Export{ID: uuid.NewString(), Status: StatusPending, Dataset: r.Dataset, CreatedAt: now.Truncate(time.Millisecond), Request: r}
-	if err := s.enqueue(ctx, mp, e); err != nil {
-		s.quota.giveBack(context.WithoutCancel(ctx), mp, day)
+	e := Export{ID: id, Status: StatusPending, Dataset: r.Dataset, CreatedAt: now.Truncate(time.Millisecond), Request: r}
+	if _, err := s.items.Put(ctx, mp, e.ID, 0, e); err != nil {
+		switch {
+		case keyed && errors.Is(err, statelog.ErrConflict):
+			// The first attempt's record landed meanwhile, or is being
+			// written by it still.
+			if cur, _, ok := s.items.Get(mp, id); ok {
+				return s.existing(ctx, mp, cur), nil
+			}
+			return Export{}, fmt.Errorf("%w: an earlier attempt of this request is still being written: %w", ErrUnconfirmed, err)
+		case errors.Is(err, statelog.ErrInFlight):
+			return Export{}, fmt.Errorf("%w: %w", ErrUnconfirmed, err) // it may land: the unit stays counted
+		}
+		s.quota.giveBack(context.WithoutCancel(ctx), mp, day, id)
+		if errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, statelog.ErrNotReady) {
+			return Export{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return Export{}, err
+	}
+	if err := s.queue(ctx, mp, e.ID); err != nil {
+		if errors.Is(err, kafka.ErrNotAcknowledged) {
+			return Export{}, fmt.Errorf("%w: queue job: %w", ErrUnconfirmed, err)
+		}
+		if !keyed {
+			// Nothing will run it; without a key the client's retry is a new
+			// export: this one is failed (so that the sweep does not run it)
+			// and its unit given back. With a key, the retry queues it.
+			s.quota.giveBack(context.WithoutCancel(ctx), mp, day, id)
+			go s.failUnqueued(context.WithoutCancel(ctx), mp, e)
+			return Export{}, fmt.Errorf("%w: queue job: %w", ErrUnavailable, err)
+		}
+		return Export{}, fmt.Errorf("%w: queue job: %w", ErrUnconfirmed, err)
 	}
 	telemetry.Exports.WithLabelValues("accepted", r.Format).Inc()
 	return e, nil
 }
 
-// enqueue records the pending export, then appends its job. When the job
-// cannot be appended, the record is marked failed (best effort: a pending
-// export without a job is also failed by the worker's sweep).
-func (s *Service) enqueue(ctx context.Context, mp string, e Export) error {
-	if _, err := s.items.Put(ctx, mp, e.ID, 0, e); err != nil {
-		if errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, statelog.ErrNotReady) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+// existing is the answer to the retry of a keyed request whose export
+// exists: that export, its job appended again while it is pending (the
+// first attempt may have failed before it queued it; a job twice is run
+// once).
+func (s *Service) existing(ctx context.Context, mp string, e Export) Export {
+	if e.Status == StatusPending {
+		if err := s.queue(ctx, mp, e.ID); err != nil {
+			s.o.Log.Warn("exports: job of a retried export not appended again; the sweep requeues it", "export", e.ID, "err", err)
 		}
-		return err
 	}
-	val, err := json.Marshal(Job{MarketplaceID: mp, ExportID: e.ID})
+	return e
+}
+
+// queue appends an export's job, waiting at most ProduceTimeout (and ctx).
+func (s *Service) queue(ctx context.Context, mp, id string) error {
+	val, err := json.Marshal(Job{MarketplaceID: mp, ExportID: id})
 	if err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.o.ProduceTimeout)
-	err = s.o.Kafka.ProduceSync(pctx, &kgo.Record{Topic: s.o.JobsTopic, Key: []byte(e.ID), Value: val}).FirstErr()
-	cancel()
-	if err == nil {
-		return nil
-	}
+	defer cancel()
+	return kafka.Produce(pctx, s.o.Kafka, &kgo.Record{Topic: s.o.JobsTopic, Key: []byte(id), Value: val}).Wait(pctx)
+}
+
+// failUnqueued marks failed an export whose job could not be appended
+// (best effort: a pending export without a job is also failed by the
+// worker's sweep).
+func (s *Service) failUnqueued(ctx context.Context, mp string, e Export) {
 	e.Status, e.Failure = StatusFailed, "The export could not be queued; request it again."
 	fin := s.o.Now().UTC()
 	e.FinishedAt = &fin
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ProduceTimeout)
-	if _, ferr := s.items.Put(fctx, mp, e.ID, 1, e); ferr != nil {
-		s.o.Log.Warn("exports: unqueued export not marked failed; the sweep will", "export", e.ID, "err", ferr)
+	fctx, cancel := context.WithTimeout(ctx, s.o.ProduceTimeout)
+	defer cancel()
+	if _, err := s.items.Put(fctx, mp, e.ID, 1, e); err != nil {
+		s.o.Log.Warn("exports: unqueued export not marked failed; the sweep will", "export", e.ID, "err", err)
 	}
-	fcancel()
-	return fmt.Errorf("%w: queue job: %w", ErrUnavailable, err)
 }
 
 // View is what GET /export-service/exports/{id} answers.

@@ -338,7 +338,7 @@ func (s *Service) requeue(ctx context.Context, mp string, e Export) {
 		return
 	}
 	val, _ := json.Marshal(Job{MarketplaceID: mp, ExportID: e.ID})
-	if err := s.o.Kafka.ProduceSync(ctx, &kgo.Record{Topic: s.o.JobsTopic, Key: []byte(e.ID), Value: val}).FirstErr(); err != nil {
+	if err := kafka.Produce(ctx, s.o.Kafka, &kgo.Record{Topic: s.o.JobsTopic, Key: []byte(e.ID), Value: val}).Wait(ctx); err != nil {
 		s.o.Log.Warn("exports: requeue failed", "export", e.ID, "err", err)
 		return
 	}

@@ -6,6 +6,8 @@ package invitations
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/mail"
 	"sort"
 	"strconv"
@@ -13,9 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -91,7 +92,9 @@ func New(log *statelog.Log, cat entityref.Catalog) *Service {
 func (s *Service) Now() time.Time { return s.now() }
 
 // Create validates every invite and stores them all, or none. invites is
-// nil when the field was absent (or null).
+// nil when the field was absent (or null). The retry of a request with an
+// idempotency key gets the invitations its first attempt created (and
+// writes those still missing).
 func (s *Service) Create(ctx context.Context, mp string, list *[]Invite) ([]Invitation, error) {
 	var errs validation.Errors
 	var invites []Invite
@@ -110,6 +113,7 @@ func (s *Service) Create(ctx context.Context, mp string, list *[]Invite) ([]Invi
 		return nil, errs
 	}
 	now := s.now()
+	keyed := false
 	out := make([]Invitation, len(invites))
 	seen := map[[2]string]int{}
 	for i, in := range invites {
@@ -148,21 +152,44 @@ func (s *Service) Create(ctx context.Context, mp string, list *[]Invite) ([]Invi
 				seen[k] = i
 			}
 		}
-		id, err := uuid.NewV7()
+		id, ok, err := idempotency.NewID(ctx, i)
 		if err != nil {
 			return nil, err
 		}
-		inv.ID = id.String()
+		keyed = ok
+		inv.ID = id
 		out[i] = inv
+	}
+	// The invitations an earlier attempt of the same request created.
+	created := func() int {
+		n := 0
+		for i := range out {
+			if inv, _, ok := s.items.Get(mp, out[i].ID); ok {
+				out[i] = inv
+				n++
+			}
+		}
+		return n
+	}
+	if keyed && created() == len(out) {
+		return out, nil
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	ws := make([]statelog.Write[Invitation], len(out))
-	for i, inv := range out {
-		ws[i] = statelog.Write[Invitation]{ID: inv.ID, Expected: 0, Value: inv}
+	ws := make([]statelog.Write[Invitation], 0, len(out))
+	for _, inv := range out {
+		if _, _, ok := s.items.Get(mp, inv.ID); !ok {
+			ws = append(ws, statelog.Write[Invitation]{ID: inv.ID, Expected: 0, Value: inv})
+		}
 	}
 	if err := s.items.PutMany(ctx, mp, ws); err != nil {
+		if keyed && errors.Is(err, statelog.ErrConflict) {
+			if created() == len(out) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%w: an earlier attempt of this request is still being written (%v)", statelog.ErrInFlight, err)
+		}
 		return nil, err
 	}
 	return out, nil

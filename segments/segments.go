@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/internal/bounded"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -378,9 +379,11 @@ func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch int64) erro
 	if err := s.coll.Delete(ctx, mp, id, ver); err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// The answer waits a second at most for the members' removal.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if err := s.rdb.Unlink(cctx, memberKey(mp, id, st.Generation)).Err(); err != nil {
+	key := memberKey(mp, id, st.Generation)
+	if _, err := bounded.Call(cctx, func(ctx context.Context) (int64, error) { return s.rdb.Unlink(ctx, key).Result() }, nil); err != nil {
 		s.log.Warn("segments: members of a deleted segment not removed", "marketplace", mp, "segment", id, "err", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/endcap/endcap/internal/bounded"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -214,20 +215,23 @@ func fileError(err error) error {
 	return fmt.Errorf("%w: %w", ErrRead, err)
 }
 
-// discard removes a staged generation that will not be used.
+// discard removes a staged generation that will not be used, waiting a
+// second at most (it expires on its own otherwise).
 func (s *Service) discard(ctx context.Context, key string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if err := s.rdb.Unlink(cctx, key).Err(); err != nil {
+	if _, err := bounded.Call(cctx, func(ctx context.Context) (int64, error) { return s.rdb.Unlink(ctx, key).Result() }, nil); err != nil {
 		s.log.Warn("segments: staged members not removed (they expire on their own)", "key", key, "err", err)
 	}
 }
 
 // commit switches the segment to generation gen (creating the segment when
-// it does not exist) and retires the previous generation. It runs even if the
-// client went away after sending the whole file.
+// it does not exist) and retires the previous generation, within ctx (the
+// API's write deadline; the API's write context does not end when the client
+// goes away, so it runs even if the client went away after sending the
+// whole file) and 30 s at most.
 func (s *Service) commit(ctx context.Context, mp, id, gen string, ifMatch int64) (int64, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	key := memberKey(mp, id, gen)
 	if err := s.rdb.Persist(cctx, key).Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net"
 	"net/url"
 	"slices"
@@ -17,8 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -82,8 +82,19 @@ func New(log *statelog.Log) *Service {
 }
 
 // Create stores a new webhook with a generated id and secret. The returned
-// webhook carries the secret: the only time it is shown.
+// webhook carries the secret: the only time it is shown (and to the retries
+// of a request with an idempotency key, which get the webhook its first
+// attempt created).
 func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int64, error) {
+	id, keyed, err := idempotency.NewID(ctx, 0)
+	if err != nil {
+		return Webhook{}, 0, err
+	}
+	if keyed {
+		if w, v, ok := s.items.Get(mp, id); ok {
+			return w, v, nil
+		}
+	}
 	var errs validation.Errors
 	w := Webhook{}
 	if in.URL == nil {
@@ -99,17 +110,16 @@ func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int
 		return Webhook{}, 0, errs
 	}
 	w.EventTypes = types
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Webhook{}, 0, err
-	}
-	w.ID = id.String()
+	w.ID = id
 	if w.Secret, err = NewSecret(); err != nil {
 		return Webhook{}, 0, err
 	}
 	w.CreatedAt = s.now()
 	w.UpdatedAt = w.CreatedAt
 	v, err := s.items.Put(ctx, mp, w.ID, 0, w)
+	if keyed && errors.Is(err, statelog.ErrConflict) {
+		return idempotency.Existing(err, func() (Webhook, int64, bool) { return s.items.Get(mp, id) })
+	}
 	if err != nil {
 		return Webhook{}, 0, err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/bounded"
 	"github.com/endcap/endcap/storage/kafka"
 )
 
@@ -43,7 +44,21 @@ var (
 	ErrUnavailable = errors.New("statelog: log unavailable")
 	// ErrLocked means another writer holds the entity's lock: a conflict.
 	ErrLocked = fmt.Errorf("%w: the entity is being changed by another request", ErrConflict)
+	// ErrInFlight means the caller's context ended after the write was
+	// handed to Kafka and before this view applied it: it may still be
+	// applied, whole (the records are never failed because the caller
+	// stopped waiting). It wraps ErrUnavailable.
+	ErrInFlight = fmt.Errorf("%w: the write may still be applied", ErrUnavailable)
 )
+
+// applyWait bounds how long a write whose caller stopped waiting keeps its
+// locks after Kafka acknowledged it, waiting for this view to apply it.
+const applyWait = 30 * time.Second
+
+// defaultMaxGivenUp is how many writes whose callers stopped waiting may wait
+// for Kafka at once; past it, writes fail at once, writing nothing (each
+// holds its records in memory until Kafka answers).
+const defaultMaxGivenUp = 256
 
 // Record is one entity change on the changelog topic.
 type Record struct {
@@ -81,8 +96,13 @@ type Log struct {
 
 	// keyLocks serialise this process's writes per entity: a key always maps
 	// to the same stripe, so memory stays bounded however many entities.
-	keyLocks [256]sync.Mutex
+	// Each is a semaphore of one, so that a wait for it ends with the
+	// writer's context.
+	keyLocks [256]chan struct{}
 	locker   Locker
+
+	givenUp    atomic.Int64 // writes in flight whose callers stopped waiting
+	maxGivenUp int64
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -99,7 +119,7 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Log{
+	l := &Log{
 		topic:    topic,
 		consumer: consumer,
 		producer: producer,
@@ -109,7 +129,13 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger)
 		appliers: map[string]ApplyFunc{},
 		waiters:  map[string]chan bool{},
 		ready:    make(chan struct{}),
-	}, nil
+
+		maxGivenUp: defaultMaxGivenUp,
+	}
+	for i := range l.keyLocks {
+		l.keyLocks[i] = make(chan struct{}, 1)
+	}
+	return l, nil
 }
 
 // Register sets the applier of one entity type.
@@ -272,18 +298,26 @@ func (l *Log) SetLocker(lk Locker) { l.locker = lk }
 // Append writes the entity's new state, expecting its current version to be
 // expected (0 to create, AnyVersion to overwrite). It returns the new version
 // once this process's view has applied it.
+//
+// Every wait honours ctx: the entity's lock (Redis), the stripe of this
+// process, Kafka's acknowledgement and the view. When ctx ends after the
+// record was handed to Kafka, Append returns an error wrapping ErrInFlight
+// and keeps the entity's locks until the record is acknowledged and
+// applied (or fails), so that no other writer of this entity appends in
+// between.
 func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state any, deleted bool) (int64, error) {
+	var unlock func()
 	if l.locker != nil && expected != AnyVersion {
-		unlock, err := l.locker.Lock(ctx, l.topic+"/"+typ+"/"+id)
+		u, err := l.lock(ctx, l.topic+"/"+typ+"/"+id)
 		if err != nil {
 			if errors.Is(err, ErrLocked) {
 				return 0, err
 			}
 			return 0, fmt.Errorf("%w: lock: %v", ErrUnavailable, err)
 		}
-		defer unlock()
+		unlock = u
 	}
-	vs, err := l.AppendBatch(ctx, []Change{{Type: typ, ID: id, Expected: expected, State: state, Deleted: deleted}})
+	vs, err := l.appendBatch(ctx, []Change{{Type: typ, ID: id, Expected: expected, State: state, Deleted: deleted}}, unlock)
 	if err != nil {
 		if len(vs) == 1 {
 			return vs[0], err
@@ -291,6 +325,12 @@ func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state 
 		return 0, err
 	}
 	return vs[0], nil
+}
+
+// lock takes the cross-process lock of key, giving up when ctx ends even if
+// the locker does not (a lock taken after that is released at once).
+func (l *Log) lock(ctx context.Context, key string) (func(), error) {
+	return bounded.Call(ctx, func(ctx context.Context) (func(), error) { return l.locker.Lock(ctx, key) }, func(unlock func()) { unlock() })
 }
 
 // AppendBatch writes every change and returns their new versions once this
@@ -303,16 +343,36 @@ func (l *Log) Append(ctx context.Context, typ, id string, expected int64, state 
 // last-writer-wins batch (500 catalog products cover most of the 256
 // stripes) would otherwise hold nearly every stripe for a Kafka round trip
 // and serialise all the other batches of the process.
+//
+// When ctx ends once the records are handed to Kafka, AppendBatch returns
+// an error wrapping ErrInFlight: the batch may still land, whole.
 func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error) {
+	return l.appendBatch(ctx, changes, nil)
+}
+
+// appendBatch is AppendBatch calling settled (when not nil) once the write
+// is settled: when it returns, or later, when it returns ErrInFlight, once
+// the records are acknowledged and applied or failed.
+func (l *Log) appendBatch(ctx context.Context, changes []Change, settled func()) ([]int64, error) {
+	var held []chan struct{}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			release(held, settled)
+		}
+	}()
 	if !l.Ready() {
 		return nil, ErrNotReady
 	}
 	if len(changes) == 0 {
 		return nil, nil
 	}
-	for _, mu := range l.stripes(changes) {
-		mu.Lock()
-		defer mu.Unlock()
+	if n := l.givenUp.Load(); n >= l.maxGivenUp {
+		return nil, fmt.Errorf("%w: %d earlier writes still wait for Kafka", ErrUnavailable, n)
+	}
+	var err error
+	if held, err = l.lockStripes(ctx, changes); err != nil {
+		return nil, err
 	}
 	versions := make([]int64, len(changes))
 	for i, c := range changes {
@@ -327,7 +387,17 @@ func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error
 		pending[i] = i
 	}
 	for attempt := 0; ; attempt++ {
-		lost, err := l.write(ctx, changes, versions, pending)
+		lost, fl, err := l.write(ctx, changes, versions, pending)
+		if fl != nil {
+			handedOff = true
+			l.givenUp.Add(1)
+			go func() {
+				fl.settle()
+				release(held, settled)
+				l.givenUp.Add(-1)
+			}()
+			return nil, err
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -344,7 +414,7 @@ func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error
 		// colliding) and write on top of it.
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, context.Cause(ctx))
 		case <-time.After(time.Duration(1+rand.IntN(10)) * time.Millisecond):
 		}
 		for _, i := range lost {
@@ -354,65 +424,121 @@ func (l *Log) AppendBatch(ctx context.Context, changes []Change) ([]int64, error
 	}
 }
 
-// write appends changes[idx] with versions[idx] and waits until the view
-// applied or rejected each; it returns the indexes that were rejected.
-func (l *Log) write(ctx context.Context, changes []Change, versions []int64, idx []int) ([]int, error) {
-	type wait struct {
-		i  int
-		ch chan bool
+func release(stripes []chan struct{}, settled func()) {
+	for _, s := range stripes {
+		<-s
 	}
-	waits := make([]wait, 0, len(idx))
+	if settled != nil {
+		settled()
+	}
+}
+
+// inflight is a write whose caller stopped waiting.
+type inflight struct {
+	l     *Log
+	p     *kafka.Pending
+	waits []wait
+	ids   []string
+}
+
+type wait struct {
+	i    int
+	ch   chan bool
+	seen bool
+}
+
+// settle waits until the records are acknowledged (or failed) and, if
+// acknowledged, applied by this view (at most applyWait), then forgets them.
+func (f *inflight) settle() {
+	defer f.forget()
+	<-f.p.Done()
+	if err := f.p.Err(); err != nil {
+		f.l.log.Warn("state log: a write given up by its caller failed", "topic", f.l.topic, "err", err)
+		return
+	}
+	timeout := time.NewTimer(applyWait)
+	defer timeout.Stop()
+	for _, w := range f.waits {
+		if w.seen {
+			continue
+		}
+		select {
+		case <-w.ch:
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
+func (f *inflight) forget() {
+	f.l.mu.Lock()
+	for _, id := range f.ids {
+		delete(f.l.waiters, id)
+	}
+	f.l.mu.Unlock()
+}
+
+// write appends changes[idx] with versions[idx] and waits until the view
+// applied or rejected each; it returns the indexes that were rejected. When
+// ctx ends before that, it returns the write in flight (and ErrInFlight).
+func (l *Log) write(ctx context.Context, changes []Change, versions []int64, idx []int) ([]int, *inflight, error) {
+	if ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, context.Cause(ctx))
+	}
+	fl := &inflight{l: l, waits: make([]wait, 0, len(idx)), ids: make([]string, 0, len(idx))}
 	recs := make([]*kgo.Record, 0, len(idx))
-	ids := make([]string, 0, len(idx))
 	now := time.Now().UnixMilli()
 	for _, i := range idx {
 		c := changes[i]
 		raw, err := json.Marshal(c.State)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rec := Record{Type: c.Type, ID: c.ID, Version: versions[i], WriteID: uuid.NewString(), AtMs: now, Deleted: c.Deleted, State: raw}
 		val, err := json.Marshal(rec)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		recs = append(recs, &kgo.Record{Topic: l.topic, Key: []byte(c.Type + "/" + c.ID), Value: val})
-		waits = append(waits, wait{i, make(chan bool, 1)})
-		ids = append(ids, rec.WriteID)
+		fl.waits = append(fl.waits, wait{i: i, ch: make(chan bool, 1)})
+		fl.ids = append(fl.ids, rec.WriteID)
 	}
 	l.mu.Lock()
-	for k, w := range waits {
-		l.waiters[ids[k]] = w.ch
+	for k, w := range fl.waits {
+		l.waiters[fl.ids[k]] = w.ch
 	}
 	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		for _, id := range ids {
-			delete(l.waiters, id)
+	// The records are produced detached from ctx: a caller that gives up
+	// never fails part of a batch (see kafka.Produce).
+	fl.p = kafka.Produce(ctx, l.producer, recs...)
+	if err := fl.p.Wait(ctx); err != nil {
+		if errors.Is(err, kafka.ErrNotAcknowledged) {
+			return nil, fl, fmt.Errorf("%w: %v", ErrInFlight, err)
 		}
-		l.mu.Unlock()
-	}()
-	if err := l.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		fl.forget()
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	var lost []int
-	for _, w := range waits {
+	for k := range fl.waits {
+		w := &fl.waits[k]
 		select {
 		case ok := <-w.ch:
+			w.seen = true
 			if !ok {
 				lost = append(lost, w.i)
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: appended but not yet applied: %v", ErrUnavailable, ctx.Err())
+			return nil, fl, fmt.Errorf("%w: appended but not yet applied: %v", ErrInFlight, context.Cause(ctx))
 		}
 	}
-	return lost, nil
+	fl.forget()
+	return lost, nil, nil
 }
 
-// stripes returns the lock stripes of the changes' entities that expect a
+// lockStripes takes the lock stripes of the changes' entities that expect a
 // version, each once, in a fixed order so that concurrent batches cannot
-// deadlock.
-func (l *Log) stripes(changes []Change) []*sync.Mutex {
+// deadlock. It gives up when ctx ends.
+func (l *Log) lockStripes(ctx context.Context, changes []Change) ([]chan struct{}, error) {
 	var seen [len(l.keyLocks)]bool
 	for _, c := range changes {
 		if c.Expected == AnyVersion {
@@ -424,11 +550,18 @@ func (l *Log) stripes(changes []Change) []*sync.Mutex {
 		_, _ = h.Write([]byte(c.ID))
 		seen[h.Sum32()%uint32(len(l.keyLocks))] = true
 	}
-	var out []*sync.Mutex
+	var held []chan struct{}
 	for i, ok := range seen {
-		if ok {
-			out = append(out, &l.keyLocks[i])
+		if !ok {
+			continue
+		}
+		select {
+		case l.keyLocks[i] <- struct{}{}:
+			held = append(held, l.keyLocks[i])
+		case <-ctx.Done():
+			release(held, nil)
+			return nil, fmt.Errorf("%w: waiting for a concurrent write of this process: %v", ErrUnavailable, context.Cause(ctx))
 		}
 	}
-	return out
+	return held, nil
 }

@@ -26,14 +26,14 @@ type thing struct {
 }
 
 // view opens a log on the entities topic and a collection of things.
-func view(t *testing.T, brokers []string) (*statelog.Log, *statelog.Collection[thing]) {
+func view(t testing.TB, brokers []string) (*statelog.Log, *statelog.Collection[thing]) {
 	t.Helper()
 	return viewWith(t, brokers, "t.", nil)
 }
 
 // viewWith is view on the topics of prefix, calling before (when not nil)
 // with the collection before the log runs (to register listeners).
-func viewWith(t *testing.T, brokers []string, prefix string, before func(*statelog.Collection[thing])) (*statelog.Log, *statelog.Collection[thing]) {
+func viewWith(t testing.TB, brokers []string, prefix string, before func(*statelog.Collection[thing])) (*statelog.Log, *statelog.Collection[thing]) {
 	t.Helper()
 	cl, err := kafka.NewClient(brokers, quiet)
 	if err != nil {
