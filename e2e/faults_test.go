@@ -33,7 +33,41 @@ const (
 	// catchUpBound: after a fault ends, every event acknowledged before
 	// its end is folded within this long, with no restart by hand.
 	catchUpBound = 60 * time.Second
+	// writeBound: a /public/v1 write answers within its deadline (5 s) and
+	// a margin.
+	writeBound = 6500 * time.Millisecond
 )
+
+// retryExport requests an export as a careful client does while the broker
+// hangs: the same request with the same Idempotency-Key every 2 s until it
+// is accepted (at most 2 minutes). Each answer must come within writeBound
+// and be 202, or 503 with Retry-After. It returns the export's id.
+func retryExport(api *osProc, key string) (string, error) {
+	day := time.Now().UTC().Format("2006-01-02")
+	body := `{"dataset":"monitoring_metrics","dimensions":["day_local","campaign_id"],"metrics":["impressions","clicks"],` +
+		`"granularity":"day_local","startDate":"` + day + `","endDate":"` + day + `","format":"csv"}`
+	hdr := map[string]string{"Idempotency-Key": "fault-suite-export-1"}
+	var tries []string
+	for giveUp := time.Now().Add(2 * time.Minute); time.Now().Before(giveUp); time.Sleep(2 * time.Second) {
+		start := time.Now()
+		st, b, err := api.call("POST", "/public/v1/export-service/exports", key, body, 15*time.Second, hdr)
+		took := time.Since(start)
+		tries = append(tries, fmt.Sprintf("%d in %s", st, took.Round(time.Millisecond)))
+		if err != nil || took > writeBound || (st != 202 && st != 503) {
+			return "", fmt.Errorf("export try %d: %d after %s (bound %s): %s %v", len(tries), st, took.Round(time.Millisecond), writeBound, b, err)
+		}
+		if st == 202 {
+			var e struct {
+				ExportID string `json:"exportId"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil || e.ExportID == "" {
+				return "", fmt.Errorf("export answer %s: %v", b, err)
+			}
+			return e.ExportID, nil
+		}
+	}
+	return "", fmt.Errorf("the export was never accepted: %v", tries)
+}
 
 // TestFaults runs the system as separate processes (an API, two projectors,
 // an exporter, the broker, ClickHouse, Redis, the S3 server) under a steady
@@ -139,18 +173,38 @@ func TestFaults(t *testing.T) {
 		})
 	}
 
+	var exportID string
 	phase("broker paused", func(t *testing.T) {
 		// Longer than any session timeout (the broker drops every member
 		// when it wakes up), as long as an outage of a minute would be.
 		resume := s.pause(s.kafka.pid())
 		time.Sleep(3 * time.Second)
-		// While the broker hangs, a write answers 503 within its deadline.
+		// While the broker hangs, a write answers 503 within its deadline
+		// (5 s)...
+		start := time.Now()
 		st, b, err := api.call("PUT", "/public/v1/catalog-search-service/catalogs/vendors", advKey, `{"vendors":[{"id":"v2","name":"V2"}]}`, 15*time.Second, nil)
-		if st != 503 {
-			t.Errorf("PUT vendors while the broker hangs: %d %s %v, want 503", st, b, err)
+		if took := time.Since(start); st != 503 || took > writeBound {
+			t.Errorf("PUT vendors while the broker hangs: %d after %s (bound %s) %s %v, want 503", st, took.Round(time.Millisecond), writeBound, b, err)
 		}
-		time.Sleep(47 * time.Second)
+		// ... and a client that retries its export with an Idempotency-Key
+		// until it is accepted gets one export, however many tries it took.
+		retried := make(chan error, 1)
+		go func() { id, err := retryExport(api, advKey); exportID = id; retried <- err }()
+		time.Sleep(44 * time.Second)
 		resume()
+		if err := <-retried; err != nil {
+			t.Error(err)
+		}
+		testenv.Eventually(t, 30*time.Second, func() error {
+			rows, err := s.query("SELECT id FROM entity_state WHERE type = 'export' AND marketplace_id = ?", m.ID)
+			if err != nil {
+				return err
+			}
+			if len(rows) != 1 || rows[0][0] != exportID {
+				return fmt.Errorf("exports stored: %v, want only %s", rows, exportID)
+			}
+			return nil
+		})
 	})
 
 	phase("broker restarted", func(t *testing.T) {
