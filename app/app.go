@@ -465,7 +465,7 @@ func (a *App) Run(ctx context.Context) error {
 					return err
 				}
 				return a.Exports.RunWorkers(ctx, exports.WorkerOptions{Brokers: a.cfg.KafkaBrokers, Workers: a.cfg.ExportWorkers,
-					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness,
+					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness, SessionTimeout: a.cfg.KafkaSessionTimeout,
 					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err }})
 			})
 			// Daily scored-attribution files (docs/scored-attribution.md):

@@ -153,7 +153,7 @@ var settings = []setting{
 		c.KafkaLinger = d
 		return nil
 	}},
-	{"kafka-session-timeout", "ENDCAP_KAFKA_SESSION_TIMEOUT", "10s", "how long the broker waits for a projector's heartbeats before it hands the projector's partitions to the others: the longest a crashed projector's partitions go unfolded (the broker must allow it: group.min.session.timeout.ms)", duration(func(c *Config) *time.Duration { return &c.KafkaSessionTimeout })},
+	{"kafka-session-timeout", "ENDCAP_KAFKA_SESSION_TIMEOUT", "10s", "how long the broker waits for a projector's or exporter's heartbeats before it hands its partitions to the others: the longest a crashed process's partitions wait (the broker must allow it: group.min.session.timeout.ms)", duration(func(c *Config) *time.Duration { return &c.KafkaSessionTimeout })},
 	{"kafka-rebalance-timeout", "ENDCAP_KAFKA_REBALANCE_TIMEOUT", "60s", "how long the broker waits for every projector to rejoin its group at a rebalance (must exceed --projector-flush-timeout)", duration(func(c *Config) *time.Duration { return &c.KafkaRebalanceTimeout })},
 	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address", str(func(c *Config) *string { return &c.ClickHouseAddr })},
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},

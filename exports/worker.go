@@ -53,6 +53,9 @@ type WorkerOptions struct {
 	// recomputation started more than MaxStaleness before it was requested.
 	Refresh      func(ctx context.Context, days []time.Time) error
 	MaxStaleness time.Duration
+	// SessionTimeout: how long the broker waits for a worker's heartbeats
+	// before it hands the worker's jobs to another (0: the client's default).
+	SessionTimeout time.Duration
 
 	afterPart func(n int) // test hook
 }
@@ -86,13 +89,17 @@ func (s *Service) RunWorkers(ctx context.Context, wo WorkerOptions) error {
 	defer cancel(nil)
 	var wg sync.WaitGroup
 	for i := range wo.Workers {
-		cl, err := kafka.NewClient(wo.Brokers, s.o.Log,
+		opts := []kgo.Opt{}
+		if wo.SessionTimeout > 0 {
+			opts = append(opts, kgo.SessionTimeout(wo.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, wo.SessionTimeout/3)))
+		}
+		cl, err := kafka.NewClient(wo.Brokers, s.o.Log, append(opts,
 			kgo.ConsumerGroup(wo.Group),
 			kgo.ConsumeTopics(s.o.JobsTopic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.DisableAutoCommit(),
 			kgo.FetchMaxWait(time.Second),
-		)
+		)...)
 		if err != nil {
 			return err
 		}
