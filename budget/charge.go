@@ -193,9 +193,9 @@ const (
 // daily budget, 5 refused for the total budget.
 //
 // First, each spend counter the chunk can move (the campaign's field of
-// each day hash and of the total hash) is read once (HGET) and checked to be
-// an int64: a counter that is not fails the call before anything is
-// written. Then one HSETNX per charge claims its marker in its bucket (an
+// each day hash and of the total hash) is read once (one HMGET per hash)
+// and checked to be an int64: a counter that is not fails the call before
+// anything is written. Then one HSETNX per charge claims its marker in its bucket (an
 // HGET reads the owner only when it was there already). A new marker's
 // charge is applied when the counters' running values plus its amount stay
 // within both budgets (the largest int64 when there is none), and they then
@@ -207,7 +207,7 @@ const (
 // it exists, its owner decides, and is copied into the bucket. The bucket
 // count of an epoch comes from its meta hash, or is chosen and stored there
 // by the first charge of the epoch. At the end, each counter that moved is
-// written once (HSET of its new value), each day hash that moved gets its
+// written once (its new value; one HSET per hash), each day hash that moved gets its
 // TTL, and each hash the call touched gets the latest expiry of its markers
 // (EXPIRETIME, and EXPIREAT only when that is later).
 //
@@ -288,20 +288,20 @@ local function lim(s)
   end
   return v
 end
-local ctrs, order = {}, {}
+local hashes, horder = {}, {}
 local function counter(k, f)
-  local id = k .. '\0' .. f
-  local c = ctrs[id]
-  if c then return c end
-  local raw = redis.call('HGET', k, f)
-  local v = {0, 0}
-  if raw then
-    v = parse(raw)
-    if not v then return nil, raw end
+  local h = hashes[k]
+  if not h then
+    h = {k = k, byf = {}, list = {}}
+    hashes[k] = h
+    horder[#horder + 1] = h
   end
-  c = {k = k, f = f, v = v, moved = false}
-  ctrs[id] = c
-  order[#order + 1] = c
+  local c = h.byf[f]
+  if not c then
+    c = {f = f, moved = false}
+    h.byf[f] = c
+    h.list[#h.list + 1] = c
+  end
   return c
 end
 local epochs, expiry, days = {}, {}, {}
@@ -328,11 +328,21 @@ local n = #KEYS - 1
 local cd, ct = {}, {}
 for i = 1, n do
   local camp = ARGV[2 + W * (i - 1) + 2]
-  local bad
-  cd[i], bad = counter(KEYS[1+i], camp)
-  if not cd[i] then return redis.error_reply('spend ' .. KEYS[1+i] .. ' field ' .. camp .. ' holds ' .. bad .. ', not an int64') end
-  ct[i], bad = counter(KEYS[1], camp)
-  if not ct[i] then return redis.error_reply('spend ' .. KEYS[1] .. ' field ' .. camp .. ' holds ' .. bad .. ', not an int64') end
+  cd[i] = counter(KEYS[1+i], camp)
+  ct[i] = counter(KEYS[1], camp)
+end
+for _, h in ipairs(horder) do
+  local fs = {}
+  for x, c in ipairs(h.list) do fs[x] = c.f end
+  local raw = redis.call('HMGET', h.k, unpack(fs))
+  for x, c in ipairs(h.list) do
+    if raw[x] then
+      c.v = parse(raw[x])
+      if not c.v then return redis.error_reply('spend ' .. h.k .. ' field ' .. c.f .. ' holds ' .. raw[x] .. ', not an int64') end
+    else
+      c.v = {0, 0}
+    end
+  end
 end
 local out = {}
 for i = 1, n do
@@ -375,8 +385,15 @@ for i = 1, n do
     else out[i] = 3 end
   end
 end
-for _, c in ipairs(order) do
-  if c.moved then redis.call('HSET', c.k, c.f, text(c.v)) end
+for _, h in ipairs(horder) do
+  local fv = {}
+  for _, c in ipairs(h.list) do
+    if c.moved then
+      fv[#fv + 1] = c.f
+      fv[#fv + 1] = text(c.v)
+    end
+  end
+  if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
 end
 for dk in pairs(days) do redis.call('EXPIRE', dk, ARGV[1]) end
 for _, e in pairs(epochs) do
