@@ -207,7 +207,10 @@ const (
 // it exists, its owner decides, and is copied into the bucket. The bucket
 // count of an epoch comes from its meta hash, or is chosen and stored there
 // by the first charge of the epoch. At the end, each counter that moved is
-// written once (its new value; one HSET per hash), each day hash that moved gets its
+// written once (its new value; one HSET per hash), so is the refusal hint of
+// each campaign refused in the call (field "!" and the campaign, in the
+// hash of the budget that refused it: the spend the last refused charge
+// would have made; see Cache.Spend), each day hash that moved gets its
 // TTL, and each hash the call touched gets the latest expiry of its markers
 // (EXPIRETIME, and EXPIREAT only when that is later).
 //
@@ -304,6 +307,18 @@ local function counter(k, f)
   end
   return c
 end
+local hints, horder2 = {}, {}
+local function hint(k, camp, would)
+  if cmp(would, MAXV) > 0 then would = MAXV end
+  local id = k .. '\0' .. camp
+  local h = hints[id]
+  if not h then
+    h = {k = k, f = '!' .. camp}
+    hints[id] = h
+    horder2[#horder2 + 1] = h
+  end
+  h.v = would
+end
 local epochs, expiry, days = {}, {}, {}
 local function keep(k, t)
   local cur = expiry[k]
@@ -365,9 +380,12 @@ for i = 1, n do
     local total, day = plus(ct[i].v, m), plus(cd[i].v, m)
     if cmp(total, lim(ARGV[j+10])) > 0 then
       redis.call('HSET', hk, field, RT .. owner)
+      hint(KEYS[1], ARGV[j+2], total)
       out[i] = 5
     elseif cmp(day, lim(ARGV[j+9])) > 0 then
       redis.call('HSET', hk, field, RD .. owner)
+      hint(KEYS[1+i], ARGV[j+2], day)
+      days[KEYS[1+i]] = true
       out[i] = 4
     else
       if m[1] > 0 or m[2] > 0 then
@@ -395,6 +413,7 @@ for _, h in ipairs(horder) do
   end
   if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
 end
+for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text(h.v)) end
 for dk in pairs(days) do redis.call('EXPIRE', dk, ARGV[1]) end
 for _, e in pairs(epochs) do
   if e.n > 0 then redis.call('HINCRBY', e.meta, 'n', e.n) end
@@ -492,6 +511,8 @@ func (c *Charge) validate(now time.Time) error {
 		return fmt.Errorf("owner %q begins with \"!\"", c.Owner)
 	case c.CampaignID == "":
 		return errors.New("empty campaign id")
+	case c.CampaignID[0] == '!':
+		return fmt.Errorf("campaign id %q begins with \"!\" (the mark of a refusal hint)", c.CampaignID)
 	case c.Micros < 0:
 		return fmt.Errorf("negative amount %d", c.Micros)
 	case c.KeepUntil.Unix() <= now.Unix():

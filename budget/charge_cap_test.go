@@ -434,3 +434,75 @@ func TestApplyChargesBadCounter(t *testing.T) {
 		t.Error("an owner beginning with ! was accepted")
 	}
 }
+
+// TestRefusalStopsServing: a refused charge leaves a hint in the hash of
+// the budget that refused it (the spend it would have made), which the
+// spend cache folds in: the auction's budget rule then sees the campaign at
+// its budget although its spend stays below it, until the budget is raised
+// above that spend. The latest refusal sets the hint.
+func TestRefusalStopsServing(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	now := time.Now()
+	today := DayOf(now, time.UTC)
+	daily := Limits{DailyMicros: 350}
+	var cs []Charge
+	for i := range 4 {
+		cs = append(cs, capCharge(mp, "d"+strconv.Itoa(i), "0:"+strconv.Itoa(i), "c", today, 100, daily))
+	}
+	cs = append(cs, capCharge(mp, "t", "0:9", "t", today, 100, Limits{TotalMicros: 150}),
+		capCharge(mp, "t2", "0:10", "t", today, 100, Limits{TotalMicros: 150}))
+	got, err := ApplyCharges(ctx, rdb, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[applied applied applied refused_daily applied refused_total]"; fmt.Sprint(got) != want {
+		t.Fatalf("%v, want %s", got, want)
+	}
+	if h := hget(t, ctx, rdb, DayKey(mp, today), "!c"); h != 400 {
+		t.Errorf("daily refusal hint %d, want 400 (300 spent + 100 refused)", h)
+	}
+	if h := hget(t, ctx, rdb, TotalKey(mp), "!t"); h != 200 {
+		t.Errorf("total refusal hint %d, want 200", h)
+	}
+	if ttl, _ := rdb.TTL(ctx, DayKey(mp, today)).Result(); ttl <= DayTTL-time.Minute {
+		t.Errorf("day hash TTL %s", ttl)
+	}
+
+	cache := NewCache(rdb, Options{})
+	cache.Register(mp, time.UTC)
+	check := func(what, camp string, l Limits, wantDay, wantTotal int64, exhausted bool) {
+		t.Helper()
+		if err := cache.RefreshNow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, tot := cache.Spend(mp, time.UTC, camp, now)
+		v := Check(l, d, tot, now, time.UTC)
+		if d != wantDay || tot != wantTotal || (v == DailyExhausted || v == TotalExhausted) != exhausted {
+			t.Errorf("%s: spend %d / %d, %v; want %d / %d, exhausted %v", what, d, tot, v, wantDay, wantTotal, exhausted)
+		}
+	}
+	check("daily refusal", "c", daily, 400, 300, true)
+	check("budget raised to the refused spend", "c", Limits{DailyMicros: 400}, 400, 300, true)
+	check("budget raised above it", "c", Limits{DailyMicros: 401}, 400, 300, false)
+	check("total refusal", "t", Limits{TotalMicros: 150}, 100, 200, true)
+	check("total raised", "t", Limits{TotalMicros: 1_000}, 100, 200, false)
+
+	// Under a raised budget, the next refusal sets the hint again.
+	got, err = ApplyCharges(ctx, rdb, []Charge{
+		capCharge(mp, "d5", "1:5", "c", today, 100, Limits{DailyMicros: 450}),
+		capCharge(mp, "d6", "1:6", "c", today, 100, Limits{DailyMicros: 450}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[applied refused_daily]" {
+		t.Fatalf("raised budget: %v", got)
+	}
+	check("refused again under the raised budget", "c", Limits{DailyMicros: 450}, 500, 400, true)
+
+	// A refusal for another day (a late click) does not touch today's.
+	if _, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "old", "1:7", "o", "2020-01-01", 100, Limits{DailyMicros: 50})}); err != nil {
+		t.Fatal(err)
+	}
+	check("a past day's refusal", "o", Limits{DailyMicros: 50}, 0, 0, false)
+}

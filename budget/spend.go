@@ -65,6 +65,9 @@ func AddSpend(ctx context.Context, rdb redis.UniversalClient, mp, campaignID, da
 	if campaignID == "" {
 		return errors.New("budget: empty campaign id")
 	}
+	if campaignID[0] == '!' {
+		return fmt.Errorf("budget: campaign id %q begins with \"!\" (the mark of a refusal hint)", campaignID)
+	}
 	if err := validDay(day); err != nil {
 		return err
 	}
