@@ -241,13 +241,14 @@ local function cmp(a, b)
   end
   return 0
 end
-local function plus(a, b)
-  local hi, lo = a[1] + b[1], a[2] + b[2]
-  if lo >= B then return {hi + 1, lo - B} end
-  return {hi, lo}
-end
 local function parse(s)
   if type(s) ~= 'string' then return nil end
+  if #s <= 15 then
+    if not string.find(s, '^%-?%d+$') then return nil end
+    local n = tonumber(s)
+    local hi = math.floor(n / B)
+    return {hi, n - hi * B}
+  end
   local neg, d = false, s
   if string.sub(s, 1, 1) == '-' then neg, d = true, string.sub(s, 2) end
   if not string.find(d, '^%d+$') then return nil end
@@ -267,6 +268,7 @@ local function parse(s)
 end
 local function text(v)
   local hi, lo, sign = v[1], v[2], ''
+  if hi >= 0 and hi < 9000000 then return string.format('%.0f', hi * B + lo) end
   if hi < 0 then
     sign = '-'
     if lo > 0 then hi, lo = -hi - 1, B - lo else hi = -hi end
@@ -351,11 +353,11 @@ for _, h in ipairs(horder) do
   for x, c in ipairs(h.list) do fs[x] = c.f end
   local raw = redis.call('HMGET', h.k, unpack(fs))
   for x, c in ipairs(h.list) do
+    c.h, c.l = 0, 0
     if raw[x] then
-      c.v = parse(raw[x])
-      if not c.v then return redis.error_reply('spend ' .. h.k .. ' field ' .. c.f .. ' holds ' .. raw[x] .. ', not an int64') end
-    else
-      c.v = {0, 0}
+      local v = parse(raw[x])
+      if not v then return redis.error_reply('spend ' .. h.k .. ' field ' .. c.f .. ' holds ' .. raw[x] .. ', not an int64') end
+      c.h, c.l = v[1], v[2]
     end
   end
 end
@@ -376,21 +378,25 @@ for i = 1, n do
     if legacy == owner then out[i] = 2 else out[i] = 3 end
   elseif redis.call('HSETNX', hk, field, owner) == 1 then
     e.n = e.n + 1
-    local m = num(ARGV[j+3])
-    local total, day = plus(ct[i].v, m), plus(cd[i].v, m)
-    if cmp(total, lim(ARGV[j+10])) > 0 then
+    local m, c, d = num(ARGV[j+3]), ct[i], cd[i]
+    local th, tl = c.h + m[1], c.l + m[2]
+    if tl >= B then th, tl = th + 1, tl - B end
+    local dh, dl = d.h + m[1], d.l + m[2]
+    if dl >= B then dh, dl = dh + 1, dl - B end
+    local lt, ld = lim(ARGV[j+10]), lim(ARGV[j+9])
+    if th > lt[1] or (th == lt[1] and tl > lt[2]) then
       redis.call('HSET', hk, field, RT .. owner)
-      hint(KEYS[1], ARGV[j+2], total)
+      hint(KEYS[1], ARGV[j+2], {th, tl})
       out[i] = 5
-    elseif cmp(day, lim(ARGV[j+9])) > 0 then
+    elseif dh > ld[1] or (dh == ld[1] and dl > ld[2]) then
       redis.call('HSET', hk, field, RD .. owner)
-      hint(KEYS[1+i], ARGV[j+2], day)
+      hint(KEYS[1+i], ARGV[j+2], {dh, dl})
       days[KEYS[1+i]] = true
       out[i] = 4
     else
       if m[1] > 0 or m[2] > 0 then
-        ct[i].v, ct[i].moved = total, true
-        cd[i].v, cd[i].moved = day, true
+        c.h, c.l, c.moved = th, tl, true
+        d.h, d.l, d.moved = dh, dl, true
         days[KEYS[1+i]] = true
       end
       out[i] = 1
@@ -408,7 +414,7 @@ for _, h in ipairs(horder) do
   for _, c in ipairs(h.list) do
     if c.moved then
       fv[#fv + 1] = c.f
-      fv[#fv + 1] = text(c.v)
+      fv[#fv + 1] = text({c.h, c.l})
     end
   end
   if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
