@@ -102,9 +102,14 @@ func TestBudgetCap(t *testing.T) {
 		clicks = append(clicks, bcClick{fmt.Sprintf("t-%03d", i), occurred.Format(time.RFC3339Nano), fmt.Sprintf("u-%d", i), tok})
 	}
 	bcSendClicks(t, s, clicks)
+	// Folded: 120 clicks, each with its row in charges_raw (a charge, or a
+	// refused charge); the two tables are written at once.
 	testenv.Eventually(t, 60*time.Second, func() error {
 		if n := s.count(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND kind = 'click'", mp); n != 120 {
 			return fmt.Errorf("%d of 120 clicks folded", n)
+		}
+		if n := s.count(t, "SELECT count() FROM charges_raw FINAL WHERE marketplace_id = ?", mp); n != 120 {
+			return fmt.Errorf("%d of 120 charge rows", n)
 		}
 		return nil
 	})
