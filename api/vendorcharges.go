@@ -13,7 +13,7 @@ import (
 
 // Vendor charges (docs/vendor-charges.md).
 //
-//	GET /billing-service/vendor-charges?start_date=&end_date=[&limit=&next_page=]
+//	GET /billing-service/vendor-charges?start_date=&end_date=[&limit=&next_page=&include_refused=]
 
 // vcWriteWindow is how long one write of a response may take: the server's
 // write deadline is pushed this far ahead before each streamed batch, so a
@@ -43,7 +43,7 @@ func (h *vendorChargeHandlers) list(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	env := vendorcharges.Envelope{Window: req.Window, CurrencyCode: mp.Currency}
+	env := req.Envelope(mp.Currency)
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetWriteDeadline(time.Now().Add(vcWriteWindow)) // not every writer supports it (tests)
 

@@ -101,6 +101,13 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // time, in micro-units, as of the last refresh. It never blocks on Redis and
 // does not allocate.
 //
+// When a charge of the campaign was refused for its daily budget today (or
+// for its total budget, ever: docs/budgets.md, "The cap"), day (or total)
+// is at least the spend that charge would have made, which is above the
+// budget it was refused for: the auction then sees the campaign at its
+// budget, although its spend stays below it, and stops serving it until
+// the budget is raised above that (or the local day ends).
+//
 // A campaign with no spend reads 0. A marketplace the cache does not hold
 // yet reads 0 for every campaign; the call registers it (with loc) and wakes
 // the refresh loop, which loads it at once. When now falls in another local
@@ -271,6 +278,10 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	if err == nil {
 		total, err = c.scan(ctx, TotalKey(m.id), hintTotal)
 	}
+	if err == nil {
+		foldRefusals(daySpend)
+		foldRefusals(total)
+	}
 	if err != nil && parent.Err() != nil {
 		return err // shutting down: not a Redis failure
 	}
@@ -311,6 +322,21 @@ func (c *Cache) scan(ctx context.Context, key string, hint int) (map[string]int6
 			return out, nil
 		}
 		cursor = next
+	}
+}
+
+// foldRefusals replaces the refusal hints of a spend hash (field "!" and a
+// campaign id: the spend the campaign's last charge refused for this
+// budget would have made, set by the charge script) by their campaign's
+// spend, when that is lower.
+func foldRefusals(m map[string]int64) {
+	for f, v := range m {
+		if len(f) > 1 && f[0] == '!' {
+			delete(m, f)
+			if camp := f[1:]; m[camp] < v {
+				m[camp] = v
+			}
+		}
 	}
 }
 

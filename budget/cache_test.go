@@ -458,3 +458,31 @@ func TestCanceledRefreshIsNotARedisFailure(t *testing.T) {
 		t.Error("marketplace marked failing on shutdown")
 	}
 }
+
+// TestCacheRefusalHints: a refusal hint ("!" and a campaign id) raises its
+// campaign's spend as the cache reports it to at least the hint, in the
+// hash it is in (today's for the daily budget, the total hash), and is not
+// a campaign of its own.
+func TestCacheRefusalHints(t *testing.T) {
+	now := utc("2024-05-10T12:00:00Z")
+	clk := newClock(now)
+	mr, _, c := setup(t, clk)
+	for _, kv := range [][3]string{
+		{"ec:spend:{mp1}:d:2024-05-10", "c", "100"}, {"ec:spend:{mp1}:d:2024-05-10", "!c", "400"},
+		{"ec:spend:{mp1}:d:2024-05-10", "!d", "50"},
+		{"ec:spend:{mp1}:d:2024-05-10", "e", "500"}, {"ec:spend:{mp1}:d:2024-05-10", "!e", "300"},
+		{"ec:spend:{mp1}:d:2024-05-09", "!f", "900"}, // yesterday's: not read
+		{"ec:spend:{mp1}:total", "c", "100"}, {"ec:spend:{mp1}:total", "e", "500"}, {"ec:spend:{mp1}:total", "!f", "70"},
+		{"ec:spend:{mp1}:total", "!", "5"}, // no campaign: a campaign called "!"
+	} {
+		mr.HSet(kv[0], kv[1], kv[2])
+	}
+	c.Register("mp1", time.UTC)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c", now, 400, 100)
+	wantSpend(t, c, "mp1", time.UTC, "d", now, 50, 0)
+	wantSpend(t, c, "mp1", time.UTC, "e", now, 500, 500)
+	wantSpend(t, c, "mp1", time.UTC, "f", now, 0, 70)
+	wantSpend(t, c, "mp1", time.UTC, "!c", now, 0, 0)
+	wantSpend(t, c, "mp1", time.UTC, "!", now, 0, 5)
+}

@@ -27,11 +27,21 @@ type Charge struct {
 	Epoch int64
 	// Owner names the record that carries the charge (the charging pipeline
 	// uses its Kafka partition:offset). The same Key and Owner again is a
-	// replay of that record: reported as ChargeReplayed, spend unchanged.
+	// replay of that record: reported as ChargeReplayed (or as the same
+	// refusal), spend unchanged. It may not begin with "!" (the mark of a
+	// refused charge's marker).
 	Owner      string
 	CampaignID string
 	Day        string // the local day the spend counts on, YYYY-MM-DD (DayOf)
 	Micros     int64  // >= 0; 0 records the charge without moving spend
+	// Limits are the campaign's budgets (0: none). The charge is applied
+	// only if the campaign's spend of Day plus Micros stays within
+	// DailyMicros and its total spend plus Micros within TotalMicros;
+	// otherwise it is refused whole (ChargeRefusedTotal, else
+	// ChargeRefusedDaily), and the refusal is remembered in its marker like
+	// an application. Without a limit, the largest int64 is the limit: a
+	// counter never overflows. A negative limit refuses every charge.
+	Limits Limits
 	// KeepUntil is how long Redis remembers the charge (whole seconds): it
 	// must outlast every later record that can carry the same Key, and the
 	// replays of this one. Past it, the Key can be charged again. It must
@@ -70,10 +80,22 @@ const (
 	// ChargeReplayed: the same Owner applied this Key before (a replay of the
 	// same record): nothing moved, and the caller treats it as charged.
 	ChargeReplayed
-	// ChargeDuplicate: another Owner applied this Key: nothing moved, and the
-	// caller treats this one as not charged.
+	// ChargeDuplicate: another Owner applied (or was refused) this Key:
+	// nothing moved, and the caller treats this one as not charged.
 	ChargeDuplicate
+	// ChargeRefusedDaily: the charge would have taken the campaign's spend of
+	// its Day over Limits.DailyMicros; nothing moved. The refusal is recorded
+	// in the marker: the same Owner again gets ChargeRefusedDaily whatever the
+	// budget has become, another Owner ChargeDuplicate.
+	ChargeRefusedDaily
+	// ChargeRefusedTotal: the same for the campaign's total spend and
+	// Limits.TotalMicros (checked first: a charge over both is refused for
+	// the total).
+	ChargeRefusedTotal
 )
+
+// Refused says whether the charge was refused for a budget.
+func (o ChargeOutcome) Refused() bool { return o == ChargeRefusedDaily || o == ChargeRefusedTotal }
 
 func (o ChargeOutcome) String() string {
 	switch o {
@@ -83,15 +105,21 @@ func (o ChargeOutcome) String() string {
 		return "replayed"
 	case ChargeDuplicate:
 		return "duplicate"
+	case ChargeRefusedDaily:
+		return "refused_daily"
+	case ChargeRefusedTotal:
+		return "refused_total"
 	}
 	return "ChargeOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Markers. Which record applied each charge key is remembered in Redis
-// hashes, not one string per key: a marker is one field (the key) and its
-// value (the owner) in a hash of the marketplace and epoch,
+// Markers. Which record applied (or was refused) each charge key is
+// remembered in Redis hashes, not one string per key: a marker is one field
+// (the key) and its value (the owner; "!d" or "!t" and the owner when the
+// charge was refused for the daily or the total budget) in a hash of the
+// marketplace and epoch,
 //
-//	ec:cm:{mp}:<epoch>:<bucket>   field Key → Owner, expiring as a whole
+//	ec:cm:{mp}:<epoch>:<bucket>   field Key → Owner | !d Owner | !t Owner, expiring as a whole
 //	ec:cm:{mp}:<epoch>:m          b = the epoch's bucket count, n = its markers so far
 //
 // and the bucket is FNV-1a (32 bits) of the key modulo the bucket count. A
@@ -142,58 +170,158 @@ func keyHash(key string) uint32 {
 // while it runs (about 3 µs a charge), so a call stays under about 1.5 ms.
 const chargeChunk = 500
 
+// chargeArgs is the number of ARGV entries of one charge.
+const chargeArgs = 10
+
+// refusedDaily and refusedTotal begin the value of a refused charge's
+// marker, followed by its Owner (Owners may not begin with "!").
+const (
+	refusedDaily = "!d"
+	refusedTotal = "!t"
+)
+
 // chargeScript applies a chunk of one marketplace's charges atomically.
 // KEYS[1] is the total hash, KEYS[1+i] charge i's day hash. ARGV[1] is the
 // day hash TTL in seconds, ARGV[2] the marketplace's marker prefix
-// (MarkerPrefix), then for charge i, from j = 2 + 8(i-1): ARGV[j+1] owner,
+// (MarkerPrefix), then for charge i, from j = 2 + 10(i-1): ARGV[j+1] owner,
 // ARGV[j+2] campaign, ARGV[j+3] micro-units (decimal int64 text),
 // ARGV[j+4] the marker's expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6]
-// key, ARGV[j+7] keyHash(key), ARGV[j+8] its legacy marker key or "". It
-// returns one outcome per charge: 1 applied, 2 replayed (same owner),
-// 3 duplicate (another owner).
+// key, ARGV[j+7] keyHash(key), ARGV[j+8] its legacy marker key or "",
+// ARGV[j+9] the campaign's daily and ARGV[j+10] its total budget (decimal
+// int64 text, "0": none). It returns one outcome per charge: 1 applied,
+// 2 replayed (same owner), 3 duplicate (another owner), 4 refused for the
+// daily budget, 5 refused for the total budget.
 //
-// One HSETNX per charge claims its marker in its bucket (an HGET reads the
-// owner only when it was there already). A charge with a legacy marker key
-// first reads it (GET): when it exists, its owner decides, and is copied
-// into the bucket. The bucket count of an epoch comes from its meta hash,
-// or is chosen and stored there by the first charge of the epoch. Each hash the call touched gets, at the end, the latest expiry
-// of its markers (EXPIRETIME, and EXPIREAT only when that is later). The
-// amounts of the applied charges are summed per (day hash, campaign) and per
-// campaign in the script and added with one HINCRBY each at the end. Lua
-// numbers are doubles, exact up to 2^53: an amount at or above 2^53 is added
-// alone, as text, and a sum flushes before it would pass 2^53, so that no
-// amount is ever rounded.
+// First, each spend counter the chunk can move (the campaign's field of
+// each day hash and of the total hash) is read once (one HMGET per hash)
+// and checked to be an int64: a counter that is not fails the call before
+// anything is written. Then one HSETNX per charge claims its marker in its bucket (an
+// HGET reads the owner only when it was there already). A new marker's
+// charge is applied when the counters' running values plus its amount stay
+// within both budgets (the largest int64 when there is none), and they then
+// include it; otherwise its marker is set to "!t" or "!d" and the owner
+// (refused for the total, checked first, or the daily budget) and nothing
+// moves. A marker there already answers: its owner (replayed), "!d"/"!t" and
+// its owner (refused again, whatever the budgets are now), anything else
+// (duplicate). A charge with a legacy marker key first reads it (GET): when
+// it exists, its owner decides, and is copied into the bucket. The bucket
+// count of an epoch comes from its meta hash, or is chosen and stored there
+// by the first charge of the epoch. At the end, each counter that moved is
+// written once (its new value; one HSET per hash), so is the refusal hint of
+// each campaign refused in the call (field "!" and the campaign, in the
+// hash of the budget that refused it: the spend the last refused charge
+// would have made; see Cache.Spend), each day hash that moved gets its
+// TTL, and each hash the call touched gets the latest expiry of its markers
+// (EXPIRETIME, and EXPIREAT only when that is later).
+//
+// Lua numbers are doubles, exact only up to 2^53: amounts, counters and
+// budgets are int64 values held as two numbers, v = hi * 10^9 + lo with
+// 0 <= lo < 10^9, so that sums and comparisons are exact over the whole
+// int64 range, and they are read and written as decimal text.
 //
 // A script runs as one unit: Redis executes it without interleaving and
 // persists and replicates its effects together, so a marker is never set
-// without its spend, nor spend moved without its marker.
+// without its spend, nor spend moved without its marker, and two calls for
+// one campaign (two projectors) see each other's spend whole.
 var chargeScript = redis.NewScript(`
-local LIMIT = 9007199254740991
+local W = ` + strconv.Itoa(chargeArgs) + `
 local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa(MinMarkerBuckets) + `, ` + strconv.Itoa(MaxMarkerBuckets) + `
+local RD, RT = '` + refusedDaily + `', '` + refusedTotal + `'
+local B = 1000000000
+local MAXV, MINV = {9223372036, 854775807}, {-9223372037, 145224192}
 local prefix = ARGV[2]
-local days, sums, order = {}, {}, {}
-local epochs, expiry = {}, {}
-local function flush(s)
-  if s.v > 0 then
-    redis.call('HINCRBY', s.k, s.f, string.format('%.0f', s.v))
-    s.v = 0
+local function cmp(a, b)
+  if a[1] ~= b[1] then
+    if a[1] < b[1] then return -1 end
+    return 1
   end
+  if a[2] ~= b[2] then
+    if a[2] < b[2] then return -1 end
+    return 1
+  end
+  return 0
 end
-local function add(k, f, text, m)
-  if m >= LIMIT then
-    redis.call('HINCRBY', k, f, text)
-    return
+local function parse(s)
+  if type(s) ~= 'string' then return nil end
+  if #s <= 15 then
+    if not string.find(s, '^%-?%d+$') then return nil end
+    local n = tonumber(s)
+    local hi = math.floor(n / B)
+    return {hi, n - hi * B}
   end
-  local id = k .. '\0' .. f
-  local s = sums[id]
-  if not s then
-    s = {k = k, f = f, v = 0}
-    sums[id] = s
-    order[#order + 1] = s
+  local neg, d = false, s
+  if string.sub(s, 1, 1) == '-' then neg, d = true, string.sub(s, 2) end
+  if not string.find(d, '^%d+$') then return nil end
+  d = string.match(d, '^0*(%d.*)$')
+  if #d > 19 then return nil end
+  local v
+  if #d > 9 then
+    v = {tonumber(string.sub(d, 1, #d - 9)), tonumber(string.sub(d, -9))}
+  else
+    v = {0, tonumber(d)}
   end
-  if s.v + m > LIMIT then flush(s) end
-  s.v = s.v + m
+  if neg and (v[1] > 0 or v[2] > 0) then
+    if v[2] > 0 then v = {-v[1] - 1, B - v[2]} else v = {-v[1], 0} end
+  end
+  if cmp(v, MAXV) > 0 or cmp(v, MINV) < 0 then return nil end
+  return v
 end
+local function text(v)
+  local hi, lo, sign = v[1], v[2], ''
+  if hi >= 0 and hi < 9000000 then return string.format('%.0f', hi * B + lo) end
+  if hi < 0 then
+    sign = '-'
+    if lo > 0 then hi, lo = -hi - 1, B - lo else hi = -hi end
+  end
+  if hi == 0 then return sign .. string.format('%.0f', lo) end
+  return sign .. string.format('%.0f', hi) .. string.format('%09.0f', lo)
+end
+local nums, lims = {}, {}
+local function num(s)
+  local v = nums[s]
+  if not v then
+    v = parse(s)
+    nums[s] = v
+  end
+  return v
+end
+local function lim(s)
+  local v = lims[s]
+  if not v then
+    if s == '0' then v = MAXV else v = parse(s) end
+    lims[s] = v
+  end
+  return v
+end
+local hashes, horder = {}, {}
+local function counter(k, f)
+  local h = hashes[k]
+  if not h then
+    h = {k = k, byf = {}, list = {}}
+    hashes[k] = h
+    horder[#horder + 1] = h
+  end
+  local c = h.byf[f]
+  if not c then
+    c = {f = f, moved = false}
+    h.byf[f] = c
+    h.list[#h.list + 1] = c
+  end
+  return c
+end
+local hints, horder2 = {}, {}
+local function hint(k, camp, would)
+  if cmp(would, MAXV) > 0 then would = MAXV end
+  local id = k .. '\0' .. camp
+  local h = hints[id]
+  if not h then
+    h = {k = k, f = '!' .. camp}
+    hints[id] = h
+    horder2[#horder2 + 1] = h
+  end
+  h.v = would
+end
+local epochs, expiry, days = {}, {}, {}
 local function keep(k, t)
   local cur = expiry[k]
   if not cur or cur < t then expiry[k] = t end
@@ -214,10 +342,29 @@ local function epoch(ep)
   return e
 end
 local n = #KEYS - 1
+local cd, ct = {}, {}
+for i = 1, n do
+  local camp = ARGV[2 + W * (i - 1) + 2]
+  cd[i] = counter(KEYS[1+i], camp)
+  ct[i] = counter(KEYS[1], camp)
+end
+for _, h in ipairs(horder) do
+  local fs = {}
+  for x, c in ipairs(h.list) do fs[x] = c.f end
+  local raw = redis.call('HMGET', h.k, unpack(fs))
+  for x, c in ipairs(h.list) do
+    c.h, c.l = 0, 0
+    if raw[x] then
+      local v = parse(raw[x])
+      if not v then return redis.error_reply('spend ' .. h.k .. ' field ' .. c.f .. ' holds ' .. raw[x] .. ', not an int64') end
+      c.h, c.l = v[1], v[2]
+    end
+  end
+end
 local out = {}
 for i = 1, n do
-  local j = 2 + 8 * (i - 1)
-  local owner, camp, text = ARGV[j+1], ARGV[j+2], ARGV[j+3]
+  local j = 2 + W * (i - 1)
+  local owner = ARGV[j+1]
   local t = tonumber(ARGV[j+4])
   local e = epoch(ARGV[j+5])
   local field = ARGV[j+6]
@@ -231,21 +378,48 @@ for i = 1, n do
     if legacy == owner then out[i] = 2 else out[i] = 3 end
   elseif redis.call('HSETNX', hk, field, owner) == 1 then
     e.n = e.n + 1
-    local m = tonumber(text)
-    if m > 0 then
-      local dk = KEYS[1+i]
-      add(dk, camp, text, m)
-      add(KEYS[1], camp, text, m)
-      days[dk] = true
+    local m, c, d = num(ARGV[j+3]), ct[i], cd[i]
+    local th, tl = c.h + m[1], c.l + m[2]
+    if tl >= B then th, tl = th + 1, tl - B end
+    local dh, dl = d.h + m[1], d.l + m[2]
+    if dl >= B then dh, dl = dh + 1, dl - B end
+    local lt, ld = lim(ARGV[j+10]), lim(ARGV[j+9])
+    if th > lt[1] or (th == lt[1] and tl > lt[2]) then
+      redis.call('HSET', hk, field, RT .. owner)
+      hint(KEYS[1], ARGV[j+2], {th, tl})
+      out[i] = 5
+    elseif dh > ld[1] or (dh == ld[1] and dl > ld[2]) then
+      redis.call('HSET', hk, field, RD .. owner)
+      hint(KEYS[1+i], ARGV[j+2], {dh, dl})
+      days[KEYS[1+i]] = true
+      out[i] = 4
+    else
+      if m[1] > 0 or m[2] > 0 then
+        c.h, c.l, c.moved = th, tl, true
+        d.h, d.l, d.moved = dh, dl, true
+        days[KEYS[1+i]] = true
+      end
+      out[i] = 1
     end
-    out[i] = 1
-  elseif redis.call('HGET', hk, field) == owner then
-    out[i] = 2
   else
-    out[i] = 3
+    local v = redis.call('HGET', hk, field)
+    if v == owner then out[i] = 2
+    elseif v == RD .. owner then out[i] = 4
+    elseif v == RT .. owner then out[i] = 5
+    else out[i] = 3 end
   end
 end
-for _, s in ipairs(order) do flush(s) end
+for _, h in ipairs(horder) do
+  local fv = {}
+  for _, c in ipairs(h.list) do
+    if c.moved then
+      fv[#fv + 1] = c.f
+      fv[#fv + 1] = text({c.h, c.l})
+    end
+  end
+  if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
+end
+for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text(h.v)) end
 for dk in pairs(days) do redis.call('EXPIRE', dk, ARGV[1]) end
 for _, e in pairs(epochs) do
   if e.n > 0 then redis.call('HINCRBY', e.meta, 'n', e.n) end
@@ -256,19 +430,26 @@ end
 return out
 `)
 
-// ApplyCharges applies every charge exactly once and returns one outcome per
-// charge, in order. For each charge, in one atomic Redis step: if no marker
-// exists for its Key (in its marketplace and Epoch), it sets the marker
-// (value Owner, kept at least until KeepUntil) and adds Micros to the
-// campaign's spend of Day and of all time (the same hashes as AddSpend,
-// whose day hash expiry it renews); if the marker exists it changes nothing
-// and reports whether the same Owner set it.
+// ApplyCharges applies every charge exactly once, within its campaign's
+// budgets, and returns one outcome per charge, in order. For each charge, in
+// one atomic Redis step: if no marker exists for its Key (in its marketplace
+// and Epoch), it sets the marker (kept at least until KeepUntil) and, when
+// the campaign's spend of Day and of all time plus Micros stay within
+// Limits, adds Micros to both (the same hashes as AddSpend, whose day hash
+// expiry it renews); otherwise the charge is refused whole and the marker
+// says so. If the marker exists it changes nothing and reports what it
+// says: applied by the same Owner (replayed), refused for the same Owner
+// (refused again, whatever the budgets are now), or set by another Owner
+// (duplicate).
 //
 // Calling it again with the same charges (a retry after an error, a replay
-// after a crash) moves nothing twice: an error leaves every charge either
-// applied with its marker or not applied at all. Charges are grouped by
-// marketplace and sent in chunks of 500, all in one pipelined round trip.
-// Two charges with the same Key in one call: the first one wins.
+// after a crash) moves nothing twice and decides nothing differently: an
+// error leaves every charge either decided with its marker or not decided
+// at all. Charges are grouped by marketplace and sent in chunks of 500, all
+// in one pipelined round trip; within a marketplace they are decided in
+// the order given, so when a budget runs out the earlier charges are the
+// ones applied. Two charges with the same Key in one call: the first one
+// wins.
 //
 // When ctx has no deadline the call is bounded by ten seconds.
 func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Charge) ([]ChargeOutcome, error) {
@@ -308,7 +489,7 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 		}
 		for j, v := range vals {
 			n, ok := v.(int64)
-			if !ok || n < int64(ChargeApplied) || n > int64(ChargeDuplicate) {
+			if !ok || n < int64(ChargeApplied) || n > int64(ChargeRefusedTotal) {
 				return nil, fmt.Errorf("budget: charge script returned %v", v)
 			}
 			out[c.idx[j]] = ChargeOutcome(n)
@@ -332,8 +513,12 @@ func (c *Charge) validate(now time.Time) error {
 		return fmt.Errorf("epoch %d out of range (0 to %d)", c.Epoch, int64(MaxEpoch))
 	case c.Owner == "":
 		return errors.New("empty owner")
+	case c.Owner[0] == '!':
+		return fmt.Errorf("owner %q begins with \"!\"", c.Owner)
 	case c.CampaignID == "":
 		return errors.New("empty campaign id")
+	case c.CampaignID[0] == '!':
+		return fmt.Errorf("campaign id %q begins with \"!\" (the mark of a refusal hint)", c.CampaignID)
 	case c.Micros < 0:
 		return fmt.Errorf("negative amount %d", c.Micros)
 	case c.KeepUntil.Unix() <= now.Unix():
@@ -365,7 +550,8 @@ func chargeCalls(charges []Charge) []*chargeCall {
 		}
 		call.keys = append(call.keys, DayKey(c.MarketplaceID, c.Day))
 		call.args = append(call.args, c.Owner, c.CampaignID, strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
-			strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), c.LegacyMarker)
+			strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), c.LegacyMarker,
+			strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10))
 		call.idx = append(call.idx, i)
 	}
 	return calls

@@ -18,10 +18,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DayTTL is the expiry set on a day hash each time it is written. It covers
-// the longest local day (25 hours) and the widest spread of UTC offsets
-// (26 hours) with room to spare; a reader only ever reads today's hash.
-const DayTTL = 72 * time.Hour
+// DayTTL is the expiry set on a day hash each time it is written. The
+// auction only reads today's hash, but the charge script reads the hash of
+// the day an interaction happened to cap the daily budget, and a late
+// interaction is charged up to 30 days after its auction: a day's hash must
+// outlast its first write by the longest local day (25 hours), the 30-day
+// charge window and the replays of a lagging projector (2 days, as the
+// charge markers), so 34 days.
+const DayTTL = 34 * 24 * time.Hour
 
 // dayLayout is the form of the day in day-hash keys.
 const dayLayout = "2006-01-02"
@@ -60,6 +64,9 @@ func AddSpend(ctx context.Context, rdb redis.UniversalClient, mp, campaignID, da
 	}
 	if campaignID == "" {
 		return errors.New("budget: empty campaign id")
+	}
+	if campaignID[0] == '!' {
+		return fmt.Errorf("budget: campaign id %q begins with \"!\" (the mark of a refusal hint)", campaignID)
 	}
 	if err := validDay(day); err != nil {
 		return err

@@ -44,6 +44,8 @@ var (
 		"ad_spent_attributed_purchases", "ad_spend", "total_purchase_amount", "ctr", "conversion_rate", "cpc", "cpm",
 		"roas", "acos",
 	}
+	// exExtensionMetrics are Endcap's own metrics, listed after the spec's.
+	exExtensionMetrics = []string{"budget_refused_impressions", "budget_refused_clicks"}
 )
 
 // exConfig is a test configuration without rate limits in the way.
@@ -251,7 +253,8 @@ func exExpectNotFound(t *testing.T, s *system, key, id string) {
 
 // TestExportsValidation: every rule of the request answers 422 with its
 // code and the fields at fault, in the exports error shape; the boundaries
-// are accepted; the datasets endpoint lists exactly the spec's columns.
+// are accepted; the datasets endpoint lists exactly the spec's columns,
+// then the metrics Endcap adds.
 func TestExportsValidation(t *testing.T) {
 	s := startSystem(t, exConfig(t))
 	key := s.AdvancedKey
@@ -391,8 +394,8 @@ func TestExportsValidation(t *testing.T) {
 		if got := names("dimension", ds.Dimensions); !slices.Equal(got, exSpecDimensions) {
 			t.Errorf("dimensions\n got %q\nwant %q (spec)", got, exSpecDimensions)
 		}
-		if got := names("metric", ds.Metrics); !slices.Equal(got, exSpecMetrics) {
-			t.Errorf("metrics\n got %q\nwant %q (spec)", got, exSpecMetrics)
+		if got, want := names("metric", ds.Metrics), append(slices.Clone(exSpecMetrics), exExtensionMetrics...); !slices.Equal(got, want) {
+			t.Errorf("metrics\n got %q\nwant %q (spec, then Endcap's extensions)", got, want)
 		}
 	})
 }

@@ -326,20 +326,19 @@ func TestScenario(t *testing.T) {
 		return ws
 	}
 
-	// ---- Budget: cB stops winning once the charge pipeline has spent its daily budget. ----
+	// ---- Budget: cB stops winning once the charge pipeline has used its daily budget. ----
 	// Auction B over P4, 1 slot. cB bids 0.50 CPC; c5 bids 0.09 CPC, under
 	// the CPC reserve 0.10: not eligible. cB has no competitor and pays the
 	// reserve, 100,000 µ a click. Its daily budget is 350,000 µ. After k
 	// charged clicks its day spend is 100,000 k: 0, 100,000, 200,000 and
 	// 300,000 are under both the budget and the pacing allowance (≥ 95.8 % of
-	// it, 335,416 µ, see scZone), so cB wins 4 auctions; at 400,000 (≥
-	// 350,000) it is out, and with c5 under the reserve the fifth auction
-	// has no winner. Each click waits for its spend in Redis and for two
-	// cache refreshes before the next auction, so nothing is served on stale
-	// spend: the overspend is exactly 400,000 − 350,000 = 50,000 µ, under
-	// one click's price (docs/charges.md: never more than the price of the
-	// ads served between the spend reaching the budget and the cache seeing
-	// it; here none).
+	// it, 335,416 µ, see scZone), so cB wins 4 auctions. The fourth click
+	// would take its spend to 400,000, over the budget: it is refused
+	// (docs/budgets.md, "The cap"), spend stays at 300,000, and the refusal
+	// tells the auction that cB is at its budget: with c5 under the reserve
+	// the fifth auction has no winner. Each click waits for its spend (or its
+	// refusal) in Redis and for two cache refreshes before the next auction,
+	// so nothing is served on stale spend.
 	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", d.redis)})
 	defer rdb.Close()
 	today := budget.DayOf(time.Now(), loc)
@@ -364,10 +363,13 @@ func TestScenario(t *testing.T) {
 		budgetWins++
 		d.must("POST", "/v2/events", mkKey, fmt.Sprintf(`{"clicks":[{"id":"bud-%d","occurredAt":%q,"opaqueUserId":"u-budget","resolvedBidId":%q}]}`,
 			budgetWins, ts(time.Now()), ws[0].token), 200)
-		want := int64(budgetWins) * 100_000
+		want, field := int64(budgetWins)*100_000, cB
+		if want > 350_000 {
+			field = "!" + cB // refused: the hint holds the spend it would have made
+		}
 		testenv.Eventually(t, 10*time.Second, func() error {
-			if got := spendOf(budget.DayKey(mp, today), cB); got != want {
-				return fmt.Errorf("cB day spend %d, want %d", got, want)
+			if got := spendOf(budget.DayKey(mp, today), field); got != want {
+				return fmt.Errorf("cB day spend (%s) %d, want %d", field, got, want)
 			}
 			return nil
 		})
@@ -519,8 +521,8 @@ func TestScenario(t *testing.T) {
 	//   c1: clk-1-2 … clk-6-2: 6 × 691,518 = 4,149,108 µ (impressions of a CPC winner: not charged)
 	//   c4: imp-1-3 … imp-24-3: 24 × (2,345 µ + 670 sub-µ) = 56,280 µ + 16,080 sub-µ = 56,296.080 µ exact
 	//       (imp-5-3-again: same winner; clk-4-3: a click on a CPM winner)
-	//   cB: bud-1 … bud-4: 4 × 100,000 = 400,000 µ
-	// 44 charges; 10,160,964.080 µ in all. Redis spend moves by amount_micros:
+	//   cB: bud-1 … bud-3: 3 × 100,000 = 300,000 µ (bud-4 refused: daily_budget)
+	// 43 charges; 10,060,964.080 µ in all. Redis spend moves by amount_micros:
 	// c4's spend is 56,280 µ.
 	type chargeSum struct {
 		count          uint64
@@ -532,7 +534,7 @@ func TestScenario(t *testing.T) {
 		c2: {10, 5_555_560, 0, "P2", "v2", 555_556_000},
 		c1: {6, 4_149_108, 0, "P1", "v1", 691_518_000},
 		c4: {24, 56_280, 16_080, "P3", "v4", 2_345_670},
-		cB: {4, 400_000, 0, "P4", "v5", 100_000_000},
+		cB: {3, 300_000, 0, "P4", "v5", 100_000_000},
 	}
 	// Interactions: 72 + 1 impressions, 10 + 6 + 2 + 4 clicks = 95 rows.
 	const wantInteractions = 95
@@ -668,8 +670,12 @@ func TestScenario(t *testing.T) {
 		t.Errorf("charges of %d campaigns, want %d", len(got), len(wantCharges))
 	}
 	// Every charge row is a charged interaction with the same id.
-	if r, err := query(`SELECT toString(countIf(charged = 1)), toString(count()) FROM interactions WHERE marketplace_id = ?`, mp); err != nil || r[0][0] != "44" || r[0][1] != "95" {
-		t.Errorf("interactions charged/all: %v %v, want 44/95", r, err)
+	if r, err := query(`SELECT toString(countIf(charged = 1)), toString(count()) FROM interactions WHERE marketplace_id = ?`, mp); err != nil || r[0][0] != "43" || r[0][1] != "95" {
+		t.Errorf("interactions charged/all: %v %v, want 43/95", r, err)
+	}
+	if r, err := query(`SELECT event_id, refused_reason FROM interactions WHERE marketplace_id = ? AND campaign_id = ? AND charged = 0`, mp, cB); err != nil ||
+		len(r) != 1 || r[0][0] != "bud-4" || r[0][1] != "daily_budget" {
+		t.Errorf("cB's uncharged interactions: %v %v, want bud-4 refused for its daily budget", r, err)
 	}
 	if r, err := query(`SELECT toString(count()) FROM charges WHERE marketplace_id = ? AND interaction_id NOT IN
 		(SELECT interaction_id FROM interactions WHERE marketplace_id = ? AND charged = 1)`, mp, mp); err != nil || r[0][0] != "0" {
@@ -683,20 +689,20 @@ func TestScenario(t *testing.T) {
 			t.Errorf("Redis spend of %s: day %d, total %d; want %d", names[c], day, total, w.micros)
 		}
 	}
-	for _, h := range []string{budget.DayKey(mp, today), budget.TotalKey(mp)} {
+	for h, fields := range map[string]int{budget.DayKey(mp, today): len(wantCharges) + 1, budget.TotalKey(mp): len(wantCharges)} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		n, err := rdb.HLen(ctx, h).Result()
 		cancel()
-		if err != nil || n != int64(len(wantCharges)) {
-			t.Errorf("%s has %d campaigns (%v), want %d", h, n, err, len(wantCharges))
+		if err != nil || n != int64(fields) {
+			t.Errorf("%s has %d fields (%v), want %d (a campaign each, and cB's refusal in the day's)", h, n, err, fields)
 		}
 	}
-	// cB: 400,000 spent of a 350,000 daily budget: over by 50,000, less than one click (100,000).
-	if over := spendOf(budget.DayKey(mp, today), cB) - 350_000; over != 50_000 {
-		t.Errorf("cB overspend %d µ, want 50,000", over)
+	// cB: 300,000 spent of a 350,000 daily budget; its fourth click (to 400,000) refused.
+	if spent, refused := spendOf(budget.DayKey(mp, today), cB), spendOf(budget.DayKey(mp, today), "!"+cB); spent != 300_000 || refused != 400_000 {
+		t.Errorf("cB spent %d µ (refused at %d), want 300,000 (400,000)", spent, refused)
 	}
 	if ws := auction(`"P4"`, 1); len(ws) != 0 {
-		t.Errorf("cB wins again after its daily budget is spent: %+v", ws)
+		t.Errorf("cB wins again after its daily budget is used: %+v", ws)
 	}
 
 	// ---- Vendor charges endpoint, window from before the test to after the last event. ----
@@ -720,8 +726,8 @@ func TestScenario(t *testing.T) {
 	if err := dec.Decode(&vc); err != nil {
 		t.Fatalf("vendor charges: %v", err)
 	}
-	if vc.CurrencyCode != "USD" || vc.HasMore || len(vc.Data) != 44 {
-		t.Fatalf("vendor charges: currency %s, hasMore %v, %d entries; want USD, false, 44", vc.CurrencyCode, vc.HasMore, len(vc.Data))
+	if vc.CurrencyCode != "USD" || vc.HasMore || len(vc.Data) != 43 {
+		t.Fatalf("vendor charges: currency %s, hasMore %v, %d entries; want USD, false, 43", vc.CurrencyCode, vc.HasMore, len(vc.Data))
 	}
 	vcSum := map[string]int64{}
 	vcCount := map[string]uint64{}
@@ -742,9 +748,9 @@ func TestScenario(t *testing.T) {
 			t.Errorf("vendor charges of %s: %d entries, %d nano; want %d, %d", names[c], vcCount[c], vcSum[c], w.count, w.micros*1000+w.subs)
 		}
 	}
-	// 5.55556 + 4.149108 + 0.05629608 + 0.4 = 10.16096408 currency units.
-	if vcTotal != 10_160_964_080 {
-		t.Errorf("vendor charges total %d nano, want 10,160,964,080", vcTotal)
+	// 5.55556 + 4.149108 + 0.05629608 + 0.3 = 10.06096408 currency units.
+	if vcTotal != 10_060_964_080 {
+		t.Errorf("vendor charges total %d nano, want 10,060,964,080", vcTotal)
 	}
 
 	// ---- Attribution: ClickHouse rows and the spend behind them. ----
@@ -841,7 +847,7 @@ func TestScenario(t *testing.T) {
 	//      pur-1 #0 (× 2), pur-12 #1: 2 purchases, 3 units, 22,000,002 µ
 	//   c4 (v4, CPM, P3): 25 impressions (imp-5-3-again), 24 charged, 56,296.080 µ; 1 click (clk-4-3);
 	//      pur-12 #0 (× 3): 1 purchase, 3 units, 21,750,000 µ
-	//   cB (v5, CPC, P4): 4 clicks charged, 400,000 µ; no impressions, no purchases
+	//   cB (v5, CPC, P4): 4 clicks, 3 charged, 300,000 µ; no impressions, no purchases
 	type exRow struct {
 		name, vendor, charge, product string
 		imps, clicks, cClicks, cImps  int64
@@ -852,7 +858,7 @@ func TestScenario(t *testing.T) {
 		{"c1", "v1", "CPC", "P1", 24, 6, 6, 0, 4_149_108_000, 0, 3, 4, 15_833_333_000},
 		{"c2", "v2", "CPC", "P2", 24, 11, 10, 0, 5_555_560_000, 0, 2, 3, 22_000_002_000},
 		{"c4", "v4", "CPM", "P3", 25, 1, 0, 24, 0, 56_296_080, 1, 3, 21_750_000_000},
-		{"cB", "v5", "CPC", "P4", 0, 4, 4, 0, 400_000_000, 0, 0, 0, 0},
+		{"cB", "v5", "CPC", "P4", 0, 4, 3, 0, 300_000_000, 0, 0, 0, 0},
 	}
 	dec9 := func(n int64) string { // nanos as the exact decimal of the files
 		s := strings.TrimRight(fmt.Sprintf("%d.%09d", n/1e9, n%1e9), "0")

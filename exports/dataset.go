@@ -164,5 +164,9 @@ var monitoringMetrics = &Dataset{
 		{Name: "cpm", Kind: KindPrice, Description: "1000 × ad_spent_impressions / charged_impressions, rounded half up to 9 decimals; empty without charged impressions.", parts: []part{pSpentImpressions, pChargedImpressions}, value: func(s *sums) cell { return perUnitCell(s.spentImpressions(), s.u[pChargedImpressions], 1000) }},
 		{Name: "roas", Kind: KindRatio, Description: "total_purchase_amount / ad_spend (return on ad spend).", parts: []part{pPurchaseAmount, pSpentClicks, pSpentImpressions}, value: func(s *sums) cell { return moneyRatioCell(microsOf(s.i[pPurchaseAmount]), s.spend()) }},
 		{Name: "acos", Kind: KindRatio, Description: "ad_spend / total_purchase_amount (advertising cost of sales).", parts: []part{pSpentClicks, pSpentImpressions, pPurchaseAmount}, value: func(s *sums) cell { return moneyRatioCell(s.spend(), microsOf(s.i[pPurchaseAmount])) }},
+		// Endcap extensions (after the spec's metrics): what the budget cap
+		// refused (docs/budgets.md).
+		{Name: "budget_refused_impressions", Kind: KindInt, Description: "Endcap extension: impressions of CPM winners not charged because the charge would have taken the campaign over its daily or total budget.", parts: []part{pRefusedImpressions}, value: func(s *sums) cell { return intCell(s.u[pRefusedImpressions]) }},
+		{Name: "budget_refused_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because the charge would have taken the campaign over its daily or total budget.", parts: []part{pRefusedClicks}, value: func(s *sums) cell { return intCell(s.u[pRefusedClicks]) }},
 	},
 }

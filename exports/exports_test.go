@@ -107,6 +107,7 @@ type rollupRow struct {
 	spImpSub, spClk2Sub                  uint64
 	purchases                            []string
 	qty, amount                          int64
+	rImps, rClicks                       uint64 // refused for a budget
 }
 
 func (st *stack) insert(t *testing.T, rows ...rollupRow) {
@@ -123,11 +124,11 @@ func (st *stack) insert(t *testing.T, rows ...rollupRow) {
 		q := fmt.Sprintf(`INSERT INTO rollup_daily (marketplace_id, day_local, currency_code, sponsored, vendor_id, campaign_id, campaign_name,
 			external_campaign_id, device_type, page_value, impressions, clicks, charged_impressions, charged_clicks,
 			ad_spent_impressions_micros, ad_spent_impressions_sub_micros, ad_spent_clicks_micros, ad_spent_clicks_sub_micros,
-			purchases, quantity, total_purchase_amount_micros)
+			purchases, quantity, total_purchase_amount_micros, budget_refused_impressions, budget_refused_clicks)
 			SELECT toUUID('%s'), toDate('%s'), 'USD', %d, 'v1', '%s', '%s', '%s', '%s', [%s], %d, %d, %d, %d, %d, %d, %d, %d,
-			arrayReduce('uniqExactState', arrayFilter(x -> x != '', ['' %s])), %d, %d`,
+			arrayReduce('uniqExactState', arrayFilter(x -> x != '', ['' %s])), %d, %d, %d, %d`,
 			r.mp, r.day, r.sponsored, r.campaign, r.name, r.ext, r.device, strings.Join(pv, ","), r.imps, r.clicks, r.cImps, r.cClicks,
-			r.spImp, r.spImpSub, r.spClk, r.spClk2Sub, prefixComma(ids), r.qty, r.amount)
+			r.spImp, r.spImpSub, r.spClk, r.spClk2Sub, prefixComma(ids), r.qty, r.amount, r.rImps, r.rClicks)
 		if err := st.ch.Exec(st.ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func TestExportRows(t *testing.T) {
 	st.insert(t,
 		// c1 on d1: a CPC interaction row and an attributed-purchase row of the same grain.
 		rollupRow{mp: mp, day: d1, campaign: "c1", name: "Spring, \"best\"", device: "mobile", sponsored: 1, pageValue: []string{"shoes"},
-			imps: 10, clicks: 4, cClicks: 3, spClk: 1_666_668},
+			imps: 10, clicks: 4, cClicks: 3, spClk: 1_666_668, rClicks: 1},
 		rollupRow{mp: mp, day: d1, campaign: "c1", name: "Spring, \"best\"", device: "mobile", sponsored: 1, pageValue: []string{"shoes"},
 			purchases: []string{"pur-1", "pur-2"}, qty: 3, amount: 60_000_000},
 		// c1 on d1 on desktop: the same purchase pur-1 (another of its items).
@@ -193,6 +194,8 @@ func TestExportRows(t *testing.T) {
 		// c2 (CPM) on d2: sub-micro spend.
 		rollupRow{mp: mp, day: d2, campaign: "c2", name: "Autumn", device: "mobile", sponsored: 1,
 			imps: 3, cImps: 3, spImp: 7_036, spImpSub: 2_010},
+		// c2 on d2 on desktop: impressions refused for its budget.
+		rollupRow{mp: mp, day: d2, campaign: "c2", name: "Autumn", device: "desktop", sponsored: 1, imps: 2, rImps: 2},
 		// Organic with the marketplace's own campaign id: exported.
 		rollupRow{mp: mp, day: d2, ext: "ext-9", device: "mobile", imps: 100, clicks: 1},
 		// Organic without a campaign, another marketplace, a day outside the window: not exported.
@@ -212,7 +215,7 @@ func TestExportRows(t *testing.T) {
 				{"", d2, "100", "1", "0", "0", "", "0.01", "0", "0", "0", ""},
 				// 1,666,668 µ / 3 clicks = 0.555556; pur-1 and pur-2 once each although pur-1 is in two rows.
 				{"c1", d1, "15", "4", "3", "1.666668", "0.555556", "0.26666666666666666", "2", "4", "62.5", "37.49997000002400"},
-				{"c2", d2, "3", "0", "0", "0.00703801", "", "0", "0", "0", "0", "0"},
+				{"c2", d2, "5", "0", "0", "0.00703801", "", "0", "0", "0", "0", "0"},
 			}},
 		{"metrics first in another order", []string{"day_local", "campaign_name", "device_type", "page_value"},
 			[]string{"cpm", "ad_spent_impressions", "ad_spent_clicks", "charged_impressions", "ad_spent_attributed_purchases", "charged_attributed_purchases", "acos"},
@@ -220,11 +223,20 @@ func TestExportRows(t *testing.T) {
 				{d1, `Spring, "best"`, "desktop", "[]", "", "0", "0", "0", "0", "0", "0"},
 				{d1, `Spring, "best"`, "mobile", `["shoes"]`, "", "0", "1.666668", "0", "0", "0", "0.0277778"},
 				{d2, "", "mobile", "[]", "", "0", "0", "0", "0", "0", ""},
+				{d2, "Autumn", "desktop", "[]", "", "0", "0", "0", "0", "0", ""},
 				// 7,036 µ + 2,010 thousandths = 7.03801 ... per 3 impressions × 1000 = 2.346003333
 				{d2, "Autumn", "mobile", "[]", "2.346003333", "0.00703801", "0", "3", "0", "0", ""},
 			}},
 		{"external campaign", []string{"external_campaign_id"}, []string{"impressions"},
-			[][]string{{"", "18"}, {"ext-9", "100"}}},
+			[][]string{{"", "20"}, {"ext-9", "100"}}},
+		// The Endcap extension metrics: what the budget cap refused.
+		{"refused for budgets", []string{"campaign_id"},
+			[]string{"impressions", "charged_impressions", "budget_refused_impressions", "clicks", "charged_clicks", "budget_refused_clicks", "ad_spend"},
+			[][]string{
+				{"", "100", "0", "0", "1", "0", "0", "0"},
+				{"c1", "15", "0", "0", "4", "3", "1", "1.666668"},
+				{"c2", "5", "3", "2", "0", "0", "0", "0.00703801"},
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2][][]string

@@ -21,6 +21,8 @@ var partColumns = [numParts][]string{
 	pPurchases:          {"uniqExactMerge(purchases)"},
 	pQuantity:           {"sum(quantity)"},
 	pPurchaseAmount:     {"sum(total_purchase_amount_micros)"},
+	pRefusedImpressions: {"sum(budget_refused_impressions)"},
+	pRefusedClicks:      {"sum(budget_refused_clicks)"},
 }
 
 // signedParts are read into sums.i (Int64 sums); the others into sums.u.

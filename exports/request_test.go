@@ -12,11 +12,15 @@ func TestValidate(t *testing.T) {
 		return Request{Dataset: "monitoring_metrics", Dimensions: []string{"day_local", "campaign_id"}, Metrics: []string{"clicks", "ad_spend"},
 			Granularity: "day_local", StartDate: "2026-11-01", EndDate: "2026-11-21"}
 	}
-	var allDims, allMetrics []string
+	var allDims, allMetrics, extensions []string
 	for _, d := range monitoringMetrics.Dimensions {
 		allDims = append(allDims, d.Name)
 	}
 	for _, m := range monitoringMetrics.Metrics {
+		if strings.HasPrefix(m.Name, "budget_refused_") {
+			extensions = append(extensions, m.Name) // Endcap's, after the spec's 19
+			continue
+		}
 		allMetrics = append(allMetrics, m.Name)
 	}
 	for _, tc := range []struct {
@@ -26,6 +30,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"valid", func(r *Request) {}, ""},
 		{"every dimension and metric", func(r *Request) { r.Dimensions, r.Metrics = allDims, allMetrics }, ""},
+		{"the extension metrics", func(r *Request) { r.Metrics = append([]string{"clicks"}, extensions...) }, ""},
+		{"the extensions count towards the 19", func(r *Request) { r.Metrics = append(append([]string{}, allMetrics...), extensions[0]) }, CodeInvalidMetrics},
 		{"parquet", func(r *Request) { r.Format = "parquet" }, ""},
 		{"no dataset", func(r *Request) { r.Dataset = "" }, CodeInvalidDataset},
 		{"other dataset", func(r *Request) { r.Dataset = "campaign_metrics" }, CodeInvalidDataset},

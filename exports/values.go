@@ -22,6 +22,8 @@ const (
 	pPurchases
 	pQuantity       // sums.i
 	pPurchaseAmount // micros, sums.i
+	pRefusedImpressions
+	pRefusedClicks
 	numParts
 )
 

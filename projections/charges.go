@@ -76,9 +76,26 @@ const (
 	// NoChargeAfterWindow: received more than ChargeWindow after the auction.
 	NoChargeAfterWindow NoCharge = "after_window"
 	// NoChargeDuplicate: another event already charged this winner's
-	// impression (or click).
+	// impression (or click), or was refused for a budget.
 	NoChargeDuplicate NoCharge = "duplicate"
+	// NoChargeDailyBudget: the charge would have taken the campaign's spend
+	// of the interaction's local day over its daily budget.
+	NoChargeDailyBudget NoCharge = "daily_budget"
+	// NoChargeTotalBudget: the charge would have taken the campaign's total
+	// spend over its total budget.
+	NoChargeTotalBudget NoCharge = "total_budget"
 )
+
+// refusal is the reason of a charge the script refused, "" when it did not.
+func refusal(o budget.ChargeOutcome) NoCharge {
+	switch o {
+	case budget.ChargeRefusedDaily:
+		return NoChargeDailyBudget
+	case budget.ChargeRefusedTotal:
+		return NoChargeTotalBudget
+	}
+	return Chargeable
+}
 
 // chargeRule decides whether a countable sponsored interaction of kind,
 // which occurred and was received at the given Unix milliseconds, is charged
@@ -195,9 +212,13 @@ func InteractionID(marketplaceID string, kind ingest.Kind, eventID string) uuid.
 // chargeRows.columns.
 const chargeColumns = `marketplace_id, interaction_id, timestamp, timestamp_ms, day_local, kind, event_id, received_at,
 	currency_code, campaign_id, product_id, vendor_id, external_vendor_id, global_id, charge_type,
-	price_micros, amount_micros, amount_sub_micros, auction_id, rank, auction_at, kafka_partition, kafka_offset`
+	price_micros, amount_micros, amount_sub_micros, auction_id, rank, auction_at, kafka_partition, kafka_offset,
+	refused_reason`
 
-// chargeRows holds charges_raw rows column by column.
+// chargeRows holds charges_raw rows column by column: one per charge
+// applied (refused_reason empty) and one per charge refused for a budget
+// (amounts 0, refused_reason daily_budget or total_budget; the view
+// `charges` leaves them out).
 type chargeRows struct {
 	n                                       int
 	mp, interaction, auction                []uuid.UUID
@@ -206,6 +227,7 @@ type chargeRows struct {
 	kind                                    []string
 	eventID, currency, campaign, product    []string
 	vendor, extVendor, globalID, chargeType []string
+	refused                                 []string
 	sub                                     []uint16
 	rank                                    []uint8
 	partition                               []int32
@@ -214,10 +236,12 @@ type chargeRows struct {
 	first      []bool // applied by this batch (not a replay)
 }
 
-// add appends the charge of interaction row i of r; first says whether
-// this batch applied it (false: a replay).
+// add appends the charge of interaction row i of r (its amounts, and its
+// refusal reason when refused); first says whether this batch applied it
+// (false: a replay, or a refusal).
 func (c *chargeRows) add(r *interactionRows, i int, first bool) {
 	c.n++
+	c.refused = append(c.refused, r.refused[i])
 	c.first = append(c.first, first)
 	c.mp, c.interaction, c.auction = append(c.mp, r.mp[i]), append(c.interaction, r.interaction[i]), append(c.auction, r.auction[i])
 	c.at, c.atMs, c.day = append(c.at, r.occurred[i]), append(c.atMs, r.occurredMs[i]), append(c.day, r.day[i])
@@ -239,7 +263,8 @@ func (c *chargeRows) add(r *interactionRows, i int, first bool) {
 func (c *chargeRows) columns() []any {
 	return []any{c.mp, c.interaction, c.at, c.atMs, c.day, c.kind, c.eventID, c.received,
 		c.currency, c.campaign, c.product, c.vendor, c.extVendor, c.globalID, c.chargeType,
-		c.price, c.amount, c.sub, c.auction, c.rank, c.auctionAt, c.partition, c.offset}
+		c.price, c.amount, c.sub, c.auction, c.rank, c.auctionAt, c.partition, c.offset,
+		c.refused}
 }
 
 func (c *chargeRows) insert(ctx context.Context, conn clickhouse.Conn) error {

@@ -64,10 +64,13 @@ type MarketplaceDims struct {
 	Location *time.Location
 }
 
-// CampaignDims are the attributes of a campaign stored with an interaction.
+// CampaignDims are the attributes of a campaign stored with an interaction,
+// and its budgets (micro-units, 0: none), which cap its charges.
 type CampaignDims struct {
 	Name, Type, VendorID, Status string
 	Active                       bool
+	DailyBudgetMicros            int64
+	TotalBudgetMicros            int64
 }
 
 // VendorDims are the attributes of a vendor stored with an interaction.
@@ -186,12 +189,17 @@ func (p *Interactions) build(evs []*Event) (*interactionRows, []pendingCharge, e
 			charges = append(charges, pendingCharge{Charge: *c, row: rows.n - 1})
 		}
 	}
+	if rows.uncapped > 0 {
+		p.log.Warn("interactions projector: campaigns not in this process's view; their charges are not capped by their budgets",
+			"interactions", rows.uncapped, "campaign", rows.uncappedCampaign)
+	}
 	return rows, charges, nil
 }
 
 // charge applies the charges in Redis and returns the charge rows: one per
-// charge applied now or before by the same record; a charge another record
-// applied first unmarks its row.
+// charge applied now or before by the same record, and one per charge
+// refused for a budget (now or before, for the same record); a charge
+// another record applied or was refused first unmarks its row.
 func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pending []pendingCharge) (*chargeRows, error) {
 	charges := make([]budget.Charge, len(pending))
 	for i := range pending {
@@ -215,10 +223,22 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	ch := &chargeRows{}
 	for k, o := range outcomes {
 		i := pending[k].row
-		telemetry.Charges.WithLabelValues(rows.chargeType[i], o.String()).Inc()
+		outcome := o.String()
+		if o.Refused() {
+			outcome = "refused"
+		}
+		telemetry.Charges.WithLabelValues(rows.chargeType[i], outcome).Inc()
 		if o == budget.ChargeDuplicate {
-			rows.uncharge(i)
+			rows.uncharge(i, NoChargeDuplicate)
 			telemetry.NotCharged.WithLabelValues(string(NoChargeDuplicate)).Inc()
+			continue
+		}
+		if why := refusal(o); why != Chargeable {
+			// Stored as not charged, with a charges_raw row of amount 0 that
+			// says why (the vendor-charges list shows it on request).
+			rows.uncharge(i, why)
+			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
+			ch.add(rows, i, false)
 			continue
 		}
 		ch.add(rows, i, o == budget.ChargeApplied)
@@ -240,7 +260,7 @@ const interactionColumns = `marketplace_id, kind, event_id, interaction_id, occu
 	placement_category_ids, placement_search_query, object_type, object_asset_id, click_type,
 	charged, amount_micros, amount_sub_micros, kafka_partition, kafka_offset,
 	in_events_raw, received_at_ms, resolved_bid_id, event_entity_type, event_entity_id, event_external_vendor_id,
-	event_click_type, object_click_type`
+	event_click_type, object_click_type, refused_reason`
 
 // interactionRows holds interactions_raw rows column by column.
 type interactionRows struct {
@@ -269,6 +289,13 @@ type interactionRows struct {
 	inEventsRaw                                    []uint8
 	rbid, evEntType, evEntID, evExtVendor, evClick []string
 	obClick                                        []string
+	// Why a sponsored row is not charged (NoCharge; "" when charged or
+	// organic).
+	refused []string
+	// Not columns: sponsored rows whose campaign the view does not know
+	// (their charges have no budgets to cap them), and the last such campaign.
+	uncapped         int
+	uncappedCampaign string
 }
 
 func newInteractionRows(capacity int) *interactionRows {
@@ -295,6 +322,7 @@ func newInteractionRows(capacity int) *interactionRows {
 		amount: i64(), sub: make([]uint16, 0, capacity),
 		partition: make([]int32, 0, capacity), offset: i64(),
 		inEventsRaw: u8(), rbid: s(), evEntType: s(), evEntID: s(), evExtVendor: s(), evClick: s(), obClick: s(),
+		refused: s(),
 	}
 }
 
@@ -307,7 +335,8 @@ func (r *interactionRows) columns() []any {
 		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
 		r.plCategories, r.plSearch, r.obType, r.obAsset, r.clickType,
 		r.charged, r.amount, r.sub, r.partition, r.offset,
-		r.inEventsRaw, r.receivedMs, r.rbid, r.evEntType, r.evEntID, r.evExtVendor, r.evClick, r.obClick}
+		r.inEventsRaw, r.receivedMs, r.rbid, r.evEntType, r.evEntID, r.evExtVendor, r.evClick, r.obClick,
+		r.refused}
 }
 
 func (r *interactionRows) insert(ctx context.Context, conn clickhouse.Conn) error {
@@ -333,10 +362,10 @@ func (r *interactionRows) count() {
 	}
 }
 
-// uncharge marks row i as not charged (its winner's interaction was charged
-// by another event).
-func (r *interactionRows) uncharge(i int) {
-	r.charged[i], r.amount[i], r.sub[i] = 0, 0, 0
+// uncharge marks row i as not charged, for the reason why (its winner's
+// interaction was charged by another event, or a budget refused it).
+func (r *interactionRows) uncharge(i int, why NoCharge) {
+	r.charged[i], r.amount[i], r.sub[i], r.refused[i] = 0, 0, 0, string(why)
 }
 
 // epoch is the DateTime of "no auction" (organic rows).
@@ -375,22 +404,30 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Cha
 	r.addContext(e)
 
 	var claims *bidtoken.Claims
+	why := Chargeable // why a sponsored event is not charged
 	switch {
 	case d.HasToken:
 		claims = &d.Token
 	case d.TokenErr != nil:
+		why = NoChargeBadToken
 		telemetry.NotCharged.WithLabelValues(string(NoChargeBadToken)).Inc()
 		log.Error("interactions projector: resolvedBidId unreadable; stored as unattributed and not charged",
 			"marketplace", e.MarketplaceID, "event", e.ID, "partition", partition, "offset", offset, "err", d.TokenErr)
 	}
+	var limits budget.Limits
 	if claims == nil {
 		r.addOrganic(e, v)
 	} else {
-		r.addSponsored(e, claims, v, occurred)
+		camp, known := r.addSponsored(e, claims, v, occurred)
+		limits = budget.Limits{DailyMicros: camp.DailyBudgetMicros, TotalMicros: camp.TotalBudgetMicros}
+		if !known && v.Campaign != nil {
+			r.uncapped++
+			r.uncappedCampaign = r.campaign[r.n-1]
+		}
 	}
 	r.partition, r.offset = append(r.partition, partition), append(r.offset, offset)
 	r.addEvent(e, claims != nil)
-	return r.addCharge(d, claims, loc), nil
+	return r.addCharge(d, claims, loc, limits, why), nil
 }
 
 // addEvent appends what the event said that the row's other columns do not
@@ -413,22 +450,25 @@ func (r *interactionRows) addEvent(e *ingest.Event, sponsored bool) {
 }
 
 // addCharge appends the charge columns of the row just added and returns
-// its charge, or nil when it is not chargeable (organic: c is nil).
-func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Location) *budget.Charge {
+// its charge, capped by limits, or nil when it is not chargeable (organic: c
+// is nil; bad says why an unreadable token's row is not).
+func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Location, limits budget.Limits, bad NoCharge) *budget.Charge {
 	e := &d.E
-	why := Chargeable
+	why := bad
 	if c != nil {
 		why = chargeRule(e.Kind, e.OccurredAtMs, e.ReceivedAtMs, c)
 	}
 	if c == nil || why != Chargeable {
-		if why != Chargeable {
+		if why != Chargeable && why != bad {
 			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
 		}
 		r.charged, r.amount, r.sub = append(r.charged, 0), append(r.amount, 0), append(r.sub, 0)
+		r.refused = append(r.refused, string(why))
 		return nil
 	}
 	micros, sub := chargeAmount(c)
 	r.charged, r.amount, r.sub = append(r.charged, 1), append(r.amount, micros), append(r.sub, sub)
+	r.refused = append(r.refused, "")
 	return &budget.Charge{
 		MarketplaceID: e.MarketplaceID,
 		Key:           chargeKey(c, e.Kind),
@@ -437,6 +477,7 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 		CampaignID:    r.campaign[r.n-1],
 		Day:           budget.DayOf(r.occurred[r.n-1], loc),
 		Micros:        micros,
+		Limits:        limits,
 		KeepUntil:     markerUntil(c, time.Now()),
 	}
 }
@@ -473,8 +514,9 @@ func (r *interactionRows) addContext(e *ingest.Event) {
 }
 
 // addSponsored appends the auction, campaign, vendor and winner of a
-// sponsored interaction, from its token and the views.
-func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *Views, at time.Time) {
+// sponsored interaction, from its token and the views, and returns the
+// campaign's attributes (known: the view has it).
+func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *Views, at time.Time) (CampaignDims, bool) {
 	r.sponsored = append(r.sponsored, 1)
 	r.auction, r.rank = append(r.auction, uuid.UUID(c.AuctionID)), append(r.rank, c.Rank)
 	r.auctionAt, r.auctionAtMs = append(r.auctionAt, time.UnixMilli(c.AuctionTimeMs).UTC()), append(r.auctionAtMs, c.AuctionTimeMs)
@@ -487,7 +529,7 @@ func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *V
 	r.campaign, r.bidID = append(r.campaign, campaignID), append(r.bidID, bidID)
 	// Sponsored events cannot carry externalCampaignId (the API refuses it).
 	r.extCampaign = append(r.extCampaign, "")
-	camp, _ := lookupCampaign(v, e.MarketplaceID, campaignID, at)
+	camp, known := lookupCampaign(v, e.MarketplaceID, campaignID, at)
 	r.campName, r.campType, r.campStatus = append(r.campName, camp.Name), append(r.campType, camp.Type), append(r.campStatus, camp.Status)
 	r.campActive = append(r.campActive, b2u(camp.Active))
 	vendorID := c.VendorID
@@ -500,6 +542,7 @@ func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *V
 		hashed = 1 // entity_id comes from auction_winners (auction_id, rank)
 	}
 	r.entType, r.entID, r.entHashed = append(r.entType, c.WinnerType.String()), append(r.entID, c.WinnerID), append(r.entHashed, hashed)
+	return camp, known
 }
 
 // addOrganic appends the entity of an organic interaction (or of a

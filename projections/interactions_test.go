@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -83,6 +84,37 @@ func (s *chargeStack) views(loc *time.Location) projections.Views {
 			return projections.VendorDims{Name: "vendor " + id, GlobalID: "global-" + id}, true
 		},
 	}
+}
+
+// budgets are the campaigns' budgets a test's views answer with, changed
+// while the test runs.
+type budgets struct {
+	mu sync.Mutex
+	m  map[string]budget.Limits // campaign id → budgets
+}
+
+func (b *budgets) set(campaign string, l budget.Limits) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]budget.Limits{}
+	}
+	b.m[campaign] = l
+}
+
+// budgetViews are views(loc) whose campaigns have the budgets of b.
+func (s *chargeStack) budgetViews(loc *time.Location, b *budgets) projections.Views {
+	v := s.views(loc)
+	campaign := v.Campaign
+	v.Campaign = func(mp, id string, at time.Time) (projections.CampaignDims, bool) {
+		d, ok := campaign(mp, id, at)
+		b.mu.Lock()
+		l := b.m[id]
+		b.mu.Unlock()
+		d.DailyBudgetMicros, d.TotalBudgetMicros = l.DailyMicros, l.TotalMicros
+		return d, ok
+	}
+	return v
 }
 
 // winner signs a token for one auction winner.
@@ -332,6 +364,29 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 	if n := s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND event_id = 'c-5' AND sponsored = 0 AND entity_id = 'organic-sku'", s.mp); n != 1 {
 		t.Errorf("organic click: %d rows", n)
 	}
+	// Why each uncharged row is not charged (c-1 and c-2: one of them).
+	reasons := map[string]string{}
+	rrows, err := s.conn.Query(s.ctx, "SELECT event_id, refused_reason FROM interactions WHERE marketplace_id = ?", s.mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rrows.Next() {
+		var id, r string
+		if err := rrows.Scan(&id, &r); err != nil {
+			t.Fatal(err)
+		}
+		reasons[id] = r
+	}
+	rrows.Close()
+	if reasons["c-1"]+reasons["c-2"] != "duplicate" {
+		t.Errorf("c-1 %q, c-2 %q: want one duplicate", reasons["c-1"], reasons["c-2"])
+	}
+	delete(reasons, "c-1")
+	delete(reasons, "c-2")
+	if want := map[string]string{"i-1": "kind", "i-2": "", "c-3": "kind", "c-4": "before_auction", "c-5": "", "c-6": "after_window",
+		"c-7": "", "i-3": "kind"}; !maps.Equal(reasons, want) {
+		t.Errorf("reasons %v, want %v", reasons, want)
+	}
 
 	// Crash between the writes and the commit: everything is read again.
 	// Plus client retries (same ids, new records), another click on a
@@ -401,6 +456,123 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 	}
 	if got["c-1"] != "desktop[8928308280fffff]search[shoes]red shoesc1|sku-1" || got["c-6"] != "[][]|sku-1" || got["c-5"] != "[][]|organic-sku" || got["i-3"] != "desktop[8928308280fffff]search[shoes]red shoesc1|sku-1" {
 		t.Errorf("auction dimensions: c-1 %q, c-6 %q, c-5 %q, i-3 %q", got["c-1"], got["c-6"], got["c-5"], got["i-3"])
+	}
+}
+
+// TestInteractionsBudgetCap: clicks and impressions on winners collected
+// before any of them was charged. A CPC campaign with a daily budget and a
+// CPM campaign with a total budget are charged up to their budgets and no
+// further; the rest are stored as interactions not charged, with the
+// reason, and as refused rows of charges_raw (amount 0) that the view
+// `charges` leaves out. Then the budgets are raised and the group rewound
+// (a replay), with a second click on a refused winner and a new click: the
+// replay decides as before (refused stays refused), the second click is a
+// duplicate, the new click is charged under the new budget. Redis spend
+// equals the sum of the charges throughout.
+func TestInteractionsBudgetCap(t *testing.T) {
+	s := newChargeStack(t)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	cpc, cpm := uuid.New(), uuid.New()
+	var bs budgets
+	bs.set(cpc.String(), budget.Limits{DailyMicros: 1_000_000})
+	bs.set(cpm.String(), budget.Limits{TotalMicros: 5_000})
+	const clickPrice, cpmPrice = 300_000, 2_345_678 // an impression: 2,345 micro-units and 678 thousandths
+	var evs []ingest.Event
+	for i := range 10 {
+		evs = append(evs, ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
+			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i),
+			ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 1, cpc, bidtoken.CPC, clickPrice)})
+	}
+	for i := range 5 {
+		evs = append(evs, ingest.Event{Kind: ingest.KindImpression, MarketplaceID: s.mp, ID: "i-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
+			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i),
+			ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 2, cpm, bidtoken.CPM, cpmPrice)})
+	}
+	s.produce(t, evs...)
+	views := s.budgetViews(time.UTC, &bs)
+	p := s.projector(t, s.conn, views, 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, int64(len(evs))))
+
+	day := budget.DayOf(now, time.UTC)
+	type state struct {
+		charged, refused, refusedRows uint64 // interactions charged / refused for a budget; refused rows of charges_raw
+		sum, daySpend, totalSpend     int64
+	}
+	read := func(camp uuid.UUID, reason string) state {
+		var st state
+		st.charged = s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND campaign_id = ? AND charged = 1", s.mp, camp.String())
+		st.refused = s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND campaign_id = ? AND charged = 0 AND refused_reason = ?",
+			s.mp, camp.String(), reason)
+		st.refusedRows = s.uint64(t, `SELECT count() FROM charges_raw FINAL WHERE marketplace_id = ? AND campaign_id = ? AND refused_reason = ?
+			AND amount_micros = 0 AND amount_sub_micros = 0`, s.mp, camp.String(), reason)
+		if n := s.uint64(t, "SELECT count() FROM charges WHERE marketplace_id = ? AND campaign_id = ?", s.mp, camp.String()); n != st.charged {
+			t.Errorf("campaign %s: %d rows in charges, %d charged interactions", camp, n, st.charged)
+		}
+		st.sum = s.chargedSum(t, camp.String())
+		st.daySpend, st.totalSpend = s.spend(t, camp.String(), day)
+		return st
+	}
+	check := func(when string, camp uuid.UUID, reason string, want state) {
+		t.Helper()
+		if got := read(camp, reason); got != want {
+			t.Errorf("%s, campaign %s\n got %+v\nwant %+v", when, reason, got, want)
+		}
+	}
+	// 3 clicks fit in 1.00 (0.90); 2 impressions in 5,000 micro-units (4,690).
+	check("first pass", cpc, "daily_budget", state{charged: 3, refused: 7, refusedRows: 7, sum: 900_000, daySpend: 900_000, totalSpend: 900_000})
+	check("first pass", cpm, "total_budget", state{charged: 2, refused: 3, refusedRows: 3, sum: 4_690, daySpend: 4_690, totalSpend: 4_690})
+
+	// A refused click and its winner's token.
+	var refusedID, refusedTok string
+	if err := s.conn.QueryRow(s.ctx, `SELECT event_id, resolved_bid_id FROM interactions WHERE marketplace_id = ? AND refused_reason = 'daily_budget'
+		ORDER BY event_id LIMIT 1`, s.mp).Scan(&refusedID, &refusedTok); err != nil {
+		t.Fatal(err)
+	}
+
+	// The budgets are raised; the group replays everything, plus a second
+	// click on the refused winner and a click on a new winner.
+	bs.set(cpc.String(), budget.Limits{DailyMicros: 10_000_000})
+	bs.set(cpm.String(), budget.Limits{TotalMicros: 1_000_000})
+	s.rewind(t, projections.EventsGroup, s.topics.Events)
+	s.produce(t,
+		ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-again", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			OpaqueUserID: "u", ResolvedBidID: refusedTok},
+		ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-new", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			OpaqueUserID: "u", ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 1, cpc, bidtoken.CPC, clickPrice)},
+	)
+	p = s.projector(t, s.conn, views, 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, int64(len(evs)+2)))
+
+	check("after the replay", cpc, "daily_budget", state{charged: 4, refused: 7, refusedRows: 7, sum: 1_200_000, daySpend: 1_200_000, totalSpend: 1_200_000})
+	check("after the replay", cpm, "total_budget", state{charged: 2, refused: 3, refusedRows: 3, sum: 4_690, daySpend: 4_690, totalSpend: 4_690})
+	var reason string
+	var charged uint8
+	if err := s.conn.QueryRow(s.ctx, "SELECT refused_reason, charged FROM interactions WHERE marketplace_id = ? AND event_id = 'c-again'", s.mp).Scan(&reason, &charged); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "duplicate" || charged != 0 {
+		t.Errorf("second click on the refused winner of %s: charged %d, reason %q; want a duplicate", refusedID, charged, reason)
+	}
+	if n := s.uint64(t, "SELECT count() FROM (SELECT interaction_id, uniqExact(kafka_partition, kafka_offset, refused_reason) AS o FROM charges_raw GROUP BY interaction_id HAVING o > 1)"); n != 0 {
+		t.Errorf("%d charges have rows that differ", n)
+	}
+	// The reasons of the other rows.
+	rows, err := s.conn.Query(s.ctx, "SELECT refused_reason, count() FROM interactions WHERE marketplace_id = ? GROUP BY refused_reason ORDER BY refused_reason", s.mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var r string
+		var n uint64
+		if err := rows.Scan(&r, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s:%d", r, n))
+	}
+	rows.Close()
+	if g := strings.Join(got, " "); g != ":6 daily_budget:7 duplicate:1 total_budget:3" {
+		t.Errorf("reasons %s", g)
 	}
 }
 
@@ -588,13 +760,16 @@ type overspendCase struct {
 	price       int64 // CPC
 }
 
-// TestOverspend measures how far a campaign goes over its daily budget when
-// every ad it wins is clicked: an "auction" loop serves the campaign while
-// budget.Check passes on the spend read through a real budget.Cache (as the
-// auction's budget gate does), each served ad is clicked later, and the
-// clicks go through Kafka and the interactions projector into Redis. The
+// TestOverspend measures how many ads a campaign is served past its daily
+// budget when every ad it wins is clicked, and checks that none of them is
+// charged: an "auction" loop serves the campaign while budget.Check passes
+// on the spend read through a real budget.Cache (as the auction's budget
+// gate does), each served ad is clicked later, and the clicks go through
+// Kafka and the interactions projector into Redis. The projector's view has
+// the campaign's budget: spend stops exactly at it, and the clicks on the
+// ads served too late are stored as refused (daily_budget). The
 // marketplace's zone is picked so that it is between 23:00 and 24:00 there:
-// pacing then allows the whole daily budget and only the cap acts.
+// pacing then allows the whole daily budget and only the budget acts.
 func TestOverspend(t *testing.T) {
 	cases := []overspendCase{
 		{"defaults, 100 clicks/s, clicks within 1s", 100, time.Second, time.Second, time.Second, 5_000_000, 10_000},
@@ -635,7 +810,9 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 	defer stopCache()
 	go func() { _ = cache.Run(cctx) }()
 
-	p := s.projector(t, s.conn, s.views(loc), tc.flush)
+	var bs budgets
+	bs.set(camp, limits)
+	p := s.projector(t, s.conn, s.budgetViews(loc, &bs), tc.flush)
 	pctx, stopProjector := context.WithCancel(s.ctx)
 	var pwg sync.WaitGroup
 	pwg.Add(1)
@@ -716,21 +893,26 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 	stopWatch()
 
 	day, total := s.spend(t, camp, budget.DayOf(time.Now(), loc))
-	if day != total || day != int64(served)*tc.price || s.chargedSum(t, camp) != day {
-		t.Errorf("spend: day %d, total %d, charges %d, served %d × %d", day, total, s.chargedSum(t, camp), served, tc.price)
+	charged := s.uint64(t, "SELECT count() FROM charges WHERE marketplace_id = ? AND campaign_id = ?", s.mp, camp)
+	refused := s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND campaign_id = ? AND refused_reason = 'daily_budget'", s.mp, camp)
+	if day != total || day != int64(charged)*tc.price || s.chargedSum(t, camp) != day {
+		t.Errorf("spend: day %d, total %d, charges %d (%d of %d)", day, total, s.chargedSum(t, camp), charged, tc.price)
+	}
+	if day != tc.dailyBudget || charged+refused != uint64(served) {
+		t.Errorf("spend %d of a budget of %d; %d served = %d charged + %d refused?", day, tc.dailyBudget, served, charged, refused)
 	}
 	crossMu.Lock()
 	blind := lastServe.Sub(crossed)
 	crossMu.Unlock()
-	over := day - tc.dailyBudget
-	rate := int64(tc.auctionsPS) * tc.price // micro-units a second while serving, as asked
+	over := int64(served)*tc.price - tc.dailyBudget // what the ads served would have cost beyond the budget
+	rate := int64(tc.auctionsPS) * tc.price         // micro-units a second while serving, as asked
 	bound := rate * int64(tc.refresh+tc.flush+tc.clickDelay+time.Second) / int64(time.Second)
 	actual := float64(served) * float64(tc.price) / lastServe.Sub(start).Seconds() // the loop may run slower
-	t.Logf("budget %d, spent %d at %.0f micro-units/s: overspend %d micro-units = %.1f%% of the budget = %d clicks = %.2f s of the charge rate; "+
-		"last ad served %s after Redis spend reached the budget; bound used: rate × (refresh + flush + click delay + 1 s) = %d",
-		tc.dailyBudget, day, actual, over, 100*float64(over)/float64(tc.dailyBudget), over/tc.price, float64(over)/actual, blind, bound)
+	t.Logf("budget %d, spent %d (%d clicks charged) at %.0f micro-units/s; served past the budget: %d ads, worth %d micro-units = %.1f%% of the budget "+
+		"= %.2f s of the charge rate, all refused; last ad served %s after Redis spend reached the budget; bound used: rate × (refresh + flush + click delay + 1 s) = %d",
+		tc.dailyBudget, day, charged, actual, refused, over, 100*float64(over)/float64(tc.dailyBudget), float64(over)/actual, blind, bound)
 	if over < 0 || over > bound {
-		t.Errorf("overspend %d outside [0, %d]", over, bound)
+		t.Errorf("served past the budget: worth %d, outside [0, %d]", over, bound)
 	}
 }
 
@@ -884,9 +1066,10 @@ func TestInteractionsLoad(t *testing.T) {
 // the management API, auctions over /v2/auctions, a click on each winner
 // over /v2/events. Each click's charge must be in `charges` (with the
 // catalog's attributes) and in the Redis spend within 5 s; a retried click
-// and a second click on the same winner charge nothing; and the auction
-// stops serving the campaign once its budget is spent, a few clicks over at
-// most (the cache refresh).
+// and a second click on the same winner charge nothing; the auction stops
+// serving the campaign once its budget is spent, a few ads over at most
+// (the cache refresh), and the clicks on those are stored refused
+// (total_budget): spend ends exactly at the budget.
 func TestChargesThroughTheAPI(t *testing.T) {
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
@@ -979,13 +1162,14 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	charges := func() uint64 {
+	count := func(q string, args ...any) uint64 {
 		var n uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM charges WHERE marketplace_id = ?", m.ID).Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, q, append([]any{m.ID}, args...)...).Scan(&n); err != nil {
 			return 0 // the schema may not be there yet
 		}
 		return n
 	}
+	charges := func() uint64 { return count("SELECT count() FROM charges WHERE marketplace_id = ?") }
 	spend := func() int64 {
 		n, _ := a.Redis.HGet(ctx, budget.TotalKey(m.ID), camp.ID).Int64()
 		return n
@@ -1017,9 +1201,14 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		id := "click-" + strconv.Itoa(clicks)
 		start := time.Now()
 		click(id, tok)
+		// Folded (the interaction and the charge rows are inserted at once,
+		// on two connections: wait for both).
 		testenv.Eventually(t, 5*time.Second, func() error {
-			if n := charges(); n != uint64(clicks) {
-				return fmt.Errorf("%d charges, want %d", n, clicks)
+			if count("SELECT count() FROM interactions WHERE marketplace_id = ? AND event_id = ?", id) != 1 {
+				return fmt.Errorf("click %s not folded", id)
+			}
+			if n, want := charges(), uint64(min(clicks, budgetMicros/20_000)); n != want {
+				return fmt.Errorf("after %d clicks: %d charges, want %d", clicks, n, want)
 			}
 			return nil
 		})
@@ -1043,8 +1232,11 @@ func TestChargesThroughTheAPI(t *testing.T) {
 	t.Logf("%d clicks at %d micro-units, %d of them served after the spend in Redis had reached the budget (the last %s after); spend %d (budget %d); "+
 		"click accepted → charge visible: median %s, max %s", clicks, price, overBudget, servedAfter.Round(time.Millisecond), spend(), budgetMicros,
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
-	if got := spend(); got != int64(clicks)*price || got < budgetMicros {
-		t.Errorf("spend %d, want %d clicks × %d, at least the budget", got, clicks, price)
+	if got := spend(); got != budgetMicros || price != 20_000 {
+		t.Errorf("spend %d at %d a click, want exactly the budget, %d", got, price, budgetMicros)
+	}
+	if n := count("SELECT count() FROM interactions WHERE marketplace_id = ? AND charged = 0 AND refused_reason = 'total_budget'"); n != uint64(clicks-5) {
+		t.Errorf("%d clicks refused for the total budget, want %d", n, clicks-5)
 	}
 	// Each click waits for its charge, so the auction's copy of spend (re-read
 	// every BudgetRefresh) is the only lag: no auction may serve the campaign

@@ -57,6 +57,7 @@ type interaction struct {
 	charged                      uint8
 	micros                       int64
 	sub                          uint16
+	refused                      string // refused_reason
 }
 
 func insertInteractions(t *testing.T, ctx context.Context, conn clickhouse.Conn, rows ...interaction) {
@@ -65,7 +66,7 @@ func insertInteractions(t *testing.T, ctx context.Context, conn clickhouse.Conn,
 		occurred_at, occurred_at_ms, received_at, day_local, currency_code, sponsored, auction_id, auction_at, rank,
 		ad_format, charge_type, campaign_id, campaign_name, campaign_status, campaign_active, external_campaign_id,
 		vendor_id, vendor_name, external_vendor_id, entity_type, entity_id, entity_id_hashed, device_type, page_id,
-		page_value, placement_page, charged, amount_micros, amount_sub_micros)`)
+		page_value, placement_page, charged, amount_micros, amount_sub_micros, refused_reason)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func insertInteractions(t *testing.T, ctx context.Context, conn clickhouse.Conn,
 			r.at, r.at.UnixMilli(), r.at, dateOf(r.at), "EUR", r.sponsored, r.auction, r.at.Add(-time.Minute), r.rank,
 			r.format, r.chargeType, r.campaign, name, "active", uint8(1), r.extCampaign,
 			r.vendor, "vendor "+r.vendor, r.vendor, r.entityType, r.entity, r.hashed, r.device, r.pageID,
-			[]string{"v1", "v2"}, uint32(2), r.charged, r.micros, r.sub)
+			[]string{"v1", "v2"}, uint32(2), r.charged, r.micros, r.sub, r.refused)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,6 +343,50 @@ func TestRefreshExactSums(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count() FROM rollup_daily
 		WHERE marketplace_id = toUUID(?) AND campaign_id = 'C9'`, mpB).Scan(&n); err != nil || n != 1 {
 		t.Errorf("marketplace B rows: %d, %v", n, err)
+	}
+}
+
+// TestRefreshBudgetRefused: interactions refused for a budget are counted
+// per kind once (replayed rows folded), other reasons are not, and an event
+// whose charged copy exists counts as charged, whatever its uncharged copy
+// says.
+func TestRefreshBudgetRefused(t *testing.T) {
+	ctx, conn := db(t)
+	row := func(kind, ev string, charged uint8, refused string) interaction {
+		r := interaction{mp: mpA, kind: kind, event: ev, at: d1.Add(9 * time.Hour), sponsored: 1, auction: a1, rank: 1,
+			format: "listings", chargeType: "CPC", campaign: "C1", vendor: "V1", entityType: "product", entity: "P1",
+			device: "mobile", pageID: "home", charged: charged, refused: refused}
+		if kind == "impression" {
+			r.chargeType = "CPM"
+		}
+		if charged == 1 {
+			r.micros = 10_000
+		}
+		return r
+	}
+	insertInteractions(t, ctx, conn,
+		row("click", "c1", 1, ""),
+		row("click", "c2", 0, "daily_budget"),
+		row("click", "c3", 0, "total_budget"),
+		row("click", "c4", 0, "duplicate"),
+		row("impression", "i1", 0, "daily_budget"),
+		row("impression", "i2", 0, "kind"),
+		row("click", "c5", 1, ""),
+	)
+	insertInteractions(t, ctx, conn,
+		row("click", "c2", 0, "daily_budget"), // a replay
+		row("click", "c5", 0, "duplicate"),    // a retry after the dedupe window: the charged copy wins
+	)
+	if _, err := job(t, conn).Refresh(ctx, []time.Time{d1}); err != nil {
+		t.Fatal(err)
+	}
+	var clicks, charged, refusedClicks, refusedImps uint64
+	if err := conn.QueryRow(ctx, `SELECT sum(clicks), sum(charged_clicks), sum(budget_refused_clicks), sum(budget_refused_impressions)
+		FROM rollup_daily WHERE marketplace_id = toUUID(?)`, mpA).Scan(&clicks, &charged, &refusedClicks, &refusedImps); err != nil {
+		t.Fatal(err)
+	}
+	if clicks != 5 || charged != 2 || refusedClicks != 2 || refusedImps != 1 {
+		t.Errorf("clicks %d, charged %d, refused for a budget: %d clicks, %d impressions; want 5, 2, 2, 1", clicks, charged, refusedClicks, refusedImps)
 	}
 }
 

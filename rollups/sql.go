@@ -42,6 +42,7 @@ var (
 		"impressions", "clicks", "charged_impressions", "charged_clicks",
 		"ad_spent_impressions_micros", "ad_spent_impressions_sub_micros",
 		"ad_spent_clicks_micros", "ad_spent_clicks_sub_micros",
+		"budget_refused_impressions", "budget_refused_clicks",
 	}
 	purchaseMetrics = []string{"attributed_items", "purchases", "quantity", "total_purchase_amount_micros"}
 )
@@ -74,7 +75,9 @@ SELECT marketplace_id, day_local,
        sumIf(amount_micros, kind = 'impression' AND charged = 1) AS ad_spent_impressions_micros,
        sumIf(toUInt64(amount_sub_micros), kind = 'impression' AND charged = 1) AS ad_spent_impressions_sub_micros,
        sumIf(amount_micros, kind = 'click' AND charged = 1) AS ad_spent_clicks_micros,
-       sumIf(toUInt64(amount_sub_micros), kind = 'click' AND charged = 1) AS ad_spent_clicks_sub_micros
+       sumIf(toUInt64(amount_sub_micros), kind = 'click' AND charged = 1) AS ad_spent_clicks_sub_micros,
+       countIf(kind = 'impression' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_impressions,
+       countIf(kind = 'click' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_clicks
 FROM (
     SELECT * FROM (
         SELECT * FROM (
@@ -82,7 +85,7 @@ FROM (
                    ad_format, charge_type, campaign_id, campaign_name, campaign_type, campaign_status,
                    campaign_active, external_campaign_id, vendor_id, vendor_name, external_vendor_id,
                    entity_type, entity_id AS raw_entity_id, entity_id_hashed, device_type, page_type, page_id,
-                   page_value, placement_page, charged, amount_micros, amount_sub_micros
+                   page_value, placement_page, charged, amount_micros, amount_sub_micros, refused_reason
             FROM interactions_raw FINAL
             PREWHERE occurred_at >= toDateTime(?) AND occurred_at < toDateTime(?)
         ) WHERE day_local IN ({days})

@@ -8,15 +8,19 @@ import (
 	"time"
 )
 
-// Envelope is what a response says besides its charges.
+// Envelope is what a response says besides its charges, and whether it
+// lists the charges refused for a budget (Request.IncludeRefused).
 type Envelope struct {
-	Window       Window
-	CurrencyCode string // ISO 4217, the marketplace's
+	Window         Window
+	CurrencyCode   string // ISO 4217, the marketplace's
+	IncludeRefused bool
 }
 
 // chargeJSON is a vendor charge on the wire, in the spec's field order.
 // productId and globalId are null when there is none (the API's convention
-// for unset optional fields).
+// for unset optional fields). refusedReason (an Endcap extension) is only
+// on the entries of refused charges, which are listed only on request: a
+// charge has no such field.
 type chargeJSON struct {
 	InteractionID    string  `json:"interactionId"`
 	Timestamp        string  `json:"timestamp"`
@@ -26,6 +30,7 @@ type chargeJSON struct {
 	Amount           Amount  `json:"amount"`
 	ExternalVendorID string  `json:"externalVendorId"`
 	GlobalID         *string `json:"globalId"`
+	RefusedReason    string  `json:"refusedReason,omitempty"`
 }
 
 func toJSON(c Charge) chargeJSON {
@@ -33,6 +38,7 @@ func toJSON(c Charge) chargeJSON {
 		InteractionID: c.InteractionID, Timestamp: formatTime(time.UnixMilli(c.TimestampMs)),
 		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: c.VendorID,
 		Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: optional(c.GlobalID),
+		RefusedReason: c.RefusedReason,
 	}
 }
 
@@ -79,7 +85,7 @@ type Stream struct {
 // OpenStream reads the first batch of the window, so that a failure to read
 // ClickHouse can still be answered with an error status.
 func (s *Store) OpenStream(ctx context.Context, marketplaceID string, env Envelope) (*Stream, error) {
-	it := s.Scan(marketplaceID, env.Window, nil)
+	it := s.scan(marketplaceID, env.Window, nil, env.IncludeRefused)
 	first, err := it.Next(ctx, s.batch)
 	if err != nil {
 		return nil, err

@@ -76,6 +76,15 @@ type Request struct {
 	Limit int
 	// After continues a paged list (nil: from the window's start).
 	After *Position
+	// IncludeRefused lists, among the charges, the interactions whose
+	// charge was refused for a budget (amount 0, refusedReason): the query
+	// parameter include_refused, an Endcap extension.
+	IncludeRefused bool
+}
+
+// Envelope is what a response to r says besides its charges.
+func (r Request) Envelope(currencyCode string) Envelope {
+	return Envelope{Window: r.Window, CurrencyCode: currencyCode, IncludeRefused: r.IncludeRefused}
 }
 
 // Paged says whether the caller asked for pages.
@@ -88,9 +97,12 @@ func (r Request) NextPage(s *pagination.Signer, marketplaceID string, last Posit
 
 // ParseRequest validates the query parameters: start_date and end_date
 // (required, RFC 3339 with a time zone, end after start, at most MaxWindow
-// apart), limit (1..MaxLimit) and next_page (a cursor issued for this
-// marketplace and this same window). Every problem is reported, as
-// validation.Errors with loc ["query", name].
+// apart), limit (1..MaxLimit), next_page (a cursor issued for this
+// marketplace and this same window) and include_refused (true or false,
+// 1 or 0; false by default). Every problem is reported, as
+// validation.Errors with loc ["query", name]. A cursor is a position in
+// the list's order, which is the same with and without the refused
+// charges: include_refused applies to each page it is sent with.
 func ParseRequest(q url.Values, marketplaceID string, cursors *pagination.Signer) (Request, error) {
 	var errs validation.Errors
 	start, okStart := parseBound(q, "start_date", &errs)
@@ -118,6 +130,15 @@ func ParseRequest(q url.Values, marketplaceID string, cursors *pagination.Signer
 			errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(MaxLimit), "query", "limit")
 		default:
 			r.Limit = n
+		}
+	}
+	if s, present := firstValue(q, "include_refused"); present {
+		switch strings.ToLower(s) {
+		case "true", "1":
+			r.IncludeRefused = true
+		case "false", "0":
+		default:
+			errs.Add("bool_parsing", "Input should be a valid boolean, unable to interpret input", "query", "include_refused")
 		}
 	}
 	if tok, present := firstValue(q, "next_page"); present && tok != "" {

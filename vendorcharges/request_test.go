@@ -81,6 +81,12 @@ func TestParseRequest(t *testing.T) {
 		{"forged cursor", march + "&next_page=abc", Request{}, []string{"query.next_page:value_error"}},
 		{"cursor of another window", march + "&next_page=" + otherWin, Request{}, []string{"query.next_page:value_error"}},
 		{"cursor with a bad position", march + "&next_page=" + badAfter, Request{}, []string{"query.next_page:value_error"}},
+		{"include_refused", march + "&include_refused=true", Request{Window: win, IncludeRefused: true}, nil},
+		{"include_refused=1", march + "&include_refused=1", Request{Window: win, IncludeRefused: true}, nil},
+		{"include_refused=FALSE", march + "&include_refused=FALSE", Request{Window: win}, nil},
+		{"include_refused=0 with pages", march + "&include_refused=0&limit=5", Request{Window: win, Limit: 5}, nil},
+		{"include_refused not a boolean", march + "&include_refused=yes please", Request{}, []string{"query.include_refused:bool_parsing"}},
+		{"include_refused empty", march + "&include_refused=", Request{}, []string{"query.include_refused:bool_parsing"}},
 		{"everything wrong at once", "start_date=2026-03-01&limit=-1", Request{},
 			[]string{"query.start_date:timezone_aware", "query.end_date:missing", "query.limit:greater_than_equal"}},
 	} {
@@ -108,7 +114,7 @@ func TestParseRequest(t *testing.T) {
 			if !slices.Equal(locs, tc.errs) {
 				t.Fatalf("errors %v, want %v", locs, tc.errs)
 			}
-			if tc.errs == nil && (got.Window != tc.want.Window || got.Limit != tc.want.Limit) {
+			if tc.errs == nil && (got.Window != tc.want.Window || got.Limit != tc.want.Limit || got.IncludeRefused != tc.want.IncludeRefused) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 			if got.After != nil && (tc.want.After == nil || *got.After != *tc.want.After) {

@@ -23,6 +23,10 @@ type Charge struct {
 	Amount           Amount
 	ExternalVendorID string
 	GlobalID         string // "" when the vendor has none
+	// RefusedReason is "" for a charge; for an interaction whose charge was
+	// refused for a budget (listed only on request, Amount 0), daily_budget
+	// or total_budget.
+	RefusedReason string
 
 	// For the product of a winner whose id the token carried hashed.
 	auctionID string
@@ -72,9 +76,10 @@ func New(conn clickhouse.Conn, opts ...Option) *Store {
 var ErrUnavailable = errors.New("charges cannot be read right now")
 
 // Page returns the charges of r's window after r.After, at most r.Limit of
-// them, and whether more follow.
+// them, and whether more follow (with the refused ones when
+// r.IncludeRefused).
 func (s *Store) Page(ctx context.Context, marketplaceID string, r Request) ([]Charge, bool, error) {
-	it := s.Scan(marketplaceID, r.Window, r.After)
+	it := s.scan(marketplaceID, r.Window, r.After, r.IncludeRefused)
 	var out []Charge
 	for len(out) <= r.Limit && !it.Done() {
 		b, err := it.Next(ctx, r.Limit+1-len(out))
@@ -92,7 +97,17 @@ func (s *Store) Page(ctx context.Context, marketplaceID string, r Request) ([]Ch
 // Scan returns an iterator over the charges of the marketplace in w, in
 // order, after the position after (nil: from the start of w).
 func (s *Store) Scan(marketplaceID string, w Window, after *Position) *Iter {
-	it := &Iter{s: s, mp: marketplaceID, w: w, span: int64(s.firstSpan / time.Second)}
+	return s.scan(marketplaceID, w, after, false)
+}
+
+// ScanWithRefused is Scan with the charges refused for a budget among them
+// (RefusedReason set, Amount 0), in the same order.
+func (s *Store) ScanWithRefused(marketplaceID string, w Window, after *Position) *Iter {
+	return s.scan(marketplaceID, w, after, true)
+}
+
+func (s *Store) scan(marketplaceID string, w Window, after *Position, refused bool) *Iter {
+	it := &Iter{s: s, mp: marketplaceID, w: w, span: int64(s.firstSpan / time.Second), refused: refused}
 	// The position doubles as the window's start: "after (start, "")" keeps
 	// every charge at the start millisecond.
 	it.pos = Position{Ms: w.StartMs}
@@ -122,6 +137,7 @@ type Iter struct {
 	from, end int64    // seconds still to read: [from, end)
 	span      int64    // seconds per query
 	done      bool
+	refused   bool // list the refused charges too
 }
 
 // Done says whether the window has been read to its end.
@@ -133,7 +149,7 @@ func (it *Iter) Next(ctx context.Context, n int) ([]Charge, error) {
 	n = max(min(n, it.s.batch), 1)
 	for !it.done {
 		to := min(it.from+it.span, it.end)
-		rows, err := it.s.query(ctx, it.mp, it.w.EndMs, it.from, to, it.pos, n)
+		rows, err := it.s.query(ctx, it.mp, it.w.EndMs, it.from, to, it.pos, n, it.refused)
 		if err != nil {
 			return nil, err
 		}
@@ -172,22 +188,32 @@ func (it *Iter) Next(ctx context.Context, n int) ([]Charge, error) {
 // than the view `charges`, so that the WHERE clause reaches the sort key
 // (marketplace_id, timestamp, interaction_id) on every server version.
 // Replays inserted identical rows: FINAL folds them, and filtering before the
-// fold cannot pick a different copy.
+// fold cannot pick a different copy (refused_reason too is the same in
+// every copy). The rows of charges refused for a budget (refused_reason
+// set) are left out unless asked for (%s).
 const chargesQuery = `SELECT toString(interaction_id), timestamp_ms, campaign_id, product_id, vendor_id,
        external_vendor_id, global_id, amount_micros, amount_sub_micros,
-       toString(auction_id), rank, auction_at
+       toString(auction_id), rank, auction_at, refused_reason
 FROM charges_raw FINAL
 WHERE marketplace_id = ?
   AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?)
   AND timestamp_ms < ?
-  AND (timestamp_ms > ? OR (timestamp_ms = ? AND toString(interaction_id) > ?))
+  AND (timestamp_ms > ? OR (timestamp_ms = ? AND toString(interaction_id) > ?))%s
 ORDER BY timestamp_ms, toString(interaction_id)
 LIMIT %d`
 
-func (s *Store) query(ctx context.Context, mp string, endMs, from, to int64, after Position, n int) ([]Charge, error) {
+// chargedOnly is the condition that leaves the refused charges out.
+const chargedOnly = `
+  AND refused_reason = ''`
+
+func (s *Store) query(ctx context.Context, mp string, endMs, from, to int64, after Position, n int, refused bool) ([]Charge, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
-	rows, err := s.conn.Query(ctx, fmt.Sprintf(chargesQuery, n), mp, from, to, endMs, after.Ms, after.Ms, after.InteractionID)
+	cond := chargedOnly
+	if refused {
+		cond = ""
+	}
+	rows, err := s.conn.Query(ctx, fmt.Sprintf(chargesQuery, cond, n), mp, from, to, endMs, after.Ms, after.Ms, after.InteractionID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: query charges: %w", ErrUnavailable, err)
 	}
@@ -197,7 +223,7 @@ func (s *Store) query(ctx context.Context, mp string, endMs, from, to int64, aft
 		var c Charge
 		if err := rows.Scan(&c.InteractionID, &c.TimestampMs, &c.CampaignID, &c.ProductID, &c.VendorID,
 			&c.ExternalVendorID, &c.GlobalID, &c.Amount.Micros, &c.Amount.SubMicros,
-			&c.auctionID, &c.rank, &c.auctionAt); err != nil {
+			&c.auctionID, &c.rank, &c.auctionAt, &c.RefusedReason); err != nil {
 			return nil, fmt.Errorf("%w: read charges: %w", ErrUnavailable, err)
 		}
 		out = append(out, c)

@@ -181,7 +181,7 @@ func public(cs []Charge) []Charge {
 	out := make([]Charge, len(cs))
 	for i, c := range cs {
 		out[i] = Charge{InteractionID: c.InteractionID, TimestampMs: c.TimestampMs, CampaignID: c.CampaignID, ProductID: c.ProductID,
-			VendorID: c.VendorID, Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: c.GlobalID}
+			VendorID: c.VendorID, Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: c.GlobalID, RefusedReason: c.RefusedReason}
 	}
 	return out
 }
