@@ -100,6 +100,8 @@ func TestFaults(t *testing.T) {
 		return k.Key
 	}
 	mkKey, advKey := key("marketplace"), key("advanced")
+	// Every click costs at least the reserve: 0.25.
+	s.cli("admin", "marketplace", "set-reserve", "--marketplace", m.ID, "--cpc", "0.25")
 	for _, p := range []*osProc{api, p1, p2} {
 		s.waitReady(p, 90*time.Second)
 	}
@@ -117,7 +119,7 @@ func TestFaults(t *testing.T) {
 		return b
 	}
 	must("PUT", "/public/v1/catalog-search-service/catalogs/vendors", `{"vendors":[{"id":"v1","name":"V1"}]}`, 200)
-	must("PUT", "/public/v1/catalog-search-service/catalogs/products", `{"products":[{"id":"P1","name":"P1","vendors":["v1"],"active":true}]}`, 200)
+	must("PUT", "/public/v1/catalog-search-service/catalogs/products", `{"products":[{"id":"P1","name":"P1","vendors":["v1"],"active":true},{"id":"P2","name":"P2","vendors":["v1"],"active":true}]}`, 200)
 	var c struct {
 		ID string `json:"id"`
 	}
@@ -283,6 +285,53 @@ func TestFaults(t *testing.T) {
 		s.restart(api)
 		s.waitReady(api, 90*time.Second)
 		time.Sleep(2 * time.Second)
+	})
+
+	// Auctions are free: a client can collect winners first and click them
+	// later, when the auction no longer serves the campaign. The clicks are
+	// recorded, and charged only as far as the budget goes.
+	phase("overspend pattern", func(t *testing.T) {
+		var small struct {
+			ID string `json:"id"`
+		}
+		decodeJSON(t, must("POST", cpVendor("v1"), `{"name":"small","type":"listings","chargeType":"CPC","dailyBudget":1,"startDate":"2020-01-01T00:00:00Z"}`, 201), &small)
+		must("POST", cpBids(small.ID), `{"targetType":"product","target":"P2","bidAmount":0.50}`, 201)
+		var tokens []string
+		testenv.Eventually(t, 30*time.Second, func() error {
+			for len(tokens) < 20 {
+				st, b, err := api.call("POST", "/v2/auctions", mkKey, `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["P2"]}}]}`, 5*time.Second, nil)
+				var out struct {
+					Results []auResult `json:"results"`
+				}
+				if err != nil || st != 201 || json.Unmarshal(b, &out) != nil || len(out.Results) != 1 || len(out.Results[0].Winners) != 1 {
+					return fmt.Errorf("auction for P2: %d %s %v", st, b, err)
+				}
+				tokens = append(tokens, out.Results[0].Winners[0].ResolvedBidID)
+			}
+			return nil
+		})
+		for i, tok := range tokens {
+			body := fmt.Sprintf(`{"clicks":[{"id":"overspend-%d","occurredAt":%q,"opaqueUserId":"u-o","resolvedBidId":%q}]}`, i, ts(time.Now()), tok)
+			if st, b, err := api.call("POST", "/v2/events", mkKey, body, 5*time.Second, nil); st != 200 {
+				t.Fatalf("click %d: %d %s %v", i, st, b, err)
+			}
+		}
+		// 20 clicks at 0.25 would be 5.00: 4 are charged (1.00), 16 refused.
+		testenv.Eventually(t, catchUpBound, func() error {
+			rows, err := s.query("SELECT toString(count()), toString(sum(amount_micros)) FROM charges WHERE campaign_id = ?", small.ID)
+			if err != nil {
+				return err
+			}
+			refused, err := s.query("SELECT toString(count()) FROM interactions WHERE campaign_id = ? AND refused_reason = 'daily_budget'", small.ID)
+			if err != nil {
+				return err
+			}
+			if rows[0][0] != "4" || rows[0][1] != "1000000" || refused[0][0] != "16" {
+				return fmt.Errorf("campaign with a daily budget of 1.00: %s charges for %s µ, %s clicks refused; want 4 for 1000000 µ and 16 refused",
+					rows[0][0], rows[0][1], refused[0][0])
+			}
+			return nil
+		})
 	})
 
 	ld.stop()
