@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -37,51 +36,6 @@ type Public struct {
 
 // Marketplace is the marketplace of the authenticated key.
 func Marketplace(c *gin.Context) accounts.Marketplace { return principal(c).Marketplace }
-
-// RateLimiter applies GCRA limits per API key (redis_rate).
-type RateLimiter struct {
-	limiter *redis_rate.Limiter
-	classes map[string]redis_rate.Limit
-	log     *slog.Logger
-}
-
-// NewRateLimiter returns a limiter with a limit per class of routes.
-func NewRateLimiter(l *redis_rate.Limiter, classes map[string]redis_rate.Limit, log *slog.Logger) *RateLimiter {
-	return &RateLimiter{limiter: l, classes: classes, log: log}
-}
-
-// Limit returns the middleware of a class ("catalog", "default"). Every
-// limited response carries X-RateLimit-Limit (requests per period),
-// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until the full limit is
-// available again); a 429 also carries Retry-After. When Redis cannot be
-// reached the request is let through (fail open) and a warning is logged.
-func (r *RateLimiter) Limit(class string) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		lim, ok := r.classes[class]
-		if !ok || r.limiter == nil {
-			c.Next()
-			return
-		}
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 500*time.Millisecond)
-		res, err := r.limiter.Allow(ctx, "ec:rl:"+class+":"+principal(c).Key.ID, lim)
-		cancel()
-		if err != nil {
-			r.log.Warn("rate limit unavailable; request let through", "class", class, "err", err)
-			c.Next()
-			return
-		}
-		h := c.Writer.Header()
-		h.Set("X-RateLimit-Limit", strconv.Itoa(lim.Rate))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(res.Remaining, 0)))
-		h.Set("X-RateLimit-Reset", strconv.Itoa(ceilSeconds(res.ResetAfter)))
-		if res.Allowed == 0 {
-			h.Set("Retry-After", strconv.Itoa(max(ceilSeconds(res.RetryAfter), 1)))
-			abortV2(c, http.StatusTooManyRequests, "too_many_requests", "rate limit of "+strconv.Itoa(lim.Rate)+" requests per "+lim.Period.String()+" exceeded for this API key; retry after the Retry-After delay")
-			return
-		}
-		c.Next()
-	}
-}
 
 func ceilSeconds(d time.Duration) int {
 	if d <= 0 {

@@ -19,17 +19,22 @@ type Options struct {
 }
 
 // Open returns a pooled client. Every command is bounded by the caller's
-// context and by these socket timeouts.
+// context deadline and by these socket timeouts, whichever comes first:
+// without ContextTimeoutEnabled go-redis would apply only the socket
+// timeouts to a reply being read, so a frozen Redis would hold a caller
+// that gave itself 150 ms for the full ReadTimeout. A context that is
+// cancelled without a deadline still waits for the socket timeout.
 func Open(o Options) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr:         o.Addr,
-		Password:     o.Password,
-		DB:           o.DB,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  3 * time.Second,
-		WriteTimeout: 3 * time.Second,
-		PoolSize:     32,
-		MaxRetries:   1,
+		Addr:                  o.Addr,
+		Password:              o.Password,
+		DB:                    o.DB,
+		DialTimeout:           2 * time.Second,
+		ReadTimeout:           3 * time.Second,
+		WriteTimeout:          3 * time.Second,
+		ContextTimeoutEnabled: true,
+		PoolSize:              32,
+		MaxRetries:            1,
 	})
 }
 
