@@ -33,6 +33,7 @@ import (
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/exports"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/rollups"
@@ -91,6 +92,8 @@ type App struct {
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
 	BidKeys      atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
+	// master wraps the secrets kept in Redis (nil: none configured).
+	master *masterkey.Keys
 	// settled: the collection after the entity state loaded has run (settle);
 	// the process is not ready before.
 	settled atomic.Bool
@@ -101,8 +104,9 @@ type App struct {
 	Segments  *segments.Service
 	Billing   *billing.Service
 
-	handler  http.Handler
-	listener net.Listener
+	handler         http.Handler
+	listener        net.Listener
+	metricsListener net.Listener // nil: /metrics on the API port
 }
 
 // New builds every component of target. It makes no network call, so a
@@ -130,6 +134,12 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.Entities.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
+	if a.master, err = masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey); err != nil {
+		return nil, err
+	}
+	if target.runs(TargetAPI) && a.master == nil && (cfg.BidSigningKeys == "" || cfg.CursorSecret == "") {
+		return nil, errNoMasterKey
+	}
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
 	a.Spend = budget.NewCache(a.Redis, budget.Options{Refresh: cfg.BudgetRefresh, Log: log})
 	routes, err := a.domains()
@@ -146,10 +156,11 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	}
 
 	deps := api.Deps{
-		Checks:       a.checks(),
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		RetryAfter:   cfg.RetryAfter,
-		Log:          log,
+		Checks:           a.checks(),
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		RetryAfter:       cfg.RetryAfter,
+		Log:              log,
+		MetricsElsewhere: cfg.MetricsAddr != "",
 	}
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts
@@ -215,10 +226,10 @@ func (a *App) Prepare(ctx context.Context) error {
 		{"redis server", a.checkRedis},
 		{"bid signing keys", a.loadBidKeys},
 		{"cursor key", func(ctx context.Context) error {
-			if a.cfg.CursorSecret != "" {
+			if a.cfg.CursorSecret != "" || !a.target.runs(TargetAPI) {
 				return nil
 			}
-			key, err := redisstore.SharedSecret(ctx, a.Redis, "ec:cursor-key")
+			key, err := a.sharedSecret(ctx, cursorKeyName, "list cursor")
 			if err != nil {
 				return err
 			}
@@ -274,14 +285,32 @@ func (a *App) checkRedis(ctx context.Context) error {
 	return nil
 }
 
-// Listen binds the HTTP address (so that callers learn the port early).
+// Listen binds the HTTP address, and the metrics address when one is
+// configured (so that callers learn the ports early).
 func (a *App) Listen() (net.Addr, error) {
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
 	}
+	if a.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("metrics listener on %s: %w", a.cfg.MetricsAddr, err)
+		}
+		a.metricsListener = mln
+	}
 	a.listener = ln
 	return ln.Addr(), nil
+}
+
+// MetricsAddr is the address of the metrics listener once bound (nil when
+// /metrics is on the API port).
+func (a *App) MetricsAddr() net.Addr {
+	if a.metricsListener == nil {
+		return nil
+	}
+	return a.metricsListener.Addr()
 }
 
 // Run serves HTTP, prepares dependencies, loads state and runs the target's
@@ -308,6 +337,16 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}()
 	a.log.Info("endcap serving", "target", a.target, "addr", a.listener.Addr().String())
+	if a.metricsListener != nil {
+		msrv := &http.Server{Handler: api.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := msrv.Serve(a.metricsListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics listener: %w", err)
+			}
+		}()
+		defer msrv.Close()
+		a.log.Info("metrics served on a listener of their own", "addr", a.metricsListener.Addr().String())
+	}
 	if a.cfg.DebugAddr != "" {
 		dbg := &http.Server{Addr: a.cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
@@ -510,12 +549,65 @@ func debugMux() *http.ServeMux {
 	return m
 }
 
+// Redis keys of the secrets shared by every API process when the
+// configuration does not give them (wrapped with the master key).
+const (
+	bidKeyName    = "ec:bid-signing-key:1"
+	cursorKeyName = "ec:cursor-key"
+)
+
+var errNoMasterKey = errors.New("a master key is required (ENDCAP_SECRET_KEY_FILE or ENDCAP_SECRET_KEY): without both ENDCAP_BID_SIGNING_KEYS and ENDCAP_CURSOR_SECRET the resolvedBidId and list cursor keys are kept in Redis, and Redis holds them only wrapped with it. Make one with `head -c 32 /dev/urandom | base64 > secret.key` (mode 0600) and give every api process the same file; a plaintext key an earlier version left in Redis is kept and wrapped (docs/operations.md, Secrets)")
+
+// sharedSecret returns the secret every API process shares through Redis
+// under name, wrapped with the master key. A value that no master key
+// opens stops the process with what to do: waiting cannot fix it, and a
+// new secret would silently invalidate everything signed with the old one.
+func (a *App) sharedSecret(ctx context.Context, name, what string) ([]byte, error) {
+	key, err := redisstore.SharedSecret(ctx, a.Redis, name, a.master)
+	if errors.Is(err, redisstore.ErrSecret) {
+		return nil, permanentError{fmt.Errorf("%w. Start with the master key that wrapped it (while rotating, list it after the new one). Deleting %s from Redis makes a new %s key, and every one signed with the old key stops verifying", err, name, what)}
+	}
+	return key, err
+}
+
+// SharedBidKeys returns the resolvedBidId keyring kept in Redis (wrapped
+// with the master key), as ENDCAP_BID_SIGNING_KEYS would give it: for
+// moving to configured keys, to rotate them (docs/resolved-bid-id.md).
+func SharedBidKeys(ctx context.Context, cfg config.Config) (string, error) {
+	master, err := masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey)
+	if err != nil {
+		return "", err
+	}
+	if master == nil {
+		return "", errNoMasterKey
+	}
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+	defer rdb.Close()
+	v, err := rdb.Exists(ctx, bidKeyName).Result()
+	if err != nil {
+		return "", err
+	}
+	if v == 0 {
+		return "", fmt.Errorf("no resolvedBidId key in Redis (%s): none was made yet, or the processes use ENDCAP_BID_SIGNING_KEYS", bidKeyName)
+	}
+	key, err := redisstore.SharedSecret(ctx, rdb, bidKeyName, master)
+	if err != nil {
+		return "", err
+	}
+	return "1:" + base64.RawURLEncoding.EncodeToString(key), nil
+}
+
 // loadBidKeys loads the resolvedBidId keyring from the configuration, or
-// uses one random key shared by every process through Redis.
+// uses one random key shared by every API process through Redis (wrapped
+// with the master key). Processes that neither sign nor verify tokens
+// (projector, exporter) load none.
 func (a *App) loadBidKeys(ctx context.Context) error {
+	if !a.target.runs(TargetAPI) {
+		return nil
+	}
 	spec := a.cfg.BidSigningKeys
 	if spec == "" {
-		key, err := redisstore.SharedSecret(ctx, a.Redis, "ec:bid-signing-key:1")
+		key, err := a.sharedSecret(ctx, bidKeyName, "resolvedBidId")
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -162,7 +164,19 @@ func (e *Env) Config(t testing.TB, brokers []string) config.Config {
 	c.S3Bucket = "endcap-test-" + id
 	c.ProjectorFlushInterval = 200 * time.Millisecond
 	c.ShutdownTimeout = 5 * time.Second
+	// The signing keys of the test's own, from the configuration: none is
+	// kept in Redis (which ENDCAP_TEST_REUSE_STACK shares with `make run`),
+	// and no master key is needed. Tests of the keys kept in Redis use a
+	// Redis of their own (OwnRedis).
+	c.BidSigningKeys = "1:" + randomKey()
+	c.CursorSecret = randomKey()
 	return c
+}
+
+func randomKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Logger returns a logger that writes to the test log when -v, else discards.
