@@ -16,6 +16,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/internal/jsontext"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -108,8 +109,38 @@ func (p *Public) BindJSON(c *gin.Context, v any) bool {
 		abort422(c, validation.New("json_invalid", "JSON decode error: unexpected data after the body", "body"))
 		return false
 	}
-	return true
+	return bodyText(c, body)
 }
+
+// bodyText answers 422 and returns false when a string of body, a JSON text
+// that decoded, breaks the text rule (invalid UTF-8, an unpaired surrogate
+// escape, NUL: jsontext.StringProblem), which encoding/json lets through as
+// U+FFFD or NUL: in every string of the body, keys included, naming the
+// first one. A valid body costs one pass over its bytes.
+func bodyText(c *gin.Context, body []byte) bool {
+	if jsontext.TextOK(body) {
+		return true
+	}
+	bad, found := jsontext.FindBadString(body)
+	if !found { // not expected: TextOK and FindBadString agree on a decoded body
+		abort422(c, validation.New(stringUnicode, "Strings must be valid UTF-8 without unpaired surrogates or NUL", "body"))
+		return false
+	}
+	typ := stringUnicode
+	if bad.Problem == jsontext.NULCharacter {
+		typ = validation.ValueError
+	}
+	msg := "String " + bad.Problem.Rule()
+	if bad.Key {
+		msg = "Object keys " + bad.Problem.Rule()
+	}
+	abort422(c, validation.Errors{{Loc: append([]any{"body"}, bad.Path...), Msg: msg, Type: typ}})
+	return false
+}
+
+// stringUnicode is the error type of a string that is not Unicode text
+// (pydantic's name for it).
+const stringUnicode = "string_unicode"
 
 func jsonErrors(err error) validation.Errors {
 	var te *json.UnmarshalTypeError
