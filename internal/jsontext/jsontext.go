@@ -354,11 +354,11 @@ func ValidString(b []byte, i int) (int, bool) {
 		case c < 0x20:
 			return i, false
 		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
+			n := utf8Len(b, i)
+			if n == 0 {
 				return i, false
 			}
-			i += size
+			i += n
 			continue
 		}
 		// backslash
@@ -378,6 +378,38 @@ func ValidString(b []byte, i int) (int, bool) {
 			return i, false
 		}
 	}
+}
+
+// utf8Len returns the length of the UTF-8 encoded character at b[i] (a
+// byte >= 0x80), or 0 when the bytes there are not UTF-8: two- and
+// three-byte characters (Latin, Cyrillic, CJK...) are checked inline, the
+// others by utf8.DecodeRune.
+func utf8Len(b []byte, i int) int {
+	c := b[i]
+	switch {
+	case c >= 0xc2 && c <= 0xdf:
+		if i+1 < len(b) && b[i+1]&0xc0 == 0x80 {
+			return 2
+		}
+		return 0
+	case c >= 0xe0 && c <= 0xef && i+2 < len(b):
+		lo, hi := byte(0x80), byte(0xbf)
+		switch c {
+		case 0xe0:
+			lo = 0xa0 // no overlong form
+		case 0xed:
+			hi = 0x9f // no surrogate
+		}
+		if b[i+1] >= lo && b[i+1] <= hi && b[i+2]&0xc0 == 0x80 {
+			return 3
+		}
+		return 0
+	}
+	r, size := utf8.DecodeRune(b[i:])
+	if r == utf8.RuneError && size == 1 {
+		return 0
+	}
+	return size
 }
 
 // unicodeEscape reads the \u escape at b[i] and returns its length (6, or

@@ -95,3 +95,26 @@ func FuzzTextRule(f *testing.F) {
 		}
 	})
 }
+
+// TestUTF8LenMatchesDecodeRune checks utf8Len against utf8.DecodeRune for
+// every lead byte >= 0x80 and every two following bytes, whole and cut.
+func TestUTF8LenMatchesDecodeRune(t *testing.T) {
+	buf := make([]byte, 4)
+	for c := 0x80; c <= 0xff; c++ {
+		for b1 := 0; b1 <= 0xff; b1++ {
+			for b2 := 0; b2 <= 0xff; b2++ {
+				buf[0], buf[1], buf[2], buf[3] = byte(c), byte(b1), byte(b2), 0x80
+				for _, n := range []int{1, 2, 3, 4} {
+					r, size := utf8.DecodeRune(buf[:n])
+					want := size
+					if r == utf8.RuneError && size == 1 {
+						want = 0
+					}
+					if got := utf8Len(buf[:n], 0); got != want {
+						t.Fatalf("% x: utf8Len %d, DecodeRune %d", buf[:n], got, want)
+					}
+				}
+			}
+		}
+	}
+}
