@@ -103,6 +103,29 @@ func (r *RateLimiter) done(probe bool, err error) {
 	}
 }
 
+// allow asks Redis within Timeout and records the outcome for the breaker.
+// A probe that ends without an outcome (the client went away, a panic)
+// lets the next request probe.
+func (r *RateLimiter) allow(ctx context.Context, key string, lim redis_rate.Limit, probe bool) (res *redis_rate.Result, err error) {
+	recorded := false
+	defer func() {
+		if probe && !recorded {
+			r.mu.Lock()
+			r.probing = false
+			r.mu.Unlock()
+		}
+	}()
+	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	res, err = r.limiter.Allow(cctx, key, lim)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return nil, err // the client went away: says nothing about Redis
+	}
+	r.done(probe, err)
+	recorded = true
+	return res, err
+}
+
 // Limit returns the middleware of a class ("catalog", "default"). Every
 // limited response carries X-RateLimit-Limit (requests per period),
 // X-RateLimit-Remaining and X-RateLimit-Reset (seconds until the full limit is
@@ -122,20 +145,7 @@ func (r *RateLimiter) Limit(class string) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		ctx, cancel := context.WithTimeout(c.Request.Context(), r.Timeout)
-		res, err := r.limiter.Allow(ctx, "ec:rl:"+class+":"+principal(c).Key.ID, lim)
-		cancel()
-		if err != nil && c.Request.Context().Err() != nil {
-			// The client went away: says nothing about Redis.
-			if probe {
-				r.mu.Lock()
-				r.probing = false
-				r.mu.Unlock()
-			}
-			c.Next()
-			return
-		}
-		r.done(probe, err)
+		res, err := r.allow(c.Request.Context(), "ec:rl:"+class+":"+principal(c).Key.ID, lim, probe)
 		if err != nil {
 			telemetry.RateLimitSkipped.WithLabelValues("redis_error").Inc()
 			c.Next()

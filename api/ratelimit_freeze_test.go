@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -101,5 +102,60 @@ func TestRateLimiterFrozenRedis(t *testing.T) {
 	})
 	if code, limited, took := get(); code != 200 || !limited || took > bound {
 		t.Errorf("after the thaw, breaker closed: %d, limited %v, took %s", code, limited, took)
+	}
+}
+
+// TestRateLimiterBreaker walks the breaker's states on a fake clock: closed
+// until Failures failures in a row, open (Redis not asked) for Cooldown,
+// then one probe at a time; a failed probe reopens it, a success closes it.
+func TestRateLimiterBreaker(t *testing.T) {
+	down := redisstore.Open(redisstore.Options{Addr: "127.0.0.1:1"})
+	defer down.Close()
+	lim, _ := ParseLimit("10/1s")
+	rl := NewRateLimiter(redis_rate.NewLimiter(down), map[string]redis_rate.Limit{"default": lim}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Unix(1_000_000, 0)
+	rl.now = func() time.Time { return now }
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set(principalKey, accounts.Principal{Key: accounts.APIKey{ID: "k"}}) })
+	r.GET("/d", rl.Limit("default"), func(c *gin.Context) { c.JSON(200, gin.H{"ok": true}) })
+	get := func() int {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest("GET", "/d", nil))
+		return w.Code
+	}
+	open := func() bool { rl.mu.Lock(); defer rl.mu.Unlock(); return !rl.openUntil.IsZero() }
+
+	for i := 1; i < DefaultBreakerFailures; i++ {
+		if get() != 200 || open() {
+			t.Fatalf("after %d failures: open %v", i, open())
+		}
+	}
+	if get() != 200 || !open() {
+		t.Fatal("not open after the third failure in a row")
+	}
+	if ask, _ := rl.admit(); ask {
+		t.Error("open breaker asks Redis")
+	}
+	now = now.Add(rl.Cooldown)
+	ask, probe := rl.admit()
+	if !ask || !probe {
+		t.Fatalf("after the cooldown: ask %v probe %v", ask, probe)
+	}
+	if ask, _ := rl.admit(); ask {
+		t.Error("a second request probes while the first does")
+	}
+	rl.done(true, errors.New("still down"))
+	if ask, _ := rl.admit(); ask || !open() {
+		t.Error("a failed probe did not reopen the breaker")
+	}
+	now = now.Add(rl.Cooldown)
+	_, probe = rl.admit()
+	rl.done(probe, nil)
+	if open() {
+		t.Error("a successful probe did not close the breaker")
+	}
+	if ask, probe := rl.admit(); !ask || probe {
+		t.Errorf("closed breaker: ask %v probe %v", ask, probe)
 	}
 }
