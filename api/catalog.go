@@ -100,7 +100,7 @@ func catalogUnmarshal(c *gin.Context, body []byte, v any) bool {
 		abort422(c, jsonErrors(err))
 		return false
 	}
-	return true
+	return bodyText(c, body)
 }
 
 func (h *catalogHandlers) upsertProducts(c *gin.Context) {
@@ -119,6 +119,8 @@ func (h *catalogHandlers) upsertProducts(c *gin.Context) {
 			return
 		}
 		products, present = body.Products, body.Products != nil
+	} else if !bodyText(c, raw) {
+		return
 	}
 	res, err := h.svc.UpsertProducts(c.Request.Context(), Marketplace(c).ID, products, present, catalogIfMatch(c))
 	if err != nil {

@@ -59,6 +59,28 @@ func (n normalizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.next.ServeHTTP(w, r)
 }
 
+// securityHeaders marks every answer, errors, 404s and 405s included, as
+// not to be content-sniffed (a JSON error that echoes input must never be
+// run as HTML) nor stored by a browser or proxy cache (answers hold
+// tenant data and are made for one API key). Health and metrics answers
+// get them too: they change from one second to the next.
+func securityHeaders(c *gin.Context) {
+	setSecurityHeaders(c.Writer.Header())
+	c.Next()
+}
+
+// The values are shared (no allocation per answer): a header's values
+// are only ever replaced or appended to, never written in place.
+var (
+	hdrNosniff = []string{"nosniff"}
+	hdrNoStore = []string{"no-store"}
+)
+
+func setSecurityHeaders(h http.Header) {
+	h["X-Content-Type-Options"] = hdrNosniff
+	h["Cache-Control"] = hdrNoStore
+}
+
 // cors answers preflights and marks responses of the /v2 routes as readable
 // from any origin: they authenticate with a bearer key, never with cookies.
 func cors(c *gin.Context) {

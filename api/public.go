@@ -18,6 +18,7 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/idempotency"
+	"github.com/endcap/endcap/internal/jsontext"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -47,51 +48,6 @@ type Public struct {
 
 // Marketplace is the marketplace of the authenticated key.
 func Marketplace(c *gin.Context) accounts.Marketplace { return principal(c).Marketplace }
-
-// RateLimiter applies GCRA limits per API key (redis_rate).
-type RateLimiter struct {
-	limiter *redis_rate.Limiter
-	classes map[string]redis_rate.Limit
-	log     *slog.Logger
-}
-
-// NewRateLimiter returns a limiter with a limit per class of routes.
-func NewRateLimiter(l *redis_rate.Limiter, classes map[string]redis_rate.Limit, log *slog.Logger) *RateLimiter {
-	return &RateLimiter{limiter: l, classes: classes, log: log}
-}
-
-// Limit returns the middleware of a class ("catalog", "default"). Every
-// limited response carries X-RateLimit-Limit (requests per period),
-// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until the full limit is
-// available again); a 429 also carries Retry-After. When Redis cannot be
-// reached the request is let through (fail open) and a warning is logged.
-func (r *RateLimiter) Limit(class string) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		lim, ok := r.classes[class]
-		if !ok || r.limiter == nil {
-			c.Next()
-			return
-		}
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 500*time.Millisecond)
-		res, err := r.limiter.Allow(ctx, "ec:rl:"+class+":"+principal(c).Key.ID, lim)
-		cancel()
-		if err != nil {
-			r.log.Warn("rate limit unavailable; request let through", "class", class, "err", err)
-			c.Next()
-			return
-		}
-		h := c.Writer.Header()
-		h.Set("X-RateLimit-Limit", strconv.Itoa(lim.Rate))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(res.Remaining, 0)))
-		h.Set("X-RateLimit-Reset", strconv.Itoa(ceilSeconds(res.ResetAfter)))
-		if res.Allowed == 0 {
-			h.Set("Retry-After", strconv.Itoa(max(ceilSeconds(res.RetryAfter), 1)))
-			abortV2(c, http.StatusTooManyRequests, "too_many_requests", "rate limit of "+strconv.Itoa(lim.Rate)+" requests per "+lim.Period.String()+" exceeded for this API key; retry after the Retry-After delay")
-			return
-		}
-		c.Next()
-	}
-}
 
 func ceilSeconds(d time.Duration) int {
 	if d <= 0 {
@@ -175,8 +131,38 @@ func (p *Public) BindJSON(c *gin.Context, v any) bool {
 		abort422(c, validation.New("json_invalid", "JSON decode error: unexpected data after the body", "body"))
 		return false
 	}
-	return true
+	return bodyText(c, body)
 }
+
+// bodyText answers 422 and returns false when a string of body, a JSON text
+// that decoded, breaks the text rule (invalid UTF-8, an unpaired surrogate
+// escape, NUL: jsontext.StringProblem), which encoding/json lets through as
+// U+FFFD or NUL: in every string of the body, keys included, naming the
+// first one. A valid body costs one pass over its bytes.
+func bodyText(c *gin.Context, body []byte) bool {
+	if jsontext.TextOK(body) {
+		return true
+	}
+	bad, found := jsontext.FindBadString(body)
+	if !found { // not expected: TextOK and FindBadString agree on a decoded body
+		abort422(c, validation.New(stringUnicode, "Strings must be valid UTF-8 without unpaired surrogates or NUL", "body"))
+		return false
+	}
+	typ := stringUnicode
+	if bad.Problem == jsontext.NULCharacter {
+		typ = validation.ValueError
+	}
+	msg := "String " + bad.Problem.Rule()
+	if bad.Key {
+		msg = "Object keys " + bad.Problem.Rule()
+	}
+	abort422(c, validation.Errors{{Loc: append([]any{"body"}, bad.Path...), Msg: msg, Type: typ}})
+	return false
+}
+
+// stringUnicode is the error type of a string that is not Unicode text
+// (pydantic's name for it).
+const stringUnicode = "string_unicode"
 
 func jsonErrors(err error) validation.Errors {
 	var te *json.UnmarshalTypeError

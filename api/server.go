@@ -36,6 +36,9 @@ type Deps struct {
 	Public       *Public
 	PublicRoutes []RouteSet
 	Now          func() time.Time
+	// MetricsElsewhere: /metrics is served on a listener of its own
+	// (ENDCAP_METRICS_ADDR, see MetricsHandler), not by this handler.
+	MetricsElsewhere bool
 }
 
 // New returns the HTTP handler of one process.
@@ -53,7 +56,7 @@ func New(d Deps) http.Handler {
 	// ids with a slash (product ids are "any format") work as %2F.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(recovery(d.Log), observe)
+	r.Use(securityHeaders, recovery(d.Log), observe)
 	r.NoRoute(func(c *gin.Context) {
 		abortV2(c, http.StatusNotFound, "resource_not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})
@@ -64,7 +67,9 @@ func New(d Deps) http.Handler {
 	h := &handlers{d: d}
 	r.GET("/livez", h.livez)
 	r.GET("/readyz", h.readyz)
-	r.GET("/metrics", gin.WrapH(promhttp.Handler()))
+	if !d.MetricsElsewhere {
+		r.GET("/metrics", gin.WrapH(promhttp.Handler()))
+	}
 
 	if d.Accounts != nil && d.Events != nil {
 		v2 := r.Group("/v2", cors)
@@ -90,6 +95,17 @@ func New(d Deps) http.Handler {
 		}
 	}
 	return normalizer{r}
+}
+
+// MetricsHandler serves /metrics alone (any other path is 404), with the
+// headers of every answer of the API: for a listener of its own.
+func MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.Handler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		mux.ServeHTTP(w, r)
+	})
 }
 
 type handlers struct{ d Deps }

@@ -34,6 +34,7 @@ import (
 	"github.com/endcap/endcap/exports"
 	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/rollups"
@@ -92,6 +93,8 @@ type App struct {
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
 	BidKeys      atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
+	// master wraps the secrets kept in Redis (nil: none configured).
+	master *masterkey.Keys
 	// settled: the collection after the entity state loaded has run (settle);
 	// the process is not ready before.
 	settled atomic.Bool
@@ -108,8 +111,9 @@ type App struct {
 	Segments  *segments.Service
 	Billing   *billing.Service
 
-	handler  http.Handler
-	listener net.Listener
+	handler         http.Handler
+	listener        net.Listener
+	metricsListener net.Listener // nil: /metrics on the API port
 }
 
 // New builds every component of target. It makes no network call, so a
@@ -137,6 +141,12 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.Entities.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
+	if a.master, err = masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey); err != nil {
+		return nil, err
+	}
+	if target.runs(TargetAPI) && a.master == nil && (cfg.BidSigningKeys == "" || cfg.CursorSecret == "") {
+		return nil, errNoMasterKey
+	}
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
 	a.Spend = budget.NewCache(a.Redis, budget.Options{Refresh: cfg.BudgetRefresh, Log: log})
 	routes, err := a.domains()
@@ -154,10 +164,11 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 
 	a.health = api.NewHealth(a.checks())
 	deps := api.Deps{
-		Health:       a.health,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		RetryAfter:   cfg.RetryAfter,
-		Log:          log,
+		Health:           a.health,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		RetryAfter:       cfg.RetryAfter,
+		Log:              log,
+		MetricsElsewhere: cfg.MetricsAddr != "",
 	}
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts
@@ -256,10 +267,10 @@ func (a *App) Prepare(ctx context.Context) error {
 		{"redis server", a.checkRedis},
 		{"bid signing keys", a.loadBidKeys},
 		{"cursor key", func(ctx context.Context) error {
-			if a.cfg.CursorSecret != "" {
+			if a.cfg.CursorSecret != "" || !a.target.runs(TargetAPI) {
 				return nil
 			}
-			key, err := redisstore.SharedSecret(ctx, a.Redis, "ec:cursor-key")
+			key, err := a.sharedSecret(ctx, cursorKeyName, "list cursor")
 			if err != nil {
 				return err
 			}
@@ -315,14 +326,32 @@ func (a *App) checkRedis(ctx context.Context) error {
 	return nil
 }
 
-// Listen binds the HTTP address (so that callers learn the port early).
+// Listen binds the HTTP address, and the metrics address when one is
+// configured (so that callers learn the ports early).
 func (a *App) Listen() (net.Addr, error) {
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
 	}
+	if a.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("metrics listener on %s: %w", a.cfg.MetricsAddr, err)
+		}
+		a.metricsListener = mln
+	}
 	a.listener = ln
 	return ln.Addr(), nil
+}
+
+// MetricsAddr is the address of the metrics listener once bound (nil when
+// /metrics is on the API port).
+func (a *App) MetricsAddr() net.Addr {
+	if a.metricsListener == nil {
+		return nil
+	}
+	return a.metricsListener.Addr()
 }
 
 // Run serves HTTP, prepares dependencies, loads state and runs the target's
@@ -349,6 +378,16 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}()
 	a.log.Info("endcap serving", "target", a.target, "addr", a.listener.Addr().String())
+	if a.metricsListener != nil {
+		msrv := &http.Server{Handler: api.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := msrv.Serve(a.metricsListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics listener: %w", err)
+			}
+		}()
+		defer msrv.Close()
+		a.log.Info("metrics served on a listener of their own", "addr", a.metricsListener.Addr().String())
+	}
 	if a.cfg.DebugAddr != "" {
 		dbg := &http.Server{Addr: a.cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
@@ -556,11 +595,16 @@ func debugMux() *http.ServeMux {
 }
 
 // loadBidKeys loads the resolvedBidId keyring from the configuration, or
-// uses one random key shared by every process through Redis.
+// uses one random key shared by every API process through Redis (wrapped
+// with the master key). Processes that neither sign nor verify tokens
+// (projector, exporter) load none.
 func (a *App) loadBidKeys(ctx context.Context) error {
+	if !a.target.runs(TargetAPI) {
+		return nil
+	}
 	spec := a.cfg.BidSigningKeys
 	if spec == "" {
-		key, err := redisstore.SharedSecret(ctx, a.Redis, "ec:bid-signing-key:1")
+		key, err := a.sharedSecret(ctx, bidKeyName, "resolvedBidId")
 		if err != nil {
 			return err
 		}

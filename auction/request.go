@@ -23,7 +23,8 @@ import (
 // decisions where the contracts are silent and the order of the checks are in
 // docs/auctions-request.md; keep the two in step.
 //
-// The body is checked once by validJSON (what json.Valid accepts, faster), so
+// The body is checked once by validJSON (what json.Valid accepts, faster,
+// less the strings that break the text rule of jsontext.StringProblem), so
 // that a syntax error anywhere is invalid_json whatever else is wrong; that
 // pass also records where every array and object ends, so that skipping one
 // later costs O(1) instead of a second read of, say, 10,000 product ids.
@@ -592,12 +593,25 @@ func fail(code string, i int, f fpath, format string, args ...any) *ValidationEr
 	return invalid(code, f.at(i), format, args...)
 }
 
+// invalidJSON explains why the syntax check refused body: a syntax error
+// (invalid_json), or a string that the JSON grammar accepts and the text
+// rule does not (jsontext.StringProblem: bad_request naming the field).
 func invalidJSON(body []byte) *ValidationError {
 	var raw json.RawMessage
 	err := json.Unmarshal(body, &raw)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return invalid(CodeInvalidJSON, "", "request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	}
+	if bad, found := jsontext.FindBadString(body); err == nil && found {
+		path := jsontext.FormatPath(bad.Path)
+		if bad.Key {
+			return invalid(CodeBadRequest, path, "an object key %s", bad.Problem.Rule())
+		}
+		if path == "" {
+			path = "request body"
+		}
+		return invalid(CodeBadRequest, path, "%s", bad.Problem.Rule())
 	}
 	return invalid(CodeInvalidJSON, "", "request body is not valid JSON")
 }
@@ -1797,8 +1811,9 @@ func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
 const maxNestingDepth = 10000
 
 // validJSON reports whether p.b is one JSON value with optional surrounding
-// whitespace. It agrees with json.Valid (any byte >= 0x20 is accepted in a
-// string, as there) and is several times faster. Unlike ingest's copy, it
+// whitespace. It agrees with json.Valid but for the strings that break the
+// text rule (jsontext.ValidString), and is several times faster. Unlike
+// ingest's copy, it
 // also records the span of every array and object in p.cont, so that the walk
 // after it skips a container in O(1) instead of reading it again.
 func (p *parser) validJSON() bool {

@@ -20,6 +20,8 @@ import (
 	"unsafe"
 
 	"github.com/uber/h3-go/v4"
+
+	"github.com/endcap/endcap/internal/jsontext"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -163,6 +165,19 @@ func rejectCases() []rejectCase {
 		{"auctions empty", A, `{"auctions":[]}`, CodeMissingAuctions, "auctions: must not be empty"},
 		{"auctions case-sensitive", A, `{"Auctions":[` + lst(nil) + `]}`, CodeMissingAuctions, "auctions: is required"},
 		{"auctions object", A, `{"auctions":{}}`, CodeBadRequest, "auctions: must be an array"},
+
+		// text: invalid UTF-8, unpaired surrogates and NUL are refused in
+		// every string of the body, naming it (docs/auctions-request.md).
+		{"lone surrogate in a product id", A, body(lst(obj{"products": `{"ids":["p1","p\ud800"]}`})), CodeBadRequest, "auctions[0].products.ids[1]: must not contain an unpaired surrogate escape"},
+		{"lone low surrogate in a category", A, body(lst(obj{"products": "-", "category": `{"id":"\udc00"}`})), CodeBadRequest, "auctions[0].category.id: must not contain an unpaired surrogate"},
+		{"invalid UTF-8 in a product id", A, body(lst(obj{"products": "{\"ids\":[\"p\xff\"]}"})), CodeBadRequest, "auctions[0].products.ids[0]: must be valid UTF-8"},
+		{"NUL in a product id", A, body(lst(obj{"products": `{"ids":["p1","p2","\u0000"]}`})), CodeBadRequest, "auctions[0].products.ids[2]: must not contain the NUL character"},
+		{"NUL in a search query", S, body(sb(obj{"triggers": `{"searchQuery":"shoes\u0000"}`})), CodeBadRequest, "auctions[0].triggers.searchQuery: must not contain the NUL"},
+		{"invalid UTF-8 in a travel product", T, body(hot(obj{"products": "[{\"id\":\"h\xc3\"}]"})), CodeBadRequest, "auctions[0].products[0].id: must be valid UTF-8"},
+		{"NUL in an unknown field", A, body(lst(obj{"extra": `["\u0000"]`})), CodeBadRequest, "auctions[0].extra[0]: must not contain the NUL"},
+		{"invalid UTF-8 in a key", A, "{\"auctions\":[{\"ty\xffpe\":1}]}", CodeBadRequest, "auctions[0]: an object key must be valid UTF-8"},
+		{"bad string beats a later missing field", A, `{"auctions":[{},` + lst(obj{"slotId": `"\ud83d"`}) + `]}`, CodeBadRequest, "auctions[1].slotId: must not contain an unpaired"},
+		{"syntax error beats a bad string", A, "{\"auctions\":[{\"type\":\"\xff\"}]", CodeInvalidJSON, "not valid JSON"},
 		{"6 auctions", A, body(repeat(lst(nil), 6)...), CodeTooManyAuctions, "auctions: must have at most 5 auctions"},
 		{"6 sponsored brand auctions", S, body(repeat(sb(nil), 6)...), CodeTooManyAuctions, "at most 5"},
 		{"6 travel auctions", T, body(repeat(hot(nil), 6)...), CodeTooManyAuctions, "at most 5"},
@@ -1196,11 +1211,16 @@ func FuzzParseAuctions(f *testing.F) {
 				t.Fatalf("invalid JSON reported as %v", err)
 			case valid && err.Code == CodeInvalidJSON:
 				t.Fatalf("valid JSON reported as %v", err)
+			case valid && !jsontext.TextOK(b) && err.Code != CodeBadRequest:
+				t.Fatalf("a string breaking the text rule reported as %v", err)
 			}
 			return
 		}
 		if !valid {
 			t.Fatal("accepted a body that is not valid JSON")
+		}
+		if !jsontext.TextOK(b) {
+			t.Fatal("accepted a string with invalid UTF-8, an unpaired surrogate or NUL")
 		}
 		checkInvariants(t, reqs, kind)
 		// Compare with encoding/json (case-sensitive keys, last duplicate wins).

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/endcap/endcap/internal/jsontext"
 )
 
 // stdDecode is what the handler falls back to.
@@ -113,6 +115,15 @@ func BenchmarkDecodeProducts(b *testing.B) {
 		for b.Loop() {
 			if _, _, err := stdDecode(body); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	// The text rule's pass over the body that the API adds to the fast
+	// decoder's (api bodyText; docs/errors.md).
+	b.Run("text rule", func(b *testing.B) {
+		for b.Loop() {
+			if !jsontext.TextOK(body) {
+				b.Fatal("refused")
 			}
 		}
 	})

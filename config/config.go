@@ -58,6 +58,8 @@ type Config struct {
 	RateLimitDefault   string
 	CursorSecret       string
 	BidSigningKeys     string
+	SecretKeyFile      string
+	SecretKey          string
 
 	ProjectorBatchRows     int
 	EventsBatchRows        int
@@ -70,6 +72,7 @@ type Config struct {
 	ScoredAttributionGrace time.Duration
 	ReportURLLifetime      time.Duration
 
+	MetricsAddr     string
 	DebugAddr       string
 	ShutdownTimeout time.Duration
 	LogLevel        string
@@ -188,8 +191,10 @@ var settings = []setting{
 	}},
 	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
-	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis)", str(func(c *Config) *string { return &c.CursorSecret })},
-	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
+	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis, wrapped with the master key)", str(func(c *Config) *string { return &c.CursorSecret })},
+	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
+	{"secret-key-file", "ENDCAP_SECRET_KEY_FILE", "", "file holding the master key (32 random bytes in base64; several lines while rotating, the first wraps) that wraps the secrets kept in Redis; required by the api unless both keys above are set (endcap dev makes one in its data dir); see docs/operations.md, Secrets", str(func(c *Config) *string { return &c.SecretKeyFile })},
+	{"secret-key", "ENDCAP_SECRET_KEY", "", "the master key itself, instead of --secret-key-file (prefer the file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.SecretKey })},
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "records per batch of the entities and auctions projectors at most (one ClickHouse insert per table a batch)", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-events-batch-rows", "ENDCAP_PROJECTOR_EVENTS_BATCH_ROWS", "100000", "records per batch of the events fold at most (larger batches: fewer parts for ClickHouse to merge, a larger heap; see docs/projector.md, Batching)", integer(func(c *Config) *int { return &c.EventsBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
@@ -227,6 +232,7 @@ var settings = []setting{
 		c.RollupMaxShare = f
 		return nil
 	}},
+	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
 	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-level", "ENDCAP_LOG_LEVEL", "info", "debug | info | warn | error", func(c *Config, v string) error {

@@ -196,9 +196,21 @@ func TestDevRestartAndCrash(t *testing.T) {
 		t.Fatal("endcap dev did not stop within 30s of Ctrl-C")
 	}
 
+	// The demo's signing keys are wrapped with a master key of its own,
+	// kept beside the credentials (the restart below finds it again).
+	keyFile := filepath.Join(d.dir, "dev", "secret.key")
+	st, err := os.Stat(keyFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("master key file: %v %v", st, err)
+	}
+	keyText, _ := os.ReadFile(keyFile)
+
 	p = d.start()
 	if again := d.creds(); again != first {
 		t.Fatalf("credentials changed across restart: %+v vs %+v", again, first)
+	}
+	if again, _ := os.ReadFile(keyFile); string(again) != string(keyText) {
+		t.Fatal("the master key changed across the restart")
 	}
 
 	// Post batches from 4 clients until the process is killed.
@@ -351,9 +363,21 @@ func TestDevWithSeparateKafka(t *testing.T) {
 	}
 
 	kcmd, kdone = startKafka()
+	// The demo's signing keys are wrapped with a master key of its own,
+	// kept beside the credentials (the restart below finds it again).
+	keyFile := filepath.Join(d.dir, "dev", "secret.key")
+	st, err := os.Stat(keyFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("master key file: %v %v", st, err)
+	}
+	keyText, _ := os.ReadFile(keyFile)
+
 	p = d.start()
 	if again := d.creds(); again != first {
 		t.Fatalf("credentials changed across restart: %+v vs %+v", again, first)
+	}
+	if again, _ := os.ReadFile(keyFile); string(again) != string(keyText) {
+		t.Fatal("the master key changed across the restart")
 	}
 	// The marketplace key still authenticates: the accounts came back from the broker's data.
 	if code, err := d.post(first.MarketplaceKey, strings.Replace(body, "sep-1", "sep-2", 1)); err != nil || code != 200 {

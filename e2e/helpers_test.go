@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,13 +54,16 @@ func startSystem(t *testing.T, cfg config.Config) *system {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	s := &system{App: a, URL: "http://" + addr.String(), Cfg: cfg}
-	s.stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("system did not stop within 20s")
-		}
+	var once sync.Once
+	s.stop = func() { // a test may stop the system before its cleanup does
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Error("system did not stop within 20s")
+			}
+		})
 	}
 	t.Cleanup(s.stop)
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)

@@ -13,9 +13,11 @@ import (
 
 // This file decodes and validates a POST /v2/events body.
 //
-// The body is checked once by validJSON, which accepts exactly what
-// json.Valid accepts, several times faster (so that a syntax error anywhere
-// is invalid_json, whatever else is wrong). After that the parser trusts the
+// The body is checked once by validJSON, which accepts what json.Valid
+// accepts, several times faster (so that a syntax error anywhere is
+// invalid_json, whatever else is wrong), less the strings that break the
+// text rule (invalid UTF-8, unpaired surrogate escapes, \u0000; see
+// jsontext.StringProblem: bad_request naming the field). After that the parser trusts the
 // JSON grammar and walks the bytes by hand: every object is scanned once to
 // find the byte span of each known key (last duplicate wins, keys are
 // case-sensitive, unknown keys are skipped), and the known values are then
@@ -290,12 +292,25 @@ func (p *evParser) commit() {
 	p.fix = p.fix[:0]
 }
 
+// invalidJSON explains why the syntax check refused body: a syntax error
+// (invalid_json), or a string that the JSON grammar accepts and the text
+// rule does not (jsontext.StringProblem: bad_request naming the field).
 func invalidJSON(body []byte) *ValidationError {
 	var raw json.RawMessage
 	err := json.Unmarshal(body, &raw)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return invalid(CodeInvalidJSON, "", "request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	}
+	if bad, found := jsontext.FindBadString(body); err == nil && found {
+		path := jsontext.FormatPath(bad.Path)
+		if bad.Key {
+			return invalid(CodeBadRequest, path, "an object key %s", bad.Problem.Rule())
+		}
+		if path == "" {
+			path = "request body"
+		}
+		return invalid(CodeBadRequest, path, "%s", bad.Problem.Rule())
 	}
 	return invalid(CodeInvalidJSON, "", "request body is not valid JSON")
 }
@@ -969,8 +984,8 @@ func (p *evParser) scanArray(lo, k int) (int, bool) {
 }
 
 // validJSON reports whether b is one JSON value with optional surrounding
-// whitespace. It agrees with json.Valid (any byte >= 0x20 is accepted in a
-// string, as there) and is several times faster.
+// whitespace. It agrees with json.Valid but for the strings that break the
+// text rule (jsontext.ValidString), and is several times faster.
 func validJSON(b []byte) bool {
 	i, ok := validValue(b, jsontext.SkipWS(b, 0), 0)
 	return ok && jsontext.SkipWS(b, i) == len(b)

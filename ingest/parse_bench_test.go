@@ -105,3 +105,24 @@ func BenchmarkValidJSON(b *testing.B) {
 		validJSON(body)
 	}
 }
+
+// BenchmarkParseRequestUnicode is BenchmarkParseRequest with non-ASCII
+// text in the ids, search queries and page values (accented and CJK
+// product ids, a Japanese query), which the UTF-8 check reads rune by rune.
+func BenchmarkParseRequestUnicode(b *testing.B) {
+	s := string(benchBody())
+	s = strings.ReplaceAll(s, `"p_0`, `"prödukt-日本_0`)
+	s = strings.ReplaceAll(s, "running shoes", "ランニングシューズ für Läufer")
+	s = strings.ReplaceAll(s, "running+shoes", "%E3%83%A9")
+	body := []byte(s)
+	if evs, err := ParseRequest(body, testMarketplace, testNow); err != nil || len(evs) != 50 {
+		b.Fatalf("%d events, %v", len(evs), err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRequest(body, testMarketplace, testNow); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -301,6 +301,31 @@ func TestParseRequestRejects(t *testing.T) {
 		{"duplicate key last wins", `{"impressions":[` + imp(obj{"opaqueUserId": `"ok"`}) + `],"impressions":[{}]}`, CodeBadRequest, "impressions[0].id: is required"},
 		{"escaped key matches", `{"\u0069mpressions":[{}]}`, CodeBadRequest, "impressions[0].id: is required"},
 		{"unknown key with wrong type ignored, known one checked", req("impressions", imp(obj{"extra": `{"deviceType":5}`, "deviceType": `5`})), CodeBadRequest, "impressions[0].deviceType: must be a string"},
+
+		// text: invalid UTF-8, unpaired surrogates and NUL are refused in
+		// every string of the body, naming it.
+		{"lone high surrogate in id", req("impressions", imp(obj{"id": `"x\ud800y"`})), CodeBadRequest, "impressions[0].id: must not contain an unpaired surrogate escape"},
+		{"lone high surrogate at the end", req("impressions", imp(obj{"id": `"x\uDBFF"`})), CodeBadRequest, "impressions[0].id: must not contain an unpaired surrogate"},
+		{"lone low surrogate", req("clicks", clk(obj{"id": `"\udc00x"`})), CodeBadRequest, "clicks[0].id: must not contain an unpaired surrogate"},
+		{"reversed pair", req("impressions", imp(obj{"id": `"\ude00\ud83d"`})), CodeBadRequest, "impressions[0].id: must not contain an unpaired surrogate"},
+		{"high surrogate then a non-surrogate escape", req("impressions", imp(obj{"id": `"\ud83d\u0041"`})), CodeBadRequest, "impressions[0].id: must not contain an unpaired surrogate"},
+		{"two high surrogates", req("impressions", imp(obj{"id": `"\ud83d\ud83d"`})), CodeBadRequest, "impressions[0].id: must not contain an unpaired surrogate"},
+		{"invalid UTF-8 in id", "{\"impressions\":[" + imp(obj{"id": "\"a\xffb\""}) + "]}", CodeBadRequest, "impressions[0].id: must be valid UTF-8"},
+		{"truncated UTF-8 sequence", "{\"purchases\":[" + pur(obj{"id": "\"a\xc3\""}) + "]}", CodeBadRequest, "purchases[0].id: must be valid UTF-8"},
+		{"UTF-8 encoded surrogate", "{\"impressions\":[" + imp(obj{"id": "\"\xed\xa0\x80\""}) + "]}", CodeBadRequest, "impressions[0].id: must be valid UTF-8"},
+		{"overlong UTF-8", "{\"impressions\":[" + imp(obj{"id": "\"\xc0\xaf\""}) + "]}", CodeBadRequest, "impressions[0].id: must be valid UTF-8"},
+		{"NUL in id", req("impressions", imp(obj{"id": `"a\u0000b"`})), CodeBadRequest, "impressions[0].id: must not contain the NUL character"},
+		{"NUL in opaqueUserId", req("pageviews", pv(obj{"opaqueUserId": `"\u0000"`})), CodeBadRequest, "pageviews[0].opaqueUserId: must not contain the NUL"},
+		{"NUL in a product id", req("purchases", item(`{"productId":"p\u0000","unitPrice":1}`)), CodeBadRequest, "purchases[0].items[0].productId: must not contain the NUL"},
+		{"invalid UTF-8 in a nested list", req("impressions", imp(obj{"placement": "{\"path\":\"/\",\"categoryIds\":[\"a\",\"\xfe\"]}"})), CodeBadRequest, "impressions[0].placement.categoryIds[1]: must be valid UTF-8"},
+		{"NUL in an unknown field", req("impressions", imp(obj{"note": `"\u0000"`})), CodeBadRequest, "impressions[0].note: must not contain the NUL"},
+		{"invalid UTF-8 in a key", "{\"impressions\":[{\"i\xffd\":\"x\"}]}", CodeBadRequest, "impressions[0]: an object key must be valid UTF-8"},
+		{"NUL in a top-level key", `{"\u0000":1,"impressions":[]}`, CodeBadRequest, "an object key must not contain the NUL"},
+		{"bad string at the top", "\"\xff\"", CodeBadRequest, "request body: must be valid UTF-8"},
+		{"first bad string is named", req("impressions", imp(obj{"id": `"\u0000"`}), imp(obj{"id": `"\ud800"`})), CodeBadRequest, "impressions[0].id: must not contain the NUL"},
+		{"bad string beats a missing field", req("impressions", `{}`, imp(obj{"id": `"\ud800"`})), CodeBadRequest, "impressions[1].id: must not contain an unpaired"},
+		{"syntax error beats a bad string", "{\"impressions\":[" + imp(obj{"id": "\"\xff\""}) + "]", CodeInvalidJSON, "not valid JSON"},
+		{"escaped backslash before u0000 is text", req("impressions", imp(obj{"id": `"\\u0000"`, "opaqueUserId": `"\ud800"`})), CodeBadRequest, "impressions[0].opaqueUserId: must not contain an unpaired"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -446,16 +471,17 @@ func TestParseRequestAccepts(t *testing.T) {
 					t.Errorf("id = %q, want %q", evs[0].ID, want)
 				}
 			}},
-		{"lone surrogate becomes U+FFFD", req("impressions", imp(obj{"id": `"x\ud800y"`})), 1,
+		{"surrogate pairs and non-ASCII text", req("impressions", imp(obj{"id": `"\ud83d\ude00\uD83D\uDE00"`, "opaqueUserId": "\"日本語-ü-é\"",
+			"page": `{"type":"search","pageId":"/s","value":"café ☕"}`})), 1,
 			func(t *testing.T, evs []Event) {
-				if want := "x\uFFFDy"; evs[0].ID != want {
-					t.Errorf("id = %q, want %q", evs[0].ID, want)
+				if evs[0].ID != "😀😀" || evs[0].OpaqueUserID != "日本語-ü-é" || evs[0].Page.Value[0] != "café ☕" {
+					t.Errorf("event = %+v %+v", evs[0], evs[0].Page)
 				}
 			}},
-		{"invalid UTF-8 becomes U+FFFD", "{\"impressions\":[" + imp(obj{"id": "\"a\xffb\""}) + "]}", 1,
+		{"other control escapes are kept", req("impressions", imp(obj{"id": `"a\u0001\u001fb\t"`})), 1,
 			func(t *testing.T, evs []Event) {
-				if want := "a\uFFFDb"; evs[0].ID != want {
-					t.Errorf("id = %q, want %q", evs[0].ID, want)
+				if evs[0].ID != "a\x01\x1fb\t" {
+					t.Errorf("id = %q", evs[0].ID)
 				}
 			}},
 		{"escaped item keys", req("impressions", `{"\u0069d":"x","occurredAt":`+q(at(0))+`,"opaqueUserId":"u","resolvedBidId":"r"}`), 1,
@@ -810,6 +836,8 @@ func FuzzParseRequest(f *testing.F) {
 		req("impressions", imp(obj{"id": `"\ud83d\ude00\u0000\\"`, "placement": `{"path":"/","categoryIds":["a"],"position":1E1}`})),
 		`{"impressions":[{"id":"x","occurredAt":"2024-07-11T13:55:09Z","opaqueUserId":"u","resolvedBidId":"r"}],"impressions":5}`,
 		"{\"impressions\":[{\"id\":\"\xff\"}]}",
+		req("impressions", imp(obj{"id": `"\ud800"`})), req("clicks", clk(obj{"id": `"\ud83d\ude00\udc00"`})),
+		"{\"pageviews\":[" + pv(obj{"page": "{\"type\":\"home\",\"pageId\":\"\xed\xb0\x80\"}"}) + "]}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -831,11 +859,16 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("invalid JSON reported as %v", err)
 			case valid && err.Code == CodeInvalidJSON:
 				t.Fatalf("valid JSON reported as %v", err)
+			case valid && !jsontext.TextOK(body) && err.Code != CodeBadRequest:
+				t.Fatalf("a string breaking the text rule reported as %v", err)
 			}
 			return
 		}
 		if !valid {
 			t.Fatal("accepted a body that is not valid JSON")
+		}
+		if !jsontext.TextOK(body) {
+			t.Fatal("accepted a string with invalid UTF-8, an unpaired surrogate or NUL")
 		}
 		// Compare with encoding/json, which is case-sensitive for map keys
 		// and keeps the last of duplicate keys, like ParseRequest.
@@ -906,11 +939,11 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 		``, ` `, `{}`, `[]`, `""`, `0`, `-0`, `01`, `-`, `1.`, `.5`, `1.5e`, `1e+`, `1E-7`, `-0.0e0`, `1x`, `+1`,
 		`true`, `tru`, `truex`, `false`, `null`, `nul`, `NaN`, `Infinity`, `{"a":1,}`, `[1,]`, `[,1]`, `{"a" 1}`, `{a:1}`,
 		`{"a":1 "b":2}`, `[1 2]`, `{"a":}`, `{"a"}`, `{,}`, `"\u12"`, `"\u12g4"`, `"\x"`, `"\'"`, "\"\t\"", "\"\x7f\"", "\"\xff\"",
-		`"\"`, `"\\"`, `"abc`, `{"a":"b"`, `[`, `]`, ` {} `, "\ufeff{}", "{}\x00", `{} {}`, `[1]]`, `{"a":[1,{"b":null}]}`,
+		`"\"`, `"\\"`, `"abc`, `"\u0000"`, `"\\u0000"`, `"\ud800"`, `"\ud800\udc00"`, `"\udc00"`, "\"\xed\xa0\x80\"", "\"é日😀\"", "\"\xc3\"", `{"a":"b"`, `[`, `]`, ` {} `, "\ufeff{}", "{}\x00", `{} {}`, `[1]]`, `{"a":[1,{"b":null}]}`,
 		deep(10000), deep(10001), "[" + deep(9999) + "," + deep(9999) + "]", strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
 	} {
-		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
-			t.Errorf("validJSON(%.40q) = %v, json.Valid = %v", s, got, want)
+		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)) && jsontext.TextOK([]byte(s)); got != want {
+			t.Errorf("validJSON(%.40q) = %v, json.Valid and TextOK = %v", s, got, want)
 		}
 	}
 }

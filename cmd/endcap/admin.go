@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/accounts"
+	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/config"
@@ -70,6 +71,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	what, verb, rest := args[0], args[1], args[2:]
 	if what == "report" {
 		return cmdReport(ctx, verb, rest) // report.go
+	}
+	if what == "secrets" {
+		return cmdSecrets(ctx, verb, rest)
 	}
 	var (
 		name, currency, tz, marketplace, keyType, keyID string
@@ -312,4 +316,27 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 		return enc.Encode(k)
 	}
 	return fmt.Errorf("unknown admin command %q", op)
+}
+
+// cmdSecrets is `endcap admin secrets bid-keys`: it prints the resolvedBidId
+// key kept in Redis (unwrapped with the master key) in the form of
+// ENDCAP_BID_SIGNING_KEYS, so that an installation can move to configured
+// keys and rotate them (docs/resolved-bid-id.md, Rotation).
+func cmdSecrets(ctx context.Context, verb string, args []string) error {
+	if verb != "bid-keys" {
+		return fmt.Errorf("usage: endcap admin secrets bid-keys [flags]; unknown %q", verb)
+	}
+	cfg, _, err := parse("admin secrets bid-keys", args, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	spec, err := app.SharedBidKeys(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "The resolvedBidId signing key kept in Redis, as ENDCAP_BID_SIGNING_KEYS: keep it secret.")
+	fmt.Println(spec)
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/gomem"
+	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -119,6 +120,13 @@ func cmdDev(ctx context.Context, args []string) error {
 		log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"))
 	}
 
+	if cfg.SecretKeyFile == "" && cfg.SecretKey == "" {
+		// The demo keeps its signing keys in Redis, wrapped with a master
+		// key of its own, as production does.
+		if cfg.SecretKeyFile, err = ensureMasterKey(filepath.Join(dir, "dev", "secret.key")); err != nil {
+			return err
+		}
+	}
 	a, err := app.New(cfg, t, log)
 	if err != nil {
 		return err
@@ -156,9 +164,13 @@ func cmdDev(ctx context.Context, args []string) error {
 		<-runErr
 		return fmt.Errorf("demo marketplace: %w", err)
 	}
+	health := "(/readyz, /metrics)"
+	if m := a.MetricsAddr(); m != nil {
+		health = "(/readyz; /metrics on http://" + m.String() + "/metrics)"
+	}
 	fmt.Printf(`
 Endcap is running (Ctrl-C stops everything).
-  API             http://%s   (/readyz, /metrics)
+  API             http://%s   %s
   Kafka (kfake)   %s
   ClickHouse      %s  (clickhouse-client --port %d -d %s)
   Redis           %s
@@ -167,8 +179,9 @@ Endcap is running (Ctrl-C stops everything).
   marketplace key %s
   advanced key    %s
   credentials     %s
-`, cfg.HTTPAddr, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.RedisAddr,
-		stack.S3Endpoint, cfg.S3Bucket, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey, credPath)
+  master key      %s
+`, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.RedisAddr,
+		stack.S3Endpoint, cfg.S3Bucket, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey, credPath, masterKeySource(cfg))
 
 	err = <-runErr
 	if errors.Is(err, context.Canceled) {
@@ -219,6 +232,32 @@ func ensureDemo(ctx context.Context, acc *accounts.Service, path string) (creden
 		return c, err
 	}
 	return c, os.Rename(tmp, path)
+}
+
+// masterKeySource says where the master key comes from, for the banner.
+func masterKeySource(cfg config.Config) string {
+	if cfg.SecretKeyFile != "" {
+		return cfg.SecretKeyFile
+	}
+	return "ENDCAP_SECRET_KEY"
+}
+
+// ensureMasterKey returns path, writing a new master key there (mode 0600)
+// when the file does not exist yet.
+func ensureMasterKey(path string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(masterkey.Generate()+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
 }
 
 // startKfake starts the local stack's Kafka (kfake) on the port of the first

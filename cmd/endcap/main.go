@@ -34,6 +34,7 @@ Usage:
   endcap admin key create --marketplace ID --type marketplace|advanced
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID
+  endcap admin secrets bid-keys                                 print the resolvedBidId key kept in Redis as ENDCAP_BID_SIGNING_KEYS
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap loadgen events [--url URL] [--key KEY] [--duration 30s] [--concurrency 32] [--rate 0]
   endcap loadgen seed [--products 1000000] [--campaigns 100000]  seed a marketplace for auction benchmarks (public API)

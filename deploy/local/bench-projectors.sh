@@ -36,7 +36,9 @@
 # (`loadgen events --bid-signing-keys`). That needs the API's signing key:
 # when this script starts the stack it signs with a random key of the run's
 # (ENDCAP_BID_SIGNING_KEYS); against a running stack, export the stack's
-# ENDCAP_BID_SIGNING_KEYS, or the pool's winners are reused and nearly all of
+# ENDCAP_BID_SIGNING_KEYS (a `make run` keeps its key in Redis, wrapped:
+# `ENDCAP_SECRET_KEY_FILE=.endcap/dev/secret.key ./bin/endcap admin secrets
+# bid-keys` prints it), or the pool's winners are reused and nearly all of
 # their charges are duplicates. MINT=0 reuses them on purpose.
 # Settings via environment:
 #   DURATION (2m) RATE (1000 requests/s) BATCH (50 events per request) CONCURRENCY (256)

@@ -141,12 +141,13 @@ func Hex4(b []byte) rune {
 func IsHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 // MayStopString reports whether one of the 8 bytes in x may be a quote, a
-// backslash or a control character (no false negatives).
+// backslash, a control character or a byte of a non-ASCII character (no
+// false negatives).
 func MayStopString(x uint64) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	q := x ^ lsb*'"'
 	bs := x ^ lsb*'\\'
-	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
+	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs|x)&msb != 0
 }
 
 // PlainString reports whether the raw content of a JSON string is its own
@@ -327,6 +328,12 @@ func ValidNumber(b []byte, i int) (int, bool) {
 	return i, true
 }
 
+// ValidString checks the JSON string at b[i] == '"' and returns the offset
+// just past it. ok is false when it breaks the JSON grammar, and also when
+// the grammar accepts it but Endcap does not (see StringProblem): a byte
+// sequence that is not UTF-8, an unpaired surrogate escape, or \u0000.
+// A caller that must tell the two apart asks encoding/json (which accepts
+// the second kind) and FindBadString.
 func ValidString(b []byte, i int) (int, bool) {
 	i++
 	for {
@@ -346,6 +353,13 @@ func ValidString(b []byte, i int) (int, bool) {
 			return i + 1, true
 		case c < 0x20:
 			return i, false
+		case c >= utf8.RuneSelf:
+			n := utf8Len(b, i)
+			if n == 0 {
+				return i, false
+			}
+			i += n
+			continue
 		}
 		// backslash
 		if i+1 >= len(b) {
@@ -355,19 +369,79 @@ func ValidString(b []byte, i int) (int, bool) {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i += 2
 		case 'u':
-			if len(b)-i < 6 || !IsHex(b[i+2]) || !IsHex(b[i+3]) || !IsHex(b[i+4]) || !IsHex(b[i+5]) {
+			n, p := unicodeEscape(b, i)
+			if p != NoProblem {
 				return i, false
 			}
-			i += 6
+			i += n
 		default:
 			return i, false
 		}
 	}
 }
 
+// utf8Len returns the length of the UTF-8 encoded character at b[i] (a
+// byte >= 0x80), or 0 when the bytes there are not UTF-8: two- and
+// three-byte characters (Latin, Cyrillic, CJK...) are checked inline, the
+// others by utf8.DecodeRune.
+func utf8Len(b []byte, i int) int {
+	c := b[i]
+	switch {
+	case c >= 0xc2 && c <= 0xdf:
+		if i+1 < len(b) && b[i+1]&0xc0 == 0x80 {
+			return 2
+		}
+		return 0
+	case c >= 0xe0 && c <= 0xef && i+2 < len(b):
+		lo, hi := byte(0x80), byte(0xbf)
+		switch c {
+		case 0xe0:
+			lo = 0xa0 // no overlong form
+		case 0xed:
+			hi = 0x9f // no surrogate
+		}
+		if b[i+1] >= lo && b[i+1] <= hi && b[i+2]&0xc0 == 0x80 {
+			return 3
+		}
+		return 0
+	}
+	r, size := utf8.DecodeRune(b[i:])
+	if r == utf8.RuneError && size == 1 {
+		return 0
+	}
+	return size
+}
+
+// unicodeEscape reads the \u escape at b[i] and returns its length (6, or
+// 12 for a surrogate pair) and what is wrong with it; a malformed escape
+// is InvalidEscape.
+func unicodeEscape(b []byte, i int) (int, StringProblem) {
+	if len(b)-i < 6 || !IsHex(b[i+2]) || !IsHex(b[i+3]) || !IsHex(b[i+4]) || !IsHex(b[i+5]) {
+		return 0, InvalidEscape
+	}
+	switch r := Hex4(b[i+2:]); {
+	case r == 0:
+		return 6, NULCharacter
+	case r >= 0xdc00 && r <= 0xdfff:
+		return 6, LoneSurrogate
+	case r >= 0xd800 && r <= 0xdbff:
+		if len(b)-i >= 12 && b[i+6] == '\\' && b[i+7] == 'u' &&
+			IsHex(b[i+8]) && IsHex(b[i+9]) && IsHex(b[i+10]) && IsHex(b[i+11]) {
+			if lo := Hex4(b[i+8:]); lo >= 0xdc00 && lo <= 0xdfff {
+				return 12, NoProblem
+			}
+		}
+		return 6, LoneSurrogate
+	}
+	return 6, NoProblem
+}
+
 // stringStop marks the bytes that end the plain run of a JSON string.
 var stringStop = func() (t [256]bool) {
 	for c := range 0x20 {
+		t[c] = true
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
 		t[c] = true
 	}
 	t['"'], t['\\'] = true, true

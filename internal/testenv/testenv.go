@@ -11,6 +11,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,7 +164,19 @@ func (e *Env) Config(t testing.TB, brokers []string) config.Config {
 	c.S3Bucket = "endcap-test-" + id
 	c.ProjectorFlushInterval = 200 * time.Millisecond
 	c.ShutdownTimeout = 5 * time.Second
+	// The signing keys of the test's own, from the configuration: none is
+	// kept in Redis (which ENDCAP_TEST_REUSE_STACK shares with `make run`),
+	// and no master key is needed. Tests of the keys kept in Redis use a
+	// Redis of their own (OwnRedis).
+	c.BidSigningKeys = "1:" + randomKey()
+	c.CursorSecret = randomKey()
 	return c
+}
+
+func randomKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Logger returns a logger that writes to the test log when -v, else discards.
@@ -195,3 +210,45 @@ func Eventually(t testing.TB, timeout time.Duration, fn func() error) {
 
 // Errorf is fmt.Errorf, for Eventually bodies.
 var Errorf = fmt.Errorf
+
+// PrivateRedis is a redis-server of one test's own, which the test may
+// freeze (Freeze: SIGSTOP) and thaw (SIGCONT) without disturbing the shared
+// servers.
+type PrivateRedis struct {
+	Addr  string
+	PID   int
+	stack *localstack.Stack
+}
+
+// OwnRedis starts a redis-server for one test on a free port; it is thawed
+// and stopped when the test ends. It skips or fails like Get when Redis is
+// not installed.
+func OwnRedis(t testing.TB) *PrivateRedis {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs redis-server (not in -short)")
+	}
+	opts := localstack.Options{Dir: t.TempDir(), Host: localstack.DefaultHost, Redis: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := localstack.Start(ctx, opts)
+	if err != nil {
+		if errors.Is(err, localstack.ErrMissingBinary) && os.Getenv("ENDCAP_TEST_REQUIRE_STACK") != "1" {
+			t.Skipf("redis-server not installed (run deploy/local/install.sh): %v", err)
+		}
+		t.Fatalf("start redis-server: %v", err)
+	}
+	r := &PrivateRedis{Addr: st.RedisAddr, PID: st.PIDs()[localstack.ServiceRedis], stack: st}
+	t.Cleanup(func() {
+		r.Thaw()
+		_ = st.Stop()
+	})
+	return r
+}
+
+// Freeze stops the server's process (SIGSTOP): it keeps its connections and
+// accepts new ones, and answers nothing, as a hung server does.
+func (r *PrivateRedis) Freeze() error { return syscall.Kill(r.PID, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (r *PrivateRedis) Thaw() { _ = syscall.Kill(r.PID, syscall.SIGCONT) }

@@ -6,9 +6,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/internal/masterkey"
 )
 
 // Options say where Redis is.
@@ -19,33 +23,76 @@ type Options struct {
 }
 
 // Open returns a pooled client. Every command is bounded by the caller's
-// context and by these socket timeouts.
+// context deadline and by these socket timeouts, whichever comes first:
+// without ContextTimeoutEnabled go-redis would apply only the socket
+// timeouts to a reply being read, so a frozen Redis would hold a caller
+// that gave itself 150 ms for the full ReadTimeout. A context that is
+// cancelled without a deadline still waits for the socket timeout.
 func Open(o Options) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr:         o.Addr,
-		Password:     o.Password,
-		DB:           o.DB,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  3 * time.Second,
-		WriteTimeout: 3 * time.Second,
-		PoolSize:     32,
-		MaxRetries:   1,
+		Addr:                  o.Addr,
+		Password:              o.Password,
+		DB:                    o.DB,
+		DialTimeout:           2 * time.Second,
+		ReadTimeout:           3 * time.Second,
+		WriteTimeout:          3 * time.Second,
+		ContextTimeoutEnabled: true,
+		PoolSize:              32,
+		MaxRetries:            1,
 	})
 }
 
+// ErrSecret means the value at a shared secret's key cannot be used: it does
+// not unwrap with the master keys (wrapped with another master key, or
+// altered), or it is neither wrapped nor a plaintext secret of an earlier
+// version. Waiting does not fix it.
+var ErrSecret = errors.New("unusable shared secret")
+
+var replaceScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("SET", KEYS[1], ARGV[2]) return 1 else return 0 end`)
+
 // SharedSecret returns the 32-byte secret stored at key, creating it with
-// random bytes when absent (SET NX), so that every process shares it.
-func SharedSecret(ctx context.Context, rdb redis.UniversalClient, key string) ([]byte, error) {
+// random bytes when absent (SET NX), so that every process shares it. Redis
+// holds it only wrapped with the master keys (package masterkey, the key's
+// name as additional data). A value found in the plaintext form of earlier
+// versions (64 hexadecimal digits), or wrapped with a master key other
+// than the first, is returned and rewritten wrapped with the first, so
+// that what was signed with it stays valid.
+func SharedSecret(ctx context.Context, rdb redis.UniversalClient, key string, keys *masterkey.Keys) ([]byte, error) {
+	if keys == nil {
+		return nil, fmt.Errorf("%w: %s: no master key to wrap it with", ErrSecret, key)
+	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	if err := rdb.SetNX(ctx, key, hex.EncodeToString(b[:]), 0).Err(); err != nil {
+	if err := rdb.SetNX(ctx, key, keys.Wrap(key, b[:]), 0).Err(); err != nil {
 		return nil, err
 	}
-	v, err := rdb.Get(ctx, key).Result()
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		v, err := rdb.Get(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		var secret []byte
+		current := false
+		if masterkey.Wrapped(v) {
+			if secret, current, err = keys.Unwrap(key, v); err != nil {
+				return nil, fmt.Errorf("%w: %s in Redis %w", ErrSecret, key, err)
+			}
+		} else if secret, err = hex.DecodeString(v); err != nil || len(secret) != 32 {
+			return nil, fmt.Errorf("%w: %s in Redis is neither a wrapped secret nor a plaintext one of an earlier version", ErrSecret, key)
+		}
+		if current {
+			return secret, nil
+		}
+		// Rewrite it wrapped with the first master key, unless another
+		// process changed it meanwhile (then read it again).
+		n, err := replaceScript.Run(ctx, rdb, []string{key}, v, keys.Wrap(key, secret)).Int()
+		if err != nil {
+			return nil, err
+		}
+		if n == 1 || attempt == 3 {
+			return secret, nil
+		}
 	}
-	return hex.DecodeString(v)
 }
