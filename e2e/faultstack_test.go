@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/deploy/localstack"
+	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
@@ -94,6 +95,7 @@ func newFaultStack(t *testing.T) *faultStack {
 		"ENDCAP_RATE_LIMIT_DEFAULT=5000/1s",
 		"ENDCAP_RATE_LIMIT_CATALOG=5000/1s",
 		"ENDCAP_LOG_LEVEL=info",
+		"ENDCAP_SECRET_KEY=" + masterkey.Generate(),
 	}
 	if s.admin, err = kafka.NewClient([]string{s.brokers()}, nil); err != nil {
 		t.Fatal(err)
