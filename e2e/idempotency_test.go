@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/internal/testenv"
@@ -35,28 +34,6 @@ func idStart(t *testing.T, tweak func(*config.Config)) (*system, *kfake.Cluster)
 		tweak(&cfg)
 	}
 	return startSystem(t, cfg), cluster
-}
-
-// hangProduce makes the broker hold every produce request, as a frozen
-// broker does (the connection stays open and nothing answers), until the
-// returned function is called; the held requests are then processed.
-func hangProduce(t *testing.T, c *kfake.Cluster) (release func()) {
-	t.Helper()
-	gate := make(chan struct{})
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		select {
-		case <-gate:
-			c.DropControl()
-		default:
-			c.SleepControl(func() { <-gate })
-		}
-		return nil, nil, false
-	})
-	t.Cleanup(release)
-	return release
 }
 
 // idPost sends a POST with an Idempotency-Key (none when key is "").
@@ -140,7 +117,7 @@ func TestWritesOnAHungBroker(t *testing.T) {
 	key := s.AdvancedKey
 	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v-1","name":"Vendor 1"}]}`, nil), 200)
 
-	release := hangProduce(t, cluster)
+	release := testenv.HangProduce(t, cluster)
 	time.AfterFunc(2*time.Minute, release) // whatever happens, the test ends
 
 	r := timed(t, "PUT vendors", limit, func() response {

@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"encoding/json"
-	"errors"
 	"github.com/endcap/endcap/internal/jsontext"
 	"math"
 	"strconv"
@@ -296,23 +294,11 @@ func (p *evParser) commit() {
 // (invalid_json), or a string that the JSON grammar accepts and the text
 // rule does not (jsontext.StringProblem: bad_request naming the field).
 func invalidJSON(body []byte) *ValidationError {
-	var raw json.RawMessage
-	err := json.Unmarshal(body, &raw)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return invalid(CodeInvalidJSON, "", "request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	r := jsontext.Explain(body)
+	if r.Syntax {
+		return invalid(CodeInvalidJSON, r.Path, "%s", r.Msg)
 	}
-	if bad, found := jsontext.FindBadString(body); err == nil && found {
-		path := jsontext.FormatPath(bad.Path)
-		if bad.Key {
-			return invalid(CodeBadRequest, path, "an object key %s", bad.Problem.Rule())
-		}
-		if path == "" {
-			path = "request body"
-		}
-		return invalid(CodeBadRequest, path, "%s", bad.Problem.Rule())
-	}
-	return invalid(CodeInvalidJSON, "", "request body is not valid JSON")
+	return invalid(CodeBadRequest, r.Path, "%s", r.Msg)
 }
 
 // evPath is the JSON path of an event, or of an object or array element nested

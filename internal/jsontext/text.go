@@ -2,6 +2,9 @@ package jsontext
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -245,4 +248,36 @@ func FormatPath(path []any) string {
 		}
 	}
 	return sb.String()
+}
+
+// Refusal is why a JSON body that a fast syntax check refused is not
+// accepted: a syntax error (Syntax), or a string the JSON grammar accepts and
+// the text rule does not, at Path (FormatPath; "" for the top value).
+type Refusal struct {
+	Syntax bool
+	Path   string
+	Msg    string
+}
+
+// Explain says why body, refused by ValidJSON-style checks, is refused: the
+// first syntax error as encoding/json reports it, else the first string
+// that breaks the text rule (FindBadString). The /v2 parsers answer the first
+// with invalid_json and the second with bad_request.
+func Explain(body []byte) Refusal {
+	var raw json.RawMessage
+	err := json.Unmarshal(body, &raw)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return Refusal{Syntax: true, Msg: fmt.Sprintf("request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)}
+	}
+	if bad, found := FindBadString(body); err == nil && found {
+		path := FormatPath(bad.Path)
+		if bad.Key {
+			return Refusal{Path: path, Msg: "an object key " + bad.Problem.Rule()}
+		}
+		if path == "" {
+			path = "request body"
+		}
+		return Refusal{Path: path, Msg: bad.Problem.Rule()}
+	}
+	return Refusal{Syntax: true, Msg: "request body is not valid JSON"}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
@@ -143,6 +144,29 @@ func Kafka(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	}
 	t.Cleanup(c.Close)
 	return c, c.ListenAddrs()
+}
+
+// HangProduce makes the broker hold every produce request, as a frozen
+// broker does (the connection stays open, no answer comes), until the
+// returned function is called (or the test ends); the held requests are
+// then processed.
+func HangProduce(t testing.TB, c *kfake.Cluster) (release func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case <-gate:
+			c.DropControl()
+		default:
+			c.SleepControl(func() { <-gate })
+		}
+		return nil, nil, false
+	})
+	t.Cleanup(release)
+	return release
 }
 
 // Config returns a configuration for one test: these servers, the given

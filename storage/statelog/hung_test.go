@@ -4,39 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 )
-
-// hangProduce makes the broker hold every produce request (as a frozen
-// broker does: the connection stays open, no answer comes) until the
-// returned function is called; the held requests are then processed.
-func hangProduce(t *testing.T, c *kfake.Cluster) (release func()) {
-	t.Helper()
-	gate := make(chan struct{})
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		select {
-		case <-gate:
-			c.DropControl()
-		default:
-			c.SleepControl(func() { <-gate })
-		}
-		return nil, nil, false
-	})
-	t.Cleanup(release)
-	return release
-}
 
 // TestWritesGiveUpOnAHungBroker: with a broker that holds produce requests,
 // Append and AppendBatch return ErrInFlight when their context ends (franz-go's
@@ -50,7 +24,7 @@ func TestWritesGiveUpOnAHungBroker(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	l.SetLocker(redisstore.NewLocker(rdb, fmt.Sprintf("test:%d:", time.Now().UnixNano()), 10*time.Second))
 
-	release := hangProduce(t, cluster)
+	release := testenv.HangProduce(t, cluster)
 	// Should the code under test wait for the broker, the test still ends.
 	time.AfterFunc(20*time.Second, release)
 
