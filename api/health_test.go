@@ -95,3 +95,26 @@ func TestAuthWhileLoading(t *testing.T) {
 		}
 	}
 }
+
+// TestPathText: a path whose decoded form is not UTF-8 text or holds NUL is
+// refused with 400 bad_request before any route; other paths route as usual.
+func TestPathText(t *testing.T) {
+	srv := New(Deps{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/public/v1/segment-service/segments/a%00b", 400},
+		{"/public/v1/segment-service/segments/%FF%FE", 400},
+		{"/public/v1/segment-service/segments/%ED%A0%80", 400}, // a surrogate, encoded
+		{"/public/v1/segment-service/segments/caf%C3%A9", 404},  // no such route here: routed
+		{"/livez", 200},
+	} {
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest("GET", c.path, nil))
+		var body v2Error
+		if w.Code != c.want || json.Unmarshal(w.Body.Bytes(), &body) != nil || (c.want == 400 && body.ErrCode != "bad_request") {
+			t.Errorf("GET %s: %d %s, want %d", c.path, w.Code, w.Body, c.want)
+		}
+	}
+}

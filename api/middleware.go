@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -57,6 +58,17 @@ func (n normalizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	n.next.ServeHTTP(w, r)
+}
+
+// pathText refuses a path that is not UTF-8 text or holds NUL (the path's
+// ids follow the text rule of bodies: docs/errors.md): decoded, two such ids
+// could become one, and no entity can have such an id.
+func pathText(c *gin.Context) {
+	if p := c.Request.URL.Path; !utf8.ValidString(p) || strings.IndexByte(p, 0) >= 0 {
+		abortV2(c, http.StatusBadRequest, "bad_request", "the request path must be UTF-8 text without NUL characters (check the percent-encoding of its ids)")
+		return
+	}
+	c.Next()
 }
 
 // securityHeaders marks every answer, errors, 404s and 405s included, as

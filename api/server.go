@@ -56,7 +56,7 @@ func New(d Deps) http.Handler {
 	// ids with a slash (product ids are "any format") work as %2F.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(securityHeaders, recovery(d.Log), observe)
+	r.Use(securityHeaders, recovery(d.Log), observe, pathText)
 	r.NoRoute(func(c *gin.Context) {
 		abortV2(c, http.StatusNotFound, "resource_not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})

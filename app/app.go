@@ -120,6 +120,13 @@ type App struct {
 // process starts (and answers /livez) while its dependencies come up.
 func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, target: target, log: log, Topics: kafka.TopicNames(cfg.KafkaTopicPrefix)}
+	if cfg.BidSigningKeys != "" {
+		// A keyring given in the configuration is checked before anything
+		// starts: no retry can mend it.
+		if _, err := bidtoken.ParseKeyring(cfg.BidSigningKeys); err != nil {
+			return nil, fmt.Errorf("ENDCAP_BID_SIGNING_KEYS: %w", err)
+		}
+	}
 	var err error
 	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
 		return nil, err
@@ -612,7 +619,7 @@ func (a *App) loadBidKeys(ctx context.Context) error {
 	}
 	kr, err := bidtoken.ParseKeyring(spec)
 	if err != nil {
-		return fmt.Errorf("ENDCAP_BID_SIGNING_KEYS: %w", err)
+		return permanentError{fmt.Errorf("resolvedBidId keyring: %w", err)}
 	}
 	a.BidKeys.Store(kr)
 	return nil
