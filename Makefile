@@ -6,9 +6,10 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 .PHONY: run test build deps unit lint bench-events bench-auctions clean-dev
 
-## build: the endcap binary into bin/endcap
+## build: the development binary into bin/endcap (with dev, kafka and loadgen: -tags dev); the
+## production binary is a plain `go build ./cmd/endcap`
 build:
-	$(GO) build -o $(BIN) ./cmd/endcap
+	$(GO) build -tags dev -o $(BIN) ./cmd/endcap
 
 ## deps: install what the local stack needs (ClickHouse, Redis, versitygw); idempotent
 deps:
@@ -21,6 +22,7 @@ run: deps build
 ## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake
 test: deps
 	$(GO) vet ./...
+	$(GO) vet -tags dev ./cmd/endcap
 	ENDCAP_TEST_REQUIRE_STACK=1 $(GO) test -count=1 -timeout 40m ./...
 
 ## unit: the tests that need no server

@@ -49,7 +49,7 @@ func newDevStack(t *testing.T, extra ...string) *devStack {
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "endcap")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/endcap").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "dev", "-o", bin, "../cmd/endcap").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

@@ -25,8 +25,6 @@ const usage = `endcap — the Endcap retail-media platform
 
 Usage:
   endcap serve [--target=all|api|projector|exporter] [flags]   run the service against configured Kafka, ClickHouse, Redis, S3
-  endcap dev [--dir .endcap] [--target all|api] [flags]         run the whole local stack with a demo marketplace
-  endcap kafka [--dir .endcap] [flags]                          the local stack's Kafka (kfake) alone, for 'endcap dev --kfake=false'
   endcap migrate [flags]                                        apply ClickHouse migrations
   endcap admin marketplace create --name N --currency USD --timezone America/New_York
   endcap admin marketplace list
@@ -36,17 +34,25 @@ Usage:
   endcap admin key revoke --id KEY_ID
   endcap admin secrets bid-keys                                 print the resolvedBidId key kept in Redis as ENDCAP_BID_SIGNING_KEYS
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
-  endcap loadgen events [--url URL] [--key KEY] [--duration 30s] [--concurrency 32] [--rate 0]
-  endcap loadgen seed [--products 1000000] [--campaigns 100000]  seed a marketplace for auction benchmarks (public API)
-  endcap loadgen auctions [--rate 1000] [--ids 500] [--duration 30s]  load-generate /v2/auctions
-  endcap loadgen bare [--addr 127.0.0.1:18099]                  the bare Gin baseline server
   endcap config [--markdown]                                    list every setting and its variable
-
+%s
 Every command takes the configuration flags; each flag also reads an ENDCAP_* variable
 (run 'endcap config' for the list).
 `
 
+// devCommands are the commands of the development build (-tags dev: the
+// local stack, its broker and the load generator), registered by dev.go;
+// devUsage describes them. The production build has neither.
+var (
+	devCommands = map[string]func(context.Context, []string) error{}
+	devUsage    = `
+The development commands (dev, kafka, loadgen) are in the development build only:
+go build -tags dev ./cmd/endcap (make build, make run).
+`
+)
+
 func main() {
+	usage := fmt.Sprintf(usage, devUsage)
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -58,23 +64,21 @@ func main() {
 	switch cmd {
 	case "serve":
 		err = cmdServe(ctx, args)
-	case "dev":
-		err = cmdDev(ctx, args)
-	case "kafka":
-		err = cmdKafka(ctx, args)
 	case "migrate":
 		err = cmdMigrate(ctx, args)
 	case "admin":
 		err = cmdAdmin(ctx, args)
-	case "loadgen":
-		err = cmdLoadgen(ctx, args)
 	case "config":
 		printConfig(args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
-		fmt.Fprintf(os.Stderr, "endcap: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		run, ok := devCommands[cmd]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "endcap: unknown command %q\n\n%s", cmd, usage)
+			os.Exit(2)
+		}
+		err = run(ctx, args)
 	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

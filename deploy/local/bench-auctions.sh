@@ -55,7 +55,7 @@ SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:
 bin="${BIN:-./bin/endcap}"
 # Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
 # output and print them again on every later build and vet.
-env -u GODEBUG go build -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
+env -u GODEBUG go build -tags dev -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
 
 pids=()
 projector_pid=

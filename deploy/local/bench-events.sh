@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRENCY="${CONCURRENCY:-32}" BATCH="${BATCH:-50}"
 URL="${URL:-http://127.0.0.1:8080}" RATE="${RATE:-0}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}"
 bin=./bin/endcap
-[ -x "$bin" ] || env -u GODEBUG go build -o "$bin" ./cmd/endcap
+[ -x "$bin" ] || env -u GODEBUG go build -tags dev -o "$bin" ./cmd/endcap
 curl -fsS "$URL/readyz" >/dev/null || { echo "Endcap is not ready at $URL: start it with 'make run' first" >&2; exit 1; }
 
 "$bin" loadgen bare --addr "$BARE_ADDR" 2>/dev/null &

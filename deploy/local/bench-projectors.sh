@@ -77,7 +77,7 @@ CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 bin="${BIN:-./bin/endcap}"
 # Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
 # output and print them again on every later build and vet.
-env -u GODEBUG go build -o "$bin" ./cmd/endcap
+env -u GODEBUG go build -tags dev -o "$bin" ./cmd/endcap
 
 pids=()
 cleanup() {
