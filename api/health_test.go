@@ -107,7 +107,7 @@ func TestPathText(t *testing.T) {
 		{"/public/v1/segment-service/segments/a%00b", 400},
 		{"/public/v1/segment-service/segments/%FF%FE", 400},
 		{"/public/v1/segment-service/segments/%ED%A0%80", 400}, // a surrogate, encoded
-		{"/public/v1/segment-service/segments/caf%C3%A9", 404},  // no such route here: routed
+		{"/public/v1/segment-service/segments/caf%C3%A9", 404}, // no such route here: routed
 		{"/livez", 200},
 	} {
 		w := httptest.NewRecorder()

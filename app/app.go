@@ -35,6 +35,7 @@ import (
 	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/masterkey"
+	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/rollups"
@@ -286,6 +287,7 @@ func (a *App) Prepare(ctx context.Context) error {
 		}},
 	}
 	for _, s := range steps {
+		backoff := retry.New(250*time.Millisecond, 5*time.Second)
 		for attempt := 1; ; attempt++ {
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err := s.fn(sctx)
@@ -302,10 +304,8 @@ func (a *App) Prepare(ctx context.Context) error {
 			if attempt == 1 || attempt%10 == 0 {
 				a.log.Warn("waiting for a dependency", "step", s.name, "attempt", attempt, "err", err)
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
+			if _, err := backoff.Wait(ctx); err != nil {
+				return err
 			}
 		}
 	}

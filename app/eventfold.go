@@ -6,6 +6,7 @@ import (
 
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/kafka"
 )
@@ -91,7 +92,7 @@ const (
 // waits for Redis (retrying every few seconds) rather than fail the process.
 func (a *App) eventClaimer(ctx context.Context) (*projections.Claimer, error) {
 	c := projections.NewClaimer(a.Redis, claimPrefix, a.cfg.DedupeWindow)
-	for backoff := time.Second; ; backoff = min(2*backoff, 15*time.Second) {
+	for backoff := retry.New(time.Second, 15*time.Second); ; {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second) // the search takes at most 20 s
 		until, err := projections.LegacyClaimsUntil(actx, a.Redis, claimFormat, legacyClaimPrefix, a.cfg.DedupeWindow)
 		cancel()
@@ -103,11 +104,10 @@ func (a *App) eventClaimer(ctx context.Context) (*projections.Claimer, error) {
 			}
 			return c, nil
 		}
-		a.log.Warn("events fold: reading the claims' format", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
+		wait := backoff.Next()
+		a.log.Warn("events fold: reading the claims' format", "err", err, "retry_in", wait)
+		if err := retry.Sleep(ctx, wait); err != nil {
+			return nil, err
 		}
 	}
 }

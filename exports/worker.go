@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
@@ -134,7 +135,7 @@ func (s *Service) consume(ctx context.Context, cl *kgo.Client, wo *WorkerOptions
 			s.o.Log.Warn("exports: fetch error", "topic", t, "partition", p, "err", err)
 		})
 		for _, rec := range fetches.Records() {
-			backoff := time.Second
+			backoff := retry.New(time.Second, time.Minute)
 			for {
 				err := s.handle(ctx, rec, wo)
 				if err == nil {
@@ -143,13 +144,11 @@ func (s *Service) consume(ctx context.Context, cl *kgo.Client, wo *WorkerOptions
 				if ctx.Err() != nil {
 					return nil
 				}
-				s.o.Log.Warn("exports: job will be retried", "export", string(rec.Key), "backoff", backoff, "err", err)
-				select {
-				case <-ctx.Done():
+				wait := backoff.Next()
+				s.o.Log.Warn("exports: job will be retried", "export", string(rec.Key), "backoff", wait, "err", err)
+				if retry.Sleep(ctx, wait) != nil {
 					return nil
-				case <-time.After(backoff):
 				}
-				backoff = min(backoff*2, time.Minute)
 			}
 			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 			if err := cl.CommitRecords(cctx, rec); err != nil && ctx.Err() == nil {

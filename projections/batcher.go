@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -158,7 +159,7 @@ func (b *batcher) run(ctx context.Context) error {
 		batch   []*kgo.Record
 		first   time.Time
 		seen    = map[partitionKey]fetched{} // per partition, what the batch's fetches saw
-		backoff = minBackoff
+		backoff = retry.New(minBackoff, maxBackoff)
 	)
 	for {
 		wait := b.flushInterval
@@ -205,18 +206,20 @@ func (b *batcher) run(ctx context.Context) error {
 			}
 		}
 		err := b.attempt(ctx, batch)
+		var pause time.Duration
 		if err == nil {
 			b.owed.Store(false)
 			b.markProgress()
 			b.reportLag(seen)
-			backoff = minBackoff
+			backoff.Reset()
 		} else {
 			if ctx.Err() != nil {
 				b.client.AllowRebalance()
 				return ctx.Err()
 			}
+			pause = backoff.Next()
 			b.log.Error("projector: batch failed; it is read again from the last commit after the backoff",
-				"group", b.group, "records", len(batch), "backoff", backoff, "err", err)
+				"group", b.group, "records", len(batch), "backoff", pause, "err", err)
 			telemetry.ProjectorBatchRetries.WithLabelValues(b.group).Inc()
 			b.rewind(batch)
 			b.owed.Store(true)
@@ -225,18 +228,13 @@ func (b *batcher) run(ctx context.Context) error {
 		clear(batch)
 		batch = batch[:0]
 		b.client.AllowRebalance()
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, maxBackoff)
+		if err := retry.Sleep(ctx, pause); err != nil {
+			return err
 		}
 	}
 }
 
-// The backoff between two attempts at a failed batch.
+// The backoff between two attempts at a failed batch (with jitter).
 const (
 	minBackoff = 200 * time.Millisecond
 	maxBackoff = 10 * time.Second

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/bounded"
+	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -238,6 +239,7 @@ func (s *Service) commit(ctx context.Context, mp, id, gen string, ifMatch int64)
 		s.discard(ctx, key)
 		return 0, unavailable(err)
 	}
+	backoff := retry.New(10*time.Millisecond, 250*time.Millisecond)
 	for attempt := 0; ; attempt++ {
 		cur, ver, exists := s.current(mp, id)
 		if ifMatch != 0 && (!exists || ver != ifMatch) {
@@ -257,8 +259,9 @@ func (s *Service) commit(ctx context.Context, mp, id, gen string, ifMatch int64)
 			return nv, nil
 		}
 		if isRetryable(err) && attempt < 50 {
-			time.Sleep(time.Duration(10+attempt*10) * time.Millisecond)
-			continue
+			if retry.Sleep(cctx, backoff.Next()) == nil {
+				continue
+			}
 		}
 		if errors.Is(err, statelog.ErrUnavailable) {
 			// The record may still land: keep the members rather than risk

@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/bounded"
+	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/storage/kafka"
 )
 
@@ -175,7 +176,7 @@ func (l *Log) Close() { l.consumer.Close() }
 // Run consumes the topic until ctx ends.
 func (l *Log) Run(ctx context.Context) error {
 	var end map[int32]int64
-	for {
+	for backoff := retry.New(250*time.Millisecond, 5*time.Second); ; {
 		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var err error
 		end, err = kafka.EndOffsets(ectx, l.producer, l.topic)
@@ -187,7 +188,9 @@ func (l *Log) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		l.log.Warn("state log: waiting for topic", "topic", l.topic, "err", err)
-		time.Sleep(time.Second)
+		if _, err := backoff.Wait(ctx); err != nil {
+			return err
+		}
 	}
 	pending := map[int32]int64{}
 	for p, o := range end {
