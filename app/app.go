@@ -129,10 +129,10 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		}
 	}
 	var err error
-	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
+	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-"+string(target)), kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
 		return nil, err
 	}
-	if a.auctionsKafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ProducerLinger(max(cfg.KafkaLinger, 5*time.Millisecond)),
+	if a.auctionsKafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-auction-records"), kgo.ProducerLinger(max(cfg.KafkaLinger, 5*time.Millisecond)),
 		kgo.MaxBufferedRecords(100_000), kgo.RecordDeliveryTimeout(30*time.Second)); err != nil {
 		return nil, err
 	}

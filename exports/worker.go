@@ -95,6 +95,7 @@ func (s *Service) RunWorkers(ctx context.Context, wo WorkerOptions) error {
 			opts = append(opts, kgo.SessionTimeout(wo.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, wo.SessionTimeout/3)))
 		}
 		cl, err := kafka.NewClient(wo.Brokers, s.o.Log, append(opts,
+			kgo.ClientID(fmt.Sprintf("%s-%d", wo.Group, i)),
 			kgo.ConsumerGroup(wo.Group),
 			kgo.ConsumeTopics(s.o.JobsTopic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

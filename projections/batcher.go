@@ -106,6 +106,7 @@ func newBatcher(brokers []string, group string, topics []string, maxRows int, fl
 	// debt in place: until the member is back, it makes no progress.
 	settled := func(context.Context, *kgo.Client, map[string][]int32) { b.owed.Store(false) }
 	cl, err := kafka.NewClient(brokers, log,
+		kgo.ClientID(group),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

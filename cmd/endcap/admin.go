@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/attribution"
@@ -34,7 +36,7 @@ type adminSession struct {
 
 func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 	log := telemetry.NewLogger(os.Stderr, "warn", cfg.LogFormat)
-	cl, err := kafka.NewClient(cfg.KafkaBrokers, log)
+	cl, err := kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-admin"))
 	if err != nil {
 		return nil, err
 	}

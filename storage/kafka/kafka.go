@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+	"github.com/twmb/franz-go/plugin/kslog"
 )
 
 // Topics are the names of every topic Endcap uses, derived from one prefix.
@@ -83,9 +86,54 @@ func NewClient(brokers []string, log *slog.Logger, opts ...kgo.Opt) (*kgo.Client
 		kgo.MetadataMinAge(time.Second),
 	}
 	if log != nil {
-		base = append(base, kgo.WithLogger(slogAdapter{log}))
+		base = append(base, kgo.WithLogger(kslog.New(slog.New(atLeast{slog.LevelWarn, log.With("component", "kafka").Handler()}))))
 	}
+	base = append(base, kgo.WithHooks(kprom.NewMetrics("endcap_kafka_client", kprom.WithClientLabel(),
+		kprom.FetchAndProduceDetail(kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes, kprom.ConsistentNaming),
+		kprom.Registerer(lenient{prometheus.DefaultRegisterer}), kprom.Gatherer(prometheus.DefaultGatherer))))
 	return kgo.NewClient(append(base, opts...)...)
+}
+
+// atLeast passes on the records of a level or above: the Kafka client logs
+// every metadata refresh and group step at info and debug, which an
+// operator needs only when diagnosing (ENDCAP_LOG_LEVEL does not lower it).
+type atLeast struct {
+	min slog.Level
+	slog.Handler
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{h.min, h.Handler.WithAttrs(as)}
+}
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.min, h.Handler.WithGroup(name)}
+}
+
+// lenient registers the client metrics (kprom, one set per client, labelled
+// by its client id: endcap_kafka_client_*) in the default registry, and
+// leaves out those of a client whose id another client of the process has
+// already (the default id, several systems in one test process).
+type lenient struct{ prometheus.Registerer }
+
+func (r lenient) Register(c prometheus.Collector) error {
+	if err := r.Registerer.Register(c); err != nil {
+		if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); !dup {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r lenient) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // EnsureTopics creates the topics of specs that do not exist yet. Existing
@@ -131,23 +179,6 @@ func EndOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]in
 		return nil, fmt.Errorf("topic %s has no partitions (does it exist?)", topic)
 	}
 	return out, nil
-}
-
-type slogAdapter struct{ l *slog.Logger }
-
-func (a slogAdapter) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (a slogAdapter) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lvl := slog.LevelInfo
-	switch level {
-	case kgo.LogLevelError:
-		lvl = slog.LevelError
-	case kgo.LogLevelWarn:
-		lvl = slog.LevelWarn
-	case kgo.LogLevelDebug:
-		lvl = slog.LevelDebug
-	}
-	a.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
 }
 
 // MergeGroups makes group start every partition of topic where the

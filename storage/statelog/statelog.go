@@ -113,6 +113,7 @@ type Log struct {
 // its own is created from brokers. Register appliers before Run.
 func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger) (*Log, error) {
 	consumer, err := kafka.NewClient(brokers, log,
+		kgo.ClientID("endcap-view-"+topic),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
