@@ -91,8 +91,10 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	if err != nil {
 		return nil, err
 	}
+	tb.Cleanup(cl.Close)
 	topics := kafka.TopicNames("bench.")
-	ctx := context.Background()
+	ctx, stop := context.WithCancel(context.Background())
+	tb.Cleanup(stop)
 	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
 		return nil, err
 	}
@@ -104,7 +106,9 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	camps := campaigns.New(log, cat, nil, nil)
 	ix := index.New()
 	ix.Register(cat, camps)
-	go func() { _ = log.Run(ctx) }()
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = log.Run(ctx) }()
+	tb.Cleanup(func() { stop(); <-ran; log.Close() })
 	if err := log.WaitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -194,7 +198,9 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	}
 	// The budget cache is read in memory; no Redis is reachable, as if every
 	// campaign had spent nothing.
-	spend := budget.NewCache(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), budget.Options{})
+	nowhere := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	tb.Cleanup(func() { _ = nowhere.Close() })
+	spend := budget.NewCache(nowhere, budget.Options{})
 	eng := &auction.Engine{
 		Catalog: cat, Index: ix, Budget: benchGate{spend},
 		Keys: func() *bidtoken.Keyring { return kr },

@@ -66,9 +66,12 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 }
 
 // ids returns a file of n ids "<prefix>-<i>", one per line, optionally with
-// a pause every `every` lines (a slow client), written through a pipe.
-func ids(prefix string, n int, every int, pause time.Duration) io.Reader {
+// a pause every `every` lines (a slow client), written through a pipe that
+// closes when the test ends (an upload that stops reading early does not
+// leave its writer waiting).
+func ids(t *testing.T, prefix string, n int, every int, pause time.Duration) io.Reader {
 	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pr.Close() })
 	go func() {
 		var b strings.Builder
 		for i := 0; i < n; i++ {
@@ -141,7 +144,7 @@ func (h *harness) upload(t *testing.T, id string, a Action, r io.Reader) error {
 func TestUploadActionsAndTotals(t *testing.T) {
 	h := newHarness(t, WithChunkSize(1000), WithOldGenerationGrace(200*time.Millisecond))
 	ctx := context.Background()
-	if err := h.upload(t, "s", ActionAdd, ids("u", 2500, 0, 0)); err != nil {
+	if err := h.upload(t, "s", ActionAdd, ids(t, "u", 2500, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.total(t, "s"); got != 2500 {
@@ -152,7 +155,7 @@ func TestUploadActionsAndTotals(t *testing.T) {
 		t.Fatalf("created segment %+v", seg)
 	}
 	// duplicates and new ids
-	if err := h.upload(t, "s", ActionAdd, ids("u", 3000, 0, 0)); err != nil {
+	if err := h.upload(t, "s", ActionAdd, ids(t, "u", 3000, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.total(t, "s"); got != 3000 {
@@ -217,7 +220,7 @@ func TestUploadActionsAndTotals(t *testing.T) {
 // and the old total, then the new ones: never a mix.
 func TestReplaceIsAtomic(t *testing.T) {
 	h := newHarness(t, WithChunkSize(500), WithOldGenerationGrace(300*time.Millisecond))
-	if err := h.upload(t, "s", ActionAdd, ids("old", 20000, 0, 0)); err != nil {
+	if err := h.upload(t, "s", ActionAdd, ids(t, "old", 20000, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	oldKeys := h.keys(t, "s")
@@ -249,7 +252,7 @@ func TestReplaceIsAtomic(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	if err := h.upload(t, "s", ActionReplace, ids("new", 30000, 2000, 20*time.Millisecond)); err != nil {
+	if err := h.upload(t, "s", ActionReplace, ids(t, "new", 30000, 2000, 20*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -299,19 +302,19 @@ func TestReplaceIsAtomic(t *testing.T) {
 func TestFailedUploads(t *testing.T) {
 	h := newHarness(t, WithChunkSize(1000), WithMaxFileBytes(64<<10))
 	ctx := context.Background()
-	if err := h.upload(t, "s", ActionAdd, ids("base", 100, 0, 0)); err != nil {
+	if err := h.upload(t, "s", ActionAdd, ids(t, "base", 100, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	disconnect := errors.New("connection reset by peer")
-	invalid := io.MultiReader(ids("x", 2500, 0, 0), strings.NewReader(strings.Repeat("y", 91)+"\n\xff\nok\n"))
+	invalid := io.MultiReader(ids(t, "x", 2500, 0, 0), strings.NewReader(strings.Repeat("y", 91)+"\n\xff\nok\n"))
 	cases := []struct {
 		name    string
 		file    io.Reader
 		check   func(error) bool
 		wantErr string
 	}{
-		{"client goes away", failingAfter{ids("x", 3000, 0, 0), disconnect}, func(err error) bool { return errors.Is(err, ErrRead) && errors.Is(err, disconnect) }, ""},
-		{"too large", ids("x", 20000, 0, 0), func(err error) bool { return errors.Is(err, ErrFileTooLarge) }, ""},
+		{"client goes away", failingAfter{ids(t, "x", 3000, 0, 0), disconnect}, func(err error) bool { return errors.Is(err, ErrRead) && errors.Is(err, disconnect) }, ""},
+		{"too large", ids(t, "x", 20000, 0, 0), func(err error) bool { return errors.Is(err, ErrFileTooLarge) }, ""},
 		{"invalid lines", invalid, func(err error) bool {
 			v, ok := validation.As(err)
 			return ok && len(v) == 2 && fmt.Sprint(v[0].Loc) == "[body file 2501]" && v[0].Type == validation.TooLong &&
@@ -330,7 +333,7 @@ func TestFailedUploads(t *testing.T) {
 			if ks := h.keys(t, "s"); len(ks) != 1 {
 				t.Fatalf("staged keys left: %v", ks)
 			}
-			if err := h.upload(t, "new-"+tc.name, ActionAdd, failingAfter{ids("x", 3000, 0, 0), disconnect}); err == nil {
+			if err := h.upload(t, "new-"+tc.name, ActionAdd, failingAfter{ids(t, "x", 3000, 0, 0), disconnect}); err == nil {
 				t.Fatal("accepted")
 			}
 			if h.svc.SegmentExists(h.mp, "new-"+tc.name) || len(h.keys(t, "new-"+tc.name)) != 0 {
@@ -339,7 +342,7 @@ func TestFailedUploads(t *testing.T) {
 		})
 	}
 	t.Run("add keeps full chunks", func(t *testing.T) {
-		file := io.MultiReader(ids("x", 2500, 0, 0), strings.NewReader("\xff\n"))
+		file := io.MultiReader(ids(t, "x", 2500, 0, 0), strings.NewReader("\xff\n"))
 		err := h.upload(t, "s", ActionAdd, file)
 		if _, ok := validation.As(err); !ok {
 			t.Fatalf("err = %v", err)
@@ -347,7 +350,7 @@ func TestFailedUploads(t *testing.T) {
 		if got := h.total(t, "s"); got != 2100 {
 			t.Fatalf("total %d, want 100 + two chunks of 1000", got)
 		}
-		if err := h.upload(t, "s", ActionAdd, ids("x", 2500, 0, 0)); err != nil {
+		if err := h.upload(t, "s", ActionAdd, ids(t, "x", 2500, 0, 0)); err != nil {
 			t.Fatal(err)
 		}
 		if got := h.total(t, "s"); got != 2600 {
@@ -405,6 +408,7 @@ func TestOneUploadAtATime(t *testing.T) {
 		h.svc.leaseTTL = 300 * time.Millisecond
 		defer func() { h.svc.leaseTTL = 30 * time.Second }()
 		pr, pw := io.Pipe()
+		defer pr.Close() // the writer below ends with the reader
 		done := make(chan error, 1)
 		go func() { done <- h.upload(t, "s", ActionReplace, pr) }()
 		go func() {

@@ -27,6 +27,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
@@ -52,13 +53,31 @@ var (
 
 // Main runs a package's tests with the shared servers, and stops them after.
 // Use it from TestMain: `func TestMain(m *testing.M) { testenv.Main(m) }`.
+//
+// After the tests it fails the run when goroutines that the tests started
+// are still running (go.uber.org/goleak): a consumer, a producer, a server
+// or a background loop a test did not stop. The connection pools of the
+// database clients, which close idle connections on their own schedule,
+// are not counted.
 func Main(m *testing.M) {
 	code := m.Run()
 	if shared != nil && shared.stack != nil {
 		_ = shared.stack.Stop()
 		_ = os.RemoveAll(shared.dir)
 	}
+	if code == 0 {
+		if err := goleak.Find(leakOptions...); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left running after the tests: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
+}
+
+// leakOptions are the goroutines goleak does not count: the pools of the
+// database and HTTP clients and the runtime's own.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/ClickHouse/clickhouse-go/v2.(*clickhouse).startAutoCloseIdleConnections"),
 }
 
 func start() (*Env, error) {
