@@ -1,7 +1,6 @@
 package accounts_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -22,29 +20,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // caught up.
 func open(t *testing.T, brokers []string) (*accounts.Service, *statelog.Log) {
 	t.Helper()
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames("test.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Accounts, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc := accounts.New(sl)
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; sl.Close() })
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var acc *accounts.Service
+	sl := testenv.StateLog(t, brokers, testenv.StateLogOptions{Accounts: true}, func(l *statelog.Log) { acc = accounts.New(l) })
 	return acc, sl
 }
 

@@ -33,7 +33,6 @@ import (
 	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -87,31 +86,17 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	start := time.Now()
 	nVendors := max(1, nProducts/100)
 	_, brokers := testenv.Kafka(tb)
-	cl, err := kafka.NewClient(brokers, testenv.Logger(tb))
-	if err != nil {
-		return nil, err
-	}
-	tb.Cleanup(cl.Close)
-	topics := kafka.TopicNames("bench.")
-	ctx, stop := context.WithCancel(context.Background())
-	tb.Cleanup(stop)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		return nil, err
-	}
-	log, err := statelog.New(topics.Entities, brokers, cl, testenv.Logger(tb))
-	if err != nil {
-		return nil, err
-	}
-	cat := catalog.New(log)
-	camps := campaigns.New(log, cat, nil, nil)
-	ix := index.New()
-	ix.Register(cat, camps)
-	ran := make(chan struct{})
-	go func() { defer close(ran); _ = log.Run(ctx) }()
-	tb.Cleanup(func() { stop(); <-ran; log.Close() })
-	if err := log.WaitReady(ctx); err != nil {
-		return nil, err
-	}
+	ctx := context.Background()
+	var (
+		cat   *catalog.Service
+		camps *campaigns.Service
+		ix    = index.New()
+	)
+	testenv.StateLog(tb, brokers, testenv.StateLogOptions{Prefix: "bench."}, func(l *statelog.Log) {
+		cat = catalog.New(l)
+		camps = campaigns.New(l, cat, nil, nil)
+		ix.Register(cat, camps)
+	})
 
 	var cats []catalog.CategoryInput
 	for p := 0; p < 100; p++ {

@@ -6,12 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/billing"
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -31,29 +29,8 @@ func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductR
 // open starts a billing service on a fresh entities topic of brokers.
 func open(t *testing.T, brokers []string, prefix string, cat entityref.Catalog) *billing.Service {
 	t.Helper()
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames(prefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := billing.New(sl, cat)
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; sl.Close() })
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var svc *billing.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: prefix}, func(l *statelog.Log) { svc = billing.New(l, cat) })
 	return svc
 }
 

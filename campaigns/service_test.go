@@ -17,7 +17,6 @@ import (
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -107,32 +106,13 @@ func newService(t *testing.T) (*Service, *fakeRefs, *time.Time) {
 // brokers is a second process sharing the log.
 func newServiceOn(t *testing.T, brokers []string) (*Service, *fakeRefs, *time.Time) {
 	t.Helper()
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	topics := kafka.TopicNames("t.")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	l, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := newFakeRefs()
-	s := New(l, f, f, f)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return now }
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; l.Close() })
-	if err := l.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var s *Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "t."}, func(l *statelog.Log) {
+		s = New(l, f, f, f)
+		s.now = func() time.Time { return now }
+	})
 	f.vendors[mpA+"/v-1"] = true
 	f.vendors[mpA+"/v-2"] = true
 	f.vendors[mpB+"/v-1"] = true

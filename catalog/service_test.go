@@ -1,7 +1,6 @@
 package catalog_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,13 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -31,29 +28,8 @@ var _ entityref.Catalog = (*catalog.Service)(nil)
 // its view caught up.
 func open(t *testing.T, brokers []string) *catalog.Service {
 	t.Helper()
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames("test.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := catalog.New(sl)
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; sl.Close() })
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var svc *catalog.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{}, func(l *statelog.Log) { svc = catalog.New(l) })
 	return svc
 }
 

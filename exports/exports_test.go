@@ -58,20 +58,10 @@ func newStack(t *testing.T) *stack {
 	}
 	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	var err error
-	if st.log, err = statelog.New(st.topics.Entities, brokers, st.kcl, testenv.Logger(t)); err != nil {
-		t.Fatal(err)
-	}
 	st.opts = Options{ClickHouse: st.ch, S3: st.s3, Redis: rdb, Kafka: st.kcl, JobsTopic: st.topics.Exports, DailyQuota: 100,
 		Log: testenv.Logger(t)}
-	st.svc = New(st.log, st.opts)
-	lctx, lcancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = st.log.Run(lctx) }()
-	t.Cleanup(func() { lcancel(); <-done; st.log.Close() })
-	if err := st.log.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st.log = testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: cfg.KafkaTopicPrefix, Log: testenv.Logger(t)},
+		func(l *statelog.Log) { st.svc = New(l, st.opts) })
 	return st
 }
 

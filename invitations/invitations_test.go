@@ -7,12 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/invitations"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -32,29 +30,8 @@ func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductR
 func open(t *testing.T, cat entityref.Catalog) *invitations.Service {
 	t.Helper()
 	_, brokers := testenv.Kafka(t)
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames("inv.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := invitations.New(sl, cat)
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; sl.Close() })
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var svc *invitations.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "inv."}, func(l *statelog.Log) { svc = invitations.New(l, cat) })
 	return svc
 }
 

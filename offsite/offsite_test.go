@@ -1,18 +1,13 @@
 package offsite_test
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/offsite"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -77,31 +72,10 @@ func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
 func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductRef) bool) {}
 
 func TestPutGetDelete(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	_, brokers := testenv.Kafka(t)
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames("off.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := offsite.New(sl, fakeCatalog{"mp/v": true, "other/w": true})
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; sl.Close() })
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var svc *offsite.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "off."}, func(l *statelog.Log) { svc = offsite.New(l, fakeCatalog{"mp/v": true, "other/w": true}) })
+	ctx := t.Context()
 	str := func(s string) *string { return &s }
 
 	if _, _, err := svc.Put(ctx, "mp", "nope", str("example.com"), 0); !errors.Is(err, validation.ErrNotFound) {

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -36,32 +35,13 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	log := testenv.Logger(t)
-	cl, err := kafka.NewClient(brokers, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	lg, err := statelog.New(topics.Entities, brokers, cl, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	lg.SetLocker(redisstore.NewLocker(rdb, "ec:lock:"+cfg.KafkaTopicPrefix, 10*time.Second))
-	svc := New(lg, rdb, append([]Option{WithLogger(log)}, opts...)...)
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = lg.Run(rctx) }()
-	t.Cleanup(func() { stop(); <-done; lg.Close() })
-	if err := lg.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var svc *Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: cfg.KafkaTopicPrefix, Log: log}, func(l *statelog.Log) {
+		l.SetLocker(redisstore.NewLocker(rdb, "ec:lock:"+cfg.KafkaTopicPrefix, 10*time.Second))
+		svc = New(l, rdb, append([]Option{WithLogger(log)}, opts...)...)
+	})
 	return &harness{svc: svc, rdb: rdb, mp: uuid.NewString()}
 }
 

@@ -9,10 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 	"github.com/endcap/endcap/webhooks"
@@ -23,29 +21,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func open(t *testing.T) *webhooks.Service {
 	t.Helper()
 	_, brokers := testenv.Kafka(t)
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topics := kafka.TopicNames("wh.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := webhooks.New(sl)
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; sl.Close() })
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var svc *webhooks.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "wh."}, func(l *statelog.Log) { svc = webhooks.New(l) })
 	return svc
 }
 

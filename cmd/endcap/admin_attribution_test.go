@@ -12,7 +12,6 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -40,27 +39,8 @@ func TestSetAttribution(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	topics := kafka.TopicNames("test.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	sl, err := statelog.New(topics.Accounts, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc := accounts.New(sl)
-	rctx, rcancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sl.Run(rctx) }()
-	defer func() { rcancel(); <-done; sl.Close() }()
-	if err := sl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var acc *accounts.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Accounts: true, Log: quiet}, func(l *statelog.Log) { acc = accounts.New(l) })
 	m, err := acc.CreateMarketplace(ctx, "m", "USD", "UTC")
 	if err != nil {
 		t.Fatal(err)

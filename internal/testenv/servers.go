@@ -12,6 +12,7 @@ import (
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/statelog"
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -55,4 +56,56 @@ func Topics(t testing.TB, ctx context.Context, cfg config.Config, brokers []stri
 		t.Fatal(err)
 	}
 	return cl, topics
+}
+
+// StateLogOptions say which changelog StateLog opens.
+type StateLogOptions struct {
+	Prefix   string       // topic prefix ("test." when empty); the topics are created if missing
+	Accounts bool         // the accounts topic (else the entities topic)
+	Log      *slog.Logger // nil: discarded
+}
+
+// StateLog opens a changelog topic of brokers as a view, the way every
+// process does: build constructs the services on it (they register their
+// appliers before it runs), then the view runs until the test ends, and
+// StateLog returns it once it has caught up with the topic. The Kafka client
+// that writes it is closed at the test's end too.
+func StateLog(t testing.TB, brokers []string, o StateLogOptions, build func(*statelog.Log)) *statelog.Log {
+	t.Helper()
+	if o.Prefix == "" {
+		o.Prefix = "test."
+	}
+	if o.Log == nil {
+		o.Log = quietLog
+	}
+	cl, err := kafka.NewClient(brokers, o.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics := kafka.TopicNames(o.Prefix)
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	topic := topics.Entities
+	if o.Accounts {
+		topic = topics.Accounts
+	}
+	l, err := statelog.New(topic, brokers, cl, o.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if build != nil {
+		build(l)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-done; l.Close() })
+	if err := l.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -1,7 +1,6 @@
 package statelog_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -35,32 +33,13 @@ func view(t testing.TB, brokers []string) (*statelog.Log, *statelog.Collection[t
 // with the collection before the log runs (to register listeners).
 func viewWith(t testing.TB, brokers []string, prefix string, before func(*statelog.Collection[thing])) (*statelog.Log, *statelog.Collection[thing]) {
 	t.Helper()
-	cl, err := kafka.NewClient(brokers, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	topics := kafka.TopicNames(prefix)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	l, err := statelog.New(topics.Entities, brokers, cl, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := statelog.NewCollection[thing](l, "thing")
-	if before != nil {
-		before(c)
-	}
-	rctx, rcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(rctx) }()
-	t.Cleanup(func() { rcancel(); <-done; l.Close() })
-	if err := l.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var c *statelog.Collection[thing]
+	l := testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: prefix}, func(l *statelog.Log) {
+		c = statelog.NewCollection[thing](l, "thing")
+		if before != nil {
+			before(c)
+		}
+	})
 	return l, c
 }
 
