@@ -25,6 +25,10 @@ test: deps
 	$(GO) vet -tags dev ./cmd/endcap
 	ENDCAP_TEST_REQUIRE_STACK=1 $(GO) test -count=1 -timeout 40m ./...
 
+## lint: golangci-lint with .golangci.yml (vet, staticcheck, errcheck, depguard's import rules, …)
+lint:
+	./deploy/local/lint.sh
+
 ## unit: the tests that need no server
 unit:
 	$(GO) test -count=1 -short ./...

@@ -2,8 +2,6 @@ package accounts_test
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +11,6 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/statelog"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // open starts a view of the accounts topic on brokers and waits until it
 // caught up.

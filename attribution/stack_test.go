@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -27,8 +25,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // stack is the real servers of one test: kfake with the topics, a migrated
 // ClickHouse database, Redis (event-id claims), and the attribution

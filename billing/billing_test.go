@@ -3,8 +3,6 @@ package billing_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/endcap/endcap/billing"
@@ -13,8 +11,6 @@ import (
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type fakeCatalog map[string]bool // "<marketplace>/<vendor>"
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"reflect"
 	"sort"
 	"strings"
@@ -89,8 +87,6 @@ func (f *fakeRefs) deleteProduct(mp, id string) {
 }
 
 const mpA, mpB = "mp-a", "mp-b"
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 

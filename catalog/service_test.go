@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,8 +16,6 @@ import (
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // The service is what the app hands other areas as an entityref.Catalog.
 var _ entityref.Catalog = (*catalog.Service)(nil)

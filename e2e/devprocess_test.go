@@ -262,7 +262,7 @@ func TestDevRestartAndCrash(t *testing.T) {
 	}
 	t.Logf("%d events acknowledged before SIGKILL", len(acked))
 
-	p = d.start()
+	d.start()
 	if again := d.creds(); again != first {
 		t.Fatalf("credentials changed across crash: %+v vs %+v", again, first)
 	}

@@ -301,8 +301,7 @@ func TestExportWorkerStoppedMidway(t *testing.T) {
 	}
 	stopped := make(chan struct{})
 	var parts atomic.Int32
-	stop := func() {}
-	stop = st.workers(t, WorkerOptions{Workers: 1, PartSize: s3store.MinPartSize, afterPart: func(int) {
+	stop := st.workers(t, WorkerOptions{Workers: 1, PartSize: s3store.MinPartSize, afterPart: func(int) {
 		if parts.Add(1) == 1 {
 			close(stopped)
 		}

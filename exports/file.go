@@ -217,7 +217,7 @@ const rowBatch = 1024
 const DefaultRowGroupRows = 100_000
 
 type parquetWriter struct {
-	w     *parquet.Writer
+	w     *parquet.GenericWriter[any]
 	cols  []Column
 	rows  []parquet.Row
 	n     int
@@ -263,7 +263,7 @@ func newParquetWriter(w io.Writer, cols []Column, meta map[string]string) *parqu
 	for k, v := range meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	pw := &parquetWriter{w: parquet.NewWriter(w, opts...), cols: cols, rows: make([]parquet.Row, rowBatch)}
+	pw := &parquetWriter{w: parquet.NewGenericWriter[any](w, opts...), cols: cols, rows: make([]parquet.Row, rowBatch)}
 	return pw
 }
 

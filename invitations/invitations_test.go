@@ -3,8 +3,6 @@ package invitations_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -14,8 +12,6 @@ import (
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type fakeCatalog map[string]bool // "<marketplace>/<vendor>"
 

@@ -78,7 +78,7 @@ func newBodyBuilder(runID [8]byte, worker int, seed int64, batch, users, product
 	}
 	p = append(p, '-', hexDigits[runID[4]>>4], hexDigits[runID[4]&15], hexDigits[runID[5]>>4], hexDigits[runID[5]&15])
 	p = append(p, '-', '4', hexDigits[runID[6]&15], hexDigits[runID[7]>>4], hexDigits[runID[7]&15])
-	p = append(p, '-', '8', hexDigits[(worker>>8)&15], hexDigits[(worker>>4)&15], hexDigits[worker&15], '-')
+	p = append(p, '-', '8', hexDigits[(worker>>8)&15], hexDigits[(worker>>4)&15], hexDigits[worker&15], '-') //nolint:ineffassign,staticcheck // the appends fill the array b.idPrefix in place: it has room for all of them
 	b.imps = make([]interaction, b.counts[0])
 	b.clks = make([]interaction, b.counts[1])
 	return b

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -20,8 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // db opens a migrated database of its own for one test.
 func db(t testing.TB) (context.Context, clickhouse.Conn) {

@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -15,8 +13,6 @@ import (
 	"github.com/endcap/endcap/validation"
 	"github.com/endcap/endcap/webhooks"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func open(t *testing.T) *webhooks.Service {
 	t.Helper()

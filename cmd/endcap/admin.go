@@ -68,7 +68,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution ... | endcap admin key create|list|revoke ...")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution, endcap admin key create|list|revoke, endcap admin secrets bid-keys, endcap admin report scored-attribution (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	if what == "report" {

@@ -140,13 +140,20 @@ func cmdDev(ctx context.Context, args []string) error {
 	rctx, stopApp := context.WithCancel(ctx)
 	defer stopApp()
 	go func() { runErr <- a.Run(rctx) }()
+	// stopAndWait stops the system when the demo cannot be set up: the
+	// error that stopped it is the demo's, Run's own is only logged.
+	stopAndWait := func() {
+		stopApp()
+		if err := <-runErr; err != nil {
+			log.Warn("endcap stopped", "err", err)
+		}
+	}
 
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = a.WaitReady(wctx)
 	wcancel()
 	if err != nil {
-		stopApp()
-		<-runErr
+		stopAndWait()
 		return fmt.Errorf("entity state did not load: %w", err)
 	}
 	credPath := filepath.Join(dir, "dev", "credentials.json")
@@ -157,13 +164,11 @@ func cmdDev(ctx context.Context, args []string) error {
 	if err != nil && ctx.Err() != nil {
 		// Ctrl-C while the demo was being written: a normal stop (the next
 		// start completes the demo).
-		stopApp()
-		<-runErr
+		stopAndWait()
 		return nil
 	}
 	if err != nil {
-		stopApp()
-		<-runErr
+		stopAndWait()
 		return fmt.Errorf("demo marketplace: %w", err)
 	}
 	health := "(/readyz, /metrics)"

@@ -3,8 +3,6 @@ package statelog_test
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -15,8 +13,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type thing struct {
 	Name string `json:"name"`
