@@ -76,11 +76,14 @@ func optTime(t *time.Time) *string {
 	return &s
 }
 
-func webhookJSON(c *gin.Context, w webhooks.Webhook, withSecret bool) webhookOut {
+func (h *webhookHandlers) webhookJSON(c *gin.Context, w webhooks.Webhook, withSecret bool) webhookOut {
 	out := webhookOut{
 		ID: w.ID, MarketplaceID: Marketplace(c).ID, URL: w.URL, EventTypes: w.EventTypes,
 		SecretPrefix: w.SecretHint(), CreatedAt: bwTime(w.CreatedAt), UpdatedAt: bwTime(w.UpdatedAt),
-		Status: w.Status(), DisabledAt: optTime(w.DisabledAt), FailingSince: optTime(w.FailingSince),
+		Status: w.Status(), DisabledAt: optTime(w.DisabledAt),
+	}
+	if h.dl != nil {
+		out.FailingSince = optTime(h.dl.FailingSince(Marketplace(c).ID, w.ID))
 	}
 	if w.DisabledReason != "" {
 		r := w.DisabledReason
@@ -116,7 +119,7 @@ func (h *webhookHandlers) create(c *gin.Context) {
 	}
 	setETag(c, v)
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusCreated, webhookJSON(c, w, true))
+	c.JSON(http.StatusCreated, h.webhookJSON(c, w, true))
 }
 
 func (h *webhookHandlers) list(c *gin.Context) {
@@ -128,7 +131,7 @@ func (h *webhookHandlers) list(c *gin.Context) {
 	out := make([]webhookOut, len(ws))
 	var last string
 	for i, w := range ws {
-		out[i] = webhookJSON(c, w, false)
+		out[i] = h.webhookJSON(c, w, false)
 		last = w.ID
 	}
 	c.JSON(http.StatusOK, webhookList{HasMore: more, Webhooks: out, NextPage: h.p.NextPage(c, "webhooks", "", last, more)})
@@ -141,7 +144,7 @@ func (h *webhookHandlers) get(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, webhookJSON(c, w, false))
+	c.JSON(http.StatusOK, h.webhookJSON(c, w, false))
 }
 
 func (h *webhookHandlers) update(c *gin.Context) {
@@ -155,7 +158,7 @@ func (h *webhookHandlers) update(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, webhookJSON(c, w, false))
+	c.JSON(http.StatusOK, h.webhookJSON(c, w, false))
 }
 
 func (h *webhookHandlers) delete(c *gin.Context) {
@@ -192,7 +195,7 @@ func (h *webhookHandlers) rotate(c *gin.Context) {
 	}
 	setETag(c, v)
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, webhookJSON(c, w, true))
+	c.JSON(http.StatusOK, h.webhookJSON(c, w, true))
 }
 
 // deliveryOut is a delivery as the delivery log shows it.

@@ -99,4 +99,3 @@ func (a *App) announceScoredFile(sf *scoredfiles.Service, em *webhooks.Emitter) 
 		return em.Emit(ctx, []webhooks.Event{ev})
 	}
 }
-

@@ -314,7 +314,7 @@ func TestReceiverDownThenUp(t *testing.T) {
 		}
 	}
 	hw, _, _ := p.hooks.Get(mp, w.ID)
-	if hw.FailingSince != nil || hw.Disabled {
+	if p.dl.FailingSince(mp, w.ID) != nil || hw.Disabled {
 		t.Fatalf("webhook after success: %+v", hw)
 	}
 }
@@ -408,7 +408,7 @@ func TestSlowReceiverAndDisableAfter(t *testing.T) {
 		x := waitDelivery(t, p, mp, w.ID, 15*time.Second, status(webhooks.DeliveryFailed))
 		hw, _, _ := p.hooks.Get(mp, w.ID)
 		if disableAfter == time.Hour {
-			if x.Attempts != 3 || x.LastError != "timed out after 300ms" || x.LastLatencyMs < 290 || hw.Disabled || hw.FailingSince == nil {
+			if x.Attempts != 3 || x.LastError != "timed out after 300ms" || x.LastLatencyMs < 290 || hw.Disabled || p.dl.FailingSince(mp, w.ID) == nil {
 				t.Fatalf("delivery %+v, webhook %+v", x, hw)
 			}
 			if took := time.Since(start); took > 5*time.Second {

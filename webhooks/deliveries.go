@@ -56,19 +56,65 @@ type Delivery struct {
 	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
 }
 
+// TypeHealth is the entity type of a webhook's failure streak on the
+// deliveries log.
+const TypeHealth = "webhook_health"
+
+// Health is a webhook's failure streak, kept on the deliveries log (keyed
+// by marketplace and webhook id) rather than on the webhook, so that
+// deliveries never change a webhook's version (its ETag).
+type Health struct {
+	// FailingSince is the first failed attempt since the last success
+	// (nil: the last attempt succeeded).
+	FailingSince *time.Time `json:"failingSince,omitempty"`
+}
+
 // Deliveries is the view of the deliveries log and the delivery log's API
 // operations.
 type Deliveries struct {
-	items *statelog.Collection[Delivery]
-	hooks *Service
-	now   func() time.Time
+	items  *statelog.Collection[Delivery]
+	health *statelog.Collection[Health]
+	hooks  *Service
+	now    func() time.Time
 }
 
 // NewDeliveries registers the deliveries collection on log (before it
 // runs). hooks is the webhooks view.
 func NewDeliveries(log *statelog.Log, hooks *Service) *Deliveries {
-	return &Deliveries{items: statelog.NewCollection[Delivery](log, TypeDelivery), hooks: hooks,
-		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+	return &Deliveries{items: statelog.NewCollection[Delivery](log, TypeDelivery), health: statelog.NewCollection[Health](log, TypeHealth),
+		hooks: hooks, now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+}
+
+// FailingSince is the start of a webhook's failure streak (nil: none).
+func (d *Deliveries) FailingSince(mp, webhookID string) *time.Time {
+	h, _, _ := d.health.Get(mp, webhookID)
+	return h.FailingSince
+}
+
+// noteResult records the outcome of an attempt on the webhook's failure
+// streak: a success ends it, a failure starts it (written only when the
+// streak starts or ends). It returns how long the webhook has been failing.
+// A streak that began before the webhook was last enabled starts anew.
+func (d *Deliveries) noteResult(ctx context.Context, mp string, w Webhook, ok bool, at time.Time) (time.Duration, error) {
+	for range 5 {
+		h, cur, _ := d.health.Get(mp, w.ID)
+		switch {
+		case ok && h.FailingSince == nil:
+			return 0, nil
+		case !ok && h.FailingSince != nil && !h.FailingSince.Before(w.UpdatedAt):
+			return at.Sub(*h.FailingSince), nil
+		case ok:
+			h.FailingSince = nil
+		default:
+			t := at.UTC().Truncate(time.Millisecond)
+			h.FailingSince = &t
+		}
+		_, err := d.health.Put(ctx, mp, w.ID, cur, h)
+		if !errors.Is(err, statelog.ErrConflict) {
+			return 0, err
+		}
+	}
+	return 0, statelog.ErrConflict
 }
 
 // Hooks is the webhooks view the deliveries belong to.

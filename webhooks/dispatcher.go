@@ -445,8 +445,8 @@ func (p *Dispatcher) attempt(ctx context.Context, key, id string, due time.Time)
 		p.o.Log.Info("webhooks: webhook disabled: its endpoint answered 410 Gone", "marketplace", mp, "webhook", webhookID)
 		return
 	}
-	failing, err := p.d.hooks.noteResult(hctx, mp, webhookID, res.ok(), now)
-	if err != nil && !errors.Is(err, errGone) {
+	failing, err := p.d.noteResult(hctx, mp, w, res.ok(), now)
+	if err != nil {
 		p.o.Log.Warn("webhooks: failure streak not recorded", "webhook", webhookID, "err", err)
 	}
 	if !res.ok() && failing >= p.o.DisableAfter {

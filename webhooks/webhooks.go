@@ -96,9 +96,6 @@ type Webhook struct {
 	Disabled       bool       `json:"disabled,omitempty"`
 	DisabledAt     *time.Time `json:"disabledAt,omitempty"`
 	DisabledReason string     `json:"disabledReason,omitempty"`
-	// FailingSince is the first failed attempt since the last success
-	// (nil: the last attempt succeeded, or none was made).
-	FailingSince *time.Time `json:"failingSince,omitempty"`
 }
 
 // Status is "enabled" or "disabled".
@@ -277,7 +274,7 @@ func setStatus(w *Webhook, st *string, now time.Time, errs *validation.Errors) {
 	}
 	switch *st {
 	case StatusEnabled:
-		w.Disabled, w.DisabledAt, w.DisabledReason, w.FailingSince = false, nil, "", nil
+		w.Disabled, w.DisabledAt, w.DisabledReason = false, nil, ""
 	case StatusDisabled:
 		if !w.Disabled {
 			w.Disabled, w.DisabledAt, w.DisabledReason = true, &now, ReasonByHand
@@ -480,30 +477,4 @@ func (s *Service) disable(ctx context.Context, mp, id, reason string) error {
 		w.Disabled, w.DisabledAt, w.DisabledReason = true, &now, reason
 		return true
 	})
-}
-
-// noteResult records the outcome of an attempt on the webhook's failure
-// streak: a success ends it, a failure starts it (written only when the
-// streak starts or ends). It returns how long the webhook has been failing.
-func (s *Service) noteResult(ctx context.Context, mp, id string, ok bool, at time.Time) (time.Duration, error) {
-	var since time.Time
-	err := s.change(ctx, mp, id, func(w *Webhook) bool {
-		switch {
-		case ok && w.FailingSince == nil, !ok && w.FailingSince != nil:
-			if w.FailingSince != nil {
-				since = *w.FailingSince
-			}
-			return false
-		case ok:
-			w.FailingSince = nil
-		default:
-			t := at.UTC().Truncate(time.Millisecond)
-			w.FailingSince, since = &t, t
-		}
-		return true
-	})
-	if ok || since.IsZero() {
-		return 0, err
-	}
-	return at.Sub(since), err
 }
