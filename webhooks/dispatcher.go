@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,14 +92,13 @@ func NewDispatcher(d *Deliveries, o DispatcherOptions) *Dispatcher {
 		o.UserAgent = "Endcap-Webhooks/1"
 	}
 	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would be vetted instead of the endpoint
-		DialContext:           o.Guard.DialContext,
-		TLSHandshakeTimeout:   o.Timeout,
-		ResponseHeaderTimeout: o.Timeout,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   o.MaxInFlight,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
+		Proxy:               nil, // a proxy would be vetted instead of the endpoint
+		DialContext:         o.Guard.DialContext,
+		TLSHandshakeTimeout: o.Timeout, // the attempt's context bounds the rest
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: o.MaxInFlight,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
 	}
 	p := &Dispatcher{d: d, o: o, queues: map[string]*queue{}, client: &http.Client{
 		Transport: tr,
@@ -532,7 +532,7 @@ func (p *Dispatcher) send(ctx context.Context, w Webhook, x *Delivery, now time.
 		switch rf, refused := refusal(err); {
 		case refused:
 			r.err, r.refused = rf.Error(), true
-		case actx.Err() != nil && ctx.Err() == nil:
+		case ctx.Err() == nil && (actx.Err() != nil || isTimeout(err)):
 			r.err = "timed out after " + p.o.Timeout.String()
 		default:
 			r.err = trimErr(err)
@@ -577,4 +577,9 @@ func trimErr(err error) string {
 		}
 	}
 	return s
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
