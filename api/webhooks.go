@@ -1,36 +1,50 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/webhooks"
 )
 
-// Webhooks (docs/billing-webhooks-invitations-offsite.md).
+// Webhooks (docs/webhooks.md).
 //
 //	POST   /webhooks/webhooks
 //	GET    /webhooks/webhooks
 //	GET    /webhooks/webhooks/{webhook_id}
 //	PATCH  /webhooks/webhooks/{webhook_id}
 //	DELETE /webhooks/webhooks/{webhook_id}
+//	POST   /webhooks/webhooks/{webhook_id}/rotate-secret
+//	POST   /webhooks/webhooks/{webhook_id}/test
+//	GET    /webhooks/webhooks/{webhook_id}/deliveries
+//	GET    /webhooks/webhooks/{webhook_id}/deliveries/{delivery_id}
+//	POST   /webhooks/webhooks/{webhook_id}/deliveries/{delivery_id}/retry
 
 // WebhookRoutes returns the webhooks route set.
-func WebhookRoutes(svc *webhooks.Service) RouteSet {
+func WebhookRoutes(svc *webhooks.Service, deliveries *webhooks.Deliveries) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
-		h := &webhookHandlers{svc: svc, p: p}
+		h := &webhookHandlers{svc: svc, dl: deliveries, p: p}
 		r := g.Group("/webhooks", p.Limits.Limit("default"))
 		r.POST("/webhooks", h.create)
 		r.GET("/webhooks", h.list)
 		r.GET("/webhooks/:webhook_id", h.get)
 		r.PATCH("/webhooks/:webhook_id", h.update)
 		r.DELETE("/webhooks/:webhook_id", h.delete)
+		r.POST("/webhooks/:webhook_id/rotate-secret", h.rotate)
+		r.POST("/webhooks/:webhook_id/test", h.test)
+		r.GET("/webhooks/:webhook_id/deliveries", h.deliveries)
+		r.GET("/webhooks/:webhook_id/deliveries/:delivery_id", h.delivery)
+		r.POST("/webhooks/:webhook_id/deliveries/:delivery_id/retry", h.retry)
 	}
 }
 
 type webhookHandlers struct {
 	svc *webhooks.Service
+	dl  *webhooks.Deliveries
 	p   *Public
 }
 
@@ -43,14 +57,40 @@ type webhookOut struct {
 	EventTypes    []string `json:"eventTypes"`
 	Secret        string   `json:"secret,omitempty"`
 	SecretPrefix  string   `json:"secretPrefix"`
-	CreatedAt     string   `json:"createdAt"`
-	UpdatedAt     string   `json:"updatedAt"`
+	// PreviousSecretExpiresAt: until then the previous secret signs too
+	// (after a rotation).
+	PreviousSecretExpiresAt *string `json:"previousSecretExpiresAt,omitempty"`
+	Status                  string  `json:"status"`
+	DisabledAt              *string `json:"disabledAt"`
+	DisabledReason          *string `json:"disabledReason"`
+	FailingSince            *string `json:"failingSince"`
+	CreatedAt               string  `json:"createdAt"`
+	UpdatedAt               string  `json:"updatedAt"`
 }
 
-func webhookJSON(c *gin.Context, w webhooks.Webhook, withSecret bool) webhookOut {
+func optTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := bwTime(*t)
+	return &s
+}
+
+func (h *webhookHandlers) webhookJSON(c *gin.Context, w webhooks.Webhook, withSecret bool) webhookOut {
 	out := webhookOut{
 		ID: w.ID, MarketplaceID: Marketplace(c).ID, URL: w.URL, EventTypes: w.EventTypes,
 		SecretPrefix: w.SecretHint(), CreatedAt: bwTime(w.CreatedAt), UpdatedAt: bwTime(w.UpdatedAt),
+		Status: w.Status(), DisabledAt: optTime(w.DisabledAt),
+	}
+	if h.dl != nil {
+		out.FailingSince = optTime(h.dl.FailingSince(Marketplace(c).ID, w.ID))
+	}
+	if w.DisabledReason != "" {
+		r := w.DisabledReason
+		out.DisabledReason = &r
+	}
+	if w.PreviousSecretUntil != nil && time.Now().Before(*w.PreviousSecretUntil) {
+		out.PreviousSecretExpiresAt = optTime(w.PreviousSecretUntil)
 	}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
@@ -79,7 +119,7 @@ func (h *webhookHandlers) create(c *gin.Context) {
 	}
 	setETag(c, v)
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusCreated, webhookJSON(c, w, true))
+	c.JSON(http.StatusCreated, h.webhookJSON(c, w, true))
 }
 
 func (h *webhookHandlers) list(c *gin.Context) {
@@ -91,7 +131,7 @@ func (h *webhookHandlers) list(c *gin.Context) {
 	out := make([]webhookOut, len(ws))
 	var last string
 	for i, w := range ws {
-		out[i] = webhookJSON(c, w, false)
+		out[i] = h.webhookJSON(c, w, false)
 		last = w.ID
 	}
 	c.JSON(http.StatusOK, webhookList{HasMore: more, Webhooks: out, NextPage: h.p.NextPage(c, "webhooks", "", last, more)})
@@ -104,7 +144,7 @@ func (h *webhookHandlers) get(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, webhookJSON(c, w, false))
+	c.JSON(http.StatusOK, h.webhookJSON(c, w, false))
 }
 
 func (h *webhookHandlers) update(c *gin.Context) {
@@ -118,7 +158,7 @@ func (h *webhookHandlers) update(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, webhookJSON(c, w, false))
+	c.JSON(http.StatusOK, h.webhookJSON(c, w, false))
 }
 
 func (h *webhookHandlers) delete(c *gin.Context) {
@@ -127,4 +167,141 @@ func (h *webhookHandlers) delete(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// rotateInput is the body of rotate-secret (optional).
+type rotateInput struct {
+	OverlapSeconds *int64 `json:"overlapSeconds"`
+}
+
+func (h *webhookHandlers) rotate(c *gin.Context) {
+	var in rotateInput
+	if c.Request.ContentLength != 0 {
+		if !h.p.BindJSON(c, &in) {
+			return
+		}
+	}
+	overlap := webhooks.DefaultRotationOverlap
+	if in.OverlapSeconds != nil {
+		overlap = time.Duration(*in.OverlapSeconds) * time.Second
+		if *in.OverlapSeconds < 0 || *in.OverlapSeconds > int64(webhooks.MaxRotationOverlap/time.Second) {
+			overlap = -1
+		}
+	}
+	w, v, err := h.svc.RotateSecret(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatchOrZero(c), overlap)
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	setETag(c, v)
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, h.webhookJSON(c, w, true))
+}
+
+// deliveryOut is a delivery as the delivery log shows it.
+type deliveryOut struct {
+	ID             string          `json:"id"`
+	WebhookID      string          `json:"webhookId"`
+	EventID        string          `json:"eventId"`
+	EventType      string          `json:"eventType"`
+	EventTimestamp string          `json:"eventTimestamp"`
+	Status         string          `json:"status"`
+	Attempts       int             `json:"attempts"`
+	LastAttemptAt  *string         `json:"lastAttemptAt"`
+	LastStatusCode *int            `json:"lastStatusCode"`
+	LastError      *string         `json:"lastError"`
+	LastLatencyMs  *int64          `json:"lastLatencyMs"`
+	LastResponse   *string         `json:"lastResponse,omitempty"`
+	NextAttemptAt  *string         `json:"nextAttemptAt"`
+	CreatedAt      string          `json:"createdAt"`
+	FinishedAt     *string         `json:"finishedAt"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+}
+
+func deliveryJSON(x webhooks.Delivery, full bool) deliveryOut {
+	out := deliveryOut{ID: x.ID, WebhookID: x.WebhookID, EventID: x.EventID, EventType: x.EventType,
+		EventTimestamp: bwTime(x.EventAt), Status: x.Status, Attempts: x.Attempts, LastAttemptAt: optTime(x.LastAttemptAt),
+		NextAttemptAt: optTime(x.NextAttemptAt), CreatedAt: bwTime(x.CreatedAt), FinishedAt: optTime(x.FinishedAt)}
+	if x.LastAttemptAt != nil {
+		lat := x.LastLatencyMs
+		out.LastLatencyMs = &lat
+		if x.LastStatusCode != 0 {
+			code := x.LastStatusCode
+			out.LastStatusCode = &code
+		}
+	}
+	if x.LastError != "" {
+		e := x.LastError
+		out.LastError = &e
+	}
+	if full {
+		r := x.LastResponse
+		out.LastResponse = &r
+		out.Payload = json.RawMessage(x.Body)
+	}
+	return out
+}
+
+type deliveryList struct {
+	HasMore    bool          `json:"hasMore"`
+	Deliveries []deliveryOut `json:"deliveries"`
+	NextPage   *string       `json:"nextPage"`
+}
+
+func (h *webhookHandlers) deliveries(c *gin.Context) {
+	id := c.Param("webhook_id")
+	after, limit, ok := h.p.PageQuery(c, "webhook-deliveries", id, bwDefaultLimit, bwMaxLimit)
+	if !ok {
+		return
+	}
+	xs, more, err := h.dl.List(Marketplace(c).ID, id, c.Query("status"), after, limit)
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	out := make([]deliveryOut, len(xs))
+	var last string
+	for i, x := range xs {
+		out[i] = deliveryJSON(x, false)
+		last = x.ID
+	}
+	c.JSON(http.StatusOK, deliveryList{HasMore: more, Deliveries: out, NextPage: h.p.NextPage(c, "webhook-deliveries", id, last, more)})
+}
+
+func (h *webhookHandlers) delivery(c *gin.Context) {
+	x, err := h.dl.Get(Marketplace(c).ID, c.Param("webhook_id"), c.Param("delivery_id"))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, deliveryJSON(x, true))
+}
+
+func (h *webhookHandlers) retry(c *gin.Context) {
+	x, err := h.dl.Retry(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), c.Param("delivery_id"))
+	if err != nil {
+		h.deliveryFail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, deliveryJSON(x, false))
+}
+
+func (h *webhookHandlers) test(c *gin.Context) {
+	x, err := h.dl.Test(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"))
+	if err != nil {
+		h.deliveryFail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, deliveryJSON(x, false))
+}
+
+func (h *webhookHandlers) deliveryFail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, webhooks.ErrDisabled):
+		abortV2(c, http.StatusConflict, "webhook_disabled", err.Error())
+	case errors.Is(err, webhooks.ErrInFlight):
+		abortV2(c, http.StatusConflict, "delivery_in_flight", err.Error())
+	default:
+		h.p.Fail(c, err)
+	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/webhooks"
 )
 
 // Target names which parts a process runs.
@@ -86,6 +87,7 @@ type App struct {
 	S3            *s3store.Store
 	StateLog      *statelog.Log // accounts
 	Entities      *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
+	Deliveries    *statelog.Log // webhook deliveries (api and exporter only; else nil)
 	Accounts      *accounts.Service
 	Exports       *exports.Service
 	Cursors       *pagination.Signer
@@ -111,6 +113,10 @@ type App struct {
 	Campaigns *campaigns.Service
 	Segments  *segments.Service
 	Billing   *billing.Service
+	Webhooks  *webhooks.Service
+
+	WebhookDeliveries *webhooks.Deliveries
+	dispatcher        *webhooks.Dispatcher // exporter only
 
 	handler         http.Handler
 	listener        net.Listener
@@ -149,6 +155,12 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.Entities.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
+	if a.runsWebhooks() {
+		if a.Deliveries, err = statelog.New(a.Topics.WebhookDeliveries, cfg.KafkaBrokers, a.Kafka, log); err != nil {
+			return nil, err
+		}
+		a.Deliveries.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
+	}
 	if a.master, err = masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey); err != nil {
 		return nil, err
 	}
@@ -217,7 +229,7 @@ func (a *App) checks() []api.Check {
 		{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
 		{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }},
 		{Name: "state", Fn: func(context.Context) error {
-			if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() {
+			if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() || (a.Deliveries != nil && !a.Deliveries.Ready()) {
 				return errors.New("entity state is still loading from Kafka")
 			}
 			return nil
@@ -423,6 +435,9 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		run("state log", a.StateLog.Run)
 		run("entities log", a.Entities.Run)
+		if a.Deliveries != nil {
+			run("webhook deliveries log", a.Deliveries.Run)
+		}
 		run("settle", a.settle)
 		if a.target.runs(TargetAPI) {
 			run("budget cache", func(ctx context.Context) error {
@@ -514,6 +529,8 @@ func (a *App) Run(ctx context.Context) error {
 					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness, SessionTimeout: a.cfg.KafkaSessionTimeout,
 					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err }})
 			})
+			// Webhooks (docs/webhooks.md): events into deliveries, sent.
+			a.runWebhooks(ctx, run)
 			// Daily scored-attribution files (docs/scored-attribution.md):
 			// each marketplace-local day once closed plus the grace, again
 			// once its attribution is final. A Redis lock per day lets
@@ -522,8 +539,8 @@ func (a *App) Run(ctx context.Context) error {
 				if err := a.StateLog.WaitReady(ctx); err != nil {
 					return err
 				}
-				sf := scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log)
-				return sf.Run(ctx, scoredfiles.Schedule{Grace: a.cfg.ScoredAttributionGrace, Marketplaces: func() []scoredfiles.Marketplace {
+				sf := scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)
+				return sf.Run(ctx, scoredfiles.Schedule{Grace: a.cfg.ScoredAttributionGrace, Notify: a.announceScoredFile(sf, a.webhookEmitter()), Marketplaces: func() []scoredfiles.Marketplace {
 					var out []scoredfiles.Marketplace
 					for _, m := range a.Accounts.Marketplaces() {
 						out = append(out, scoredfiles.Marketplace{ID: m.ID, Location: m.Location()})
@@ -581,6 +598,9 @@ func (a *App) WaitReady(ctx context.Context) error {
 func (a *App) close() {
 	a.StateLog.Close()
 	a.Entities.Close()
+	if a.Deliveries != nil {
+		a.Deliveries.Close()
+	}
 	// Give buffered auction records a moment to reach Kafka.
 	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = a.auctionsKafka.Flush(fctx)

@@ -29,6 +29,16 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	cat := catalog.New(a.Entities)
 	routes = append(routes, api.CatalogRoutes(cat))
 
+	// Webhooks on the entities log, their deliveries on a log of their own
+	// (api and exporter), sent by the exporter (docs/webhooks.md).
+	a.Webhooks = webhooks.New(a.Entities)
+	if a.Deliveries != nil {
+		a.WebhookDeliveries = webhooks.NewDeliveries(a.Deliveries, a.Webhooks)
+		if a.target.runs(TargetExporter) {
+			a.dispatcher = webhooks.NewDispatcher(a.WebhookDeliveries, a.dispatcherOptions())
+		}
+	}
+
 	// Billing contacts and vendor links, invitations, webhooks, advertiser
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
@@ -38,7 +48,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
 		api.InvitationRoutes(invitations.New(a.Entities, cat)),
 		api.ExportRoutes(a.Exports), // monitoring_metrics exports (docs/exports.md)
-		api.WebhookRoutes(webhooks.New(a.Entities)),
+		api.WebhookRoutes(a.Webhooks, a.WebhookDeliveries),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),
 	)
 	// Segments: metadata on the entities log, members in Redis. segs is an

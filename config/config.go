@@ -72,6 +72,12 @@ type Config struct {
 	ScoredAttributionGrace time.Duration
 	ReportURLLifetime      time.Duration
 
+	WebhookAllowLoopback bool
+	WebhookTimeout       time.Duration
+	WebhookRetryBase     time.Duration
+	WebhookMaxInFlight   int
+	WebhookDisableAfter  time.Duration
+
 	MetricsAddr     string
 	DebugAddr       string
 	ShutdownTimeout time.Duration
@@ -211,6 +217,18 @@ var settings = []setting{
 		c.ReportURLLifetime = d
 		return nil
 	}},
+	{"webhook-allow-loopback", "ENDCAP_WEBHOOK_ALLOW_LOOPBACK", "false", "let webhook deliveries reach loopback addresses (127.0.0.0/8, ::1), for a receiver on the same machine in development (endcap dev sets it); private, link-local and metadata addresses stay refused (docs/webhooks.md, Safety)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.WebhookAllowLoopback = b
+		return nil
+	}},
+	{"webhook-timeout", "ENDCAP_WEBHOOK_TIMEOUT", "10s", "longest webhook delivery attempt (connection, request, response); a slower endpoint's attempt fails and is retried", duration(func(c *Config) *time.Duration { return &c.WebhookTimeout })},
+	{"webhook-retry-base", "ENDCAP_WEBHOOK_RETRY_BASE", "5s", "first delay of the webhook retry schedule; the n-th is base×4^(n−1), at most base×5760, ±20 % jitter, 10 attempts (5s: about 23.6 h; see docs/webhooks.md)", duration(func(c *Config) *time.Duration { return &c.WebhookRetryBase })},
+	{"webhook-max-in-flight", "ENDCAP_WEBHOOK_MAX_IN_FLIGHT", "3", "webhook delivery attempts in flight at once per endpoint and exporter process", integer(func(c *Config) *int { return &c.WebhookMaxInFlight }, 1)},
+	{"webhook-disable-after", "ENDCAP_WEBHOOK_DISABLE_AFTER", "120h", "a webhook whose delivery attempts have all failed for this long is disabled (its GET says why; PATCH status \"enabled\" turns it on again)", duration(func(c *Config) *time.Duration { return &c.WebhookDisableAfter })},
 	{"export-daily-quota", "ENDCAP_EXPORT_DAILY_QUOTA", "50", "exports a marketplace may request per UTC day (429 quota_exceeded above)", integer(func(c *Config) *int { return &c.ExportDailyQuota }, 1)},
 	{"export-workers", "ENDCAP_EXPORT_WORKERS", "1", "exports an exporter process runs at once (members of the exporter consumer group; each running export holds up to about 130 MB)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},
 	{"export-timeout", "ENDCAP_EXPORT_TIMEOUT", "30m", "longest run of one attempt of an export", duration(func(c *Config) *time.Duration { return &c.ExportTimeout })},

@@ -30,22 +30,22 @@ func TestWebhooks(t *testing.T) {
 	m := bwObj(t, r.Body)
 	w1 := m["id"].(string)
 	secret := m["secret"].(string)
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if !strings.HasPrefix(secret, "whsec_") || err != nil || len(raw) != 32 {
-		t.Fatalf("secret %q is not whsec_ + 32 bytes in base64url", secret)
+		t.Fatalf("secret %q is not whsec_ + 32 bytes in standard base64", secret)
 	}
 	at := bwTime(t, m, "createdAt")
 	sameJSON(t, r.Body, fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
-		"secret": %q, "secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret, secret[:10], at, at))
+		"secret": %q, "secretPrefix": %q, "status": "enabled", "disabledAt": null, "disabledReason": null, "failingSince": null, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret, secret[:10], at, at))
 	w1JSON := fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://hooks.example.com/endcap", "eventTypes": ["campaign.updated", "export.completed"],
-		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, at)
+		"secretPrefix": %q, "status": "enabled", "disabledAt": null, "disabledReason": null, "failingSince": null, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, at)
 
 	// Without eventTypes: every event type.
 	r = bwDo(t, s, "POST", bwWhPath, A, `{"url": "http://localhost:8080/hook"}`, nil)
 	bwStatus(t, r, 201)
 	m = bwObj(t, r.Body)
 	w2 := m["id"].(string)
-	if fmt.Sprint(m["eventTypes"]) != "[budget.exhausted campaign.created campaign.updated export.completed export.failed]" || m["secret"] == secret {
+	if fmt.Sprint(m["eventTypes"]) != "[budget.exhausted campaign.created campaign.updated export.completed export.failed scored_attribution.ready]" || m["secret"] == secret {
 		t.Fatalf("second webhook: %s", r.Body)
 	}
 	var all = []string{w1, w2}
@@ -107,14 +107,14 @@ func TestWebhooks(t *testing.T) {
 	m = bwObj(t, r.Body)
 	up := bwTime(t, m, "updatedAt")
 	w1JSON = fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://new.example.com/h?x=1", "eventTypes": ["campaign.updated", "export.completed"],
-		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, up)
+		"secretPrefix": %q, "status": "enabled", "disabledAt": null, "disabledReason": null, "failingSince": null, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, up)
 	sameJSON(t, r.Body, w1JSON)
 	r = bwDo(t, s, "PATCH", bwWhPath+"/"+w1, A, `{"eventTypes": ["budget.exhausted"]}`, nil)
 	bwStatus(t, r, 200)
 	bwETag(t, r, "3")
 	m = bwObj(t, r.Body)
 	w1JSON = fmt.Sprintf(`{"id": %q, "marketplaceId": %q, "url": "https://new.example.com/h?x=1", "eventTypes": ["budget.exhausted"],
-		"secretPrefix": %q, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, bwTime(t, m, "updatedAt"))
+		"secretPrefix": %q, "status": "enabled", "disabledAt": null, "disabledReason": null, "failingSince": null, "createdAt": %q, "updatedAt": %q}`, w1, mp, secret[:10], at, bwTime(t, m, "updatedAt"))
 	sameJSON(t, r.Body, w1JSON)
 
 	// Concurrent updates: each is a 200 or a 409, and every 200 is one

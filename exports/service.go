@@ -277,6 +277,12 @@ func (s *Service) Get(ctx context.Context, mp, id string) (View, error) {
 	if !ok {
 		return View{}, ErrNotFound
 	}
+	return s.ViewOf(ctx, e)
+}
+
+// ViewOf is an export record as GET answers it (a completed one with a
+// fresh presigned URL of its file).
+func (s *Service) ViewOf(ctx context.Context, e Export) (View, error) {
 	v := View{ExportID: e.ID, Status: e.Status, Dataset: e.Dataset, CreatedAt: e.CreatedAt, Format: e.Request.Format,
 		Granularity: e.Request.Granularity, Dimensions: e.Request.Dimensions, Metrics: e.Request.Metrics,
 		StartDate: e.Request.StartDate, EndDate: e.Request.EndDate, StartedAt: e.StartedAt}

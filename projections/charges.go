@@ -234,6 +234,26 @@ type chargeRows struct {
 	// Not columns: for the latency metric.
 	receivedMs []int64
 	first      []bool // applied by this batch (not a replay)
+	// refusals: each campaign, budget and day refused in the batch, once.
+	refusals    []BudgetRefusal
+	refusalSeen map[string]bool
+}
+
+// noteRefusal remembers a refusal for a budget (once per campaign, budget
+// and day).
+func (c *chargeRows) noteRefusal(r BudgetRefusal) {
+	k := r.MarketplaceID + "/" + r.CampaignID + "/" + r.Day
+	if r.Total {
+		k = r.MarketplaceID + "/" + r.CampaignID + "/total"
+	}
+	if c.refusalSeen[k] {
+		return
+	}
+	if c.refusalSeen == nil {
+		c.refusalSeen = map[string]bool{}
+	}
+	c.refusalSeen[k] = true
+	c.refusals = append(c.refusals, r)
 }
 
 // add appends the charge of interaction row i of r (its amounts, and its

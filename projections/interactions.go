@@ -35,6 +35,8 @@ type Interactions struct {
 	rdb   redis.UniversalClient
 	views Views
 	log   *slog.Logger
+	// onRefused is told about the charges a batch refused for a budget.
+	onRefused func(ctx context.Context, rs []BudgetRefusal) error
 	// legacyBeforeMs: marketplace id → the auction time (Unix ms) before
 	// which its charges may have been made by a build that kept one string
 	// key per marker (see legacyBefore).
@@ -84,6 +86,19 @@ type InteractionsOptions struct {
 	Redis      redis.UniversalClient
 	Views      Views
 	Log        *slog.Logger
+	// OnRefused, when set, is told about the charges of each batch that
+	// were refused for a budget (once per campaign, budget and day in the
+	// batch), after they were applied and before the batch commits; an
+	// error fails the batch (it is folded again).
+	OnRefused func(ctx context.Context, rs []BudgetRefusal) error
+}
+
+// BudgetRefusal is a campaign whose charge was refused for a budget.
+type BudgetRefusal struct {
+	MarketplaceID, CampaignID string
+	Total                     bool   // the total budget (else the daily one)
+	Day                       string // the local day of the charge
+	DailyMicros, TotalMicros  int64  // the budgets the charge was checked against
 }
 
 // NewInteractions returns the interactions sink.
@@ -94,7 +109,7 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log}, nil
+	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused}, nil
 }
 
 // Name names the sink in logs and metrics.
@@ -113,6 +128,14 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	ch, err := p.charge(ctx, rows, charges)
 	if err != nil {
 		return err
+	}
+	if p.onRefused != nil && len(ch.refusals) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := p.onRefused(rctx, ch.refusals)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("interactions: budget refusals not reported: %w", err)
+		}
 	}
 	// Both inserts at once, on two connections; either failing fails the
 	// batch, and its retry replays both.
@@ -232,6 +255,11 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			rows.uncharge(i, NoChargeDuplicate)
 			telemetry.NotCharged.WithLabelValues(string(NoChargeDuplicate)).Inc()
 			continue
+		}
+		if o.Refused() {
+			c := pending[k].Charge
+			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == budget.ChargeRefusedTotal,
+				Day: c.Day, DailyMicros: c.Limits.DailyMicros, TotalMicros: c.Limits.TotalMicros})
 		}
 		if why := refusal(o); why != Chargeable {
 			// Stored as not charged, with a charges_raw row of amount 0 that

@@ -49,6 +49,8 @@ type chargeStack struct {
 	prefix  string // Redis claim prefix of this test
 	mp      string
 	kr      *bidtoken.Keyring
+	// onRefused, when set, is the sinks' OnRefused.
+	onRefused func(ctx context.Context, rs []projections.BudgetRefusal) error
 }
 
 func newChargeStack(t *testing.T) *chargeStack {
@@ -154,7 +156,7 @@ func (s *chargeStack) projector(t testing.TB, conn clickhouse.Conn, views projec
 // projectorWindow returns the events fold with the interactions sink only.
 func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views projections.Views, flush, dedupe time.Duration) *projections.EventFold {
 	t.Helper()
-	sink, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: conn, Redis: s.rdb, Views: views, Log: quiet})
+	sink, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: conn, Redis: s.rdb, Views: views, Log: quiet, OnRefused: s.onRefused})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,10 +492,29 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	}
 	s.produce(t, evs...)
 	views := s.budgetViews(time.UTC, &bs)
+	// The refusals reported for budget.exhausted (docs/webhooks.md): each
+	// campaign and budget once per batch.
+	var rmu sync.Mutex
+	reported := map[string]int{}
+	s.onRefused = func(_ context.Context, rs []projections.BudgetRefusal) error {
+		rmu.Lock()
+		defer rmu.Unlock()
+		for _, r := range rs {
+			reported[fmt.Sprintf("%s/%v/%s/%d/%d", r.CampaignID, r.Total, r.Day, r.DailyMicros, r.TotalMicros)]++
+		}
+		return nil
+	}
 	p := s.projector(t, s.conn, views, 100*time.Millisecond)
 	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, int64(len(evs))))
+	s.onRefused = nil
 
 	day := budget.DayOf(now, time.UTC)
+	rmu.Lock()
+	if len(reported) != 2 || reported[fmt.Sprintf("%s/false/%s/1000000/0", cpc, day)] == 0 ||
+		reported[fmt.Sprintf("%s/true/%s/0/5000", cpm, day)] == 0 {
+		t.Errorf("refusals reported: %v", reported)
+	}
+	rmu.Unlock()
 	type state struct {
 		charged, refused, refusedRows uint64 // interactions charged / refused for a budget; refused rows of charges_raw
 		sum, daySpend, totalSpend     int64

@@ -21,6 +21,11 @@ type Schedule struct {
 	Tick time.Duration
 	// Marketplaces lists the marketplaces to produce (called every tick).
 	Marketplaces func() []Marketplace
+	// Notify, when set, is told of each day's file in the stage it must be
+	// in (produced now, or found produced by a process that may have died
+	// before telling): once per process run and stage of a day, again on
+	// the next tick when it fails. It must be idempotent.
+	Notify func(ctx context.Context, mp Marketplace, day time.Time, final bool) error
 }
 
 // Run produces, for every marketplace, each local day once it has closed
@@ -48,7 +53,7 @@ func (s *Service) Run(ctx context.Context, sch Schedule) error {
 				return ctx.Err()
 			}
 			for _, d := range dueDays(s.now(), mp.Location, sch.Grace, sch.CatchUp) {
-				s.ensure(ctx, mp, d.day, d.final, done)
+				s.ensure(ctx, mp, d.day, d.final, done, sch.Notify)
 				if f, ok := done[Key(mp.ID, d.day)]; ok {
 					seen[Key(mp.ID, d.day)] = f
 				}
@@ -97,7 +102,18 @@ func lastDayEndedBy(t time.Time, loc *time.Location) time.Time {
 
 // ensure produces day when its file is missing, or provisional while it
 // must be final. Failures are logged; the next tick tries again.
-func (s *Service) ensure(ctx context.Context, mp Marketplace, day time.Time, mustBeFinal bool, done map[string]bool) {
+func (s *Service) ensure(ctx context.Context, mp Marketplace, day time.Time, mustBeFinal bool, done map[string]bool,
+	notify func(ctx context.Context, mp Marketplace, day time.Time, final bool) error) {
+	told := func(final bool) bool {
+		if notify == nil {
+			return true
+		}
+		if err := notify(ctx, mp, day, final); err != nil {
+			s.log.Warn("scored attribution: file not announced; retrying next tick", "marketplace", mp.ID, "day", day.Format(time.DateOnly), "err", err)
+			return false
+		}
+		return true
+	}
 	key := Key(mp.ID, day)
 	if final, ok := done[key]; ok && (final || !mustBeFinal) {
 		return
@@ -110,13 +126,17 @@ func (s *Service) ensure(ctx context.Context, mp Marketplace, day time.Time, mus
 		return
 	}
 	if exists && (final || !mustBeFinal) {
-		done[key] = final
+		if told(final) {
+			done[key] = final
+		}
 		return
 	}
 	res, err := s.Produce(ctx, mp, day)
 	switch {
 	case err == nil:
-		done[key] = res.Final
+		if told(res.Final) {
+			done[key] = res.Final
+		}
 	case errors.Is(err, ErrBusy), ctx.Err() != nil:
 	default:
 		s.log.Error("scored attribution: day not produced; retrying next tick", "marketplace", mp.ID, "day", day.Format(time.DateOnly), "err", err)

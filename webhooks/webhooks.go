@@ -1,9 +1,16 @@
-// Package webhooks owns a marketplace's webhook subscriptions: the URL that
-// receives deliveries, the event types it subscribed to, and the signing
-// secret. Each webhook is one entity ("webhook") on the entities log
-// (storage/statelog). Delivery itself is a later issue; the secret is stored
-// as generated because deliveries must be signed with it, which is why the
-// entities topic must be readable only by Endcap's own processes.
+// Package webhooks owns a marketplace's webhook subscriptions and their
+// deliveries (docs/webhooks.md).
+//
+// A webhook (the URL that receives deliveries, the event types it
+// subscribed to, its signing secret, whether it is enabled) is one entity
+// ("webhook") on the entities log (storage/statelog). The secret is stored as
+// generated because deliveries are signed with it, which is why the entities
+// topic must be readable only by Endcap's own processes.
+//
+// Events come from the Kafka topics the system already writes (Router);
+// each starts one delivery per subscribed webhook, an entity on a log of its
+// own, which the Dispatcher sends, signed per Standard Webhooks, retrying
+// on a schedule until it is delivered or given up.
 package webhooks
 
 import (
@@ -11,6 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
@@ -35,14 +43,41 @@ const (
 	hintLength = 4
 )
 
+// Event types.
+const (
+	TypeBudgetExhausted        = "budget.exhausted"
+	TypeCampaignCreated        = "campaign.created"
+	TypeCampaignUpdated        = "campaign.updated"
+	TypeExportCompleted        = "export.completed"
+	TypeExportFailed           = "export.failed"
+	TypeScoredAttributionReady = "scored_attribution.ready"
+	// TypeTest is the event of POST .../test: sent to that webhook only,
+	// whatever it subscribed to.
+	TypeTest = "webhook.test"
+)
+
 // EventTypes are the event types a webhook can subscribe to.
 var EventTypes = []string{
-	"budget.exhausted",
-	"campaign.created",
-	"campaign.updated",
-	"export.completed",
-	"export.failed",
+	TypeBudgetExhausted,
+	TypeCampaignCreated,
+	TypeCampaignUpdated,
+	TypeExportCompleted,
+	TypeExportFailed,
+	TypeScoredAttributionReady,
 }
+
+// Statuses of a webhook.
+const (
+	StatusEnabled  = "enabled"
+	StatusDisabled = "disabled"
+)
+
+// Rotation limits: how long the previous secret keeps signing after a
+// rotation.
+const (
+	DefaultRotationOverlap = 24 * time.Hour
+	MaxRotationOverlap     = 7 * 24 * time.Hour
+)
 
 // Webhook is one stored webhook.
 type Webhook struct {
@@ -52,6 +87,44 @@ type Webhook struct {
 	Secret     string    `json:"secret"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// PreviousSecret signs beside Secret until PreviousSecretUntil (a
+	// rotation's overlap).
+	PreviousSecret      string     `json:"previousSecret,omitempty"`
+	PreviousSecretUntil *time.Time `json:"previousSecretUntil,omitempty"`
+	// Disabled webhooks get no deliveries; DisabledReason says why
+	// (410 Gone, failing for days, or by hand).
+	Disabled       bool       `json:"disabled,omitempty"`
+	DisabledAt     *time.Time `json:"disabledAt,omitempty"`
+	DisabledReason string     `json:"disabledReason,omitempty"`
+}
+
+// Status is "enabled" or "disabled".
+func (w Webhook) Status() string {
+	if w.Disabled {
+		return StatusDisabled
+	}
+	return StatusEnabled
+}
+
+// Subscribed says whether the webhook receives events of type typ.
+func (w Webhook) Subscribed(typ string) bool {
+	return !w.Disabled && slices.Contains(w.EventTypes, typ)
+}
+
+// SigningKeys are the keys that sign a delivery made at now: the current
+// secret's, then the previous one's during a rotation's overlap.
+func (w Webhook) SigningKeys(now time.Time) ([][]byte, error) {
+	k, err := SecretKey(w.Secret)
+	if err != nil {
+		return nil, err
+	}
+	keys := [][]byte{k}
+	if w.PreviousSecret != "" && w.PreviousSecretUntil != nil && now.Before(*w.PreviousSecretUntil) {
+		if pk, err := SecretKey(w.PreviousSecret); err == nil {
+			keys = append(keys, pk)
+		}
+	}
+	return keys, nil
 }
 
 // SecretHint is the visible start of the secret ("whsec_" and 4
@@ -65,6 +138,9 @@ func (w Webhook) SecretHint() string {
 type Input struct {
 	URL        *string   `json:"url"`
 	EventTypes *[]string `json:"eventTypes"`
+	// Status "enabled" re-enables a disabled webhook (clearing the reason);
+	// "disabled" stops its deliveries.
+	Status *string `json:"status"`
 }
 
 // Service is the webhooks view and its operations.
@@ -106,6 +182,8 @@ func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int
 	}
 	types, terrs := checkEventTypes(in.EventTypes)
 	errs = append(errs, terrs...)
+	w.CreatedAt = s.now()
+	setStatus(&w, in.Status, w.CreatedAt, &errs)
 	if len(errs) > 0 {
 		return Webhook{}, 0, errs
 	}
@@ -114,7 +192,6 @@ func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int
 	if w.Secret, err = NewSecret(); err != nil {
 		return Webhook{}, 0, err
 	}
-	w.CreatedAt = s.now()
 	w.UpdatedAt = w.CreatedAt
 	v, err := s.items.Put(ctx, mp, w.ID, 0, w)
 	if keyed && errors.Is(err, statelog.ErrConflict) {
@@ -141,8 +218,8 @@ func (s *Service) List(mp, after string, limit int) ([]Webhook, bool) {
 	return vals, more
 }
 
-// Update changes the URL and/or the event types (the secret never
-// changes). ifMatch is the expected version, or 0.
+// Update changes the URL, the event types and/or the status (the secret
+// changes only by RotateSecret). ifMatch is the expected version, or 0.
 func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, in Input) (Webhook, int64, error) {
 	w, cur, ok := s.items.Get(mp, id)
 	if !ok {
@@ -164,10 +241,12 @@ func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, in I
 		errs = append(errs, terrs...)
 		w.EventTypes = types
 	}
+	now := s.now()
+	setStatus(&w, in.Status, now, &errs)
 	if len(errs) > 0 {
 		return Webhook{}, 0, errs
 	}
-	w.UpdatedAt = s.now()
+	w.UpdatedAt = now
 	v, err := s.items.Put(ctx, mp, id, cur, w)
 	if err != nil {
 		return Webhook{}, 0, err
@@ -187,14 +266,101 @@ func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch int64) erro
 	return s.items.Delete(ctx, mp, id, cur)
 }
 
-// NewSecret returns a signing secret: "whsec_" and 32 random bytes in
-// URL-safe base64 without padding.
+// setStatus applies the status of an input: enabling clears the reason and
+// the failure streak, so the webhook gets a fresh start.
+func setStatus(w *Webhook, st *string, now time.Time, errs *validation.Errors) {
+	if st == nil {
+		return
+	}
+	switch *st {
+	case StatusEnabled:
+		w.Disabled, w.DisabledAt, w.DisabledReason = false, nil, ""
+	case StatusDisabled:
+		if !w.Disabled {
+			w.Disabled, w.DisabledAt, w.DisabledReason = true, &now, ReasonByHand
+		}
+	default:
+		errs.Add("enum", "Input should be 'enabled' or 'disabled'", "body", "status")
+	}
+}
+
+// Reasons a webhook was disabled (DisabledReason).
+const (
+	ReasonByHand  = "disabled through the API"
+	ReasonGone    = "the endpoint answered 410 Gone"
+	reasonFailing = "every delivery attempt failed for %s (since %s)"
+)
+
+// RotateSecret gives the webhook a new secret and keeps the current one
+// signing beside it for overlap (at most MaxRotationOverlap; 0: the old
+// secret stops at once), so that receivers can switch without losing a
+// delivery. It returns the webhook with the new secret (the only time it is
+// shown). A rotation during an overlap ends the older secret at once.
+func (s *Service) RotateSecret(ctx context.Context, mp, id string, ifMatch int64, overlap time.Duration) (Webhook, int64, error) {
+	w, cur, ok := s.items.Get(mp, id)
+	if !ok {
+		return Webhook{}, 0, validation.NotFoundf("webhook %s", id)
+	}
+	if ifMatch != 0 && ifMatch != cur {
+		return Webhook{}, 0, statelog.ErrConflict
+	}
+	if overlap < 0 || overlap > MaxRotationOverlap {
+		return Webhook{}, 0, validation.New("less_than_equal", fmt.Sprintf("overlapSeconds should be from 0 to %d", int(MaxRotationOverlap.Seconds())), "body", "overlapSeconds")
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return Webhook{}, 0, err
+	}
+	now := s.now()
+	until := now.Add(overlap)
+	w.PreviousSecret, w.PreviousSecretUntil, w.Secret = w.Secret, &until, secret
+	w.UpdatedAt = now
+	v, err := s.items.Put(ctx, mp, id, cur, w)
+	if err != nil {
+		return Webhook{}, 0, err
+	}
+	return w, v, nil
+}
+
+// NewSecret returns a signing secret as the Standard Webhooks libraries
+// take it: "whsec_" and 32 random bytes in standard base64 (padded).
 func NewSecret() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// SecretKey is the HMAC key of a secret: the bytes its base64 after
+// "whsec_" encodes. Secrets are standard base64 (padded); secrets made
+// before they were are URL-safe base64 without padding (43 characters,
+// never valid standard base64 since their length is not a multiple of 4),
+// and sign with the bytes they encode the same way (docs/webhooks.md,
+// Secrets).
+func SecretKey(secret string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(secret, SecretPrefix)
+	if !ok {
+		return nil, errors.New("webhooks: secret does not begin with " + SecretPrefix)
+	}
+	if k, err := base64.StdEncoding.DecodeString(b64); err == nil && len(k) > 0 {
+		return k, nil
+	}
+	k, err := base64.RawURLEncoding.DecodeString(b64)
+	if err != nil || len(k) == 0 {
+		return nil, errors.New("webhooks: secret is neither standard nor URL-safe base64")
+	}
+	return k, nil
+}
+
+// StandardSecret is secret as the Standard Webhooks libraries take it: the
+// same key, in standard base64.
+func StandardSecret(secret string) (string, error) {
+	k, err := SecretKey(secret)
+	if err != nil {
+		return "", err
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(k), nil
 }
 
 // checkEventTypes validates the subscribed event types; absent means every
@@ -277,4 +443,38 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// change applies fn to the current webhook and writes it, reading again on a
+// conflict with another writer (a user's PATCH, another dispatcher). fn
+// returns false to write nothing. ErrGone: the webhook no longer exists.
+func (s *Service) change(ctx context.Context, mp, id string, fn func(w *Webhook) bool) error {
+	for range 5 {
+		w, cur, ok := s.items.Get(mp, id)
+		if !ok {
+			return errGone
+		}
+		if !fn(&w) {
+			return nil
+		}
+		_, err := s.items.Put(ctx, mp, id, cur, w)
+		if !errors.Is(err, statelog.ErrConflict) {
+			return err
+		}
+	}
+	return statelog.ErrConflict
+}
+
+var errGone = errors.New("webhooks: webhook deleted")
+
+// disable turns a webhook off with a reason (no-op when it already is).
+func (s *Service) disable(ctx context.Context, mp, id, reason string) error {
+	now := s.now()
+	return s.change(ctx, mp, id, func(w *Webhook) bool {
+		if w.Disabled {
+			return false
+		}
+		w.Disabled, w.DisabledAt, w.DisabledReason = true, &now, reason
+		return true
+	})
 }

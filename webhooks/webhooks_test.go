@@ -79,7 +79,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || v != 1 {
 		t.Fatal(err, v)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(w.Secret, "whsec_"))
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(w.Secret, "whsec_"))
 	if !strings.HasPrefix(w.Secret, "whsec_") || err != nil || len(raw) != 32 {
 		t.Fatalf("secret %q", w.Secret)
 	}

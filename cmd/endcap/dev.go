@@ -129,6 +129,11 @@ func cmdDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if _, set := os.LookupEnv("ENDCAP_WEBHOOK_ALLOW_LOOPBACK"); !set {
+		// A webhook receiver on this machine is the usual way to try
+		// webhooks locally (docs/webhooks.md, Safety).
+		cfg.WebhookAllowLoopback = true
+	}
 	a, err := app.New(cfg, t, log)
 	if err != nil {
 		return err

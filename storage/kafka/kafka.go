@@ -25,6 +25,12 @@ type Topics struct {
 	Entities string // compacted changelog of catalog, campaigns, billing, segments, webhooks, ...
 	Auctions string // auction records (auction.Record), keyed by marketplace
 	Exports  string // export jobs (exports.Job), keyed by export id
+	// WebhookEvents: events for webhooks that are not entity changes
+	// (webhooks.Event), keyed by marketplace.
+	WebhookEvents string
+	// WebhookDeliveries: compacted changelog of webhook deliveries and
+	// their attempts (webhooks.Delivery).
+	WebhookDeliveries string
 }
 
 // TopicNames returns the topic names for prefix (e.g. "endcap.").
@@ -35,6 +41,9 @@ func TopicNames(prefix string) Topics {
 		Entities: prefix + "state.entities",
 		Auctions: prefix + "auctions",
 		Exports:  prefix + "export-jobs",
+
+		WebhookEvents:     prefix + "webhook-events",
+		WebhookDeliveries: prefix + "state.webhook-deliveries",
 	}
 }
 
@@ -61,6 +70,14 @@ func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Dur
 		{Name: t.Exports, Partitions: 8, Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "delete",
 			"retention.ms":   strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10),
+		}},
+		{Name: t.WebhookEvents, Partitions: 8, Replication: rf, Configs: map[string]string{
+			"cleanup.policy": "delete",
+			"retention.ms":   strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10),
+		}},
+		{Name: t.WebhookDeliveries, Partitions: 8, Replication: rf, Configs: map[string]string{
+			"cleanup.policy":    "compact",
+			"max.message.bytes": "8388608",
 		}},
 		{Name: t.Accounts, Partitions: 1, Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "compact",

@@ -257,6 +257,29 @@ func (c *Collection[T]) Page(marketplace, after string, limit int, keep func(id 
 	return cand, vals, more
 }
 
+// PageDesc is Page in descending id order: up to limit entities before the
+// id `before` (exclusive; "" for the first page).
+func (c *Collection[T]) PageDesc(marketplace, before string, limit int, keep func(id string, v T) bool) (ids []string, vals []T, more bool) {
+	c.mu.RLock()
+	m := c.items[marketplace]
+	cand := make([]string, 0, len(m))
+	for id, e := range m {
+		if (before == "" || id < before) && (keep == nil || keep(id, e.v)) {
+			cand = append(cand, id)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(cand)))
+	if len(cand) > limit {
+		cand, more = cand[:limit], true
+	}
+	vals = make([]T, len(cand))
+	for i, id := range cand {
+		vals[i] = m[id].v
+	}
+	c.mu.RUnlock()
+	return cand, vals, more
+}
+
 // Put writes an entity, expecting version expected (0: create, AnyVersion:
 // overwrite), and returns its new version.
 func (c *Collection[T]) Put(ctx context.Context, marketplace, id string, expected int64, v T) (int64, error) {

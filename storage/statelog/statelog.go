@@ -107,6 +107,11 @@ type Log struct {
 
 	ready     chan struct{}
 	readyOnce sync.Once
+
+	// next is the offset after the last record applied, per partition
+	// (under mu); progress is closed and replaced whenever it moves.
+	next     map[int32]int64
+	progress chan struct{}
 }
 
 // New returns a view of topic. producer is used for appends; a consumer of
@@ -131,6 +136,8 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger)
 		appliers: map[string]ApplyFunc{},
 		waiters:  map[string]chan bool{},
 		ready:    make(chan struct{}),
+		next:     map[int32]int64{},
+		progress: make(chan struct{}),
 
 		maxGivenUp: defaultMaxGivenUp,
 	}
@@ -219,6 +226,45 @@ func (l *Log) Run(ctx context.Context) error {
 				}
 			}
 		})
+		l.mu.Lock()
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if n := len(p.Records); n > 0 {
+				l.next[p.Partition] = p.Records[n-1].Offset + 1
+			}
+		})
+		close(l.progress)
+		l.progress = make(chan struct{})
+		l.mu.Unlock()
+	}
+}
+
+// CatchUp returns once the view has applied every record the topic held
+// when it was called: a change written (and acknowledged) before then is
+// visible after it.
+func (l *Log) CatchUp(ctx context.Context) error {
+	end, err := kafka.EndOffsets(ctx, l.producer, l.topic)
+	if err != nil {
+		return err
+	}
+	for {
+		l.mu.Lock()
+		done := true
+		for p, o := range end {
+			if o > 0 && l.next[p] < o {
+				done = false
+				break
+			}
+		}
+		ch := l.progress
+		l.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", ErrNotReady, ctx.Err())
+		case <-ch:
+		}
 	}
 }
 

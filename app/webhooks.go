@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/scoredfiles"
+	"github.com/endcap/endcap/webhooks"
+)
+
+// Webhook deliveries (docs/webhooks.md): the api serves the delivery log,
+// the exporter routes events into deliveries and sends them.
+
+// runsWebhooks says whether the process holds the deliveries log.
+func (a *App) runsWebhooks() bool { return a.target.runs(TargetAPI) || a.target.runs(TargetExporter) }
+
+// dispatcherOptions are the delivery settings of the configuration.
+func (a *App) dispatcherOptions() webhooks.DispatcherOptions {
+	return webhooks.DispatcherOptions{
+		Guard:        &webhooks.Guard{AllowLoopback: a.cfg.WebhookAllowLoopback},
+		Timeout:      a.cfg.WebhookTimeout,
+		MaxInFlight:  a.cfg.WebhookMaxInFlight,
+		Schedule:     webhooks.Schedule{Base: a.cfg.WebhookRetryBase},
+		DisableAfter: a.cfg.WebhookDisableAfter,
+		Log:          a.log,
+	}
+}
+
+// runWebhooks routes events into deliveries and sends them (exporter),
+// once the entity state and the deliveries have loaded.
+func (a *App) runWebhooks(ctx context.Context, run func(string, func(context.Context) error)) {
+	run("webhooks", func(ctx context.Context) error {
+		if err := a.WaitReady(ctx); err != nil {
+			return err
+		}
+		if err := a.Deliveries.WaitReady(ctx); err != nil {
+			return err
+		}
+		r, err := webhooks.NewRouter(a.WebhookDeliveries, webhooks.RouterOptions{
+			Brokers: a.cfg.KafkaBrokers, Entities: a.Topics.Entities, Events: a.Topics.WebhookEvents,
+			Campaigns: a.Campaigns, Exports: a.Exports, SessionTimeout: a.cfg.KafkaSessionTimeout, Log: a.log,
+			Sync: a.Entities.CatchUp,
+		})
+		if err != nil {
+			return err
+		}
+		run("webhooks router", r.Run)
+		return a.dispatcher.Run(ctx)
+	})
+}
+
+// webhookEmitter appends budget and scored-file events.
+func (a *App) webhookEmitter() *webhooks.Emitter {
+	return &webhooks.Emitter{Kafka: a.Kafka, Topic: a.Topics.WebhookEvents, Redis: a.Redis}
+}
+
+// onBudgetRefused turns the fold's refusals into budget.exhausted events.
+func (a *App) onBudgetRefused(em *webhooks.Emitter) func(ctx context.Context, rs []projections.BudgetRefusal) error {
+	return func(ctx context.Context, rs []projections.BudgetRefusal) error {
+		now := time.Now()
+		var evs []webhooks.Event
+		for _, r := range rs {
+			c, _, ok := a.Campaigns.Campaign(r.MarketplaceID, r.CampaignID)
+			if !ok {
+				continue
+			}
+			kind := webhooks.BudgetDaily
+			if r.Total {
+				kind = webhooks.BudgetTotal
+			}
+			ev, err := webhooks.BudgetExhaustedEvent(r.MarketplaceID, a.Campaigns.JSON(c), r.TotalMicros, kind, r.Day, now)
+			if err != nil {
+				return err
+			}
+			evs = append(evs, ev)
+		}
+		return em.Emit(ctx, evs)
+	}
+}
+
+// announceScoredFile turns a written scored-attribution file into a
+// scored_attribution.ready event; files written more than a day ago (found
+// at a first start) are not announced.
+func (a *App) announceScoredFile(sf *scoredfiles.Service, em *webhooks.Emitter) func(context.Context, scoredfiles.Marketplace, time.Time, bool) error {
+	return func(ctx context.Context, mp scoredfiles.Marketplace, day time.Time, final bool) error {
+		files, err := sf.Files(ctx, mp.ID, day)
+		if err != nil || len(files) == 0 {
+			return err
+		}
+		f := files[0]
+		if time.Since(f.ProducedAt) > 24*time.Hour || f.Final != final {
+			return nil
+		}
+		ev, err := webhooks.ScoredReadyEvent(mp.ID, f.Date, f.Final, f, f.ProducedAt)
+		if err != nil {
+			return err
+		}
+		return em.Emit(ctx, []webhooks.Event{ev})
+	}
+}

@@ -1,0 +1,177 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// Guard keeps deliveries away from internal addresses: it resolves the
+// host when a connection is made, refuses every address that is not
+// public (loopback unless AllowLoopback, private, link-local, unique-local,
+// shared/CGNAT, cloud metadata, multicast, reserved, documentation, IPv4
+// inside IPv6 forms that reach those), and dials the address it vetted.
+// The dialer checks the address of the socket again just before it
+// connects, so no second resolution can swap it (docs/webhooks.md, Safety).
+type Guard struct {
+	// AllowLoopback lets deliveries reach 127.0.0.0/8 and ::1, for local
+	// development (ENDCAP_WEBHOOK_ALLOW_LOOPBACK; endcap dev sets it).
+	AllowLoopback bool
+	// Resolve looks a host up (nil: the system resolver). Tests give
+	// their own.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// DialTimeout bounds one connection attempt (0: 5 s).
+	DialTimeout time.Duration
+}
+
+// RefusedError means the destination's every address is not allowed: no
+// connection was made.
+type RefusedError struct {
+	Host   string
+	Addr   netip.Addr
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Host != "" && e.Host != e.Addr.String() {
+		return fmt.Sprintf("refused: %s resolves to %s, a %s address", e.Host, e.Addr, e.Reason)
+	}
+	return fmt.Sprintf("refused: %s is a %s address", e.Addr, e.Reason)
+}
+
+type blockRange struct {
+	p      netip.Prefix
+	reason string
+}
+
+var blocked = func() []blockRange {
+	var out []blockRange
+	add := func(reason string, cidrs ...string) {
+		for _, c := range cidrs {
+			out = append(out, blockRange{netip.MustParsePrefix(c), reason})
+		}
+	}
+	add("loopback", "127.0.0.0/8", "::1/128")
+	add("private", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+	add("link-local (cloud metadata)", "169.254.0.0/16", "fe80::/10")
+	add("unique-local", "fc00::/7", "fec0::/10")
+	add("shared (CGNAT)", "100.64.0.0/10")
+	add("cloud metadata", "168.63.129.16/32", "192.0.0.192/32")
+	add("unspecified", "0.0.0.0/8", "::/128")
+	add("multicast", "224.0.0.0/4", "ff00::/8")
+	add("reserved", "240.0.0.0/4", "192.0.0.0/24", "198.18.0.0/15", "100::/64", "2001::/23", "64:ff9b:1::/48", "::/96")
+	add("documentation", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+	return out
+}()
+
+var (
+	nat64   = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFo = netip.MustParsePrefix("2002::/16")
+)
+
+// Check returns why a is not allowed, or "".
+func (g *Guard) Check(a netip.Addr) string {
+	a = a.Unmap() // ::ffff:10.0.0.1 is 10.0.0.1
+	if !a.IsValid() {
+		return "invalid"
+	}
+	// IPv6 forms that carry an IPv4 address: judge the IPv4 one.
+	if a.Is6() && (nat64.Contains(a) || sixToFo.Contains(a)) {
+		b := a.As16()
+		var v4 [4]byte
+		if nat64.Contains(a) {
+			copy(v4[:], b[12:])
+		} else {
+			copy(v4[:], b[2:6])
+		}
+		if why := g.Check(netip.AddrFrom4(v4)); why != "" {
+			return why + " (inside IPv6)"
+		}
+		return ""
+	}
+	if a.IsLoopback() && g.AllowLoopback {
+		return ""
+	}
+	for _, r := range blocked {
+		if r.p.Contains(a) {
+			return r.reason
+		}
+	}
+	return ""
+}
+
+// DialContext resolves addr's host, keeps its allowed addresses and
+// connects to them in turn (an http.Transport's DialContext).
+func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else {
+		resolve := g.Resolve
+		if resolve == nil {
+			resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+			}
+		}
+		if addrs, err = resolve(ctx, host); err != nil {
+			return nil, err
+		}
+	}
+	var refused *RefusedError
+	d := net.Dialer{Timeout: g.DialTimeout, Control: g.control}
+	if d.Timeout <= 0 {
+		d.Timeout = 5 * time.Second
+	}
+	var lastErr error
+	for _, a := range addrs {
+		if why := g.Check(a); why != "" {
+			if refused == nil {
+				refused = &RefusedError{Host: host, Addr: a.Unmap(), Reason: why}
+			}
+			continue
+		}
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	switch {
+	case lastErr != nil:
+		return nil, lastErr
+	case refused != nil:
+		return nil, refused
+	}
+	return nil, fmt.Errorf("%s has no address", host)
+}
+
+// control is the dialer's last check, on the address the socket is about
+// to connect to.
+func (g *Guard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("refused: unparsable address %q", address)
+	}
+	if why := g.Check(ap.Addr()); why != "" {
+		return &RefusedError{Addr: ap.Addr().Unmap(), Reason: why}
+	}
+	return nil
+}
+
+// refusal returns the RefusedError in err's chain.
+func refusal(err error) (*RefusedError, bool) {
+	var r *RefusedError
+	ok := errors.As(err, &r)
+	return r, ok
+}
