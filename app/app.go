@@ -124,8 +124,10 @@ type App struct {
 }
 
 // New builds every component of target. It makes no network call, so a
-// process starts (and answers /livez) while its dependencies come up.
-func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
+// process starts (and answers /livez) while its dependencies come up. The
+// configuration is checked before any client is made; a failure after that
+// closes the clients made so far.
+func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error) {
 	a := &App{cfg: cfg, target: target, log: log, Topics: kafka.TopicNames(cfg.KafkaTopicPrefix)}
 	if cfg.BidSigningKeys != "" {
 		// A keyring given in the configuration is checked before anything
@@ -134,7 +136,17 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 			return nil, fmt.Errorf("ENDCAP_BID_SIGNING_KEYS: %w", err)
 		}
 	}
-	var err error
+	if a.master, err = masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey); err != nil {
+		return nil, err
+	}
+	if target.runs(TargetAPI) && a.master == nil && (cfg.BidSigningKeys == "" || cfg.CursorSecret == "") {
+		return nil, errNoMasterKey
+	}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-"+string(target)), kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
 		return nil, err
 	}
@@ -160,12 +172,6 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 		a.Deliveries.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
-	}
-	if a.master, err = masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey); err != nil {
-		return nil, err
-	}
-	if target.runs(TargetAPI) && a.master == nil && (cfg.BidSigningKeys == "" || cfg.CursorSecret == "") {
-		return nil, errNoMasterKey
 	}
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
 	a.Spend = budget.NewCache(a.Redis, budget.Options{Refresh: cfg.BudgetRefresh, Log: log})
@@ -595,20 +601,29 @@ func (a *App) WaitReady(ctx context.Context) error {
 	return a.Entities.WaitReady(ctx)
 }
 
+// close closes every client the process made (New may have made only some).
 func (a *App) close() {
-	a.StateLog.Close()
-	a.Entities.Close()
-	if a.Deliveries != nil {
-		a.Deliveries.Close()
+	for _, l := range []*statelog.Log{a.StateLog, a.Entities, a.Deliveries} {
+		if l != nil {
+			l.Close()
+		}
 	}
-	// Give buffered auction records a moment to reach Kafka.
-	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = a.auctionsKafka.Flush(fctx)
-	cancel()
-	a.auctionsKafka.Close()
-	a.Kafka.Close()
-	_ = a.ClickHouse.Close()
-	_ = a.Redis.Close()
+	if a.auctionsKafka != nil {
+		// Give buffered auction records a moment to reach Kafka.
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = a.auctionsKafka.Flush(fctx)
+		cancel()
+		a.auctionsKafka.Close()
+	}
+	if a.Kafka != nil {
+		a.Kafka.Close()
+	}
+	if a.ClickHouse != nil {
+		_ = a.ClickHouse.Close()
+	}
+	if a.Redis != nil {
+		_ = a.Redis.Close()
+	}
 }
 
 func debugMux() *http.ServeMux {

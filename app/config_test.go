@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -23,4 +24,27 @@ func TestNewRefusesABadKeyring(t *testing.T) {
 			t.Errorf("keyring %q: %v, want an error naming ENDCAP_BID_SIGNING_KEYS", spec, err)
 		}
 	}
+}
+
+// TestNewFailsWithoutLeaks: New refuses an API without a master key (nor
+// both keys configured) before it opens a client, and closes what it opened
+// when a later step fails; the package's TestMain (goleak) fails the run on
+// any client left running.
+func TestNewFailsWithoutLeaks(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := config.Default()
+	if _, err := New(cfg, TargetAPI, quiet); !errors.Is(err, errNoMasterKey) {
+		t.Errorf("API without a master key: %v", err)
+	}
+	cfg.SecretKey = masterkey.Generate()
+	cfg.RateLimitDefault = "many"
+	if _, err := New(cfg, TargetAll, quiet); err == nil {
+		t.Error("a bad rate limit was accepted")
+	}
+	cfg.RateLimitDefault = "45/2s"
+	a, err := New(cfg, TargetProjector, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.close()
 }
