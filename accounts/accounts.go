@@ -11,7 +11,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/text/currency"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -119,8 +119,8 @@ type APIKey struct {
 
 // Errors of the service.
 var (
-	ErrInvalid  = errors.New("invalid")
-	ErrNotFound = errors.New("not found")
+	ErrInvalid  error = errkind.Invalid
+	ErrNotFound error = errkind.NotFound
 )
 
 const (

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -33,11 +32,6 @@ func FileReportsRoutes(files ScoredFiles) RouteSet {
 			mp := Marketplace(c)
 			list, err := files.Files(c.Request.Context(), mp.ID, day)
 			if err != nil {
-				if errors.Is(err, scoredfiles.ErrUnavailable) {
-					p.Log.Error("scored attribution: files cannot be listed", "marketplace", mp.ID, "err", err)
-					abortUnavailable(c, p.RetryAfter, "report files cannot be listed right now; retry later")
-					return
-				}
 				p.Fail(c, err)
 				return
 			}

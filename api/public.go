@@ -18,6 +18,7 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/idempotency"
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/jsontext"
 	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/storage/statelog"
@@ -85,28 +86,68 @@ const (
 	msgWriteUnconfirmed = "the write was not confirmed: it may or may not have been applied; retry it (a POST with the same Idempotency-Key)"
 )
 
-// Fail answers a domain error with the matching status and body.
+// Fail answers a domain error: the one place where the error vocabulary
+// (internal/errkind) becomes HTTP statuses and error bodies (docs/errors.md).
+// Field errors are the spec's 422; a write whose deadline passed says it may
+// have been applied; an error the vocabulary does not name is logged and
+// answered 500 without its text.
 func (p *Public) Fail(c *gin.Context, err error) {
 	if v, ok := validation.As(err); ok {
 		abort422(c, v)
 		return
 	}
+	timedOut := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 	switch {
-	case errors.Is(err, validation.ErrNotFound):
-		abortV2(c, http.StatusNotFound, "resource_not_found", err.Error())
-	case errors.Is(err, statelog.ErrConflict):
-		abortV2(c, http.StatusConflict, "invalid_operation", "the resource was changed by another request; read it again and retry")
-	case writeDeadlinePassed(c) && (errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case writeDeadlinePassed(c) && (timedOut || errkind.KindOf(err) == errkind.Unavailable):
 		abortUnavailable(c, p.RetryAfter, msgWriteTimedOut)
+		return
 	case errors.Is(err, statelog.ErrInFlight):
 		abortUnavailable(c, p.RetryAfter, msgWriteUnconfirmed)
-	case errors.Is(err, statelog.ErrUnavailable), errors.Is(err, statelog.ErrNotReady),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		abortUnavailable(c, p.RetryAfter, "the change could not be stored right now; retry later")
-	default:
+		return
+	case timedOut:
+		err = statelog.ErrUnavailable
+	}
+	e, ok := errkind.Of(err)
+	if !ok {
 		p.Log.Error("request failed", "path", c.Request.URL.Path, "err", err)
 		abortV2(c, http.StatusInternalServerError, "internal_server_error", "internal server error")
+		return
 	}
+	status, code := httpStatus(e.Kind)
+	if e.Code != "" {
+		code = e.Code
+	}
+	switch e.Kind {
+	case errkind.Unavailable:
+		if err != e {
+			p.Log.Warn("request failed: a dependency is unavailable", "path", c.Request.URL.Path, "err", err)
+		}
+		abortUnavailable(c, p.RetryAfter, e.Msg)
+	case errkind.NotFound:
+		abortV2(c, status, code, err.Error())
+	default:
+		abortV2(c, status, code, e.Msg)
+	}
+}
+
+// httpStatus is the status and errCode of each kind of the error
+// vocabulary.
+func httpStatus(k errkind.Kind) (int, string) {
+	switch k {
+	case errkind.Invalid:
+		return http.StatusBadRequest, "bad_request"
+	case errkind.NotFound:
+		return http.StatusNotFound, "resource_not_found"
+	case errkind.Conflict:
+		return http.StatusConflict, "invalid_operation"
+	case errkind.Unavailable:
+		return http.StatusServiceUnavailable, "service_unavailable"
+	case errkind.Forbidden:
+		return http.StatusForbidden, "forbidden"
+	case errkind.TooMany:
+		return http.StatusTooManyRequests, "too_many_requests"
+	}
+	return http.StatusInternalServerError, "internal_server_error"
 }
 
 // BindJSON reads and decodes the JSON body into v. It answers 413 or 422

@@ -75,16 +75,7 @@ func toSegmentJSON(s segments.Segment) segmentJSON {
 	return segmentJSON{Name: s.Name, Description: s.Description, ID: s.ID, Total: s.Total, Config: segmentConfigJSON{Type: s.Config.Type}}
 }
 
-func (h *segmentHandlers) fail(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, segments.ErrUnavailable):
-		abortUnavailable(c, h.p.RetryAfter, "the segment's members could not be read or written right now; retry later")
-	case errors.Is(err, segments.ErrUploadInProgress):
-		abortV2(c, http.StatusConflict, "invalid_operation", "another upload or a delete of this segment is in progress; retry when it has finished")
-	default:
-		h.p.Fail(c, err)
-	}
-}
+func (h *segmentHandlers) fail(c *gin.Context, err error) { h.p.Fail(c, err) }
 
 func (h *segmentHandlers) list(c *gin.Context) {
 	after, limit, ok := h.p.PageQuery(c, "segments", "", segmentListDefault, segmentListMax)

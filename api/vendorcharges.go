@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -90,13 +89,6 @@ func (h *vendorChargeHandlers) list(c *gin.Context) {
 // fail answers a read failure: 503 with Retry-After when ClickHouse could
 // not be read, 500 otherwise.
 func (h *vendorChargeHandlers) fail(c *gin.Context, err error) {
-	if errors.Is(err, vendorcharges.ErrUnavailable) {
-		if c.Request.Context().Err() == nil {
-			h.p.Log.Error("vendor charges: read failed", "path", c.Request.URL.Path, "err", err)
-		}
-		abortUnavailable(c, h.p.RetryAfter, "charges cannot be read right now; retry later")
-		return
-	}
 	h.p.Fail(c, err)
 }
 

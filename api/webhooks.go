@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -295,13 +294,4 @@ func (h *webhookHandlers) test(c *gin.Context) {
 	c.JSON(http.StatusAccepted, deliveryJSON(x, false))
 }
 
-func (h *webhookHandlers) deliveryFail(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, webhooks.ErrDisabled):
-		abortV2(c, http.StatusConflict, "webhook_disabled", err.Error())
-	case errors.Is(err, webhooks.ErrInFlight):
-		abortV2(c, http.StatusConflict, "delivery_in_flight", err.Error())
-	default:
-		h.p.Fail(c, err)
-	}
-}
+func (h *webhookHandlers) deliveryFail(c *gin.Context, err error) { h.p.Fail(c, err) }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/idempotency"
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/s3store"
@@ -114,14 +115,14 @@ func New(entities *statelog.Log, o Options) *Service {
 // Errors of Create and Get.
 var (
 	// ErrQuota means the marketplace used its daily quota.
-	ErrQuota = errors.New("exports: daily quota used")
+	ErrQuota = errkind.New(errkind.TooMany, "this marketplace has requested its exports of the day (UTC)")
 	// ErrUnavailable means Redis or the log could not take the export.
-	ErrUnavailable = errors.New("exports: cannot take exports right now")
+	ErrUnavailable = errkind.New(errkind.Unavailable, "the export could not be accepted right now; nothing was queued; retry later")
 	// ErrUnconfirmed means the export's record or job was in flight when
 	// ctx ended: it may still be accepted (it wraps ErrUnavailable).
 	ErrUnconfirmed = fmt.Errorf("%w: the export may still be accepted", ErrUnavailable)
 	// ErrNotFound: no such export in this marketplace.
-	ErrNotFound = errors.New("exports: no such export")
+	ErrNotFound = errkind.New(errkind.NotFound, "no such export in this marketplace")
 )
 
 // InvalidError carries every problem of a request.

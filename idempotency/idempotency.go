@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/bounded"
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -141,7 +142,7 @@ func NewStore(rdb redis.UniversalClient, lease time.Duration) *Store {
 }
 
 // ErrUnavailable means Redis did not answer in time.
-var ErrUnavailable = errors.New("idempotency: key store unavailable")
+var ErrUnavailable = errkind.New(errkind.Unavailable, "the Idempotency-Key cannot be checked right now, so the request was not run; retry later")
 
 // beginScript claims a key (new, released, or whose claim ran out) or
 // reports what holds it. KEYS[1] the hash; ARGV fingerprint, now (ms),

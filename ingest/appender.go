@@ -2,19 +2,19 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/telemetry"
 )
 
 // ErrUnavailable means the log did not acknowledge every record in time. The
 // caller must not report success: some records may be missing.
-var ErrUnavailable = errors.New("events log unavailable")
+var ErrUnavailable = errkind.New(errkind.Unavailable, "the events could not be stored right now; retry the same request later")
 
 // Appender appends accepted events to the events topic.
 type Appender struct {

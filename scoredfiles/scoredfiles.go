@@ -7,7 +7,6 @@ package scoredfiles
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/attribution"
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
@@ -213,7 +213,7 @@ type File struct {
 }
 
 // ErrUnavailable means the object store could not be read.
-var ErrUnavailable = errors.New("scoredfiles: object store unavailable")
+var ErrUnavailable = errkind.New(errkind.Unavailable, "report files cannot be listed right now; retry later")
 
 // Files lists the files of a marketplace's local day with presigned URLs;
 // an empty list when the day has not been produced.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/endcap/endcap/entityref"
 	"github.com/endcap/endcap/internal/bounded"
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
@@ -48,9 +49,9 @@ var (
 	ErrFileTooLarge = errors.New("segments: file too large")
 	// ErrUploadInProgress: another upload or a delete of the same segment is
 	// running.
-	ErrUploadInProgress = errors.New("segments: another upload or delete of this segment is in progress")
+	ErrUploadInProgress = errkind.New(errkind.Conflict, "another upload or a delete of this segment is in progress; retry when it has finished")
 	// ErrUnavailable: Redis, where members live, could not be reached.
-	ErrUnavailable = errors.New("segments: member store unavailable")
+	ErrUnavailable = errkind.New(errkind.Unavailable, "the segment's members could not be read or written right now; retry later")
 	// ErrRead: the file could not be read to its end (the client went away,
 	// or the multipart body is truncated).
 	ErrRead = errors.New("segments: could not read the uploaded file")

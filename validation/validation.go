@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/endcap/endcap/internal/errkind"
 )
 
 // FieldError is one problem. Loc is the path of the offending value; domain
@@ -71,13 +73,11 @@ const (
 	NotFound   = "not_found"
 )
 
-// Domain errors every service uses.
-var (
-	// ErrNotFound: the entity does not exist in the caller's marketplace.
-	ErrNotFound = errors.New("not found")
-)
+// ErrNotFound: the entity does not exist in the caller's marketplace (the
+// not-found kind: errors.Is(err, ErrNotFound) holds for every not-found).
+var ErrNotFound error = errkind.NotFound
 
-// NotFound wraps ErrNotFound with what was not found.
+// NotFoundf is a not-found error saying what was not found.
 func NotFoundf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrNotFound}, args...)...)
+	return errkind.Newf(errkind.NotFound, "not found: "+format, args...)
 }

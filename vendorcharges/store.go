@@ -2,7 +2,6 @@ package vendorcharges
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -73,7 +73,7 @@ func New(conn clickhouse.Conn, opts ...Option) *Store {
 
 // ErrUnavailable wraps a failure to read ClickHouse (down, slow, or the
 // query failed): the caller may retry.
-var ErrUnavailable = errors.New("charges cannot be read right now")
+var ErrUnavailable = errkind.New(errkind.Unavailable, "charges cannot be read right now; retry later")
 
 // Page returns the charges of r's window after r.After, at most r.Limit of
 // them, and whether more follow (with the refused ones when

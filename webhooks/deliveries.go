@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/validation"
 )
@@ -153,9 +154,9 @@ func (d *Deliveries) Get(mp, webhookID, id string) (Delivery, error) {
 // Errors of Retry and Test.
 var (
 	// ErrDisabled: the webhook is disabled; enable it first.
-	ErrDisabled = errors.New("the webhook is disabled: enable it (PATCH status \"enabled\") first")
+	ErrDisabled = errkind.New(errkind.Conflict, "the webhook is disabled: enable it (PATCH status \"enabled\") first").WithCode("webhook_disabled")
 	// ErrInFlight: an attempt of the delivery is in flight.
-	ErrInFlight = errors.New("an attempt of this delivery is in flight; retry when it has finished")
+	ErrInFlight = errkind.New(errkind.Conflict, "an attempt of this delivery is in flight; retry when it has finished").WithCode("delivery_in_flight")
 )
 
 // Retry sends a delivery again now, with the same webhook-id and body: a

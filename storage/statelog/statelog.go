@@ -32,17 +32,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/bounded"
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/storage/kafka"
 )
 
 var (
 	// ErrConflict means the entity's version was not the expected one.
-	ErrConflict = errors.New("statelog: version conflict")
+	ErrConflict = errkind.New(errkind.Conflict, "the resource was changed by another request; read it again and retry")
 	// ErrNotReady means the view has not caught up with the log yet.
-	ErrNotReady = errors.New("statelog: state is still loading")
+	ErrNotReady = errkind.New(errkind.Unavailable, "the service is still loading its state; retry later")
 	// ErrUnavailable means the log did not take the write in time.
-	ErrUnavailable = errors.New("statelog: log unavailable")
+	ErrUnavailable = errkind.New(errkind.Unavailable, "the change could not be stored right now; retry later")
 	// ErrLocked means another writer holds the entity's lock: a conflict.
 	ErrLocked = fmt.Errorf("%w: the entity is being changed by another request", ErrConflict)
 	// ErrInFlight means the caller's context ended after the write was
@@ -107,6 +108,10 @@ type Log struct {
 
 	ready     chan struct{}
 	readyOnce sync.Once
+	// closed ends the waits of the writes whose callers stopped waiting
+	// (Close: this view applies nothing more).
+	closed    chan struct{}
+	closeOnce sync.Once
 
 	// next is the offset after the last record applied, per partition
 	// (under mu); progress is closed and replaced whenever it moves.
@@ -136,6 +141,7 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger)
 		appliers: map[string]ApplyFunc{},
 		waiters:  map[string]chan bool{},
 		ready:    make(chan struct{}),
+		closed:   make(chan struct{}),
 		next:     map[int32]int64{},
 		progress: make(chan struct{}),
 
@@ -179,7 +185,10 @@ func (l *Log) WaitReady(ctx context.Context) error {
 func (l *Log) Applied() int64 { return l.applied.Load() }
 
 // Close stops the consumer.
-func (l *Log) Close() { l.consumer.Close() }
+func (l *Log) Close() {
+	l.closeOnce.Do(func() { close(l.closed) })
+	l.consumer.Close()
+}
 
 // Run consumes the topic until ctx ends.
 func (l *Log) Run(ctx context.Context) error {
@@ -501,7 +510,11 @@ type wait struct {
 // acknowledged, applied by this view (at most applyWait), then forgets them.
 func (f *inflight) settle() {
 	defer f.forget()
-	<-f.p.Done()
+	select {
+	case <-f.p.Done():
+	case <-f.l.closed:
+		return
+	}
 	if err := f.p.Err(); err != nil {
 		f.l.log.Warn("state log: a write given up by its caller failed", "topic", f.l.topic, "err", err)
 		return
@@ -515,6 +528,8 @@ func (f *inflight) settle() {
 		select {
 		case <-w.ch:
 		case <-timeout.C:
+			return
+		case <-f.l.closed:
 			return
 		}
 	}
