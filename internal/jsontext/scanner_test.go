@@ -224,6 +224,18 @@ func TestContainerEnds(t *testing.T) {
 		}
 		checkSkips(t, &s, rng)
 	}
+	// Thousands of containers (and brackets in strings): room is made once
+	// the brackets are counted.
+	for _, b := range []string{
+		"[" + strings.Repeat(`{"a":"[{","b":[[]]},`, 3000) + "[]]",
+		strings.Repeat("[", 5000) + strings.Repeat("]", 5000),
+	} {
+		var s Scanner
+		if !s.Valid([]byte(b)) {
+			t.Fatalf("refused %.50s", b)
+		}
+		checkSkips(t, &s, rng)
+	}
 }
 
 func TestDecodeString(t *testing.T) {
