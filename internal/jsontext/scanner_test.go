@@ -260,3 +260,19 @@ func TestDecodeString(t *testing.T) {
 		}
 	}
 }
+
+// TestValidManyContainersAllocatesOnce: past a thousand containers the room
+// for the rest is made at once, not by doublings (a 1 MiB body of empty
+// arrays would otherwise allocate 44 MB instead of 8.5 MB).
+func TestValidManyContainersAllocatesOnce(t *testing.T) {
+	body := []byte("[" + strings.Repeat("[],", 300_000) + "[]]")
+	allocs := testing.AllocsPerRun(1, func() {
+		var s Scanner
+		if !s.Valid(body) {
+			t.Fatal("refused")
+		}
+	})
+	if allocs > 8 { // 16, 48, 112, 240, 496, 1008, 2032, then all
+		t.Fatalf("%v allocations", allocs)
+	}
+}
