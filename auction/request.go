@@ -21,20 +21,21 @@ import (
 // decisions where the contracts are silent and the order of the checks are in
 // docs/auctions-request.md; keep the two in step.
 //
-// The body is checked once by validJSON (what json.Valid accepts, faster,
-// less the strings that break the text rule of jsontext.StringProblem), so
-// that a syntax error anywhere is invalid_json whatever else is wrong; that
-// pass also records where every array and object ends, so that skipping one
-// later costs O(1) instead of a second read of, say, 10,000 product ids.
-// After that the parser trusts the JSON grammar and walks the bytes by hand,
-// the way ingest/parse.go does for /v2/events: each object is scanned once
-// for the byte spans of its known keys (the last of duplicate keys wins, keys
-// are case-sensitive, unknown keys are skipped), and the known values are
-// then validated in a fixed order, so that the first error reported does not
-// depend on the order of keys in the body. Strings are decoded straight from
-// the body into one arena, which every string of the request shares and
-// Release hands back for the next request. Money is converted exactly from
-// its decimal text. No reflection: a 500-id auction costs 4 allocations.
+// The body is checked once by jsontext.Scanner.Valid (what json.Valid
+// accepts, faster, less the strings that break the text rule of
+// jsontext.StringProblem), so that a syntax error anywhere is invalid_json
+// whatever else is wrong; that pass also records where every array and
+// object ends, so that skipping one later costs O(1) instead of a second
+// read of, say, 10,000 product ids. After that the parser trusts the JSON
+// grammar and walks the bytes with the scanner, as ingest/parse.go does for
+// /v2/events: each object is scanned once for the byte spans of its known
+// keys (the last of duplicate keys wins, keys are case-sensitive, unknown
+// keys are skipped), and the known values are then validated in a fixed
+// order, so that the first error reported does not depend on the order of
+// keys in the body. Strings are decoded straight from the body into one
+// arena, which every string of the request shares and Release hands back for
+// the next request. Money is converted exactly from its decimal text. No
+// reflection: a 500-id auction costs 4 allocations.
 
 // Kind is the kind of one auction.
 type Kind uint8
@@ -324,10 +325,6 @@ var (
 
 // ---- parser ----
 
-// valSpan is the byte range of one JSON value in the body. hi == 0 means the
-// key was absent (no value can end at offset 0).
-type valSpan struct{ lo, hi int }
-
 // strFixup points a string at its bytes in the request's string arena.
 type strFixup struct {
 	dst    *string
@@ -342,17 +339,14 @@ type listFixup struct {
 }
 
 type parser struct {
-	b     []byte
-	cont  []valSpan   // every array and object of the body, in order of their start (from validJSON)
-	hint  int         // index in cont of the container found last
+	jsontext.Scanner
 	arena []byte      // decoded strings of the request, *box's array
 	box   *[]byte     // from stringArenas; nil once commit handed it to requests
 	fix   []strFixup  // invariant: fix[len(fix):cap(fix)] is zeroed
 	lists []listFixup // invariant: lists[len(lists):cap(lists)] is zeroed
 	offs  []int
-	list  []valSpan // element spans of an array
-	list2 []valSpan // element spans of a nested array
-	tmp   []byte    // scratch for keys and enum values with escapes
+	list  []jsontext.Span // element spans of an array
+	list2 []jsontext.Span // element spans of a nested array
 }
 
 var parserPool = sync.Pool{New: func() any { return new(parser) }}
@@ -408,7 +402,7 @@ func (p *parser) release() {
 	p.fix = p.fix[:0]
 	clear(p.lists)
 	p.lists = p.lists[:0]
-	p.b = nil
+	p.Scanner.Release()
 	if p.box != nil { // not handed to requests (an invalid one): keep it
 		*p.box = p.arena[:0]
 		if cap(p.arena) > maxPooledArena {
@@ -424,12 +418,6 @@ func (p *parser) release() {
 	}
 	if cap(p.offs) > 1<<17 {
 		p.offs = nil
-	}
-	if cap(p.cont) > 1<<16 {
-		p.cont = nil
-	}
-	if cap(p.tmp) > 64<<10 {
-		p.tmp = nil
 	}
 	parserPool.Put(p)
 }
@@ -473,32 +461,31 @@ func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError)
 	}
 	p := parserPool.Get().(*parser)
 	defer p.release()
-	p.b = body
 	if p.box == nil {
 		p.box = stringArenas.Get().(*[]byte)
 	}
 	if cap(*p.box) < len(body) { // decoded, the strings are never longer than the body
 		*p.box = make([]byte, 0, len(body))
 	}
-	p.arena, p.offs, p.hint = (*p.box)[:0], p.offs[:0], 0
-	if !p.validJSON() {
+	p.arena, p.offs = (*p.box)[:0], p.offs[:0]
+	if !p.Valid(body) {
 		return nil, invalidJSON(body)
 	}
 	if body[start] != '{' {
 		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
 	}
 
-	var top [1]valSpan
-	p.fields(start, topNames, top[:])
+	var top [1]jsontext.Span
+	p.Fields(start, topNames, top[:])
 	sp := top[0]
-	if !p.present(sp) {
+	if !p.Present(sp) {
 		return nil, invalid(CodeMissingAuctions, "auctions", "is required: at least one auction")
 	}
-	if body[sp.lo] != '[' {
+	if body[sp.Lo] != '[' {
 		return nil, invalid(CodeBadRequest, "auctions", "must be an array")
 	}
-	var elems [MaxAuctions]valSpan
-	list, over := p.elements(sp.lo, elems[:0], MaxAuctions)
+	var elems [MaxAuctions]jsontext.Span
+	list, over := p.Elements(sp.Lo, elems[:0], MaxAuctions)
 	if over {
 		return nil, invalid(CodeTooManyAuctions, "auctions", "must have at most %d auctions", MaxAuctions)
 	}
@@ -507,11 +494,11 @@ func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError)
 	}
 	reqs := make([]Request, len(list))
 	for i, asp := range list {
-		if body[asp.lo] != '{' {
+		if body[asp.Lo] != '{' {
 			return nil, fail(CodeBadRequest, i, fld(""), "must be an object")
 		}
-		var f [numAuctionFields]valSpan
-		p.fields(asp.lo, auctionNames, f[:])
+		var f [numAuctionFields]jsontext.Span
+		p.Fields(asp.Lo, auctionNames, f[:])
 		var err *ValidationError
 		switch kind {
 		case Auctions:
@@ -605,15 +592,15 @@ func invalidJSON(body []byte) *ValidationError {
 // ---- the three endpoints ----
 
 // auction validates a /v2/auctions item (listings or banners).
-func (p *parser) auction(f *[numAuctionFields]valSpan, i int, r *Request) *ValidationError {
+func (p *parser) auction(f *[numAuctionFields]jsontext.Span, i int, r *Request) *ValidationError {
 	sp := f[aType]
-	if !p.present(sp) || p.emptyString(sp) {
+	if !p.Present(sp) || p.emptyString(sp) {
 		return fail(CodeMissingPromotionType, i, fld("type"), "is required: listings or banners")
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return fail(CodeBadRequest, i, fld("type"), "must be a string")
 	}
-	switch string(p.unquoteTmp(sp)) {
+	switch string(p.UnquoteTmp(sp)) {
 	case "listings":
 		r.Kind = KindListings
 	case "banners":
@@ -628,18 +615,18 @@ func (p *parser) auction(f *[numAuctionFields]valSpan, i int, r *Request) *Valid
 	}
 	if r.Kind == KindBanners {
 		sp := f[aSlotID]
-		if !p.present(sp) || p.emptyString(sp) {
+		if !p.Present(sp) || p.emptyString(sp) {
 			return fail(CodeMissingSlotID, i, fld("slotId"), "is required for a banners auction")
 		}
 		if err := p.str(sp, i, fld("slotId"), MaxIDLen, CodeBadRequest, &r.SlotID); err != nil {
 			return err
 		}
 		r.Device = "desktop"
-		if sp := f[aDevice]; p.present(sp) {
-			if p.b[sp.lo] != '"' {
+		if sp := f[aDevice]; p.Present(sp) {
+			if p.B[sp.Lo] != '"' {
 				return fail(CodeBadRequest, i, fld("device"), "must be a string")
 			}
-			switch string(p.unquoteTmp(sp)) {
+			switch string(p.UnquoteTmp(sp)) {
 			case "desktop":
 			case "mobile":
 				r.Device = "mobile"
@@ -685,7 +672,7 @@ func (p *parser) auction(f *[numAuctionFields]valSpan, i int, r *Request) *Valid
 }
 
 // sponsoredBrand validates a /v2/auctions/sponsored-brand item.
-func (p *parser) sponsoredBrand(f *[numAuctionFields]valSpan, i int, r *Request) *ValidationError {
+func (p *parser) sponsoredBrand(f *[numAuctionFields]jsontext.Span, i int, r *Request) *ValidationError {
 	r.Kind = KindSponsoredBrand
 	if err := p.slots(f[aWinners], i, "winners", &r.Slots); err != nil {
 		return err
@@ -694,13 +681,13 @@ func (p *parser) sponsoredBrand(f *[numAuctionFields]valSpan, i int, r *Request)
 	// on /v2/auctions.
 	sp := f[aPlacementID]
 	switch {
-	case !p.present(sp) || p.emptyString(sp):
+	case !p.Present(sp) || p.emptyString(sp):
 		return fail(CodeBadRequest, i, fld("placementId"), "is required")
-	case p.b[sp.lo] == '"':
+	case p.B[sp.Lo] == '"':
 		if err := p.str(sp, i, fld("placementId"), MaxIDLen, CodeBadRequest, &r.PlacementName); err != nil {
 			return err
 		}
-	case isNumberStart(p.b[sp.lo]):
+	case jsontext.IsNumberStart(p.B[sp.Lo]):
 		if err := p.placementInt(sp, i, r); err != nil {
 			return err
 		}
@@ -708,14 +695,14 @@ func (p *parser) sponsoredBrand(f *[numAuctionFields]valSpan, i int, r *Request)
 		return fail(CodeBadRequest, i, fld("placementId"), "must be a string")
 	}
 	sp = f[aTriggers]
-	if !p.present(sp) {
+	if !p.Present(sp) {
 		return fail(CodeMissingContext, i, fld("triggers"), "is required: exactly one of products, category, searchQuery")
 	}
-	if p.b[sp.lo] != '{' {
+	if p.B[sp.Lo] != '{' {
 		return fail(CodeBadRequest, i, fld("triggers"), "must be an object")
 	}
-	var t [3]valSpan
-	p.fields(sp.lo, triggerNames, t[:])
+	var t [3]jsontext.Span
+	p.Fields(sp.Lo, triggerNames, t[:])
 	if err := p.products(t[0], i, "triggers.", r); err != nil {
 		return err
 	}
@@ -746,26 +733,26 @@ func (p *parser) sponsoredBrand(f *[numAuctionFields]valSpan, i int, r *Request)
 }
 
 // travel validates a /v2/auctions/travel item (hotels or flights).
-func (p *parser) travel(f *[numAuctionFields]valSpan, i int, r *Request) *ValidationError {
-	var tc [numTravelCtxFields]valSpan
+func (p *parser) travel(f *[numAuctionFields]jsontext.Span, i int, r *Request) *ValidationError {
+	var tc [numTravelCtxFields]jsontext.Span
 	ctx := f[aTravelContext]
-	ctxObj := p.present(ctx) && p.b[ctx.lo] == '{'
+	ctxObj := p.Present(ctx) && p.B[ctx.Lo] == '{'
 	if ctxObj {
-		p.fields(ctx.lo, travelCtxNames, tc[:])
+		p.Fields(ctx.Lo, travelCtxNames, tc[:])
 	}
 	sp := f[aType]
 	switch {
-	case !p.present(sp):
+	case !p.Present(sp):
 		// No discriminator in the public contract: a travelContext with a
 		// route or a flightType makes it a flights auction.
 		r.Kind = KindHotels
-		if p.present(tc[tcRoute]) || p.present(tc[tcFlightType]) {
+		if p.Present(tc[tcRoute]) || p.Present(tc[tcFlightType]) {
 			r.Kind = KindFlights
 		}
-	case p.b[sp.lo] != '"':
+	case p.B[sp.Lo] != '"':
 		return fail(CodeBadRequest, i, fld("type"), "must be a string")
 	default:
-		switch string(p.unquoteTmp(sp)) {
+		switch string(p.UnquoteTmp(sp)) {
 		case "hotels":
 			r.Kind = KindHotels
 		case "flights":
@@ -817,8 +804,8 @@ func contexts(r *Request, query bool) int {
 // ---- fields shared by the endpoints ----
 
 // slots validates a required slot count (`slots` or `winners`).
-func (p *parser) slots(sp valSpan, i int, field string, dst *int) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) slots(sp jsontext.Span, i int, field string, dst *int) *ValidationError {
+	if !p.Present(sp) {
 		return fail(CodeMissingSlots, i, fld(field), "is required")
 	}
 	v, integral, ok := p.integer(sp)
@@ -835,8 +822,8 @@ func (p *parser) slots(sp valSpan, i int, field string, dst *int) *ValidationErr
 }
 
 // placementInt validates an integer placementId (1..8).
-func (p *parser) placementInt(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) placementInt(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
 	v, integral, ok := p.integer(sp)
@@ -851,18 +838,18 @@ func (p *parser) placementInt(sp valSpan, i int, r *Request) *ValidationError {
 }
 
 // common validates opaqueUserId and page.
-func (p *parser) common(f *[numAuctionFields]valSpan, i int, r *Request) *ValidationError {
+func (p *parser) common(f *[numAuctionFields]jsontext.Span, i int, r *Request) *ValidationError {
 	if err := p.str(f[aOpaqueUserID], i, fld("opaqueUserId"), MaxOpaqueUserIDLen, CodeInvalidOpaqueUserID, &r.OpaqueUserID); err != nil {
 		return err
 	}
 	return p.page(f[aPage], i, r)
 }
 
-func (p *parser) experimentVariant(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) experimentVariant(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return fail(CodeBadRequest, i, fld("experimentVariant"), "must be a string")
 	}
 	if p.emptyString(sp) {
@@ -874,11 +861,11 @@ func (p *parser) experimentVariant(sp valSpan, i int, r *Request) *ValidationErr
 	return p.str(sp, i, fld("experimentVariant"), MaxExperimentVariantLen, CodeExperimentVariantTooLong, &r.ExperimentVariant)
 }
 
-func (p *parser) demandSources(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) demandSources(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '[' {
+	if p.B[sp.Lo] != '[' {
 		return fail(CodeBadRequest, i, fld("demandSources"), "must be an array")
 	}
 	if p.emptyArray(sp) {
@@ -892,26 +879,26 @@ func (p *parser) demandSources(sp valSpan, i int, r *Request) *ValidationError {
 
 // products validates a Products object (`ids`, `qualityScores`, `prices`);
 // pre is "" or "triggers.".
-func (p *parser) products(sp valSpan, i int, pre string, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) products(sp jsontext.Span, i int, pre string, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '{' {
+	if p.B[sp.Lo] != '{' {
 		return fail(CodeBadRequest, i, fpath{pre: pre, field: "products", k1: -1, k2: -1}, "must be an object")
 	}
-	var f [3]valSpan
-	p.fields(sp.lo, productsNames, f[:])
+	var f [3]jsontext.Span
+	p.Fields(sp.Lo, productsNames, f[:])
 
 	idsPath := fpath{pre: pre, field: "products.ids", k1: -1, k2: -1}
 	ids := f[0]
-	if !p.present(ids) {
+	if !p.Present(ids) {
 		return fail(CodeNoProducts, i, idsPath, "is required: at least one product id")
 	}
-	if p.b[ids.lo] != '[' {
+	if p.B[ids.Lo] != '[' {
 		return fail(CodeBadRequest, i, idsPath, "must be an array of strings")
 	}
 	var over bool
-	p.list, over = p.elements(ids.lo, p.list[:0], MaxProducts)
+	p.list, over = p.Elements(ids.Lo, p.list[:0], MaxProducts)
 	if over {
 		return fail(CodeTooManyProducts, i, idsPath, "must have at most %d product ids", MaxProducts)
 	}
@@ -929,7 +916,7 @@ func (p *parser) products(sp valSpan, i int, pre string, r *Request) *Validation
 	}
 	off := len(p.offs)
 	for k, esp := range p.list {
-		if p.b[esp.lo] != '"' {
+		if p.B[esp.Lo] != '"' {
 			return fail(CodeBadRequest, i, idsPath.el(k), "must be a string")
 		}
 		lo, hi := p.decode(esp)
@@ -944,14 +931,14 @@ func (p *parser) products(sp valSpan, i int, pre string, r *Request) *Validation
 	p.lists = append(p.lists, listFixup{out, off})
 	r.ProductIDs = out
 
-	if sp := f[1]; p.present(sp) {
+	if sp := f[1]; p.Present(sp) {
 		path := fpath{pre: pre, field: "products.qualityScores", k1: -1, k2: -1}
 		if err := p.sameLength(sp, i, path, n); err != nil {
 			return err
 		}
 		qs := make([]float64, n)
 		for k, esp := range p.list {
-			if !isNumberStart(p.b[esp.lo]) {
+			if !jsontext.IsNumberStart(p.B[esp.Lo]) {
 				return fail(CodeBadRequest, i, path.el(k), "must be a number")
 			}
 			v, ok := p.qualityScore(esp)
@@ -962,7 +949,7 @@ func (p *parser) products(sp valSpan, i int, pre string, r *Request) *Validation
 		}
 		r.QualityScores = qs
 	}
-	if sp := f[2]; p.present(sp) {
+	if sp := f[2]; p.Present(sp) {
 		path := fpath{pre: pre, field: "products.prices", k1: -1, k2: -1}
 		if err := p.sameLength(sp, i, path, n); err != nil {
 			return err
@@ -980,12 +967,12 @@ func (p *parser) products(sp valSpan, i int, pre string, r *Request) *Validation
 
 // sameLength checks that the value at sp is an array of n elements and leaves
 // their spans in p.list.
-func (p *parser) sameLength(sp valSpan, i int, path fpath, n int) *ValidationError {
-	if p.b[sp.lo] != '[' {
+func (p *parser) sameLength(sp jsontext.Span, i int, path fpath, n int) *ValidationError {
+	if p.B[sp.Lo] != '[' {
 		return fail(CodeBadRequest, i, path, "must be an array of numbers")
 	}
 	var over bool
-	p.list, over = p.elements(sp.lo, p.list[:0], n)
+	p.list, over = p.Elements(sp.Lo, p.list[:0], n)
 	if over || len(p.list) != n {
 		return fail(CodeProductInfoMismatch, i, path, "must have one item per product id (%d)", n)
 	}
@@ -994,8 +981,8 @@ func (p *parser) sameLength(sp valSpan, i int, path fpath, n int) *ValidationErr
 
 // qualityScore converts a JSON number and checks it is in (0, 1] (after
 // rounding to the nearest float64).
-func (p *parser) qualityScore(sp valSpan) (float64, bool) {
-	num := p.b[sp.lo:sp.hi]
+func (p *parser) qualityScore(sp jsontext.Span) (float64, bool) {
+	num := p.B[sp.Lo:sp.Hi]
 	if num[0] == '-' {
 		return 0, false
 	}
@@ -1008,11 +995,11 @@ func (p *parser) qualityScore(sp valSpan) (float64, bool) {
 
 // price converts a price exactly from its decimal text to micro-units,
 // rounding half away from zero after the sixth decimal.
-func (p *parser) price(sp valSpan, i int, path fpath, dst *int64) *ValidationError {
-	if !isNumberStart(p.b[sp.lo]) {
+func (p *parser) price(sp jsontext.Span, i int, path fpath, dst *int64) *ValidationError {
+	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return fail(CodeBadRequest, i, path, "must be a number")
 	}
-	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 6, MaxPriceMicros)
+	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 6, MaxPriceMicros)
 	switch {
 	case d.Zero || d.Neg:
 		return fail(CodeNonPositivePrice, i, path, "must be greater than 0")
@@ -1027,19 +1014,19 @@ func (p *parser) price(sp valSpan, i int, path fpath, dst *int64) *ValidationErr
 
 // category validates an AuctionCategory: exactly one of id, ids,
 // disjunctions; pre is "" or "triggers.".
-func (p *parser) category(sp valSpan, i int, pre string, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) category(sp jsontext.Span, i int, pre string, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
 	path := fpath{pre: pre, field: "category", k1: -1, k2: -1}
-	if p.b[sp.lo] != '{' {
+	if p.B[sp.Lo] != '{' {
 		return fail(CodeBadRequest, i, path, "must be an object")
 	}
-	var f [3]valSpan
-	p.fields(sp.lo, categoryNames, f[:])
+	var f [3]jsontext.Span
+	p.Fields(sp.Lo, categoryNames, f[:])
 	n := 0
 	for _, s := range f {
-		if p.present(s) {
+		if p.Present(s) {
 			n++
 		}
 	}
@@ -1048,15 +1035,15 @@ func (p *parser) category(sp valSpan, i int, pre string, r *Request) *Validation
 	}
 	c := new(CategoryFilter)
 	switch {
-	case p.present(f[0]):
+	case p.Present(f[0]):
 		path.field = "category.id"
-		if p.b[f[0].lo] != '"' {
+		if p.B[f[0].Lo] != '"' {
 			return fail(CodeBadRequest, i, path, "must be a string")
 		}
 		if err := p.categoryID(f[0], i, path, &c.ID); err != nil {
 			return err
 		}
-	case p.present(f[1]):
+	case p.Present(f[1]):
 		path.field = "category.ids"
 		ids, err := p.categoryList(f[1], i, path, &p.list)
 		if err != nil {
@@ -1066,11 +1053,11 @@ func (p *parser) category(sp valSpan, i int, pre string, r *Request) *Validation
 	default:
 		path.field = "category.disjunctions"
 		sp := f[2]
-		if p.b[sp.lo] != '[' {
+		if p.B[sp.Lo] != '[' {
 			return fail(CodeBadRequest, i, path, "must be an array of arrays of strings")
 		}
 		var over bool
-		p.list2, over = p.elements(sp.lo, p.list2[:0], MaxCategoryItems)
+		p.list2, over = p.Elements(sp.Lo, p.list2[:0], MaxCategoryItems)
 		if over {
 			return fail(CodeInvalidCategory, i, path, "must have at most %d disjunctions", MaxCategoryItems)
 		}
@@ -1092,12 +1079,12 @@ func (p *parser) category(sp valSpan, i int, pre string, r *Request) *Validation
 }
 
 // categoryList validates an array of 1..5 category ids.
-func (p *parser) categoryList(sp valSpan, i int, path fpath, list *[]valSpan) ([]string, *ValidationError) {
-	if p.b[sp.lo] != '[' {
+func (p *parser) categoryList(sp jsontext.Span, i int, path fpath, list *[]jsontext.Span) ([]string, *ValidationError) {
+	if p.B[sp.Lo] != '[' {
 		return nil, fail(CodeBadRequest, i, path, "must be an array of strings")
 	}
 	var over bool
-	*list, over = p.elements(sp.lo, (*list)[:0], MaxCategoryItems)
+	*list, over = p.Elements(sp.Lo, (*list)[:0], MaxCategoryItems)
 	if over {
 		return nil, fail(CodeInvalidCategory, i, path, "must have at most %d category ids", MaxCategoryItems)
 	}
@@ -1106,7 +1093,7 @@ func (p *parser) categoryList(sp valSpan, i int, path fpath, list *[]valSpan) ([
 	}
 	out := make([]string, len(*list))
 	for k, esp := range *list {
-		if p.b[esp.lo] != '"' {
+		if p.B[esp.Lo] != '"' {
 			return nil, fail(CodeBadRequest, i, path.el(k), "must be a string")
 		}
 		if err := p.categoryID(esp, i, path.el(k), &out[k]); err != nil {
@@ -1117,7 +1104,7 @@ func (p *parser) categoryList(sp valSpan, i int, path fpath, list *[]valSpan) ([
 }
 
 // categoryID validates one category id (at sp, known to be a string).
-func (p *parser) categoryID(sp valSpan, i int, path fpath, dst *string) *ValidationError {
+func (p *parser) categoryID(sp jsontext.Span, i int, path fpath, dst *string) *ValidationError {
 	lo, hi := p.decode(sp)
 	if lo == hi {
 		return fail(CodeInvalidCategory, i, path, "must not be empty")
@@ -1133,12 +1120,12 @@ func (p *parser) categoryID(sp valSpan, i int, path fpath, dst *string) *Validat
 // as absent, at most MaxSearchQueryWords words and MaxStringLen characters.
 // pre is "" or "triggers.".
 // given reports a non-blank query.
-func (p *parser) searchQuery(sp valSpan, i int, pre string, r *Request) (given bool, err *ValidationError) {
-	if !p.present(sp) {
+func (p *parser) searchQuery(sp jsontext.Span, i int, pre string, r *Request) (given bool, err *ValidationError) {
+	if !p.Present(sp) {
 		return false, nil
 	}
 	path := fpath{pre: pre, field: "searchQuery", k1: -1, k2: -1}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return false, fail(CodeBadRequest, i, path, "must be a string")
 	}
 	lo, hi := p.decode(sp)
@@ -1181,27 +1168,27 @@ func (p *parser) searchQuery(sp valSpan, i int, pre string, r *Request) (given b
 
 // geo validates geoTargeting: an object with exactly one of location or
 // locations, or a bare string (read as location).
-func (p *parser) geo(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) geo(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	var f [2]valSpan
+	var f [2]jsontext.Span
 	locPath := fld("geoTargeting.location")
-	switch p.b[sp.lo] {
+	switch p.B[sp.Lo] {
 	case '"':
 		f[0] = sp
 		locPath = fld("geoTargeting")
 	case '{':
-		p.fields(sp.lo, geoNames, f[:])
+		p.Fields(sp.Lo, geoNames, f[:])
 	default:
 		return fail(CodeBadRequest, i, fld("geoTargeting"), "must be an object")
 	}
-	hasLoc, hasLocs := p.present(f[0]), p.present(f[1])
+	hasLoc, hasLocs := p.Present(f[0]), p.Present(f[1])
 	if hasLoc == hasLocs {
 		return fail(CodeInvalidGeoTargeting, i, fld("geoTargeting"), "exactly one of location or locations must be set")
 	}
 	if hasLoc {
-		if p.b[f[0].lo] != '"' {
+		if p.B[f[0].Lo] != '"' {
 			return fail(CodeBadRequest, i, locPath, "must be a string")
 		}
 		if p.emptyString(f[0]) {
@@ -1211,11 +1198,11 @@ func (p *parser) geo(sp valSpan, i int, r *Request) *ValidationError {
 	}
 	path := fld("geoTargeting.locations")
 	ls := f[1]
-	if p.b[ls.lo] != '[' {
+	if p.B[ls.Lo] != '[' {
 		return fail(CodeBadRequest, i, path, "must be an array of strings")
 	}
 	var over bool
-	p.list, over = p.elements(ls.lo, p.list[:0], MaxLocations)
+	p.list, over = p.Elements(ls.Lo, p.list[:0], MaxLocations)
 	if over {
 		return fail(CodeTooManyLocations, i, path, "must have at most %d locations", MaxLocations)
 	}
@@ -1225,10 +1212,10 @@ func (p *parser) geo(sp valSpan, i int, r *Request) *ValidationError {
 	var cells [MaxLocations]uint64
 	out := make([]string, 0, len(p.list))
 	for k, esp := range p.list {
-		if p.b[esp.lo] != '"' {
+		if p.B[esp.Lo] != '"' {
 			return fail(CodeBadRequest, i, path.el(k), "must be a string")
 		}
-		c, ok := parseCell(p.unquoteTmp(esp))
+		c, ok := parseCell(p.UnquoteTmp(esp))
 		if !ok {
 			return fail(CodeInvalidLocationCell, i, path.el(k), "must be a valid H3 cell index in hexadecimal")
 		}
@@ -1268,17 +1255,17 @@ func parseCell(s []byte) (uint64, bool) {
 	return x, h3.Cell(x).IsValid()
 }
 
-func (p *parser) page(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) page(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '{' {
+	if p.B[sp.Lo] != '{' {
 		return fail(CodeBadRequest, i, fld("page"), "must be an object")
 	}
-	var f [3]valSpan
-	p.fields(sp.lo, pageNames, f[:])
+	var f [3]jsontext.Span
+	p.Fields(sp.Lo, pageNames, f[:])
 	pg := new(Page)
-	if !p.present(f[0]) {
+	if !p.Present(f[0]) {
 		return fail(CodeBadRequest, i, fld("page.type"), "is required")
 	}
 	t, err := p.enum(f[0], i, fld("page.type"), pageTypes)
@@ -1286,7 +1273,7 @@ func (p *parser) page(sp valSpan, i int, r *Request) *ValidationError {
 		return err
 	}
 	pg.Type = t
-	if !p.present(f[1]) {
+	if !p.Present(f[1]) {
 		return fail(CodeBadRequest, i, fld("page.pageId"), "is required")
 	}
 	if p.emptyString(f[1]) {
@@ -1295,9 +1282,9 @@ func (p *parser) page(sp valSpan, i int, r *Request) *ValidationError {
 	if err := p.str(f[1], i, fld("page.pageId"), MaxStringLen, CodeBadRequest, &pg.ID); err != nil {
 		return err
 	}
-	if v := f[2]; p.present(v) {
+	if v := f[2]; p.Present(v) {
 		path := fld("page.value")
-		switch p.b[v.lo] {
+		switch p.B[v.Lo] {
 		case '"':
 			pg.Value = make([]string, 1)
 			if err := p.str(v, i, path, MaxStringLen, CodeBadRequest, &pg.Value[0]); err != nil {
@@ -1305,7 +1292,7 @@ func (p *parser) page(sp valSpan, i int, r *Request) *ValidationError {
 			}
 		case '[':
 			var over bool
-			p.list, over = p.elements(v.lo, p.list[:0], MaxPageValues)
+			p.list, over = p.Elements(v.Lo, p.list[:0], MaxPageValues)
 			if over {
 				return fail(CodeBadRequest, i, path, "must have at most %d items", MaxPageValues)
 			}
@@ -1314,7 +1301,7 @@ func (p *parser) page(sp valSpan, i int, r *Request) *ValidationError {
 			}
 			pg.Value = make([]string, len(p.list))
 			for k, esp := range p.list {
-				if p.b[esp.lo] != '"' {
+				if p.B[esp.Lo] != '"' {
 					return fail(CodeBadRequest, i, path.el(k), "must be a string")
 				}
 				lo, hi := p.decode(esp)
@@ -1331,21 +1318,21 @@ func (p *parser) page(sp valSpan, i int, r *Request) *ValidationError {
 	return nil
 }
 
-func (p *parser) filter(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) filter(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '{' {
+	if p.B[sp.Lo] != '{' {
 		return fail(CodeBadRequest, i, fld("filter"), "must be an object")
 	}
-	var f [3]valSpan
-	p.fields(sp.lo, filterNames, f[:])
+	var f [3]jsontext.Span
+	p.Fields(sp.Lo, filterNames, f[:])
 	fl := &Filter{Operator: "and"}
-	if s := f[0]; p.present(s) {
-		if p.b[s.lo] != '"' {
+	if s := f[0]; p.Present(s) {
+		if p.B[s.Lo] != '"' {
 			return fail(CodeBadRequest, i, fld("filter.operator"), "must be a string")
 		}
-		switch string(p.unquoteTmp(s)) {
+		switch string(p.UnquoteTmp(s)) {
 		case "and":
 		case "or":
 			fl.Operator = "or"
@@ -1353,19 +1340,19 @@ func (p *parser) filter(sp valSpan, i int, r *Request) *ValidationError {
 			return fail(CodeBadRequest, i, fld("filter.operator"), "the filter operation must be and or or")
 		}
 	}
-	if s := f[1]; p.present(s) {
+	if s := f[1]; p.Present(s) {
 		path := fld("filter.attributes")
-		if p.b[s.lo] != '[' {
+		if p.B[s.Lo] != '[' {
 			return fail(CodeBadRequest, i, path, "must be an array of strings")
 		}
 		var over bool
-		p.list, over = p.elements(s.lo, p.list[:0], MaxFilterAttributes)
+		p.list, over = p.Elements(s.Lo, p.list[:0], MaxFilterAttributes)
 		if over || len(p.list) == 0 {
 			return fail(CodeBadRequest, i, path, "the number of filter attributes must be from 1 to %d", MaxFilterAttributes)
 		}
 		fl.Attributes = make([]Attribute, len(p.list))
 		for k, esp := range p.list {
-			if p.b[esp.lo] != '"' {
+			if p.B[esp.Lo] != '"' {
 				return fail(CodeBadRequest, i, path.el(k), "must be a string")
 			}
 			lo, hi := p.decode(esp)
@@ -1380,19 +1367,19 @@ func (p *parser) filter(sp valSpan, i int, r *Request) *ValidationError {
 			p.keep(&fl.Attributes[k].Value, colon+1, hi)
 		}
 	}
-	if s := f[2]; p.present(s) {
+	if s := f[2]; p.Present(s) {
 		path := fld("filter.promotions")
-		if p.b[s.lo] != '[' {
+		if p.B[s.Lo] != '[' {
 			return fail(CodeBadRequest, i, path, "must be an array of strings")
 		}
 		var over bool
-		p.list, over = p.elements(s.lo, p.list[:0], MaxFilterPromotions)
+		p.list, over = p.Elements(s.Lo, p.list[:0], MaxFilterPromotions)
 		if over || len(p.list) == 0 {
 			return fail(CodeBadRequest, i, path, "the number of filter promotions must be from 1 to %d", MaxFilterPromotions)
 		}
 		fl.Promotions = make([]string, len(p.list))
 		for k, esp := range p.list {
-			if p.b[esp.lo] != '"' {
+			if p.B[esp.Lo] != '"' {
 				return fail(CodeBadRequest, i, path.el(k), "must be a string")
 			}
 			lo, hi := p.decode(esp)
@@ -1415,16 +1402,16 @@ func (p *parser) filter(sp valSpan, i int, r *Request) *ValidationError {
 // ---- travel ----
 
 // travelProducts validates a travel `products` array of objects.
-func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) travelProducts(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
 	path := fld("products")
-	if p.b[sp.lo] != '[' {
+	if p.B[sp.Lo] != '[' {
 		return fail(CodeBadRequest, i, path, "must be an array of objects")
 	}
 	var over bool
-	p.list, over = p.elements(sp.lo, p.list[:0], MaxProducts)
+	p.list, over = p.Elements(sp.Lo, p.list[:0], MaxProducts)
 	if over {
 		return fail(CodeTooManyProducts, i, path, "must have at most %d products", MaxProducts)
 	}
@@ -1443,15 +1430,15 @@ func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError 
 	var pr []int64
 	for k, esp := range p.list {
 		ep := path.el(k)
-		if p.b[esp.lo] != '{' {
+		if p.B[esp.Lo] != '{' {
 			return fail(CodeBadRequest, i, ep, "must be an object")
 		}
-		var f [4]valSpan
-		p.fields(esp.lo, travelProductNames, f[:])
-		if !p.present(f[0]) {
+		var f [4]jsontext.Span
+		p.Fields(esp.Lo, travelProductNames, f[:])
+		if !p.Present(f[0]) {
 			return fail(CodeBadRequest, i, ep.dot("id"), "is required")
 		}
-		if p.b[f[0].lo] != '"' {
+		if p.B[f[0].Lo] != '"' {
 			return fail(CodeBadRequest, i, ep.dot("id"), "must be a string")
 		}
 		lo, hi := p.decode(f[0])
@@ -1464,7 +1451,7 @@ func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError 
 		p.offs = append(p.offs, lo, hi)
 		if flights {
 			v := f[1]
-			if !p.present(v) || p.emptyString(v) {
+			if !p.Present(v) || p.emptyString(v) {
 				return fail(CodeMissingVariationID, i, ep.dot("variationID"), "is required for a flights product")
 			}
 			if err := p.str(v, i, ep.dot("variationID"), MaxIDLen, CodeBadRequest, &vars[k]); err != nil {
@@ -1472,7 +1459,7 @@ func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError 
 			}
 		}
 		// qualityScore and price: given for every product or for none.
-		has := p.present(f[2])
+		has := p.Present(f[2])
 		if k > 0 && has != (qs != nil) {
 			return fail(CodeProductInfoMismatch, i, ep.dot("qualityScore"), "must be given for every product or for none")
 		}
@@ -1480,7 +1467,7 @@ func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError 
 			if qs == nil {
 				qs = make([]float64, n)
 			}
-			if !isNumberStart(p.b[f[2].lo]) {
+			if !jsontext.IsNumberStart(p.B[f[2].Lo]) {
 				return fail(CodeBadRequest, i, ep.dot("qualityScore"), "must be a number")
 			}
 			v, ok := p.qualityScore(f[2])
@@ -1489,7 +1476,7 @@ func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError 
 			}
 			qs[k] = v
 		}
-		has = p.present(f[3])
+		has = p.Present(f[3])
 		if k > 0 && has != (pr != nil) {
 			return fail(CodeProductInfoMismatch, i, ep.dot("price"), "must be given for every product or for none")
 		}
@@ -1508,26 +1495,26 @@ func (p *parser) travelProducts(sp valSpan, i int, r *Request) *ValidationError 
 }
 
 // travelCategory validates `{singleCategory: {id}}`.
-func (p *parser) travelCategory(sp valSpan, i int, r *Request) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) travelCategory(sp jsontext.Span, i int, r *Request) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '{' {
+	if p.B[sp.Lo] != '{' {
 		return fail(CodeBadRequest, i, fld("category"), "must be an object")
 	}
-	var f [1]valSpan
-	p.fields(sp.lo, travelCatNames, f[:])
+	var f [1]jsontext.Span
+	p.Fields(sp.Lo, travelCatNames, f[:])
 	sc := f[0]
-	if !p.present(sc) {
+	if !p.Present(sc) {
 		return fail(CodeInvalidTravelCategory, i, fld("category.singleCategory"), "is required")
 	}
-	if p.b[sc.lo] != '{' {
+	if p.B[sc.Lo] != '{' {
 		return fail(CodeBadRequest, i, fld("category.singleCategory"), "must be an object")
 	}
-	f[0] = valSpan{}
-	p.fields(sc.lo, singleCatNames, f[:])
+	f[0] = jsontext.Span{}
+	p.Fields(sc.Lo, singleCatNames, f[:])
 	id := f[0]
-	if !p.present(id) || p.b[id.lo] != '"' || p.emptyString(id) {
+	if !p.Present(id) || p.B[id.Lo] != '"' || p.emptyString(id) {
 		return fail(CodeInvalidTravelCategory, i, fld("category.singleCategory.id"), "must be a non-empty string")
 	}
 	c := new(CategoryFilter)
@@ -1538,13 +1525,13 @@ func (p *parser) travelCategory(sp valSpan, i int, r *Request) *ValidationError 
 	return nil
 }
 
-func (p *parser) travelContext(sp valSpan, isObj bool, f *[numTravelCtxFields]valSpan, i int, r *Request) *ValidationError {
+func (p *parser) travelContext(sp jsontext.Span, isObj bool, f *[numTravelCtxFields]jsontext.Span, i int, r *Request) *ValidationError {
 	flights := r.Kind == KindFlights
 	missing := CodeBadRequest
 	if flights {
 		missing = CodeMissingFlightTravelContext
 	}
-	if !p.present(sp) {
+	if !p.Present(sp) {
 		return fail(missing, i, fld("travelContext"), "is required")
 	}
 	if !isObj {
@@ -1552,13 +1539,13 @@ func (p *parser) travelContext(sp valSpan, isObj bool, f *[numTravelCtxFields]va
 	}
 	tc := new(TravelContext)
 	s := f[tcSite]
-	if !p.present(s) || p.emptyString(s) {
+	if !p.Present(s) || p.emptyString(s) {
 		return fail(missing, i, fld("travelContext.site"), "is required")
 	}
 	if err := p.str(s, i, fld("travelContext.site"), MaxSiteLen, CodeBadRequest, &tc.Site); err != nil {
 		return err
 	}
-	if s := f[tcPassengers]; p.present(s) {
+	if s := f[tcPassengers]; p.Present(s) {
 		path := fld("travelContext.passengers")
 		v, integral, ok := p.integer(s)
 		switch {
@@ -1578,15 +1565,15 @@ func (p *parser) travelContext(sp valSpan, isObj bool, f *[numTravelCtxFields]va
 	if err := p.date(f[tcEnd], i, fld("travelContext.travelEndDate"), &tc.EndDate, &end); err != nil {
 		return err
 	}
-	if p.present(f[tcStart]) && p.present(f[tcEnd]) && end <= start {
+	if p.Present(f[tcStart]) && p.Present(f[tcEnd]) && end <= start {
 		return fail(CodeInvalidTravelDateRange, i, fld("travelContext.travelEndDate"), "must be after travelStartDate")
 	}
-	if s := f[tcTravelerType]; p.present(s) {
+	if s := f[tcTravelerType]; p.Present(s) {
 		path := fld("travelContext.travelerType")
-		if p.b[s.lo] != '"' {
+		if p.B[s.Lo] != '"' {
 			return fail(CodeBadRequest, i, path, "must be a string")
 		}
-		v := p.unquoteTmp(s)
+		v := p.UnquoteTmp(s)
 		for _, t := range travelerTypes {
 			if string(v) == t {
 				tc.TravelerType = t
@@ -1604,7 +1591,7 @@ func (p *parser) travelContext(sp valSpan, isObj bool, f *[numTravelCtxFields]va
 	}
 	if flights {
 		s := f[tcRoute]
-		if !p.present(s) || p.emptyString(s) {
+		if !p.Present(s) || p.emptyString(s) {
 			return fail(CodeMissingFlightTravelContext, i, fld("travelContext.route"), "is required for a flights auction")
 		}
 		if err := p.str(s, i, fld("travelContext.route"), MaxStringLen, CodeBadRequest, &tc.Route); err != nil {
@@ -1612,13 +1599,13 @@ func (p *parser) travelContext(sp valSpan, isObj bool, f *[numTravelCtxFields]va
 		}
 		s = f[tcFlightType]
 		path := fld("travelContext.flightType")
-		if !p.present(s) || p.emptyString(s) {
+		if !p.Present(s) || p.emptyString(s) {
 			return fail(CodeMissingFlightTravelContext, i, path, "is required for a flights auction")
 		}
-		if p.b[s.lo] != '"' {
+		if p.B[s.Lo] != '"' {
 			return fail(CodeBadRequest, i, path, "must be a string")
 		}
-		switch string(p.unquoteTmp(s)) {
+		switch string(p.UnquoteTmp(s)) {
 		case "one_way", "one-way":
 			tc.FlightType = "one_way"
 		case "round_trip", "round-trip":
@@ -1634,14 +1621,14 @@ func (p *parser) travelContext(sp valSpan, isObj bool, f *[numTravelCtxFields]va
 }
 
 // date validates an optional YYYY-MM-DD date; *day gets its day number.
-func (p *parser) date(sp valSpan, i int, path fpath, dst *string, day *int64) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) date(sp jsontext.Span, i int, path fpath, dst *string, day *int64) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return fail(CodeBadRequest, i, path, "must be a string")
 	}
-	s := p.unquoteTmp(sp)
+	s := p.UnquoteTmp(sp)
 	y, m, d, ok := parseDate(s)
 	if !ok {
 		return fail(CodeInvalidDateFormat, i, path, "must be a date in the form YYYY-MM-DD")
@@ -1677,27 +1664,19 @@ func parseDate(s []byte) (y, m, d int, ok bool) {
 
 // ---- scalar helpers ----
 
-// present reports whether a key was given with a value other than null.
-func (p *parser) present(sp valSpan) bool { return sp.hi != 0 && p.b[sp.lo] != 'n' }
-
 // emptyString reports whether the value at sp is "".
-func (p *parser) emptyString(sp valSpan) bool {
-	return sp.hi-sp.lo == 2 && p.b[sp.lo] == '"'
+func (p *parser) emptyString(sp jsontext.Span) bool {
+	return sp.Hi-sp.Lo == 2 && p.B[sp.Lo] == '"'
 }
 
 // emptyArray reports whether the array at sp has no elements.
-func (p *parser) emptyArray(sp valSpan) bool { return p.b[jsontext.SkipWS(p.b, sp.lo+1)] == ']' }
+func (p *parser) emptyArray(sp jsontext.Span) bool { return p.B[jsontext.SkipWS(p.B, sp.Lo+1)] == ']' }
 
 // decode appends the decoded string at sp (known to be a string) to the arena
 // and returns its range there.
-func (p *parser) decode(sp valSpan) (lo, hi int) {
+func (p *parser) decode(sp jsontext.Span) (lo, hi int) {
 	lo = len(p.arena)
-	raw := p.b[sp.lo+1 : sp.hi-1]
-	if jsontext.PlainString(raw) {
-		p.arena = append(p.arena, raw...)
-	} else {
-		p.arena = jsontext.AppendUnquoted(p.arena, raw)
-	}
+	p.arena = p.Unquote(p.arena, sp)
 	return lo, len(p.arena)
 }
 
@@ -1723,11 +1702,11 @@ func (p *parser) checkLen(lo, hi, max int, code string, i int, path fpath, k int
 
 // str validates an optional string field of at most max characters (maxCode
 // when longer) and keeps it in *dst; "" leaves *dst empty.
-func (p *parser) str(sp valSpan, i int, path fpath, max int, maxCode string, dst *string) *ValidationError {
-	if !p.present(sp) {
+func (p *parser) str(sp jsontext.Span, i int, path fpath, max int, maxCode string, dst *string) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return fail(CodeBadRequest, i, path, "must be a string")
 	}
 	lo, hi := p.decode(sp)
@@ -1740,11 +1719,11 @@ func (p *parser) str(sp valSpan, i int, path fpath, max int, maxCode string, dst
 
 // enum validates a string against its allowed values and returns the
 // matching constant (no allocation).
-func (p *parser) enum(sp valSpan, i int, path fpath, values []string) (string, *ValidationError) {
-	if p.b[sp.lo] != '"' {
+func (p *parser) enum(sp jsontext.Span, i int, path fpath, values []string) (string, *ValidationError) {
+	if p.B[sp.Lo] != '"' {
 		return "", fail(CodeBadRequest, i, path, "must be a string")
 	}
-	raw := p.unquoteTmp(sp)
+	raw := p.UnquoteTmp(sp)
 	for _, v := range values {
 		if string(raw) == v {
 			return v, nil
@@ -1753,28 +1732,17 @@ func (p *parser) enum(sp valSpan, i int, path fpath, values []string) (string, *
 	return "", fail(CodeBadRequest, i, path, "must be one of %s", strings.Join(values, ", "))
 }
 
-// unquoteTmp returns the decoded content of the string at sp, without
-// copying when it has no escapes. The result is valid until the next call.
-func (p *parser) unquoteTmp(sp valSpan) []byte {
-	raw := p.b[sp.lo+1 : sp.hi-1]
-	if jsontext.PlainString(raw) {
-		return raw
-	}
-	p.tmp = jsontext.AppendUnquoted(p.tmp[:0], raw)
-	return p.tmp
-}
-
 // integerLimit bounds the magnitude integer() reports exactly; anything
 // larger is reported as ±(integerLimit+1).
 const integerLimit = 1 << 40
 
 // integer converts the JSON number at sp: ok is false when it is not a
 // number; integral is false when it has a fractional part.
-func (p *parser) integer(sp valSpan) (v int64, integral, ok bool) {
-	if !isNumberStart(p.b[sp.lo]) {
+func (p *parser) integer(sp jsontext.Span) (v int64, integral, ok bool) {
+	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return 0, false, false
 	}
-	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 0, integerLimit)
+	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 0, integerLimit)
 	if !d.Integral {
 		return 0, false, true
 	}
@@ -1786,213 +1754,4 @@ func (p *parser) integer(sp valSpan) (v int64, integral, ok bool) {
 		v = -v
 	}
 	return v, true, true
-}
-
-func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
-
-// ---- JSON scanning: a copy of ingest/parse.go's, except that validJSON
-// records container spans and skipValue uses them ----
-
-// maxNestingDepth is encoding/json's limit on nested arrays and objects.
-const maxNestingDepth = 10000
-
-// validJSON reports whether p.b is one JSON value with optional surrounding
-// whitespace. It agrees with json.Valid but for the strings that break the
-// text rule (jsontext.ValidString), and is several times faster. Unlike
-// ingest's copy, it
-// also records the span of every array and object in p.cont, so that the walk
-// after it skips a container in O(1) instead of reading it again.
-func (p *parser) validJSON() bool {
-	p.cont = p.cont[:0]
-	i, ok := p.validValue(jsontext.SkipWS(p.b, 0), 0)
-	return ok && jsontext.SkipWS(p.b, i) == len(p.b)
-}
-
-func (p *parser) validValue(i, depth int) (int, bool) {
-	b := p.b
-	if i >= len(b) {
-		return i, false
-	}
-	var ok bool
-	switch b[i] {
-	case '"':
-		return jsontext.ValidString(b, i)
-	case '{':
-		if depth++; depth > maxNestingDepth {
-			return i, false
-		}
-		ci := len(p.cont)
-		p.cont = append(p.cont, valSpan{i, 0})
-		i = jsontext.SkipWS(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			p.cont[ci].hi = i + 1
-			return i + 1, true
-		}
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return i, false
-			}
-			if i, ok = jsontext.ValidString(b, i); !ok {
-				return i, false
-			}
-			i = jsontext.SkipWS(b, i)
-			if i >= len(b) || b[i] != ':' {
-				return i, false
-			}
-			if i, ok = p.validValue(jsontext.SkipWS(b, i+1), depth); !ok {
-				return i, false
-			}
-			i = jsontext.SkipWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case '}':
-				p.cont[ci].hi = i + 1
-				return i + 1, true
-			case ',':
-				i = jsontext.SkipWS(b, i+1)
-			default:
-				return i, false
-			}
-		}
-	case '[':
-		if depth++; depth > maxNestingDepth {
-			return i, false
-		}
-		ci := len(p.cont)
-		p.cont = append(p.cont, valSpan{i, 0})
-		i = jsontext.SkipWS(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			p.cont[ci].hi = i + 1
-			return i + 1, true
-		}
-		for {
-			if i, ok = p.validValue(i, depth); !ok {
-				return i, false
-			}
-			i = jsontext.SkipWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ']':
-				p.cont[ci].hi = i + 1
-				return i + 1, true
-			case ',':
-				i = jsontext.SkipWS(b, i+1)
-			default:
-				return i, false
-			}
-		}
-	case 't':
-		return jsontext.ValidLiteral(b, i, "true")
-	case 'f':
-		return jsontext.ValidLiteral(b, i, "false")
-	case 'n':
-		return jsontext.ValidLiteral(b, i, "null")
-	default:
-		return jsontext.ValidNumber(b, i)
-	}
-}
-
-// ---- JSON walking (the body is known to be valid JSON) ----
-
-// skipValue returns the offset just past the value starting at b[i].
-func (p *parser) skipValue(i int) int {
-	b := p.b
-	switch b[i] {
-	case '"':
-		return jsontext.SkipString(b, i)
-	case '{', '[':
-		return p.containerEnd(i)
-	default: // number, true, false, null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// containerEnd returns the offset just past the array or object starting at
-// lo, from the spans validJSON recorded: the next container in order when
-// walking siblings, else by binary search.
-func (p *parser) containerEnd(lo int) int {
-	c := p.cont
-	if h := p.hint + 1; h < len(c) && c[h].lo == lo {
-		p.hint = h
-		return c[h].hi
-	}
-	k, n := 0, len(c)
-	for k < n {
-		m := int(uint(k+n) >> 1)
-		if c[m].lo < lo {
-			k = m + 1
-		} else {
-			n = m
-		}
-	}
-	p.hint = k
-	return c[k].hi
-}
-
-// fields scans the object at b[lo] == '{' and stores in out[k] the span of
-// the value of key names[k]; a repeated key keeps its last value.
-func (p *parser) fields(lo int, names []string, out []valSpan) {
-	b := p.b
-	i := jsontext.SkipWS(b, lo+1)
-	if b[i] == '}' {
-		return
-	}
-	for {
-		ks := i + 1
-		i = jsontext.SkipString(b, i)
-		key := b[ks : i-1]
-		if !jsontext.PlainString(key) {
-			p.tmp = jsontext.AppendUnquoted(p.tmp[:0], key)
-			key = p.tmp
-		}
-		i = jsontext.SkipWS(b, i) + 1 // ':'
-		i = jsontext.SkipWS(b, i)
-		vs := i
-		i = p.skipValue(i)
-		for k, name := range names {
-			if string(key) == name {
-				out[k] = valSpan{vs, i}
-				break
-			}
-		}
-		i = jsontext.SkipWS(b, i)
-		if b[i] != ',' {
-			return // '}'
-		}
-		i = jsontext.SkipWS(b, i+1)
-	}
-}
-
-// elements appends to dst the spans of the elements of the array at
-// b[lo] == '['. It stops and reports over when there are more than max.
-func (p *parser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
-	b := p.b
-	i := jsontext.SkipWS(b, lo+1)
-	if b[i] == ']' {
-		return dst, false
-	}
-	for n := 0; ; n++ {
-		if n == max {
-			return dst, true
-		}
-		vs := i
-		i = p.skipValue(i)
-		dst = append(dst, valSpan{vs, i})
-		i = jsontext.SkipWS(b, i)
-		if b[i] != ',' {
-			return dst, false // ']'
-		}
-		i = jsontext.SkipWS(b, i+1)
-	}
 }

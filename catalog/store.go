@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/jsontext"
@@ -407,22 +405,16 @@ func (d *decoder) expect(l string) {
 	}
 }
 
-// str appends the content of the JSON string at the cursor to dst.
+// str appends the content of the JSON string at the cursor to dst. A
+// string that breaks the text rule (jsontext.ValidString; in a record written
+// by the encoder only \u0000 can) is bad: encoding/json then reads the
+// record.
 func (d *decoder) str(dst []byte) []byte {
 	if d.bad || d.i >= len(d.b) || d.b[d.i] != '"' {
 		d.bad = true
 		return dst
 	}
-	j := d.i + 1
-	for j < len(d.b) && d.b[j] != '"' && d.b[j] != '\\' && d.b[j] >= 0x20 {
-		j++
-	}
-	if j < len(d.b) && d.b[j] == '"' && utf8.Valid(d.b[d.i+1:j]) {
-		dst = append(dst, d.b[d.i+1:j]...)
-		d.i = j + 1
-		return dst
-	}
-	out, end, ok := appendUnquoted(dst, d.b, d.i+1)
+	out, end, ok := jsontext.DecodeString(dst, d.b, d.i)
 	if !ok {
 		d.bad = true
 		return dst
@@ -616,95 +608,4 @@ func (p *Product) decode(data []byte, bp *[]byte, ends []int) bool {
 	p.build(b, ends, nv)
 	p.Active, p.PriceMicros, p.QualityScore = active, price, score
 	return true
-}
-
-// appendUnquoted appends the decoded content of the JSON string whose
-// content starts at b[i] (after the opening quote), and returns the index
-// after the closing quote. Invalid escapes and surrogates become U+FFFD,
-// as with encoding/json.
-func appendUnquoted(dst, b []byte, i int) ([]byte, int, bool) {
-	for i < len(b) {
-		c := b[i]
-		switch {
-		case c == '"':
-			return dst, i + 1, true
-		case c < 0x20:
-			return dst, 0, false
-		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, b[i:i+size]...)
-			}
-			i += size
-			continue
-		case c != '\\':
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		if i+1 >= len(b) {
-			return dst, 0, false
-		}
-		e := b[i+1]
-		i += 2
-		switch e {
-		case '"', '\\', '/':
-			dst = append(dst, e)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, ok := hex4(b, i)
-			if !ok {
-				return dst, 0, false
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				r2, ok2 := rune(-1), false
-				if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
-					r2, ok2 = hex4(b, i+2)
-				}
-				if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
-					r = dec
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		default:
-			return dst, 0, false
-		}
-	}
-	return dst, 0, false
-}
-
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }

@@ -1,28 +1,31 @@
 package ingest
 
 import (
-	"github.com/endcap/endcap/internal/jsontext"
 	"math"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/endcap/endcap/internal/jsontext"
 )
 
 // This file decodes and validates a POST /v2/events body.
 //
-// The body is checked once by validJSON, which accepts what json.Valid
-// accepts, several times faster (so that a syntax error anywhere is
-// invalid_json, whatever else is wrong), less the strings that break the
+// The body is checked once by jsontext.Scanner.Valid, which accepts what
+// json.Valid accepts, several times faster (so that a syntax error anywhere
+// is invalid_json, whatever else is wrong), less the strings that break the
 // text rule (invalid UTF-8, unpaired surrogate escapes, \u0000; see
-// jsontext.StringProblem: bad_request naming the field). After that the parser trusts the
-// JSON grammar and walks the bytes by hand: every object is scanned once to
-// find the byte span of each known key (last duplicate wins, keys are
-// case-sensitive, unknown keys are skipped), and the known values are then
-// validated in a fixed field order, so that the first error reported for a
-// request does not depend on the order of keys in the body. Strings are
-// decoded straight from the body; all strings kept for one event share a
-// single allocation. Numbers are converted exactly from their decimal text.
+// jsontext.StringProblem: bad_request naming the field), and records where
+// every array and object ends. After that the parser trusts the JSON grammar
+// and walks the bytes with the scanner, as auction/request.go does: every
+// object is scanned once to find the byte span of each known key (last
+// duplicate wins, keys are case-sensitive, unknown keys are skipped; a nested
+// object is skipped in O(1)), and the known values are then validated in a
+// fixed field order, so that the first error reported for a request does not
+// depend on the order of keys in the body. Strings are decoded straight from
+// the body; all strings kept for one event share a single allocation.
+// Numbers are converted exactly from their decimal text.
 
 // Limits of lists inside an event that neither the spec nor event.go bound.
 const (
@@ -127,10 +130,6 @@ var (
 	ruleOptional    = strRule{false, false, MaxStringFieldLen, CodeBadRequest, CodeBadRequest}
 )
 
-// valSpan is the byte range of one JSON value in the body. hi == 0 means the
-// key was absent (no value can end at offset 0).
-type valSpan struct{ lo, hi int }
-
 // strFixup points a string field at its bytes in the event's string arena.
 type strFixup struct {
 	dst    *string
@@ -149,14 +148,12 @@ type eventExtras struct {
 }
 
 type evParser struct {
-	b     []byte
+	jsontext.Scanner
 	now   int64
-	elems [4][]valSpan // element spans of the four arrays
-	over  [4]bool      // an array has more than MaxEventsPerArray elements
-	list  []valSpan    // element spans of a nested array
-	arena []byte       // decoded strings of the event being parsed
+	elems [4][]jsontext.Span // element spans of the four arrays
+	list  []jsontext.Span    // element spans of a nested array
+	arena []byte             // decoded strings of the event being parsed
 	fix   []strFixup
-	tmp   []byte // scratch for keys, enum values and times that contain escapes
 }
 
 var evParserPool = sync.Pool{New: func() any { return new(evParser) }}
@@ -170,41 +167,39 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	if start == len(body) {
 		return nil, invalid(CodeEmptyRequest, "", "request body is empty")
 	}
-	if body[start] != '{' {
-		if !validJSON(body) {
-			return nil, invalidJSON(body)
-		}
-		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
-	}
 
 	p := evParserPool.Get().(*evParser)
 	defer p.release()
-	p.b = body
-	p.now = nowMs
-
-	// One pass checks the syntax of the whole body and collects the
-	// elements of the four arrays.
-	var top [4]valSpan
-	end, ok := p.scanTop(start, &top)
-	if !ok || jsontext.SkipWS(body, end) != len(body) {
+	// One pass checks the syntax of the whole body.
+	if !p.Valid(body) {
 		return nil, invalidJSON(body)
 	}
+	if body[start] != '{' {
+		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
+	}
+	p.now = nowMs
+	var top [4]jsontext.Span
+	p.Fields(start, topNames, top[:])
 
 	// Shape errors are reported when their array's turn comes, to keep the
 	// order of errors.
 	var shapeErr [4]*ValidationError
 	found := false
 	total, withExtras := 0, 0
+	for k := range p.elems {
+		p.elems[k] = p.elems[k][:0]
+	}
 	for k, sp := range top {
-		if !p.present(sp) {
+		if !p.Present(sp) {
 			continue
 		}
 		found = true
-		if p.b[sp.lo] != '[' {
+		if p.B[sp.Lo] != '[' {
 			shapeErr[k] = invalid(CodeBadRequest, topNames[k], "must be an array")
 			break
 		}
-		if p.over[k] {
+		var over bool
+		if p.elems[k], over = p.Elements(sp.Lo, p.elems[k], MaxEventsPerArray); over {
 			shapeErr[k] = invalid(CodeBadRequest, topNames[k], "must have at most %d items", MaxEventsPerArray)
 			break
 		}
@@ -239,7 +234,7 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 			ev.Kind = Kind(k + 1)
 			ev.MarketplaceID = marketplaceID
 			ev.ReceivedAtMs = nowMs
-			if p.b[sp.lo] != '{' {
+			if p.B[sp.Lo] != '{' {
 				return nil, invalid(CodeBadRequest, l.at(""), "must be an object")
 			}
 			p.arena = p.arena[:0]
@@ -266,12 +261,9 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 func (p *evParser) release() {
 	clear(p.fix[:cap(p.fix)]) // do not keep the caller's events alive
 	p.fix = p.fix[:0]
-	p.b = nil
+	p.Scanner.Release()
 	if cap(p.arena) > 64<<10 {
 		p.arena = nil
-	}
-	if cap(p.tmp) > 64<<10 {
-		p.tmp = nil
 	}
 	evParserPool.Put(p)
 }
@@ -340,7 +332,7 @@ func elemField(field string, i int) string { return field + "[" + strconv.Itoa(i
 
 // ---- event kinds ----
 
-func (p *evParser) common(f []valSpan, l evPath, ev *Event) *ValidationError {
+func (p *evParser) common(f []jsontext.Span, l evPath, ev *Event) *ValidationError {
 	if err := p.str(f[fID], l, "id", ruleEventID, &ev.ID); err != nil {
 		return err
 	}
@@ -350,13 +342,13 @@ func (p *evParser) common(f []valSpan, l evPath, ev *Event) *ValidationError {
 	return p.str(f[fOpaqueUserID], l, "opaqueUserId", ruleOpaqueUserID, &ev.OpaqueUserID)
 }
 
-func (p *evParser) interaction(sp valSpan, l evPath, ev *Event, ex *eventExtras) *ValidationError {
-	var f [numInteractionFields]valSpan
+func (p *evParser) interaction(sp jsontext.Span, l evPath, ev *Event, ex *eventExtras) *ValidationError {
+	var f [numInteractionFields]jsontext.Span
 	names := interactionNames
 	if ev.Kind == KindImpression {
 		names = names[:fClickType] // clickType is a click field
 	}
-	p.fields(sp.lo, names, f[:])
+	p.Fields(sp.Lo, names, f[:])
 	if err := p.common(f[:], l, ev); err != nil {
 		return err
 	}
@@ -364,7 +356,7 @@ func (p *evParser) interaction(sp valSpan, l evPath, ev *Event, ex *eventExtras)
 		return err
 	}
 	hasBid := p.nonEmptyString(f[fResolvedBidID])
-	if p.present(f[fEntity]) {
+	if p.Present(f[fEntity]) {
 		if err := p.entity(f[fEntity], l, "entity", &ex.entity); err != nil {
 			return err
 		}
@@ -372,25 +364,25 @@ func (p *evParser) interaction(sp valSpan, l evPath, ev *Event, ex *eventExtras)
 	} else if !hasBid {
 		return invalid(CodeBadRequest, l.at(""), "one of resolvedBidId or entity is required")
 	}
-	if p.present(f[fAdditionalAttribution]) {
+	if p.Present(f[fAdditionalAttribution]) {
 		if err := p.entity(f[fAdditionalAttribution], l, "additionalAttribution", &ex.attribution); err != nil {
 			return err
 		}
 		ev.AdditionalAttribution = &ex.attribution
 	}
-	if p.present(f[fPlacement]) {
+	if p.Present(f[fPlacement]) {
 		if err := p.placement(f[fPlacement], l, &ex.placement); err != nil {
 			return err
 		}
 		ev.Placement = &ex.placement
 	}
-	if p.present(f[fPage]) {
+	if p.Present(f[fPage]) {
 		if err := p.page(f[fPage], l, ex); err != nil {
 			return err
 		}
 		ev.Page = &ex.page
 	}
-	if p.present(f[fObject]) {
+	if p.Present(f[fObject]) {
 		if err := p.object(f[fObject], l, &ex.object); err != nil {
 			return err
 		}
@@ -418,9 +410,9 @@ func (p *evParser) interaction(sp valSpan, l evPath, ev *Event, ex *eventExtras)
 	return nil
 }
 
-func (p *evParser) purchase(sp valSpan, l evPath, ev *Event) *ValidationError {
-	var f [numOtherFields]valSpan
-	p.fields(sp.lo, purchaseNames, f[:])
+func (p *evParser) purchase(sp jsontext.Span, l evPath, ev *Event) *ValidationError {
+	var f [numOtherFields]jsontext.Span
+	p.Fields(sp.Lo, purchaseNames, f[:])
 	if err := p.common(f[:], l, ev); err != nil {
 		return err
 	}
@@ -433,13 +425,13 @@ func (p *evParser) purchase(sp valSpan, l evPath, ev *Event) *ValidationError {
 	return p.enum(f[fOtherChannel], l, "channel", false, channelTypes, &ev.Channel)
 }
 
-func (p *evParser) pageView(sp valSpan, l evPath, ev *Event, ex *eventExtras) *ValidationError {
-	var f [numOtherFields]valSpan
-	p.fields(sp.lo, pageViewNames, f[:])
+func (p *evParser) pageView(sp jsontext.Span, l evPath, ev *Event, ex *eventExtras) *ValidationError {
+	var f [numOtherFields]jsontext.Span
+	p.Fields(sp.Lo, pageViewNames, f[:])
 	if err := p.common(f[:], l, ev); err != nil {
 		return err
 	}
-	if !p.present(f[fOtherTail]) {
+	if !p.Present(f[fOtherTail]) {
 		return invalid(CodeBadRequest, l.at("page"), "is required")
 	}
 	if err := p.page(f[fOtherTail], l, ex); err != nil {
@@ -454,15 +446,15 @@ func (p *evParser) pageView(sp valSpan, l evPath, ev *Event, ex *eventExtras) *V
 
 // ---- nested objects ----
 
-func (p *evParser) items(sp valSpan, l evPath, ev *Event) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) items(sp jsontext.Span, l evPath, ev *Event) *ValidationError {
+	if !p.Present(sp) {
 		return invalid(CodeNoPurchaseItems, l.at("items"), "is required: a purchase needs at least one item")
 	}
-	if p.b[sp.lo] != '[' {
+	if p.B[sp.Lo] != '[' {
 		return invalid(CodeBadRequest, l.at("items"), "must be an array")
 	}
 	var over bool
-	p.list, over = p.elements(sp.lo, p.list[:0], MaxItemsPerPurchase)
+	p.list, over = p.Elements(sp.Lo, p.list[:0], MaxItemsPerPurchase)
 	if over {
 		return invalid(CodeBadRequest, l.at("items"), "must have at most %d items", MaxItemsPerPurchase)
 	}
@@ -473,11 +465,11 @@ func (p *evParser) items(sp valSpan, l evPath, ev *Event) *ValidationError {
 	var total int64 // checked sum of unitPrice × quantity, in micro-units
 	for i, isp := range p.list {
 		il := l.sub("items", i)
-		if p.b[isp.lo] != '{' {
+		if p.B[isp.Lo] != '{' {
 			return invalid(CodeBadRequest, il.at(""), "must be an object")
 		}
-		var f [4]valSpan
-		p.fields(isp.lo, itemNames, f[:])
+		var f [4]jsontext.Span
+		p.Fields(isp.Lo, itemNames, f[:])
 		it := &items[i]
 		if err := p.str(f[fItemProductID], il, "productId", ruleProductID, &it.ProductID); err != nil {
 			return err
@@ -502,12 +494,12 @@ func (p *evParser) items(sp valSpan, l evPath, ev *Event) *ValidationError {
 	return nil
 }
 
-func (p *evParser) entity(sp valSpan, l evPath, field string, dst *Entity) *ValidationError {
-	if p.b[sp.lo] != '{' {
+func (p *evParser) entity(sp jsontext.Span, l evPath, field string, dst *Entity) *ValidationError {
+	if p.B[sp.Lo] != '{' {
 		return invalid(CodeBadRequest, l.at(field), "must be an object")
 	}
-	var f [2]valSpan
-	p.fields(sp.lo, entityNames, f[:])
+	var f [2]jsontext.Span
+	p.Fields(sp.Lo, entityNames, f[:])
 	el := l.sub(field, -1)
 	if err := p.str(f[0], el, "id", ruleRequired, &dst.ID); err != nil {
 		return err
@@ -515,12 +507,12 @@ func (p *evParser) entity(sp valSpan, l evPath, field string, dst *Entity) *Vali
 	return p.enum(f[1], el, "type", true, entityTypes, &dst.Type)
 }
 
-func (p *evParser) placement(sp valSpan, l evPath, dst *Placement) *ValidationError {
-	if p.b[sp.lo] != '{' {
+func (p *evParser) placement(sp jsontext.Span, l evPath, dst *Placement) *ValidationError {
+	if p.B[sp.Lo] != '{' {
 		return invalid(CodeBadRequest, l.at("placement"), "must be an object")
 	}
-	var f [numPlacementFields]valSpan
-	p.fields(sp.lo, placementNames, f[:])
+	var f [numPlacementFields]jsontext.Span
+	p.Fields(sp.Lo, placementNames, f[:])
 	pl := l.sub("placement", -1)
 	if err := p.str(f[fPlPath], pl, "path", ruleRequired, &dst.Path); err != nil {
 		return err
@@ -537,7 +529,7 @@ func (p *evParser) placement(sp valSpan, l evPath, dst *Placement) *ValidationEr
 	if err := p.str(f[fPlProductID], pl, "productId", ruleNonEmpty, &dst.ProductID); err != nil {
 		return err
 	}
-	if sp := f[fPlCategoryIDs]; p.present(sp) {
+	if sp := f[fPlCategoryIDs]; p.Present(sp) {
 		vals, err := p.stringList(sp, pl, "categoryIds", maxCategoryIDs, ruleNonEmpty)
 		if err != nil {
 			return err
@@ -547,12 +539,12 @@ func (p *evParser) placement(sp valSpan, l evPath, dst *Placement) *ValidationEr
 	return p.str(f[fPlSearchQuery], pl, "searchQuery", ruleNonEmpty, &dst.SearchQuery)
 }
 
-func (p *evParser) page(sp valSpan, l evPath, ex *eventExtras) *ValidationError {
-	if p.b[sp.lo] != '{' {
+func (p *evParser) page(sp jsontext.Span, l evPath, ex *eventExtras) *ValidationError {
+	if p.B[sp.Lo] != '{' {
 		return invalid(CodeBadRequest, l.at("page"), "must be an object")
 	}
-	var f [3]valSpan
-	p.fields(sp.lo, pageNames, f[:])
+	var f [3]jsontext.Span
+	p.Fields(sp.Lo, pageNames, f[:])
 	pl := l.sub("page", -1)
 	dst := &ex.page
 	if err := p.enum(f[0], pl, "type", true, pageTypes, &dst.Type); err != nil {
@@ -562,10 +554,10 @@ func (p *evParser) page(sp valSpan, l evPath, ex *eventExtras) *ValidationError 
 		return err
 	}
 	v := f[2]
-	if !p.present(v) {
+	if !p.Present(v) {
 		return nil
 	}
-	switch p.b[v.lo] {
+	switch p.B[v.Lo] {
 	case '"':
 		if err := p.str(v, pl, "value", ruleOptional, &ex.pageValue[0]); err != nil {
 			return err
@@ -583,12 +575,12 @@ func (p *evParser) page(sp valSpan, l evPath, ex *eventExtras) *ValidationError 
 	return nil
 }
 
-func (p *evParser) object(sp valSpan, l evPath, dst *Object) *ValidationError {
-	if p.b[sp.lo] != '{' {
+func (p *evParser) object(sp jsontext.Span, l evPath, dst *Object) *ValidationError {
+	if p.B[sp.Lo] != '{' {
 		return invalid(CodeBadRequest, l.at("object"), "must be an object")
 	}
-	var f [3]valSpan
-	p.fields(sp.lo, objectNames, f[:])
+	var f [3]jsontext.Span
+	p.Fields(sp.Lo, objectNames, f[:])
 	ol := l.sub("object", -1)
 	if err := p.enum(f[0], ol, "type", true, objectTypes, &dst.Type); err != nil {
 		return err
@@ -601,12 +593,12 @@ func (p *evParser) object(sp valSpan, l evPath, dst *Object) *ValidationError {
 
 // stringList validates a non-empty array of at most max strings, each
 // following rule.
-func (p *evParser) stringList(sp valSpan, l evPath, field string, max int, rule strRule) ([]string, *ValidationError) {
-	if p.b[sp.lo] != '[' {
+func (p *evParser) stringList(sp jsontext.Span, l evPath, field string, max int, rule strRule) ([]string, *ValidationError) {
+	if p.B[sp.Lo] != '[' {
 		return nil, invalid(CodeBadRequest, l.at(field), "must be an array of strings")
 	}
 	var over bool
-	p.list, over = p.elements(sp.lo, p.list[:0], max)
+	p.list, over = p.Elements(sp.Lo, p.list[:0], max)
 	if over {
 		return nil, invalid(CodeBadRequest, l.at(field), "must have at most %d items", max)
 	}
@@ -616,7 +608,7 @@ func (p *evParser) stringList(sp valSpan, l evPath, field string, max int, rule 
 	vals := make([]string, len(p.list))
 	rule.required = true
 	for i, esp := range p.list {
-		if p.b[esp.lo] != '"' {
+		if p.B[esp.Lo] != '"' {
 			return nil, invalid(CodeBadRequest, l.at(elemField(field, i)), "must be a string")
 		}
 		if err := p.str(esp, l, elemField(field, i), rule, &vals[i]); err != nil {
@@ -628,29 +620,26 @@ func (p *evParser) stringList(sp valSpan, l evPath, field string, max int, rule 
 
 // ---- scalar fields ----
 
-// present reports whether a key was given with a value other than null.
-func (p *evParser) present(sp valSpan) bool { return sp.hi != 0 && p.b[sp.lo] != 'n' }
-
 // nonEmptyString reports whether sp is a string other than "".
-func (p *evParser) nonEmptyString(sp valSpan) bool {
-	return sp.hi != 0 && p.b[sp.lo] == '"' && sp.hi-sp.lo > 2
+func (p *evParser) nonEmptyString(sp jsontext.Span) bool {
+	return sp.Hi != 0 && p.B[sp.Lo] == '"' && sp.Hi-sp.Lo > 2
 }
 
 // str validates a string field and, if it is kept, arranges for *dst to get
 // its value when the event is committed. The field name may be an element
 // path such as "categoryIds[2]"; it is only used in messages.
-func (p *evParser) str(sp valSpan, l evPath, field string, rule strRule, dst *string) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) str(sp jsontext.Span, l evPath, field string, rule strRule, dst *string) *ValidationError {
+	if !p.Present(sp) {
 		if rule.required {
 			return invalid(rule.missCode, l.at(field), "is required")
 		}
 		return nil
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return invalid(CodeBadRequest, l.at(field), "must be a string")
 	}
 	lo := len(p.arena)
-	p.arena = jsontext.AppendUnquoted(p.arena, p.b[sp.lo+1:sp.hi-1])
+	p.arena = p.Unquote(p.arena, sp)
 	hi := len(p.arena)
 	if hi == lo {
 		if rule.nonEmpty {
@@ -667,17 +656,17 @@ func (p *evParser) str(sp valSpan, l evPath, field string, rule strRule, dst *st
 
 // enum validates a string field against its allowed values and stores the
 // matching constant (no allocation).
-func (p *evParser) enum(sp valSpan, l evPath, field string, required bool, values []string, dst *string) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) enum(sp jsontext.Span, l evPath, field string, required bool, values []string, dst *string) *ValidationError {
+	if !p.Present(sp) {
 		if required {
 			return invalid(CodeBadRequest, l.at(field), "is required")
 		}
 		return nil
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return invalid(CodeBadRequest, l.at(field), "must be a string")
 	}
-	raw := p.unquoteTmp(sp)
+	raw := p.UnquoteTmp(sp)
 	for _, v := range values {
 		if string(raw) == v {
 			*dst = v
@@ -687,25 +676,14 @@ func (p *evParser) enum(sp valSpan, l evPath, field string, required bool, value
 	return invalid(CodeBadRequest, l.at(field), "must be one of %s", strings.Join(values, ", "))
 }
 
-// unquoteTmp returns the decoded content of the string at sp, without
-// copying when it has no escapes. The result is valid until the next call.
-func (p *evParser) unquoteTmp(sp valSpan) []byte {
-	raw := p.b[sp.lo+1 : sp.hi-1]
-	if jsontext.PlainString(raw) {
-		return raw
-	}
-	p.tmp = jsontext.AppendUnquoted(p.tmp[:0], raw)
-	return p.tmp
-}
-
-func (p *evParser) occurredAt(sp valSpan, l evPath, dst *int64) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) occurredAt(sp jsontext.Span, l evPath, dst *int64) *ValidationError {
+	if !p.Present(sp) {
 		return invalid(CodeBadRequest, l.at("occurredAt"), "is required")
 	}
-	if p.b[sp.lo] != '"' {
+	if p.B[sp.Lo] != '"' {
 		return invalid(CodeBadRequest, l.at("occurredAt"), "must be a string")
 	}
-	ms, subMs, ok := parseRFC3339(p.unquoteTmp(sp))
+	ms, subMs, ok := parseRFC3339(p.UnquoteTmp(sp))
 	if !ok {
 		return invalid(CodeBadRequest, l.at("occurredAt"),
 			"must be an RFC 3339 date-time with a time zone offset, such as 2024-07-11T13:55:09.123Z")
@@ -722,14 +700,14 @@ func (p *evParser) occurredAt(sp valSpan, l evPath, dst *int64) *ValidationError
 	return nil
 }
 
-func (p *evParser) unitPrice(sp valSpan, l evPath, dst *int64) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) unitPrice(sp jsontext.Span, l evPath, dst *int64) *ValidationError {
+	if !p.Present(sp) {
 		return invalid(CodeBadRequest, l.at("unitPrice"), "is required")
 	}
-	if !isNumberStart(p.b[sp.lo]) {
+	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be a number")
 	}
-	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 6, MaxUnitPriceMicros)
+	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 6, MaxUnitPriceMicros)
 	switch {
 	case d.Zero || d.Neg:
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be greater than 0")
@@ -742,15 +720,15 @@ func (p *evParser) unitPrice(sp valSpan, l evPath, dst *int64) *ValidationError 
 	return nil
 }
 
-func (p *evParser) quantity(sp valSpan, l evPath, dst *int64) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) quantity(sp jsontext.Span, l evPath, dst *int64) *ValidationError {
+	if !p.Present(sp) {
 		*dst = 1
 		return nil
 	}
-	if !isNumberStart(p.b[sp.lo]) {
+	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
 	}
-	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 0, MaxQuantity)
+	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 0, MaxQuantity)
 	switch {
 	case !d.Integral:
 		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
@@ -764,14 +742,14 @@ func (p *evParser) quantity(sp valSpan, l evPath, dst *int64) *ValidationError {
 }
 
 // positive32 validates an optional integer in [1, MaxInt32].
-func (p *evParser) positive32(sp valSpan, l evPath, field string, dst *int32) *ValidationError {
-	if !p.present(sp) {
+func (p *evParser) positive32(sp jsontext.Span, l evPath, field string, dst *int32) *ValidationError {
+	if !p.Present(sp) {
 		return nil
 	}
-	if !isNumberStart(p.b[sp.lo]) {
+	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return invalid(CodeBadRequest, l.at(field), "must be an integer")
 	}
-	d := jsontext.ScaleDecimal(p.b[sp.lo:sp.hi], 0, math.MaxInt32)
+	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 0, math.MaxInt32)
 	switch {
 	case !d.Integral:
 		return invalid(CodeBadRequest, l.at(field), "must be an integer")
@@ -783,8 +761,6 @@ func (p *evParser) positive32(sp valSpan, l evPath, field string, dst *int32) *V
 	*dst = int32(d.Mag)
 	return nil
 }
-
-func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
 
 // parseRFC3339 parses an RFC 3339 date-time with a mandatory offset
 // (YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm), 'T' and 'Z' in either case) into
@@ -859,292 +835,4 @@ func parseRFC3339(s []byte) (ms int64, subMs, ok bool) {
 	}
 	secs := jsontext.DaysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
 	return secs*1000 + frac, subMs, true
-}
-
-// ---- JSON syntax ----
-
-// maxNestingDepth is encoding/json's limit on nested arrays and objects.
-const maxNestingDepth = 10000
-
-// scanTop checks the syntax of the object at b[lo] == '{' (the request) and
-// stores the spans of the four arrays' keys in top; the elements of those
-// that are arrays go to p.elems and p.over. A repeated key keeps its last
-// value. It returns the offset after the object and whether it is valid.
-func (p *evParser) scanTop(lo int, top *[4]valSpan) (int, bool) {
-	b := p.b
-	for k := range p.elems {
-		p.elems[k], p.over[k] = p.elems[k][:0], false
-	}
-	i := jsontext.SkipWS(b, lo+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, false
-		}
-		ks := i + 1
-		var ok bool
-		if i, ok = jsontext.ValidString(b, i); !ok {
-			return i, false
-		}
-		key := b[ks : i-1]
-		if !jsontext.PlainString(key) {
-			p.tmp = jsontext.AppendUnquoted(p.tmp[:0], key)
-			key = p.tmp
-		}
-		k := -1
-		for n, name := range topNames {
-			if string(key) == name {
-				k = n
-				break
-			}
-		}
-		i = jsontext.SkipWS(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return i, false
-		}
-		i = jsontext.SkipWS(b, i+1)
-		vs := i
-		if k >= 0 {
-			p.elems[k], p.over[k] = p.elems[k][:0], false
-		}
-		if k >= 0 && i < len(b) && b[i] == '[' {
-			i, ok = p.scanArray(i, k)
-		} else {
-			i, ok = validValue(b, i, 1)
-		}
-		if !ok {
-			return i, false
-		}
-		if k >= 0 {
-			top[k] = valSpan{vs, i}
-		}
-		i = jsontext.SkipWS(b, i)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case '}':
-			return i + 1, true
-		case ',':
-			i = jsontext.SkipWS(b, i+1)
-		default:
-			return i, false
-		}
-	}
-}
-
-// scanArray checks the syntax of the array at b[lo] == '[', the value of
-// topNames[k], and collects the spans of up to MaxEventsPerArray elements.
-func (p *evParser) scanArray(lo, k int) (int, bool) {
-	b := p.b
-	i := jsontext.SkipWS(b, lo+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		vs := i
-		var ok bool
-		if i, ok = validValue(b, i, 2); !ok {
-			return i, false
-		}
-		if len(p.elems[k]) < MaxEventsPerArray {
-			p.elems[k] = append(p.elems[k], valSpan{vs, i})
-		} else {
-			p.over[k] = true
-		}
-		i = jsontext.SkipWS(b, i)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ']':
-			return i + 1, true
-		case ',':
-			i = jsontext.SkipWS(b, i+1)
-		default:
-			return i, false
-		}
-	}
-}
-
-// validJSON reports whether b is one JSON value with optional surrounding
-// whitespace. It agrees with json.Valid but for the strings that break the
-// text rule (jsontext.ValidString), and is several times faster.
-func validJSON(b []byte) bool {
-	i, ok := validValue(b, jsontext.SkipWS(b, 0), 0)
-	return ok && jsontext.SkipWS(b, i) == len(b)
-}
-
-func validValue(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) {
-		return i, false
-	}
-	var ok bool
-	switch b[i] {
-	case '"':
-		return jsontext.ValidString(b, i)
-	case '{':
-		if depth++; depth > maxNestingDepth {
-			return i, false
-		}
-		i = jsontext.SkipWS(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return i + 1, true
-		}
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return i, false
-			}
-			if i, ok = jsontext.ValidString(b, i); !ok {
-				return i, false
-			}
-			i = jsontext.SkipWS(b, i)
-			if i >= len(b) || b[i] != ':' {
-				return i, false
-			}
-			if i, ok = validValue(b, jsontext.SkipWS(b, i+1), depth); !ok {
-				return i, false
-			}
-			i = jsontext.SkipWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case '}':
-				return i + 1, true
-			case ',':
-				i = jsontext.SkipWS(b, i+1)
-			default:
-				return i, false
-			}
-		}
-	case '[':
-		if depth++; depth > maxNestingDepth {
-			return i, false
-		}
-		i = jsontext.SkipWS(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			if i, ok = validValue(b, i, depth); !ok {
-				return i, false
-			}
-			i = jsontext.SkipWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ']':
-				return i + 1, true
-			case ',':
-				i = jsontext.SkipWS(b, i+1)
-			default:
-				return i, false
-			}
-		}
-	case 't':
-		return jsontext.ValidLiteral(b, i, "true")
-	case 'f':
-		return jsontext.ValidLiteral(b, i, "false")
-	case 'n':
-		return jsontext.ValidLiteral(b, i, "null")
-	default:
-		return jsontext.ValidNumber(b, i)
-	}
-}
-
-// ---- JSON walking (the body is known to be valid JSON) ----
-
-// skipValue returns the offset just past the value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return jsontext.SkipString(b, i)
-	case '{', '[':
-		depth := 0
-		for {
-			switch b[i] {
-			case '"':
-				i = jsontext.SkipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-	default: // number, true, false, null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// fields scans the object at b[lo] == '{' and stores in out[k] the span of
-// the value of key names[k]; a repeated key keeps its last value.
-func (p *evParser) fields(lo int, names []string, out []valSpan) {
-	b := p.b
-	i := jsontext.SkipWS(b, lo+1)
-	if b[i] == '}' {
-		return
-	}
-	for {
-		ks := i + 1
-		i = jsontext.SkipString(b, i)
-		key := b[ks : i-1]
-		if !jsontext.PlainString(key) {
-			p.tmp = jsontext.AppendUnquoted(p.tmp[:0], key)
-			key = p.tmp
-		}
-		i = jsontext.SkipWS(b, i) + 1 // ':'
-		i = jsontext.SkipWS(b, i)
-		vs := i
-		i = skipValue(b, i)
-		for k, name := range names {
-			if string(key) == name {
-				out[k] = valSpan{vs, i}
-				break
-			}
-		}
-		i = jsontext.SkipWS(b, i)
-		if b[i] != ',' {
-			return // '}'
-		}
-		i = jsontext.SkipWS(b, i+1)
-	}
-}
-
-// elements appends to dst the spans of the elements of the array at
-// b[lo] == '['. It stops and reports over when there are more than max.
-func (p *evParser) elements(lo int, dst []valSpan, max int) ([]valSpan, bool) {
-	b := p.b
-	i := jsontext.SkipWS(b, lo+1)
-	if b[i] == ']' {
-		return dst, false
-	}
-	for {
-		if len(dst) == max {
-			return dst, true
-		}
-		vs := i
-		i = skipValue(b, i)
-		dst = append(dst, valSpan{vs, i})
-		i = jsontext.SkipWS(b, i)
-		if b[i] != ',' {
-			return dst, false // ']'
-		}
-		i = jsontext.SkipWS(b, i+1)
-	}
 }

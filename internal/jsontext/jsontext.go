@@ -1,7 +1,9 @@
 // Package jsontext holds the byte-level JSON scanning and decoding shared by
-// the hand-written request parsers of /v2/events (ingest) and /v2/auctions
-// (auction): syntax checks that agree with encoding/json, string decoding,
-// exact decimal scaling for money, and calendar arithmetic for RFC 3339.
+// the hand-written decoders of /v2/events (ingest), /v2/auctions (auction)
+// and the catalog's products: the Scanner that checks a body once and then
+// walks it, syntax checks that agree with encoding/json, the text rule,
+// string decoding, exact decimal scaling for money, and calendar arithmetic
+// for RFC 3339.
 package jsontext
 
 import (
@@ -31,16 +33,6 @@ func AppendUnquoted(dst, raw []byte) []byte {
 			e := raw[i+1]
 			i += 2
 			switch e {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
 			case 'u':
 				r := Hex4(raw[i:])
 				i += 4
@@ -54,8 +46,8 @@ func AppendUnquoted(dst, raw []byte) []byte {
 					}
 				}
 				dst = utf8.AppendRune(dst, r)
-			default: // '"', '\\', '/'
-				dst = append(dst, e)
+			default:
+				dst = append(dst, unescape[e])
 			}
 		case c < utf8.RuneSelf:
 			j := i + 1
@@ -76,6 +68,68 @@ func AppendUnquoted(dst, raw []byte) []byte {
 	}
 	return dst
 }
+
+// DecodeString reads the JSON string at b[i] == '"', checking it as
+// ValidString does (the grammar and the text rule), appends its value to dst
+// and returns the offset just past it, in one pass. When ok is false, dst is
+// returned unchanged.
+func DecodeString(dst, b []byte, i int) (out []byte, end int, ok bool) {
+	n0 := len(dst)
+	i++
+	for {
+		j := i
+		for len(b)-j >= 8 && !MayStopString(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		for j < len(b) && !stringStop[b[j]] {
+			j++
+		}
+		dst = append(dst, b[i:j]...)
+		if i = j; i >= len(b) {
+			return dst[:n0], i, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return dst, i + 1, true
+		case c < 0x20:
+			return dst[:n0], i, false
+		case c >= utf8.RuneSelf:
+			n := utf8Len(b, i)
+			if n == 0 {
+				return dst[:n0], i, false
+			}
+			dst = append(dst, b[i:i+n]...)
+			i += n
+			continue
+		}
+		// backslash
+		if i+1 >= len(b) {
+			return dst[:n0], i, false
+		}
+		if e := unescape[b[i+1]]; e != 0 {
+			dst = append(dst, e)
+			i += 2
+			continue
+		}
+		if b[i+1] != 'u' {
+			return dst[:n0], i, false
+		}
+		n, p := unicodeEscape(b, i)
+		if p != NoProblem {
+			return dst[:n0], i, false
+		}
+		r := Hex4(b[i+2:])
+		if n == 12 {
+			r = utf16.DecodeRune(r, Hex4(b[i+8:]))
+		}
+		dst = utf8.AppendRune(dst, r)
+		i += n
+	}
+}
+
+// unescape maps the letter of a one-character escape (\n...) to the byte it
+// stands for, and the other bytes to 0.
+var unescape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // DaysFromCivil returns the number of days from 1970-01-01 to the given
 // proleptic Gregorian date (H. Hinnant's algorithm).

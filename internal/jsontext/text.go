@@ -218,15 +218,8 @@ func (f *finder) value(i int) int {
 			i = SkipWS(b, i+1) // ','
 		}
 		return i
-	default: // number, true, false, null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
+	default:
+		return skipScalar(b, i)
 	}
 }
 

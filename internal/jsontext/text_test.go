@@ -56,7 +56,7 @@ func TestTextRule(t *testing.T) {
 }
 
 // FuzzTextRule: ValidString accepts a string exactly when encoding/json
-// does and the text rule holds; FindBadString finds a string exactly then
+// does and the text rule holds, and DecodeString with it; FindBadString finds a string exactly then
 // not; decoding an accepted string never produces U+FFFD unless the text
 // holds one.
 func FuzzTextRule(f *testing.F) {
@@ -75,6 +75,10 @@ func FuzzTextRule(f *testing.F) {
 				if _, found := FindBadString(b); !found {
 					t.Fatalf("ValidString refused %q, which FindBadString finds fine", b)
 				}
+			}
+			dec, dend, dok := DecodeString([]byte("x"), b, 0)
+			if dok != ok || ok && (dend != end || string(dec[1:]) != string(AppendUnquoted(nil, b[1:end-1]))) || !ok && string(dec) != "x" {
+				t.Fatalf("DecodeString(%q) = %q, %d, %v; ValidString %d, %v", b, dec, dend, dok, end, ok)
 			}
 			if whole {
 				dec := AppendUnquoted(nil, b[1:end-1])
