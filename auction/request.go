@@ -5,14 +5,15 @@ package auction
 
 import (
 	"bytes"
-	"fmt"
-	"github.com/endcap/endcap/internal/jsontext"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/validation"
 
 	"github.com/uber/h3-go/v4"
 )
@@ -108,8 +109,8 @@ const (
 
 // Error codes of the auction endpoints (wire-contract.md, spec "Error codes").
 const (
-	CodeBadRequest                  = "bad_request"
-	CodeInvalidJSON                 = "invalid_json"
+	CodeBadRequest                  = validation.CodeBadRequest
+	CodeInvalidJSON                 = validation.CodeInvalidJSON
 	CodeEmptyRequest                = "empty_request"
 	CodeMissingAuctions             = "missing_auctions"
 	CodeTooManyAuctions             = "too_many_auctions"
@@ -148,26 +149,12 @@ const (
 	CodeMissingFlightTravelContext  = "missing_flight_travel_context"
 )
 
-// ValidationError rejects a whole request: Code is the wire errCode and
-// Message names the offending field by its JSON path
-// (`auctions[1].products.qualityScores[3]: must be a number`).
-type ValidationError struct {
-	Code    string
-	Message string
-}
+// ValidationError rejects a whole request (validation.Rejection: the wire
+// errCode and a message naming the field by its JSON path, such as
+// `auctions[1].products.qualityScores[3]: must be a number`).
+type ValidationError = validation.Rejection
 
-func (e *ValidationError) Error() string { return e.Code + ": " + e.Message }
-
-func invalid(code, path, format string, args ...any) *ValidationError {
-	msg := format
-	if len(args) > 0 {
-		msg = fmt.Sprintf(format, args...)
-	}
-	if path != "" {
-		msg = path + ": " + msg
-	}
-	return &ValidationError{Code: code, Message: msg}
-}
+var invalid = validation.Reject
 
 // Request is one auction, validated and normalised. Absent optional fields
 // are zero; `null` on the wire counts as absent.
@@ -469,7 +456,7 @@ func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError)
 	}
 	p.arena, p.offs = (*p.box)[:0], p.offs[:0]
 	if !p.Valid(body) {
-		return nil, invalidJSON(body)
+		return nil, validation.RejectJSON(body)
 	}
 	if body[start] != '{' {
 		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
@@ -576,17 +563,6 @@ func (f fpath) at(i int) string {
 // fail builds the error of auction i at path f.
 func fail(code string, i int, f fpath, format string, args ...any) *ValidationError {
 	return invalid(code, f.at(i), format, args...)
-}
-
-// invalidJSON explains why the syntax check refused body: a syntax error
-// (invalid_json), or a string that the JSON grammar accepts and the text
-// rule does not (jsontext.StringProblem: bad_request naming the field).
-func invalidJSON(body []byte) *ValidationError {
-	r := jsontext.Explain(body)
-	if r.Syntax {
-		return invalid(CodeInvalidJSON, r.Path, "%s", r.Msg)
-	}
-	return invalid(CodeBadRequest, r.Path, "%s", r.Msg)
 }
 
 // ---- the three endpoints ----

@@ -1,11 +1,11 @@
 package ingest
 
-import "fmt"
+import "github.com/endcap/endcap/validation"
 
 // Error codes of /v2 (spec "Error codes" and wire-contract.md).
 const (
-	CodeBadRequest                     = "bad_request"
-	CodeInvalidJSON                    = "invalid_json"
+	CodeBadRequest                     = validation.CodeBadRequest
+	CodeInvalidJSON                    = validation.CodeInvalidJSON
 	CodeEmptyRequest                   = "empty_request"
 	CodeInvalidEventTime               = "invalid_event_time"
 	CodeInvalidOpaqueUserID            = "invalid_opaque_user_id"
@@ -16,20 +16,8 @@ const (
 	CodeInvalidResolvedBidID           = "invalid_resolved_bid_id"
 )
 
-// ValidationError rejects a whole request: Code is the wire errCode and
-// Message names the offending field by its JSON path
-// (`impressions[3].opaqueUserId: ...`).
-type ValidationError struct {
-	Code    string
-	Message string
-}
+// ValidationError rejects a whole request (validation.Rejection: the wire
+// errCode and a message naming the field by its JSON path).
+type ValidationError = validation.Rejection
 
-func (e *ValidationError) Error() string { return e.Code + ": " + e.Message }
-
-func invalid(code, path, format string, args ...any) *ValidationError {
-	msg := fmt.Sprintf(format, args...)
-	if path != "" {
-		msg = path + ": " + msg
-	}
-	return &ValidationError{Code: code, Message: msg}
-}
+var invalid = validation.Reject

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/validation"
 )
 
 // This file decodes and validates a POST /v2/events body.
@@ -172,7 +173,7 @@ func ParseRequest(body []byte, marketplaceID string, nowMs int64) ([]Event, *Val
 	defer p.release()
 	// One pass checks the syntax of the whole body.
 	if !p.Valid(body) {
-		return nil, invalidJSON(body)
+		return nil, validation.RejectJSON(body)
 	}
 	if body[start] != '{' {
 		return nil, invalid(CodeBadRequest, "", "request body must be a JSON object")
@@ -280,17 +281,6 @@ func (p *evParser) commit() {
 	}
 	clear(p.fix)
 	p.fix = p.fix[:0]
-}
-
-// invalidJSON explains why the syntax check refused body: a syntax error
-// (invalid_json), or a string that the JSON grammar accepts and the text
-// rule does not (jsontext.StringProblem: bad_request naming the field).
-func invalidJSON(body []byte) *ValidationError {
-	r := jsontext.Explain(body)
-	if r.Syntax {
-		return invalid(CodeInvalidJSON, r.Path, "%s", r.Msg)
-	}
-	return invalid(CodeBadRequest, r.Path, "%s", r.Msg)
 }
 
 // evPath is the JSON path of an event, or of an object or array element nested
