@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/money"
 	"github.com/endcap/endcap/validation"
 
 	"github.com/uber/h3-go/v4"
@@ -975,7 +976,7 @@ func (p *parser) price(sp jsontext.Span, i int, path fpath, dst *int64) *Validat
 	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return fail(CodeBadRequest, i, path, "must be a number")
 	}
-	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 6, MaxPriceMicros)
+	d := money.Scale(p.B[sp.Lo:sp.Hi], 6, MaxPriceMicros)
 	switch {
 	case d.Zero || d.Neg:
 		return fail(CodeNonPositivePrice, i, path, "must be greater than 0")
@@ -1718,7 +1719,7 @@ func (p *parser) integer(sp jsontext.Span) (v int64, integral, ok bool) {
 	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return 0, false, false
 	}
-	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 0, integerLimit)
+	d := money.Scale(p.B[sp.Lo:sp.Hi], 0, integerLimit)
 	if !d.Integral {
 		return 0, false, true
 	}

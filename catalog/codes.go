@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/money"
 )
 
 // checkDigitOK reports whether the last digit of d (ASCII digits only) is
@@ -111,129 +114,19 @@ func runeLen(s string) int { return utf8.RuneCountInString(s) }
 // /v2/events bounds unit prices, so that sums stay far from overflow.
 const maxPriceMicros = 1_000_000_000_000_000
 
-// Outcomes of priceMicros.
-const (
-	priceOK = iota
-	priceNotNumber
-	priceNotPositive // zero or negative
-	priceTooSmall    // positive but below half a micro-unit
-	priceTooLarge
-)
-
 // priceMicros converts a JSON number (its text) to micro-units, exactly,
-// rounding half away from zero at the sixth decimal (no floating point).
-func priceMicros(num string) (int64, int) {
-	s := num
-	neg := false
-	if strings.HasPrefix(s, "-") {
-		neg, s = true, s[1:]
+// rounding half away from zero at the sixth decimal (money's policy for the
+// prices a marketplace reports).
+func priceMicros(num string) (int64, money.Problem, bool) {
+	b := []byte(num)
+	if len(b) == 0 {
+		return 0, money.OK, false
 	}
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
+	if end, ok := jsontext.ValidNumber(b, 0); !ok || end != len(b) {
+		return 0, money.OK, false
 	}
-	intPart := s[:i]
-	if intPart == "" {
-		return 0, priceNotNumber
-	}
-	frac := ""
-	if i < len(s) && s[i] == '.' {
-		j := i + 1
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		frac = s[i+1 : j]
-		if frac == "" {
-			return 0, priceNotNumber
-		}
-		i = j
-	}
-	exp := 0
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		es := s[i+1:]
-		eneg := false
-		if es != "" && (es[0] == '+' || es[0] == '-') {
-			eneg = es[0] == '-'
-			es = es[1:]
-		}
-		if es == "" {
-			return 0, priceNotNumber
-		}
-		for _, c := range es {
-			if c < '0' || c > '9' {
-				return 0, priceNotNumber
-			}
-			if exp < 10_000 {
-				exp = exp*10 + int(c-'0')
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-		i = len(s)
-	}
-	if i != len(s) {
-		return 0, priceNotNumber
-	}
-	// The value is D × 10^(exp - len(frac)) with D the digits intPart+frac;
-	// in micro-units: D × 10^shift.
-	digits := strings.TrimLeft(intPart+frac, "0")
-	if digits == "" || neg {
-		return 0, priceNotPositive
-	}
-	shift := exp - len(frac) + 6
-	var v uint64
-	if shift >= 0 {
-		if len(digits)+shift > 19 {
-			return 0, priceTooLarge
-		}
-		for _, c := range digits {
-			v = v*10 + uint64(c-'0')
-		}
-		for range shift {
-			v *= 10
-		}
-	} else {
-		keep := len(digits) + shift // digits left of the rounding point
-		if keep > 19 {
-			return 0, priceTooLarge
-		}
-		if keep < 0 {
-			return 0, priceTooSmall // below a tenth of a micro-unit
-		}
-		for _, c := range digits[:keep] {
-			v = v*10 + uint64(c-'0')
-		}
-		if digits[keep] >= '5' {
-			v++
-		}
-	}
-	if v > maxPriceMicros {
-		return 0, priceTooLarge
-	}
-	if v == 0 {
-		return 0, priceTooSmall
-	}
-	return int64(v), priceOK
-}
-
-// formatMicros renders micro-units as a decimal number without trailing
-// zeros ("18.99", "5", "0.000001").
-func formatMicros(m int64) string {
-	neg := m < 0
-	u := uint64(m)
-	if neg {
-		u = uint64(-m)
-	}
-	s := strconv.FormatUint(u/1_000_000, 10)
-	if f := u % 1_000_000; f != 0 {
-		fs := strconv.FormatUint(f+1_000_000, 10)[1:]
-		s += "." + strings.TrimRight(fs, "0")
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
+	m, problem := money.Parse(b, money.RoundHalfAwayFromZero, maxPriceMicros)
+	return int64(m), problem, true
 }
 
 // validScore reports whether a quality score is in (0, 1].

@@ -1,11 +1,9 @@
 package catalog
 
 import (
-	"fmt"
-	"math/big"
-	"math/rand/v2"
-	"strings"
 	"testing"
+
+	"github.com/endcap/endcap/money"
 )
 
 func TestCheckDigit(t *testing.T) {
@@ -101,93 +99,29 @@ func TestTruncateRunes(t *testing.T) {
 	}
 }
 
+// TestPriceMicros: catalog prices follow money's rounding policy for the
+// prices a marketplace reports; text that is not a JSON number is refused.
 func TestPriceMicros(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		want int64
-		res  int
+		in     string
+		want   int64
+		p      money.Problem
+		number bool
 	}{
-		{"18.99", 18_990_000, priceOK},
-		{"1", 1_000_000, priceOK},
-		{"0.000001", 1, priceOK},
-		{"0.0000005", 1, priceOK}, // rounds half away from zero
-		{"0.00000049", 0, priceTooSmall},
-		{"0.0000000001", 0, priceTooSmall},
-		{"1e-7", 0, priceTooSmall},
-		{"1.5e2", 150_000_000, priceOK},
-		{"15E-1", 1_500_000, priceOK},
-		{"2.9999999", 3_000_000, priceOK},
-		{"0.30000000000000004", 300_000, priceOK},
-		{"1000000000", 1_000_000_000_000_000, priceOK},
-		{"1000000000.000001", 0, priceTooLarge},
-		{"1e10", 0, priceTooLarge},
-		{"1e400", 0, priceTooLarge},
-		{"0", 0, priceNotPositive},
-		{"0.0", 0, priceNotPositive},
-		{"-1", 0, priceNotPositive},
-		{"-0.5", 0, priceNotPositive},
-		{"abc", 0, priceNotNumber},
-		{"1.", 0, priceNotNumber},
-		{".5", 0, priceNotNumber},
-		{"1e", 0, priceNotNumber},
+		{"18.99", 18_990_000, money.OK, true},
+		{"0.0000005", 1, money.OK, true},
+		{"0.00000049", 0, money.TooSmall, true},
+		{"1000000000.000001", 0, money.TooLarge, true},
+		{"-1", 0, money.NotPositive, true},
+		{"abc", 0, money.OK, false},
+		{"1.", 0, money.OK, false},
+		{".5", 0, money.OK, false},
+		{"1e", 0, money.OK, false},
+		{"", 0, money.OK, false},
 	} {
-		got, res := priceMicros(c.in)
-		if got != c.want || res != c.res {
-			t.Errorf("priceMicros(%q) = %d, %d; want %d, %d", c.in, got, res, c.want, c.res)
-		}
-	}
-}
-
-// TestPriceMicrosAgainstBig checks the exact conversion against math/big.
-func TestPriceMicrosAgainstBig(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	digits := func(n int) string {
-		var b strings.Builder
-		for range n {
-			b.WriteByte(byte('0' + r.IntN(10)))
-		}
-		return b.String()
-	}
-	for range 20000 {
-		s := strings.TrimLeft(digits(1+r.IntN(10)), "0")
-		if s == "" {
-			s = "0"
-		}
-		if r.IntN(2) == 0 {
-			s += "." + digits(1+r.IntN(10))
-		}
-		if r.IntN(3) == 0 {
-			s += fmt.Sprintf("e%d", r.IntN(20)-10)
-		}
-		got, res := priceMicros(s)
-		rat, _ := new(big.Rat).SetString(s)
-		rat.Mul(rat, big.NewRat(1_000_000, 1))
-		// round half away from zero (positive numbers): floor(x + 1/2)
-		rat.Add(rat, big.NewRat(1, 2))
-		want := new(big.Int).Quo(rat.Num(), rat.Denom())
-		switch {
-		case rat.Sign() == 0 || want.Sign() == 0 && res == priceNotPositive:
-			// zero
-		case want.Sign() == 0:
-			if res != priceTooSmall && res != priceNotPositive {
-				t.Fatalf("%s: got %d %d, want too small", s, got, res)
-			}
-		case want.Cmp(big.NewInt(maxPriceMicros)) > 0:
-			if res != priceTooLarge {
-				t.Fatalf("%s: got %d %d, want too large", s, got, res)
-			}
-		default:
-			if res != priceOK || got != want.Int64() {
-				t.Fatalf("%s: got %d %d, want %s", s, got, res, want)
-			}
-		}
-	}
-}
-
-func TestFormatMicros(t *testing.T) {
-	for m, want := range map[int64]string{18_990_000: "18.99", 5_000_000: "5", 1: "0.000001", 1_000_000_000_000_000: "1000000000", 123_456_789: "123.456789"} {
-		if got := formatMicros(m); got != want {
-			t.Errorf("formatMicros(%d) = %q, want %q", m, got, want)
+		got, p, number := priceMicros(c.in)
+		if got != c.want || p != c.p || number != c.number {
+			t.Errorf("priceMicros(%q) = %d, %v, %v; want %d, %v, %v", c.in, got, p, number, c.want, c.p, c.number)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/endcap/endcap/money"
 	"github.com/endcap/endcap/validation"
 )
 
@@ -111,7 +112,7 @@ func (p *Product) view(id string) ProductView {
 		Vendors: nonNil(p.Vendors().Strings()), Categories: nonNil(p.Categories().Strings()),
 	}
 	if p.PriceMicros > 0 {
-		n := json.Number(formatMicros(p.PriceMicros))
+		n := json.Number(money.Micros(p.PriceMicros).String())
 		v.Price = &n
 	}
 	if p.QualityScore > 0 {
@@ -273,18 +274,18 @@ func (c *checker) product(in *ProductInput, at []any) (string, Product) {
 	d.Link = c.url(in.Link, at, "link")
 
 	if in.Price != nil {
-		m, res := priceMicros(string(*in.Price))
-		switch res {
-		case priceOK:
-			p.PriceMicros = m
-		case priceNotNumber:
+		m, problem, number := priceMicros(string(*in.Price))
+		switch {
+		case !number:
 			c.add(validation.TypeError, "Input should be a valid number", loc(at, "price")...)
-		case priceNotPositive:
+		case problem == money.OK:
+			p.PriceMicros = m
+		case problem == money.NotPositive:
 			c.add(validation.ValueError, "Input should be greater than 0", loc(at, "price")...)
-		case priceTooSmall:
+		case problem == money.TooSmall:
 			c.add(validation.ValueError, "Input should be at least 0.000001 (prices are kept to the micro-unit)", loc(at, "price")...)
-		case priceTooLarge:
-			c.add(validation.ValueError, "Input should be at most "+formatMicros(maxPriceMicros), loc(at, "price")...)
+		case problem == money.TooLarge:
+			c.add(validation.ValueError, "Input should be at most "+money.Micros(maxPriceMicros).String(), loc(at, "price")...)
 		}
 	}
 	p.Active = in.Active == nil || *in.Active

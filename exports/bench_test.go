@@ -34,7 +34,7 @@ const (
 )
 
 // benchRequest is the exported shape: one row per (day, campaign, product,
-// device), with counts, a money sum, a ratio and a per-unit price.
+// device), with counts, an amount summed, a ratio and a per-unit price.
 func benchRequest(format string, first time.Time) Request {
 	return Request{
 		Dataset:     DatasetMonitoringMetrics,

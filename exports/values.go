@@ -5,7 +5,7 @@ import (
 	"math/big"
 	"math/bits"
 
-	"github.com/endcap/endcap/internal/decimal"
+	"github.com/endcap/endcap/money"
 )
 
 // part is one sum a row's metrics are computed from; each maps to one or
@@ -33,18 +33,18 @@ type sums struct {
 	i [numParts]int64
 }
 
-func (s *sums) spentClicks() money { return moneyOf(s.i[pSpentClicks], s.u[pSpentClicks]) }
-func (s *sums) spentImpressions() money {
+func (s *sums) spentClicks() amount { return moneyOf(s.i[pSpentClicks], s.u[pSpentClicks]) }
+func (s *sums) spentImpressions() amount {
 	return moneyOf(s.i[pSpentImpressions], s.u[pSpentImpressions])
 }
-func (s *sums) spend() money {
+func (s *sums) spend() amount {
 	return moneyOf(s.i[pSpentClicks]+s.i[pSpentImpressions], s.u[pSpentClicks]+s.u[pSpentImpressions])
 }
 
-// money is an exact amount: units plus nanos (billionths of a unit,
+// amount is an exact amount: units plus nanos (billionths of a unit,
 // 0 ≤ nanos < 1e9). Charges are micro-units plus thousandths of a
 // micro-unit, so nine decimals hold every amount exactly.
-type money struct {
+type amount struct {
 	units int64
 	nanos int64
 }
@@ -52,27 +52,27 @@ type money struct {
 const nanosPerUnit = 1_000_000_000
 
 // moneyOf is micros micro-units plus sub thousandths of a micro-unit.
-func moneyOf(micros int64, sub uint64) money {
+func moneyOf(micros int64, sub uint64) amount {
 	micros += int64(sub / 1000)
 	units, rem := micros/1_000_000, micros%1_000_000
 	if rem < 0 {
 		units, rem = units-1, rem+1_000_000
 	}
-	return money{units: units, nanos: rem*1000 + int64(sub%1000)}
+	return amount{units: units, nanos: rem*1000 + int64(sub%1000)}
 }
 
-func microsOf(micros int64) money { return moneyOf(micros, 0) }
+func microsOf(micros int64) amount { return moneyOf(micros, 0) }
 
 // appendDecimal appends the amount as a decimal with the fewest digits
 // that keep it exact ("12", "0.4", "5.55556", "-0.000000001").
-func (m money) appendDecimal(b []byte) []byte { return decimal.AppendNanos(b, m.units, m.nanos) }
+func (m amount) appendDecimal(b []byte) []byte { return money.AppendNanos(b, m.units, m.nanos) }
 
 // String is the decimal form.
-func (m money) String() string { return string(m.appendDecimal(nil)) }
+func (m amount) String() string { return string(m.appendDecimal(nil)) }
 
 // scaled is the amount in nanos as a 128-bit two's complement big-endian
 // integer: the Parquet DECIMAL(38,9) representation.
-func (m money) scaled(dst *[16]byte) {
+func (m amount) scaled(dst *[16]byte) {
 	neg := m.units < 0
 	u := uint64(m.units)
 	if neg {
@@ -100,19 +100,19 @@ func (m money) scaled(dst *[16]byte) {
 }
 
 // big is the amount in nanos.
-func (m money) big() *big.Int {
+func (m amount) big() *big.Int {
 	v := big.NewInt(m.units)
 	v.Mul(v, big.NewInt(nanosPerUnit))
 	return v.Add(v, big.NewInt(m.nanos))
 }
 
 // float is the amount in nanos as a float64 (for ratios).
-func (m money) float() float64 { return float64(m.units)*nanosPerUnit + float64(m.nanos) }
+func (m amount) float() float64 { return float64(m.units)*nanosPerUnit + float64(m.nanos) }
 
 // moneyFromNanos is the inverse of big.
-func moneyFromNanos(n *big.Int) money {
+func moneyFromNanos(n *big.Int) amount {
 	q, r := new(big.Int).DivMod(n, big.NewInt(nanosPerUnit), new(big.Int))
-	return money{units: q.Int64(), nanos: r.Int64()}
+	return amount{units: q.Int64(), nanos: r.Int64()}
 }
 
 // cell is one value of a row, typed by its column's Kind.
@@ -121,13 +121,13 @@ type cell struct {
 	ss   []string
 	i    int64
 	f    float64
-	m    money
+	m    amount
 	b    bool
 	null bool
 }
 
 func intCell(n uint64) cell  { return cell{i: int64(n)} }
-func moneyCell(m money) cell { return cell{m: m} }
+func moneyCell(m amount) cell { return cell{m: m} }
 
 // ratioCell is num/den, null when den is 0.
 func ratioCell(num, den float64) cell {
@@ -137,12 +137,12 @@ func ratioCell(num, den float64) cell {
 	return cell{f: num / den}
 }
 
-func moneyRatioCell(num, den money) cell { return ratioCell(num.float(), den.float()) }
+func moneyRatioCell(num, den amount) cell { return ratioCell(num.float(), den.float()) }
 
 // perUnitCell is mult × m / n rounded half up to nanos (half away from
 // zero), null when n is 0. It runs once per row and price column, so the
 // usual case is done in 128-bit integers; math/big only past that.
-func perUnitCell(m money, n uint64, mult int64) cell {
+func perUnitCell(m amount, n uint64, mult int64) cell {
 	if n == 0 {
 		return cell{null: true}
 	}
@@ -182,4 +182,4 @@ func perUnitCell(m money, n uint64, mult int64) cell {
 	return cell{m: moneyFromNanos(v)}
 }
 
-func moneyFromNanosInt(n int64) money { return money{units: n / nanosPerUnit, nanos: n % nanosPerUnit} }
+func moneyFromNanosInt(n int64) amount { return amount{units: n / nanosPerUnit, nanos: n % nanosPerUnit} }

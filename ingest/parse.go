@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/money"
 	"github.com/endcap/endcap/validation"
 )
 
@@ -697,7 +698,7 @@ func (p *evParser) unitPrice(sp jsontext.Span, l evPath, dst *int64) *Validation
 	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be a number")
 	}
-	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 6, MaxUnitPriceMicros)
+	d := money.Scale(p.B[sp.Lo:sp.Hi], 6, MaxUnitPriceMicros)
 	switch {
 	case d.Zero || d.Neg:
 		return invalid(CodeBadRequest, l.at("unitPrice"), "must be greater than 0")
@@ -718,7 +719,7 @@ func (p *evParser) quantity(sp jsontext.Span, l evPath, dst *int64) *ValidationE
 	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
 	}
-	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 0, MaxQuantity)
+	d := money.Scale(p.B[sp.Lo:sp.Hi], 0, MaxQuantity)
 	switch {
 	case !d.Integral:
 		return invalid(CodeBadRequest, l.at("quantity"), "must be an integer")
@@ -739,7 +740,7 @@ func (p *evParser) positive32(sp jsontext.Span, l evPath, field string, dst *int
 	if !jsontext.IsNumberStart(p.B[sp.Lo]) {
 		return invalid(CodeBadRequest, l.at(field), "must be an integer")
 	}
-	d := jsontext.ScaleDecimal(p.B[sp.Lo:sp.Hi], 0, math.MaxInt32)
+	d := money.Scale(p.B[sp.Lo:sp.Hi], 0, math.MaxInt32)
 	switch {
 	case !d.Integral:
 		return invalid(CodeBadRequest, l.at(field), "must be an integer")

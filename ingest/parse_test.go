@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/endcap/endcap/internal/jsontext"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,6 +14,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/endcap/endcap/internal/jsontext"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -653,63 +653,6 @@ func TestUnitPriceConversion(t *testing.T) {
 				t.Errorf("UnitPriceMicros = %d, want %d", got, tc.micros)
 			}
 		})
-	}
-}
-
-// TestScaleDecimalAgainstBig compares scaleDecimal with math/big on random
-// decimal texts.
-func TestScaleDecimalAgainstBig(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	digits := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte('0' + r.IntN(10))
-		}
-		return string(b)
-	}
-	for range 20000 {
-		var s string
-		if r.IntN(2) == 0 {
-			s = "-"
-		}
-		ip := digits(1 + r.IntN(12))
-		ip = strings.TrimLeft(ip, "0")
-		if ip == "" {
-			ip = "0"
-		}
-		s += ip
-		if r.IntN(2) == 0 {
-			s += "." + digits(1+r.IntN(12))
-		}
-		if r.IntN(3) == 0 {
-			s += "e" + []string{"", "+", "-"}[r.IntN(3)] + fmt.Sprint(r.IntN(20))
-		}
-		scale := []int{0, 6}[r.IntN(2)]
-		limit := uint64(1+r.IntN(1000)) * uint64(math.Pow10(r.IntN(16)))
-		got := jsontext.ScaleDecimal([]byte(s), scale, limit)
-
-		rat, ok := new(big.Rat).SetString(s)
-		if !ok {
-			t.Fatalf("big cannot parse %q", s)
-		}
-		rat.Mul(rat, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))
-		neg := strings.HasPrefix(s, "-")
-		abs := new(big.Rat).Abs(rat)
-		// round half away from zero: floor(abs + 1/2)
-		half := new(big.Rat).Add(abs, big.NewRat(1, 2))
-		rounded := new(big.Int).Quo(half.Num(), half.Denom())
-		want := jsontext.ScaledNum{Neg: neg, Zero: rat.Sign() == 0, Integral: rat.IsInt()}
-		if rounded.Cmp(new(big.Int).SetUint64(limit)) > 0 {
-			want.Over = true
-		} else {
-			want.Mag = rounded.Uint64()
-		}
-		if want.Zero {
-			want.Mag, want.Over = 0, false
-		}
-		if got != want {
-			t.Fatalf("jsontext.ScaleDecimal(%q, %d, %d) = %+v, want %+v", s, scale, limit, got, want)
-		}
 	}
 }
 

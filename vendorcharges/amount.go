@@ -4,7 +4,7 @@ import (
 	"math/big"
 	"strconv"
 
-	"github.com/endcap/endcap/internal/decimal"
+	"github.com/endcap/endcap/money"
 )
 
 // Amount is the exact amount of one charge: Micros + SubMicros/1000
@@ -36,7 +36,7 @@ func (a Amount) Append(b []byte) []byte {
 	units += frac / 1_000_000_000
 	frac %= 1_000_000_000
 	b = strconv.AppendInt(b, units, 10)
-	return decimal.AppendFraction(b, frac)
+	return money.AppendFraction(b, frac)
 }
 
 // appendBig handles negative amounts (no charge is negative; a corrected
@@ -50,5 +50,5 @@ func appendBig(b []byte, a Amount) []byte {
 	}
 	units, frac := new(big.Int).QuoRem(nanos, big.NewInt(1_000_000_000), new(big.Int))
 	b = units.Append(b, 10)
-	return decimal.AppendFraction(b, frac.Int64())
+	return money.AppendFraction(b, frac.Int64())
 }

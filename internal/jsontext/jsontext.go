@@ -2,7 +2,7 @@
 // the hand-written decoders of /v2/events (ingest), /v2/auctions (auction)
 // and the catalog's products: the Scanner that checks a body once and then
 // walks it, syntax checks that agree with encoding/json, the text rule,
-// string decoding, exact decimal scaling for money, and calendar arithmetic
+// string decoding, and calendar arithmetic
 // for RFC 3339.
 package jsontext
 
@@ -12,15 +12,6 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 )
-
-// ScaledNum is a JSON number scaled to an integer by ScaleDecimal.
-type ScaledNum struct {
-	Neg      bool   // the number has a minus sign
-	Zero     bool   // the number is exactly zero
-	Integral bool   // the scaled number has no fractional part
-	Over     bool   // the rounded magnitude exceeds the limit (Mag is then meaningless)
-	Mag      uint64 // |number| × 10^scale, rounded half away from zero
-}
 
 // AppendUnquoted appends the value of the raw content of a valid JSON string
 // to dst, with encoding/json's semantics: invalid UTF-8 bytes and unpaired
@@ -214,97 +205,6 @@ func PlainString(raw []byte) bool {
 		}
 	}
 	return true
-}
-
-// ScaleDecimal converts num, a valid JSON number, to |num| × 10^scale rounded
-// half away from zero, exactly, from its decimal digits (no floating point).
-func ScaleDecimal(num []byte, scale int, limit uint64) ScaledNum {
-	var d ScaledNum
-	i := 0
-	if num[0] == '-' {
-		d.Neg = true
-		i++
-	}
-	is := i
-	for i < len(num) && num[i] >= '0' && num[i] <= '9' {
-		i++
-	}
-	intPart := num[is:i]
-	var frac []byte
-	if i < len(num) && num[i] == '.' {
-		i++
-		fs := i
-		for i < len(num) && num[i] >= '0' && num[i] <= '9' {
-			i++
-		}
-		frac = num[fs:i]
-	}
-	exp := 0
-	if i < len(num) && (num[i] == 'e' || num[i] == 'E') {
-		i++
-		eneg := false
-		if num[i] == '+' {
-			i++
-		} else if num[i] == '-' {
-			eneg = true
-			i++
-		}
-		for ; i < len(num); i++ {
-			if exp < 100_000_000 { // saturate: far beyond any digit count we handle
-				exp = exp*10 + int(num[i]-'0')
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-	}
-	// The digits are D = intPart ++ frac; the scaled value's decimal point
-	// sits after len(intPart)+exp+scale digits of D.
-	nd := len(intPart) + len(frac)
-	digit := func(k int) byte {
-		if k < len(intPart) {
-			return intPart[k] - '0'
-		}
-		return frac[k-len(intPart)] - '0'
-	}
-	lead := 0
-	for lead < nd && digit(lead) == 0 {
-		lead++
-	}
-	if lead == nd {
-		d.Zero, d.Integral = true, true
-		return d
-	}
-	m := nd - lead                             // significant digits, the first is non-zero
-	point := len(intPart) + exp + scale - lead // relative to the first significant digit
-	d.Integral = true
-	for j := max(point, 0); j < m; j++ {
-		if digit(lead+j) != 0 {
-			d.Integral = false
-			break
-		}
-	}
-	var mag uint64
-	for j := 0; j < point; j++ {
-		var dg uint64
-		if j < m {
-			dg = uint64(digit(lead + j))
-		}
-		if mag > (limit-dg)/10 {
-			d.Over = true
-			return d
-		}
-		mag = mag*10 + dg
-	}
-	if point >= 0 && point < m && digit(lead+point) >= 5 {
-		mag++
-		if mag > limit {
-			d.Over = true
-			return d
-		}
-	}
-	d.Mag = mag
-	return d
 }
 
 // SkipString returns the offset just past the string starting at b[i] == '"'.
