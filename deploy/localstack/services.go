@@ -186,7 +186,7 @@ func clickHouseSpec(o Options, bin string, i int) (childSpec, error) {
 		env:   childEnv(nil),
 		dir:   base,
 		addr:  fmt.Sprintf("native %s, http %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(tcp)), httpAddr),
-		ready: func(ctx context.Context) error { return clickHousePing(ctx, httpAddr) },
+		ready: clickHouseReady(httpAddr, i > 0),
 		extraLogs: []string{
 			filepath.Join(cfg.LogDir, "clickhouse-server.err.log"),
 		},
@@ -206,6 +206,50 @@ func renderTemplate(name, path string, data any) error {
 		return fmt.Errorf("localstack: %w", err)
 	}
 	return nil
+}
+
+// clickHouseReady is the readiness check of a server: /ping answers. For a replica, also: it reaches
+// ZooKeeper, and ddlWorkerSettle has passed since it first did. 18.16 answers queries before its DDL worker
+// (the thread that runs ON CLUSTER statements) has connected to ZooKeeper, and an ON CLUSTER statement
+// received in that window crashes the server (a null ZooKeeper session); a worker whose first connection
+// failed tries again a second later.
+func clickHouseReady(httpAddr string, replica bool) func(ctx context.Context) error {
+	var reached time.Time
+	return func(ctx context.Context) error {
+		if err := clickHousePing(ctx, httpAddr); err != nil || !replica {
+			return err
+		}
+		if reached.IsZero() {
+			if _, err := clickHouseHTTPQuery(ctx, httpAddr, "SELECT count() FROM system.zookeeper WHERE path = '/'"); err != nil {
+				return err
+			}
+			reached = time.Now()
+		}
+		if d := time.Since(reached); d < ddlWorkerSettle {
+			return fmt.Errorf("waiting %s more for the DDL worker", ddlWorkerSettle-d)
+		}
+		return nil
+	}
+}
+
+const ddlWorkerSettle = 1500 * time.Millisecond
+
+// clickHouseHTTPQuery runs a query over HTTP and returns its body.
+func clickHouseHTTPQuery(ctx context.Context, httpAddr, q string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	resp, err := readyClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s %q", q, resp.Status, body)
+	}
+	return string(body), nil
 }
 
 var readyClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
