@@ -378,3 +378,32 @@ func Streaming(ctx context.Context, blockRows int, settings map[string]any) cont
 	}
 	return ch.Context(ctx, ch.WithSettings(s), ch.WithBlockBufferSize(1))
 }
+
+// CreateStage creates table name with the columns, partition key and
+// sorting key of table like, as a plain MergeTree: a staging table private
+// to one process, on the one server (or replica) it is connected to, from
+// which ALTER TABLE like REPLACE PARTITION ... FROM name swaps partitions
+// in. CREATE TABLE name AS like would copy like's engine: on a cluster, a
+// Replicated one with like's own path in ZooKeeper, which the server
+// refuses (the replica exists already). A REPLACE PARTITION into a
+// replicated table needs no ON CLUSTER: ZooKeeper carries it to the other
+// replicas, which fetch the new parts.
+func CreateStage(ctx context.Context, c Conn, name, like string) error {
+	if !identRe.MatchString(name) || !identRe.MatchString(like) {
+		return fmt.Errorf("clickhouse: stage %q of %q: not plain identifiers", name, like)
+	}
+	var partition, sorting string
+	if err := c.QueryRow(ctx, `SELECT partition_key, sorting_key FROM system.tables
+		WHERE database = currentDatabase() AND name = ?`, like).Scan(&partition, &sorting); err != nil {
+		return fmt.Errorf("clickhouse: keys of %s: %w", like, err)
+	}
+	q := "CREATE TABLE " + name + " AS " + like + " ENGINE = MergeTree()"
+	if partition != "" {
+		q += " PARTITION BY (" + partition + ")"
+	}
+	if sorting == "" {
+		sorting = "tuple()"
+	}
+	q += " ORDER BY (" + sorting + ")"
+	return c.Exec(ctx, q)
+}

@@ -164,6 +164,28 @@ func TestClusterMigrate(t *testing.T) {
 	if err := c2.QueryRow(ctx, "SELECT sum(rows) FROM rollup_days FINAL").Scan(&rows); err != nil || rows != 7 {
 		t.Fatalf("replica 2 reads %d rows in rollup_days (%v), want 7", rows, err)
 	}
+
+	// A stage of a replicated table is a plain table of one replica, whose
+	// partitions swap into the replicated table and reach the other replica.
+	if err := clickhouse.CreateStage(ctx, c1, "stage_probe", "rollup_daily"); err != nil {
+		t.Fatal(err)
+	}
+	var engine string
+	if err := c1.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = 'stage_probe'").Scan(&engine); err != nil || engine != "MergeTree" {
+		t.Fatalf("stage engine %q, %v", engine, err)
+	}
+	if err := c1.Exec(ctx, "INSERT INTO stage_probe (marketplace_id, day_local, impressions) SELECT generateUUIDv4(), toDate('2026-01-02'), 3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Exec(ctx, "ALTER TABLE rollup_daily REPLACE PARTITION ID '20260102' FROM stage_probe"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Exec(ctx, "SYSTEM SYNC REPLICA rollup_daily"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.QueryRow(ctx, "SELECT sum(impressions) FROM rollup_daily WHERE day_local = '2026-01-02'").Scan(&rows); err != nil || rows != 3 {
+		t.Fatalf("replica 2 reads %d impressions swapped in on replica 1 (%v), want 3", rows, err)
+	}
 }
 
 // TestClusterMigrateSkipsClusterWhenUpToDate: with the schema up to date,
