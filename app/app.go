@@ -197,7 +197,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (*App, error) {
 
 func (a *App) chOptions() clickhouse.Options {
 	return clickhouse.Options{Addr: a.cfg.ClickHouseAddr, Database: a.cfg.ClickHouseDatabase, User: a.cfg.ClickHouseUser,
-		Password: a.cfg.ClickHousePassword, Cluster: a.cfg.ClickHouseCluster}
+		Password: a.cfg.ClickHousePassword, Cluster: a.cfg.ClickHouseCluster, TLS: a.cfg.ClickHouseTLS, TLSCA: a.cfg.ClickHouseTLSCA}
 }
 
 // Handler is the process's HTTP handler.

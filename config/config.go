@@ -39,6 +39,8 @@ type Config struct {
 	ClickHouseUser     string
 	ClickHousePassword string
 	ClickHouseCluster  string
+	ClickHouseTLS      bool
+	ClickHouseTLSCA    string
 
 	RedisAddr     string
 	RedisPassword string
@@ -167,6 +169,15 @@ var settings = []setting{
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
 	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
 	{"clickhouse-password", "ENDCAP_CLICKHOUSE_PASSWORD", "", "ClickHouse password", str(func(c *Config) *string { return &c.ClickHousePassword })},
+	{"clickhouse-tls", "ENDCAP_CLICKHOUSE_TLS", "false", "connect to ClickHouse over TLS (the secure native port: 9440 on ClickHouse Cloud); the server's certificate is verified", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.ClickHouseTLS = b
+		return nil
+	}},
+	{"clickhouse-tls-ca", "ENDCAP_CLICKHOUSE_TLS_CA", "", "PEM file of the certificate authorities that sign ClickHouse's certificate (empty: the system's)", str(func(c *Config) *string { return &c.ClickHouseTLSCA })},
 	{"clickhouse-cluster", "ENDCAP_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (in the servers' remote_servers) on whose every replica migrations create the database and replicated tables, ON CLUSTER (docs/clickhouse.md); empty: one server, or ClickHouse Cloud", func(c *Config, v string) error {
 		if v != "" && !clusterName.MatchString(v) {
 			return fmt.Errorf("must be a plain identifier (letters, digits, _), got %q", v)

@@ -6,10 +6,13 @@ package clickhouse
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"embed"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -33,6 +36,10 @@ type Options struct {
 	Database string
 	User     string
 	Password string
+	// TLS: the native protocol over TLS, the server's certificate verified
+	// against the authorities of the PEM file TLSCA (empty: the system's).
+	TLS   bool
+	TLSCA string
 	// Cluster, when set, is the cluster (in the servers' <remote_servers>)
 	// on whose every replica the database and the schema are created, with
 	// replicated tables (Schema, docs/clickhouse.md). Empty: one server.
@@ -64,7 +71,22 @@ func open(o Options, db string) (Conn, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("clickhouse: no address")
 	}
+	var tlsConfig *tls.Config
+	if o.TLS {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.TLSCA != "" {
+			pem, err := os.ReadFile(o.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("clickhouse: TLS authorities: %w", err)
+			}
+			tlsConfig.RootCAs = x509.NewCertPool()
+			if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("clickhouse: TLS authorities: no certificate in %s", o.TLSCA)
+			}
+		}
+	}
 	return ch.Open(&ch.Options{
+		TLS:              tlsConfig,
 		Protocol:         ch.Native,
 		Addr:             addrs,
 		Auth:             ch.Auth{Database: db, Username: o.User, Password: o.Password},
