@@ -116,7 +116,11 @@ func EnsureDatabase(ctx context.Context, o Options) error {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	timeout := 10 * time.Second
+	if o.Cluster != "" {
+		timeout += onClusterTimeout * time.Second // every replica runs it
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	q := "CREATE DATABASE IF NOT EXISTS " + o.Database
 	if o.Cluster != "" {
