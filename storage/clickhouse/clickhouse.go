@@ -250,7 +250,12 @@ func (s Schema) Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied 
 				return applied, fmt.Errorf("clickhouse: migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
-		b, err := c.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+		// Not deduplicated: two processes that record the same migration
+		// in the same second insert the same block, which a replicated
+		// table would keep only on the replica that got it first, and the
+		// other process would not read its own record at once.
+		b, err := c.PrepareBatch(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})),
+			"INSERT INTO schema_migrations (version, name, applied_at)")
 		if err != nil {
 			return applied, err
 		}
