@@ -94,7 +94,11 @@ func TestReplicatedClickHouse(t *testing.T) {
 	if err := s.Restart(ctx, ClickHouseService(2)); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("replica 2 restarted in %s", time.Since(t1).Round(time.Millisecond))
+	took := time.Since(t1)
+	t.Logf("replica 2 restarted in %s", took.Round(time.Millisecond))
+	if took < ddlWorkerSettle {
+		t.Errorf("replica 2 called ready %s after its restart, before its DDL worker can be (%s)", took, ddlWorkerSettle)
+	}
 	chQueryAt(t, r2, "SYSTEM SYNC REPLICA default.rep")
 	if got := chQueryAt(t, r2, "SELECT count(), countIf(v = 'c') FROM default.rep"); got != "300\t100\n" {
 		t.Fatalf("replica 2 after its restart: %q", got)

@@ -180,13 +180,13 @@ func clickHouseSpec(o Options, bin string, i int) (childSpec, error) {
 	}
 	httpAddr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(http))
 	return childSpec{
-		name:  name,
-		path:  bin,
-		args:  []string{"--config-file=" + configPath},
-		env:   childEnv(nil),
-		dir:   base,
-		addr:  fmt.Sprintf("native %s, http %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(tcp)), httpAddr),
-		ready: clickHouseReady(httpAddr, i > 0),
+		name:     name,
+		path:     bin,
+		args:     []string{"--config-file=" + configPath},
+		env:      childEnv(nil),
+		dir:      base,
+		addr:     fmt.Sprintf("native %s, http %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(tcp)), httpAddr),
+		newReady: func() func(context.Context) error { return clickHouseReady(httpAddr, i > 0) },
 		extraLogs: []string{
 			filepath.Join(cfg.LogDir, "clickhouse-server.err.log"),
 		},
