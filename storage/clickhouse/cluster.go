@@ -56,9 +56,9 @@ var (
 // Statement is migration statement st as it runs on s: unchanged on one
 // server; on a cluster, with ON CLUSTER and Replicated engines, the objects
 // named with the database (a replica runs the statements of the cluster's
-// queue in its default database). A statement
-// the rewrite does not know is an error, so that a new kind of migration
-// statement cannot silently create a table on one replica only.
+// queue in its default database). A statement the rewrite does not know is
+// an error, so that a new kind of migration statement cannot silently create
+// a table on one replica only.
 //
 // What it rewrites:
 //   - CREATE TABLE t (...) ENGINE = XMergeTree(args) ... → CREATE TABLE
