@@ -222,7 +222,8 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 }
 
 func (a *App) chOptions() clickhouse.Options {
-	return clickhouse.Options{Addr: a.cfg.ClickHouseAddr, Database: a.cfg.ClickHouseDatabase, User: a.cfg.ClickHouseUser, Password: a.cfg.ClickHousePassword}
+	return clickhouse.Options{Addr: a.cfg.ClickHouseAddr, Database: a.cfg.ClickHouseDatabase, User: a.cfg.ClickHouseUser,
+		Password: a.cfg.ClickHousePassword, Cluster: a.cfg.ClickHouseCluster, TLS: a.cfg.ClickHouseTLS, TLSCA: a.cfg.ClickHouseTLSCA}
 }
 
 // Handler is the process's HTTP handler.
@@ -286,7 +287,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			if err := clickhouse.EnsureDatabase(ctx, a.chOptions()); err != nil {
 				return err
 			}
-			_, err := clickhouse.Migrate(ctx, a.ClickHouse, a.log)
+			_, err := a.chOptions().Schema().Migrate(ctx, a.ClickHouse, a.log)
 			return err
 		}},
 		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},

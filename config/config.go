@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type Config struct {
 	ClickHouseDatabase string
 	ClickHouseUser     string
 	ClickHousePassword string
+	ClickHouseCluster  string
+	ClickHouseTLS      bool
+	ClickHouseTLSCA    string
 
 	RedisAddr     string
 	RedisPassword string
@@ -136,6 +140,9 @@ func rateLimit(p func(*Config) *string) func(*Config, string) error {
 	}
 }
 
+// clusterName is what --clickhouse-cluster accepts: it goes into ON CLUSTER.
+var clusterName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var settings = []setting{
 	{"http-addr", "ENDCAP_HTTP_ADDR", "127.0.0.1:8080", "address the API listens on", str(func(c *Config) *string { return &c.HTTPAddr })},
 	{"kafka-brokers", "ENDCAP_KAFKA_BROKERS", "127.0.0.1:19092", "comma-separated Kafka bootstrap brokers", func(c *Config, v string) error {
@@ -164,10 +171,26 @@ var settings = []setting{
 	}},
 	{"kafka-session-timeout", "ENDCAP_KAFKA_SESSION_TIMEOUT", "10s", "how long the broker waits for a projector's or exporter's heartbeats before it hands its partitions to the others: the longest a crashed process's partitions wait (the broker must allow it: group.min.session.timeout.ms)", duration(func(c *Config) *time.Duration { return &c.KafkaSessionTimeout })},
 	{"kafka-rebalance-timeout", "ENDCAP_KAFKA_REBALANCE_TIMEOUT", "60s", "how long the broker waits for every projector to rejoin its group at a rebalance (must exceed --projector-flush-timeout)", duration(func(c *Config) *time.Duration { return &c.KafkaRebalanceTimeout })},
-	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address", str(func(c *Config) *string { return &c.ClickHouseAddr })},
+	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address, or several separated by commas (replicas: the first that answers is used, the next ones when it fails)", str(func(c *Config) *string { return &c.ClickHouseAddr })},
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
 	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
 	{"clickhouse-password", "ENDCAP_CLICKHOUSE_PASSWORD", "", "ClickHouse password", str(func(c *Config) *string { return &c.ClickHousePassword })},
+	{"clickhouse-tls", "ENDCAP_CLICKHOUSE_TLS", "false", "connect to ClickHouse over TLS (the secure native port: 9440 on ClickHouse Cloud); the server's certificate is verified", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.ClickHouseTLS = b
+		return nil
+	}},
+	{"clickhouse-tls-ca", "ENDCAP_CLICKHOUSE_TLS_CA", "", "PEM file of the certificate authorities that sign ClickHouse's certificate (empty: the system's)", str(func(c *Config) *string { return &c.ClickHouseTLSCA })},
+	{"clickhouse-cluster", "ENDCAP_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (in the servers' remote_servers) on whose every replica migrations create the database and replicated tables, ON CLUSTER (docs/clickhouse.md); empty: one server, or ClickHouse Cloud", func(c *Config, v string) error {
+		if v != "" && !clusterName.MatchString(v) {
+			return fmt.Errorf("must be a plain identifier (letters, digits, _), got %q", v)
+		}
+		c.ClickHouseCluster = v
+		return nil
+	}},
 	{"redis-addr", "ENDCAP_REDIS_ADDR", "127.0.0.1:16379", "Redis address", str(func(c *Config) *string { return &c.RedisAddr })},
 	{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })},
 	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number", integer(func(c *Config) *int { return &c.RedisDB }, 0)},

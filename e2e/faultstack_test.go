@@ -62,7 +62,11 @@ type osProc struct {
 	log  string
 }
 
-func newFaultStack(t *testing.T) *faultStack {
+func newFaultStack(t *testing.T) *faultStack { return newFaultStackWith(t, nil) }
+
+// newFaultStackWith is newFaultStack with the local stack's options changed
+// by opts (nil: the defaults).
+func newFaultStackWith(t *testing.T, opts func(*localstack.Options)) *faultStack {
 	t.Helper()
 	testenv.Get(t) // skips or fails like the other integration tests when the stack is not installed
 	bin := os.Getenv("ENDCAP_FAULT_BINARY")
@@ -72,8 +76,11 @@ func newFaultStack(t *testing.T) *faultStack {
 	s := &faultStack{t: t, bin: bin, dir: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	opts := localstack.DefaultOptions(filepath.Join(s.dir, "stack"))
-	st, err := localstack.Start(ctx, opts)
+	o := localstack.DefaultOptions(filepath.Join(s.dir, "stack"))
+	if opts != nil {
+		opts(&o)
+	}
+	st, err := localstack.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("local stack: %v", err)
 	}

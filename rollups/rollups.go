@@ -322,7 +322,7 @@ func (j *Job) createStage(ctx context.Context, at time.Time) (string, error) {
 		return "", err
 	}
 	name := stagePrefix + strconv.FormatInt(at.Unix(), 10) + "_" + hex.EncodeToString(b[:])
-	if err := j.o.ClickHouse.Exec(ctx, "CREATE TABLE "+name+" AS rollup_daily"); err != nil {
+	if err := clickhouse.CreateStage(ctx, j.o.ClickHouse, name, "rollup_daily"); err != nil {
 		return "", fmt.Errorf("rollups: create staging table: %w", err)
 	}
 	return name, nil

@@ -16,7 +16,8 @@ func cmdMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
-	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser, Password: cfg.ClickHousePassword}
+	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
+		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := clickhouse.EnsureDatabase(ctx, o); err != nil {
@@ -27,7 +28,7 @@ func cmdMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer conn.Close()
-	n, err := clickhouse.Migrate(ctx, conn, log)
+	n, err := o.Schema().Migrate(ctx, conn, log)
 	if err != nil {
 		return err
 	}

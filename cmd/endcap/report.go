@@ -47,7 +47,8 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 	if !ok {
 		return fmt.Errorf("--marketplace %q: no such marketplace", marketplace)
 	}
-	ch, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser, Password: cfg.ClickHousePassword})
+	ch, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
+		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@
 # already there:
 #   - clickhouse-server + clickhouse-client (Debian's 18.16) and redis-server, with apt-get (as root, or
 #     through sudo);
+#   - zookeeper (Debian's 3.8, with a Java runtime), for the replicated ClickHouse cluster that
+#     deploy/localstack starts for the cluster tests (Options.ClickHouseReplicas);
 #   - nodejs and npm with apt-get, only when the `node` or `npm` command is missing (for e2e/sdk_test.go);
 #   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw.
 # Idempotent and silent when everything is present; prints one line per thing it installs.
@@ -60,6 +62,9 @@ apt_install() {
 newly_installed=()
 apt_install -- clickhouse-server clickhouse-client
 apt_install --no-install-recommends -- redis-server
+# The test cluster's ZooKeeper runs as a child of the tests with a configuration of its own
+# (zkServer.sh start-foreground); the package's own service is never started.
+apt_install --no-install-recommends -- zookeeper
 
 # node and npm, for the official JS SDK end-to-end test (e2e/sdk_test.go), only when the command is missing:
 # a node from elsewhere (nodesource's nodejs package ships npm itself) is left alone.
@@ -69,7 +74,7 @@ command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
 # Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;
 # the stack never uses them. Left alone when the package was already installed: that is the owner's.
 for p in "${newly_installed[@]}"; do
-	case "$p" in clickhouse-server | redis-server) ;; *) continue ;; esac
+	case "$p" in clickhouse-server | redis-server | zookeeper) ;; *) continue ;; esac
 	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 		as_root systemctl disable --now "$p" >/dev/null 2>&1 || true
 	elif command -v service >/dev/null 2>&1; then

@@ -1,6 +1,7 @@
 // Package localstack starts Endcap's local development stack as child processes: ClickHouse (Debian's
-// clickhouse-server 18.16 or newer), Redis and an S3 endpoint (versitygw, posix backend), each with its data
-// under one directory, listening on loopback.
+// clickhouse-server 18.16 or newer; optionally a replicated cluster of several servers and the ZooKeeper
+// they share), Redis and an S3 endpoint (versitygw, posix backend), each with its data under one
+// directory, listening on loopback.
 //
 // The programs are installed by deploy/local/install.sh. Children are tied to the calling process
 // (PR_SET_PDEATHSIG), so they do not outlive it even after a kill -9; a stale child of a crashed run that is
@@ -76,6 +77,23 @@ type Options struct {
 	// time goes (deploy/local/bench-projectors.sh CH_LOGS=1). Off by default: both cost CPU and disk.
 	ClickHouseSystemLogs bool
 
+	// ClickHouseReplicas, above 0, runs ClickHouse as a cluster (ClickHouseCluster) of one shard of that
+	// many replicas, with a ZooKeeper server that they share: replica i has the macros {shard} = 01 and
+	// {replica} = r<i>, its own ports (ClickHousePort and ClickHouseHTTPPort are the first replica's; the
+	// others, the interserver ports and ZooKeeper's are picked free unless ZooKeeperPort is set) and its own
+	// data (Dir/clickhouse, Dir/clickhouse-2...). 0: one server without replication. Needs ClickHouse.
+	ClickHouseReplicas int
+	// ClickHouseCluster is the cluster's name in every replica's <remote_servers> (what ON CLUSTER names);
+	// default DefaultClickHouseCluster.
+	ClickHouseCluster string
+	// ZooKeeperPort is ZooKeeper's client port (0 picks a free one); ZooKeeperBin its launcher (default
+	// Debian's /usr/share/zookeeper/bin/zkServer.sh, then "zkServer.sh" on PATH).
+	ZooKeeperPort int
+	ZooKeeperBin  string
+
+	replicaPorts     []replicaPorts // native and HTTP ports of replicas 2..N
+	interserverPorts []int          // interserver HTTP port of replicas 1..N
+
 	// Which services to start. DefaultOptions sets all three; Start fails if none is set.
 	ClickHouse bool
 	Redis      bool
@@ -100,13 +118,20 @@ type Stack struct {
 	Dir                string // absolute base data directory
 	ClickHouseAddr     string // native protocol, "127.0.0.1:19000"
 	ClickHouseHTTPAddr string // "127.0.0.1:19001"
-	RedisAddr          string // "127.0.0.1:19002"
-	S3Endpoint         string // "http://127.0.0.1:19100"
-	S3Region           string
-	S3AccessKey        string
-	S3SecretKey        string
+	// With Options.ClickHouseReplicas: the native and HTTP addresses of every replica (the first is
+	// ClickHouseAddr and ClickHouseHTTPAddr), the cluster's name and ZooKeeper's address.
+	ClickHouseAddrs     []string
+	ClickHouseHTTPAddrs []string
+	ClickHouseCluster   string
+	ZooKeeperAddr       string
+	RedisAddr           string // "127.0.0.1:19002"
+	S3Endpoint          string // "http://127.0.0.1:19100"
+	S3Region            string
+	S3AccessKey         string
+	S3SecretKey         string
 
 	log      *slog.Logger
+	opts     Options
 	mu       sync.Mutex
 	children []*child
 	forker   *forker
@@ -170,9 +195,25 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 
-	var specs []childSpec
-	if o.ClickHouse {
-		sp, err := clickHouseSpec(o, bins.clickhouse)
+	// first are started, and answer, before specs: the replicas of a replicated ClickHouse need ZooKeeper
+	// from their start (18.16 crashes on its first ON CLUSTER statement if its ZooKeeper was not up when it
+	// started).
+	var first, specs []childSpec
+	if o.ClickHouseReplicas > 0 {
+		sp, err := zooKeeperSpec(o, bins.zookeeper)
+		if err != nil {
+			return nil, err
+		}
+		first = append(first, sp)
+		for i := 1; i <= o.ClickHouseReplicas; i++ {
+			sp, err := clickHouseSpec(o, bins.clickhouse, i)
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, sp)
+		}
+	} else if o.ClickHouse {
+		sp, err := clickHouseSpec(o, bins.clickhouse, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +234,20 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		specs = append(specs, sp)
 	}
 
-	s := &Stack{Dir: o.Dir, log: log, forker: newForker(), lock: lock}
+	s := &Stack{Dir: o.Dir, log: log, opts: o, forker: newForker(), lock: lock}
 	dial := dialHost(o.Host)
 	if o.ClickHouse {
 		s.ClickHouseAddr = net.JoinHostPort(dial, strconv.Itoa(o.ClickHousePort))
 		s.ClickHouseHTTPAddr = net.JoinHostPort(dial, strconv.Itoa(o.ClickHouseHTTPPort))
+		s.ClickHouseAddrs, s.ClickHouseHTTPAddrs = []string{s.ClickHouseAddr}, []string{s.ClickHouseHTTPAddr}
+		for _, p := range o.replicaPorts {
+			s.ClickHouseAddrs = append(s.ClickHouseAddrs, net.JoinHostPort(dial, strconv.Itoa(p.tcp)))
+			s.ClickHouseHTTPAddrs = append(s.ClickHouseHTTPAddrs, net.JoinHostPort(dial, strconv.Itoa(p.http)))
+		}
+	}
+	if o.ClickHouseReplicas > 0 {
+		s.ClickHouseCluster = o.ClickHouseCluster
+		s.ZooKeeperAddr = net.JoinHostPort(dial, strconv.Itoa(o.ZooKeeperPort))
 	}
 	if o.Redis {
 		s.RedisAddr = net.JoinHostPort(dial, strconv.Itoa(o.RedisPort))
@@ -215,32 +265,34 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		defer cancel()
 	}
 
-	for _, sp := range specs {
-		c, err := startChild(s.forker, sp, o)
-		if err != nil {
-			ok = true // Stop releases the lock
+	ok = true // from here on, Stop releases the lock
+	for _, wave := range [][]childSpec{first, specs} {
+		var started []*child
+		for _, sp := range wave {
+			c, err := startChild(s.forker, sp, o)
+			if err != nil {
+				_ = s.Stop()
+				return nil, err
+			}
+			s.children = append(s.children, c)
+			started = append(started, c)
+			log.Debug("localstack: started", "service", c.name, "pid", c.pid, "cmd", c.cmdline)
+		}
+		if err := s.waitReady(ctx, started); err != nil {
 			_ = s.Stop()
 			return nil, err
 		}
-		s.children = append(s.children, c)
-		log.Debug("localstack: started", "service", c.name, "pid", c.pid, "cmd", c.cmdline)
-	}
-
-	ok = true // from here on, Stop releases the lock
-	if err := s.waitReady(ctx); err != nil {
-		_ = s.Stop()
-		return nil, err
 	}
 	return s, nil
 }
 
-// waitReady polls every child concurrently until it answers, it exits, or ctx ends.
-func (s *Stack) waitReady(ctx context.Context) error {
+// waitReady polls the children concurrently until each answers, one exits, or ctx ends.
+func (s *Stack) waitReady(ctx context.Context, children []*child) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(s.children))
+	errs := make([]error, len(children))
 	var wg sync.WaitGroup
-	for i, c := range s.children {
+	for i, c := range children {
 		wg.Go(func() {
 			err := c.waitReady(ctx)
 			if err != nil {
@@ -333,12 +385,17 @@ func (o *Options) normalize() error {
 			return fmt.Errorf("localstack: Options.%s = %d is not a valid port", p.name, p.v)
 		}
 	}
-	return nil
+	return o.normalizeCluster()
 }
 
 func (o *Options) services() []string {
 	var s []string
-	if o.ClickHouse {
+	if o.ClickHouseReplicas > 0 {
+		s = append(s, ServiceZooKeeper)
+		for i := 1; i <= o.ClickHouseReplicas; i++ {
+			s = append(s, clickHouseService(i))
+		}
+	} else if o.ClickHouse {
 		s = append(s, ServiceClickHouse)
 	}
 	if o.Redis {
@@ -371,7 +428,7 @@ func (o *Options) portRequests() []portRequest {
 	if o.S3 {
 		r = append(r, portRequest{"S3", "S3Port", &o.S3Port})
 	}
-	return r
+	return append(r, o.clusterPortRequests()...)
 }
 
 // dialHost is the address clients use to reach a service listening on host.

@@ -26,6 +26,9 @@ type childSpec struct {
 	dir   string   // working directory
 	addr  string   // what the child serves, for messages
 	ready func(ctx context.Context) error
+	// newReady, when set, makes a fresh ready check for each start of the child (one that keeps state
+	// between its calls).
+	newReady func() func(ctx context.Context) error
 	// extraLogs are further log files (besides logs/<name>.log) whose tail goes into startup errors.
 	extraLogs []string
 }
@@ -90,6 +93,9 @@ func startChild(f *forker, sp childSpec, o Options) (*child, error) {
 		pidFile:   o.pidFile(sp.name),
 		logPath:   o.logFile(sp.name),
 		done:      make(chan struct{}),
+	}
+	if sp.newReady != nil {
+		c.ready = sp.newReady()
 	}
 	c.cmdline = shellQuote(append([]string{sp.path}, sp.args...))
 	lf, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

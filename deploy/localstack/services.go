@@ -33,7 +33,7 @@ func xmlEscape(s string) string {
 }
 
 type binaries struct {
-	clickhouse, redis, versitygw string
+	clickhouse, redis, versitygw, zookeeper string
 }
 
 // findBinaries locates the programs of the selected services. The error wraps ErrMissingBinary.
@@ -44,6 +44,12 @@ func findBinaries(o Options) (binaries, error) {
 		b.clickhouse = findProgram(o.ClickHouseBin, "clickhouse-server", "/usr/sbin/clickhouse-server", "/usr/bin/clickhouse-server")
 		if b.clickhouse == "" {
 			missing = append(missing, describeMissing("clickhouse-server", o.ClickHouseBin))
+		}
+	}
+	if o.ClickHouseReplicas > 0 {
+		b.zookeeper = findProgram(o.ZooKeeperBin, "zkServer.sh", zkServerScript)
+		if b.zookeeper == "" {
+			missing = append(missing, describeMissing("zookeeper ("+zkServerScript+")", o.ZooKeeperBin))
 		}
 	}
 	if o.Redis {
@@ -114,19 +120,47 @@ type clickHouseConfig struct {
 	TCPPort, HTTPPort                  int
 	Networks                           []string
 	SystemLogs                         bool // query_log and part_log (Options.ClickHouseSystemLogs)
+
+	// A replica of a cluster (Options.ClickHouseReplicas > 0); Cluster is empty for a single server.
+	Cluster, Shard, Replica string
+	InterserverPort         int
+	ZooKeeperHost           string
+	ZooKeeperPort           int
+	ClusterReplicas         []hostPort
 }
 
-func clickHouseSpec(o Options, bin string) (childSpec, error) {
-	base := filepath.Join(o.Dir, "clickhouse")
+type hostPort struct {
+	Host string
+	Port int
+}
+
+// clickHouseSpec is the server of replica i (0 for the single server of a stack without replicas, else
+// 1..ClickHouseReplicas). Replica 1 (and the single server) keeps its data in Dir/clickhouse, replica i in
+// Dir/clickhouse-<i>.
+func clickHouseSpec(o Options, bin string, i int) (childSpec, error) {
+	name := clickHouseService(i)
+	base := filepath.Join(o.Dir, name)
+	tcp, http := o.ClickHousePort, o.ClickHouseHTTPPort
+	if i > 1 {
+		tcp, http = o.replicaPorts[i-2].tcp, o.replicaPorts[i-2].http
+	}
 	cfg := clickHouseConfig{
 		Host:        o.Host,
 		DataDir:     filepath.Join(base, "data"),
 		LogDir:      filepath.Join(base, "logs"),
 		UsersConfig: filepath.Join(base, "users.xml"),
-		TCPPort:     o.ClickHousePort,
-		HTTPPort:    o.ClickHouseHTTPPort,
+		TCPPort:     tcp,
+		HTTPPort:    http,
 		Networks:    []string{"127.0.0.1", "::1"},
 		SystemLogs:  o.ClickHouseSystemLogs,
+	}
+	if i > 0 {
+		cfg.Cluster, cfg.Shard, cfg.Replica = o.ClickHouseCluster, DefaultClickHouseShard, ReplicaName(i)
+		cfg.InterserverPort = o.interserverPorts[i-1]
+		cfg.ZooKeeperHost, cfg.ZooKeeperPort = dialHost(o.Host), o.ZooKeeperPort
+		for j := 1; j <= o.ClickHouseReplicas; j++ {
+			cfg.ClusterReplicas = append(cfg.ClusterReplicas, hostPort{dialHost(o.Host), o.replicaTCPPort(j)})
+		}
 	}
 	if ip := net.ParseIP(o.Host); ip != nil && !ip.IsLoopback() && !ip.IsUnspecified() {
 		cfg.Networks = append(cfg.Networks, ip.String())
@@ -144,15 +178,15 @@ func clickHouseSpec(o Options, bin string) (childSpec, error) {
 	if err := renderTemplate("users.xml.tmpl", cfg.UsersConfig, cfg); err != nil {
 		return childSpec{}, err
 	}
-	httpAddr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.ClickHouseHTTPPort))
+	httpAddr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(http))
 	return childSpec{
-		name:  ServiceClickHouse,
-		path:  bin,
-		args:  []string{"--config-file=" + configPath},
-		env:   childEnv(nil),
-		dir:   base,
-		addr:  fmt.Sprintf("native %s, http %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.ClickHousePort)), httpAddr),
-		ready: func(ctx context.Context) error { return clickHousePing(ctx, httpAddr) },
+		name:     name,
+		path:     bin,
+		args:     []string{"--config-file=" + configPath},
+		env:      childEnv(nil),
+		dir:      base,
+		addr:     fmt.Sprintf("native %s, http %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(tcp)), httpAddr),
+		newReady: func() func(context.Context) error { return clickHouseReady(httpAddr, i > 0) },
 		extraLogs: []string{
 			filepath.Join(cfg.LogDir, "clickhouse-server.err.log"),
 		},
@@ -172,6 +206,50 @@ func renderTemplate(name, path string, data any) error {
 		return fmt.Errorf("localstack: %w", err)
 	}
 	return nil
+}
+
+// clickHouseReady is the readiness check of a server: /ping answers. For a replica, also: it reaches
+// ZooKeeper, and ddlWorkerSettle has passed since it first did. 18.16 answers queries before its DDL worker
+// (the thread that runs ON CLUSTER statements) has connected to ZooKeeper, and an ON CLUSTER statement
+// received in that window crashes the server (a null ZooKeeper session); a worker whose first connection
+// failed tries again a second later.
+func clickHouseReady(httpAddr string, replica bool) func(ctx context.Context) error {
+	var reached time.Time
+	return func(ctx context.Context) error {
+		if err := clickHousePing(ctx, httpAddr); err != nil || !replica {
+			return err
+		}
+		if reached.IsZero() {
+			if _, err := clickHouseHTTPQuery(ctx, httpAddr, "SELECT count() FROM system.zookeeper WHERE path = '/'"); err != nil {
+				return err
+			}
+			reached = time.Now()
+		}
+		if d := time.Since(reached); d < ddlWorkerSettle {
+			return fmt.Errorf("waiting %s more for the DDL worker", ddlWorkerSettle-d)
+		}
+		return nil
+	}
+}
+
+const ddlWorkerSettle = 1500 * time.Millisecond
+
+// clickHouseHTTPQuery runs a query over HTTP and returns its body.
+func clickHouseHTTPQuery(ctx context.Context, httpAddr, q string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	resp, err := readyClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s %q", q, resp.Status, body)
+	}
+	return string(body), nil
 }
 
 var readyClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}

@@ -295,3 +295,29 @@ func (r *PrivateRedis) Freeze() error { return syscall.Kill(r.PID, syscall.SIGST
 
 // Thaw resumes a frozen server (SIGCONT).
 func (r *PrivateRedis) Thaw() { _ = syscall.Kill(r.PID, syscall.SIGCONT) }
+
+// OwnClickHouseCluster starts, for one test, a replicated ClickHouse: a
+// ZooKeeper and one shard of n replicas, cluster
+// localstack.DefaultClickHouseCluster (deploy/localstack,
+// Options.ClickHouseReplicas), on free ports; it is stopped when the test
+// ends. It skips or fails like Get when the programs are not installed.
+func OwnClickHouseCluster(t testing.TB, n int) *localstack.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs ZooKeeper and clickhouse-server (not in -short)")
+	}
+	opts := localstack.Options{Dir: t.TempDir(), Host: localstack.DefaultHost, ClickHouse: true, ClickHouseReplicas: n}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	st, err := localstack.Start(ctx, opts)
+	if err != nil {
+		if errors.Is(err, localstack.ErrMissingBinary) && os.Getenv("ENDCAP_TEST_REQUIRE_STACK") != "1" {
+			t.Skipf("ZooKeeper or clickhouse-server not installed (run deploy/local/install.sh): %v", err)
+		}
+		t.Fatalf("start a replicated ClickHouse: %v", err)
+	}
+	t.Logf("ZooKeeper and %d ClickHouse replicas started in %s", n, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { _ = st.Stop() })
+	return st
+}

@@ -6,10 +6,13 @@ package clickhouse
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"embed"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -25,10 +28,33 @@ type Conn = driver.Conn
 
 // Options say where ClickHouse is.
 type Options struct {
+	// Addr is a native-protocol address, or several separated by commas
+	// (the replicas of a cluster): connections go to the first that
+	// answers, in order, so that every process reads and writes the same
+	// replica while it is up, and fail over to the next one when it is not.
 	Addr     string
 	Database string
 	User     string
 	Password string
+	// TLS: the native protocol over TLS, the server's certificate verified
+	// against the authorities of the PEM file TLSCA (empty: the system's).
+	TLS   bool
+	TLSCA string
+	// Cluster, when set, is the cluster (in the servers' <remote_servers>)
+	// on whose every replica the database and the schema are created, with
+	// replicated tables (Schema, docs/clickhouse.md). Empty: one server.
+	Cluster string
+}
+
+// Addrs are the addresses of o.Addr.
+func (o Options) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(o.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Open returns a native-protocol pool for o.Database. It makes no network
@@ -41,9 +67,28 @@ func Open(o Options) (Conn, error) {
 }
 
 func open(o Options, db string) (Conn, error) {
+	addrs := o.Addrs()
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("clickhouse: no address")
+	}
+	var tlsConfig *tls.Config
+	if o.TLS {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.TLSCA != "" {
+			pem, err := os.ReadFile(o.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("clickhouse: TLS authorities: %w", err)
+			}
+			tlsConfig.RootCAs = x509.NewCertPool()
+			if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("clickhouse: TLS authorities: no certificate in %s", o.TLSCA)
+			}
+		}
+	}
 	return ch.Open(&ch.Options{
+		TLS:              tlsConfig,
 		Protocol:         ch.Native,
-		Addr:             []string{o.Addr},
+		Addr:             addrs,
 		Auth:             ch.Auth{Database: db, Username: o.User, Password: o.Password},
 		DialTimeout:      2 * time.Second,
 		ReadTimeout:      60 * time.Second,
@@ -56,19 +101,40 @@ func open(o Options, db string) (Conn, error) {
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// EnsureDatabase creates o.Database when it does not exist.
+// EnsureDatabase creates o.Database when it does not exist: on every
+// replica of o.Cluster when it is set (when the connected replica has it,
+// nothing is sent to the cluster).
 func EnsureDatabase(ctx context.Context, o Options) error {
 	if !identRe.MatchString(o.Database) {
 		return fmt.Errorf("clickhouse: database name %q is not a plain identifier", o.Database)
+	}
+	if o.Cluster != "" && !identRe.MatchString(o.Cluster) {
+		return fmt.Errorf("clickhouse: cluster name %q is not a plain identifier", o.Cluster)
 	}
 	c, err := open(o, "default")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	timeout := 10 * time.Second
+	if o.Cluster != "" {
+		timeout += onClusterTimeout * time.Second // every replica runs it
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+o.Database); err != nil {
+	q := "CREATE DATABASE IF NOT EXISTS " + o.Database
+	if o.Cluster != "" {
+		var n uint64
+		if err := c.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", o.Database).Scan(&n); err != nil {
+			return fmt.Errorf("clickhouse: create database %s: %w", o.Database, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		q += " ON CLUSTER " + o.Cluster
+		ctx = OnCluster(ctx)
+	}
+	if err := c.Exec(ctx, q); err != nil {
 		return fmt.Errorf("clickhouse: create database %s: %w", o.Database, err)
 	}
 	return nil
@@ -134,21 +200,42 @@ func stripComments(s string) string {
 	return b.String()
 }
 
-// Migrate applies every migration newer than the schema's version. Each
-// statement is idempotent (IF NOT EXISTS, or an ADD COLUMN skipped when the
-// column exists), so two processes migrating at the same time, or one
-// re-running a migration that failed half-way, converge on the same schema.
+// Migrate applies every migration newer than the schema's version on one
+// server (Schema.Migrate on a cluster).
 func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err error) {
+	return Schema{}.Migrate(ctx, c, log)
+}
+
+// schemaMigrations is the migrator's record of the applied migrations; on a
+// cluster, replicated like the other tables (Statement), so that every
+// replica reads the same version.
+const schemaMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version UInt32, name String, applied_at DateTime
+	) ENGINE = MergeTree() ORDER BY version`
+
+// Migrate applies every migration newer than the schema's version, each
+// statement in its form for s (Statement). Each statement is idempotent
+// (IF NOT EXISTS, or an ADD COLUMN skipped when the column exists), so two
+// processes migrating at the same time, or one re-running a migration that
+// failed half-way, converge on the same schema; on a cluster, ClickHouse
+// runs the ON CLUSTER statements of every process one at a time, in one
+// order, on every replica (its distributed DDL queue). A schema that is up
+// to date sends nothing to the cluster: a process starts while a replica
+// is down. A migration waits for every replica (at most onClusterTimeout a
+// statement): one that is down makes it fail, to be retried.
+func (s Schema) Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err error) {
 	ms, err := Migrations()
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := c.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version UInt32, name String, applied_at DateTime
-	) ENGINE = MergeTree() ORDER BY version`); err != nil {
+	if ok, err := tableExists(ctx, c, "schema_migrations"); err != nil {
 		return 0, fmt.Errorf("clickhouse: schema_migrations: %w", err)
+	} else if !ok {
+		if err := s.exec(ctx, c, schemaMigrations); err != nil {
+			return 0, fmt.Errorf("clickhouse: schema_migrations: %w", err)
+		}
 	}
 	current, err := SchemaVersion(ctx, c)
 	if err != nil {
@@ -159,11 +246,16 @@ func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err er
 			continue
 		}
 		for i, st := range m.Statements {
-			if err := execStatement(ctx, c, st); err != nil {
+			if err := s.execStatement(ctx, c, st); err != nil {
 				return applied, fmt.Errorf("clickhouse: migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
-		b, err := c.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+		// Not deduplicated: two processes that record the same migration
+		// in the same second insert the same block, which a replicated
+		// table would keep only on the replica that got it first, and the
+		// other process would not read its own record at once.
+		b, err := c.PrepareBatch(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})),
+			"INSERT INTO schema_migrations (version, name, applied_at)")
 		if err != nil {
 			return applied, err
 		}
@@ -175,10 +267,40 @@ func Migrate(ctx context.Context, c Conn, log *slog.Logger) (applied int, err er
 		}
 		applied++
 		if log != nil {
-			log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name)
+			log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name, "cluster", s.Cluster)
 		}
 	}
 	return applied, nil
+}
+
+// onClusterTimeout bounds the wait of an ON CLUSTER statement for every
+// replica to run it (distributed_ddl_task_timeout, 180 s by default). The
+// statement stays in the queue of a replica that is down, which runs it
+// when it is back.
+const onClusterTimeout = 20
+
+// OnCluster returns ctx for an ON CLUSTER statement: it waits at most
+// onClusterTimeout seconds for every replica to run it.
+func OnCluster(ctx context.Context) context.Context {
+	return ch.Context(ctx, ch.WithSettings(ch.Settings{"distributed_ddl_task_timeout": onClusterTimeout}))
+}
+
+// exec runs statement st in its form for s.
+func (s Schema) exec(ctx context.Context, c Conn, st string) error {
+	q, err := s.Statement(st)
+	if err != nil {
+		return err
+	}
+	if s.Cluster != "" {
+		ctx = OnCluster(ctx)
+	}
+	return c.Exec(ctx, q)
+}
+
+func tableExists(ctx context.Context, c Conn, table string) (bool, error) {
+	var n uint64
+	err := c.QueryRow(ctx, `SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?`, table).Scan(&n)
+	return n > 0, err
 }
 
 // addColumn matches a migration statement that adds one column:
@@ -202,10 +324,10 @@ func CheckStatement(st string) error {
 // of a column that exists is skipped (18.16 has no ADD COLUMN IF NOT
 // EXISTS), and one that fails because another process added the column at
 // the same time succeeds: like every other statement, it is idempotent.
-func execStatement(ctx context.Context, c Conn, st string) error {
+func (s Schema) execStatement(ctx context.Context, c Conn, st string) error {
 	m := addColumn.FindStringSubmatch(st)
 	if m == nil {
-		return c.Exec(ctx, st)
+		return s.exec(ctx, c, st)
 	}
 	has := func() (bool, error) {
 		var n uint64
@@ -216,13 +338,21 @@ func execStatement(ctx context.Context, c Conn, st string) error {
 	if ok, err := has(); err != nil || ok {
 		return err
 	}
-	err := c.Exec(ctx, st)
-	if err != nil {
+	err := s.exec(ctx, c, st)
+	if err == nil {
+		return nil
+	}
+	// Another process added it first: on a cluster, maybe through another
+	// replica, whose change reaches this one a moment later.
+	for wait := time.Duration(0); ; wait += 250 * time.Millisecond {
 		if ok, _ := has(); ok {
 			return nil
 		}
+		if s.Cluster == "" || wait >= 10*time.Second || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	return err
 }
 
 // SchemaVersion is the highest applied migration (0 for none).
@@ -278,4 +408,33 @@ func Streaming(ctx context.Context, blockRows int, settings map[string]any) cont
 		s[k] = v
 	}
 	return ch.Context(ctx, ch.WithSettings(s), ch.WithBlockBufferSize(1))
+}
+
+// CreateStage creates table name with the columns, partition key and
+// sorting key of table like, as a plain MergeTree: a staging table private
+// to one process, on the one server (or replica) it is connected to, from
+// which ALTER TABLE like REPLACE PARTITION ... FROM name swaps partitions
+// in. CREATE TABLE name AS like would copy like's engine: on a cluster, a
+// Replicated one with like's own path in ZooKeeper, which the server
+// refuses (the replica exists already). A REPLACE PARTITION into a
+// replicated table needs no ON CLUSTER: ZooKeeper carries it to the other
+// replicas, which fetch the new parts.
+func CreateStage(ctx context.Context, c Conn, name, like string) error {
+	if !identRe.MatchString(name) || !identRe.MatchString(like) {
+		return fmt.Errorf("clickhouse: stage %q of %q: not plain identifiers", name, like)
+	}
+	var partition, sorting string
+	if err := c.QueryRow(ctx, `SELECT partition_key, sorting_key FROM system.tables
+		WHERE database = currentDatabase() AND name = ?`, like).Scan(&partition, &sorting); err != nil {
+		return fmt.Errorf("clickhouse: keys of %s: %w", like, err)
+	}
+	q := "CREATE TABLE " + name + " AS " + like + " ENGINE = MergeTree()"
+	if partition != "" {
+		q += " PARTITION BY (" + partition + ")"
+	}
+	if sorting == "" {
+		sorting = "tuple()"
+	}
+	q += " ORDER BY (" + sorting + ")"
+	return c.Exec(ctx, q)
 }
