@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -115,13 +116,13 @@ func (h *handlers) postEvents(c *gin.Context) {
 	var n acceptedCounts
 	for i := range events {
 		switch events[i].Kind {
-		case ingest.KindImpression:
+		case records.KindImpression:
 			n.Impressions++
-		case ingest.KindClick:
+		case records.KindClick:
 			n.Clicks++
-		case ingest.KindPurchase:
+		case records.KindPurchase:
 			n.Purchases++
-		case ingest.KindPageView:
+		case records.KindPageView:
 			n.PageViews++
 		}
 	}

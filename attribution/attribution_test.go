@@ -11,7 +11,7 @@ import (
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 )
 
 // P is the purchase time of the scenarios: 23:30 UTC on 28 March 2026 is
@@ -42,7 +42,7 @@ func TestScenarios(t *testing.T) {
 	s.start(t)
 
 	type ev struct {
-		kind     ingest.Kind
+		kind     records.Kind
 		label    string
 		at       time.Duration // from P
 		auction  *time.Duration
@@ -51,7 +51,7 @@ func TestScenarios(t *testing.T) {
 		entity   string
 		vendor   string
 		received time.Duration // after occurring; 0: one second
-		aa       *ingest.Entity
+		aa       *records.Entity
 		organic  bool
 		user     string // another user than the scenario's
 	}
@@ -59,16 +59,16 @@ func TestScenarios(t *testing.T) {
 		label    string
 		at       time.Duration
 		received time.Duration
-		items    []ingest.Item
+		items    []records.Item
 	}
-	item := func(product, vendor string) ingest.Item {
-		return ingest.Item{ProductID: product, UnitPriceMicros: 2_500_000, Quantity: 2, VendorID: vendor}
+	item := func(product, vendor string) records.Item {
+		return records.Item{ProductID: product, UnitPriceMicros: 2_500_000, Quantity: 2, VendorID: vendor}
 	}
 	click := func(label string, at time.Duration, product, vendor string) ev {
-		return ev{kind: ingest.KindClick, label: label, at: at, entity: product, vendor: vendor}
+		return ev{kind: records.KindClick, label: label, at: at, entity: product, vendor: vendor}
 	}
 	imp := func(label string, at time.Duration, product, vendor string) ev {
-		return ev{kind: ingest.KindImpression, label: label, at: at, entity: product, vendor: vendor}
+		return ev{kind: records.KindImpression, label: label, at: at, entity: product, vendor: vendor}
 	}
 	dur := func(d time.Duration) *time.Duration { return &d }
 	cases := []struct {
@@ -79,61 +79,61 @@ func TestScenarios(t *testing.T) {
 		want map[string]string // "purchase/item" → "reason:label" or "none"
 	}{
 		{name: "click beats a later impression", evs: []ev{imp("i1", -10*time.Minute, "A", "v1"), click("c1", -time.Hour, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
 		{name: "latest click wins", evs: []ev{click("c1", -3*time.Hour, "A", "v1"), click("c2", -time.Hour, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c2"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c2"}},
 		{name: "click at the 14-day edge", evs: []ev{click("c1", -14*day, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
 		{name: "click a second past 14 days", evs: []ev{click("c1", -14*day-time.Second, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
 		{name: "impression at the 1-day edge", evs: []ev{imp("i1", -day, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_impression:i1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_impression:i1"}},
 		{name: "impression a millisecond past 1 day", evs: []ev{imp("i1", -day-time.Millisecond, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
-		{name: "another user's click", evs: []ev{{kind: ingest.KindClick, label: "c1", at: -time.Hour, entity: "A", vendor: "v1", user: "someone-else"}},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+		{name: "another user's click", evs: []ev{{kind: records.KindClick, label: "c1", at: -time.Hour, entity: "A", vendor: "v1", user: "someone-else"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
 		{name: "another product of another vendor", evs: []ev{click("c1", -time.Hour, "B", "v2")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
 		{name: "halo by the item's vendorId", evs: []ev{click("c1", -time.Hour, "B", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "halo_click:c1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "halo_click:c1"}},
 		{name: "halo by the catalog's vendor", evs: []ev{click("c1", -time.Hour, "B", "v3")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("C", "")}}}, want: map[string]string{"p/0": "halo_click:c1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("C", "")}}}, want: map[string]string{"p/0": "halo_click:c1"}},
 		{name: "same product beats a later halo click", evs: []ev{click("c1", -time.Minute, "B", "v1"), imp("i1", -2*time.Hour, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_impression:i1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_impression:i1"}},
 		{name: "auction or interaction after the purchase", evs: []ev{
-			{kind: ingest.KindClick, label: "c1", at: 0, auction: dur(time.Second), entity: "A", vendor: "v1"},
+			{kind: records.KindClick, label: "c1", at: 0, auction: dur(time.Second), entity: "A", vendor: "v1"},
 			click("c2", time.Second, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
-		{name: "click and auction at the purchase time", evs: []ev{{kind: ingest.KindClick, label: "c1", at: 0, auction: dur(0), entity: "A", vendor: "v1"}},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+		{name: "click and auction at the purchase time", evs: []ev{{kind: records.KindClick, label: "c1", at: 0, auction: dur(0), entity: "A", vendor: "v1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
 		{name: "purchase received 31 days late", evs: []ev{click("c1", -time.Hour, "A", "v1")},
-			buys: []buy{{label: "p", received: 31 * day, items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{}},
+			buys: []buy{{label: "p", received: 31 * day, items: []records.Item{item("A", "v1")}}}, want: map[string]string{}},
 		{name: "click received 31 days late", evs: []ev{
-			{kind: ingest.KindClick, label: "c1", at: -time.Hour, entity: "A", vendor: "v1", received: 31 * day},
+			{kind: records.KindClick, label: "c1", at: -time.Hour, entity: "A", vendor: "v1", received: 31 * day},
 			imp("i1", -2*time.Hour, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_impression:i1"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_impression:i1"}},
 		{name: "items independently; one click for several items and purchases", evs: []ev{
 			click("c1", -time.Hour, "A", "v1"), imp("i1", -3*time.Hour, "B", "v2")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1"), item("B", "v1"), item("Z", "v1")}},
-				{label: "q", at: time.Hour, items: []ingest.Item{item("A", "")}}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1"), item("B", "v1"), item("Z", "v1")}},
+				{label: "q", at: time.Hour, items: []records.Item{item("A", "")}}},
 			want: map[string]string{"p/0": "product_click:c1", "p/1": "product_impression:i1", "p/2": "halo_click:c1", "q/0": "product_click:c1"}},
-		{name: "organic click", evs: []ev{{kind: ingest.KindClick, label: "c1", at: -time.Hour, entity: "A", organic: true}},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
-		{name: "banner for a vendor with additionalAttribution of the product", evs: []ev{{kind: ingest.KindClick, label: "c1", at: -time.Hour,
-			format: bidtoken.Banners, wtype: bidtoken.WinnerVendor, entity: "v9", vendor: "v9", aa: &ingest.Entity{Type: "product", ID: "A"}}},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
+		{name: "organic click", evs: []ev{{kind: records.KindClick, label: "c1", at: -time.Hour, entity: "A", organic: true}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+		{name: "banner for a vendor with additionalAttribution of the product", evs: []ev{{kind: records.KindClick, label: "c1", at: -time.Hour,
+			format: bidtoken.Banners, wtype: bidtoken.WinnerVendor, entity: "v9", vendor: "v9", aa: &records.Entity{Type: "product", ID: "A"}}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c1"}},
 		{name: "winner id carried hashed", evs: []ev{click("c1", -time.Hour, long, "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item(long, "")}}}, want: map[string]string{"p/0": "product_click:c1"}},
+			buys: []buy{{label: "p", items: []records.Item{item(long, "")}}}, want: map[string]string{"p/0": "product_click:c1"}},
 		{name: "custom windows: banner click 1 h, banner impressions never", mp: custom, evs: []ev{
-			{kind: ingest.KindClick, label: "c1", at: -2 * time.Hour, format: bidtoken.Banners, entity: "A", vendor: "v1"},
-			{kind: ingest.KindImpression, label: "i1", at: -time.Minute, format: bidtoken.Banners, entity: "A", vendor: "v1"},
+			{kind: records.KindClick, label: "c1", at: -2 * time.Hour, format: bidtoken.Banners, entity: "A", vendor: "v1"},
+			{kind: records.KindImpression, label: "i1", at: -time.Minute, format: bidtoken.Banners, entity: "A", vendor: "v1"},
 			click("c2", -3*time.Hour, "A", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c2"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "product_click:c2"}},
 		{name: "custom: halo off", mp: custom, evs: []ev{click("c1", -time.Hour, "B", "v1")},
-			buys: []buy{{label: "p", items: []ingest.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
+			buys: []buy{{label: "p", items: []records.Item{item("A", "v1")}}}, want: map[string]string{"p/0": "none"}},
 	}
 
-	var all []ingest.Event
+	var all []records.Event
 	type expectation struct {
 		mp   string
 		want map[string]string
@@ -154,7 +154,7 @@ func TestScenarios(t *testing.T) {
 			}
 			x := interaction(e.kind, mp, u, id(e.label), "", at)
 			if e.organic {
-				x.Entity = &ingest.Entity{Type: "product", ID: e.entity}
+				x.Entity = &records.Entity{Type: "product", ID: e.entity}
 			} else {
 				w := winner{format: e.format, winnerType: e.wtype, winnerID: e.entity, vendor: e.vendor, auctionAt: at.Add(-time.Second)}
 				if w.format == 0 {
@@ -193,9 +193,9 @@ func TestScenarios(t *testing.T) {
 	}
 	// Purchases first, then the interactions, then a few duplicates: every
 	// interaction arrives after the purchase it is credited for.
-	var purchases, rest []ingest.Event
+	var purchases, rest []records.Event
 	for _, e := range all {
-		if e.Kind == ingest.KindPurchase {
+		if e.Kind == records.KindPurchase {
 			purchases = append(purchases, e)
 		} else {
 			rest = append(rest, e)
@@ -314,9 +314,9 @@ func TestSettingsChange(t *testing.T) {
 	tok := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "A", vendor: "v1", auctionAt: P.Add(-3 * time.Hour)})
 	// The click is received an hour after the purchase (a late upload): the
 	// row crediting it has a later receipt time than the purchase.
-	c1 := interaction(ingest.KindClick, mp, "u", "c1", tok, P.Add(-2*time.Hour))
+	c1 := interaction(records.KindClick, mp, "u", "c1", tok, P.Add(-2*time.Hour))
 	c1.ReceivedAtMs = P.Add(time.Hour).UnixMilli()
-	s.produce(t, purchase(mp, "u", "p1", P, ingest.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1}), c1)
+	s.produce(t, purchase(mp, "u", "p1", P, records.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1}), c1)
 	s.settle(t)
 	if got := s.results(t, mp)["p1/0"]; got.reason != attribution.ReasonProductClick || got.interaction != "c1" {
 		t.Fatalf("before: %+v", got)
@@ -327,7 +327,7 @@ func TestSettingsChange(t *testing.T) {
 	// Any sponsored interaction of the user within the window before the
 	// purchase makes it recomputed: here an impression of another vendor.
 	other := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: "Q", vendor: "v7", auctionAt: P.Add(-6 * time.Hour)})
-	s.produce(t, interaction(ingest.KindImpression, mp, "u", "i1", other, P.Add(-5*time.Hour)))
+	s.produce(t, interaction(records.KindImpression, mp, "u", "i1", other, P.Add(-5*time.Hour)))
 	s.settle(t)
 	if got := s.results(t, mp)["p1/0"]; got.reason != attribution.ReasonNone {
 		t.Errorf("after the window shrank to 1 h: %+v", got)
@@ -349,14 +349,14 @@ func TestDuplicateIDs(t *testing.T) {
 	mp := s.marketplace(time.UTC, attribution.DefaultRules())
 	s.start(t)
 	tok, tokB := s.productsAB(t, mp)
-	first := purchase(mp, "u1", "p1", P, ingest.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1})
-	s.produce(t, interaction(ingest.KindClick, mp, "u1", "c1", tok, P.Add(-time.Hour)), first)
+	first := purchase(mp, "u1", "p1", P, records.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1})
+	s.produce(t, interaction(records.KindClick, mp, "u1", "c1", tok, P.Add(-time.Hour)), first)
 	s.settle(t)
 	retry := first
 	retry.ReceivedAtMs += 5000
-	reuse := purchase(mp, "u2", "p1", P, ingest.Item{ProductID: "B", UnitPriceMicros: 9_000_000, Quantity: 1})
-	s.produce(t, retry, interaction(ingest.KindClick, mp, "u2", "c2", tokB, P.Add(-time.Hour)), reuse,
-		interaction(ingest.KindClick, mp, "u1", "c1", tok, P.Add(-time.Hour))) // c1 again
+	reuse := purchase(mp, "u2", "p1", P, records.Item{ProductID: "B", UnitPriceMicros: 9_000_000, Quantity: 1})
+	s.produce(t, retry, interaction(records.KindClick, mp, "u2", "c2", tokB, P.Add(-time.Hour)), reuse,
+		interaction(records.KindClick, mp, "u1", "c1", tok, P.Add(-time.Hour))) // c1 again
 	s.settle(t)
 	got := s.results(t, mp)
 	if len(got) != 1 || got["p1/0"].reason != attribution.ReasonProductClick || got["p1/0"].interaction != "c1" || got["p1/0"].amount != 1_000_000 {
@@ -386,7 +386,7 @@ func TestRetryAfterDedupeWindowWithPurchase(t *testing.T) {
 	mp := s.marketplace(time.UTC, attribution.DefaultRules())
 	s.start(t)
 	tokA, tokB := s.productsAB(t, mp)
-	first := interaction(ingest.KindClick, mp, "u1", "c1", tokA, P.Add(-2*time.Hour))
+	first := interaction(records.KindClick, mp, "u1", "c1", tokA, P.Add(-2*time.Hour))
 	s.produce(t, first)
 	s.settle(t)
 	// The dedupe window passes: the claims of this test are gone.
@@ -397,9 +397,9 @@ func TestRetryAfterDedupeWindowWithPurchase(t *testing.T) {
 	if err := s.rdb.Del(s.ctx, keys...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	retry := interaction(ingest.KindClick, mp, "u1", "c1", tokB, P.Add(-time.Hour)) // same id, other winner, received later
-	s.produce(t, retry, purchase(mp, "u1", "p1", P, ingest.Item{ProductID: "A", UnitPriceMicros: 2_000_000, Quantity: 1}),
-		purchase(mp, "u1", "p2", P, ingest.Item{ProductID: "B", UnitPriceMicros: 3_000_000, Quantity: 1}))
+	retry := interaction(records.KindClick, mp, "u1", "c1", tokB, P.Add(-time.Hour)) // same id, other winner, received later
+	s.produce(t, retry, purchase(mp, "u1", "p1", P, records.Item{ProductID: "A", UnitPriceMicros: 2_000_000, Quantity: 1}),
+		purchase(mp, "u1", "p2", P, records.Item{ProductID: "B", UnitPriceMicros: 3_000_000, Quantity: 1}))
 	s.settle(t)
 	got := s.results(t, mp)
 	if g := got["p1/0"]; g.reason != attribution.ReasonProductClick || g.interaction != "c1" || g.campaign != campaignOf("v1").String() {
@@ -433,11 +433,11 @@ func TestBatchOfManyLongUserIDs(t *testing.T) {
 	s.start(t)
 	tok, _ := s.productsAB(t, mp)
 	const users = 4000 // × 90 characters: 360 KB of ids
-	evs := make([]ingest.Event, 0, 2*users)
+	evs := make([]records.Event, 0, 2*users)
 	for i := range users {
 		u := fmt.Sprintf("%090d", i)
-		evs = append(evs, interaction(ingest.KindClick, mp, u, fmt.Sprintf("c%d", i), tok, P.Add(-time.Hour)),
-			purchase(mp, u, fmt.Sprintf("p%d", i), P, ingest.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1}))
+		evs = append(evs, interaction(records.KindClick, mp, u, fmt.Sprintf("c%d", i), tok, P.Add(-time.Hour)),
+			purchase(mp, u, fmt.Sprintf("p%d", i), P, records.Item{ProductID: "A", UnitPriceMicros: 1_000_000, Quantity: 1}))
 	}
 	s.produce(t, evs...)
 	s.settle(t)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 )
 
 // TestAttributionLoad (ENDCAP_TEST_LOAD=1) measures the attribution
@@ -38,7 +38,7 @@ func TestAttributionLoad(t *testing.T) {
 	)
 	now := time.Now().UTC()
 	r := rand.New(rand.NewPCG(3, 4))
-	var evs []ingest.Event
+	var evs []records.Event
 	purchases := 0
 	for i := range total {
 		user := fmt.Sprintf("user-%05d", r.IntN(users))
@@ -48,23 +48,23 @@ func TestAttributionLoad(t *testing.T) {
 		at := now.Add(-time.Duration(r.Int64N(int64(10 * day))))
 		switch k := r.IntN(100); {
 		case k < 85:
-			kind := ingest.KindImpression
+			kind := records.KindImpression
 			if k >= 65 {
-				kind = ingest.KindClick
+				kind = records.KindClick
 			}
 			tok := s.token(t, mp, winner{format: bidtoken.Listings, winnerType: bidtoken.WinnerProduct, winnerID: product, vendor: vendor,
 				auctionAt: at.Add(-time.Second), auctionID: uuid.Must(uuid.NewV7())})
 			evs = append(evs, interaction(kind, mp, user, id, tok, at))
 		case k < 95:
 			purchases++
-			items := []ingest.Item{{ProductID: product, UnitPriceMicros: 1_000_000, Quantity: 1, VendorID: vendor}}
+			items := []records.Item{{ProductID: product, UnitPriceMicros: 1_000_000, Quantity: 1, VendorID: vendor}}
 			for range r.IntN(3) {
-				items = append(items, ingest.Item{ProductID: fmt.Sprintf("sku-%03d", r.IntN(300)), UnitPriceMicros: 2_000_000, Quantity: 2})
+				items = append(items, records.Item{ProductID: fmt.Sprintf("sku-%03d", r.IntN(300)), UnitPriceMicros: 2_000_000, Quantity: 2})
 			}
 			evs = append(evs, purchase(mp, user, id, at, items...))
 		default:
-			evs = append(evs, ingest.Event{Kind: ingest.KindPageView, MarketplaceID: mp, ID: id, OccurredAtMs: at.UnixMilli(),
-				ReceivedAtMs: at.UnixMilli() + 1000, OpaqueUserID: user, Page: &ingest.Page{Type: "home", ID: "h"}})
+			evs = append(evs, records.Event{Kind: records.KindPageView, MarketplaceID: mp, ID: id, OccurredAtMs: at.UnixMilli(),
+				ReceivedAtMs: at.UnixMilli() + 1000, OpaqueUserID: user, Page: &records.Page{Type: "home", ID: "h"}})
 		}
 	}
 	for i := 0; i < len(evs); i += 5000 {

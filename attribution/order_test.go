@@ -13,19 +13,19 @@ import (
 
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 )
 
 // genEvent is one generated event, before it is bound to a marketplace.
 type genEvent struct {
-	kind                  ingest.Kind
+	kind                  records.Kind
 	id, user              string
 	at, received, auction time.Time
 	format                bidtoken.AdFormat
 	wtype                 bidtoken.WinnerType
 	entity, vendor        string
-	items                 []ingest.Item
+	items                 []records.Item
 }
 
 var productVendor = map[string]string{"A": "v1", "B": "v1", "C": "v2", "D": "v2", "E": "v3"}
@@ -42,9 +42,9 @@ func generate(seed uint64) []genEvent {
 	var out []genEvent
 	for i := range 70 {
 		e := genEvent{id: fmt.Sprintf("x%03d", i), user: users[r.IntN(len(users))], format: bidtoken.Listings, wtype: bidtoken.WinnerProduct}
-		e.kind = ingest.KindImpression
+		e.kind = records.KindImpression
 		if r.IntN(4) == 0 {
-			e.kind = ingest.KindClick
+			e.kind = records.KindClick
 		}
 		e.at = P.Add(-time.Duration(r.Int64N(int64(16 * day)))).Truncate(time.Millisecond)
 		if r.IntN(2) == 0 { // near the purchases: impressions can count
@@ -66,7 +66,7 @@ func generate(seed uint64) []genEvent {
 		out = append(out, e)
 	}
 	for i := range 18 {
-		e := genEvent{kind: ingest.KindPurchase, id: fmt.Sprintf("p%03d", i), user: users[r.IntN(len(users))]}
+		e := genEvent{kind: records.KindPurchase, id: fmt.Sprintf("p%03d", i), user: users[r.IntN(len(users))]}
 		e.at = P.Add(time.Duration(r.Int64N(int64(4*day))) - 2*day).Truncate(time.Millisecond)
 		e.received = e.at.Add(time.Second + time.Duration(r.Int64N(int64(time.Hour))))
 		if r.IntN(15) == 0 {
@@ -78,7 +78,7 @@ func generate(seed uint64) []genEvent {
 			if r.IntN(2) == 0 {
 				v = "" // the catalog says
 			}
-			e.items = append(e.items, ingest.Item{ProductID: p, UnitPriceMicros: 1_000_000 + r.Int64N(9_000_000), Quantity: 1 + r.Int64N(3), VendorID: v})
+			e.items = append(e.items, records.Item{ProductID: p, UnitPriceMicros: 1_000_000 + r.Int64N(9_000_000), Quantity: 1 + r.Int64N(3), VendorID: v})
 		}
 		out = append(out, e)
 	}
@@ -86,12 +86,12 @@ func generate(seed uint64) []genEvent {
 }
 
 // bind turns generated events into events of marketplace mp.
-func (s *stack) bind(t testing.TB, mp string, gen []genEvent) []ingest.Event {
-	out := make([]ingest.Event, len(gen))
+func (s *stack) bind(t testing.TB, mp string, gen []genEvent) []records.Event {
+	out := make([]records.Event, len(gen))
 	for i, g := range gen {
-		e := ingest.Event{Kind: g.kind, MarketplaceID: mp, ID: g.id, OccurredAtMs: g.at.UnixMilli(), ReceivedAtMs: g.received.UnixMilli(),
+		e := records.Event{Kind: g.kind, MarketplaceID: mp, ID: g.id, OccurredAtMs: g.at.UnixMilli(), ReceivedAtMs: g.received.UnixMilli(),
 			OpaqueUserID: g.user, Items: g.items}
-		if g.kind != ingest.KindPurchase {
+		if g.kind != records.KindPurchase {
 			e.ResolvedBidID = s.token(t, mp, winner{format: g.format, winnerType: g.wtype, winnerID: g.entity, vendor: g.vendor,
 				auctionAt: g.auction, auctionID: uuid.NewSHA1(uuid.NameSpaceURL, []byte(mp+g.id))})
 		}
@@ -106,11 +106,11 @@ func oracle(gen []genEvent) map[string]string {
 	rules := attribution.DefaultRules()
 	byUser := map[string][]attribution.Touch{}
 	for _, g := range gen {
-		if g.kind == ingest.KindPurchase || g.received.Sub(g.at) > attribution.Horizon {
+		if g.kind == records.KindPurchase || g.received.Sub(g.at) > attribution.Horizon {
 			continue
 		}
 		kind := attribution.Impression
-		if g.kind == ingest.KindClick {
+		if g.kind == records.KindClick {
 			kind = attribution.Click
 		}
 		byUser[g.user] = append(byUser[g.user], attribution.Touch{Kind: kind, EventID: g.id,
@@ -120,7 +120,7 @@ func oracle(gen []genEvent) map[string]string {
 	}
 	out := map[string]string{}
 	for _, g := range gen {
-		if g.kind != ingest.KindPurchase || g.received.Sub(g.at) > attribution.Horizon {
+		if g.kind != records.KindPurchase || g.received.Sub(g.at) > attribution.Horizon {
 			continue
 		}
 		p := attribution.Purchase{EventID: g.id, OccurredMs: g.at.UnixMilli(), ReceivedMs: g.received.UnixMilli()}
@@ -173,9 +173,9 @@ func TestOrderIndependence(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(round), 5))
 		switch round {
 		case 0: // in time order of occurrence
-			slices.SortStableFunc(evs, func(a, b ingest.Event) int { return int(a.OccurredAtMs - b.OccurredAtMs) })
+			slices.SortStableFunc(evs, func(a, b records.Event) int { return int(a.OccurredAtMs - b.OccurredAtMs) })
 		case 1: // reversed: every purchase before its interactions
-			slices.SortStableFunc(evs, func(a, b ingest.Event) int { return int(b.OccurredAtMs - a.OccurredAtMs) })
+			slices.SortStableFunc(evs, func(a, b records.Event) int { return int(b.OccurredAtMs - a.OccurredAtMs) })
 		default:
 			r.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
 		}

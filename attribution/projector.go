@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -139,9 +139,9 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 	nt, np := 0, 0
 	for i := range events {
 		switch e := &events[i].E; {
-		case e.Kind == ingest.KindPurchase:
+		case e.Kind == records.KindPurchase:
 			np++
-		case e.ResolvedBidID != "" && (e.Kind == ingest.KindImpression || e.Kind == ingest.KindClick):
+		case e.ResolvedBidID != "" && (e.Kind == records.KindImpression || e.Kind == records.KindClick):
 			nt++
 		}
 	}
@@ -149,8 +149,8 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 	for i := range events {
 		ev := &events[i]
 		e, mp := &ev.E, ev.MP
-		sponsored := (e.Kind == ingest.KindImpression || e.Kind == ingest.KindClick) && e.ResolvedBidID != ""
-		if e.Kind != ingest.KindPurchase && !sponsored {
+		sponsored := (e.Kind == records.KindImpression || e.Kind == records.KindClick) && e.ResolvedBidID != ""
+		if e.Kind != records.KindPurchase && !sponsored {
 			continue
 		}
 		if mp == uuid.Nil {
@@ -162,7 +162,7 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 			telemetry.AttributionSkipped.WithLabelValues("too_old").Inc()
 			continue
 		}
-		if e.Kind == ingest.KindPurchase {
+		if e.Kind == records.KindPurchase {
 			pu := Purchase{EventID: e.ID, UserID: e.OpaqueUserID, OccurredMs: e.OccurredAtMs, ReceivedMs: e.ReceivedAtMs,
 				Items: make([]Item, len(e.Items))}
 			for i, it := range e.Items {
@@ -197,7 +197,7 @@ func (d *decoded) index() {
 
 // touch is what attribution needs of a sponsored interaction: the event
 // and its token (as the interactions projector reads them).
-func (p *Projector) touch(e *ingest.Event, interaction uuid.UUID, c *bidtoken.Claims) Touch {
+func (p *Projector) touch(e *records.Event, interaction uuid.UUID, c *bidtoken.Claims) Touch {
 	t := Touch{Kind: e.Kind.String(), EventID: e.ID, InteractionID: interaction,
 		OccurredMs: e.OccurredAtMs, ReceivedMs: e.ReceivedAtMs, AuctionID: uuid.UUID(c.AuctionID), AuctionMs: c.AuctionTimeMs,
 		Rank: c.Rank, AdFormat: c.AdFormat.String(), ChargeType: c.ChargeType.String(), CampaignID: uuid.UUID(c.CampaignID).String(),

@@ -25,7 +25,7 @@ const (
 
 // Horizon is how late an event may arrive and still count: an event received
 // more than this after it occurred is neither charged nor counted
-// (ingest.Event.Countable). A purchase's attribution is final once
+// (records.Event.Countable). A purchase's attribution is final once
 // everything received up to Horizon after it has been folded.
 const Horizon = 30 * 24 * time.Hour
 

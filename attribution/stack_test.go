@@ -16,9 +16,9 @@ import (
 
 	"github.com/endcap/endcap/attribution"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -133,7 +133,7 @@ func (s *stack) fold(t testing.TB, sink projections.EventSink, maxRows int, flus
 	return f
 }
 
-func (s *stack) produce(t testing.TB, evs ...ingest.Event) {
+func (s *stack) produce(t testing.TB, evs ...records.Event) {
 	t.Helper()
 	recs := make([]*kgo.Record, len(evs))
 	for i := range evs {
@@ -141,7 +141,7 @@ func (s *stack) produce(t testing.TB, evs ...ingest.Event) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs[i] = &kgo.Record{Topic: s.topics.Events, Key: ingest.RecordKey(&evs[i]), Value: v}
+		recs[i] = &kgo.Record{Topic: s.topics.Events, Key: records.EventKey(&evs[i]), Value: v}
 	}
 	if err := s.cl.ProduceSync(s.ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -210,14 +210,14 @@ func (s *stack) token(t testing.TB, mp string, w winner) string {
 
 // interaction is a sponsored impression or click received a second after
 // it occurred.
-func interaction(kind ingest.Kind, mp, user, id, tok string, at time.Time) ingest.Event {
-	return ingest.Event{Kind: kind, MarketplaceID: mp, ID: id, OccurredAtMs: at.UnixMilli(), ReceivedAtMs: at.UnixMilli() + 1000,
+func interaction(kind records.Kind, mp, user, id, tok string, at time.Time) records.Event {
+	return records.Event{Kind: kind, MarketplaceID: mp, ID: id, OccurredAtMs: at.UnixMilli(), ReceivedAtMs: at.UnixMilli() + 1000,
 		OpaqueUserID: user, ResolvedBidID: tok}
 }
 
 // purchase is a purchase received a second after it occurred.
-func purchase(mp, user, id string, at time.Time, items ...ingest.Item) ingest.Event {
-	return ingest.Event{Kind: ingest.KindPurchase, MarketplaceID: mp, ID: id, OccurredAtMs: at.UnixMilli(), ReceivedAtMs: at.UnixMilli() + 1000,
+func purchase(mp, user, id string, at time.Time, items ...records.Item) records.Event {
+	return records.Event{Kind: records.KindPurchase, MarketplaceID: mp, ID: id, OccurredAtMs: at.UnixMilli(), ReceivedAtMs: at.UnixMilli() + 1000,
 		OpaqueUserID: user, Items: items}
 }
 

@@ -26,9 +26,9 @@ import (
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/budget"
 	exportsfile "github.com/endcap/endcap/exports"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
@@ -809,9 +809,9 @@ func TestScenario(t *testing.T) {
 	var fileAmount int64
 	for i, r := range recs {
 		w := wantAttr[i]
-		kind := ingest.KindClick
+		kind := records.KindClick
 		if w.kind == "impression" {
-			kind = ingest.KindImpression
+			kind = records.KindImpression
 		}
 		iid := projections.InteractionID(mp, kind, w.interaction).String()
 		ok := r.MarketplaceID == mp && r.DayLocal == dayNum && r.PurchaseEventID == w.purchase && r.ItemIndex == w.item &&

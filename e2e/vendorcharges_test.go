@@ -18,9 +18,9 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 )
 
 // Helpers of the vendor-charges tests (vc*).
@@ -431,7 +431,7 @@ func TestVendorChargesThroughThePipeline(t *testing.T) {
 
 	// Three auctions for each product: a lone bidder pays the reserve.
 	type want struct {
-		kind              ingest.Kind
+		kind              records.Kind
 		event, campaign   string
 		product, vendor   string
 		globalID, amount  string
@@ -459,10 +459,10 @@ func TestVendorChargesThroughThePipeline(t *testing.T) {
 				"opaqueUserId": "u-1", "resolvedBidId": w.ResolvedBidID}
 			if p == "p1" {
 				events.Clicks = append(events.Clicks, ev)
-				wants = append(wants, want{ingest.KindClick, ev["id"], cpc, "p1", "v1", "G-1", "0.02", c.PriceMicros, c.WinnerIDHashed})
+				wants = append(wants, want{records.KindClick, ev["id"], cpc, "p1", "v1", "G-1", "0.02", c.PriceMicros, c.WinnerIDHashed})
 			} else {
 				events.Impressions = append(events.Impressions, ev)
-				wants = append(wants, want{ingest.KindImpression, ev["id"], cpm, longID, "v2", "", "0.001234567", c.PriceMicros, c.WinnerIDHashed})
+				wants = append(wants, want{records.KindImpression, ev["id"], cpm, longID, "v2", "", "0.001234567", c.PriceMicros, c.WinnerIDHashed})
 			}
 		}
 	}

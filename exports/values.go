@@ -126,7 +126,7 @@ type cell struct {
 	null bool
 }
 
-func intCell(n uint64) cell  { return cell{i: int64(n)} }
+func intCell(n uint64) cell   { return cell{i: int64(n)} }
 func moneyCell(m amount) cell { return cell{m: m} }
 
 // ratioCell is num/den, null when den is 0.
@@ -182,4 +182,6 @@ func perUnitCell(m amount, n uint64, mult int64) cell {
 	return cell{m: moneyFromNanos(v)}
 }
 
-func moneyFromNanosInt(n int64) amount { return amount{units: n / nanosPerUnit, nanos: n % nanosPerUnit} }
+func moneyFromNanosInt(n int64) amount {
+	return amount{units: n / nanosPerUnit, nanos: n % nanosPerUnit}
+}

@@ -59,7 +59,7 @@ func TestPerUnitAndRatios(t *testing.T) {
 		{"ctr", ratioCell(1, 4), "0.25"},                                            //
 		{"ctr without impressions", ratioCell(3, 0), ""},                            //
 		{"roas", moneyRatioCell(moneyOf(3_000_000, 0), moneyOf(1_000_000, 0)), "3"}, //
-		{"acos without sales", moneyRatioCell(moneyOf(1, 0), amount{}), ""},          //
+		{"acos without sales", moneyRatioCell(moneyOf(1, 0), amount{}), ""},         //
 	} {
 		var got string
 		if !tc.c.null {

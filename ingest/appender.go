@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -29,15 +30,6 @@ func NewAppender(cl *kgo.Client, topic string, timeout time.Duration) *Appender 
 	return &Appender{client: cl, topic: topic, timeout: timeout}
 }
 
-// RecordKey is the partitioning key of an event: one user's events of one
-// marketplace stay in order on one partition.
-func RecordKey(e *Event) []byte {
-	k := make([]byte, 0, len(e.MarketplaceID)+1+len(e.OpaqueUserID))
-	k = append(k, e.MarketplaceID...)
-	k = append(k, '|')
-	return append(k, e.OpaqueUserID...)
-}
-
 // Append produces every event and returns nil only when Kafka acknowledged
 // all of them. On timeout or broker error it returns ErrUnavailable.
 func (a *Appender) Append(ctx context.Context, events []Event) error {
@@ -54,7 +46,7 @@ func (a *Appender) Append(ctx context.Context, events []Event) error {
 	)
 	wg.Add(len(events))
 	for i := range events {
-		val, err := EncodeRecord(&events[i])
+		val, err := records.EncodeEvent(&events[i])
 		if err != nil {
 			for j := i; j < len(events); j++ {
 				wg.Done()
@@ -62,7 +54,7 @@ func (a *Appender) Append(ctx context.Context, events []Event) error {
 			wg.Wait()
 			return fmt.Errorf("encode event: %w", err)
 		}
-		rec := &kgo.Record{Topic: a.topic, Key: RecordKey(&events[i]), Value: val}
+		rec := &kgo.Record{Topic: a.topic, Key: records.EventKey(&events[i]), Value: val}
 		a.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()

@@ -3,26 +3,27 @@
 // and of wire-contract.md; the HTTP layer only decodes and encodes.
 package ingest
 
-import gojson "github.com/goccy/go-json"
+import "github.com/endcap/endcap/records"
 
-// Kind is the kind of a tracking event. Its string form is what is stored.
-type Kind uint8
-
-const (
-	KindImpression Kind = iota + 1
-	KindClick
-	KindPurchase
-	KindPageView
+// The events topic's record types (package records), under the names the
+// parser and the appender use.
+type (
+	Kind      = records.Kind
+	Event     = records.Event
+	Entity    = records.Entity
+	Placement = records.Placement
+	Page      = records.Page
+	Object    = records.Object
+	Item      = records.Item
 )
 
-var kindNames = [...]string{"", "impression", "click", "purchase", "pageview"}
-
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "unknown"
-}
+// The kinds of events.
+const (
+	KindImpression = records.KindImpression
+	KindClick      = records.KindClick
+	KindPurchase   = records.KindPurchase
+	KindPageView   = records.KindPageView
+)
 
 // Limits of a /v2/events request.
 const (
@@ -31,8 +32,8 @@ const (
 	MaxEventIDLen       = 255 // characters; the spec sets none, we bound it
 	MaxStringFieldLen   = 1024
 	MaxResolvedBidIDLen = 512
-	MaxFutureSkewMillis = 5 * 60 * 1000            // occurredAt up to 5 minutes ahead is accepted
-	CountableAgeMillis  = 30 * 24 * 60 * 60 * 1000 // older events are stored, never charged nor counted
+	MaxFutureSkewMillis = records.MaxFutureSkewMillis // occurredAt up to 5 minutes ahead is accepted
+	CountableAgeMillis  = records.CountableAgeMillis  // older events are stored, never charged nor counted
 	MaxItemsPerPurchase = 500
 	MaxQuantity         = 1_000_000
 	// MaxUnitPriceMicros bounds a purchase item's unit price (one billion
@@ -43,84 +44,3 @@ const (
 	// purchase fits in int64 micro-units without overflow.
 	MaxPurchaseTotalMicros = 9_000_000_000_000 * 1_000_000
 )
-
-// Event is one accepted tracking event, as it travels on the events topic and
-// is stored by the projector. Times are Unix milliseconds, UTC. Money is
-// integer micro-units of the marketplace currency.
-type Event struct {
-	Kind          Kind   `json:"k"`
-	MarketplaceID string `json:"mp"`
-	ID            string `json:"id"`
-	OccurredAtMs  int64  `json:"at"`
-	ReceivedAtMs  int64  `json:"rx"`
-	OpaqueUserID  string `json:"u"`
-
-	ResolvedBidID         string     `json:"rb,omitempty"`
-	Entity                *Entity    `json:"en,omitempty"`
-	AdditionalAttribution *Entity    `json:"aa,omitempty"`
-	Placement             *Placement `json:"pl,omitempty"`
-	Page                  *Page      `json:"pg,omitempty"`
-	Object                *Object    `json:"ob,omitempty"`
-	ExternalCampaignID    string     `json:"xc,omitempty"`
-	ExternalVendorID      string     `json:"xv,omitempty"`
-	DeviceType            string     `json:"dt,omitempty"`
-	Channel               string     `json:"ch,omitempty"`
-	ClickType             string     `json:"ct,omitempty"`
-	Items                 []Item     `json:"it,omitempty"`
-}
-
-// Entity is an organic event's subject (`entity`, `additionalAttribution`).
-type Entity struct {
-	Type string `json:"t"` // product | vendor
-	ID   string `json:"i"`
-}
-
-// Placement is where on the page an interaction happened. Zero integers mean
-// "not given" (the wire format requires them to be >= 1 when present).
-type Placement struct {
-	Path        string   `json:"p,omitempty"`
-	Position    int32    `json:"po,omitempty"`
-	Page        int32    `json:"pa,omitempty"`
-	PageSize    int32    `json:"ps,omitempty"`
-	ProductID   string   `json:"pr,omitempty"`
-	CategoryIDs []string `json:"ca,omitempty"`
-	SearchQuery string   `json:"sq,omitempty"`
-}
-
-// Page is the page an event happened on. Value holds the string form as one
-// element, or the array form as given.
-type Page struct {
-	Type  string   `json:"t"`
-	ID    string   `json:"i"`
-	Value []string `json:"v,omitempty"`
-}
-
-// Object is the interacted object (`object`).
-type Object struct {
-	Type      string `json:"t"`
-	AssetID   string `json:"a,omitempty"`
-	ClickType string `json:"c,omitempty"`
-}
-
-// Item is one purchased item.
-type Item struct {
-	ProductID       string `json:"p"`
-	UnitPriceMicros int64  `json:"pr"`
-	Quantity        int64  `json:"q"`
-	VendorID        string `json:"v,omitempty"`
-}
-
-// Countable reports whether the event is recent enough, relative to when it
-// was received, to be charged and counted in metrics.
-func (e *Event) Countable() bool {
-	return e.ReceivedAtMs-e.OccurredAtMs <= CountableAgeMillis
-}
-
-// DecodeRecord decodes an events-topic record into e. The three projectors
-// of the topic decode every record, so this is on their hottest path:
-// goccy/go-json decodes these records about 4× faster than encoding/json,
-// with the same results (BenchmarkDecode*).
-func DecodeRecord(b []byte, e *Event) error { return gojson.Unmarshal(b, e) }
-
-// EncodeRecord is the record of e on the events topic.
-func EncodeRecord(e *Event) ([]byte, error) { return gojson.Marshal(e) }

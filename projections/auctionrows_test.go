@@ -5,18 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/records"
 )
 
 // TestAuctionRowsReset: reset empties every column buffer (a column left
 // out would carry the last batch's rows into the next insert).
 func TestAuctionRowsReset(t *testing.T) {
-	rec := &auction.Record{
+	rec := &records.Auction{
 		ID: "0190f0a4-1b2c-7d3e-8f40-123456789abc", MarketplaceID: "b26437b8-f7b0-4864-b425-657b25838304",
 		At: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), Endpoint: "auctions", Kind: "listings", Slots: 2,
 		ProductCount: 3, Category: "c-1", SearchQuery: "shoes", Locations: []string{"882a100d25fffff"},
 		PageValue: []string{"x"}, Candidates: 4,
-		Winners: []auction.RecordWinner{{Rank: 1, Type: "product", EntityID: "p-1", CampaignID: "c", VendorID: "v",
+		Winners: []records.AuctionWinner{{Rank: 1, Type: "product", EntityID: "p-1", CampaignID: "c", VendorID: "v",
 			BidTarget: "product", ChargeType: "CPC", BidMicros: 2, PriceMicros: 1, QualityPPM: 1_000_000}},
 	}
 	var a auctionRows

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -85,7 +85,7 @@ func (p *AuctionsProjector) flush(ctx context.Context, batch []*kgo.Record) erro
 	w.reset()
 	skipped := 0
 	for _, r := range batch {
-		var rec auction.Record
+		var rec records.Auction
 		err := json.Unmarshal(r.Value, &rec)
 		if err == nil {
 			err = a.add(&rec, w)
@@ -202,7 +202,7 @@ func fits(v int, max uint64) bool { return v >= 0 && uint64(v) <= max }
 
 // validateAuction checks what the columns cannot hold, so that one bad record is
 // skipped instead of failing its batch's insert forever.
-func validateAuction(r *auction.Record) (id, mp uuid.UUID, err error) {
+func validateAuction(r *records.Auction) (id, mp uuid.UUID, err error) {
 	if id, err = uuid.Parse(r.ID); err != nil {
 		return id, mp, fmt.Errorf("auction id %q: %w", r.ID, err)
 	}
@@ -230,7 +230,7 @@ func validateAuction(r *auction.Record) (id, mp uuid.UUID, err error) {
 
 // add appends r to a and its winners to w, or returns why r cannot be
 // stored (and appends nothing).
-func (a *auctionRows) add(r *auction.Record, w *winnerRows) error {
+func (a *auctionRows) add(r *records.Auction, w *winnerRows) error {
 	id, mp, err := validateAuction(r)
 	if err != nil {
 		return err

@@ -13,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -44,33 +44,33 @@ func TestAuctionsProjector(t *testing.T) {
 	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
 	conn := testenv.ClickHouse(t, ctx, cfg)
 
-	full := &auction.Record{
+	full := &records.Auction{
 		ID: "01920000-0000-7000-8000-0000000000a1", MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001",
 		At: time.Date(2025, 3, 4, 5, 6, 7, 891e6, time.UTC), Endpoint: "auctions", Kind: "listings", Index: 2, Slots: 3,
 		ProductCount: 10_000, Category: "c1|c2", SearchQuery: "red shoes", SlotID: "slot-1", Device: "mobile",
 		PlacementID: 8, Locations: []string{"8928308280fffff", "8928308280bffff"}, OpaqueUserID: "u-1",
 		PageType: "search", PageID: "p-9", PageValue: []string{"shoes", "red"}, ExperimentVariant: "B",
 		Candidates: 17,
-		Winners: []auction.RecordWinner{
+		Winners: []records.AuctionWinner{
 			{Rank: 1, Type: "product", EntityID: "sku-1", CampaignID: "c-1", VendorID: "v-1", BidID: "b-1", BidTarget: "product",
 				ChargeType: "CPC", BidMicros: 1_500_000, PriceMicros: 1_230_001, QualityPPM: 850_000, VariationID: "var-1"},
 			{Rank: 2, Type: "product", EntityID: "sku-2", CampaignID: "c-2", VendorID: "v-2", BidTarget: "automated",
 				ChargeType: "CPM", BidMicros: 9_223_372_036_854_775_807, PriceMicros: 3_999_999, QualityPPM: 1_000_000},
 		},
 	}
-	failed := &auction.Record{
+	failed := &records.Auction{
 		ID: "01920000-0000-7000-8000-0000000000a2", MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000002",
 		At: time.Date(2025, 4, 30, 23, 59, 59, 999e6, time.UTC), Endpoint: "sponsored-brand", Kind: "sponsored_brand",
 		Slots: 1, PlacementName: "home-top", Error: true,
 	}
-	banner := &auction.Record{
+	banner := &records.Auction{
 		ID: "01920000-0000-7000-8000-0000000000a3", MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001",
 		At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC), Endpoint: "auctions", Kind: "banners", Slots: 1, SlotID: "hero",
 		Candidates: 1,
-		Winners: []auction.RecordWinner{{Rank: 1, Type: "vendor", EntityID: "v-7", CampaignID: "c-7", VendorID: "v-7",
+		Winners: []records.AuctionWinner{{Rank: 1, Type: "vendor", EntityID: "v-7", CampaignID: "c-7", VendorID: "v-7",
 			BidTarget: "category", ChargeType: "CPM", BidMicros: 2_000_000, PriceMicros: 2_000_000, QualityPPM: 1}},
 	}
-	want := []*auction.Record{full, failed, banner}
+	want := []*records.Auction{full, failed, banner}
 
 	pub := ingest.NewAuctionPublisher(cl, topics.Auctions, quiet)
 	for _, r := range want {
@@ -189,9 +189,9 @@ func TestAuctionsProjector(t *testing.T) {
 }
 
 // readAuction rebuilds a Record from the views.
-func readAuction(ctx context.Context, conn clickhouse.Conn, id string) (*auction.Record, error) {
+func readAuction(ctx context.Context, conn clickhouse.Conn, id string) (*records.Auction, error) {
 	var (
-		r                      auction.Record
+		r                      records.Auction
 		at                     time.Time
 		atMs                   int64
 		idx, placementID, fail uint8
@@ -230,7 +230,7 @@ func readAuction(ctx context.Context, conn clickhouse.Conn, id string) (*auction
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			w          auction.RecordWinner
+			w          records.AuctionWinner
 			mp, kind   string
 			wAtMs      int64
 			rank       uint16

@@ -13,7 +13,7 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/budget"
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -24,7 +24,7 @@ const (
 	// ChargeSkew: an interaction dated up to this long before its auction is
 	// still charged (client clocks run behind; the API accepts occurredAt up
 	// to the same 5 minutes ahead).
-	ChargeSkew = time.Duration(ingest.MaxFutureSkewMillis) * time.Millisecond
+	ChargeSkew = time.Duration(records.MaxFutureSkewMillis) * time.Millisecond
 	// ChargeWindow: an interaction the API received more than this long
 	// after its auction is not charged.
 	ChargeWindow = 30 * 24 * time.Hour
@@ -101,10 +101,10 @@ func refusal(o budget.ChargeOutcome) NoCharge {
 // which occurred and was received at the given Unix milliseconds, is charged
 // under the token claims c. Events older than 30 days on arrival never get
 // here (they are neither counted nor charged).
-func chargeRule(kind ingest.Kind, occurredMs, receivedMs int64, c *bidtoken.Claims) NoCharge {
+func chargeRule(kind records.Kind, occurredMs, receivedMs int64, c *bidtoken.Claims) NoCharge {
 	switch {
-	case c.ChargeType == bidtoken.CPC && kind != ingest.KindClick,
-		c.ChargeType == bidtoken.CPM && kind != ingest.KindImpression,
+	case c.ChargeType == bidtoken.CPC && kind != records.KindClick,
+		c.ChargeType == bidtoken.CPM && kind != records.KindImpression,
 		c.ChargeType != bidtoken.CPC && c.ChargeType != bidtoken.CPM:
 		return NoChargeKind
 	case occurredMs < c.AuctionTimeMs-ChargeSkew.Milliseconds():
@@ -129,12 +129,12 @@ func chargeAmount(c *bidtoken.Claims) (micros int64, sub uint16) {
 // chargeKey names a winner's interaction of one kind within its marketplace,
 // in 18 bytes: the auction id, the rank and 'i' (impression) or 'c' (click).
 // A winner is charged at most once per kind, whatever the event ids.
-func chargeKey(c *bidtoken.Claims, kind ingest.Kind) string {
+func chargeKey(c *bidtoken.Claims, kind records.Kind) string {
 	var b [18]byte
 	copy(b[:16], c.AuctionID[:])
 	b[16] = c.Rank
 	b[17] = 'i'
-	if kind == ingest.KindClick {
+	if kind == records.KindClick {
 		b[17] = 'c'
 	}
 	return string(b[:])
@@ -192,7 +192,7 @@ var interactionNamespace = uuid.MustParse("6b8f2d4a-93c1-4f0e-8a57-2e1d9c3b7f60"
 // vendor-charge interactionId a stable UUID form, the same on every replay.
 // It is uuid.NewSHA1's, without its allocations (the fold computes one per
 // impression and click).
-func InteractionID(marketplaceID string, kind ingest.Kind, eventID string) uuid.UUID {
+func InteractionID(marketplaceID string, kind records.Kind, eventID string) uuid.UUID {
 	var buf [256]byte // holds the usual namespace + key; a longer key grows it on the heap
 	b := append(buf[:0], interactionNamespace[:]...)
 	b = append(b, marketplaceID...)

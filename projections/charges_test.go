@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 )
 
 const day = 24 * time.Hour
@@ -26,24 +26,24 @@ func TestChargeRule(t *testing.T) {
 	bogus := &bidtoken.Claims{ChargeType: 3, AuctionTimeMs: auctionAt.UnixMilli()}
 	tests := []struct {
 		name               string
-		kind               ingest.Kind
+		kind               records.Kind
 		occurred, received time.Duration // after the auction
 		c                  *bidtoken.Claims
 		want               NoCharge
 	}{
-		{"CPC click", ingest.KindClick, time.Second, 2 * time.Second, cpc, Chargeable},
-		{"CPC impression", ingest.KindImpression, time.Second, 2 * time.Second, cpc, NoChargeKind},
-		{"CPM impression", ingest.KindImpression, time.Second, 2 * time.Second, cpm, Chargeable},
-		{"CPM click", ingest.KindClick, time.Second, 2 * time.Second, cpm, NoChargeKind},
-		{"unknown charge type", ingest.KindClick, time.Second, 2 * time.Second, bogus, NoChargeKind},
-		{"click at the auction time", ingest.KindClick, 0, 0, cpc, Chargeable},
-		{"click within the skew before the auction", ingest.KindClick, -ChargeSkew, time.Second, cpc, Chargeable},
-		{"click just past the skew before the auction", ingest.KindClick, -ChargeSkew - time.Millisecond, time.Second, cpc, NoChargeBeforeAuction},
-		{"impression an hour before the auction", ingest.KindImpression, -time.Hour, time.Second, cpm, NoChargeBeforeAuction},
-		{"received at the end of the window", ingest.KindClick, 29 * day, ChargeWindow, cpc, Chargeable},
-		{"received just after the window", ingest.KindClick, 29 * day, ChargeWindow + time.Millisecond, cpc, NoChargeAfterWindow},
-		{"occurred in the window, received after it (late upload)", ingest.KindClick, 2 * day, 31 * day, cpc, NoChargeAfterWindow},
-		{"impression 40 days after the auction", ingest.KindImpression, 40 * day, 40 * day, cpm, NoChargeAfterWindow},
+		{"CPC click", records.KindClick, time.Second, 2 * time.Second, cpc, Chargeable},
+		{"CPC impression", records.KindImpression, time.Second, 2 * time.Second, cpc, NoChargeKind},
+		{"CPM impression", records.KindImpression, time.Second, 2 * time.Second, cpm, Chargeable},
+		{"CPM click", records.KindClick, time.Second, 2 * time.Second, cpm, NoChargeKind},
+		{"unknown charge type", records.KindClick, time.Second, 2 * time.Second, bogus, NoChargeKind},
+		{"click at the auction time", records.KindClick, 0, 0, cpc, Chargeable},
+		{"click within the skew before the auction", records.KindClick, -ChargeSkew, time.Second, cpc, Chargeable},
+		{"click just past the skew before the auction", records.KindClick, -ChargeSkew - time.Millisecond, time.Second, cpc, NoChargeBeforeAuction},
+		{"impression an hour before the auction", records.KindImpression, -time.Hour, time.Second, cpm, NoChargeBeforeAuction},
+		{"received at the end of the window", records.KindClick, 29 * day, ChargeWindow, cpc, Chargeable},
+		{"received just after the window", records.KindClick, 29 * day, ChargeWindow + time.Millisecond, cpc, NoChargeAfterWindow},
+		{"occurred in the window, received after it (late upload)", records.KindClick, 2 * day, 31 * day, cpc, NoChargeAfterWindow},
+		{"impression 40 days after the auction", records.KindImpression, 40 * day, 40 * day, cpm, NoChargeAfterWindow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,11 +87,11 @@ func TestChargeAmount(t *testing.T) {
 
 func TestChargeKey(t *testing.T) {
 	c := &bidtoken.Claims{AuctionID: uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20"), Rank: 7}
-	if got, want := chargeKey(c, ingest.KindClick), "\x01\x97\xaf\xbb\xa6\x7b\x77\x18\x99\x1a\x1b\x1c\x1d\x1e\x1f\x20\x07c"; got != want {
+	if got, want := chargeKey(c, records.KindClick), "\x01\x97\xaf\xbb\xa6\x7b\x77\x18\x99\x1a\x1b\x1c\x1d\x1e\x1f\x20\x07c"; got != want {
 		t.Errorf("click key %q, want %q", got, want)
 	}
 	c.Rank = 40
-	if got, want := chargeKey(c, ingest.KindImpression), "\x01\x97\xaf\xbb\xa6\x7b\x77\x18\x99\x1a\x1b\x1c\x1d\x1e\x1f\x20\x28i"; got != want {
+	if got, want := chargeKey(c, records.KindImpression), "\x01\x97\xaf\xbb\xa6\x7b\x77\x18\x99\x1a\x1b\x1c\x1d\x1e\x1f\x20\x28i"; got != want {
 		t.Errorf("impression key %q, want %q", got, want)
 	}
 }
@@ -103,11 +103,11 @@ func TestLegacyMarkerKey(t *testing.T) {
 	c := &bidtoken.Claims{AuctionID: uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20"), Rank: 7}
 	for _, tc := range []struct {
 		rank uint8
-		kind ingest.Kind
+		kind records.Kind
 		want string
 	}{
-		{7, ingest.KindClick, "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:7:c"},
-		{40, ingest.KindImpression, "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:40:i"},
+		{7, records.KindClick, "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:7:c"},
+		{40, records.KindImpression, "ec:charged:{" + mp + "}:0197afbba67b7718991a1b1c1d1e1f20:40:i"},
 	} {
 		c.Rank = tc.rank
 		if got := legacyMarkerKey(mp, chargeKey(c, tc.kind)); got != tc.want {
@@ -118,7 +118,7 @@ func TestLegacyMarkerKey(t *testing.T) {
 
 func TestInteractionID(t *testing.T) {
 	const mp = "6f1c3b5e-0000-4000-8000-000000000001"
-	a := InteractionID(mp, ingest.KindClick, "ev-1")
+	a := InteractionID(mp, records.KindClick, "ev-1")
 	if a.Version() != 5 || a.Variant() != uuid.RFC4122 {
 		t.Errorf("version %d variant %v, want a UUIDv5", a.Version(), a.Variant())
 	}
@@ -127,9 +127,9 @@ func TestInteractionID(t *testing.T) {
 		t.Errorf("InteractionID = %s, want %s", a, want)
 	}
 	for _, other := range []uuid.UUID{
-		InteractionID(mp, ingest.KindImpression, "ev-1"),
-		InteractionID(mp, ingest.KindClick, "ev-2"),
-		InteractionID("6f1c3b5e-0000-4000-8000-000000000002", ingest.KindClick, "ev-1"),
+		InteractionID(mp, records.KindImpression, "ev-1"),
+		InteractionID(mp, records.KindClick, "ev-2"),
+		InteractionID("6f1c3b5e-0000-4000-8000-000000000002", records.KindClick, "ev-1"),
 	} {
 		if other == a {
 			t.Errorf("%s collides with another key", other)
@@ -137,11 +137,11 @@ func TestInteractionID(t *testing.T) {
 	}
 	ns := uuid.MustParse("6b8f2d4a-93c1-4f0e-8a57-2e1d9c3b7f60")
 	for _, id := range []string{"", "é-ü", strings.Repeat("x", 200), strings.Repeat("y", 300)} { // the last longer than the stack buffer
-		if got, want := InteractionID(mp, ingest.KindImpression, id), uuid.NewSHA1(ns, []byte(mp+"/impression/"+id)); got != want {
+		if got, want := InteractionID(mp, records.KindImpression, id), uuid.NewSHA1(ns, []byte(mp+"/impression/"+id)); got != want {
 			t.Errorf("InteractionID(%d-byte id) = %s, want %s", len(id), got, want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = InteractionID(mp, ingest.KindClick, "ev-1") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = InteractionID(mp, records.KindClick, "ev-1") }); n != 0 {
 		t.Errorf("InteractionID allocates %.0f times, want 0", n)
 	}
 }
@@ -208,11 +208,11 @@ func TestInteractionRow(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	auctionMs := int64(1751000000123)                                         // 2025-06-27T04:53:20.123Z
 	lateEvening := time.Date(2025, 6, 27, 22, 30, 0, 0, time.UTC).UnixMilli() // 00:30 on the 28th in Berlin
-	base := func(kind ingest.Kind, tok string) ingest.Event {
-		return ingest.Event{Kind: kind, MarketplaceID: testMP, ID: "ev", OccurredAtMs: lateEvening, ReceivedAtMs: lateEvening + 500,
+	base := func(kind records.Kind, tok string) records.Event {
+		return records.Event{Kind: kind, MarketplaceID: testMP, ID: "ev", OccurredAtMs: lateEvening, ReceivedAtMs: lateEvening + 500,
 			OpaqueUserID: "u", ResolvedBidID: tok, DeviceType: "mobile",
-			Page:      &ingest.Page{Type: "search", ID: "p1", Value: []string{"shoes"}},
-			Placement: &ingest.Placement{Path: "/s", Position: 3, Page: 2, PageSize: 20},
+			Page:      &records.Page{Type: "search", ID: "p1", Value: []string{"shoes"}},
+			Placement: &records.Placement{Path: "/s", Position: 3, Page: 2, PageSize: 20},
 		}
 	}
 	type want struct {
@@ -227,38 +227,38 @@ func TestInteractionRow(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		e    ingest.Event
+		e    records.Event
 		want want
 	}{
-		{"CPC click", base(ingest.KindClick, testToken(t, nil)),
+		{"CPC click", base(records.KindClick, testToken(t, nil)),
 			want{1, 1, testCampaign, "Spring", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 1_250_000, 0, "2025-06-28"}},
-		{"CPC impression: stored, not charged", base(ingest.KindImpression, testToken(t, nil)),
+		{"CPC impression: stored, not charged", base(records.KindImpression, testToken(t, nil)),
 			want{1, 0, testCampaign, "Spring", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 0, 0, ""}},
-		{"CPM impression", base(ingest.KindImpression, testToken(t, func(c *bidtoken.Claims) { c.ChargeType, c.PriceMicros = bidtoken.CPM, 3_999_999 })),
+		{"CPM impression", base(records.KindImpression, testToken(t, func(c *bidtoken.Claims) { c.ChargeType, c.PriceMicros = bidtoken.CPM, 3_999_999 })),
 			want{1, 1, testCampaign, "Spring", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 3_999, 999, "2025-06-28"}},
-		{"hashed vendor and winner: vendor from the campaign", base(ingest.KindClick, testToken(t, func(c *bidtoken.Claims) {
+		{"hashed vendor and winner: vendor from the campaign", base(records.KindClick, testToken(t, func(c *bidtoken.Claims) {
 			c.WinnerID, c.WinnerIDHashed, c.WinnerIDHash = "", true, bidtoken.IDHash("long")
 			c.VendorID, c.VendorIDHashed, c.VendorIDHash = "", true, bidtoken.IDHash("v-camp")
 		})), want{1, 1, testCampaign, "Spring", "v-camp", "Vendor v-camp", "v-camp", "product", "", 1, 1_250_000, 0, "2025-06-28"}},
-		{"unknown campaign: no campaign attributes, still charged", base(ingest.KindClick, testToken(t, func(c *bidtoken.Claims) {
+		{"unknown campaign: no campaign attributes, still charged", base(records.KindClick, testToken(t, func(c *bidtoken.Claims) {
 			c.CampaignID = uuid.MustParse("c0ffee00-1122-4333-8444-000000000000")
 		})), want{1, 1, "c0ffee00-1122-4333-8444-000000000000", "", "v_42", "Vendor v_42", "v_42", "product", "p_Mfk15", 0, 1_250_000, 0, "2025-06-28"}},
-		{"token of another marketplace: unattributed", base(ingest.KindClick, testToken(t, func(c *bidtoken.Claims) {
+		{"token of another marketplace: unattributed", base(records.KindClick, testToken(t, func(c *bidtoken.Claims) {
 			c.MarketplaceID = uuid.MustParse("6f1c3b5e-0000-4000-8000-000000000009")
 		})), want{0, 0, "", "", "", "", "", "", "", 0, 0, 0, ""}},
-		{"organic product with one vendor", func() ingest.Event {
-			e := base(ingest.KindClick, "")
-			e.Entity = &ingest.Entity{Type: "product", ID: "p-one"}
+		{"organic product with one vendor", func() records.Event {
+			e := base(records.KindClick, "")
+			e.Entity = &records.Entity{Type: "product", ID: "p-one"}
 			return e
 		}(), want{0, 0, "", "", "v-1", "Vendor v-1", "v-1", "product", "p-one", 0, 0, 0, ""}},
-		{"organic product with two vendors", func() ingest.Event {
-			e := base(ingest.KindImpression, "")
-			e.Entity = &ingest.Entity{Type: "product", ID: "p-two"}
+		{"organic product with two vendors", func() records.Event {
+			e := base(records.KindImpression, "")
+			e.Entity = &records.Entity{Type: "product", ID: "p-two"}
 			return e
 		}(), want{0, 0, "", "", "", "", "", "product", "p-two", 0, 0, 0, ""}},
-		{"organic vendor with an external vendor id", func() ingest.Event {
-			e := base(ingest.KindImpression, "")
-			e.Entity = &ingest.Entity{Type: "vendor", ID: "v-9"}
+		{"organic vendor with an external vendor id", func() records.Event {
+			e := base(records.KindImpression, "")
+			e.Entity = &records.Entity{Type: "vendor", ID: "v-9"}
 			e.ExternalVendorID, e.ExternalCampaignID = "ext-v", "ext-c"
 			return e
 		}(), want{0, 0, "", "", "v-9", "Vendor v-9", "ext-v", "vendor", "v-9", 0, 0, 0, ""}},
@@ -301,7 +301,7 @@ func TestInteractionRow(t *testing.T) {
 	}
 
 	t.Run("unknown marketplace fails the batch", func(t *testing.T) {
-		e := base(ingest.KindClick, testToken(t, nil))
+		e := base(records.KindClick, testToken(t, nil))
 		e.MarketplaceID = "6f1c3b5e-0000-4000-8000-000000000002"
 		r := newInteractionRows(1)
 		d := Event{E: e, MP: uuid.MustParse(e.MarketplaceID)}
@@ -372,20 +372,20 @@ func benchRecords(b *testing.B, n int) []*kgo.Record {
 	now := time.Now().UnixMilli()
 	batch := make([]*kgo.Record, n)
 	for i := range batch {
-		e := ingest.Event{MarketplaceID: testMP, ID: "e-" + strconv.Itoa(i), OccurredAtMs: now, ReceivedAtMs: now,
+		e := records.Event{MarketplaceID: testMP, ID: "e-" + strconv.Itoa(i), OccurredAtMs: now, ReceivedAtMs: now,
 			OpaqueUserID: "u-" + strconv.Itoa(i%5000), DeviceType: "mobile",
-			Placement: &ingest.Placement{Path: "/search", Position: int32(i%20 + 1), Page: 1, PageSize: 20},
-			Page:      &ingest.Page{Type: "search", ID: "s", Value: []string{"shoes"}}}
+			Placement: &records.Placement{Path: "/search", Position: int32(i%20 + 1), Page: 1, PageSize: 20},
+			Page:      &records.Page{Type: "search", ID: "s", Value: []string{"shoes"}}}
 		switch r := i % 20; {
 		case r < 12:
-			e.Kind = ingest.KindImpression
+			e.Kind = records.KindImpression
 			e.ResolvedBidID = testToken(b, func(c *bidtoken.Claims) { c.ChargeType, c.AuctionID = bidtoken.CPM, uuid.New() })
 		case r < 15:
-			e.Kind = ingest.KindClick
+			e.Kind = records.KindClick
 			e.ResolvedBidID = testToken(b, func(c *bidtoken.Claims) { c.AuctionID = uuid.New() })
 		default:
-			e.Kind = ingest.KindImpression
-			e.Entity = &ingest.Entity{Type: "product", ID: "p-one"}
+			e.Kind = records.KindImpression
+			e.Entity = &records.Entity{Type: "product", ID: "p-one"}
 		}
 		v, _ := json.Marshal(&e)
 		batch[i] = &kgo.Record{Value: v, Partition: int32(i % 3), Offset: int64(i)}

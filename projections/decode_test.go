@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 )
 
 // TestDecodeInPlace: the batch is decoded in chunks into one slice; records
@@ -43,12 +43,12 @@ func TestDecodeInPlace(t *testing.T) {
 				var v []byte
 				switch {
 				case !tt.bad(i):
-					v, _ = json.Marshal(&ingest.Event{Kind: ingest.KindPageView, MarketplaceID: mp, ID: id, OpaqueUserID: "u"})
+					v, _ = json.Marshal(&records.Event{Kind: records.KindPageView, MarketplaceID: mp, ID: id, OpaqueUserID: "u"})
 					want = append(want, id)
 				case i%3 == 0:
 					v = []byte("{not json")
 				default: // readable, but without an id
-					v, _ = json.Marshal(&ingest.Event{Kind: ingest.KindPageView, MarketplaceID: mp})
+					v, _ = json.Marshal(&records.Event{Kind: records.KindPageView, MarketplaceID: mp})
 				}
 				batch[i] = &kgo.Record{Value: v, Partition: int32(i % 4), Offset: int64(i)}
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -68,7 +68,7 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (r *eventRows) add(e *ingest.Event, partition int32, offset int64) {
+func (r *eventRows) add(e *records.Event, partition int32, offset int64) {
 	r.n++
 	r.marketplace = append(r.marketplace, e.MarketplaceID)
 	r.kind = append(r.kind, e.Kind.String())
@@ -95,7 +95,7 @@ func (r *eventRows) add(e *ingest.Event, partition int32, offset int64) {
 	r.aaType, r.aaID = append(r.aaType, at), append(r.aaID, ai)
 	pl := e.Placement
 	if pl == nil {
-		pl = &ingest.Placement{}
+		pl = &records.Placement{}
 	}
 	r.plPath = append(r.plPath, pl.Path)
 	r.plPos = append(r.plPos, uint32(pl.Position))
@@ -106,12 +106,12 @@ func (r *eventRows) add(e *ingest.Event, partition int32, offset int64) {
 	r.plSearch = append(r.plSearch, pl.SearchQuery)
 	pg := e.Page
 	if pg == nil {
-		pg = &ingest.Page{}
+		pg = &records.Page{}
 	}
 	r.pgType, r.pgID, r.pgValue = append(r.pgType, pg.Type), append(r.pgID, pg.ID), append(r.pgValue, nonNil(pg.Value))
 	ob := e.Object
 	if ob == nil {
-		ob = &ingest.Object{}
+		ob = &records.Object{}
 	}
 	r.obType, r.obAsset, r.obClick = append(r.obType, ob.Type), append(r.obAsset, ob.AssetID), append(r.obClick, ob.ClickType)
 	r.extCampaign, r.extVendor = append(r.extCampaign, e.ExternalCampaignID), append(r.extVendor, e.ExternalVendorID)

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/telemetry"
 )
 
@@ -29,7 +29,7 @@ var LegacyEventsGroups = []string{"endcap-projector-interactions", "endcap-proje
 // Event is one record of the events topic as the fold hands it to its sinks:
 // decoded, not a duplicate of an event id another record claimed first.
 type Event struct {
-	E ingest.Event
+	E records.Event
 	// MP is E.MarketplaceID parsed; uuid.Nil when it is not a UUID (a
 	// sink that needs it skips the event).
 	MP        uuid.UUID
@@ -49,7 +49,7 @@ type Event struct {
 // derive computes, once for every sink, what the sinks derive from a
 // decoded event: its interaction id and its token.
 func (d *Event) derive() {
-	if d.E.Kind == ingest.KindImpression || d.E.Kind == ingest.KindClick {
+	if d.E.Kind == records.KindImpression || d.E.Kind == records.KindClick {
 		d.Interaction = InteractionID(d.E.MarketplaceID, d.E.Kind, d.E.ID)
 	}
 	d.readToken()
@@ -58,7 +58,7 @@ func (d *Event) derive() {
 // readToken decodes the resolvedBidId of an impression or click. A token
 // that names another marketplace than the event's is unusable too.
 func (d *Event) readToken() {
-	if d.E.ResolvedBidID == "" || (d.E.Kind != ingest.KindImpression && d.E.Kind != ingest.KindClick) {
+	if d.E.ResolvedBidID == "" || (d.E.Kind != records.KindImpression && d.E.Kind != records.KindClick) {
 		return
 	}
 	c, err := bidtoken.DecodeUnverified(d.E.ResolvedBidID)
@@ -214,7 +214,7 @@ func keepOwners(events []Event, claims []Claim) []Event {
 
 // eventClaimKey is the idempotency key of an event id (an id is unique per
 // marketplace and kind).
-func eventClaimKey(mp string, kind ingest.Kind, id string) string {
+func eventClaimKey(mp string, kind records.Kind, id string) string {
 	return mp + ":" + kind.String() + ":" + id
 }
 
@@ -292,7 +292,7 @@ func (f *EventFold) decodeRange(batch []*kgo.Record, out []Event) int {
 	n := 0
 	for _, r := range batch {
 		d := &out[n]
-		err := ingest.DecodeRecord(r.Value, &d.E)
+		err := records.DecodeEvent(r.Value, &d.E)
 		if err == nil && (d.E.ID == "" || d.E.MarketplaceID == "") {
 			err = errors.New("no event id or marketplace id")
 		}

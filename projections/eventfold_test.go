@@ -22,9 +22,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/config"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/telemetry"
@@ -113,13 +113,13 @@ func TestEventFold(t *testing.T) {
 	var recs []*kgo.Record
 	var want []string
 	for i := range 30 {
-		e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%02d", i),
+		e := records.Event{Kind: records.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%02d", i),
 			OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i%4)}
 		v, _ := json.Marshal(&e)
-		recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
 		want = append(want, e.ID)
 		if i%10 == 0 { // a client retry: the same id again
-			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
 		}
 	}
 	recs = append(recs, &kgo.Record{Topic: topics.Events, Value: []byte(`{"kind":`)})
@@ -186,10 +186,10 @@ func TestEventFoldRebalance(t *testing.T) {
 	produce := func(from, to int) {
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
-			e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%05d", i),
+			e := records.Event{Kind: records.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%05d", i),
 				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i%97)}
 			v, _ := json.Marshal(&e)
-			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Error(err)
@@ -273,10 +273,10 @@ func TestEventFoldLag(t *testing.T) {
 	produce := func(from, n int) {
 		var recs []*kgo.Record
 		for i := from; i < from+n; i++ {
-			e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("lag-%02d", i),
+			e := records.Event{Kind: records.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("lag-%02d", i),
 				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: "u"}
 			v, _ := json.Marshal(&e)
-			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
 		}
 		if err := fe.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -400,10 +400,10 @@ func TestEventFoldRejoinsAfterLosingMembership(t *testing.T) {
 	ctx, topics := t.Context(), fe.topics
 	var recs []*kgo.Record
 	for i := range 20 {
-		e := ingest.Event{Kind: ingest.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("m-%02d", i),
+		e := records.Event{Kind: records.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("m-%02d", i),
 			OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i)}
 		v, _ := json.Marshal(&e)
-		recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+		recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
 	}
 	if err := fe.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)

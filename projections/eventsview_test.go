@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -32,26 +32,26 @@ func TestEventsViewFromBothTables(t *testing.T) {
 	at := now.Add(-time.Minute)
 	auctionAt := at.Add(-time.Minute)
 	tok := s.winner(t, uuid.New(), auctionAt, 1, uuid.New(), bidtoken.CPC, 500_000)
-	ev := func(kind ingest.Kind, id string, occurred time.Time) ingest.Event {
-		return ingest.Event{Kind: kind, MarketplaceID: s.mp, ID: id, OccurredAtMs: occurred.UnixMilli(),
+	ev := func(kind records.Kind, id string, occurred time.Time) records.Event {
+		return records.Event{Kind: kind, MarketplaceID: s.mp, ID: id, OccurredAtMs: occurred.UnixMilli(),
 			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "user-1", DeviceType: "mobile", Channel: "onsite"}
 	}
-	sponsored := ev(ingest.KindClick, "clk-sponsored", at)
+	sponsored := ev(records.KindClick, "clk-sponsored", at)
 	sponsored.ResolvedBidID, sponsored.ClickType = tok, "add-to-cart"
-	sponsored.Entity = &ingest.Entity{Type: "product", ID: "sku-from-the-page"}
-	sponsored.Placement = &ingest.Placement{Path: "/search", Position: 3, Page: 1, PageSize: 20, CategoryIDs: []string{"c-1"}, SearchQuery: "shoes"}
-	organic := ev(ingest.KindImpression, "imp-organic", at)
-	organic.Entity = &ingest.Entity{Type: "vendor", ID: "v-9"}
-	organic.AdditionalAttribution = &ingest.Entity{Type: "product", ID: "p-3"}
-	organic.Object = &ingest.Object{Type: "listing", AssetID: "a-1", ClickType: "product"}
+	sponsored.Entity = &records.Entity{Type: "product", ID: "sku-from-the-page"}
+	sponsored.Placement = &records.Placement{Path: "/search", Position: 3, Page: 1, PageSize: 20, CategoryIDs: []string{"c-1"}, SearchQuery: "shoes"}
+	organic := ev(records.KindImpression, "imp-organic", at)
+	organic.Entity = &records.Entity{Type: "vendor", ID: "v-9"}
+	organic.AdditionalAttribution = &records.Entity{Type: "product", ID: "p-3"}
+	organic.Object = &records.Object{Type: "listing", AssetID: "a-1", ClickType: "product"}
 	organic.ExternalVendorID, organic.ExternalCampaignID = "ext-v", "ext-c"
-	organic.Page = &ingest.Page{Type: "search", ID: "search", Value: []string{"shoes"}}
-	old := ev(ingest.KindImpression, "imp-old", now.Add(-31*24*time.Hour)) // not countable: events_raw only
-	old.Entity = &ingest.Entity{Type: "product", ID: "p-1"}
-	purchase := ev(ingest.KindPurchase, "pur-1", at)
-	purchase.Items = []ingest.Item{{ProductID: "p-1", UnitPriceMicros: 19_990_000, Quantity: 2, VendorID: "v-1"}}
-	pageview := ev(ingest.KindPageView, "pv-1", at)
-	pageview.Page = &ingest.Page{Type: "cart", ID: "cart", Value: []string{"p-1", "p-2"}}
+	organic.Page = &records.Page{Type: "search", ID: "search", Value: []string{"shoes"}}
+	old := ev(records.KindImpression, "imp-old", now.Add(-31*24*time.Hour)) // not countable: events_raw only
+	old.Entity = &records.Entity{Type: "product", ID: "p-1"}
+	purchase := ev(records.KindPurchase, "pur-1", at)
+	purchase.Items = []records.Item{{ProductID: "p-1", UnitPriceMicros: 19_990_000, Quantity: 2, VendorID: "v-1"}}
+	pageview := ev(records.KindPageView, "pv-1", at)
+	pageview.Page = &records.Page{Type: "cart", ID: "cart", Value: []string{"p-1", "p-2"}}
 	s.produce(t, sponsored, organic, old, purchase, pageview)
 
 	inter, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: s.conn, Redis: s.rdb, Views: s.views(time.UTC), Log: quiet})

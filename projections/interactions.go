@@ -13,7 +13,7 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/budget"
-	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/telemetry"
 )
@@ -169,7 +169,7 @@ func (p *Interactions) pick(events []Event) []*Event {
 		switch {
 		case folded(d):
 			out = append(out, d)
-		case d.E.Kind != ingest.KindImpression && d.E.Kind != ingest.KindClick:
+		case d.E.Kind != records.KindImpression && d.E.Kind != records.KindClick:
 		case d.MP == uuid.Nil:
 			bad++
 		default:
@@ -190,7 +190,7 @@ func (p *Interactions) pick(events []Event) []*Event {
 // a countable impression or click of a marketplace id the API issued.
 func folded(d *Event) bool {
 	k := d.E.Kind
-	return (k == ingest.KindImpression || k == ingest.KindClick) && d.MP != uuid.Nil && d.E.Countable()
+	return (k == records.KindImpression || k == records.KindClick) && d.MP != uuid.Nil && d.E.Countable()
 }
 
 // pendingCharge is a charge to apply and the row it belongs to.
@@ -464,7 +464,7 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Cha
 // event's); its externalVendorId and clickType (external_vendor_id and
 // click_type fall back on the vendor and on object.clickType);
 // object.clickType.
-func (r *interactionRows) addEvent(e *ingest.Event, sponsored bool) {
+func (r *interactionRows) addEvent(e *records.Event, sponsored bool) {
 	var et, ei, oc string
 	if sponsored && e.Entity != nil {
 		et, ei = e.Entity.Type, e.Entity.ID
@@ -511,7 +511,7 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 }
 
 // addContext appends what the event itself says about where it happened.
-func (r *interactionRows) addContext(e *ingest.Event) {
+func (r *interactionRows) addContext(e *records.Event) {
 	var at, ai string
 	if e.AdditionalAttribution != nil {
 		at, ai = e.AdditionalAttribution.Type, e.AdditionalAttribution.ID
@@ -520,19 +520,19 @@ func (r *interactionRows) addContext(e *ingest.Event) {
 	r.device, r.channel = append(r.device, e.DeviceType), append(r.channel, e.Channel)
 	pg := e.Page
 	if pg == nil {
-		pg = &ingest.Page{}
+		pg = &records.Page{}
 	}
 	r.pgType, r.pgID, r.pgValue = append(r.pgType, pg.Type), append(r.pgID, pg.ID), append(r.pgValue, nonNil(pg.Value))
 	pl := e.Placement
 	if pl == nil {
-		pl = &ingest.Placement{}
+		pl = &records.Placement{}
 	}
 	r.plPath, r.plProduct, r.plSearch = append(r.plPath, pl.Path), append(r.plProduct, pl.ProductID), append(r.plSearch, pl.SearchQuery)
 	r.plPos, r.plPage, r.plPageSize = append(r.plPos, uint32(pl.Position)), append(r.plPage, uint32(pl.Page)), append(r.plPageSize, uint32(pl.PageSize))
 	r.plCategories = append(r.plCategories, nonNil(pl.CategoryIDs))
 	ob := e.Object
 	if ob == nil {
-		ob = &ingest.Object{}
+		ob = &records.Object{}
 	}
 	clickType := e.ClickType
 	if clickType == "" {
@@ -544,7 +544,7 @@ func (r *interactionRows) addContext(e *ingest.Event) {
 // addSponsored appends the auction, campaign, vendor and winner of a
 // sponsored interaction, from its token and the views, and returns the
 // campaign's attributes (known: the view has it).
-func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *Views, at time.Time) (CampaignDims, bool) {
+func (r *interactionRows) addSponsored(e *records.Event, c *bidtoken.Claims, v *Views, at time.Time) (CampaignDims, bool) {
 	r.sponsored = append(r.sponsored, 1)
 	r.auction, r.rank = append(r.auction, uuid.UUID(c.AuctionID)), append(r.rank, c.Rank)
 	r.auctionAt, r.auctionAtMs = append(r.auctionAt, time.UnixMilli(c.AuctionTimeMs).UTC()), append(r.auctionAtMs, c.AuctionTimeMs)
@@ -575,7 +575,7 @@ func (r *interactionRows) addSponsored(e *ingest.Event, c *bidtoken.Claims, v *V
 
 // addOrganic appends the entity of an organic interaction (or of a
 // sponsored one whose token cannot be read).
-func (r *interactionRows) addOrganic(e *ingest.Event, v *Views) {
+func (r *interactionRows) addOrganic(e *records.Event, v *Views) {
 	r.sponsored = append(r.sponsored, 0)
 	r.auction, r.rank = append(r.auction, uuid.Nil), append(r.rank, 0)
 	r.auctionAt, r.auctionAtMs = append(r.auctionAt, epoch), append(r.auctionAtMs, 0)
@@ -601,7 +601,7 @@ func (r *interactionRows) addOrganic(e *ingest.Event, v *Views) {
 // addVendor appends the vendor columns. external_vendor_id is the event's
 // externalVendorId when it has one, else the vendor id (a vendor's id in
 // Endcap is the marketplace's own, external, id).
-func (r *interactionRows) addVendor(e *ingest.Event, v *Views, vendorID string) {
+func (r *interactionRows) addVendor(e *records.Event, v *Views, vendorID string) {
 	var vd VendorDims
 	if vendorID != "" && v.Vendor != nil {
 		vd, _ = v.Vendor(e.MarketplaceID, vendorID)

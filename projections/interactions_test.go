@@ -25,12 +25,11 @@ import (
 
 	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/budget"
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -133,7 +132,7 @@ func (s *chargeStack) winner(t testing.TB, auctionID uuid.UUID, at time.Time, ra
 	return tok
 }
 
-func (s *chargeStack) produce(t testing.TB, evs ...ingest.Event) {
+func (s *chargeStack) produce(t testing.TB, evs ...records.Event) {
 	t.Helper()
 	recs := make([]*kgo.Record, len(evs))
 	for i := range evs {
@@ -141,7 +140,7 @@ func (s *chargeStack) produce(t testing.TB, evs ...ingest.Event) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs[i] = &kgo.Record{Topic: s.topics.Events, Key: ingest.RecordKey(&evs[i]), Value: v}
+		recs[i] = &kgo.Record{Topic: s.topics.Events, Key: records.EventKey(&evs[i]), Value: v}
 	}
 	if err := s.cl.ProduceSync(s.ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -282,30 +281,30 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := func(kind ingest.Kind, id, tok string, occurred time.Time) ingest.Event {
-		e := ingest.Event{Kind: kind, MarketplaceID: s.mp, ID: id, OccurredAtMs: occurred.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+	ev := func(kind records.Kind, id, tok string, occurred time.Time) records.Event {
+		e := records.Event{Kind: kind, MarketplaceID: s.mp, ID: id, OccurredAtMs: occurred.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 			OpaqueUserID: "user-" + id, ResolvedBidID: tok, DeviceType: "mobile",
-			Placement: &ingest.Placement{Path: "/search", Page: 1}}
+			Placement: &records.Placement{Path: "/search", Page: 1}}
 		if tok == "" {
-			e.Entity = &ingest.Entity{Type: "product", ID: "organic-sku"}
+			e.Entity = &records.Entity{Type: "product", ID: "organic-sku"}
 		}
 		return e
 	}
 	at := a1At.Add(time.Minute)
 	s.produce(t,
-		ev(ingest.KindClick, "c-1", w1, at),                          // c-1 and c-2 click the same winner:
-		ev(ingest.KindClick, "c-2", w1, at.Add(time.Second)),         // one of them is charged 1,250,000 (c1)
-		ev(ingest.KindImpression, "i-1", w1, at),                     // CPC winner's impression: not charged
-		ev(ingest.KindImpression, "i-2", w2, at),                     // charged 2,345.678 (c2)
-		ev(ingest.KindClick, "c-3", w2, at),                          // CPM winner's click: not charged
-		ev(ingest.KindClick, "c-4", w3, a1At.Add(-10*time.Minute)),   // before its auction: not charged
-		ev(ingest.KindClick, "c-5", "", at),                          // organic
-		ev(ingest.KindClick, "c-6", w4, now.Add(-20*24*time.Hour)),   // received 31 days after its auction: not charged
-		ev(ingest.KindClick, "c-old", w3, now.Add(-31*24*time.Hour)), // 31 days old on arrival: neither counted nor charged
-		ev(ingest.KindClick, "c-7", w3, at),                          // charged 700,000 (c1)
-		ev(ingest.KindImpression, "i-3", w1h, at),                    // not charged (CPC); its entity id comes from auction_winners
-		ingest.Event{Kind: ingest.KindPageView, MarketplaceID: s.mp, ID: "pv-1", OccurredAtMs: at.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
-			Page: &ingest.Page{Type: "home", ID: "h"}},
+		ev(records.KindClick, "c-1", w1, at),                          // c-1 and c-2 click the same winner:
+		ev(records.KindClick, "c-2", w1, at.Add(time.Second)),         // one of them is charged 1,250,000 (c1)
+		ev(records.KindImpression, "i-1", w1, at),                     // CPC winner's impression: not charged
+		ev(records.KindImpression, "i-2", w2, at),                     // charged 2,345.678 (c2)
+		ev(records.KindClick, "c-3", w2, at),                          // CPM winner's click: not charged
+		ev(records.KindClick, "c-4", w3, a1At.Add(-10*time.Minute)),   // before its auction: not charged
+		ev(records.KindClick, "c-5", "", at),                          // organic
+		ev(records.KindClick, "c-6", w4, now.Add(-20*24*time.Hour)),   // received 31 days after its auction: not charged
+		ev(records.KindClick, "c-old", w3, now.Add(-31*24*time.Hour)), // 31 days old on arrival: neither counted nor charged
+		ev(records.KindClick, "c-7", w3, at),                          // charged 700,000 (c1)
+		ev(records.KindImpression, "i-3", w1h, at),                    // not charged (CPC); its entity id comes from auction_winners
+		records.Event{Kind: records.KindPageView, MarketplaceID: s.mp, ID: "pv-1", OccurredAtMs: at.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+			Page: &records.Page{Type: "home", ID: "h"}},
 	)
 	p := s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
 	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 12))
@@ -345,7 +344,7 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantVendor := "v-" + c2.String()[:4]
-	if interaction != projections.InteractionID(s.mp, ingest.KindImpression, "i-2").String() || !ts.Equal(at.Truncate(time.Second)) ||
+	if interaction != projections.InteractionID(s.mp, records.KindImpression, "i-2").String() || !ts.Equal(at.Truncate(time.Second)) ||
 		campaign != c2.String() || product != "sku-2" || vendor != wantVendor || extVendor != wantVendor ||
 		global != "global-"+wantVendor || amount != 2_345 || sub != 678 || chargeType != "CPM" || currency != "EUR" ||
 		kind != "impression" || dayLocal.Format("2006-01-02") != day {
@@ -397,10 +396,10 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 	a3 := uuid.New()
 	w5 := s.winner(t, a3, a1At, 1, c1, bidtoken.CPC, 50_000)
 	s.produce(t,
-		ev(ingest.KindClick, "c-1", w1, at),
-		ev(ingest.KindImpression, "i-2", w2, at),
-		ev(ingest.KindClick, "c-8", w1, at.Add(2*time.Second)),
-		ev(ingest.KindClick, "c-9", w5, at),
+		ev(records.KindClick, "c-1", w1, at),
+		ev(records.KindImpression, "i-2", w2, at),
+		ev(records.KindClick, "c-8", w1, at.Add(2*time.Second)),
+		ev(records.KindClick, "c-9", w5, at),
 	)
 	p = s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
 	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 16))
@@ -417,9 +416,9 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 
 	// The auction's context comes from `auctions` at query time; a missing
 	// auction record (a2) leaves it empty.
-	rec := auction.Record{ID: a1.String(), MarketplaceID: s.mp, At: a1At, Endpoint: "auctions", Kind: "listings", Slots: 3,
+	rec := records.Auction{ID: a1.String(), MarketplaceID: s.mp, At: a1At, Endpoint: "auctions", Kind: "listings", Slots: 3,
 		Device: "desktop", Locations: []string{"8928308280fffff"}, PageType: "search", PageID: "pg", PageValue: []string{"shoes"},
-		SearchQuery: "red shoes", Category: "c1", Winners: []auction.RecordWinner{
+		SearchQuery: "red shoes", Category: "c1", Winners: []records.AuctionWinner{
 			{Rank: 1, Type: "product", EntityID: "sku-1", CampaignID: c1.String(), VendorID: "v", ChargeType: "CPC", PriceMicros: 1_250_000}}}
 	v, _ := json.Marshal(rec)
 	if err := s.cl.ProduceSync(s.ctx, &kgo.Record{Topic: s.topics.Auctions, Value: v}).FirstErr(); err != nil {
@@ -479,14 +478,14 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	bs.set(cpc.String(), budget.Limits{DailyMicros: 1_000_000})
 	bs.set(cpm.String(), budget.Limits{TotalMicros: 5_000})
 	const clickPrice, cpmPrice = 300_000, 2_345_678 // an impression: 2,345 micro-units and 678 thousandths
-	var evs []ingest.Event
+	var evs []records.Event
 	for i := range 10 {
-		evs = append(evs, ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
+		evs = append(evs, records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
 			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i),
 			ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 1, cpc, bidtoken.CPC, clickPrice)})
 	}
 	for i := range 5 {
-		evs = append(evs, ingest.Event{Kind: ingest.KindImpression, MarketplaceID: s.mp, ID: "i-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
+		evs = append(evs, records.Event{Kind: records.KindImpression, MarketplaceID: s.mp, ID: "i-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
 			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i),
 			ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 2, cpm, bidtoken.CPM, cpmPrice)})
 	}
@@ -556,9 +555,9 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	bs.set(cpm.String(), budget.Limits{TotalMicros: 1_000_000})
 	s.rewind(t, projections.EventsGroup, s.topics.Events)
 	s.produce(t,
-		ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-again", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+		records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-again", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 			OpaqueUserID: "u", ResolvedBidID: refusedTok},
-		ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-new", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+		records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-new", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 			OpaqueUserID: "u", ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 1, cpc, bidtoken.CPC, clickPrice)},
 	)
 	p = s.projector(t, s.conn, views, 100*time.Millisecond)
@@ -606,7 +605,7 @@ func TestInteractionsLateDuplicate(t *testing.T) {
 	s := newChargeStack(t)
 	now := time.Now().UTC()
 	camp := uuid.New()
-	e := ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-1", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+	e := records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-1", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 		OpaqueUserID: "u", ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Second), 1, camp, bidtoken.CPC, 40_000)}
 	s.produce(t, e)
 	p := s.projectorWindow(t, s.conn, s.views(time.UTC), 100*time.Millisecond, time.Second)
@@ -654,8 +653,8 @@ func TestInteractionsLegacyMarkers(t *testing.T) {
 	}
 	before := since.Add(-time.Minute)                               // an auction before the upgrade
 	after := since.Add(projections.LegacyMarkerGrace + time.Minute) // and one after its grace
-	click := func(id string, auctionID uuid.UUID, at time.Time, rank uint8) ingest.Event {
-		return ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+	click := func(id string, auctionID uuid.UUID, at time.Time, rank uint8) records.Event {
+		return records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 			OpaqueUserID: "u", ResolvedBidID: s.winner(t, auctionID, at, rank, camp, bidtoken.CPC, 40_000)}
 	}
 	s.produce(t, click("c-1", auction, before, 1), click("c-2", auction, before, 2), click("c-3", later, after, 1))
@@ -730,10 +729,10 @@ func TestInteractionsCrashMidBatch(t *testing.T) {
 	now := time.Now().UTC()
 	camp := uuid.New()
 	const clicks, price = 300, 10_000
-	var evs []ingest.Event
+	var evs []records.Event
 	for i := range clicks {
 		tok := s.winner(t, uuid.New(), now.Add(-time.Minute), 1, camp, bidtoken.CPC, price)
-		evs = append(evs, ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i),
+		evs = append(evs, records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i),
 			OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i%17), ResolvedBidID: tok})
 	}
 	s.produce(t, evs...)
@@ -897,10 +896,10 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 		time.AfterFunc(time.Duration(rand.Int64N(int64(tc.clickDelay))), func() {
 			defer clicks.Done()
 			clickAt := time.Now()
-			e := ingest.Event{Kind: ingest.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: clickAt.UnixMilli(),
+			e := records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: clickAt.UnixMilli(),
 				ReceivedAtMs: clickAt.UnixMilli(), OpaqueUserID: id, ResolvedBidID: tok}
 			v, _ := json.Marshal(&e)
-			if err := s.cl.ProduceSync(s.ctx, &kgo.Record{Topic: s.topics.Events, Key: ingest.RecordKey(&e), Value: v}).FirstErr(); err != nil {
+			if err := s.cl.ProduceSync(s.ctx, &kgo.Record{Topic: s.topics.Events, Key: records.EventKey(&e), Value: v}).FirstErr(); err != nil {
 				t.Error(err)
 				return
 			}
@@ -955,28 +954,28 @@ func TestInteractionsLoad(t *testing.T) {
 	}
 	s := newChargeStack(t)
 	camps := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}
-	mk := func(i int, now time.Time) ingest.Event {
-		e := ingest.Event{MarketplaceID: s.mp, ID: "e-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
+	mk := func(i int, now time.Time) records.Event {
+		e := records.Event{MarketplaceID: s.mp, ID: "e-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 			OpaqueUserID: "u-" + strconv.Itoa(i%5000), DeviceType: "mobile",
-			Placement: &ingest.Placement{Path: "/search", Position: int32(i%20 + 1), Page: 1, PageSize: 20},
-			Page:      &ingest.Page{Type: "search", ID: "s", Value: []string{"shoes"}}}
+			Placement: &records.Placement{Path: "/search", Position: int32(i%20 + 1), Page: 1, PageSize: 20},
+			Page:      &records.Page{Type: "search", ID: "s", Value: []string{"shoes"}}}
 		switch r := i % 20; {
 		case r < 12:
-			e.Kind = ingest.KindImpression
+			e.Kind = records.KindImpression
 			e.ResolvedBidID = s.winner(t, uuid.New(), now.Add(-time.Second), uint8(r%5+1), camps[i%4], bidtoken.CPM, 2_500_000)
 		case r < 15:
-			e.Kind = ingest.KindClick
+			e.Kind = records.KindClick
 			e.ResolvedBidID = s.winner(t, uuid.New(), now.Add(-time.Second), 1, camps[i%4], bidtoken.CPC, 350_000)
 		default:
-			e.Kind = ingest.KindImpression
-			e.Entity = &ingest.Entity{Type: "product", ID: "sku-" + strconv.Itoa(i%1000)}
+			e.Kind = records.KindImpression
+			e.Entity = &records.Entity{Type: "product", ID: "sku-" + strconv.Itoa(i%1000)}
 		}
 		return e
 	}
 	const n = 300_000
 	now := time.Now().UTC()
 	for off := 0; off < n; off += 10_000 {
-		evs := make([]ingest.Event, 10_000)
+		evs := make([]records.Event, 10_000)
 		for i := range evs {
 			evs[i] = mk(off+i, now)
 		}
@@ -1010,16 +1009,16 @@ func TestInteractionsLoad(t *testing.T) {
 		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
 			<-tick.C
 			at := time.Now().UTC()
-			evs := make([]ingest.Event, 0, 25)
+			evs := make([]records.Event, 0, 25)
 			for range 20 {
 				e := mk(next, at)
-				e.Kind, e.ResolvedBidID = ingest.KindImpression, s.winner(t, uuid.New(), at, 1, camps[0], bidtoken.CPM, 2_500_000)
+				e.Kind, e.ResolvedBidID = records.KindImpression, s.winner(t, uuid.New(), at, 1, camps[0], bidtoken.CPM, 2_500_000)
 				evs = append(evs, e)
 				next++
 			}
 			for range 5 {
 				e := mk(next, at)
-				e.Kind, e.Entity, e.ResolvedBidID = ingest.KindClick, nil, s.winner(t, uuid.New(), at, 1, camps[1], bidtoken.CPC, 350_000)
+				e.Kind, e.Entity, e.ResolvedBidID = records.KindClick, nil, s.winner(t, uuid.New(), at, 1, camps[1], bidtoken.CPC, 350_000)
 				evs = append(evs, e)
 				next++
 			}

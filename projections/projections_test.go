@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
 )
@@ -205,11 +205,11 @@ func TestProjectorExactlyOnce(t *testing.T) {
 		t.Helper()
 		var recs []*kgo.Record
 		for i, id := range ids {
-			e := ingest.Event{Kind: ingest.KindClick, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: id,
+			e := records.Event{Kind: records.KindClick, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: id,
 				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i),
-				Entity: &ingest.Entity{Type: "product", ID: "p"}}
+				Entity: &records.Entity{Type: "product", ID: "p"}}
 			v, _ := json.Marshal(e)
-			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: ingest.RecordKey(&e), Value: v})
+			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)

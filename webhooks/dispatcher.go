@@ -539,14 +539,11 @@ func (p *Dispatcher) send(ctx context.Context, w Webhook, x *Delivery, now time.
 		}
 		return r
 	}
-	b, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	// The status decides; a body cut off (by the timeout, a broken
+	// connection) keeps what came of it.
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
 	resp.Body.Close()
 	r := result{status: resp.StatusCode, latency: time.Since(start), response: keep(b)}
-	if rerr != nil && actx.Err() != nil && ctx.Err() == nil && r.ok() {
-		// The status came in time; a body cut off by the timeout does not
-		// change the answer.
-		rerr = nil
-	}
 	if !r.ok() {
 		r.err = "HTTP " + strconv.Itoa(resp.StatusCode)
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {

@@ -153,7 +153,7 @@ func TestDeliveryIDs(t *testing.T) {
 	if a[14] != '8' {
 		t.Fatalf("%s is not a version 8 UUID", a)
 	}
-	if webhooks.EventID("x", "1") != webhooks.EventID("x", "1") || webhooks.EventID("x", "1") == webhooks.EventID("x1") {
+	if once, again := webhooks.EventID("x", "1"), webhooks.EventID("x", "1"); once != again || once == webhooks.EventID("x1") {
 		t.Fatal("event ids")
 	}
 }

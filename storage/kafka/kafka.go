@@ -23,7 +23,7 @@ type Topics struct {
 	Events   string // tracking events, keyed by marketplace|opaqueUserId
 	Accounts string // compacted changelog of marketplaces and API keys
 	Entities string // compacted changelog of catalog, campaigns, billing, segments, webhooks, ...
-	Auctions string // auction records (auction.Record), keyed by marketplace
+	Auctions string // auction records (records.Auction), keyed by marketplace
 	Exports  string // export jobs (exports.Job), keyed by export id
 	// WebhookEvents: events for webhooks that are not entity changes
 	// (webhooks.Event), keyed by marketplace.

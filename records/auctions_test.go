@@ -1,4 +1,4 @@
-package auction
+package records
 
 import (
 	"bytes"
@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-func fullRecord() Record {
-	return Record{
+func fullRecord() Auction {
+	return Auction{
 		ID: "0190b7a2-7b1c-7c3e-8f00-000000000001", MarketplaceID: "7f000000-0000-4000-8000-000000000001",
 		At: time.Date(2026, 11, 22, 10, 4, 5, 123_000_000, time.UTC), Endpoint: "auctions", Kind: "listings",
 		Index: 2, Slots: 3, ProductCount: 500, Category: "c1", SearchQuery: "red \"running\" shoes\n",
 		SlotID: "slot-1", Device: "mobile", PlacementID: 7, PlacementName: "search_top",
 		Locations: []string{"8928308280fffff", "US"}, OpaqueUserID: "u-1", PageType: "search", PageID: "p/1",
 		PageValue: []string{"a", "b"}, ExperimentVariant: "B", Candidates: 12,
-		Winners: []RecordWinner{
+		Winners: []AuctionWinner{
 			{Rank: 1, Type: "product", EntityID: "p-1", CampaignID: "c-1", VendorID: "v-1", BidID: "b-1", BidTarget: "product",
 				ChargeType: "CPC", BidMicros: 1_500_000, PriceMicros: 1_200_001, QualityPPM: 1_000_000},
 			{Rank: 2, Type: "product", EntityID: "p-2", CampaignID: "c-2", VendorID: "v-2", BidTarget: "automated",
@@ -31,7 +31,7 @@ func fullRecord() Record {
 // writes for the same record, byte for byte where the strings have no
 // HTML characters, and a document that decodes to the same record always.
 func TestRecordAppendJSON(t *testing.T) {
-	minimal := Record{ID: "a", MarketplaceID: "m", At: time.Unix(0, 0).UTC(), Endpoint: "auctions", Kind: "banners", Winners: []RecordWinner{}}
+	minimal := Auction{ID: "a", MarketplaceID: "m", At: time.Unix(0, 0).UTC(), Endpoint: "auctions", Kind: "banners", Winners: []AuctionWinner{}}
 	failed := minimal
 	failed.Error, failed.Winners = true, nil
 	nanos := minimal
@@ -44,7 +44,7 @@ func TestRecordAppendJSON(t *testing.T) {
 	badUTF8.SearchQuery, badUTF8.PageValue = "ok\xffno", []string{"\x00\x1f", "é✓"}
 	for _, tc := range []struct {
 		name      string
-		r         Record
+		r         Auction
 		byteEqual bool
 	}{
 		{"full", fullRecord(), true},
@@ -71,7 +71,7 @@ func TestRecordAppendJSON(t *testing.T) {
 			if tc.byteEqual && !bytes.Equal(got, want) {
 				t.Fatalf("differs from encoding/json:\n got %s\nwant %s", got, want)
 			}
-			var a, b Record
+			var a, b Auction
 			if err := json.Unmarshal(got, &a); err != nil {
 				t.Fatalf("%v: %s", err, got)
 			}
@@ -116,7 +116,7 @@ func TestRecordAppendJSONRandom(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := json.Marshal(&r)
-		var a, b Record
+		var a, b Auction
 		if err := json.Unmarshal(got, &a); err != nil {
 			t.Fatalf("case %d: %v: %q", i, err, got)
 		}
