@@ -111,7 +111,8 @@ func newFaultStackWith(t *testing.T, opts func(*localstack.Options)) *faultStack
 	if s.ch, err = clickhouse.Open(clickhouse.Options{Addr: st.ClickHouseAddr, Database: "endcap", User: "default"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.ch.Close() })
+	ch := s.ch // a test may point s.ch at another server: this one is closed still
+	t.Cleanup(func() { _ = ch.Close() })
 	return s
 }
 
