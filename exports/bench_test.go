@@ -23,9 +23,9 @@ import (
 	"github.com/endcap/endcap/storage/s3store"
 )
 
-// The export target (exports issue): 10 million fact rows at 200,000 rows/s
-// or more end to end (ClickHouse to a file in S3), with the worker's memory
-// under 200 MB throughout.
+// The export target (docs/performance.md, Exports): 10 million fact rows at
+// 200,000 rows/s or more end to end (ClickHouse to a file in S3), with the
+// worker's memory under 200 MB throughout.
 const (
 	benchDefaultRows = 300_000 // ENDCAP_TEST_EXPORT_ROWS; CI stays quick
 	benchDays        = 31      // the longest window a request may cover

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Projectors under load (issue 5): posts /v2/events open loop at RATE requests/s
+# Projectors under load (docs/performance.md, Events fold under load; with
+# CATCHUP=1, Events fold: catch-up): posts /v2/events open loop at RATE requests/s
 # × BATCH events for DURATION, with a share of sponsored impressions and clicks
 # carrying real auction winners' resolvedBidIds (so the charges and attribution
 # projectors have work), and watches the projectors fold it into ClickHouse.
