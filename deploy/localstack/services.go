@@ -211,7 +211,7 @@ func renderTemplate(name, path string, data any) error {
 // clickHouseReady is the readiness check of a server: /ping answers. For a replica, also: it reaches
 // ZooKeeper, and ddlWorkerSettle has passed since it first did. 18.16 answers queries before its DDL worker
 // (the thread that runs ON CLUSTER statements) has connected to ZooKeeper, and an ON CLUSTER statement
-// received in that window crashes the server (a null ZooKeeper session); a worker whose first connection
+// received in that window crashes the server (its ZooKeeper handle is still null); a worker whose first connection
 // failed tries again a second later.
 func clickHouseReady(httpAddr string, replica bool) func(ctx context.Context) error {
 	var reached time.Time
