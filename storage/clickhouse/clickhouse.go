@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"regexp"
 	"sort"
@@ -335,21 +336,69 @@ func (s Schema) execStatement(ctx context.Context, c Conn, st string) error {
 			WHERE database = currentDatabase() AND table = ? AND name = ?`, m[1], m[2]).Scan(&n)
 		return n > 0, err
 	}
-	if ok, err := has(); err != nil || ok {
+	ok, err := has()
+	if err != nil {
 		return err
 	}
-	err := s.exec(ctx, c, st)
-	if err == nil {
+	if !ok {
+		if err = s.exec(ctx, c, st); err != nil {
+			// Another process added it first: on a cluster, maybe through
+			// another replica, whose change reaches this one a moment later.
+			for wait := time.Duration(0); ; wait += 250 * time.Millisecond {
+				if ok, _ := has(); ok {
+					break
+				}
+				if s.Cluster == "" || wait >= 10*time.Second || ctx.Err() != nil {
+					return err
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}
+	}
+	if s.Cluster == "" {
 		return nil
 	}
-	// Another process added it first: on a cluster, maybe through another
-	// replica, whose change reaches this one a moment later.
-	for wait := time.Duration(0); ; wait += 250 * time.Millisecond {
-		if ok, _ := has(); ok {
+	// The ALTER reaches the other replicas through ZooKeeper, a moment
+	// later; a statement ON CLUSTER that reads the column (a view) would
+	// fail on a replica that does not have it yet: wait until every replica
+	// has it.
+	return s.waitColumnEverywhere(ctx, c, m[1], m[2])
+}
+
+// waitColumnEverywhere waits, at most onClusterTimeout, until every replica
+// of the cluster has the column (system.columns of each, through remote()).
+func (s Schema) waitColumnEverywhere(ctx context.Context, c Conn, table, column string) error {
+	rows, err := c.Query(ctx, "SELECT host_name, port FROM system.clusters WHERE cluster = ?", s.Cluster)
+	if err != nil {
+		return err
+	}
+	var addrs []string
+	for rows.Next() {
+		var host string
+		var port uint16
+		if err := rows.Scan(&host, &port); err != nil {
+			rows.Close()
+			return err
+		}
+		addrs = append(addrs, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	q := "SELECT toUInt64(count()) FROM remote('" + strings.Join(addrs, ",") + "', system.columns) WHERE database = ? AND table = ? AND name = ?"
+	deadline := time.Now().Add(onClusterTimeout * time.Second)
+	for {
+		var n uint64
+		err := c.QueryRow(ctx, q, s.Database, table, column).Scan(&n)
+		if err == nil && n >= uint64(len(addrs)) {
 			return nil
 		}
-		if s.Cluster == "" || wait >= 10*time.Second || ctx.Err() != nil {
-			return err
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err == nil {
+				err = fmt.Errorf("%d of %d replicas have it", n, len(addrs))
+			}
+			return fmt.Errorf("clickhouse: column %s.%s not on every replica of %s: %w", table, column, s.Cluster, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
