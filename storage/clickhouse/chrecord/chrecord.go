@@ -1,0 +1,365 @@
+// Package chrecord records every statement the code sends to ClickHouse
+// through a connection of storage/clickhouse: the text as the server ran it
+// (arguments bound), the rows of each batch insert, and the rows each query
+// returned as the code read them. The two-engine test replays such a
+// recording on a current ClickHouse (chDB) and compares the results
+// (docs/clickhouse.md). It is for tests: Record wraps the connections that
+// storage/clickhouse.Open returns for one database.
+package chrecord
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+	_ "unsafe" // go:linkname
+
+	_ "github.com/ClickHouse/clickhouse-go/v2" // bind, below
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/endcap/endcap/storage/clickhouse"
+)
+
+// Kind is what a statement was sent as.
+type Kind string
+
+const (
+	Exec  Kind = "exec"  // Conn.Exec: DDL, INSERT … SELECT, ALTER, OPTIMIZE …
+	Query Kind = "query" // Conn.Query, QueryRow, Select
+	Batch Kind = "batch" // PrepareBatch … Send: an INSERT with its rows
+)
+
+// Statement is one statement as the code sent it.
+type Statement struct {
+	Seq  int
+	Kind Kind
+	// SQL is the text the server ran, with the arguments bound as the driver
+	// binds them; for a batch, "INSERT INTO t (a, b, …)".
+	SQL string
+	// Names and Types are a query's result columns, or a batch's columns
+	// (as the server described them).
+	Names, Types []string
+	// Rows: a batch's rows, one JSON object a row (JSONEachRow).
+	Rows [][]byte
+	// Result: a query's rows as the code read them, one value a column
+	// (see Canon); Captured is false when the driver's rows were read some
+	// other way (Select, ScanStruct) and only the statement is kept.
+	Result   [][]string
+	Captured bool
+	// Complete: the code read every row (Next returned false).
+	Complete bool
+	// Err is the error the server (or the driver) answered.
+	Err string
+	// Duration: how long the statement took on this server.
+	Duration time.Duration
+}
+
+// Recorder keeps the statements of the connections it wraps, in the order
+// their effects are visible: a write (Exec, a batch's Send) is numbered
+// when it completes, a read when it starts, and no write runs while a read
+// is starting. A read's result therefore reflects exactly the writes
+// numbered before it, which is what lets a replay compare it.
+type Recorder struct {
+	db string
+
+	gate sync.RWMutex // writes exclusive; reads shared while they start
+
+	mu    sync.Mutex
+	stmts []*Statement
+	tz    *time.Location
+}
+
+var (
+	regMu    sync.Mutex
+	registry = map[string]*Recorder{}
+	hookOnce sync.Once
+)
+
+// Record starts recording the statements sent on every connection that
+// storage/clickhouse.Open returns for database from now on, until Stop.
+func Record(database string) *Recorder {
+	hookOnce.Do(func() {
+		clickhouse.SetOpenHook(func(o clickhouse.Options, c clickhouse.Conn) clickhouse.Conn {
+			regMu.Lock()
+			r := registry[o.Database]
+			regMu.Unlock()
+			if r == nil {
+				return c
+			}
+			return r.Wrap(c)
+		})
+	})
+	r := &Recorder{db: database}
+	regMu.Lock()
+	registry[database] = r
+	regMu.Unlock()
+	return r
+}
+
+// Stop ends the recording of new connections (those already wrapped keep
+// recording).
+func (r *Recorder) Stop() {
+	regMu.Lock()
+	if registry[r.db] == r {
+		delete(registry, r.db)
+	}
+	regMu.Unlock()
+}
+
+// Statements returns the statements recorded so far, in order.
+func (r *Recorder) Statements() []Statement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Statement, len(r.stmts))
+	for i, s := range r.stmts {
+		out[i] = *s
+	}
+	return out
+}
+
+// TimeZone is the recorded server's time zone (nil before the first bound
+// argument or Timezone call).
+func (r *Recorder) TimeZone() *time.Location {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tz
+}
+
+// add numbers s and keeps it.
+func (r *Recorder) add(s *Statement) {
+	r.mu.Lock()
+	s.Seq = len(r.stmts) + 1
+	r.stmts = append(r.stmts, s)
+	r.mu.Unlock()
+}
+
+// Wrap returns c recording into r.
+func (r *Recorder) Wrap(c clickhouse.Conn) clickhouse.Conn { return &conn{Conn: c, r: r} }
+
+type conn struct {
+	driver.Conn
+	r *Recorder
+}
+
+//go:linkname bind github.com/ClickHouse/clickhouse-go/v2.bind
+func bind(tz *time.Location, query string, args ...any) (string, error)
+
+// bound returns query with args bound as the driver binds them: with the
+// server's time zone (from its handshake).
+func (c *conn) bound(query string, args []any) (string, error) {
+	tz, err := c.serverTZ()
+	if len(args) == 0 {
+		return query, nil // the time zone is for the replay only
+	}
+	if err != nil {
+		return "", err
+	}
+	return bind(tz, query, args...)
+}
+
+// serverTZ is the server's time zone, from its handshake.
+func (c *conn) serverTZ() (*time.Location, error) {
+	c.r.mu.Lock()
+	tz := c.r.tz
+	c.r.mu.Unlock()
+	if tz == nil {
+		v, err := c.Conn.ServerVersion()
+		if err != nil {
+			return nil, err
+		}
+		tz = v.Timezone
+		c.r.mu.Lock()
+		c.r.tz = tz
+		c.r.mu.Unlock()
+	}
+	return tz, nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (c *conn) Exec(ctx context.Context, query string, args ...any) error {
+	q, err := c.bound(query, args)
+	if err != nil {
+		return err
+	}
+	c.r.gate.Lock()
+	defer c.r.gate.Unlock()
+	start := time.Now()
+	err = c.Conn.Exec(ctx, q)
+	c.r.add(&Statement{Kind: Exec, SQL: q, Err: errText(err), Duration: time.Since(start)})
+	return err
+}
+
+func (c *conn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	q, err := c.bound(query, args)
+	if err != nil {
+		return nil, err
+	}
+	s := &Statement{Kind: Query, SQL: q, Captured: true}
+	c.r.gate.RLock()
+	start := time.Now()
+	rows, err := c.Conn.Query(ctx, q)
+	c.r.add(s)
+	c.r.gate.RUnlock()
+	s.Duration = time.Since(start)
+	if err != nil {
+		s.Err = err.Error()
+		return nil, err
+	}
+	for _, ct := range rows.ColumnTypes() {
+		s.Names = append(s.Names, ct.Name())
+		s.Types = append(s.Types, ct.DatabaseTypeName())
+	}
+	return &recRows{Rows: rows, r: c.r, s: s}, nil
+}
+
+// QueryRow is Query, reading the first row: as the driver's QueryRow does,
+// with the result's columns recorded too.
+func (c *conn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	rows, err := c.Query(ctx, query, args...)
+	return &firstRow{rows: rows, err: err}
+}
+
+func (c *conn) Select(ctx context.Context, dest any, query string, args ...any) error {
+	q, err := c.bound(query, args)
+	if err != nil {
+		return err
+	}
+	s := &Statement{Kind: Query, SQL: q}
+	c.r.gate.RLock()
+	start := time.Now()
+	err = c.Conn.Select(ctx, dest, q)
+	c.r.add(s)
+	c.r.gate.RUnlock()
+	c.r.mu.Lock()
+	s.Duration, s.Err = time.Since(start), errText(err)
+	c.r.mu.Unlock()
+	return err
+}
+
+func (c *conn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
+	if err != nil {
+		c.r.gate.Lock()
+		c.r.add(&Statement{Kind: Batch, SQL: query, Err: err.Error()})
+		c.r.gate.Unlock()
+		return nil, err
+	}
+	return &recBatch{Batch: b, r: c.r, query: query}, nil
+}
+
+// AsyncInsert is refused: the project never uses it (18.16 has no async
+// inserts), and a recording could not replay it faithfully.
+func (c *conn) AsyncInsert(context.Context, string, bool, ...any) error {
+	return fmt.Errorf("chrecord: AsyncInsert is not recorded")
+}
+
+// firstRow is the driver.Row of QueryRow.
+type firstRow struct {
+	rows driver.Rows
+	err  error
+}
+
+func (r *firstRow) Err() error { return r.err }
+
+func (r *firstRow) Scan(dest ...any) error {
+	return r.first(func() error { return r.rows.Scan(dest...) })
+}
+
+func (r *firstRow) ScanStruct(dest any) error {
+	return r.first(func() error { return r.rows.ScanStruct(dest) })
+}
+
+func (r *firstRow) first(scan func() error) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	return scan()
+}
+
+type recRows struct {
+	driver.Rows
+	r *Recorder
+	s *Statement
+}
+
+func (w *recRows) Next() bool {
+	ok := w.Rows.Next()
+	if !ok {
+		w.r.mu.Lock()
+		if err := w.Rows.Err(); err != nil {
+			w.s.Err = err.Error()
+		} else {
+			w.s.Complete = true
+		}
+		w.r.mu.Unlock()
+	}
+	return ok
+}
+
+func (w *recRows) Scan(dest ...any) error {
+	err := w.Rows.Scan(dest...)
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	if err != nil {
+		w.s.Captured = false
+	} else if w.s.Captured {
+		w.s.Result = append(w.s.Result, canonRow(w.s.Types, dest))
+	}
+	return err
+}
+
+func (w *recRows) ScanStruct(dest any) error {
+	w.r.mu.Lock()
+	w.s.Captured = false
+	w.r.mu.Unlock()
+	return w.Rows.ScanStruct(dest)
+}
+
+type recBatch struct {
+	driver.Batch
+	r     *Recorder
+	query string
+}
+
+// take records the rows buffered in the batch (before Flush or Send
+// clears them).
+func (b *recBatch) take() *Statement {
+	s := &Statement{Kind: Batch, SQL: b.query}
+	cols := b.Batch.Columns()
+	for _, c := range cols {
+		s.Names = append(s.Names, c.Name())
+		s.Types = append(s.Types, string(c.Type()))
+	}
+	for i := range b.Batch.Rows() {
+		s.Rows = append(s.Rows, jsonRow(s.Names, s.Types, cols, i))
+	}
+	return s
+}
+
+func (b *recBatch) send(f func() error) error {
+	s := b.take()
+	b.r.gate.Lock()
+	defer b.r.gate.Unlock()
+	start := time.Now()
+	err := f()
+	s.Duration, s.Err = time.Since(start), errText(err)
+	b.r.add(s)
+	return err
+}
+
+func (b *recBatch) Flush() error { return b.send(b.Batch.Flush) }
+func (b *recBatch) Send() error  { return b.send(b.Batch.Send) }
