@@ -13,6 +13,7 @@ import (
 	"github.com/endcap/endcap/internal/chdb"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/scoredfiles"
+	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/clickhouse/chrecord"
 )
 
@@ -133,6 +134,26 @@ func TestTwoEngines(t *testing.T) {
 	}
 	t.Logf("ClickHouse %s: %d statements replayed (%v), %d queries' rows compared, %d mismatches, in %s",
 		engine.Version(), rep.Statements, rep.ByKind, rep.Compared, len(rep.Mismatches), rep.Took.Round(time.Millisecond))
+
+	// Both engines hold the same data in the end: the rows the batch
+	// inserts loaded, and what the statements derived from them.
+	rec.Stop()
+	conn, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	diffs, n, rows, err := chdb.CompareTables(rctx, engine, conn, cfg.ClickHouseDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	if n < 10 || rows == 0 {
+		t.Errorf("%d tables, %d rows compared", n, rows)
+	}
+	t.Logf("%d tables, %d rows compared", n, rows)
 }
 
 // checkCoverage fails when the recording lacks a kind of statement the

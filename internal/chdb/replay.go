@@ -203,10 +203,35 @@ func diffColumns(wantNames, wantTypes, names, types []string) string {
 
 var spaces = regexp.MustCompile(`\s+`)
 
+// normType removes the spaces and every Nullable(…) and LowCardinality(…)
+// wrapper of a type, wherever it is (Array(Nullable(String)) is
+// Array(String)).
 func normType(t string) string {
-	t = strings.ReplaceAll(t, "LowCardinality(", "(")
-	t = strings.ReplaceAll(t, "Nullable(", "(")
-	return spaces.ReplaceAllString(t, "")
+	t = spaces.ReplaceAllString(t, "")
+	for _, w := range []string{"LowCardinality(", "Nullable("} {
+		for {
+			i := strings.Index(t, w)
+			if i < 0 {
+				break
+			}
+			depth, end := 1, -1
+			for j := i + len(w); j < len(t) && end < 0; j++ {
+				switch t[j] {
+				case '(':
+					depth++
+				case ')':
+					if depth--; depth == 0 {
+						end = j
+					}
+				}
+			}
+			if end < 0 {
+				break
+			}
+			t = t[:i] + t[i+len(w):end] + t[end+1:]
+		}
+	}
+	return t
 }
 
 // shape says whether the query's outermost SELECT has an ORDER BY and a
