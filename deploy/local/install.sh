@@ -5,8 +5,8 @@
 #     through sudo);
 #   - nodejs and npm with apt-get, only when the `node` or `npm` command is missing (for e2e/sdk_test.go);
 #   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw;
-#   - chDB (ClickHouse 26 as a library, for the two-engine test: docs/clickhouse.md), the npm package
-#     chdb@$chdb_version into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so.
+#   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
+#     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so.
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
 # packages come with are never used, and are stopped and disabled right after this script installs them.
@@ -92,9 +92,10 @@ if [ ! -x "$vgw" ] || [ tools/go.mod -nt "$vgw" ] || [ tools/go.sum -nt "$vgw" ]
 	mv -f "$vgw.tmp" "$vgw"
 fi
 
-# chDB: the npm package, whose platform package ships libchdb.so (a current ClickHouse as a library); the
-# two-engine test (storage/clickhouse/chdbtest) loads it through chdb-go. Installed with npm like the JS SDK
-# of e2e/sdk_test.go, into a folder of the project's own; skipped when that version is there.
+# chDB: the npm package, whose platform package ships libchdb.so (ClickHouse 26.7 as a library); the
+# two-engine tests (e2e/twoengines_test.go, internal/chdb) load it through chdb-go. Installed with npm like
+# the JS SDK of e2e/sdk_test.go, into a folder of the project's own (about 550 MB); skipped when that
+# version is there.
 chdb_version=3.4.0
 chdb_dir="$repo_root/.endcap/chdb"
 chdb_lib="$chdb_dir/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so"
@@ -105,7 +106,7 @@ if [ "$chdb_have" != "$chdb_version" ] || [ ! -s "$chdb_lib" ]; then
 	*) die "chDB: this script installs the linux-x64 library only (found $(uname -s)/$(uname -m))" ;;
 	esac
 	command -v npm >/dev/null 2>&1 || die "npm not found (needed to install chDB)"
-	say "installing chdb@$chdb_version (npm, about 550 MB) into .endcap/chdb"
+	say "installing chdb@$chdb_version (npm) into .endcap/chdb"
 	mkdir -p "$chdb_dir"
 	[ -f "$chdb_dir/package.json" ] || printf '{"name":"endcap-chdb","private":true}\n' >"$chdb_dir/package.json"
 	quietly npm install --prefix "$chdb_dir" --no-audit --no-fund --no-update-notifier --save-exact "chdb@$chdb_version"
