@@ -132,6 +132,7 @@ func TestTwoEngines(t *testing.T) {
 	for _, m := range rep.Mismatches {
 		t.Error(m)
 	}
+	t.Logf("statements recorded: %v", summarize(stmts))
 	t.Logf("ClickHouse %s: %d statements replayed (%v), %d queries' rows compared, %d mismatches, in %s",
 		engine.Version(), rep.Statements, rep.ByKind, rep.Compared, len(rep.Mismatches), rep.Took.Round(time.Millisecond))
 
@@ -186,4 +187,25 @@ func checkCoverage(t *testing.T, stmts []chrecord.Statement) {
 			t.Errorf("the recording has no statement of %s", name)
 		}
 	}
+}
+
+var (
+	leadingWords = regexp.MustCompile(`^(\w+(?:\s+\w+)?)`)
+	fromTable    = regexp.MustCompile(`(?i)\b(?:FROM|INTO|TABLE|VIEW)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?([\w.]+)`)
+	stageName    = regexp.MustCompile(`rollup_stage_\w+`)
+)
+
+// summarize counts the statements by their first words and first table
+// (for the test's log).
+func summarize(stmts []chrecord.Statement) map[string]int {
+	out := map[string]int{}
+	for _, s := range stmts {
+		q := strings.TrimSpace(s.SQL)
+		k := strings.ToUpper(leadingWords.FindString(q))
+		if m := fromTable.FindStringSubmatch(q); m != nil {
+			k += " " + stageName.ReplaceAllString(m[1], "rollup_stage_*")
+		}
+		out[k]++
+	}
+	return out
 }
