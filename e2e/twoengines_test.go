@@ -36,8 +36,8 @@ func TestTwoEngines(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
 	cfg.ExportMaxStaleness = 0 // every export recomputes its days
-	rec := chrecord.Record(cfg.ClickHouseDatabase)
-	defer rec.Stop()
+	rec := chrecord.Record(cfg.ClickHouseDatabase, chrecord.Options{Results: true})
+	defer rec.Close()
 	s := startSystem(t, cfg)
 	key, mp := s.AdvancedKey, s.Marketplace.ID
 

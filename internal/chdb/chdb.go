@@ -67,13 +67,14 @@ func repoRoot() (string, error) {
 // Engine is one chDB session in a child process. Its methods are safe for
 // concurrent use; statements run one at a time.
 type Engine struct {
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	in      io.WriteCloser
-	out     *bufio.Reader
-	stderr  *strings.Builder
-	done    chan struct{}
-	version string
+	replayMu sync.Mutex // one replay at a time: each sets the session's database
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	out      *bufio.Reader
+	stderr   *strings.Builder
+	done     chan struct{}
+	version  string
 }
 
 // Error is a statement the engine refused.

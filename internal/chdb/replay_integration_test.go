@@ -24,8 +24,8 @@ func TestMigrationsTwoEngines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cfg := env.Config(t, nil)
-	rec := chrecord.Record(cfg.ClickHouseDatabase)
-	defer rec.Stop()
+	rec := chrecord.Record(cfg.ClickHouseDatabase, chrecord.Options{Results: true})
+	defer rec.Close()
 	conn := testenv.ClickHouse(t, ctx, cfg)
 	if err := conn.Exec(ctx, "TRUNCATE TABLE schema_migrations"); err != nil {
 		t.Fatal(err)

@@ -8,9 +8,11 @@
 package chrecord
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 	_ "unsafe" // go:linkname
@@ -40,8 +42,12 @@ type Statement struct {
 	// Names and Types are a query's result columns, or a batch's columns
 	// (as the server described them).
 	Names, Types []string
-	// Rows: a batch's rows, one JSON object a row (JSONEachRow).
-	Rows [][]byte
+	// RowCount and Rows: a batch's rows, one JSON object a row
+	// (JSONEachRow). With Options.SpillDir the rows are in a file instead
+	// (Rows is nil): RowsJSON reads them either way.
+	RowCount int
+	Rows     [][]byte
+	spill    *spillRef
 	// Result: a query's rows as the code read them, one value a column
 	// (see Canon); Captured is false when the driver's rows were read some
 	// other way (Select, ScanStruct) and only the statement is kept.
@@ -62,12 +68,43 @@ type Statement struct {
 // numbered before it, which is what lets a replay compare it.
 type Recorder struct {
 	db string
+	o  Options
 
 	gate sync.RWMutex // writes exclusive; reads shared while they start
 
-	mu    sync.Mutex
-	stmts []*Statement
-	tz    *time.Location
+	mu        sync.Mutex
+	stmts     []*Statement
+	tz        *time.Location
+	spill     *os.File
+	spillSize int64
+}
+
+// Options of a recording.
+type Options struct {
+	// Results keeps the rows each query returned, as the code scanned them
+	// (for a comparison); without, only the statements are kept.
+	Results bool
+	// SpillDir, when set, is where a batch's rows go (a file), instead of
+	// memory: a test that inserts millions of rows, or measures its own
+	// memory, is not changed by being recorded.
+	SpillDir string
+}
+
+type spillRef struct {
+	f      *os.File
+	off, n int64
+}
+
+// RowsJSON is the batch's rows as a JSONEachRow body.
+func (s Statement) RowsJSON() ([]byte, error) {
+	if s.spill == nil {
+		return bytes.Join(s.Rows, []byte("\n")), nil
+	}
+	b := make([]byte, s.spill.n)
+	if _, err := s.spill.f.ReadAt(b, s.spill.off); err != nil {
+		return nil, fmt.Errorf("chrecord: read the rows of statement %d: %w", s.Seq, err)
+	}
+	return b, nil
 }
 
 var (
@@ -78,7 +115,7 @@ var (
 
 // Record starts recording the statements sent on every connection that
 // storage/clickhouse.Open returns for database from now on, until Stop.
-func Record(database string) *Recorder {
+func Record(database string, o Options) *Recorder {
 	hookOnce.Do(func() {
 		clickhouse.SetOpenHook(func(o clickhouse.Options, c clickhouse.Conn) clickhouse.Conn {
 			regMu.Lock()
@@ -90,7 +127,7 @@ func Record(database string) *Recorder {
 			return r.Wrap(c)
 		})
 	})
-	r := &Recorder{db: database}
+	r := &Recorder{db: database, o: o}
 	regMu.Lock()
 	registry[database] = r
 	regMu.Unlock()
@@ -105,6 +142,42 @@ func (r *Recorder) Stop() {
 		delete(registry, r.db)
 	}
 	regMu.Unlock()
+}
+
+// Close stops the recording and removes its spill file: the statements'
+// RowsJSON cannot be read after it.
+func (r *Recorder) Close() {
+	r.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spill != nil {
+		_ = r.spill.Close()
+		_ = os.Remove(r.spill.Name())
+		r.spill = nil
+	}
+}
+
+// keepRows stores a batch's rows (under r.mu).
+func (r *Recorder) keepRows(s *Statement, rows [][]byte) error {
+	s.RowCount = len(rows)
+	if r.o.SpillDir == "" || len(rows) == 0 {
+		s.Rows = rows
+		return nil
+	}
+	if r.spill == nil {
+		f, err := os.CreateTemp(r.o.SpillDir, "chrecord-*.jsonl")
+		if err != nil {
+			return err
+		}
+		r.spill = f
+	}
+	body := bytes.Join(rows, []byte("\n"))
+	if _, err := r.spill.WriteAt(body, r.spillSize); err != nil {
+		return err
+	}
+	s.spill = &spillRef{f: r.spill, off: r.spillSize, n: int64(len(body))}
+	r.spillSize += int64(len(body))
+	return nil
 }
 
 // Statements returns the statements recorded so far, in order.
@@ -201,7 +274,7 @@ func (c *conn) Query(ctx context.Context, query string, args ...any) (driver.Row
 	if err != nil {
 		return nil, err
 	}
-	s := &Statement{Kind: Query, SQL: q, Captured: true}
+	s := &Statement{Kind: Query, SQL: q, Captured: c.r.o.Results}
 	c.r.gate.RLock()
 	start := time.Now()
 	rows, err := c.Conn.Query(ctx, q)
@@ -344,9 +417,15 @@ func (b *recBatch) take() *Statement {
 		s.Names = append(s.Names, c.Name())
 		s.Types = append(s.Types, string(c.Type()))
 	}
-	for i := range b.Batch.Rows() {
-		s.Rows = append(s.Rows, jsonRow(s.Names, s.Types, cols, i))
+	rows := make([][]byte, b.Batch.Rows())
+	for i := range rows {
+		rows[i] = jsonRow(s.Names, s.Types, cols, i)
 	}
+	b.r.mu.Lock()
+	if err := b.r.keepRows(s, rows); err != nil {
+		s.Err = "chrecord: " + err.Error()
+	}
+	b.r.mu.Unlock()
 	return s
 }
 
@@ -356,7 +435,10 @@ func (b *recBatch) send(f func() error) error {
 	defer b.r.gate.Unlock()
 	start := time.Now()
 	err := f()
-	s.Duration, s.Err = time.Since(start), errText(err)
+	s.Duration = time.Since(start)
+	if s.Err == "" {
+		s.Err = errText(err)
+	}
 	b.r.add(s)
 	return err
 }
