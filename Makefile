@@ -18,10 +18,11 @@ deps:
 run: deps build
 	./$(BIN) dev
 
-## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake
+## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake; every statement of the
+## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md)
 test: deps
 	$(GO) vet ./...
-	ENDCAP_TEST_REQUIRE_STACK=1 $(GO) test -count=1 -timeout 40m ./...
+	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_CHDB=1 $(GO) test -count=1 -timeout 40m ./...
 
 ## unit: the tests that need no server
 unit:

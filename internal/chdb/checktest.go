@@ -87,8 +87,8 @@ func CheckTest(t testing.TB, database string) {
 		}
 		_ = e.Exec(ctx, "DROP DATABASE IF EXISTS "+database)
 		if testing.Verbose() {
-			t.Logf("%s=1: %d statements accepted by ClickHouse %s (%s), in %s", CheckEnv, rep.Statements-len(rep.Mismatches),
-				e.Version(), kinds(rep.ByKind), rep.Took.Round(time.Millisecond))
+			t.Logf("%s=1: %d statements accepted by ClickHouse %s (%s; %d reads of the same shape skipped), in %s", CheckEnv,
+				rep.Statements-len(rep.Mismatches), e.Version(), kinds(rep.ByKind), rep.SameShape, rep.Took.Round(time.Millisecond))
 		}
 	})
 }

@@ -109,3 +109,26 @@ func TestNormType(t *testing.T) {
 		}
 	}
 }
+
+func TestShapeOfStatements(t *testing.T) {
+	same := [][2]string{
+		{"SELECT a FROM t WHERE m = 'x' AND ts >= 17 LIMIT 100", "SELECT a FROM t WHERE m = 'y\\'z' AND ts >= 1795 LIMIT 7"},
+		{"SELECT a FROM t WHERE id IN ('a', 'b')", "SELECT a FROM t WHERE id IN ('c','d','e')"},
+		{"SELECT  a\n\tFROM t WHERE x = 1.5", "SELECT a FROM t WHERE x = 2"},
+	}
+	for _, c := range same {
+		if Shape(c[0]) != Shape(c[1]) {
+			t.Errorf("shapes differ: %q, %q", Shape(c[0]), Shape(c[1]))
+		}
+	}
+	differ := [][2]string{
+		{"SELECT a FROM t WHERE m = 'x'", "SELECT a FROM t WHERE m = 1"},
+		{"SELECT a FROM t1", "SELECT a FROM t2"},
+		{"SELECT a FROM t WHERE m = 'x'", "SELECT b FROM t WHERE m = 'x'"},
+	}
+	for _, c := range differ {
+		if Shape(c[0]) == Shape(c[1]) {
+			t.Errorf("same shape %q for %q and %q", Shape(c[0]), c[0], c[1])
+		}
+	}
+}

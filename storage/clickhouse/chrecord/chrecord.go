@@ -63,14 +63,20 @@ type Statement struct {
 
 // Recorder keeps the statements of the connections it wraps, in the order
 // their effects are visible: a write (Exec, a batch's Send) is numbered
-// when it completes, a read when it starts, and no write runs while a read
-// is starting. A read's result therefore reflects exactly the writes
-// numbered before it, which is what lets a replay compare it.
+// when it completes, a read when it starts, and (with Options.Results) no
+// write runs while a read is starting. A read's result therefore reflects
+// exactly the writes numbered before it, which is what lets a replay
+// compare it.
 type Recorder struct {
 	db string
 	o  Options
 
-	gate sync.RWMutex // writes exclusive; reads shared while they start
+	// gate: writes exclusive, reads shared while they start; only when
+	// results are kept (Options.Results), where the order must be exact.
+	// Without, the statements keep the order of the code that sends one after
+	// the other, which is what replaying them for acceptance needs, and a
+	// recorded test's concurrency is not changed.
+	gate sync.RWMutex
 
 	mu        sync.Mutex
 	stmts     []*Statement
@@ -207,6 +213,30 @@ func (r *Recorder) add(s *Statement) {
 	r.mu.Unlock()
 }
 
+func (r *Recorder) lockWrite() {
+	if r.o.Results {
+		r.gate.Lock()
+	}
+}
+
+func (r *Recorder) unlockWrite() {
+	if r.o.Results {
+		r.gate.Unlock()
+	}
+}
+
+func (r *Recorder) lockRead() {
+	if r.o.Results {
+		r.gate.RLock()
+	}
+}
+
+func (r *Recorder) unlockRead() {
+	if r.o.Results {
+		r.gate.RUnlock()
+	}
+}
+
 // Wrap returns c recording into r.
 func (r *Recorder) Wrap(c clickhouse.Conn) clickhouse.Conn { return &conn{Conn: c, r: r} }
 
@@ -261,8 +291,8 @@ func (c *conn) Exec(ctx context.Context, query string, args ...any) error {
 	if err != nil {
 		return err
 	}
-	c.r.gate.Lock()
-	defer c.r.gate.Unlock()
+	c.r.lockWrite()
+	defer c.r.unlockWrite()
 	start := time.Now()
 	err = c.Conn.Exec(ctx, q)
 	c.r.add(&Statement{Kind: Exec, SQL: q, Err: errText(err), Duration: time.Since(start)})
@@ -275,11 +305,11 @@ func (c *conn) Query(ctx context.Context, query string, args ...any) (driver.Row
 		return nil, err
 	}
 	s := &Statement{Kind: Query, SQL: q, Captured: c.r.o.Results}
-	c.r.gate.RLock()
+	c.r.lockRead()
 	start := time.Now()
 	rows, err := c.Conn.Query(ctx, q)
 	c.r.add(s)
-	c.r.gate.RUnlock()
+	c.r.unlockRead()
 	s.Duration = time.Since(start)
 	if err != nil {
 		s.Err = err.Error()
@@ -305,11 +335,11 @@ func (c *conn) Select(ctx context.Context, dest any, query string, args ...any) 
 		return err
 	}
 	s := &Statement{Kind: Query, SQL: q}
-	c.r.gate.RLock()
+	c.r.lockRead()
 	start := time.Now()
 	err = c.Conn.Select(ctx, dest, q)
 	c.r.add(s)
-	c.r.gate.RUnlock()
+	c.r.unlockRead()
 	c.r.mu.Lock()
 	s.Duration, s.Err = time.Since(start), errText(err)
 	c.r.mu.Unlock()
@@ -319,9 +349,9 @@ func (c *conn) Select(ctx context.Context, dest any, query string, args ...any) 
 func (c *conn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
 	if err != nil {
-		c.r.gate.Lock()
+		c.r.lockWrite()
 		c.r.add(&Statement{Kind: Batch, SQL: query, Err: err.Error()})
-		c.r.gate.Unlock()
+		c.r.unlockWrite()
 		return nil, err
 	}
 	return &recBatch{Batch: b, r: c.r, query: query}, nil
@@ -431,8 +461,8 @@ func (b *recBatch) take() *Statement {
 
 func (b *recBatch) send(f func() error) error {
 	s := b.take()
-	b.r.gate.Lock()
-	defer b.r.gate.Unlock()
+	b.r.lockWrite()
+	defer b.r.unlockWrite()
 	start := time.Now()
 	err := f()
 	s.Duration = time.Since(start)
