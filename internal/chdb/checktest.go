@@ -67,11 +67,18 @@ func CheckTest(t testing.TB, database string) {
 		return
 	}
 	rec := chrecord.Record(database, chrecord.Options{SpillDir: t.TempDir()})
+	checksMu.Lock()
+	checks[database] = rec
+	checksMu.Unlock()
 	t.Cleanup(func() {
 		defer rec.Close()
 		rec.Stop()
+		checksMu.Lock()
+		skipped := checks[database] != rec
+		delete(checks, database)
+		checksMu.Unlock()
 		stmts := rec.Statements()
-		if len(stmts) == 0 || t.Failed() {
+		if len(stmts) == 0 || t.Failed() || skipped {
 			return
 		}
 		e, err := sharedEngine()
@@ -91,6 +98,23 @@ func CheckTest(t testing.TB, database string) {
 				rep.Statements-len(rep.Mismatches), e.Version(), kinds(rep.ByKind), rep.SameShape, rep.Took.Round(time.Millisecond))
 		}
 	})
+}
+
+var (
+	checksMu sync.Mutex
+	checks   = map[string]*chrecord.Recorder{}
+)
+
+// SkipCheck exempts a test's database from CheckTest: for a test whose
+// statements cannot run on one embedded server (ON CLUSTER, Replicated
+// engines, remote tables). Call it right after testenv's Config.
+func SkipCheck(database string) {
+	checksMu.Lock()
+	defer checksMu.Unlock()
+	if rec := checks[database]; rec != nil {
+		rec.Stop()
+		delete(checks, database)
+	}
 }
 
 func kinds(m map[chrecord.Kind]int) string {
