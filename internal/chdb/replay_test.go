@@ -2,10 +2,12 @@ package chdb
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/clickhouse/chrecord"
 )
 
@@ -131,4 +133,30 @@ func TestShapeOfStatements(t *testing.T) {
 			t.Errorf("same shape %q for %q and %q", Shape(c[0]), c[0], c[1])
 		}
 	}
+}
+
+// TestSkipCheck: with ENDCAP_TEST_CHDB=1, CheckTest makes Open record the
+// test's database, and SkipCheck stops it.
+func TestSkipCheck(t *testing.T) {
+	t.Setenv(CheckEnv, "1")
+	db := "endcap_test_skipcheck"
+	open := func() string {
+		c, err := clickhouse.Open(clickhouse.Options{Addr: "127.0.0.1:1", Database: db}) // no network call
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return fmt.Sprintf("%T", c)
+	}
+	plain := open()
+	t.Run("checked", func(t *testing.T) {
+		CheckTest(t, db)
+		if got := open(); got == plain {
+			t.Fatalf("CheckTest: Open returns a %s, not a recording connection", got)
+		}
+		SkipCheck(db)
+		if got := open(); got != plain {
+			t.Fatalf("after SkipCheck: Open returns a %s, want %s", got, plain)
+		}
+	})
 }
