@@ -19,11 +19,12 @@ deps:
 run: deps build
 	./$(BIN) dev
 
-## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake
+## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake; every statement of the
+## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md)
 test: deps
 	$(GO) vet ./...
 	$(GO) vet -tags dev ./cmd/endcap
-	ENDCAP_TEST_REQUIRE_STACK=1 $(GO) test -count=1 -timeout 40m ./...
+	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_CHDB=1 $(GO) test -count=1 -timeout 40m ./...
 
 ## lint: golangci-lint with .golangci.yml (vet, staticcheck, errcheck, depguard's import rules, …)
 lint:

@@ -693,18 +693,18 @@ FROM (
     SELECT * FROM (
         SELECT marketplace_id, auction_id, toUInt16(rank) AS rank, event_id, entity_id, entity_id_hashed
         FROM interactions WHERE marketplace_id = ?
-    ) ANY LEFT JOIN (
+    ) AS i ANY LEFT JOIN (
         SELECT marketplace_id, auction_id, device AS auction_device, locations AS auction_location, page_type AS auction_page_type,
                page_id AS auction_page_id, page_value AS auction_page_value, search_query AS auction_search_query,
                category AS auction_category
         FROM auctions
         WHERE marketplace_id = ? AND auction_id IN (SELECT auction_id FROM interactions WHERE marketplace_id = ?)
-    ) USING (marketplace_id, auction_id)
-) ANY LEFT JOIN (
+    ) AS a USING (marketplace_id, auction_id)
+) AS ia ANY LEFT JOIN (
     SELECT marketplace_id, auction_id, rank, entity_id AS winner_entity_id
     FROM auction_winners
     WHERE marketplace_id = ? AND auction_id IN (SELECT auction_id FROM interactions WHERE marketplace_id = ?)
-) USING (marketplace_id, auction_id, rank)`
+) AS w USING (marketplace_id, auction_id, rank)`
 
 // failingConn fails every insert into one table, after the inserts before
 // it in the batch succeeded: a crash in the middle of a batch.

@@ -298,9 +298,15 @@ func (j *Job) Refresh(ctx context.Context, days []time.Time) (Stats, error) {
 	}
 	var total uint64
 	for _, d := range days {
-		// An empty day in the stage empties the day in rollup_daily.
-		if err := j.o.ClickHouse.Exec(ctx, fmt.Sprintf("ALTER TABLE rollup_daily REPLACE PARTITION ID '%s' FROM %s",
-			d.Format("20060102"), stage)); err != nil {
+		// A day the stage has replaces the day in rollup_daily; an empty day
+		// in the stage empties it. Not by a REPLACE from the stage: current
+		// ClickHouse refuses to replace a partition from a table with no part
+		// in it (Code 36), 18.16 took it (docs/clickhouse.md).
+		swap := fmt.Sprintf("ALTER TABLE rollup_daily REPLACE PARTITION ID '%s' FROM %s", d.Format("20060102"), stage)
+		if counts[d] == 0 {
+			swap = fmt.Sprintf("ALTER TABLE rollup_daily DROP PARTITION ID '%s'", d.Format("20060102"))
+		}
+		if err := j.o.ClickHouse.Exec(ctx, swap); err != nil {
 			return Stats{}, fmt.Errorf("rollups: swap in %s: %w", d.Format(time.DateOnly), err)
 		}
 		total += counts[d]

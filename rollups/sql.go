@@ -15,6 +15,10 @@ import (
 // between versions of a row (attributed, day_local) is applied outside, after
 // the versions were folded, so that it sees the current version only.
 //
+// Every subquery on either side of a JOIN has an alias: current ClickHouse
+// refuses a JOIN of a subquery without one (Code 206), 18.16 takes both
+// (docs/clickhouse.md).
+//
 // The filters inside FINAL are PREWHERE: ClickHouse does not move a WHERE to
 // PREWHERE in a FINAL query, and the raw tables are not sorted by time, so a
 // WHERE let every row of the month's partitions through the FINAL merge
@@ -89,13 +93,13 @@ FROM (
             FROM interactions_raw FINAL
             PREWHERE occurred_at >= toDateTime(?) AND occurred_at < toDateTime(?)
         ) WHERE day_local IN ({days})
-    ) ANY LEFT JOIN (` + auctionDims + `
-    ) USING (marketplace_id, auction_id)
-) ANY LEFT JOIN (
+    ) AS interactions ANY LEFT JOIN (` + auctionDims + `
+    ) AS auction_ctx USING (marketplace_id, auction_id)
+) AS with_auction ANY LEFT JOIN (
     SELECT marketplace_id, auction_id, rank, entity_id AS winner_entity_id
     FROM auction_winners_raw FINAL
     PREWHERE at >= toDateTime(?) AND at < toDateTime(?) AND auction_id IN (%s)
-) USING (marketplace_id, auction_id, rank)
+) AS winners USING (marketplace_id, auction_id, rank)
 GROUP BY marketplace_id, day_local, {grain}`
 
 // interactionAuctions is the IN list of the auction joins of
@@ -128,7 +132,7 @@ FROM (
             FROM attributed_purchases_raw FINAL
             PREWHERE purchased_at >= toDateTime(?) AND purchased_at < toDateTime(?)
         ) WHERE attributed = 1 AND day_local IN ({days})
-    ) ANY LEFT JOIN (
+    ) AS purchases ANY LEFT JOIN (
         SELECT marketplace_id, toString(kind) AS interaction_kind, event_id AS interaction_event_id,
                external_vendor_id, vendor_name, external_campaign_id, campaign_name, campaign_type,
                campaign_status, campaign_active, device_type, page_type, page_id, page_value, placement_page
@@ -136,9 +140,9 @@ FROM (
         PREWHERE occurred_at >= toDateTime(?) AND occurred_at < toDateTime(?) AND sponsored = 1 AND event_id IN (
             SELECT interaction_event_id FROM attributed_purchases_raw
             WHERE purchased_at >= toDateTime(?) AND purchased_at < toDateTime(?) AND attributed = 1)
-    ) USING (marketplace_id, interaction_kind, interaction_event_id)
-) ANY LEFT JOIN (` + auctionDims + `
-) USING (marketplace_id, auction_id)
+    ) AS credited USING (marketplace_id, interaction_kind, interaction_event_id)
+) AS with_interaction ANY LEFT JOIN (` + auctionDims + `
+) AS auction_ctx USING (marketplace_id, auction_id)
 GROUP BY marketplace_id, day_local, {grain}`
 
 // purchaseAuctions is the IN list of the auction join of insertPurchases.

@@ -6,7 +6,9 @@
 #   - zookeeper (Debian's 3.8, with a Java runtime), for the replicated ClickHouse cluster that
 #     deploy/localstack starts for the cluster tests (Options.ClickHouseReplicas);
 #   - nodejs and npm with apt-get, only when the `node` or `npm` command is missing (for e2e/sdk_test.go);
-#   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw.
+#   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw;
+#   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
+#     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so.
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
 # packages come with are never used, and are stopped and disabled right after this script installs them.
@@ -93,4 +95,25 @@ if [ ! -x "$vgw" ] || [ tools/go.mod -nt "$vgw" ] || [ tools/go.sum -nt "$vgw" ]
 	(cd tools && GOWORK=off "$go_bin" build -o "$vgw.tmp" github.com/versity/versitygw/cmd/versitygw) ||
 		{ rm -f "$vgw.tmp"; die "building versitygw failed"; }
 	mv -f "$vgw.tmp" "$vgw"
+fi
+
+# chDB: the npm package, whose platform package ships libchdb.so (ClickHouse 26.7 as a library); the
+# two-engine tests (e2e/twoengines_test.go, internal/chdb) load it through chdb-go. Installed with npm like
+# the JS SDK of e2e/sdk_test.go, into a folder of the project's own (about 550 MB); skipped when that
+# version is there.
+chdb_version=3.4.0
+chdb_dir="$repo_root/.endcap/chdb"
+chdb_lib="$chdb_dir/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so"
+chdb_have="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$chdb_dir/node_modules/chdb/package.json" 2>/dev/null | head -n1 || true)"
+if [ "$chdb_have" != "$chdb_version" ] || [ ! -s "$chdb_lib" ]; then
+	case "$(uname -s)/$(uname -m)" in
+	Linux/x86_64) ;;
+	*) die "chDB: this script installs the linux-x64 library only (found $(uname -s)/$(uname -m))" ;;
+	esac
+	command -v npm >/dev/null 2>&1 || die "npm not found (needed to install chDB)"
+	say "installing chdb@$chdb_version (npm) into .endcap/chdb"
+	mkdir -p "$chdb_dir"
+	[ -f "$chdb_dir/package.json" ] || printf '{"name":"endcap-chdb","private":true}\n' >"$chdb_dir/package.json"
+	quietly npm install --prefix "$chdb_dir" --no-audit --no-fund --no-update-notifier --save-exact "chdb@$chdb_version"
+	[ -s "$chdb_lib" ] || die "chdb@$chdb_version installed, but $chdb_lib is missing"
 fi

@@ -7,6 +7,10 @@
 //
 // When the servers are not installed, tests skip, unless
 // ENDCAP_TEST_REQUIRE_STACK=1 (as `make test` sets), which makes them fail.
+//
+// With ENDCAP_TEST_CHDB=1, every statement a test sends to the database of
+// its Config is replayed on ClickHouse 26 (chDB) when the test ends, and one
+// that 26 refuses fails the test (internal/chdb.CheckTest).
 package testenv
 
 import (
@@ -31,6 +35,7 @@ import (
 
 	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
+	"github.com/endcap/endcap/internal/chdb"
 )
 
 // Env is the set of running servers of one test binary.
@@ -61,6 +66,7 @@ var (
 // are not counted.
 func Main(m *testing.M) {
 	code := m.Run()
+	chdb.CloseShared()
 	if shared != nil && shared.stack != nil {
 		_ = shared.stack.Stop()
 		_ = os.RemoveAll(shared.dir)
@@ -200,6 +206,7 @@ func (e *Env) Config(t testing.TB, brokers []string) config.Config {
 	c.KafkaEventsPartitions = 3
 	c.ClickHouseAddr = e.ClickHouseAddr
 	c.ClickHouseDatabase = "endcap_test_" + id
+	chdb.CheckTest(t, c.ClickHouseDatabase)
 	c.RedisAddr = e.RedisAddr
 	c.S3Endpoint = e.S3Endpoint
 	c.S3AccessKey = e.S3AccessKey

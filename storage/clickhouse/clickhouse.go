@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -64,7 +65,26 @@ func Open(o Options) (Conn, error) {
 	if !identRe.MatchString(o.Database) {
 		return nil, fmt.Errorf("clickhouse: database name %q is not a plain identifier", o.Database)
 	}
-	return open(o, o.Database)
+	c, err := open(o, o.Database)
+	if err == nil {
+		if h := openHook.Load(); h != nil {
+			c = (*h)(o, c)
+		}
+	}
+	return c, err
+}
+
+var openHook atomic.Pointer[func(Options, Conn) Conn]
+
+// SetOpenHook makes Open pass every connection it returns through wrap (nil:
+// none). For tests: storage/clickhouse/chrecord records the statements the
+// code sends this way.
+func SetOpenHook(wrap func(Options, Conn) Conn) {
+	if wrap == nil {
+		openHook.Store(nil)
+		return
+	}
+	openHook.Store(&wrap)
 }
 
 func open(o Options, db string) (Conn, error) {
