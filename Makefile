@@ -4,7 +4,7 @@ BIN     := bin/endcap
 GOFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: run test build deps unit lint bench-events bench-auctions clean-dev
+.PHONY: run test build deps test-deps unit lint bench-events bench-auctions clean-dev
 
 ## build: the development binary into bin/endcap (with dev, kafka and loadgen: -tags dev); the
 ## production binary is a plain `go build ./cmd/endcap`
@@ -15,13 +15,17 @@ build:
 deps:
 	./deploy/local/install.sh
 
+## test-deps: deps, and what only the tests need (ZooKeeper, Node.js for the SDK test, chDB); idempotent
+test-deps:
+	./deploy/local/install.sh --test
+
 ## run: the whole system on the local stack with a demo marketplace (Ctrl-C stops it)
 run: deps build
 	./$(BIN) dev
 
 ## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake; every statement of the
 ## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md)
-test: deps
+test: test-deps
 	$(GO) vet ./...
 	$(GO) vet -tags dev ./cmd/endcap
 	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_CHDB=1 $(GO) test -count=1 -timeout 40m ./...

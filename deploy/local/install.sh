@@ -3,16 +3,24 @@
 # already there:
 #   - clickhouse-server + clickhouse-client (Debian's 18.16) and redis-server, with apt-get (as root, or
 #     through sudo);
+#   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw;
+# and, with --test (make test), what only the tests need:
 #   - zookeeper (Debian's 3.8, with a Java runtime), for the replicated ClickHouse cluster that
 #     deploy/localstack starts for the cluster tests (Options.ClickHouseReplicas);
 #   - nodejs and npm with apt-get, only when the `node` or `npm` command is missing (for e2e/sdk_test.go);
-#   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw;
 #   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
 #     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so.
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
 # packages come with are never used, and are stopped and disabled right after this script installs them.
 set -euo pipefail
+
+tests=0
+case "${1:-}" in
+--test) tests=1 ;;
+"") ;;
+*) printf 'usage: %s [--test]\n' "$0" >&2; exit 2 ;;
+esac
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
@@ -64,14 +72,15 @@ apt_install() {
 newly_installed=()
 apt_install -- clickhouse-server clickhouse-client
 apt_install --no-install-recommends -- redis-server
-# The test cluster's ZooKeeper runs as a child of the tests with a configuration of its own
-# (zkServer.sh start-foreground); the package's own service is never started.
-apt_install --no-install-recommends -- zookeeper
-
-# node and npm, for the official JS SDK end-to-end test (e2e/sdk_test.go), only when the command is missing:
-# a node from elsewhere (nodesource's nodejs package ships npm itself) is left alone.
-command -v node >/dev/null 2>&1 || apt_install --no-install-recommends -- nodejs
-command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
+if [ "$tests" -eq 1 ]; then
+	# The test cluster's ZooKeeper runs as a child of the tests with a configuration of its own
+	# (zkServer.sh start-foreground); the package's own service is never started.
+	apt_install --no-install-recommends -- zookeeper
+	# node and npm, for the official JS SDK end-to-end test (e2e/sdk_test.go) and chDB, only when the
+	# command is missing: a node from elsewhere (nodesource's nodejs package ships npm itself) is left alone.
+	command -v node >/dev/null 2>&1 || apt_install --no-install-recommends -- nodejs
+	command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
+fi
 
 # Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;
 # the stack never uses them. Left alone when the package was already installed: that is the owner's.
@@ -105,7 +114,7 @@ chdb_version=3.4.0
 chdb_dir="$repo_root/.endcap/chdb"
 chdb_lib="$chdb_dir/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so"
 chdb_have="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$chdb_dir/node_modules/chdb/package.json" 2>/dev/null | head -n1 || true)"
-if [ "$chdb_have" != "$chdb_version" ] || [ ! -s "$chdb_lib" ]; then
+if [ "$tests" -eq 1 ] && { [ "$chdb_have" != "$chdb_version" ] || [ ! -s "$chdb_lib" ]; }; then
 	case "$(uname -s)/$(uname -m)" in
 	Linux/x86_64) ;;
 	*) die "chDB: this script installs the linux-x64 library only (found $(uname -s)/$(uname -m))" ;;
