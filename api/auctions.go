@@ -9,10 +9,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/internal/jsontext"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/management/accounts"
 )
 
 // Auctioneer runs auctions (auction.Engine).

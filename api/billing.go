@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/billing"
-	"github.com/endcap/endcap/validation"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/management/billing"
 )
 
 // Billing contacts and their links to vendors

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/management/campaigns"
 )
 
 // CampaignRoutes serves campaigns and bids under /campaign-service and the

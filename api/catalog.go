@@ -11,9 +11,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/storage/statelog"
-	"github.com/endcap/endcap/validation"
 )
 
 // Catalog list pages: default and maximum number of items.

@@ -10,8 +10,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/ingest"
-	"github.com/endcap/endcap/records"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 // readBody reads the whole request body, at most limit bytes. It answers 413

@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/exports"
+	"github.com/endcap/endcap/reporting/exports"
 )
 
 // Exports (docs/exports.md). Every error of these routes, validation

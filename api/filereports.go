@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/scoredfiles"
-	"github.com/endcap/endcap/validation"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
 // Scored-attribution files (docs/scored-attribution.md).

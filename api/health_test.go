@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/statelog"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/invitations"
+	"github.com/endcap/endcap/management/invitations"
 )
 
 // Invitations of vendors' users (docs/billing-webhooks-invitations-offsite.md).

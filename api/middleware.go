@@ -10,8 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/accounts"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/management/accounts"
 )
 
 // normalizePath makes the paths real clients send routable without a

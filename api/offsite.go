@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/offsite"
+	"github.com/endcap/endcap/management/offsite"
 )
 
 // Advertiser domains of offsite advertising

@@ -16,13 +16,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/endcap/endcap/accounts"
-	"github.com/endcap/endcap/idempotency"
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/jsontext"
-	"github.com/endcap/endcap/pagination"
+	"github.com/endcap/endcap/internal/pagination"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/statelog"
-	"github.com/endcap/endcap/validation"
 )
 
 // RouteSet installs one area's /public/v1 routes. Route sets live in this

@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 // Defaults of the rate limiter's behaviour when Redis is slow or down

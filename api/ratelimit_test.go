@@ -14,8 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/redisstore"
 )
 

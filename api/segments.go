@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/segments"
-	"github.com/endcap/endcap/validation"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/management/segments"
 )
 
 // SegmentRoutes serves /public/v1/segment-service (docs/segments.md).

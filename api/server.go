@@ -11,9 +11,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/management/accounts"
 )
 
 // Deps are what the HTTP layer calls into. Accounts and Events may be nil for

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/vendorcharges"
+	"github.com/endcap/endcap/reporting/vendorcharges"
 )
 
 // Vendor charges (docs/vendor-charges.md).

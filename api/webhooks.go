@@ -7,7 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/webhooks"
+	"github.com/endcap/endcap/management/webhooks"
 )
 
 // Webhooks (docs/webhooks.md).

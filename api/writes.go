@@ -13,8 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/idempotency"
-	"github.com/endcap/endcap/validation"
+	"github.com/endcap/endcap/internal/idempotency"
+	"github.com/endcap/endcap/internal/validation"
 )
 
 // Writes of /public/v1 (docs/management-api.md):

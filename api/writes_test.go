@@ -21,9 +21,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/accounts"
-	"github.com/endcap/endcap/idempotency"
+	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
 )

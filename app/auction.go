@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/auction/budget"
 )
 
 // auctionEngine builds the auction engine over the process's in-memory views

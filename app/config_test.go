@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
 )
 

@@ -3,16 +3,16 @@ package app
 import (
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/auction/index"
-	"github.com/endcap/endcap/billing"
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/catalog"
-	"github.com/endcap/endcap/exports"
-	"github.com/endcap/endcap/invitations"
-	"github.com/endcap/endcap/offsite"
-	"github.com/endcap/endcap/scoredfiles"
-	"github.com/endcap/endcap/segments"
-	"github.com/endcap/endcap/vendorcharges"
-	"github.com/endcap/endcap/webhooks"
+	"github.com/endcap/endcap/management/billing"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/management/invitations"
+	"github.com/endcap/endcap/management/offsite"
+	"github.com/endcap/endcap/management/segments"
+	"github.com/endcap/endcap/management/webhooks"
+	"github.com/endcap/endcap/reporting/exports"
+	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/reporting/vendorcharges"
 )
 
 // domains builds the management services on the entities log and returns

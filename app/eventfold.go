@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/endcap/endcap/attribution"
-	"github.com/endcap/endcap/campaigns"
 	"github.com/endcap/endcap/internal/retry"
+	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/reporting/attribution"
 	"github.com/endcap/endcap/storage/kafka"
 )
 

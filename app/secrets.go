@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/storage/redisstore"
 )

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/scoredfiles"
-	"github.com/endcap/endcap/webhooks"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
 // Webhook deliveries (docs/webhooks.md): the api serves the delivery log,

@@ -14,9 +14,9 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/index"
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/catalog"
-	"github.com/endcap/endcap/entityref"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/management/entityref"
 )
 
 // The auction engine: from a validated Request and the in-memory views of the

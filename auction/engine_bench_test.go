@@ -28,11 +28,11 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
-	"github.com/endcap/endcap/budget"
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/storage/statelog"
 )
 

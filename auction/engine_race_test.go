@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/campaigns"
+	"github.com/endcap/endcap/management/campaigns"
 )
 
 // smallWorld is the benchmark's world at 2,000 products and 200 campaigns,

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/uber/h3-go/v4"
 	"strconv"
+
+	"github.com/uber/h3-go/v4"
 )
 
 // The listings `filter`: which products may win, by their attributes and

@@ -1,6 +1,6 @@
 package auction
 
-import "github.com/endcap/endcap/records"
+import "github.com/endcap/endcap/internal/records"
 
 // Record is one auction as the auctions topic carries it (records.Auction:
 // the topic's schema lives with the other records, so that the projector

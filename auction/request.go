@@ -13,8 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/endcap/endcap/internal/jsontext"
-	"github.com/endcap/endcap/money"
-	"github.com/endcap/endcap/validation"
+	"github.com/endcap/endcap/internal/money"
+	"github.com/endcap/endcap/internal/validation"
 
 	"github.com/uber/h3-go/v4"
 )

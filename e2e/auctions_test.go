@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/segments"
+	"github.com/endcap/endcap/management/segments"
 )
 
 // Helpers of the auction tests (au*).

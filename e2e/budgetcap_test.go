@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 )
 

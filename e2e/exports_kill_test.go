@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/exports"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/s3store"
 )

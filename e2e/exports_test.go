@@ -16,9 +16,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/endcap/endcap/config"
-	"github.com/endcap/endcap/exports"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/reporting/exports"
 )
 
 // Helpers of the exports tests (ex*).

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/budget"
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"

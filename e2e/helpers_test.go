@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/accounts"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 )
 

@@ -24,12 +24,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/budget"
-	exportsfile "github.com/endcap/endcap/exports"
+	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/records"
-	"github.com/endcap/endcap/scoredfiles"
+	exportsfile "github.com/endcap/endcap/reporting/exports"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/scoredfiles"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
 const sfPath = "/public/v1/reporting-service/file-reports/scored-attribution"

@@ -15,10 +15,10 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
+	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/pagination"
 	"github.com/endcap/endcap/storage/redisstore"
 )
 

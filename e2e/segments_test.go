@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/accounts"
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/accounts"
 )
 
 const sgBase = "/public/v1/segment-service/segments"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/endcap/endcap/internal/chdb"
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/scoredfiles"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/clickhouse/chrecord"
 )

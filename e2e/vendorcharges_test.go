@@ -16,11 +16,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/records"
 )
 
 // Helpers of the vendor-charges tests (vc*).

@@ -16,7 +16,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/webhooks"
+	"github.com/endcap/endcap/management/webhooks"
 )
 
 // hookReceiver is a loopback endpoint that verifies every request with the

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/errkind"
-	"github.com/endcap/endcap/records"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 // ErrUnavailable means the log did not acknowledge every record in time. The

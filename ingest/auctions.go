@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 // auctionLossLogInterval is the least time between two log lines about lost

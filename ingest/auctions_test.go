@@ -20,9 +20,9 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
-	"github.com/endcap/endcap/telemetry"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

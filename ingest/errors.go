@@ -1,6 +1,6 @@
 package ingest
 
-import "github.com/endcap/endcap/validation"
+import "github.com/endcap/endcap/internal/validation"
 
 // Error codes of /v2 (spec "Error codes" and wire-contract.md).
 const (

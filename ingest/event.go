@@ -3,7 +3,7 @@
 // and of wire-contract.md; the HTTP layer only decodes and encodes.
 package ingest
 
-import "github.com/endcap/endcap/records"
+import "github.com/endcap/endcap/internal/records"
 
 // The events topic's record types (package records), under the names the
 // parser and the appender use.

@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/jsontext"
-	"github.com/endcap/endcap/money"
-	"github.com/endcap/endcap/validation"
+	"github.com/endcap/endcap/internal/money"
+	"github.com/endcap/endcap/internal/validation"
 )
 
 // This file decodes and validates a POST /v2/events body.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/records"
+	"github.com/endcap/endcap/internal/records"
 )
 
 // TestAuctionRowsReset: reset empties every column buffer (a column left

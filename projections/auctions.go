@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/records"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // AuctionsGroup is the consumer group of the auctions projector.

@@ -14,11 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/telemetry"
 )
 
 func skippedAuctionRecords() float64 {

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/retry"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/kafka"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // GroupOptions are the consumer-group timings every projector shares

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/records"
+	"github.com/endcap/endcap/internal/records"
 )
 
 const day = 24 * time.Hour

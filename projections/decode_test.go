@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/records"
+	"github.com/endcap/endcap/internal/records"
 )
 
 // TestDecodeInPlace: the batch is decoded in chunks into one slice; records

@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/statelog"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // EntitiesGroup is the consumer group of the entity-state projector.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/endcap/endcap/records"
+	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/records"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 // EventsGroup is the consumer group that folds the events topic.

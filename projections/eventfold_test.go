@@ -21,13 +21,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // foldEnv is what a test of the fold needs: a Kafka cluster of its own with

@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
-	"github.com/endcap/endcap/records"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 

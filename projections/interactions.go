@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/budget"
-	"github.com/endcap/endcap/records"
+	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // Interactions is the sink of the events fold that folds impressions and

@@ -23,9 +23,9 @@ import (
 	"unique"
 	"unsafe"
 
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/catalog"
 	"github.com/endcap/endcap/internal/idlist"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
 )
 
 // Index is the auction index of every marketplace.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
 )
 
 const mp = "mp-1"

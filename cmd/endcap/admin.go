@@ -16,14 +16,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/attribution"
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
+	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/reporting/attribution"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // adminSession is a short-lived view of the accounts log, enough to validate

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/statelog"
 )
 

@@ -13,7 +13,7 @@ func TestProductionBuildLinksNoDevTools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	dev := []string{"github.com/endcap/endcap/loadgen", "github.com/endcap/endcap/deploy/localstack", "github.com/twmb/franz-go/pkg/kfake"}
+	dev := []string{"github.com/endcap/endcap/deploy/loadgen", "github.com/endcap/endcap/deploy/localstack", "github.com/twmb/franz-go/pkg/kfake"}
 	for _, c := range []struct {
 		tags string
 		want bool

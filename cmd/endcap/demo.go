@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/campaigns"
-	"github.com/endcap/endcap/catalog"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/storage/statelog"
 )
 

@@ -17,13 +17,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/endcap/endcap/accounts"
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/gomem"
 	"github.com/endcap/endcap/internal/masterkey"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/management/accounts"
 )
 
 // credentials is .endcap/dev/credentials.json.

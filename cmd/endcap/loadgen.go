@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/loadgen"
+	"github.com/endcap/endcap/deploy/loadgen"
 )
 
 func cmdLoadgen(ctx context.Context, args []string) error {

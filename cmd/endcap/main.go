@@ -16,9 +16,9 @@ import (
 	_ "time/tzdata" // marketplace time zones must resolve on hosts without zoneinfo
 
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/config"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/gomem"
-	"github.com/endcap/endcap/telemetry"
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 const usage = `endcap — the Endcap retail-media platform

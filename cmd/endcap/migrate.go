@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/telemetry"
 )
 
 func cmdMigrate(ctx context.Context, args []string) error {

@@ -9,11 +9,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/endcap/endcap/scoredfiles"
+	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
-	"github.com/endcap/endcap/telemetry"
 )
 
 // reportTimeout bounds one re-run by hand.

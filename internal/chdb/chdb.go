@@ -98,7 +98,7 @@ func Start(ctx context.Context, dir string) (*Engine, error) {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goBin = "/usr/local/go/bin/go" // where the project's scripts put it on PATH
 	}
 	bin := filepath.Join(dir, "chdbserve")
 	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)

@@ -33,9 +33,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
-	"github.com/endcap/endcap/config"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/chdb"
+	"github.com/endcap/endcap/internal/config"
 )
 
 // Env is the set of running servers of one test binary.

@@ -1,0 +1,488 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/internal/telemetry"
+)
+
+// fakeClock is a settable refresh clock.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (f *fakeClock) now() time.Time      { return time.Unix(0, f.ns.Load()) }
+func (f *fakeClock) set(t time.Time)     { f.ns.Store(t.UnixNano()) }
+func (f *fakeClock) add(d time.Duration) { f.ns.Add(int64(d)) }
+
+func newClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.set(t)
+	return c
+}
+
+// setup returns a miniredis server, a client of it, and a cache on that
+// client whose refresh clock is clk.
+func setup(t *testing.T, clk *fakeClock) (*miniredis.Miniredis, redis.UniversalClient, *Cache) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := NewCache(rdb, Options{Timeout: 500 * time.Millisecond})
+	c.now = clk.now
+	return mr, rdb, c
+}
+
+func add(t *testing.T, rdb redis.UniversalClient, mp, campaign, day string, micros int64) {
+	t.Helper()
+	if err := AddSpend(t.Context(), rdb, mp, campaign, day, micros); err != nil {
+		t.Fatalf("AddSpend: %v", err)
+	}
+}
+
+func refresh(t *testing.T, c *Cache) {
+	t.Helper()
+	if err := c.RefreshNow(t.Context()); err != nil {
+		t.Fatalf("RefreshNow: %v", err)
+	}
+}
+
+// wantSpend checks one Spend answer.
+func wantSpend(t *testing.T, c *Cache, mp string, loc *time.Location, campaign string, now time.Time, day, total int64) {
+	t.Helper()
+	d, tot := c.Spend(mp, loc, campaign, now)
+	if d != day || tot != total {
+		t.Errorf("Spend(%s, %s, %s) = (%d, %d), want (%d, %d)", mp, campaign, now.Format(time.RFC3339), d, tot, day, total)
+	}
+}
+
+func TestAddSpend(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	mr, rdb, _ := setup(t, clk)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 1_500_000)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 500_000) // not idempotent: adds up
+	add(t, rdb, "mp1", "c2", "2024-05-10", 7)
+	add(t, rdb, "mp1", "c1", "2024-05-09", 3)
+	checks := []struct{ key, field, want string }{
+		{"ec:spend:{mp1}:d:2024-05-10", "c1", "2000000"},
+		{"ec:spend:{mp1}:d:2024-05-10", "c2", "7"},
+		{"ec:spend:{mp1}:d:2024-05-09", "c1", "3"},
+		{"ec:spend:{mp1}:total", "c1", "2000003"},
+		{"ec:spend:{mp1}:total", "c2", "7"},
+	}
+	for _, ck := range checks {
+		if got := mr.HGet(ck.key, ck.field); got != ck.want {
+			t.Errorf("HGET %s %s = %q, want %q", ck.key, ck.field, got, ck.want)
+		}
+	}
+	if ttl := mr.TTL("ec:spend:{mp1}:d:2024-05-10"); ttl != DayTTL {
+		t.Errorf("day hash TTL = %s, want %s", ttl, DayTTL)
+	}
+	if ttl := mr.TTL("ec:spend:{mp1}:total"); ttl != 0 {
+		t.Errorf("total hash TTL = %s, want none", ttl)
+	}
+}
+
+func TestAddSpendRejectsBadInput(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	mr, rdb, _ := setup(t, clk)
+	tests := []struct {
+		name, mp, campaign, day string
+		micros                  int64
+		want                    string
+	}{
+		{"empty marketplace", "", "c1", "2024-05-10", 1, "empty marketplace"},
+		{"brace in marketplace", "a}b", "c1", "2024-05-10", 1, "brace"},
+		{"empty campaign", "mp", "", "2024-05-10", 1, "empty campaign"},
+		{"bad day", "mp", "c1", "2024-13-01", 1, "not a YYYY-MM-DD"},
+		{"day not zero-padded", "mp", "c1", "2024-5-10", 1, "not a YYYY-MM-DD"},
+		{"zero micros", "mp", "c1", "2024-05-10", 0, "must be positive"},
+		{"negative micros", "mp", "c1", "2024-05-10", -1, "must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := AddSpend(t.Context(), rdb, tt.mp, tt.campaign, tt.day, tt.micros)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Errorf("rejected calls wrote %v", keys)
+	}
+}
+
+func TestSpendUnknownIsZero(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	now := clk.now()
+	add(t, rdb, "mp1", "c1", "2024-05-10", 100)
+	// Not loaded yet: everything reads 0, and the call registers mp1.
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 0, 0)
+	if _, ok := c.Age("mp1"); ok {
+		t.Error("Age reports a snapshot before any refresh")
+	}
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 100, 100)
+	wantSpend(t, c, "mp1", time.UTC, "unknown-campaign", now, 0, 0)
+	// A marketplace with no spend at all loads as empty.
+	wantSpend(t, c, "mp2", time.UTC, "c1", now, 0, 0)
+	refresh(t, c)
+	if _, ok := c.Age("mp2"); !ok {
+		t.Error("mp2 not loaded after a refresh")
+	}
+	wantSpend(t, c, "mp2", time.UTC, "c1", now, 0, 0)
+	// Marketplaces do not see each other's spend.
+	wantSpend(t, c, "mp2", time.UTC, "c1", now, 0, 0)
+}
+
+func TestRefreshPicksUpSpend(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	now := clk.now()
+	c.Register("mp1", time.UTC)
+	add(t, rdb, "mp1", "c1", "2024-05-09", 1_000) // yesterday: total only
+	add(t, rdb, "mp1", "c1", "2024-05-10", 250)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 250, 1_250)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 50)
+	add(t, rdb, "mp1", "c2", "2024-05-10", 9)
+	// Served from memory until the next refresh.
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 250, 1_250)
+	wantSpend(t, c, "mp1", time.UTC, "c2", now, 0, 0)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 300, 1_300)
+	wantSpend(t, c, "mp1", time.UTC, "c2", now, 9, 9)
+}
+
+func TestDayRollover(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	// 23:59:30 CEST on 2024-05-10.
+	clk := newClock(utc("2024-05-10T21:59:30Z"))
+	_, rdb, c := setup(t, clk)
+	c.Register("mp1", berlin)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 700)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", berlin, "c1", utc("2024-05-10T21:59:50Z"), 700, 700)
+	// Past local midnight, before a refresh: day spend of the new day is 0.
+	wantSpend(t, c, "mp1", berlin, "c1", utc("2024-05-10T22:00:00Z"), 0, 700)
+	wantSpend(t, c, "mp1", berlin, "c1", utc("2024-05-10T22:00:10Z"), 0, 700)
+	// The refresh after midnight reads the new day's hash.
+	clk.set(utc("2024-05-10T22:00:20Z"))
+	add(t, rdb, "mp1", "c1", "2024-05-11", 40)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", berlin, "c1", utc("2024-05-10T22:00:30Z"), 40, 740)
+	// A time before the loaded day (a late caller) reads 0 day spend too.
+	wantSpend(t, c, "mp1", berlin, "c1", utc("2024-05-10T21:59:59Z"), 0, 740)
+}
+
+func TestZoneChange(t *testing.T) {
+	tokyo := mustLoc(t, "Asia/Tokyo")
+	// 20:00Z on 2024-05-10 is 05:00 on 2024-05-11 in Tokyo.
+	clk := newClock(utc("2024-05-10T20:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	now := clk.now()
+	c.Register("mp1", time.UTC)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 5)
+	add(t, rdb, "mp1", "c1", "2024-05-11", 7)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 5, 12)
+	// Asked in Tokyo time: the snapshot holds another local day.
+	wantSpend(t, c, "mp1", tokyo, "c1", now, 0, 12)
+	refresh(t, c) // loads the zone the last call used
+	wantSpend(t, c, "mp1", tokyo, "c1", now, 7, 12)
+	// A zone with the same name but another *Location is the same zone.
+	wantSpend(t, c, "mp1", mustLoc(t, "Asia/Tokyo"), "c1", now, 7, 12)
+}
+
+func TestMarketplaceExpiry(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	start := clk.now()
+	add(t, rdb, "busy", "c1", "2024-05-10", 3)
+	add(t, rdb, "idle", "c1", "2024-05-10", 4)
+	c.Spend("busy", time.UTC, "c1", start)
+	select {
+	case <-c.kick:
+	default:
+		t.Error("registering a marketplace did not wake the refresh loop")
+	}
+	c.Spend("idle", time.UTC, "c1", start)
+	refresh(t, c)
+	wantSpend(t, c, "busy", time.UTC, "c1", start, 3, 3)
+	wantSpend(t, c, "idle", time.UTC, "c1", start, 4, 4)
+
+	c.Spend("busy", time.UTC, "c1", start.Add(9*time.Minute))
+	clk.set(start.Add(IdleAfter)) // idle was last asked for exactly IdleAfter ago: kept
+	refresh(t, c)
+	if _, ok := c.Age("idle"); !ok {
+		t.Fatal("idle dropped at exactly IdleAfter")
+	}
+	clk.set(start.Add(IdleAfter + time.Second))
+	refresh(t, c)
+	if _, ok := c.Age("idle"); ok {
+		t.Error("idle still cached after IdleAfter without a call")
+	}
+	if _, ok := c.Age("busy"); !ok {
+		t.Error("busy dropped although used 9 minutes after start")
+	}
+	if got := len(c.reg.Load().m); got != 1 {
+		t.Errorf("cache holds %d marketplaces, want 1", got)
+	}
+	// Asked for again: registered again, loaded by the next refresh.
+	now := clk.now()
+	wantSpend(t, c, "idle", time.UTC, "c1", now, 0, 0)
+	refresh(t, c)
+	wantSpend(t, c, "idle", time.UTC, "c1", now, 4, 4)
+}
+
+func TestRedisDownKeepsLastSnapshot(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	mr, rdb, c := setup(t, clk)
+	now := clk.now()
+	c.Register("mp1", time.UTC)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 10)
+	refresh(t, c)
+	if age, ok := c.Age("mp1"); !ok || age != 0 {
+		t.Fatalf("Age = %s, %v; want 0, true", age, ok)
+	}
+	errsBefore := testutil.ToFloat64(telemetry.BudgetRefreshes.WithLabelValues("error"))
+
+	mr.Close()
+	clk.add(5 * time.Second)
+	err := c.RefreshNow(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `marketplace "mp1"`) {
+		t.Fatalf("RefreshNow with Redis down = %v, want an error naming mp1", err)
+	}
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 10, 10)
+	if age, ok := c.Age("mp1"); !ok || age != 5*time.Second {
+		t.Errorf("Age = %s, %v; want 5s, true", age, ok)
+	}
+	if got := testutil.ToFloat64(telemetry.BudgetRefreshes.WithLabelValues("error")) - errsBefore; got != 1 {
+		t.Errorf("error count rose by %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(telemetry.BudgetSnapshotAge); got != 5 {
+		t.Errorf("max snapshot age gauge = %v, want 5", got)
+	}
+
+	// Back up, with the data it had.
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	add(t, rdb, "mp1", "c1", "2024-05-10", 1)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 11, 11)
+	if age, ok := c.Age("mp1"); !ok || age != 0 {
+		t.Errorf("Age after recovery = %s, %v; want 0, true", age, ok)
+	}
+}
+
+func TestCorruptValueKeepsLastSnapshot(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	mr, rdb, c := setup(t, clk)
+	now := clk.now()
+	c.Register("mp1", time.UTC)
+	add(t, rdb, "mp1", "c1", "2024-05-10", 10)
+	refresh(t, c)
+	mr.HSet(TotalKey("mp1"), "c2", "lots")
+	add(t, rdb, "mp1", "c1", "2024-05-10", 5)
+	err := c.RefreshNow(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `"lots", not an integer`) {
+		t.Fatalf("RefreshNow = %v, want a not-an-integer error", err)
+	}
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 10, 10)
+}
+
+func TestOneFailingMarketplaceDoesNotStopOthers(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	mr, rdb, c := setup(t, clk)
+	now := clk.now()
+	c.Register("bad", time.UTC)
+	c.Register("good", time.UTC)
+	mr.HSet(DayKey("bad", "2024-05-10"), "c1", "x")
+	add(t, rdb, "good", "c1", "2024-05-10", 8)
+	err := c.RefreshNow(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `"bad"`) || strings.Contains(err.Error(), `"good"`) {
+		t.Fatalf("RefreshNow = %v, want an error for bad only", err)
+	}
+	wantSpend(t, c, "good", time.UTC, "c1", now, 8, 8)
+}
+
+func TestRun(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := NewCache(rdb, Options{Refresh: time.Hour}) // only registration wakes it here
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	now := time.Now()
+	add(t, rdb, "mp1", "c1", DayOf(now, time.UTC), 21)
+	wantSpend(t, c, "mp1", time.UTC, "c1", now, 0, 0) // registers, wakes Run
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if d, tot := c.Spend("mp1", time.UTC, "c1", now); d == 21 && tot == 21 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not load a newly registered marketplace")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not stop with its context")
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := NewCache(nil, Options{})
+	if c.opts.Refresh != DefaultRefresh || c.opts.Timeout != DefaultTimeout || c.log == nil {
+		t.Errorf("defaults not applied: %+v", c.opts)
+	}
+}
+
+// TestConcurrentSpend runs readers against refreshes, registrations and
+// expiry; run with -race.
+func TestConcurrentSpend(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	for i := range 4 {
+		add(t, rdb, fmt.Sprintf("mp%d", i), "c1", "2024-05-10", int64(i+1))
+		if i%2 == 0 {
+			c.Register(fmt.Sprintf("mp%d", i), time.UTC) // the others register from Spend
+		}
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	defer wg.Wait()
+	defer close(stop) // also when a refresh below fails the test
+	for g := range 4 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mp := fmt.Sprintf("mp%d", (g+n)%4)
+				d, tot := c.Spend(mp, time.UTC, "c1", clk.now())
+				if d != 0 && d != int64((g+n)%4+1) || d != tot {
+					t.Errorf("Spend(%s) = (%d, %d)", mp, d, tot)
+					return
+				}
+				runtime.Gosched() // leave the CPU to the refreshes on small machines
+			}
+		})
+	}
+	for i := range 20 {
+		refresh(t, c)
+		if i == 10 {
+			clk.add(IdleAfter / 2) // readers keep every marketplace in use
+		}
+	}
+	for i := range 4 {
+		wantSpend(t, c, fmt.Sprintf("mp%d", i), time.UTC, "c1", clk.now(), int64(i+1), int64(i+1))
+	}
+}
+
+func BenchmarkSpend(b *testing.B) {
+	berlin := mustLoc(b, "Europe/Berlin")
+	mr := miniredis.RunT(b)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	b.Cleanup(func() { _ = rdb.Close() })
+	now := time.Now()
+	day := DayOf(now, berlin)
+	const campaigns = 10_000
+	ids := make([]string, campaigns)
+	fields := make([]string, 0, 2*campaigns)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("campaign-%d", i)
+		fields = append(fields, ids[i], fmt.Sprint(i+1))
+	}
+	mr.HSet(DayKey("mp", day), fields...)
+	mr.HSet(TotalKey("mp"), fields...)
+	c := NewCache(rdb, Options{})
+	c.Register("mp", berlin)
+	if err := c.RefreshNow(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	if d, _ := c.Spend("mp", berlin, ids[42], now); d != 43 {
+		b.Fatalf("day spend = %d, want 43", d)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			d, _ := c.Spend("mp", berlin, ids[i%campaigns], now)
+			if d == 0 {
+				b.Error("zero spend")
+				return
+			}
+			i++
+		}
+	})
+}
+
+func TestCanceledRefreshIsNotARedisFailure(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, _, c := setup(t, clk)
+	c.Register("mp1", time.UTC)
+	before := testutil.ToFloat64(telemetry.BudgetRefreshes.WithLabelValues("error"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := c.RefreshNow(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RefreshNow on a canceled context = %v, want context.Canceled", err)
+	}
+	if got := testutil.ToFloat64(telemetry.BudgetRefreshes.WithLabelValues("error")) - before; got != 0 {
+		t.Errorf("error count rose by %v on shutdown", got)
+	}
+	if c.reg.Load().m["mp1"].failing.Load() {
+		t.Error("marketplace marked failing on shutdown")
+	}
+}
+
+// TestCacheRefusalHints: a refusal hint ("!" and a campaign id) raises its
+// campaign's spend as the cache reports it to at least the hint, in the
+// hash it is in (today's for the daily budget, the total hash), and is not
+// a campaign of its own.
+func TestCacheRefusalHints(t *testing.T) {
+	now := utc("2024-05-10T12:00:00Z")
+	clk := newClock(now)
+	mr, _, c := setup(t, clk)
+	for _, kv := range [][3]string{
+		{"ec:spend:{mp1}:d:2024-05-10", "c", "100"}, {"ec:spend:{mp1}:d:2024-05-10", "!c", "400"},
+		{"ec:spend:{mp1}:d:2024-05-10", "!d", "50"},
+		{"ec:spend:{mp1}:d:2024-05-10", "e", "500"}, {"ec:spend:{mp1}:d:2024-05-10", "!e", "300"},
+		{"ec:spend:{mp1}:d:2024-05-09", "!f", "900"}, // yesterday's: not read
+		{"ec:spend:{mp1}:total", "c", "100"}, {"ec:spend:{mp1}:total", "e", "500"}, {"ec:spend:{mp1}:total", "!f", "70"},
+		{"ec:spend:{mp1}:total", "!", "5"}, // no campaign: a campaign called "!"
+	} {
+		mr.HSet(kv[0], kv[1], kv[2])
+	}
+	c.Register("mp1", time.UTC)
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "c", now, 400, 100)
+	wantSpend(t, c, "mp1", time.UTC, "d", now, 50, 0)
+	wantSpend(t, c, "mp1", time.UTC, "e", now, 500, 500)
+	wantSpend(t, c, "mp1", time.UTC, "f", now, 0, 70)
+	wantSpend(t, c, "mp1", time.UTC, "!c", now, 0, 0)
+	wantSpend(t, c, "mp1", time.UTC, "!", now, 0, 5)
+}

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPrecedence(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(c Config) bool
+		wantErr string
+	}{
+		{"defaults", nil, nil, func(c Config) bool {
+			return c.HTTPAddr == "127.0.0.1:8080" && c.KafkaBrokers[0] == "127.0.0.1:19092" && c.ProduceTimeout == time.Second
+		}, ""},
+		{"env over default", map[string]string{"ENDCAP_KAFKA_BROKERS": "a:1, b:2 ,"}, nil, func(c Config) bool {
+			return len(c.KafkaBrokers) == 2 && c.KafkaBrokers[1] == "b:2"
+		}, ""},
+		{"flag over env", map[string]string{"ENDCAP_HTTP_ADDR": ":1"}, []string{"--http-addr", ":2"}, func(c Config) bool { return c.HTTPAddr == ":2" }, ""},
+		{"bad duration", map[string]string{"ENDCAP_PRODUCE_TIMEOUT": "soon"}, nil, nil, "produce-timeout (ENDCAP_PRODUCE_TIMEOUT)"},
+		{"negative duration", nil, []string{"--dedupe-window", "-1h"}, nil, "must be positive"},
+		{"bad int", nil, []string{"--kafka-events-partitions", "0"}, nil, "at least 1"},
+		{"empty brokers", map[string]string{"ENDCAP_KAFKA_BROKERS": " , "}, nil, nil, "at least one broker"},
+		{"tiny body limit", nil, []string{"--max-body-bytes", "10"}, nil, "at least 1024"},
+		{"bad log level", nil, []string{"--log-level", "loud"}, nil, "debug, info, warn or error"},
+		{"rollup share", map[string]string{"ENDCAP_ROLLUP_MAX_SHARE": "0.5"}, nil, func(c Config) bool {
+			return c.RollupMaxShare == 0.5 && c.RollupInterval == time.Minute && c.RollupFullInterval == time.Hour
+		}, ""},
+		{"rollup share zero", nil, []string{"--rollup-max-share", "0"}, nil, "above 0 and at most 1"},
+		{"rollup share above one", nil, []string{"--rollup-max-share", "1.5"}, nil, "above 0 and at most 1"},
+		{"rollup share not a number", nil, []string{"--rollup-max-share", "NaN"}, nil, "above 0 and at most 1"},
+		{"group timings", map[string]string{"ENDCAP_KAFKA_SESSION_TIMEOUT": "6s"}, []string{"--projector-flush-timeout", "20s"}, func(c Config) bool {
+			return c.KafkaSessionTimeout == 6*time.Second && c.ProjectorFlushTimeout == 20*time.Second && c.KafkaRebalanceTimeout == time.Minute && c.ProjectorStallTimeout == time.Minute
+		}, ""},
+		{"flush timeout not below the rebalance timeout", nil, []string{"--projector-flush-timeout", "60s"}, nil, "must be longer than projector-flush-timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			resolve := Register(fs)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := resolve()
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.check(cfg) {
+				t.Errorf("unexpected config %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestEveryDefaultParses(t *testing.T) {
+	_ = Default()
+	for _, row := range EnvTable() {
+		if !strings.HasPrefix(row[1], "ENDCAP_") {
+			t.Errorf("%s: variable %s lacks the ENDCAP_ prefix", row[0], row[1])
+		}
+	}
+}
+
+// TestDocumented keeps docs/operations.md true: every setting has its row.
+func TestDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range EnvTable() {
+		if !strings.Contains(string(b), "`"+row[0]+"` | `"+row[1]+"`") {
+			t.Errorf("docs/operations.md lacks %s / %s: regenerate the table with `endcap config --markdown`", row[0], row[1])
+		}
+	}
+}

@@ -1,0 +1,510 @@
+package campaigns
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/internal/idempotency"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// CampaignInput is the body of a campaign create (POST) or update (PATCH).
+// On create an absent field takes its default; on update an absent field is
+// left as it is and null clears an optional field.
+type CampaignInput struct {
+	Name        Opt[string]          `json:"name"`
+	Type        Opt[string]          `json:"type"`
+	ChargeType  Opt[string]          `json:"chargeType"`
+	DailyBudget Opt[json.RawMessage] `json:"dailyBudget"`
+	TotalBudget Opt[json.RawMessage] `json:"totalBudget"`
+	MaxBid      Opt[json.RawMessage] `json:"maxBid"`
+	StartDate   Opt[string]          `json:"startDate"`
+	EndDate     Opt[string]          `json:"endDate"`
+	IsActive    Opt[bool]            `json:"isActive"`
+	Targeting   Opt[TargetingInput]  `json:"targeting"`
+	// VendorID is taken from the path; a body value must name the same vendor.
+	VendorID Opt[string] `json:"vendorId"`
+}
+
+// TargetingInput is the targeting of a campaign in a request. Like the
+// campaign's own fields, a list that is absent is left as it is; null or an
+// empty list removes that restriction.
+type TargetingInput struct {
+	PlacementIDs Opt[[]int]    `json:"placementIds"`
+	Devices      Opt[[]string] `json:"devices"`
+	Locations    Opt[[]string] `json:"locations"`
+	Segments     Opt[[]string] `json:"segments"`
+}
+
+// BillingContactInput is the body of PUT .../billing-contact.
+type BillingContactInput struct {
+	BillingContactID Opt[string] `json:"billingContactId"`
+}
+
+// CampaignJSON is a campaign on the wire.
+type CampaignJSON struct {
+	ID               string        `json:"id"`
+	VendorID         string        `json:"vendorId"`
+	Name             string        `json:"name"`
+	Type             string        `json:"type"`
+	ChargeType       string        `json:"chargeType"`
+	DailyBudget      *Micros       `json:"dailyBudget"`
+	TotalBudget      *Micros       `json:"totalBudget"`
+	MaxBid           *Micros       `json:"maxBid"`
+	StartDate        Timestamp     `json:"startDate"`
+	EndDate          *Timestamp    `json:"endDate"`
+	IsActive         bool          `json:"isActive"`
+	Status           string        `json:"status"`
+	Targeting        TargetingJSON `json:"targeting"`
+	BillingContactID *string       `json:"billingContactId"`
+	CreatedAt        Timestamp     `json:"createdAt"`
+	UpdatedAt        Timestamp     `json:"updatedAt"`
+}
+
+// TargetingJSON is a campaign's targeting on the wire (lists never null).
+type TargetingJSON struct {
+	PlacementIDs []int    `json:"placementIds"`
+	Devices      []string `json:"devices"`
+	Locations    []string `json:"locations"`
+	Segments     []string `json:"segments"`
+}
+
+func optMicros(v int64) *Micros {
+	if v == 0 {
+		return nil
+	}
+	m := Micros(v)
+	return &m
+}
+
+func orEmpty[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}
+
+// JSON renders c with its status at the current time.
+func (s *Service) JSON(c Campaign) CampaignJSON {
+	out := CampaignJSON{
+		ID: c.ID, VendorID: c.VendorID, Name: c.Name, Type: c.Type, ChargeType: c.ChargeType,
+		DailyBudget: optMicros(c.DailyBudgetMicros), TotalBudget: optMicros(c.TotalBudgetMicros), MaxBid: optMicros(c.MaxBidMicros),
+		StartDate: Timestamp(c.StartDate), IsActive: c.Active, Status: Status(c, s.now()),
+		Targeting: TargetingJSON{
+			PlacementIDs: orEmpty(c.Targeting.PlacementIDs), Devices: orEmpty(c.Targeting.Devices),
+			Locations: orEmpty(c.Targeting.Locations), Segments: orEmpty(c.Targeting.Segments),
+		},
+		CreatedAt: Timestamp(c.CreatedAt), UpdatedAt: Timestamp(c.UpdatedAt),
+	}
+	if c.EndDate != nil {
+		e := Timestamp(*c.EndDate)
+		out.EndDate = &e
+	}
+	if c.BillingContactID != "" {
+		id := c.BillingContactID
+		out.BillingContactID = &id
+	}
+	return out
+}
+
+// ParseID checks that a path id is a UUID and returns its canonical form;
+// otherwise it returns a 422 error at loc (e.g. "path", "campaign_id").
+func ParseID(id string, loc ...any) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return "", validation.New("uuid_parsing", "Input should be a valid UUID", loc...)
+	}
+	return u.String(), nil
+}
+
+// CreateCampaign creates a campaign of vendor vendorID (which must exist in
+// the catalog) and returns it with its version. The retry of a request with
+// an idempotency key gets the campaign its first attempt created.
+func (s *Service) CreateCampaign(ctx context.Context, mp, vendorID string, in CampaignInput) (Campaign, int64, error) {
+	id, keyed, err := idempotency.NewID(ctx, 0)
+	if err != nil {
+		return Campaign{}, 0, err
+	}
+	if keyed {
+		if c, v, ok := s.campaigns.Get(mp, id); ok {
+			return c, v, nil
+		}
+	}
+	if _, ok := s.cat.Vendor(mp, vendorID); !ok {
+		return Campaign{}, 0, validation.NotFoundf("vendor %s", vendorID)
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	c := Campaign{VendorID: vendorID, ChargeType: ChargeCPC, StartDate: now, Active: true, CreatedAt: now, UpdatedAt: now}
+	if err := s.apply(mp, &c, in, true); err != nil {
+		return Campaign{}, 0, err
+	}
+	c.ID = id
+	v, err := s.campaigns.Put(ctx, mp, c.ID, 0, c)
+	if keyed && errors.Is(err, statelog.ErrConflict) {
+		return idempotency.Existing(err, func() (Campaign, int64, bool) { return s.campaigns.Get(mp, id) })
+	}
+	if err != nil {
+		return Campaign{}, 0, err
+	}
+	return c, v, nil
+}
+
+// GetCampaign returns a campaign and its version, or a not-found error.
+func (s *Service) GetCampaign(mp, id string) (Campaign, int64, error) {
+	c, v, ok := s.campaigns.Get(mp, id)
+	if !ok {
+		return Campaign{}, 0, notFoundCampaign(id)
+	}
+	return c, v, nil
+}
+
+// ListCampaigns returns up to limit campaigns of a vendor in id (creation)
+// order after the id after, and whether more follow. The vendor must exist
+// in the catalog or have campaigns.
+func (s *Service) ListCampaigns(mp, vendorID, after string, limit int) ([]Campaign, bool, error) {
+	s.mu.RLock()
+	set := s.byVendor[mp][vendorID]
+	ids := make([]string, 0, len(set))
+	for id := range set {
+		if id > after {
+			ids = append(ids, id)
+		}
+	}
+	known := len(set) > 0
+	s.mu.RUnlock()
+	if !known {
+		if _, ok := s.cat.Vendor(mp, vendorID); !ok {
+			return nil, false, validation.NotFoundf("vendor %s", vendorID)
+		}
+	}
+	sort.Strings(ids)
+	out := make([]Campaign, 0, min(limit, len(ids)))
+	more := false
+	for _, id := range ids {
+		c, _, ok := s.campaigns.Get(mp, id)
+		if !ok {
+			continue
+		}
+		if len(out) == limit {
+			more = true
+			break
+		}
+		out = append(out, c)
+	}
+	return out, more, nil
+}
+
+// UpdateCampaign changes the fields present in in. ifMatch, when not 0, is
+// the version the caller read (If-Match); otherwise the version read here is
+// expected. A concurrent change of the campaign makes it fail with a
+// conflict. An update that changes nothing writes nothing.
+func (s *Service) UpdateCampaign(ctx context.Context, mp, id string, ifMatch int64, in CampaignInput) (Campaign, int64, error) {
+	cur, ver, ok := s.campaigns.Get(mp, id)
+	if !ok {
+		return Campaign{}, 0, notFoundCampaign(id)
+	}
+	if ifMatch != 0 && ifMatch != ver {
+		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
+	}
+	next := cur
+	if err := s.apply(mp, &next, in, false); err != nil {
+		return Campaign{}, 0, err
+	}
+	return s.write(ctx, mp, cur, next, ver)
+}
+
+func (s *Service) write(ctx context.Context, mp string, cur, next Campaign, ver int64) (Campaign, int64, error) {
+	a, _ := json.Marshal(cur)
+	b, _ := json.Marshal(next)
+	if bytes.Equal(a, b) {
+		return cur, ver, nil
+	}
+	next.UpdatedAt = s.now().UTC().Truncate(time.Millisecond)
+	v, err := s.campaigns.Put(ctx, mp, next.ID, ver, next)
+	if err != nil {
+		return Campaign{}, 0, err
+	}
+	return next, v, nil
+}
+
+// SetBillingContact assigns a billing contact to a campaign. The contact
+// must exist and be linked to the campaign's vendor; unlinking it later
+// leaves the campaign as it is.
+func (s *Service) SetBillingContact(ctx context.Context, mp, id string, ifMatch int64, in BillingContactInput) (Campaign, int64, error) {
+	cur, ver, ok := s.campaigns.Get(mp, id)
+	if !ok {
+		return Campaign{}, 0, notFoundCampaign(id)
+	}
+	if ifMatch != 0 && ifMatch != ver {
+		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
+	}
+	var errs validation.Errors
+	contactID := strings.TrimSpace(in.BillingContactID.V)
+	switch {
+	case !in.BillingContactID.Set:
+		errs.Add(validation.Missing, "Field required", "body", "billingContactId")
+	case in.BillingContactID.Null:
+		errs.Add("string_type", "Input should be a valid string", "body", "billingContactId")
+	case contactID == "":
+		errs.Add("string_too_short", "String should have at least 1 character", "body", "billingContactId")
+	default:
+		exists, linked := s.bil.Contact(mp, contactID, cur.VendorID)
+		switch {
+		case !exists:
+			errs.Add(validation.NotFound, "billing contact "+contactID+" not found", "body", "billingContactId")
+		case !linked:
+			errs.Add(validation.ValueError, "billing contact "+contactID+" is not linked to vendor "+cur.VendorID, "body", "billingContactId")
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return Campaign{}, 0, err
+	}
+	next := cur
+	next.BillingContactID = contactID
+	return s.write(ctx, mp, cur, next, ver)
+}
+
+// apply validates in and applies it to c (create: absent fields keep the
+// defaults already in c), then checks the rules that span fields.
+func (s *Service) apply(mp string, c *Campaign, in CampaignInput, create bool) error {
+	var errs validation.Errors
+	bad := map[string]bool{} // fields with an error, to skip the cross-field checks on them
+	add := func(field, typ, msg string, loc ...any) {
+		bad[field] = true
+		errs.Add(typ, msg, append([]any{"body", field}, loc...)...)
+	}
+
+	if in.VendorID.Set && (in.VendorID.Null || in.VendorID.V != c.VendorID) {
+		add("vendorId", validation.ValueError, "the vendor of a campaign cannot be changed (it is "+c.VendorID+")")
+	}
+
+	switch {
+	case !in.Name.Set:
+		if create {
+			add("name", validation.Missing, "Field required")
+		}
+	case in.Name.Null:
+		add("name", "string_type", "Input should be a valid string")
+	default:
+		name := strings.TrimSpace(in.Name.V)
+		switch n := utf8.RuneCountInString(name); {
+		case n == 0:
+			add("name", "string_too_short", "String should have at least 1 character")
+		case n > MaxNameLen:
+			add("name", "string_too_long", "String should have at most "+strconv.Itoa(MaxNameLen)+" characters")
+		default:
+			c.Name = name
+		}
+	}
+
+	switch {
+	case !in.Type.Set:
+		if create {
+			add("type", validation.Missing, "Field required")
+		}
+	case in.Type.Null || !oneOf(in.Type.V, TypeListings, TypeBanners, TypeAutomated):
+		add("type", "enum", "Input should be 'listings', 'banners' or 'automated'")
+	case !create && in.Type.V != c.Type:
+		add("type", validation.ValueError, "the type of a campaign cannot be changed (it is "+c.Type+")")
+	default:
+		c.Type = in.Type.V
+	}
+
+	if in.ChargeType.Set {
+		ct := strings.ToUpper(strings.TrimSpace(in.ChargeType.V))
+		if in.ChargeType.Null || !oneOf(ct, ChargeCPC, ChargeCPM) {
+			add("chargeType", "enum", "Input should be 'CPC' or 'CPM'")
+		} else {
+			c.ChargeType = ct
+		}
+	}
+
+	money := func(field string, o Opt[json.RawMessage], dst *int64) {
+		switch {
+		case !o.Set:
+		case o.Null:
+			*dst = 0
+		default:
+			if m, ok := parseMoney(o.V, &errs, "body", field); ok {
+				*dst = int64(m)
+			} else {
+				bad[field] = true
+			}
+		}
+	}
+	money("dailyBudget", in.DailyBudget, &c.DailyBudgetMicros)
+	money("totalBudget", in.TotalBudget, &c.TotalBudgetMicros)
+	money("maxBid", in.MaxBid, &c.MaxBidMicros)
+
+	if in.StartDate.Set {
+		if in.StartDate.Null {
+			add("startDate", "datetime_type", "Input should be a valid datetime (RFC 3339, with a time zone)")
+		} else if t, ok := parseTime(in.StartDate.V); !ok {
+			add("startDate", "datetime_parsing", "Input should be a valid datetime (RFC 3339, with a time zone)")
+		} else {
+			c.StartDate = t
+		}
+	}
+	if in.EndDate.Set {
+		if in.EndDate.Null {
+			c.EndDate = nil
+		} else if t, ok := parseTime(in.EndDate.V); !ok {
+			add("endDate", "datetime_parsing", "Input should be a valid datetime (RFC 3339, with a time zone)")
+		} else {
+			c.EndDate = &t
+		}
+	}
+
+	if in.IsActive.Set {
+		if in.IsActive.Null {
+			add("isActive", "bool_type", "Input should be a valid boolean")
+		} else {
+			c.Active = in.IsActive.V
+		}
+	}
+
+	if in.Targeting.Set {
+		if in.Targeting.Null {
+			c.Targeting = Targeting{}
+		} else if t, ok := s.targeting(mp, c.Targeting, in.Targeting.V, &errs); ok {
+			c.Targeting = t
+		}
+	}
+
+	// Rules across fields, on the resulting campaign.
+	if !bad["type"] && c.Type != "" {
+		if c.Type == TypeAutomated {
+			if c.DailyBudgetMicros == 0 && !bad["dailyBudget"] {
+				add("dailyBudget", validation.Missing, "Field required: an automated campaign needs a dailyBudget (its bids are derived from it)")
+			}
+		} else {
+			if c.MaxBidMicros != 0 && !bad["maxBid"] {
+				add("maxBid", validation.ValueError, "maxBid applies only to automated campaigns")
+			}
+			if c.DailyBudgetMicros == 0 && c.TotalBudgetMicros == 0 && !bad["dailyBudget"] && !bad["totalBudget"] {
+				add("dailyBudget", validation.Missing, "Field required: a campaign needs a dailyBudget, a totalBudget or both")
+			}
+		}
+	}
+	if c.DailyBudgetMicros != 0 && c.TotalBudgetMicros != 0 && c.DailyBudgetMicros > c.TotalBudgetMicros && !bad["dailyBudget"] && !bad["totalBudget"] {
+		add("dailyBudget", validation.ValueError, "dailyBudget must be less than or equal to totalBudget")
+	}
+	if c.EndDate != nil && !c.EndDate.After(c.StartDate) && !bad["startDate"] && !bad["endDate"] {
+		add("endDate", validation.ValueError, "endDate must be after startDate")
+	}
+	return errs.Err()
+}
+
+// targeting validates and normalises a targeting input (duplicates removed,
+// lists sorted, H3 cells canonical) and merges it into cur: a list that is
+// absent stays as it is, null or [] removes the restriction.
+func (s *Service) targeting(mp string, cur Targeting, in TargetingInput, errs *validation.Errors) (Targeting, bool) {
+	n := len(*errs)
+	t := cur
+	if in.PlacementIDs.Set {
+		t.PlacementIDs = nil
+		seen := map[int]bool{}
+		for i, p := range in.PlacementIDs.V {
+			switch {
+			case p < MinPlacementID:
+				errs.Add("greater_than_equal", "Input should be greater than or equal to "+strconv.Itoa(MinPlacementID), "body", "targeting", "placementIds", i)
+			case p > MaxPlacementID:
+				errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(MaxPlacementID), "body", "targeting", "placementIds", i)
+			case !seen[p]:
+				seen[p] = true
+				t.PlacementIDs = append(t.PlacementIDs, p)
+			}
+		}
+		sort.Ints(t.PlacementIDs)
+	}
+	if in.Devices.Set {
+		t.Devices = nil
+		seen := map[string]bool{}
+		for i, d := range in.Devices.V {
+			d = strings.ToLower(strings.TrimSpace(d))
+			if !oneOf(d, "desktop", "mobile") {
+				errs.Add("enum", "Input should be 'desktop' or 'mobile'", "body", "targeting", "devices", i)
+			} else if !seen[d] {
+				seen[d] = true
+				t.Devices = append(t.Devices, d)
+			}
+		}
+		sort.Strings(t.Devices)
+	}
+	if in.Locations.Set {
+		t.Locations = nil
+		seen := map[string]bool{}
+		if len(in.Locations.V) > MaxLocations {
+			errs.Add("too_long", "List should have at most "+strconv.Itoa(MaxLocations)+" items", "body", "targeting", "locations")
+		} else {
+			for i, l := range in.Locations.V {
+				cell, ok := parseH3Cell(l)
+				if !ok {
+					errs.Add(validation.ValueError, "Input should be a valid H3 cell index (hexadecimal, e.g. 85283473fffffff)", "body", "targeting", "locations", i)
+				} else if !seen[cell] {
+					seen[cell] = true
+					t.Locations = append(t.Locations, cell)
+				}
+			}
+			sort.Strings(t.Locations)
+		}
+	}
+	if in.Segments.Set {
+		t.Segments = nil
+		seen := map[string]bool{}
+		if len(in.Segments.V) > MaxSegments {
+			errs.Add("too_long", "List should have at most "+strconv.Itoa(MaxSegments)+" items", "body", "targeting", "segments")
+		} else {
+			for i, sg := range in.Segments.V {
+				sg = strings.TrimSpace(sg)
+				switch {
+				case sg == "":
+					errs.Add("string_too_short", "String should have at least 1 character", "body", "targeting", "segments", i)
+				case !s.seg.SegmentExists(mp, sg):
+					errs.Add(validation.NotFound, "segment "+sg+" not found", "body", "targeting", "segments", i)
+				case !seen[sg]:
+					seen[sg] = true
+					t.Segments = append(t.Segments, sg)
+				}
+			}
+			sort.Strings(t.Segments)
+		}
+	}
+	return t, len(*errs) == n
+}
+
+func parseTime(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC().Truncate(time.Millisecond), true
+}
+
+// Timestamp is a time on the wire: ISO 8601 in UTC with milliseconds.
+type Timestamp time.Time
+
+// MarshalJSON implements json.Marshaler.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z") + `"`), nil
+}
+
+func oneOf(v string, set ...string) bool {
+	for _, x := range set {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,553 @@
+// Package catalog owns the marketplace catalog: products, vendors and
+// categories, event-sourced on the entities log (storage/statelog) and held
+// in memory by every process.
+//
+// Other areas read it through entityref.Catalog (Vendor, Product,
+// EachProductOfVendor). Deactivating a product (active: false) or deleting
+// it is visible to them at once, at read time: campaigns and the auction
+// must skip a product whose ProductRef.Active is false or that Product no
+// longer returns. Nothing else has to be notified, so a product leaves every
+// active campaign and every later auction the moment the change is applied.
+//
+// See docs/catalog.md for the endpoints and every field rule.
+package catalog
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"unique"
+
+	"github.com/endcap/endcap/internal/idlist"
+	"github.com/endcap/endcap/internal/strset"
+	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/management/entityref"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// Entity types on the entities log.
+const (
+	TypeProduct  = "product"
+	TypeVendor   = "vendor"
+	TypeCategory = "category"
+)
+
+// Service is the catalog of every marketplace.
+type Service struct {
+	products   *statelog.Collection[Product]
+	vendors    *statelog.Collection[Vendor]
+	categories *statelog.Collection[Category]
+
+	// byVendor indexes the products a vendor may promote:
+	// marketplace -> vendor -> product ids. It is kept by the products'
+	// OnChange hook, under the collection's write lock, then idxMu.
+	// The sets are strset.Sets, which the garbage collector does not scan:
+	// a million products are millions of members (docs/performance.md).
+	idxMu    sync.RWMutex
+	byVendor map[string]map[string]*strset.Set
+	// byCategory indexes products by the categories they list (directly):
+	// marketplace -> category -> product ids; children indexes categories by
+	// parent: marketplace -> parent -> child ids. Both serve the auction's
+	// category context (EachProductInCategory).
+	byCategory map[string]map[string]*strset.Set
+	children   map[string]map[string]*strset.Set
+}
+
+// New registers the catalog's collections on log. Call it before the log
+// runs.
+func New(log *statelog.Log) *Service {
+	s := &Service{
+		products:   statelog.NewCollection[Product](log, TypeProduct),
+		vendors:    statelog.NewCollection[Vendor](log, TypeVendor),
+		categories: statelog.NewCollection[Category](log, TypeCategory),
+		byVendor:   map[string]map[string]*strset.Set{},
+		byCategory: map[string]map[string]*strset.Set{},
+		children:   map[string]map[string]*strset.Set{},
+	}
+	s.products.OnChange = s.indexProduct
+	s.categories.OnChange = s.indexCategory
+	return s
+}
+
+func (s *Service) indexProduct(mp, id string, old, nv *Product) {
+	var wasV, nowV, wasC, nowC idlist.List
+	if old != nil {
+		wasV, wasC = old.Vendors(), old.Categories()
+	}
+	if nv != nil {
+		nowV, nowC = nv.Vendors(), nv.Categories()
+	}
+	sameV, sameC := wasV == nowV, wasC == nowC // packed lists: equal ids, equal strings
+	if sameV && sameC {
+		return
+	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if !sameV {
+		reindex(s.byVendor, mp, id, wasV, nowV)
+	}
+	if !sameC {
+		reindex(s.byCategory, mp, id, wasC, nowC)
+	}
+}
+
+func (s *Service) indexCategory(mp, id string, old, nv *Category) {
+	var was, now idlist.List
+	if old != nil && old.ParentID != "" {
+		was = idlist.Of(old.ParentID)
+	}
+	if nv != nil && nv.ParentID != "" {
+		now = idlist.Of(nv.ParentID)
+	}
+	if was == now {
+		return
+	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	reindex(s.children, mp, id, was, now)
+}
+
+// reindex moves id from the sets of keys was to the sets of keys now in
+// idx[mp] (key -> set of ids).
+func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now idlist.List) {
+	m := idx[mp]
+	for k := range was.All() {
+		if !now.Contains(k) {
+			if set := m[k]; set != nil {
+				set.Remove(id)
+				if set.Len() == 0 {
+					delete(m, k)
+				}
+			}
+		}
+	}
+	if now.Len() > 0 && m == nil {
+		m = map[string]*strset.Set{}
+		idx[mp] = m
+	}
+	for k := range now.All() {
+		set := m[k]
+		if set == nil {
+			set = new(strset.Set)
+			// k shares a product's texts: the index keeps its own copy,
+			// so that it does not keep a replaced product's alive.
+			m[strings.Clone(k)] = set
+		}
+		set.Add(id)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// --- entityref.Catalog ---
+
+// Vendor returns a vendor of the marketplace.
+func (s *Service) Vendor(mp, id string) (entityref.VendorRef, bool) {
+	v, _, ok := s.vendors.Get(mp, id)
+	if !ok {
+		return entityref.VendorRef{}, false
+	}
+	return entityref.VendorRef{ID: id, Name: v.Name, GlobalID: v.GlobalID}, true
+}
+
+// Product returns a product of the marketplace (active or not). Its
+// Vendors and Categories are shared with the view: read them, never write.
+func (s *Service) Product(mp, id string) (entityref.ProductRef, bool) {
+	p, _, ok := s.products.Get(mp, id)
+	if !ok {
+		return entityref.ProductRef{}, false
+	}
+	return productRef(id, &p), true
+}
+
+func productRef(id string, p *Product) entityref.ProductRef {
+	return entityref.ProductRef{
+		ID: id, Name: p.Name, Active: p.Active, Vendors: p.Vendors(), Categories: p.Categories(),
+		PriceMicros: p.PriceMicros, QualityScore: p.QualityScore,
+	}
+}
+
+// EachProductOfVendor calls fn for every product (active or not) whose
+// vendors include vendorID, in no order, until fn returns false. It reads
+// the vendor index, not every product; fn runs without any lock held.
+func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.ProductRef) bool) {
+	s.idxMu.RLock()
+	var ids []string
+	if set := s.byVendor[mp][vendorID]; set != nil {
+		ids = set.AppendTo(make([]string, 0, set.Len()))
+	}
+	s.idxMu.RUnlock()
+	for _, id := range ids {
+		p, _, ok := s.products.Get(mp, id)
+		if !ok || !p.Vendors().Contains(vendorID) {
+			continue // changed since the index was read
+		}
+		if !fn(productRef(id, &p)) {
+			return
+		}
+	}
+}
+
+// ListenProducts and ListenCategories register functions called under the
+// collections' write locks for every applied product or category change
+// (for the auction's index). Call them before the log runs; fn must not call
+// the catalog.
+func (s *Service) ListenProducts(fn func(mp, id string, old, nw *Product)) { s.products.Listen(fn) }
+
+// ListenCategories: see ListenProducts.
+func (s *Service) ListenCategories(fn func(mp, id string, old, nw *Category)) {
+	s.categories.Listen(fn)
+}
+
+// EachProductInCategory calls fn for every product (active or not) that
+// lists the category or one of its descendants (through the categories'
+// parentId), once each, in no order, until fn returns false. It reads the
+// indexes, not every product; fn runs without any lock held.
+func (s *Service) EachProductInCategory(mp, categoryID string, fn func(entityref.ProductRef) bool) {
+	var ids []string
+	s.idxMu.RLock()
+	seenCat := map[string]bool{categoryID: true}
+	queue := []string{categoryID}
+	for len(queue) > 0 && len(seenCat) <= maxCategoryTree {
+		c := queue[0]
+		queue = queue[1:]
+		if set := s.byCategory[mp][c]; set != nil {
+			ids = set.AppendTo(ids)
+		}
+		kids := s.children[mp][c]
+		if kids == nil {
+			continue
+		}
+		for child := range kids.All() {
+			if !seenCat[child] {
+				seenCat[child] = true
+				queue = append(queue, child)
+			}
+		}
+	}
+	s.idxMu.RUnlock()
+	multi := len(seenCat) > 1
+	var seen map[string]bool
+	if multi {
+		seen = make(map[string]bool, len(ids))
+	}
+	for _, id := range ids {
+		if multi {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+		}
+		p, _, ok := s.products.Get(mp, id)
+		if !ok {
+			continue
+		}
+		if !fn(productRef(id, &p)) {
+			return
+		}
+	}
+}
+
+// maxCategoryTree bounds the categories one EachProductInCategory walks.
+const maxCategoryTree = 100_000
+
+// ProductCreative is what a banner or a filter needs of a product beyond
+// ProductRef: its image, brand and metadata (decoded on demand: call it for
+// a few products, not for every candidate of a large auction).
+type ProductCreative struct {
+	ImageURL  string
+	BrandID   string
+	BrandName string
+	Metadata  []byte // compact JSON object, or nil
+}
+
+// Creative returns a product's creative fields.
+func (s *Service) Creative(mp, id string) (ProductCreative, bool) {
+	p, _, ok := s.products.Get(mp, id)
+	if !ok {
+		return ProductCreative{}, false
+	}
+	d := p.detailFields()
+	out := ProductCreative{ImageURL: d.ImageURL, Metadata: d.Metadata}
+	if d.Brand != nil {
+		out.BrandID, out.BrandName = d.Brand.ID, d.Brand.Name
+	}
+	return out, true
+}
+
+// VendorImageURL returns a vendor's logo URL ("" when it has none).
+func (s *Service) VendorImageURL(mp, id string) string {
+	v, _, _ := s.vendors.Get(mp, id)
+	return v.ImageURL
+}
+
+// ProductCount is the number of products of a marketplace.
+func (s *Service) ProductCount(mp string) int { return s.products.Len(mp) }
+
+// CategoryPath returns the category and its ancestors, nearest first, as
+// far as they are known (a parent that was not upserted yet ends the path;
+// so does a cycle). It is empty when the category is unknown.
+func (s *Service) CategoryPath(mp, id string) []string {
+	var path []string
+	for id != "" && len(path) < 64 && !contains(path, id) {
+		c, _, ok := s.categories.Get(mp, id)
+		if !ok {
+			break
+		}
+		path = append(path, unique.Make(id).Value()) // one copy of each id, however many paths hold it
+		id = c.ParentID
+	}
+	return path
+}
+
+// --- products ---
+
+// UpsertResult is the answer to a bulk upsert.
+type UpsertResult struct {
+	Upserted int       `json:"upserted"`
+	Warnings []Warning `json:"warnings"`
+}
+
+// checkBatch checks the length of a request's list at loc.
+func (c *checker) batch(n int, present bool, at ...any) bool {
+	switch {
+	case !present:
+		c.add(validation.Missing, "Field required", at...)
+	case n < 1:
+		c.add(validation.TooShort, "List should have at least 1 item after validation, not 0", at...)
+	case n > MaxBatch:
+		c.add(validation.TooLong, "List should have at most "+strconv.Itoa(MaxBatch)+" items after validation, not "+strconv.Itoa(n), at...)
+	default:
+		return true
+	}
+	return false
+}
+
+// UpsertProducts creates or wholly replaces 1..500 products. The request
+// is checked whole: any invalid field rejects it (validation.Errors) and
+// nothing is written. When an id repeats, its last occurrence wins.
+// expected is statelog.AnyVersion, or the version an If-Match header
+// demands, which needs exactly one product.
+func (s *Service) UpsertProducts(ctx context.Context, mp string, in []ProductInput, present bool, expected int64) (UpsertResult, error) {
+	var c checker
+	if !c.batch(len(in), present, "body", "products") {
+		return UpsertResult{}, c.errs
+	}
+	if expected != statelog.AnyVersion && len(in) != 1 {
+		c.add(validation.ValueError, "If-Match needs exactly one product in the request", "body", "products")
+		return UpsertResult{}, c.errs
+	}
+	ws := make([]statelog.Write[Product], 0, len(in))
+	pos := make(map[string]int, len(in))
+	for i := range in {
+		id, p := c.product(&in[i], []any{"body", "products", i})
+		if len(c.errs) > 0 {
+			continue
+		}
+		if j, dup := pos[id]; dup {
+			ws[j].Value = p
+			continue
+		}
+		pos[id] = len(ws)
+		ws = append(ws, statelog.Write[Product]{ID: id, Expected: statelog.AnyVersion, Value: p})
+	}
+	if len(c.errs) > 0 {
+		return UpsertResult{}, c.errs
+	}
+	if err := s.putProducts(ctx, mp, ws, expected); err != nil {
+		return UpsertResult{}, err
+	}
+	if c.warnings == nil {
+		c.warnings = []Warning{}
+	}
+	return UpsertResult{Upserted: len(ws), Warnings: c.warnings}, nil
+}
+
+func (s *Service) putProducts(ctx context.Context, mp string, ws []statelog.Write[Product], expected int64) error {
+	if expected != statelog.AnyVersion {
+		w := ws[0]
+		if w.Deleted {
+			return s.products.Delete(ctx, mp, w.ID, expected)
+		}
+		_, err := s.products.Put(ctx, mp, w.ID, expected, w.Value)
+		return err
+	}
+	return s.products.PutMany(ctx, mp, ws)
+}
+
+// GetProduct returns a product and its version.
+func (s *Service) GetProduct(mp, id string) (ProductView, int64, error) {
+	p, ver, ok := s.products.Get(mp, id)
+	if !ok {
+		return ProductView{}, 0, validation.NotFoundf("product %s", id)
+	}
+	return p.view(id), ver, nil
+}
+
+// DeleteResult is the answer to a bulk delete.
+type DeleteResult struct {
+	Deleted  []string `json:"deleted"`
+	NotFound []string `json:"notFound"`
+}
+
+// DeleteProducts deletes 1..500 products by id (each 1..255 characters).
+// Ids that do not exist in the marketplace are reported, not an error.
+// expected is as for UpsertProducts (exactly one id with If-Match; a
+// missing product then is a 404).
+func (s *Service) DeleteProducts(ctx context.Context, mp string, ids []string, present bool, expected int64) (DeleteResult, error) {
+	var c checker
+	if !c.batch(len(ids), present, "body", "ids") {
+		return DeleteResult{}, c.errs
+	}
+	if expected != statelog.AnyVersion && len(ids) != 1 {
+		c.add(validation.ValueError, "If-Match needs exactly one id in the request", "body", "ids")
+		return DeleteResult{}, c.errs
+	}
+	for i := range ids {
+		c.id(&ids[i], nil, "body", "ids", i)
+	}
+	if len(c.errs) > 0 {
+		return DeleteResult{}, c.errs
+	}
+	res := DeleteResult{Deleted: []string{}, NotFound: []string{}}
+	var ws []statelog.Write[Product]
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if _, _, ok := s.products.Get(mp, id); !ok {
+			res.NotFound = append(res.NotFound, id)
+			continue
+		}
+		res.Deleted = append(res.Deleted, id)
+		ws = append(ws, statelog.Write[Product]{ID: id, Expected: statelog.AnyVersion, Deleted: true})
+	}
+	if expected != statelog.AnyVersion && len(ws) == 0 {
+		return DeleteResult{}, validation.NotFoundf("product %s", ids[0])
+	}
+	if len(ws) > 0 {
+		if err := s.putProducts(ctx, mp, ws, expected); err != nil {
+			return DeleteResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// --- vendors ---
+
+// UpsertVendors creates or wholly replaces 1..500 vendors (rules as for
+// products: checked whole, last occurrence of an id wins, If-Match needs
+// exactly one).
+func (s *Service) UpsertVendors(ctx context.Context, mp string, in []VendorInput, present bool, expected int64) (UpsertResult, error) {
+	return upsertSimple(ctx, s.vendors, mp, in, present, expected, "vendors", "vendor", (*checker).vendor)
+}
+
+// upsertSimple is the bulk upsert of vendors and categories: check the whole
+// batch, keep the last occurrence of each id, then write it (last writer
+// wins), or write its one item at the If-Match version.
+func upsertSimple[In, T any](ctx context.Context, coll *statelog.Collection[T], mp string, in []In, present bool, expected int64,
+	list, noun string, check func(*checker, *In, []any) (string, T)) (UpsertResult, error) {
+	var c checker
+	if !c.batch(len(in), present, "body", list) {
+		return UpsertResult{}, c.errs
+	}
+	if expected != statelog.AnyVersion && len(in) != 1 {
+		c.add(validation.ValueError, "If-Match needs exactly one "+noun+" in the request", "body", list)
+		return UpsertResult{}, c.errs
+	}
+	ws := make([]statelog.Write[T], 0, len(in))
+	pos := make(map[string]int, len(in))
+	for i := range in {
+		id, v := check(&c, &in[i], []any{"body", list, i})
+		if len(c.errs) > 0 {
+			continue
+		}
+		if j, dup := pos[id]; dup {
+			ws[j].Value = v
+			continue
+		}
+		pos[id] = len(ws)
+		ws = append(ws, statelog.Write[T]{ID: id, Expected: statelog.AnyVersion, Value: v})
+	}
+	if len(c.errs) > 0 {
+		return UpsertResult{}, c.errs
+	}
+	var err error
+	if expected != statelog.AnyVersion {
+		_, err = coll.Put(ctx, mp, ws[0].ID, expected, ws[0].Value)
+	} else {
+		err = coll.PutMany(ctx, mp, ws)
+	}
+	if err != nil {
+		return UpsertResult{}, err
+	}
+	return UpsertResult{Upserted: len(ws), Warnings: []Warning{}}, nil
+}
+
+// GetVendor returns a vendor and its version.
+func (s *Service) GetVendor(mp, id string) (VendorView, int64, error) {
+	v, ver, ok := s.vendors.Get(mp, id)
+	if !ok {
+		return VendorView{}, 0, validation.NotFoundf("vendor %s", id)
+	}
+	return v.view(id), ver, nil
+}
+
+// ListVendors returns up to limit vendors in id order after the id after,
+// only those whose globalId is globalID when it is not empty, and whether
+// more follow.
+func (s *Service) ListVendors(mp, after string, limit int, globalID string) ([]VendorView, bool) {
+	var keep func(string, Vendor) bool
+	if globalID != "" {
+		keep = func(_ string, v Vendor) bool { return v.GlobalID == globalID }
+	}
+	ids, vals, more := s.vendors.Page(mp, after, limit, keep)
+	out := make([]VendorView, len(ids))
+	for i := range ids {
+		out[i] = vals[i].view(ids[i])
+	}
+	return out, more
+}
+
+// --- categories ---
+
+// UpsertCategories creates or wholly replaces 1..500 categories. A parentId
+// need not exist (categories are often synced in any order).
+func (s *Service) UpsertCategories(ctx context.Context, mp string, in []CategoryInput, present bool, expected int64) (UpsertResult, error) {
+	return upsertSimple(ctx, s.categories, mp, in, present, expected, "categories", "category", (*checker).category)
+}
+
+// GetCategory returns a category and its version.
+func (s *Service) GetCategory(mp, id string) (CategoryView, int64, error) {
+	v, ver, ok := s.categories.Get(mp, id)
+	if !ok {
+		return CategoryView{}, 0, validation.NotFoundf("category %s", id)
+	}
+	return v.view(id), ver, nil
+}
+
+// ListCategories returns up to limit categories in id order after the id
+// after (only the children of parentID when it is not empty), and whether
+// more follow.
+func (s *Service) ListCategories(mp, after string, limit int, parentID string) ([]CategoryView, bool) {
+	var keep func(string, Category) bool
+	if parentID != "" {
+		keep = func(_ string, c Category) bool { return c.ParentID == parentID }
+	}
+	ids, vals, more := s.categories.Page(mp, after, limit, keep)
+	out := make([]CategoryView, len(ids))
+	for i := range ids {
+		out[i] = vals[i].view(ids[i])
+	}
+	return out, more
+}
