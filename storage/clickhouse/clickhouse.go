@@ -499,11 +499,32 @@ func CreateStage(ctx context.Context, c Conn, name, like string) error {
 	}
 	q := "CREATE TABLE " + name + " AS " + like + " ENGINE = MergeTree()"
 	if partition != "" {
-		q += " PARTITION BY (" + partition + ")"
+		q += " PARTITION BY " + keyExpr(partition)
 	}
 	if sorting == "" {
 		sorting = "tuple()"
 	}
-	q += " ORDER BY (" + sorting + ")"
+	q += " ORDER BY " + keyExpr(sorting)
 	return c.Exec(ctx, q)
+}
+
+// keyExpr is a key as system.tables lists it ("a, b" for a tuple) written
+// back as the table's DDL had it: a list in parentheses, one expression as
+// it is. Current versions compare partition keys by their expression, and
+// refuse REPLACE PARTITION between "PARTITION BY d" and "PARTITION BY (d)".
+func keyExpr(key string) string {
+	depth := 0
+	for _, r := range key {
+		switch r {
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				return "(" + key + ")"
+			}
+		}
+	}
+	return key
 }
