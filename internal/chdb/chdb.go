@@ -64,10 +64,10 @@ func repoRoot() (string, error) {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file))), nil
 }
 
-// Engine is one chDB session in a child process. Its methods are safe for
+// Engine is one embedded chDB engine in a child process. Its methods are safe for
 // concurrent use; statements run one at a time.
 type Engine struct {
-	replayMu sync.Mutex // one replay at a time: each sets the session's database
+	replayMu sync.Mutex // one replay at a time: each sets the engine's current database
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	in       io.WriteCloser

@@ -12,7 +12,7 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse/chrecord"
 )
 
-// Session settings of a replay: results come as JSON with every value in
+// Settings of a replay: results come as JSON with every value in
 // a form chrecord.Canon reads (DateTime as Unix seconds, numbers unquoted),
 // the text of a statement may be as long as 18.16 accepted (the recorded
 // code raised max_query_size for its long IN lists), and a mutation is
@@ -71,7 +71,7 @@ func Shape(q string) string {
 // on e in a database of the same name (created, and made current), and
 // compares: a statement either engine refused is a mismatch, and so is a
 // query whose result columns or rows differ (as Compare says). tz is the
-// recorded server's time zone: the session takes it, so that functions
+// recorded server's time zone: the engine takes it, so that functions
 // of DateTime without a zone answer alike.
 func Replay(ctx context.Context, e *Engine, database string, tz *time.Location, stmts []chrecord.Statement) Report {
 	return replay(ctx, e, database, tz, stmts, true)
@@ -162,7 +162,7 @@ func replay(ctx context.Context, e *Engine, database string, tz *time.Location, 
 var systemTable = regexp.MustCompile(`(?i)\bsystem\.\w+`)
 
 // Compare compares a recorded query with out, its result on the other
-// engine (JSONCompactEachRowWithNamesAndTypes, with the replay's session
+// engine (JSONCompactEachRowWithNamesAndTypes, with the replay's
 // settings). It returns what differs ("" for nothing) and whether rows were
 // compared. What it tolerates, and why:
 //   - a query of system tables is compared by its columns only;

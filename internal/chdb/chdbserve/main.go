@@ -1,6 +1,6 @@
 // Command chdbserve runs SQL on an embedded ClickHouse (chDB) for the
 // two-engine test: it reads one JSON request a line on standard input,
-// {"query": "...", "format": "..."}, runs it in one chDB session and writes
+// {"query": "...", "format": "..."}, runs it in one embedded chDB engine and writes
 // one JSON answer a line on standard output, {"out": "..."} or
 // {"error": "..."}. It exits at the end of its input.
 //

@@ -20,7 +20,7 @@ import (
 // end up as the same string:
 //   - NULL for a null, [a,b] for an array, (a,b) for a tuple;
 //   - DateTime as Unix seconds (what the instant is, whatever the zone of
-//     the column or of the session), Date as YYYY-MM-DD;
+//     the column or of the connection), Date as YYYY-MM-DD;
 //   - Float32/Float64 rounded to 12 significant digits: an aggregate sums
 //     in whatever order its threads meet the rows, so the last digits of a
 //     sum of floats differ from run to run and between versions;
