@@ -98,43 +98,8 @@ func TestClickHouseCluster(t *testing.T) {
 	api := s.serve("api", "api")
 	proj := s.serve("projector", "projector")
 	exporter := s.serve("exporter", "exporter")
-	var m struct {
-		ID string `json:"id"`
-	}
-	decodeJSON(t, s.cli("admin", "marketplace", "create", "--name", "Cluster", "--currency", "USD", "--timezone", "UTC"), &m)
-	key := func(typ string) string {
-		var k struct {
-			Key string `json:"key"`
-		}
-		decodeJSON(t, s.cli("admin", "key", "create", "--marketplace", m.ID, "--type", typ), &k)
-		return k.Key
-	}
-	mkKey, advKey := key("marketplace"), key("advanced")
-	s.cli("admin", "marketplace", "set-reserve", "--marketplace", m.ID, "--cpc", "0.25")
-	for _, p := range []*osProc{api, proj, exporter} {
-		s.waitReady(p, 90*time.Second)
-	}
-	must := func(method, path, body string, want int) []byte {
-		t.Helper()
-		var b []byte
-		testenv.Eventually(t, 20*time.Second, func() error {
-			var st int
-			var err error
-			if st, b, err = api.call(method, path, advKey, body, 10*time.Second, nil); st != want {
-				return fmt.Errorf("%s %s: %d %s %v", method, path, st, b, err)
-			}
-			return nil
-		})
-		return b
-	}
-	must("PUT", "/public/v1/catalog-search-service/catalogs/vendors", `{"vendors":[{"id":"v1","name":"V1"}]}`, 200)
-	must("PUT", "/public/v1/catalog-search-service/catalogs/products", `{"products":[{"id":"P1","name":"P1","vendors":["v1"],"active":true}]}`, 200)
-	var c struct {
-		ID string `json:"id"`
-	}
-	decodeJSON(t, must("POST", cpVendor("v1"), `{"name":"always on","type":"listings","chargeType":"CPC","dailyBudget":100000,"startDate":"2020-01-01T00:00:00Z"}`, 201), &c)
-	must("POST", cpBids(c.ID), `{"targetType":"product","target":"P1","bidAmount":0.50}`, 201)
-
+	d := s.setUp(api, "Cluster", api, proj, exporter)
+	mkKey, advKey := d.mkKey, d.advKey
 	ld := startLoad(t, api, mkKey)
 	stopPurchases := ld.postPurchases()
 	defer ld.stop()
@@ -206,7 +171,7 @@ func TestClickHouseCluster(t *testing.T) {
 	}
 	var purchases int
 	for _, conn := range []clickhouse.Conn{c1, c2} {
-		rows := queryConn(t, conn, "SELECT toString(count()) FROM attributed_purchases WHERE marketplace_id = ?", m.ID)
+		rows := queryConn(t, conn, "SELECT toString(count()) FROM attributed_purchases WHERE marketplace_id = ?", d.mp)
 		n, _ := strconv.Atoi(rows[0][0])
 		if n == 0 || purchases != 0 && n != purchases {
 			t.Errorf("attributed purchases: %d, %d on the other replica", n, purchases)
@@ -219,10 +184,10 @@ func TestClickHouseCluster(t *testing.T) {
 	for i, conn := range []clickhouse.Conn{c1, c2} {
 		t.Run(fmt.Sprintf("read from replica %d", i+1), func(t *testing.T) {
 			s.ch = conn
-			s.checkExactlyOnce(t, ld, m.ID, c.ID)
+			s.checkExactlyOnce(t, ld, d.mp, d.campaign)
 		})
 	}
-	spend := redisSpend(t, s.st.RedisAddr, m.ID, c.ID)
+	spend := redisSpend(t, s.st.RedisAddr, d.mp, d.campaign)
 
 	// The same export file and the same vendor charges from processes that
 	// read one replica each. The second exporter recomputes the rollup days
@@ -242,7 +207,7 @@ func TestClickHouseCluster(t *testing.T) {
 	amount := new(big.Rat)
 	for _, line := range strings.Split(strings.ReplaceAll(first, `"`, ""), "\n") {
 		f := strings.Split(line, ",")
-		if len(f) != 5 || f[1] != c.ID {
+		if len(f) != 5 || f[1] != d.campaign {
 			continue
 		}
 		n, _ := strconv.Atoi(f[2])
@@ -260,8 +225,8 @@ func TestClickHouseCluster(t *testing.T) {
 	}
 	apiR2 := s.serve("api-r2", "api", "ENDCAP_CLICKHOUSE_ADDR="+r2)
 	s.waitReady(apiR2, 90*time.Second)
-	v1 := clusterVendorCharges(t, api, advKey, m.ID)
-	v2 := clusterVendorCharges(t, apiR2, advKey, m.ID)
+	v1 := clusterVendorCharges(t, api, advKey, d.mp)
+	v2 := clusterVendorCharges(t, apiR2, advKey, d.mp)
 	if !slices.Equal(v1.ids, v2.ids) || v1.sum.Cmp(v2.sum) != 0 {
 		t.Errorf("vendor charges: %d for %s through replica 1, %d for %s through replica 2", len(v1.ids), v1.sum.FloatString(6), len(v2.ids), v2.sum.FloatString(6))
 	}

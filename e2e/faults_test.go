@@ -88,43 +88,12 @@ func TestFaults(t *testing.T) {
 	p2 := s.serve("projector-2", "projector")
 	s.serve("exporter", "exporter")
 
-	var m struct {
-		ID string `json:"id"`
-	}
-	decodeJSON(t, s.cli("admin", "marketplace", "create", "--name", "Faults", "--currency", "USD", "--timezone", "UTC"), &m)
-	key := func(typ string) string {
-		var k struct {
-			Key string `json:"key"`
-		}
-		decodeJSON(t, s.cli("admin", "key", "create", "--marketplace", m.ID, "--type", typ), &k)
-		return k.Key
-	}
-	mkKey, advKey := key("marketplace"), key("advanced")
-	// Every click costs at least the reserve: 0.25.
-	s.cli("admin", "marketplace", "set-reserve", "--marketplace", m.ID, "--cpc", "0.25")
-	for _, p := range []*osProc{api, p1, p2} {
-		s.waitReady(p, 90*time.Second)
-	}
+	d := s.setUp(api, "Faults", api, p1, p2)
+	mkKey, advKey := d.mkKey, d.advKey
 	must := func(method, path, body string, want int) []byte {
 		t.Helper()
-		var st int
-		var b []byte
-		testenv.Eventually(t, 20*time.Second, func() error {
-			var err error
-			if st, b, err = api.call(method, path, advKey, body, 10*time.Second, nil); st != want {
-				return fmt.Errorf("%s %s: %d %s %v", method, path, st, b, err)
-			}
-			return nil
-		})
-		return b
+		return s.must(api, advKey, method, path, body, want)
 	}
-	must("PUT", "/public/v1/catalog-search-service/catalogs/vendors", `{"vendors":[{"id":"v1","name":"V1"}]}`, 200)
-	must("PUT", "/public/v1/catalog-search-service/catalogs/products", `{"products":[{"id":"P1","name":"P1","vendors":["v1"],"active":true},{"id":"P2","name":"P2","vendors":["v1"],"active":true}]}`, 200)
-	var c struct {
-		ID string `json:"id"`
-	}
-	decodeJSON(t, must("POST", cpVendor("v1"), `{"name":"always on","type":"listings","chargeType":"CPC","dailyBudget":100000,"startDate":"2020-01-01T00:00:00Z"}`, 201), &c)
-	must("POST", cpBids(c.ID), `{"targetType":"product","target":"P1","bidAmount":0.50}`, 201)
 	t.Logf("stack ready after %s", time.Since(began).Round(time.Millisecond))
 
 	ld := startLoad(t, api, mkKey)
@@ -198,7 +167,7 @@ func TestFaults(t *testing.T) {
 			t.Error(err)
 		}
 		testenv.Eventually(t, 30*time.Second, func() error {
-			rows, err := s.query("SELECT id FROM entity_state WHERE type = 'export' AND marketplace_id = ?", m.ID)
+			rows, err := s.query("SELECT id FROM entity_state WHERE type = 'export' AND marketplace_id = ?", d.mp)
 			if err != nil {
 				return err
 			}
@@ -347,7 +316,7 @@ func TestFaults(t *testing.T) {
 
 	ld.stop()
 	pr.stop()
-	s.checkExactlyOnce(t, ld, m.ID, c.ID)
+	s.checkExactlyOnce(t, ld, d.mp, d.campaign)
 	t.Logf("fault suite took %s", time.Since(began).Round(time.Second))
 }
 

@@ -445,3 +445,59 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 }
+
+// demo is what setUp makes: a marketplace (reserve 0.25 a click), its keys,
+// and a campaign of vendor v1 with a large daily budget bidding 0.50 on
+// product P1 (P2 is in the catalog too, with no bid).
+type demo struct {
+	mp, mkKey, advKey, campaign string
+}
+
+// setUp creates the demo marketplace through the admin command and the
+// API, once the given processes are ready.
+func (s *faultStack) setUp(api *osProc, name string, procs ...*osProc) demo {
+	t := s.t
+	t.Helper()
+	var m struct {
+		ID string `json:"id"`
+	}
+	decodeJSON(t, s.cli("admin", "marketplace", "create", "--name", name, "--currency", "USD", "--timezone", "UTC"), &m)
+	key := func(typ string) string {
+		var k struct {
+			Key string `json:"key"`
+		}
+		decodeJSON(t, s.cli("admin", "key", "create", "--marketplace", m.ID, "--type", typ), &k)
+		return k.Key
+	}
+	d := demo{mp: m.ID, mkKey: key("marketplace"), advKey: key("advanced")}
+	// Every click costs at least the reserve: 0.25.
+	s.cli("admin", "marketplace", "set-reserve", "--marketplace", m.ID, "--cpc", "0.25")
+	for _, p := range procs {
+		s.waitReady(p, 90*time.Second)
+	}
+	s.must(api, d.advKey, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", `{"vendors":[{"id":"v1","name":"V1"}]}`, 200)
+	s.must(api, d.advKey, "PUT", "/public/v1/catalog-search-service/catalogs/products", `{"products":[{"id":"P1","name":"P1","vendors":["v1"],"active":true},{"id":"P2","name":"P2","vendors":["v1"],"active":true}]}`, 200)
+	var c struct {
+		ID string `json:"id"`
+	}
+	decodeJSON(t, s.must(api, d.advKey, "POST", cpVendor("v1"), `{"name":"always on","type":"listings","chargeType":"CPC","dailyBudget":100000,"startDate":"2020-01-01T00:00:00Z"}`, 201), &c)
+	s.must(api, d.advKey, "POST", cpBids(c.ID), `{"targetType":"product","target":"P1","bidAmount":0.50}`, 201)
+	d.campaign = c.ID
+	return d
+}
+
+// must makes a request until it answers want (20 s at most) and returns the
+// body.
+func (s *faultStack) must(api *osProc, key, method, path, body string, want int) []byte {
+	s.t.Helper()
+	var b []byte
+	testenv.Eventually(s.t, 20*time.Second, func() error {
+		var st int
+		var err error
+		if st, b, err = api.call(method, path, key, body, 10*time.Second, nil); st != want {
+			return fmt.Errorf("%s %s: %d %s %v", method, path, st, b, err)
+		}
+		return nil
+	})
+	return b
+}
