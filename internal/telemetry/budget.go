@@ -31,3 +31,11 @@ var (
 		Help: "Marketplaces whose spend the budget cache holds.",
 	})
 )
+
+// BudgetSpendReads counts the reads of campaigns' spend for the management
+// API (budget.Reader), by result: ok, error (Redis failed or did not answer
+// in time), skipped (not sent: a read failed less than a second ago).
+var BudgetSpendReads = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "endcap_budget_spend_reads_total",
+	Help: "Reads of campaigns' spend for the management API, by result (ok, error, skipped).",
+}, []string{"result"})
