@@ -404,7 +404,9 @@ func ceilMs(t time.Time) int64 {
 }
 
 func gateOf(c *campaigns.Campaign) Gate {
-	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active,
+	// An archived campaign is never running again: it is inactive here from
+	// the moment the archive is applied, whatever its clock says.
+	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active && !c.Archived(),
 		Budgeted: c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0, DailyMicros: c.DailyBudgetMicros,
 		TotalMicros: c.TotalBudgetMicros}
 	if c.EndDate != nil {

@@ -199,6 +199,7 @@ func TestGateAgreesWithStatus(t *testing.T) {
 		{"no end date", campaigns.Campaign{Type: campaigns.TypeAutomated, Active: true, StartDate: base.Add(999_999)}},
 		{"end before start", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: base.Add(3 * time.Millisecond), EndDate: end(time.Millisecond)}},
 		{"paused", campaigns.Campaign{Type: campaigns.TypeBanners, StartDate: base, EndDate: end(time.Hour)}},
+		{"archived", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: base, EndDate: end(time.Hour), ArchivedAt: end(-time.Hour)}},
 		{"before 1970", campaigns.Campaign{Type: campaigns.TypeListings, Active: true, StartDate: time.Date(1969, 12, 31, 23, 59, 59, 999_500_000, time.UTC), EndDate: end(0)}},
 	}
 	for _, tc := range cases {

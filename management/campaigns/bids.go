@@ -82,6 +82,9 @@ func (s *Service) CreateBid(ctx context.Context, mp, campaignID string, in BidIn
 			return c, b, v, nil
 		}
 	}
+	if err := writable(c); err != nil {
+		return Campaign{}, Bid{}, 0, err
+	}
 	if c.Type == TypeAutomated {
 		return Campaign{}, Bid{}, 0, validation.New(validation.ValueError,
 			"the bids of an automated campaign are chosen by the service: see GET /public/v1/automation/campaigns/"+campaignID+"/bids",
@@ -248,6 +251,9 @@ func (s *Service) ListBids(mp, campaignID, after string, limit int) (Campaign, [
 // is the version the caller read.
 func (s *Service) UpdateBid(ctx context.Context, mp, campaignID, bidID string, ifMatch int64, in BidInput) (Campaign, Bid, int64, error) {
 	c, cur, key, ver, err := s.bid(mp, campaignID, bidID)
+	if err == nil {
+		err = writable(c)
+	}
 	if err != nil {
 		return Campaign{}, Bid{}, 0, err
 	}
@@ -299,7 +305,10 @@ func (s *Service) UpdateBid(ctx context.Context, mp, campaignID, bidID string, i
 // DeleteBid removes a bid of a campaign. ifMatch, when not 0, is the version
 // the caller read.
 func (s *Service) DeleteBid(ctx context.Context, mp, campaignID, bidID string, ifMatch int64) error {
-	_, _, key, ver, err := s.bid(mp, campaignID, bidID)
+	c, _, key, ver, err := s.bid(mp, campaignID, bidID)
+	if err == nil {
+		err = writable(c)
+	}
 	if err != nil {
 		return err
 	}

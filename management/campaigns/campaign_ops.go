@@ -52,7 +52,9 @@ type BillingContactInput struct {
 	BillingContactID Opt[string] `json:"billingContactId"`
 }
 
-// CampaignJSON is a campaign on the wire.
+// CampaignJSON is a campaign on the wire. StatusReason and Spend are the
+// read-time fields of the API's answers (View); JSON leaves them out
+// (webhook events).
 type CampaignJSON struct {
 	ID               string        `json:"id"`
 	VendorID         string        `json:"vendorId"`
@@ -66,10 +68,13 @@ type CampaignJSON struct {
 	EndDate          *Timestamp    `json:"endDate"`
 	IsActive         bool          `json:"isActive"`
 	Status           string        `json:"status"`
+	StatusReason     string        `json:"statusReason,omitempty"`
+	Spend            *SpendJSON    `json:"spend,omitempty"`
 	Targeting        TargetingJSON `json:"targeting"`
 	BillingContactID *string       `json:"billingContactId"`
 	CreatedAt        Timestamp     `json:"createdAt"`
 	UpdatedAt        Timestamp     `json:"updatedAt"`
+	ArchivedAt       *Timestamp    `json:"archivedAt"`
 }
 
 // TargetingJSON is a campaign's targeting on the wire (lists never null).
@@ -95,12 +100,16 @@ func orEmpty[T any](l []T) []T {
 	return l
 }
 
-// JSON renders c with its status at the current time.
-func (s *Service) JSON(c Campaign) CampaignJSON {
+// JSON renders c with its status at the current time, without the
+// read-time fields statusReason and spend (View has them).
+func (s *Service) JSON(c Campaign) CampaignJSON { return jsonAt(c, s.now()) }
+
+// jsonAt renders c with its status at now.
+func jsonAt(c Campaign, now time.Time) CampaignJSON {
 	out := CampaignJSON{
 		ID: c.ID, VendorID: c.VendorID, Name: c.Name, Type: c.Type, ChargeType: c.ChargeType,
 		DailyBudget: optMicros(c.DailyBudgetMicros), TotalBudget: optMicros(c.TotalBudgetMicros), MaxBid: optMicros(c.MaxBidMicros),
-		StartDate: Timestamp(c.StartDate), IsActive: c.Active, Status: Status(c, s.now()),
+		StartDate: Timestamp(c.StartDate), IsActive: c.Active, Status: Status(c, now),
 		Targeting: TargetingJSON{
 			PlacementIDs: orEmpty(c.Targeting.PlacementIDs), Devices: orEmpty(c.Targeting.Devices),
 			Locations: orEmpty(c.Targeting.Locations), Segments: orEmpty(c.Targeting.Segments),
@@ -114,6 +123,10 @@ func (s *Service) JSON(c Campaign) CampaignJSON {
 	if c.BillingContactID != "" {
 		id := c.BillingContactID
 		out.BillingContactID = &id
+	}
+	if c.ArchivedAt != nil {
+		a := Timestamp(*c.ArchivedAt)
+		out.ArchivedAt = &a
 	}
 	return out
 }
@@ -214,6 +227,9 @@ func (s *Service) UpdateCampaign(ctx context.Context, mp, id string, ifMatch int
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
 	}
+	if err := writable(cur); err != nil {
+		return Campaign{}, 0, err
+	}
 	if ifMatch != 0 && ifMatch != ver {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
@@ -245,6 +261,9 @@ func (s *Service) SetBillingContact(ctx context.Context, mp, id string, ifMatch 
 	cur, ver, ok := s.campaigns.Get(mp, id)
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
+	}
+	if err := writable(cur); err != nil {
+		return Campaign{}, 0, err
 	}
 	if ifMatch != 0 && ifMatch != ver {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)

@@ -32,13 +32,21 @@ const (
 	ChargeCPM = "CPM"
 )
 
-// Campaign statuses, derived at read time from the active flag and dates.
+// Campaign statuses, derived at read time from the archive, the active flag
+// and the dates.
 const (
 	StatusScheduled = "scheduled" // active, start date not reached yet
 	StatusRunning   = "running"   // active, between start and end
 	StatusPaused    = "paused"    // not active, end date not reached
 	StatusEnded     = "ended"     // end date reached (whatever the flag)
+	StatusArchived  = "archived"  // archived (DELETE): final, whatever the rest says
 )
+
+// Statuses are the campaign statuses, in the order the API lists them.
+var Statuses = []string{StatusScheduled, StatusRunning, StatusPaused, StatusEnded, StatusArchived}
+
+// Types are the campaign types, in the order the API lists them.
+var Types = []string{TypeListings, TypeBanners, TypeAutomated}
 
 // Bid target types.
 const (
@@ -93,7 +101,14 @@ type Campaign struct {
 	BillingContactID  string     `json:"billingContactId,omitempty"`
 	CreatedAt         time.Time  `json:"createdAt"`
 	UpdatedAt         time.Time  `json:"updatedAt"`
+	// ArchivedAt is when the campaign was archived (DELETE), nil while it is
+	// not. An archived campaign never takes part in an auction again and
+	// cannot be changed.
+	ArchivedAt *time.Time `json:"archivedAt,omitempty"`
 }
+
+// Archived reports whether c is archived.
+func (c Campaign) Archived() bool { return c.ArchivedAt != nil }
 
 // Bid is the stored state of a bid of a listings or banners campaign.
 type Bid struct {
@@ -107,17 +122,25 @@ type Bid struct {
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
-// Status is the status of c at now: ended once the end date is reached,
-// else paused when not active, else scheduled before the start date, else
-// running. Spend is not known to this service, so no budget-derived status
-// (such as out of budget) exists here: the auction checks budgets itself.
+// Status is the status of c at now: archived from its archive on, else
+// ended once the end date is reached, else paused when not active, else
+// scheduled before the start date, else running. It does not depend on
+// spend or bids: StatusReason says why a running campaign does or does not
+// take part in auctions.
 func Status(c Campaign, now time.Time) string {
+	return statusAt(c.ArchivedAt, c.EndDate, c.Active, c.StartDate, now)
+}
+
+// statusAt is Status of a campaign's fields.
+func statusAt(archivedAt, endDate *time.Time, active bool, startDate, now time.Time) string {
 	switch {
-	case c.EndDate != nil && !now.Before(*c.EndDate):
+	case archivedAt != nil && !now.Before(*archivedAt):
+		return StatusArchived
+	case endDate != nil && !now.Before(*endDate):
 		return StatusEnded
-	case !c.Active:
+	case !active:
 		return StatusPaused
-	case now.Before(c.StartDate):
+	case now.Before(startDate):
 		return StatusScheduled
 	}
 	return StatusRunning
@@ -144,6 +167,10 @@ type Service struct {
 	byVendor map[string]map[string]map[string]struct{} // mp -> vendor -> campaign ids
 	bidsOf   map[string]map[string]map[string]string   // mp -> campaign -> bid id -> bid key
 	bidKeyOf map[string]map[string]string              // mp -> bid id -> bid key
+	lists    map[string]*listIndex                     // mp -> what the list's filters read, in id order (list.go)
+
+	// spend reads campaigns' spend for their views (nil: never known).
+	spend SpendReader
 }
 
 const bidType = "campaign_bid"
@@ -168,6 +195,7 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 		byVendor:  map[string]map[string]map[string]struct{}{},
 		bidsOf:    map[string]map[string]map[string]string{},
 		bidKeyOf:  map[string]map[string]string{},
+		lists:     map[string]*listIndex{},
 	}
 	s.campaigns.OnChange = s.indexCampaign
 	s.bids.OnChange = s.indexBid
@@ -177,6 +205,7 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 func (s *Service) indexCampaign(mp, id string, old, nw *Campaign) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.indexList(mp, id, nw)
 	if old != nil && (nw == nil || nw.VendorID != old.VendorID) {
 		if m := s.byVendor[mp][old.VendorID]; m != nil {
 			delete(m, id)
@@ -346,7 +375,7 @@ type LiveBid struct {
 // and eligible bids; for an automated campaign the bids of its strategy on
 // the vendor's active products. Budgets are not checked here.
 func (s *Service) LiveBids(mp string, c Campaign) []LiveBid {
-	if Status(c, s.now()) != StatusRunning {
+	if c.Archived() || Status(c, s.now()) != StatusRunning {
 		return nil
 	}
 	var out []LiveBid

@@ -1,0 +1,245 @@
+package campaigns
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/management/entityref"
+)
+
+// Whether a campaign takes part in auctions, and why not, at read time:
+// its status, its bids (Eligibility, the one rule of what a bid may take
+// part with) and its spend as the budget cap counts it (auction/budget,
+// Redis), read with the budget rule the auction applies (budget.Check).
+// docs/campaigns.md, Delivery.
+
+// Status reasons: why a campaign does or does not take part in auctions
+// now, the first that applies in this order.
+const (
+	ReasonArchived           = "archived"             // status archived
+	ReasonEnded              = "ended"                // status ended
+	ReasonPaused             = "paused"               // status paused
+	ReasonScheduled          = "scheduled"            // status scheduled
+	ReasonNoBids             = "no_bids"              // listings/banners: no bid
+	ReasonNoActiveBids       = "no_active_bids"       // listings/banners: no bid with isActive
+	ReasonNoEligibleProducts = "no_eligible_products" // no active bid whose target is eligible (automated: no eligible product of the vendor)
+	ReasonOutOfBudget        = "out_of_budget"        // total budget used up
+	ReasonOutOfDailyBudget   = "out_of_daily_budget"  // daily budget used up today (local day)
+	ReasonPaced              = "paced"                // spent ahead of the pacing curve: sits auctions out until it catches up
+	ReasonSpendUnavailable   = "spend_unavailable"    // spend could not be read: the budget reasons cannot be decided
+	ReasonServing            = "serving"              // takes part in auctions
+)
+
+// StatusReasons are the status reasons in their order.
+var StatusReasons = []string{ReasonArchived, ReasonEnded, ReasonPaused, ReasonScheduled, ReasonNoBids, ReasonNoActiveBids,
+	ReasonNoEligibleProducts, ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
+
+// Pacing states of the daily budget.
+const (
+	PacingNoDailyBudget    = "no_daily_budget"    // no daily budget: not paced
+	PacingOnPace           = "on_pace"            // today's spend is below what the pacing curve allows now
+	PacingAheadOfPace      = "ahead_of_pace"      // at or above it (below the daily budget): paced
+	PacingDailyBudgetSpent = "daily_budget_spent" // the daily budget is used up today
+)
+
+// BidState is what a campaign's bids allow, for StatusReason.
+type BidState uint8
+
+// Bid states.
+const (
+	BidsLive         BidState = iota // at least one active bid whose target is eligible
+	BidsNone                         // no bids (listings, banners)
+	BidsNoneActive                   // bids, none active
+	BidsNoneEligible                 // active bids, none with an eligible target (automated: no eligible product)
+)
+
+// StatusReason is why campaign c does or does not take part in auctions at
+// now: its status when that is not running; else what its bids allow; else
+// what its budgets allow (budget.Check on spend sp, the marketplace's local
+// day in loc); else serving. sp nil means the spend could not be read: the
+// budget reasons cannot be decided, and a campaign that would otherwise
+// serve is spend_unavailable.
+func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, sp *budget.Spent) string {
+	switch Status(c, now) {
+	case StatusArchived:
+		return ReasonArchived
+	case StatusEnded:
+		return ReasonEnded
+	case StatusPaused:
+		return ReasonPaused
+	case StatusScheduled:
+		return ReasonScheduled
+	}
+	switch bids {
+	case BidsNone:
+		return ReasonNoBids
+	case BidsNoneActive:
+		return ReasonNoActiveBids
+	case BidsNoneEligible:
+		return ReasonNoEligibleProducts
+	}
+	if sp == nil {
+		return ReasonSpendUnavailable
+	}
+	switch budget.Check(limits(c), sp.EffectiveDay(), sp.EffectiveTotal(), now, loc) {
+	case budget.TotalExhausted:
+		return ReasonOutOfBudget
+	case budget.DailyExhausted:
+		return ReasonOutOfDailyBudget
+	case budget.Paced:
+		return ReasonPaced
+	}
+	return ReasonServing
+}
+
+func limits(c Campaign) budget.Limits {
+	return budget.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}
+}
+
+// Pacing is the pacing state of c's daily budget at now for spend sp (the
+// budget rule's pacing step, budget.Check, on the daily budget alone).
+func Pacing(c Campaign, now time.Time, loc *time.Location, sp budget.Spent) string {
+	if c.DailyBudgetMicros == 0 {
+		return PacingNoDailyBudget
+	}
+	switch budget.Check(budget.Limits{DailyMicros: c.DailyBudgetMicros}, sp.EffectiveDay(), 0, now, loc) {
+	case budget.DailyExhausted:
+		return PacingDailyBudgetSpent
+	case budget.Paced:
+		return PacingAheadOfPace
+	}
+	return PacingOnPace
+}
+
+// SpendJSON is a campaign's spend on the wire. Day is the marketplace's
+// local day Today counts (budget.DayOf); every other field is null when
+// Available is false (the spend could not be read). The remaining budgets
+// are null when the campaign has no such budget.
+type SpendJSON struct {
+	Day                  string  `json:"day"`
+	Today                *Micros `json:"today"`
+	Total                *Micros `json:"total"`
+	RemainingDailyBudget *Micros `json:"remainingDailyBudget"`
+	RemainingTotalBudget *Micros `json:"remainingTotalBudget"`
+	Pacing               *string `json:"pacing"`
+	Available            bool    `json:"available"`
+}
+
+// spendJSON renders c's spend sp (nil: not read) of local day day.
+func spendJSON(c Campaign, day string, now time.Time, loc *time.Location, sp *budget.Spent) *SpendJSON {
+	out := &SpendJSON{Day: day}
+	if sp == nil {
+		return out
+	}
+	amount := func(v int64) *Micros { m := Micros(v); return &m }
+	remaining := func(b, spent int64) *Micros {
+		if b == 0 {
+			return nil
+		}
+		return amount(max(b-spent, 0))
+	}
+	pacing := Pacing(c, now, loc, *sp)
+	out.Today, out.Total = amount(sp.Day), amount(sp.Total)
+	out.RemainingDailyBudget = remaining(c.DailyBudgetMicros, sp.Day)
+	out.RemainingTotalBudget = remaining(c.TotalBudgetMicros, sp.Total)
+	out.Pacing, out.Available = &pacing, true
+	return out
+}
+
+// SpendReader reads campaigns' spend (budget.Reader: one round trip, within
+// a deadline).
+type SpendReader interface {
+	ReadSpend(ctx context.Context, mp, day string, ids []string) ([]budget.Spent, error)
+}
+
+// UseSpend makes the views read spend with r (call before serving; without
+// it spend is never available).
+func (s *Service) UseSpend(r SpendReader) { s.spend = r }
+
+var errNoSpendReader = errors.New("campaigns: no spend reader")
+
+// View renders campaigns of marketplace mp (in time zone loc) as the API
+// answers them: with their status reason and spend, read for all of them in
+// one call of the spend reader. When that fails, each campaign is rendered
+// with its spend unavailable (the reader logs why).
+func (s *Service) View(ctx context.Context, mp string, loc *time.Location, cs ...Campaign) []CampaignJSON {
+	now := s.now()
+	day := budget.DayOf(now, loc)
+	var spent []budget.Spent
+	err := errNoSpendReader
+	if s.spend != nil && len(cs) > 0 {
+		ids := make([]string, len(cs))
+		for i, c := range cs {
+			ids[i] = c.ID
+		}
+		spent, err = s.spend.ReadSpend(ctx, mp, day, ids)
+		if err == nil && len(spent) != len(cs) {
+			err = errors.New("campaigns: spend reader answered another number of campaigns")
+		}
+	}
+	out := make([]CampaignJSON, len(cs))
+	for i, c := range cs {
+		var sp *budget.Spent
+		if err == nil {
+			sp = &spent[i]
+		}
+		bids := BidsLive
+		if Status(c, now) == StatusRunning {
+			bids = s.BidState(mp, c)
+		}
+		out[i] = jsonAt(c, now)
+		out[i].StatusReason = StatusReason(c, now, loc, bids, sp)
+		out[i].Spend = spendJSON(c, day, now, loc, sp)
+	}
+	return out
+}
+
+// BidState says what campaign c's bids allow now: for a listings or
+// banners campaign, whether it has bids, active ones, and active ones whose
+// target is eligible (Eligibility); for an automated campaign, whether a
+// product of its vendor is eligible for its strategy's bid (Eligibility).
+func (s *Service) BidState(mp string, c Campaign) BidState {
+	if c.Type == TypeAutomated {
+		live := false
+		s.cat.EachProductOfVendor(mp, c.VendorID, func(p entityref.ProductRef) bool {
+			if !p.Vendors.Contains(c.VendorID) {
+				return true
+			}
+			b := Bid{CampaignID: c.ID, TargetType: TargetProduct, Target: p.ID, AmountMicros: AutomatedBidMicros(c, p.QualityScore), Active: p.Active}
+			live, _ = s.Eligibility(mp, c.VendorID, b)
+			live = live && b.Active
+			return !live
+		})
+		if live {
+			return BidsLive
+		}
+		return BidsNoneEligible
+	}
+	s.mu.RLock()
+	m := s.bidsOf[mp][c.ID]
+	keys := make([]string, 0, len(m))
+	for _, k := range m {
+		keys = append(keys, k)
+	}
+	s.mu.RUnlock()
+	state := BidsNone
+	for _, k := range keys {
+		b, _, ok := s.bids.Get(mp, k)
+		if !ok || b.CampaignID != c.ID {
+			continue
+		}
+		if !b.Active {
+			if state == BidsNone {
+				state = BidsNoneActive
+			}
+			continue
+		}
+		if ok, _ := s.Eligibility(mp, c.VendorID, b); ok {
+			return BidsLive
+		}
+		state = BidsNoneEligible
+	}
+	return state
+}
