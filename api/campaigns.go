@@ -2,9 +2,11 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/campaigns"
 )
 
@@ -16,8 +18,10 @@ func CampaignRoutes(svc *campaigns.Service) RouteSet {
 		cs := g.Group("/campaign-service", p.Limits.Limit("default"))
 		cs.POST("/vendors/:vendor_id/campaigns", h.create)
 		cs.GET("/vendors/:vendor_id/campaigns", h.list)
+		cs.GET("/campaigns", h.listAll)
 		cs.GET("/campaigns/:campaign_id", h.get)
 		cs.PATCH("/campaigns/:campaign_id", h.update)
+		cs.DELETE("/campaigns/:campaign_id", h.archive)
 		cs.PUT("/campaigns/:campaign_id/billing-contact", h.setBillingContact)
 		cs.POST("/campaigns/:campaign_id/bids", h.createBid)
 		cs.GET("/campaigns/:campaign_id/bids", h.listBids)
@@ -40,6 +44,13 @@ const (
 type campaignHandlers struct {
 	svc *campaigns.Service
 	p   *Public
+}
+
+// view renders campaigns as the API answers them (with their status reason
+// and spend, read in one round trip).
+func (h *campaignHandlers) view(c *gin.Context, cs ...campaigns.Campaign) []campaigns.CampaignJSON {
+	m := Marketplace(c)
+	return h.svc.View(c.Request.Context(), m.ID, m.Location(), cs...)
 }
 
 // pathID reads a UUID path parameter (422 at path.<name> otherwise).
@@ -65,7 +76,7 @@ func (h *campaignHandlers) create(c *gin.Context) {
 	}
 	setETag(c, v)
 	c.Header("Location", "/public/v1/campaign-service/campaigns/"+camp.ID)
-	c.JSON(http.StatusCreated, h.svc.JSON(camp))
+	c.JSON(http.StatusCreated, h.view(c, camp)[0])
 }
 
 func (h *campaignHandlers) list(c *gin.Context) {
@@ -79,13 +90,33 @@ func (h *campaignHandlers) list(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	out := make([]campaigns.CampaignJSON, len(cs))
 	last := ""
-	for i, x := range cs {
-		out[i] = h.svc.JSON(x)
-		last = x.ID
+	if len(cs) > 0 {
+		last = cs[len(cs)-1].ID
 	}
-	c.JSON(http.StatusOK, gin.H{"hasMore": more, "campaigns": out, "nextPage": h.p.NextPage(c, "campaigns", vendorID, last, more)})
+	c.JSON(http.StatusOK, gin.H{"hasMore": more, "campaigns": h.view(c, cs...), "nextPage": h.p.NextPage(c, "campaigns", vendorID, last, more)})
+}
+
+// listAll pages every campaign of the marketplace, filtered.
+func (h *campaignHandlers) listAll(c *gin.Context) {
+	q, qerr := url.ParseQuery(c.Request.URL.RawQuery)
+	f, err := campaigns.ParseFilter(q)
+	scope := f.Scope()
+	after, limit, errs := h.p.pageQuery(c, "campaigns.all", scope, campaignListDefault, campaignListMax, err == nil && qerr == nil)
+	v, _ := validation.As(err)
+	if qerr != nil {
+		v.Add(validation.ValueError, "The query string is malformed: "+qerr.Error(), "query")
+	}
+	if len(v)+len(errs) > 0 {
+		abort422(c, append(v, errs...))
+		return
+	}
+	cs, more := h.svc.ListAll(Marketplace(c).ID, f, after, limit)
+	last := ""
+	if len(cs) > 0 {
+		last = cs[len(cs)-1].ID
+	}
+	c.JSON(http.StatusOK, gin.H{"hasMore": more, "campaigns": h.view(c, cs...), "nextPage": h.p.NextPage(c, "campaigns.all", scope, last, more)})
 }
 
 func (h *campaignHandlers) get(c *gin.Context) {
@@ -99,7 +130,7 @@ func (h *campaignHandlers) get(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, h.svc.JSON(camp))
+	c.JSON(http.StatusOK, h.view(c, camp)[0])
 }
 
 func (h *campaignHandlers) update(c *gin.Context) {
@@ -117,7 +148,23 @@ func (h *campaignHandlers) update(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, h.svc.JSON(camp))
+	c.JSON(http.StatusOK, h.view(c, camp)[0])
+}
+
+// archive archives a campaign (DELETE): 200 with the archived campaign,
+// also when it was archived before.
+func (h *campaignHandlers) archive(c *gin.Context) {
+	id, ok := h.pathID(c, "campaign_id")
+	if !ok {
+		return
+	}
+	camp, v, err := h.svc.ArchiveCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	setETag(c, v)
+	c.JSON(http.StatusOK, h.view(c, camp)[0])
 }
 
 func (h *campaignHandlers) setBillingContact(c *gin.Context) {
@@ -135,7 +182,7 @@ func (h *campaignHandlers) setBillingContact(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, h.svc.JSON(camp))
+	c.JSON(http.StatusOK, h.view(c, camp)[0])
 }
 
 func (h *campaignHandlers) createBid(c *gin.Context) {

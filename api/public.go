@@ -243,7 +243,17 @@ func jsonKind(k string) string {
 // list) and limit (default def, 1..max). It answers 422 itself and returns
 // ok=false when they are invalid.
 func (p *Public) PageQuery(c *gin.Context, list, scope string, def, maxLimit int) (after string, limit int, ok bool) {
-	var errs validation.Errors
+	after, limit, errs := p.pageQuery(c, list, scope, def, maxLimit, true)
+	if len(errs) > 0 {
+		abort422(c, errs)
+		return "", 0, false
+	}
+	return after, limit, true
+}
+
+// pageQuery is PageQuery returning its errors; with cursor false it reads
+// only the limit (the list's scope is not known: its filters are invalid).
+func (p *Public) pageQuery(c *gin.Context, list, scope string, def, maxLimit int, cursor bool) (after string, limit int, errs validation.Errors) {
 	limit = def
 	if s, present := c.GetQuery("limit"); present {
 		n, err := strconv.Atoi(s)
@@ -258,18 +268,14 @@ func (p *Public) PageQuery(c *gin.Context, list, scope string, def, maxLimit int
 			limit = n
 		}
 	}
-	if tok := c.Query("next_page"); tok != "" {
+	if tok := c.Query("next_page"); tok != "" && cursor {
 		cur, err := p.Cursors.Decode(tok, list, Marketplace(c).ID, scope)
 		if err != nil {
 			errs.Add("value_error", "next_page is not a cursor issued by this service for this list", "query", "next_page")
 		}
 		after = cur.After
 	}
-	if len(errs) > 0 {
-		abort422(c, errs)
-		return "", 0, false
-	}
-	return after, limit, true
+	return after, limit, errs
 }
 
 // NextPage returns the cursor that continues a list after id, or nil.

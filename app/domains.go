@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/campaigns"
@@ -59,6 +60,11 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Campaigns and bids; automated-campaign bids. camps answers the
 	// auction's reads (EachCampaign, LiveBids).
 	camps := campaigns.New(a.Entities, cat, bill, segs)
+	spend := budget.NewReader(a.Redis, a.log) // spend in campaign views (docs/campaigns.md, Delivery)
+	if a.cfg.SpendReadTimeout > 0 {
+		spend.Timeout = a.cfg.SpendReadTimeout
+	}
+	camps.UseSpend(spend)
 	routes = append(routes, api.CampaignRoutes(camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the

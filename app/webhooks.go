@@ -39,7 +39,7 @@ func (a *App) runWebhooks(ctx context.Context, run func(string, func(context.Con
 		}
 		r, err := webhooks.NewRouter(a.WebhookDeliveries, webhooks.RouterOptions{
 			Brokers: a.cfg.KafkaBrokers, Entities: a.Topics.Entities, Events: a.Topics.WebhookEvents,
-			Campaigns: a.Campaigns, Exports: a.Exports, SessionTimeout: a.cfg.KafkaSessionTimeout, Log: a.log,
+			Campaigns: a.Campaigns, Location: a.location, Exports: a.Exports, SessionTimeout: a.cfg.KafkaSessionTimeout, Log: a.log,
 			Sync: a.Entities.CatchUp,
 		})
 		if err != nil {
@@ -53,6 +53,12 @@ func (a *App) runWebhooks(ctx context.Context, run func(string, func(context.Con
 // webhookEmitter appends budget and scored-file events.
 func (a *App) webhookEmitter() *webhooks.Emitter {
 	return &webhooks.Emitter{Kafka: a.Kafka, Topic: a.Topics.WebhookEvents, Redis: a.Redis}
+}
+
+// location is a marketplace's time zone (UTC when unknown).
+func (a *App) location(mp string) *time.Location {
+	m, _ := a.Accounts.Marketplace(mp)
+	return m.Location()
 }
 
 // onBudgetRefused turns the fold's refusals into budget.exhausted events.
@@ -69,7 +75,8 @@ func (a *App) onBudgetRefused(em *webhooks.Emitter) func(ctx context.Context, rs
 			if r.Total {
 				kind = webhooks.BudgetTotal
 			}
-			ev, err := webhooks.BudgetExhaustedEvent(r.MarketplaceID, a.Campaigns.JSON(c), r.TotalMicros, kind, r.Day, now)
+			view := a.Campaigns.View(ctx, r.MarketplaceID, a.location(r.MarketplaceID), c)[0]
+			ev, err := webhooks.BudgetExhaustedEvent(r.MarketplaceID, view, r.TotalMicros, kind, r.Day, now)
 			if err != nil {
 				return err
 			}

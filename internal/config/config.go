@@ -72,6 +72,7 @@ type Config struct {
 	ProjectorStallTimeout  time.Duration
 	DedupeWindow           time.Duration
 	BudgetRefresh          time.Duration
+	SpendReadTimeout       time.Duration
 
 	ScoredAttributionGrace time.Duration
 	ReportURLLifetime      time.Duration
@@ -230,6 +231,7 @@ var settings = []setting{
 	{"projector-flush-timeout", "ENDCAP_PROJECTOR_FLUSH_TIMEOUT", "30s", "longest attempt at folding and committing one batch; a batch that fails or takes longer is read again from the last commit after a backoff", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushTimeout })},
 	{"projector-stall-timeout", "ENDCAP_PROJECTOR_STALL_TIMEOUT", "60s", "a process whose projector has neither committed a batch nor been caught up for this long answers /readyz 503 (endcap_projector_stalled_seconds)", duration(func(c *Config) *time.Duration { return &c.ProjectorStallTimeout })},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
+	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"scored-attribution-grace", "ENDCAP_SCORED_ATTRIBUTION_GRACE", "3h", "how long after a marketplace-local day ends the exporter first writes its scored-attribution file (late events; see docs/scored-attribution.md)", duration(func(c *Config) *time.Duration { return &c.ScoredAttributionGrace })},
 	{"report-url-lifetime", "ENDCAP_REPORT_URL_LIFETIME", "1h", "lifetime of the presigned URLs of report files (1s to 168h)", func(c *Config, v string) error {

@@ -30,9 +30,12 @@ type RouterOptions struct {
 	// Events the webhook events topic (events other components emit).
 	Entities, Events string
 	Campaigns        *campaigns.Service
-	Exports          *exports.Service
-	SessionTimeout   time.Duration
-	Log              *slog.Logger
+	// Location is a marketplace's time zone, the day of a campaign's spend
+	// in its events (nil: UTC).
+	Location       func(mp string) *time.Location
+	Exports        *exports.Service
+	SessionTimeout time.Duration
+	Log            *slog.Logger
 	// StartBack: a group with no committed offset (its first start) begins
 	// at the records of this long before the process started (0: 1 min),
 	// not at the topics' beginnings: history never floods the endpoints.
@@ -228,10 +231,17 @@ func (r *Router) entityEvents(ctx context.Context, value []byte) ([]Event, error
 			return nil, nil
 		}
 		typ := TypeCampaignUpdated
-		if rec.Version == 1 {
+		switch {
+		case rec.Version == 1:
 			typ = TypeCampaignCreated
+		case c.Archived():
+			typ = TypeCampaignArchived // an archived campaign changes no more: its last record
 		}
-		data, err := marshal(r.o.Campaigns.JSON(c))
+		loc := time.UTC
+		if r.o.Location != nil {
+			loc = r.o.Location(mp)
+		}
+		data, err := marshal(r.o.Campaigns.View(ctx, mp, loc, c)[0])
 		if err != nil {
 			return nil, err
 		}

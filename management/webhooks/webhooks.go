@@ -46,6 +46,7 @@ const (
 // Event types.
 const (
 	TypeBudgetExhausted        = "budget.exhausted"
+	TypeCampaignArchived       = "campaign.archived"
 	TypeCampaignCreated        = "campaign.created"
 	TypeCampaignUpdated        = "campaign.updated"
 	TypeExportCompleted        = "export.completed"
@@ -59,6 +60,7 @@ const (
 // EventTypes are the event types a webhook can subscribe to.
 var EventTypes = []string{
 	TypeBudgetExhausted,
+	TypeCampaignArchived,
 	TypeCampaignCreated,
 	TypeCampaignUpdated,
 	TypeExportCompleted,
