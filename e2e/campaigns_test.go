@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 )
@@ -35,6 +36,7 @@ func cpStart(t *testing.T) (*system, config.Config) {
 	cfg := env.Config(t, brokers)
 	cfg.RateLimitDefault = "5000/1s"
 	cfg.RateLimitCatalog = "5000/1s"
+	cfg.SpendReadTimeout = 10 * time.Second // the tests compare spend: a loaded machine must not drop it
 	return startSystem(t, cfg), cfg
 }
 
@@ -224,11 +226,13 @@ func TestCampaignsLifecycle(t *testing.T) {
 		t.Errorf("Location %q", loc)
 	}
 	ids := map[string]string{c1: "<c1>", contact1: "<contact1>"}
+	day := budget.DayOf(time.Now(), s.Marketplace.Location())
 	c1JSON := `{"id":"<c1>","vendorId":"v-1","name":"Spring sale","type":"listings","chargeType":"CPC",
 		"dailyBudget":10.5,"totalBudget":300.25,"maxBid":null,
-		"startDate":"2020-01-01T00:00:00.000Z","endDate":"2099-01-01T00:00:00.123Z","isActive":true,"status":"running",
+		"startDate":"2020-01-01T00:00:00.000Z","endDate":"2099-01-01T00:00:00.123Z","isActive":true,"status":"running","statusReason":"no_bids",
+		"spend":{"day":"` + day + `","today":0,"total":0,"remainingDailyBudget":10.5,"remainingTotalBudget":300.25,"pacing":"on_pace","available":true},
 		"targeting":{"placementIds":[1,2],"devices":["mobile"],"locations":["85283473fffffff"],"segments":["seg-1"]},
-		"billingContactId":null,"createdAt":"<now>","updatedAt":"<now>"}`
+		"billingContactId":null,"createdAt":"<now>","updatedAt":"<now>","archivedAt":null}`
 	cpSame(t, r.Body, ids, c1JSON)
 
 	// A write is visible to the next read at once.
@@ -279,8 +283,8 @@ func TestCampaignsLifecycle(t *testing.T) {
 	r = cpDo(t, s, "PATCH", cpCampaign(c1), A, `{"name":"Spring sale 2","isActive":false,"totalBudget":null,"chargeType":"CPM","targeting":{"devices":["desktop"]}}`, map[string]string{"If-Match": `"1"`})
 	cpStatus(t, r, 200)
 	cpETag(t, r, "2")
-	c1JSON = strings.NewReplacer(`"Spring sale"`, `"Spring sale 2"`, `"isActive":true,"status":"running"`, `"isActive":false,"status":"paused"`,
-		`"totalBudget":300.25`, `"totalBudget":null`, `"chargeType":"CPC"`, `"chargeType":"CPM"`,
+	c1JSON = strings.NewReplacer(`"Spring sale"`, `"Spring sale 2"`, `"isActive":true,"status":"running","statusReason":"no_bids"`, `"isActive":false,"status":"paused","statusReason":"paused"`,
+		`"totalBudget":300.25`, `"totalBudget":null`, `"remainingTotalBudget":300.25`, `"remainingTotalBudget":null`, `"chargeType":"CPC"`, `"chargeType":"CPM"`,
 		`"devices":["mobile"]`, `"devices":["desktop"]`).Replace(c1JSON)
 	cpSame(t, r.Body, ids, c1JSON)
 	r = cpDo(t, s, "GET", cpCampaign(c1), A, nil, nil)

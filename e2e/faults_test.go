@@ -209,6 +209,14 @@ func TestFaults(t *testing.T) {
 				t.Errorf("GET vendors %d while Redis is frozen: %d after %s %s %v, want 200 within 1 s", i, st, took.Round(time.Millisecond), b, err)
 			}
 		}
+		// So are campaigns, without their spend (docs/campaigns.md, Delivery).
+		for i := range 3 {
+			start := time.Now()
+			st, b, err := api.call("GET", cpCampaign(d.campaign), advKey, "", 10*time.Second, nil)
+			if took := time.Since(start); st != 200 || took > time.Second || !strings.Contains(string(b), `"available":false`) {
+				t.Errorf("GET campaign %d while Redis is frozen: %d after %s %s %v, want 200 without spend within 1 s", i, st, took.Round(time.Millisecond), b, err)
+			}
+		}
 		time.Sleep(12 * time.Second)
 		resume()
 	})

@@ -40,7 +40,7 @@ type system struct {
 	stop           func()
 }
 
-func startSystem(t *testing.T, cfg config.Config) *system {
+func startSystem(t testing.TB, cfg config.Config) *system {
 	t.Helper()
 	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
 	if err != nil {
@@ -97,7 +97,7 @@ type response struct {
 	Body   []byte
 }
 
-func (s *system) request(t *testing.T, method, path, key string, body []byte, hdr map[string]string) response {
+func (s *system) request(t testing.TB, method, path, key string, body []byte, hdr map[string]string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *system) request(t *testing.T, method, path, key string, body []byte, hd
 	return response{resp.StatusCode, resp.Header, b}
 }
 
-func (s *system) do(t *testing.T, method, path, key string, body []byte) (int, []byte) {
+func (s *system) do(t testing.TB, method, path, key string, body []byte) (int, []byte) {
 	r := s.request(t, method, path, key, body, nil)
 	return r.Status, r.Body
 }

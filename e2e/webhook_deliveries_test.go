@@ -83,6 +83,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	cfg.RateLimitDefault = "5000/1s"
 	cfg.WebhookAllowLoopback = true
 	cfg.WebhookRetryBase = 100 * time.Millisecond
+	cfg.SpendReadTimeout = 10 * time.Second // the event's campaign is compared with the API's, spend included
 	s := startSystem(t, cfg)
 	A := s.AdvancedKey
 	rc := newHookReceiver(t)
