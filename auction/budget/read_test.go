@@ -44,9 +44,14 @@ func TestReadSpend(t *testing.T) {
 		{"one campaign twice", []string{"c2", "c2"}, []Spent{{Day: 7, Total: 7, DayHint: 12}, {Day: 7, Total: 7, DayHint: 12}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			before := mr.CommandCount()
 			got, err := ReadSpend(t.Context(), rdb, "mp1", "2024-05-10", tc.ids)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Two HMGETs, sent together (none for no campaign).
+			if n, want := mr.CommandCount()-before, min(2, 2*len(tc.ids)); n != want {
+				t.Errorf("%d commands, want %d", n, want)
 			}
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d results, want %d", len(got), len(tc.want))
