@@ -57,8 +57,9 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	routes = append(routes, api.SegmentRoutes(segs))
 
 	// Campaigns and bids; automated-campaign bids. camps answers the
-	// auction's reads (EachCampaign, LiveBids).
-	camps := campaigns.New(a.Entities, cat, bill, segs)
+	// auction's reads (EachCampaign, LiveBids); the accounts' reserve
+	// prices count in its bids' eligibility.
+	camps := campaigns.New(a.Entities, cat, bill, segs, a.Accounts)
 	routes = append(routes, api.CampaignRoutes(camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the

@@ -94,7 +94,7 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	)
 	testenv.StateLog(tb, brokers, testenv.StateLogOptions{Prefix: "bench."}, func(l *statelog.Log) {
 		cat = catalog.New(l)
-		camps = campaigns.New(l, cat, nil, nil)
+		camps = campaigns.New(l, cat, nil, nil, nil)
 		ix.Register(cat, camps)
 	})
 
