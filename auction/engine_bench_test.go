@@ -196,9 +196,17 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 
 type benchGate struct{ c *budget.Cache }
 
-func (g benchGate) Allow(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool {
+func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
 	day, total := g.c.Spend(m.ID, m.Loc, campaignID, at)
-	return budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc) == budget.OK
+	switch budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc) {
+	case budget.OK:
+		return auction.BudgetOK
+	case budget.TotalExhausted:
+		return auction.BudgetTotalExhausted
+	case budget.DailyExhausted:
+		return auction.BudgetDailyExhausted
+	}
+	return auction.BudgetPaced
 }
 
 // randomRequest draws ids uniformly from the whole catalog: every product

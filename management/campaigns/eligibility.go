@@ -24,9 +24,10 @@ type Ineligibility struct {
 //     active (product_inactive), to list the campaign's vendor among its
 //     vendors (vendor_not_permitted) and, for a banners campaign, to have an
 //     imageURL (product_without_image);
-//   - a keyword bid needs an active product of the vendor (with an imageURL
-//     for a banners campaign), a category bid one in the category or below
-//     it (no_active_product): the products such a bid can promote;
+//   - a keyword bid needs an active product of the vendor, a category bid
+//     one in the category or below it (no_active_product): the products
+//     such a bid can promote; for a banners campaign, one of them with an
+//     imageURL (product_without_image);
 //   - any bid must be at least the marketplace's reserve price of the
 //     campaign's charge type (below_reserve).
 //
@@ -48,15 +49,16 @@ func (s *Service) Eligibility(mp string, c Campaign, b Bid) (bool, Ineligibility
 			return false, Ineligibility{ReasonProductNoImage, "product " + b.Target + " has no imageURL, which a banner shows"}
 		}
 	case TargetKeyword, TargetCategory:
-		if !s.promotable(mp, c.VendorID, b, banners) {
-			what := "vendor " + c.VendorID + " has no active product"
-			if banners {
-				what += " with an imageURL"
-			}
-			if b.TargetType == TargetCategory {
-				what += " in category " + b.Target + " or below it"
-			}
-			return false, Ineligibility{ReasonNoActiveProduct, what}
+		active, shown := s.promotable(mp, c.VendorID, b, banners)
+		where := ""
+		if b.TargetType == TargetCategory {
+			where = " in category " + b.Target + " or below it"
+		}
+		switch {
+		case !active:
+			return false, Ineligibility{ReasonNoActiveProduct, "vendor " + c.VendorID + " has no active product" + where}
+		case !shown:
+			return false, Ineligibility{ReasonProductNoImage, "no active product of vendor " + c.VendorID + where + " has an imageURL, which a banner shows"}
 		}
 	}
 	if s.mkt != nil {
@@ -75,11 +77,11 @@ func (s *Service) Eligibility(mp string, c Campaign, b Bid) (bool, Ineligibility
 
 // promotable reports whether the vendor has an active product that a
 // keyword or category bid can promote: any (keyword), one in the bid's
-// category or below it (category); one with an imageURL for banners. It
-// stops at the first.
-func (s *Service) promotable(mp, vendorID string, b Bid, banners bool) bool {
+// category or below it (category); and whether one of them has an
+// imageURL, when banners (else shown is active). It stops at the first
+// that does.
+func (s *Service) promotable(mp, vendorID string, b Bid, banners bool) (active, shown bool) {
 	var inCat map[string]bool // category -> it is the bid's category or below it
-	found := false
 	s.cat.EachProductOfVendor(mp, vendorID, func(p entityref.ProductRef) bool {
 		if !p.Active {
 			return true
@@ -103,13 +105,11 @@ func (s *Service) promotable(mp, vendorID string, b Bid, banners bool) bool {
 				return true
 			}
 		}
-		if banners && s.cat.ProductImageURL(mp, p.ID) == "" {
-			return true
-		}
-		found = true
-		return false
+		active = true
+		shown = !banners || s.cat.ProductImageURL(mp, p.ID) != ""
+		return !shown
 	})
-	return found
+	return active, shown
 }
 
 // inCategory reports whether category c is target or below it, following

@@ -66,7 +66,8 @@ func TestEligibility(t *testing.T) {
 		{"keyword, no active product", listings("v4", ChargeCPC), bid(TargetKeyword, "shoes", 200_000), ReasonNoActiveProduct, "vendor v4 has no active product"},
 		{"keyword, unknown vendor", listings("v0", ChargeCPC), bid(TargetKeyword, "shoes", 200_000), ReasonNoActiveProduct, ""},
 		{"banner keyword, product with image", banners("v3"), bid(TargetKeyword, "shoes", 200_000), "", ""},
-		{"banner keyword, no image", banners("v1"), bid(TargetKeyword, "shoes", 200_000), ReasonNoActiveProduct, "no active product with an imageURL"},
+		{"banner keyword, no image", banners("v1"), bid(TargetKeyword, "shoes", 200_000), ReasonProductNoImage, "no active product of vendor v1 has an imageURL"},
+		{"banner keyword, no active product", banners("v4"), bid(TargetKeyword, "shoes", 200_000), ReasonNoActiveProduct, "vendor v4 has no active product"},
 		{"category itself", listings("v1", ChargeCPC), bid(TargetCategory, "running", 200_000), "", ""},
 		{"category ancestor", listings("v1", ChargeCPC), bid(TargetCategory, "shoes", 200_000), "", ""},
 		{"category not upserted, on the product", listings("v1", ChargeCPC), bid(TargetCategory, "loose", 200_000), "", ""},
@@ -75,7 +76,7 @@ func TestEligibility(t *testing.T) {
 		{"category in a cycle", listings("v5", ChargeCPC), bid(TargetCategory, "b", 200_000), "", ""},
 		{"category, cycle ends", listings("v5", ChargeCPC), bid(TargetCategory, "shoes", 200_000), ReasonNoActiveProduct, ""},
 		{"banner category with image", banners("v3"), bid(TargetCategory, "red", 200_000), "", ""},
-		{"banner category without image", banners("v3"), bid(TargetCategory, "shoes", 200_000), ReasonNoActiveProduct, "with an imageURL in category shoes"},
+		{"banner category without image", banners("v3"), bid(TargetCategory, "shoes", 200_000), ReasonProductNoImage, "no active product of vendor v3 in category shoes or below it has an imageURL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
