@@ -271,6 +271,33 @@ func runEngine(b *testing.B, w *benchWorld, reqs [][]auction.Request) {
 	b.ReportMetric(float64(winners)/float64(b.N), "winners/auction")
 }
 
+// BenchmarkEngine500Explain is what POST /v2/auctions/explain costs: the
+// Uniform auctions of BenchmarkEngine500, explained (every candidate
+// described; nothing signed).
+func BenchmarkEngine500Explain(b *testing.B) {
+	w := benchSetup(b)
+	rng := rand.New(rand.NewPCG(7, 7))
+	reqs := make([][]auction.Request, 256)
+	for i := range reqs {
+		reqs[i] = randomRequest(rng, w.products, 500, 5)
+	}
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	cands := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		ex := w.engine.Explain(ctx, w.market, auction.Auctions, reqs[i%len(reqs)])
+		lat = append(lat, time.Since(t0))
+		cands += len(ex[0].Candidates)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(cands)/float64(b.N), "candidates/auction")
+}
+
 // BenchmarkEngine500Parallel is the saturation throughput: auctions of 500
 // ids on every core.
 func BenchmarkEngine500Parallel(b *testing.B) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/big"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/endcap/endcap/auction/index"
@@ -468,11 +469,17 @@ func (a *auctionEnv) explained(i int) ExplainedCandidate {
 	c := &st.cands[i]
 	b := &st.bids[st.candBid[i]]
 	info := st.camps[b.camp].c
-	sc := c.score()
-	s := new(big.Int).SetUint64(sc.hi)
-	s.Lsh(s, 64).Or(s, new(big.Int).SetUint64(sc.lo))
 	return ExplainedCandidate{
 		ProductID: st.prods[c.Product].id, CampaignID: info.ID, VendorID: info.VendorID, BidID: b.bidID,
-		BidTarget: specNames[b.spec], CPM: c.CPM, BidMicros: c.BidMicros, QualityPPM: c.QualityPPM, Score: s.String(),
+		BidTarget: specNames[b.spec], CPM: c.CPM, BidMicros: c.BidMicros, QualityPPM: c.QualityPPM, Score: c.score().String(),
 	}
+}
+
+// String is the score in decimal.
+func (s score) String() string {
+	if s.hi == 0 {
+		return strconv.FormatUint(s.lo, 10)
+	}
+	v := new(big.Int).SetUint64(s.hi)
+	return v.Lsh(v, 64).Or(v, new(big.Int).SetUint64(s.lo)).String()
 }
