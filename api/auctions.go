@@ -11,13 +11,15 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
 )
 
-// Auctioneer runs auctions (auction.Engine).
+// Auctioneer runs and explains auctions (auction.Engine).
 type Auctioneer interface {
 	Run(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) ([]auction.Result, error)
+	Explain(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) []auction.Explanation
 }
 
 // postAuctions serves POST /v2/auctions, /v2/auctions/sponsored-brand and
@@ -68,6 +70,112 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 			}
 		}
 	}
+}
+
+// postAuctionsExplain serves POST /v2/auctions/explain: the body of POST
+// /v2/auctions, validated the same way (the same 400s), run as a dry run
+// (auction.Engine.Explain: nothing recorded, charged or signed), answered
+// 200 with every candidate of each auction and what happened to it
+// (docs/auction-ranking.md, "Explain").
+func (h *handlers) postAuctionsExplain(c *gin.Context) {
+	p := principal(c)
+	body, ok := readBodyInto(c, h.d.MaxBodyBytes, nil)
+	if !ok {
+		return
+	}
+	reqs, verr := auction.ParseAuctions(body, auction.Auctions)
+	if verr != nil {
+		abortV2(c, http.StatusBadRequest, verr.Code, verr.Message)
+		return
+	}
+	defer auction.Release(reqs) // after the answer: it shares the requests' strings
+	exps := h.d.Auctions.Explain(c.Request.Context(), marketOf(&p.Marketplace), auction.Auctions, reqs)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", appendExplanations(nil, exps))
+}
+
+// appendExplanations writes the explain answer:
+// {"results":[{"resultType","slots","candidates":[…],"excludedProducts":[…],"error"}, …]}.
+func appendExplanations(b []byte, exps []auction.Explanation) []byte {
+	b = append(b, `{"results":[`...)
+	for i := range exps {
+		e := &exps[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"resultType":`...)
+		b = jsontext.AppendString(b, e.ResultType())
+		b = append(b, `,"slots":`...)
+		b = strconv.AppendInt(b, int64(e.Slots), 10)
+		b = append(b, `,"candidates":[`...)
+		for j := range e.Candidates {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendExplainedCandidate(b, &e.Candidates[j])
+		}
+		b = append(b, `],"excludedProducts":[`...)
+		for j, x := range e.ExcludedProducts {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"productId":`...)
+			b = jsontext.AppendString(b, x.ProductID)
+			b = append(b, `,"reason":`...)
+			b = jsontext.AppendString(b, x.Reason.String())
+			b = append(b, '}')
+		}
+		b = append(b, `],"error":`...)
+		b = strconv.AppendBool(b, e.Error)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+func appendExplainedCandidate(b []byte, c *auction.ExplainedCandidate) []byte {
+	str := func(b []byte, key, v string) []byte {
+		b = append(b, key...)
+		if v == "" {
+			return append(b, "null"...)
+		}
+		return jsontext.AppendString(b, v)
+	}
+	num := func(b []byte, key string, v int64, set bool) []byte {
+		b = append(b, key...)
+		if !set {
+			return append(b, "null"...)
+		}
+		return strconv.AppendInt(b, v, 10)
+	}
+	b = str(b, `{"productId":`, c.ProductID)
+	b = str(b, `,"campaignId":`, c.CampaignID)
+	b = str(b, `,"vendorId":`, c.VendorID)
+	b = str(b, `,"bidId":`, c.BidID)
+	b = str(b, `,"bidTarget":`, c.BidTarget)
+	charge := "CPC"
+	if c.CPM {
+		charge = "CPM"
+	}
+	b = str(b, `,"chargeType":`, charge)
+	b = append(b, `,"bid":`...)
+	b = money.Micros(c.BidMicros).Append(b)
+	b = append(b, `,"quality":`...)
+	if c.QualityPPM > 0 {
+		b = money.Micros(c.QualityPPM).Append(b) // parts per million: the same six decimals
+	} else {
+		b = append(b, "null"...)
+	}
+	b = str(b, `,"score":`, c.Score)
+	b = str(b, `,"outcome":`, c.Outcome.String())
+	b = str(b, `,"reason":`, c.Reason.String())
+	b = num(b, `,"position":`, int64(c.Position), c.Position > 0)
+	b = num(b, `,"rank":`, int64(c.Rank), c.Outcome == auction.Won)
+	b = append(b, `,"price":`...)
+	if c.Outcome == auction.Won {
+		b = money.Micros(c.PriceMicros).Append(b)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, '}')
 }
 
 // auctionBodies holds request- and response-body buffers of the auction

@@ -77,12 +77,14 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions")
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
+		v2.OPTIONS("/auctions/explain")
 		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter)
 		v2.POST("/events", mkey, h.postEvents)
 		if d.Auctions != nil {
 			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
 			v2.POST("/auctions/sponsored-brand", mkey, h.postAuctions(auction.SponsoredBrand))
 			v2.POST("/auctions/travel", mkey, h.postAuctions(auction.Travel))
+			v2.POST("/auctions/explain", mkey, h.postAuctionsExplain)
 		}
 
 		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter))

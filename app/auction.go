@@ -21,14 +21,26 @@ func (a *App) auctionEngine() *auction.Engine {
 }
 
 // budgetGate answers the engine's budget question from the spend cache with
-// budget.Check (budget left, pacing).
+// budget.Check (budget left, pacing). It only reads.
 type budgetGate struct{ spend *budget.Cache }
 
-func (g budgetGate) Allow(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool {
+func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
 	if dailyMicros == 0 && totalMicros == 0 {
-		return true
+		return auction.BudgetOK
 	}
 	day, total := g.spend.Spend(m.ID, m.Loc, campaignID, at)
-	limits := budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}
-	return budget.Check(limits, day, total, at, m.Loc) == budget.OK
+	return budgetVerdict(budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc))
+}
+
+// budgetVerdict is the engine's name of a budget verdict.
+func budgetVerdict(v budget.Verdict) auction.BudgetVerdict {
+	switch v {
+	case budget.OK:
+		return auction.BudgetOK
+	case budget.TotalExhausted:
+		return auction.BudgetTotalExhausted
+	case budget.DailyExhausted:
+		return auction.BudgetDailyExhausted
+	}
+	return auction.BudgetPaced
 }

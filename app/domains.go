@@ -58,8 +58,9 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	routes = append(routes, api.SegmentRoutes(segs))
 
 	// Campaigns and bids; automated-campaign bids. camps answers the
-	// auction's reads (EachCampaign, LiveBids).
-	camps := campaigns.New(a.Entities, cat, bill, segs)
+	// auction's reads (EachCampaign, LiveBids); the accounts' reserve
+	// prices count in its bids' eligibility.
+	camps := campaigns.New(a.Entities, cat, bill, segs, a.Accounts)
 	spend := budget.NewReader(a.Redis, a.log) // spend in campaign views (docs/campaigns.md, Delivery)
 	if a.cfg.SpendReadTimeout > 0 {
 		spend.Timeout = a.cfg.SpendReadTimeout

@@ -48,11 +48,25 @@ type SegmentView interface {
 }
 
 // BudgetGate says whether a campaign may spend now: budget left, and not
-// held back by pacing. It must answer from memory. dailyMicros and
-// totalMicros are the campaign's budgets (0: none; never both 0 here).
+// held back by pacing (BudgetOK), or which of them holds it back. It must
+// answer from memory, and only read: an auction changes no budget or pacing
+// state. dailyMicros and totalMicros are the campaign's budgets (0: none;
+// never both 0 here).
 type BudgetGate interface {
-	Allow(m *Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool
+	Check(m *Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) BudgetVerdict
 }
+
+// BudgetVerdict is a BudgetGate's answer.
+type BudgetVerdict uint8
+
+// The budget verdicts, in the order the budget rule checks them
+// (docs/budgets.md).
+const (
+	BudgetOK             BudgetVerdict = iota
+	BudgetTotalExhausted               // the total budget is spent
+	BudgetDailyExhausted               // today's budget is spent
+	BudgetPaced                        // today's spend is ahead of the pacing curve
+)
 
 // Market is the marketplace an auction runs for.
 type Market struct {
@@ -200,7 +214,7 @@ func (e *Engine) Run(ctx context.Context, m *Market, endpoint EndpointKind, reqs
 	out := ra.results[:len(reqs)]
 	ra.results = out
 	for i := range reqs {
-		out[i] = e.runOne(ctx, st, keys, ra, m, endpoint, &reqs[i], i, at)
+		out[i] = e.runOne(ctx, st, keys, ra, m, endpoint, &reqs[i], i, at, nil)
 	}
 	out[0].arrays = ra
 	return out, nil
@@ -225,7 +239,8 @@ type prod struct {
 	quality   int64 // ppm
 	variation int32 // index of its variationID in the request's VariationIDs, -1 for none
 	hasBids   bool
-	excluded  bool // filtered out after the bids were gathered
+	excluded  bool   // filtered out after the bids were gathered (or, explaining, left out of the context)
+	why       Reason // why it is excluded
 }
 
 // camp is what an auction keeps of a campaign it met: its immutable info
@@ -235,6 +250,7 @@ type camp struct {
 	c       *index.CampInfo // nil when not eligible
 	ok      bool            // eligible (segments still to check when needSeg)
 	needSeg bool
+	why     Reason // why not eligible
 }
 
 type bidRef struct {
@@ -323,9 +339,16 @@ type auctionEnv struct {
 	kinds index.Kind    // campaign types that compete
 	atMs  int64         // at in Unix milliseconds
 	ix    *index.Market // set inside Index.Read only
+	// tr collects what happens to every candidate when the auction is
+	// explained (Explain); nil when it runs (Run). Every use is behind a
+	// nil check, off the paths that keep candidates.
+	tr *tracer
 }
 
-func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, ra *resultArrays, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time) Result {
+// runOne runs one auction. With a tracer (Explain) it stops after the
+// ranking, with tr holding every candidate's outcome: no winner is made
+// and nothing is signed (keys and ra are not used).
+func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, ra *resultArrays, m *Market, endpoint EndpointKind, r *Request, idx int, at time.Time, tr *tracer) Result {
 	st.reset()
 	if at.Sub(st.pathsAt) > time.Second || at.Before(st.pathsAt) || len(st.paths) > 100_000 || st.pathsMP != m.ID {
 		clear(st.paths)
@@ -337,7 +360,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 		res.Error, res.Record.Error = true, true
 		return res
 	}
-	a := &auctionEnv{e: e, st: st, m: m, r: r, at: at, atMs: at.UnixMilli(), mp: m.ID}
+	a := &auctionEnv{e: e, st: st, m: m, r: r, at: at, atMs: at.UnixMilli(), mp: m.ID, tr: tr}
 	if r.Kind == KindBanners {
 		a.kinds = index.KindBanners
 	} else {
@@ -358,6 +381,10 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 	}
 	res.Record.Candidates = len(st.cands)
 	places := st.rk.Rank(st.cands, st, r.Slots, m.Reserve)
+	if tr != nil {
+		a.traceRanking(places)
+		return res
+	}
 
 	res.Winners, res.Record.Winners = ra.take(len(places))
 	for _, pl := range places {
@@ -518,10 +545,16 @@ func (a *auctionEnv) resolveProducts(lo, hi int) {
 		k := lo + j
 		p := a.ix.ProductAt(r)
 		if p == nil || !p.Known || !p.Active || len(p.Vendors) == 0 {
+			if a.tr != nil {
+				a.traceLeftOut(p, k, false)
+			}
 			continue
 		}
 		// The request's copy of the id (hot in cache), not the index's.
 		if _, dup := st.prodIdx[st.ids[k]]; dup || !a.matchesCategory(p) {
+			if a.tr != nil && !dup {
+				a.traceLeftOut(p, k, true)
+			}
 			continue
 		}
 		a.addProduct(p, st.ids[k], p.QualityScore, int(st.idPos[k]))
@@ -608,7 +641,15 @@ func (a *auctionEnv) gather(first int) {
 			if r.Active && r.Vendor != nil && p.HasVendor(r.Vendor) {
 				if ci := a.campaign(r.Camp); ci >= 0 {
 					a.addBid(pk, ci, specProduct, r.ID, r.Amount)
+				} else if a.tr != nil {
+					a.traceCampaignOut(pk, "", r.Camp, specProduct, r.ID, r.Amount)
 				}
+			} else if a.tr != nil && r.Vendor != nil {
+				why := ReasonVendorNotPermitted
+				if !r.Active {
+					why = ReasonBidInactive
+				}
+				a.traceBid(pk, "", r.Camp.Info, specProduct, r.ID, r.Amount, why)
 			}
 		}
 		for _, ph := range st.phrases {
@@ -624,7 +665,11 @@ func (a *auctionEnv) gather(first int) {
 				if slices.Contains(anc, cr.Target) && cr.Bid.B.Active {
 					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
 						a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
+					} else if a.tr != nil {
+						a.traceCampaignOut(pk, "", cr.Bid.Camp, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
 					}
+				} else if a.tr != nil && slices.Contains(anc, cr.Target) {
+					a.traceBid(pk, "", cr.Bid.Camp.Info, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros, ReasonBidInactive)
 				}
 			}
 			if a.r.Kind == KindBanners {
@@ -633,6 +678,8 @@ func (a *auctionEnv) gather(first int) {
 			for _, c := range v.Automated {
 				if ci := a.campaign(c); ci >= 0 {
 					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
+				} else if a.tr != nil {
+					a.traceCampaignOut(pk, "", c, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
 				}
 			}
 		}
@@ -672,10 +719,15 @@ func (a *auctionEnv) touch(first int) {
 func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec uint8) {
 	for _, b := range bs {
 		if !b.B.Active || !b.Camp.Gate.Known || !p.HasVendor(b.Camp.Vendor) {
+			if a.tr != nil && !b.B.Active && b.Camp.Gate.Known && p.HasVendor(b.Camp.Vendor) {
+				a.traceBid(pk, "", b.Camp.Info, spec, b.B.ID, b.B.AmountMicros, ReasonBidInactive)
+			}
 			continue
 		}
 		if ci := a.campaign(b.Camp); ci >= 0 {
 			a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
+		} else if a.tr != nil {
+			a.traceCampaignOut(pk, "", b.Camp, spec, b.B.ID, b.B.AmountMicros)
 		}
 	}
 }
@@ -712,10 +764,15 @@ func (a *auctionEnv) keywordOnly() {
 	for _, ph := range a.st.phrases {
 		for _, b := range a.ix.Keyword(ph) {
 			if !b.B.Active || !b.Camp.Gate.Known {
+				if a.tr != nil && b.Camp.Gate.Known {
+					a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: ReasonBidInactive})
+				}
 				continue
 			}
 			if ci := a.campaign(b.Camp); ci >= 0 {
 				a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
+			} else if a.tr != nil && b.Camp.Info != nil {
+				a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: a.campaignWhy(b.Camp)})
 			}
 		}
 	}
@@ -728,7 +785,12 @@ func (a *auctionEnv) keywordOnlyProducts() {
 	for _, h := range a.st.kwHits {
 		if pk, ok := a.vendorBest(h.vendor); ok {
 			a.addBid(pk, h.camp, specKeyword, h.bidID, h.amount)
+		} else if a.tr != nil {
+			a.traceBid(-1, "", a.st.camps[h.camp].c, specKeyword, h.bidID, h.amount, ReasonNoActiveProduct)
 		}
+	}
+	if a.tr != nil {
+		a.traceKeywordOnlyOut()
 	}
 }
 
@@ -762,15 +824,23 @@ func (a *auctionEnv) landingPage() {
 	a.ix.EachBanners(func(c *index.Camp) bool {
 		ci := a.campaign(c)
 		if ci < 0 {
+			if a.tr != nil {
+				a.traceLandingPageOut(c)
+			}
 			return true
 		}
 		c.EachBid(func(b *index.Bid) bool {
 			if !b.B.Active || b.B.TargetType != campaigns.TargetProduct {
+				if a.tr != nil && b.B.TargetType == campaigns.TargetProduct {
+					a.traceLandingPageBid(c, b, ReasonBidInactive)
+				}
 				return true
 			}
 			p := a.ix.Product(b.B.Target)
 			if p != nil && p.Known && p.Active && p.HasVendor(c.Vendor) {
 				a.addBid(a.addProduct(p, p.ID, p.QualityScore, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
+			} else if a.tr != nil {
+				a.traceLandingPageBid(c, b, productWhy(p, c.Vendor))
 			}
 			return true
 		})
@@ -787,7 +857,12 @@ func (a *auctionEnv) addBid(pk, ci int32, spec uint8, bidID string, amount int64
 	if k, ok := a.st.best[key]; ok {
 		cur := &a.st.bids[k]
 		if spec > cur.spec || (spec == cur.spec && amount > cur.amount) {
+			if a.tr != nil {
+				a.traceSuperseded(*cur)
+			}
 			*cur = bidRef{prod: pk, camp: ci, spec: spec, bidID: bidID, amount: amount}
+		} else if a.tr != nil {
+			a.traceSuperseded(bidRef{prod: pk, camp: ci, spec: spec, bidID: bidID, amount: amount})
 		}
 		return
 	}
@@ -804,8 +879,8 @@ func (a *auctionEnv) applyFilter() {
 	}
 	for i := range a.st.prods {
 		p := &a.st.prods[i]
-		if p.hasBids && !a.passesFilter(p.id) {
-			p.excluded = true
+		if p.hasBids && !p.excluded && !a.passesFilter(p.id) {
+			p.excluded, p.why = true, ReasonFilterMismatch
 		}
 	}
 }
@@ -824,14 +899,15 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 		return k
 	}
 	k := int32(len(a.st.camps))
-	ok := a.campaignEligible(ce)
+	why := a.campaignEligible(ce)
+	ok := why == reasonNone
 	var info *index.CampInfo
 	if ok {
 		info = ce.Info
 	}
 	// The gate says whether there are segments: info is not read here (a
 	// cache miss per campaign, for the few that target segments).
-	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented})
+	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, why: why})
 	cp := &a.st.camps[k]
 	a.st.campIdx[ce.Num] = k
 	if !cp.ok {
@@ -840,10 +916,15 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	return k
 }
 
-func (a *auctionEnv) campaignEligible(ce *index.Camp) bool {
+// campaignEligible returns why a campaign may not compete in this auction
+// (reasonNone: it may, segments aside), checking in this order: running
+// and of a type that competes (reasonNotRunning, told apart by
+// notRunningWhy), placement, device, location, an opaqueUserId for segment
+// targeting, budget and pacing.
+func (a *auctionEnv) campaignEligible(ce *index.Camp) Reason {
 	g := &ce.Gate
 	if !g.Running(a.kinds, a.atMs) {
-		return false
+		return reasonNotRunning
 	}
 	if !g.Targeted {
 		return a.budgetAllows(ce)
@@ -851,25 +932,37 @@ func (a *auctionEnv) campaignEligible(ce *index.Camp) bool {
 	c := &ce.C
 	t := &c.Targeting
 	if len(t.PlacementIDs) > 0 && !slices.Contains(t.PlacementIDs, a.r.PlacementID) {
-		return false
+		return ReasonTargetingPlacement
 	}
 	if len(t.Devices) > 0 && !slices.Contains(t.Devices, a.r.Device) {
-		return false
+		return ReasonTargetingDevice
 	}
 	if len(t.Locations) > 0 && !slices.ContainsFunc(t.Locations, func(l string) bool { return slices.Contains(a.st.cells, l) }) {
-		return false
+		return ReasonTargetingLocation
 	}
 	if len(t.Segments) > 0 && a.r.OpaqueUserID == "" {
-		return false
+		return ReasonTargetingSegment
 	}
 	return a.budgetAllows(ce)
 }
 
 // budgetAllows: the campaign has no budget, or the budget gate lets it
-// spend now. It reads the gate's copies of the budgets, not the campaign.
-func (a *auctionEnv) budgetAllows(ce *index.Camp) bool {
+// spend now (reasonNone); else the budget or pacing that holds it back. It
+// reads the gate's copies of the budgets, not the campaign.
+func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
 	g := &ce.Gate
-	return !g.Budgeted || a.e.Budget == nil || a.e.Budget.Allow(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, a.at)
+	if !g.Budgeted || a.e.Budget == nil {
+		return reasonNone
+	}
+	switch a.e.Budget.Check(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, a.at) {
+	case BudgetOK:
+		return reasonNone
+	case BudgetTotalExhausted:
+		return ReasonTotalBudgetExhausted
+	case BudgetDailyExhausted:
+		return ReasonDailyBudgetExhausted
+	}
+	return ReasonPaced
 }
 
 // checkSegments resolves the segment targeting of the candidate campaigns in
@@ -920,6 +1013,13 @@ func (a *auctionEnv) checkSegments(ctx context.Context) {
 			}
 		}
 		c.ok = member
+		switch {
+		case member:
+		case err != nil:
+			c.why = ReasonSegmentUnavailable
+		default:
+			c.why = ReasonTargetingSegment
+		}
 	}
 }
 
@@ -932,6 +1032,9 @@ func (a *auctionEnv) buildCandidates() {
 		c := &st.camps[b.camp]
 		p := &st.prods[b.prod]
 		if !c.ok || b.amount <= 0 || p.excluded {
+			if a.tr != nil {
+				a.traceDropped(b, c, p)
+			}
 			continue
 		}
 		group := b.prod
@@ -974,6 +1077,9 @@ func (a *auctionEnv) dropImageless() {
 		if ok {
 			keep = append(keep, c)
 			keepBid = append(keepBid, st.candBid[i])
+		} else if a.tr != nil {
+			b := st.bids[st.candBid[i]]
+			a.traceBid(b.prod, "", st.camps[b.camp].c, b.spec, b.bidID, b.amount, ReasonProductWithoutImage)
 		}
 	}
 	st.cands, st.candBid = keep, keepBid

@@ -94,7 +94,7 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	)
 	testenv.StateLog(tb, brokers, testenv.StateLogOptions{Prefix: "bench."}, func(l *statelog.Log) {
 		cat = catalog.New(l)
-		camps = campaigns.New(l, cat, nil, nil)
+		camps = campaigns.New(l, cat, nil, nil, nil)
 		ix.Register(cat, camps)
 	})
 
@@ -196,9 +196,17 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 
 type benchGate struct{ c *budget.Cache }
 
-func (g benchGate) Allow(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) bool {
+func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
 	day, total := g.c.Spend(m.ID, m.Loc, campaignID, at)
-	return budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc) == budget.OK
+	switch budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc) {
+	case budget.OK:
+		return auction.BudgetOK
+	case budget.TotalExhausted:
+		return auction.BudgetTotalExhausted
+	case budget.DailyExhausted:
+		return auction.BudgetDailyExhausted
+	}
+	return auction.BudgetPaced
 }
 
 // randomRequest draws ids uniformly from the whole catalog: every product
@@ -261,6 +269,33 @@ func runEngine(b *testing.B, w *benchWorld, reqs [][]auction.Request) {
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(winners)/float64(b.N), "winners/auction")
+}
+
+// BenchmarkEngine500Explain is what POST /v2/auctions/explain costs: the
+// Uniform auctions of BenchmarkEngine500, explained (every candidate
+// described; nothing signed).
+func BenchmarkEngine500Explain(b *testing.B) {
+	w := benchSetup(b)
+	rng := rand.New(rand.NewPCG(7, 7))
+	reqs := make([][]auction.Request, 256)
+	for i := range reqs {
+		reqs[i] = randomRequest(rng, w.products, 500, 5)
+	}
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	cands := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		ex := w.engine.Explain(ctx, w.market, auction.Auctions, reqs[i%len(reqs)])
+		lat = append(lat, time.Since(t0))
+		cands += len(ex[0].Candidates)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(cands)/float64(b.N), "candidates/auction")
 }
 
 // BenchmarkEngine500Parallel is the saturation throughput: auctions of 500

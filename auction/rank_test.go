@@ -272,3 +272,21 @@ func BenchmarkRank(b *testing.B) {
 		rk.Rank(cs, names, 5, Reserve{CPCMicros: 100_000})
 	}
 }
+
+// TestScoreString: a score in decimal, beyond 64 bits too.
+func TestScoreString(t *testing.T) {
+	for _, c := range []struct {
+		s    score
+		want string
+	}{
+		{score{}, "0"},
+		{score{0, 7_200_000_000_000}, "7200000000000"},
+		{score{0, 1<<64 - 1}, "18446744073709551615"},
+		{score{1, 0}, "18446744073709551616"},
+		{score{1<<64 - 1, 1<<64 - 1}, "340282366920938463463374607431768211455"},
+	} {
+		if got := c.s.String(); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.s, got, c.want)
+		}
+	}
+}

@@ -330,7 +330,8 @@ func TestCampaignsLifecycle(t *testing.T) {
 	}
 	cpETag(t, cpDo(t, s, "GET", cpCampaign(c4), A, nil, nil), "4")
 
-	// Bids: product, keyword (normalised), category.
+	// Bids: product, keyword (normalised), category (no product of the
+	// vendor is in it: not eligible).
 	r = cpDo(t, s, "POST", cpBids(c1), A, `{"targetType":"product","target":"p-1","bidAmount":0.35}`, nil)
 	cpStatus(t, r, 201)
 	cpETag(t, r, "1")
@@ -340,14 +341,14 @@ func TestCampaignsLifecycle(t *testing.T) {
 		t.Errorf("Location %q", loc)
 	}
 	b1JSON := `{"id":"<b1>","campaignId":"<c1>","targetType":"product","target":"p-1","bidAmount":0.35,"isActive":true,
-		"isEligible":true,"ineligibleReason":null,"createdAt":"<now>","updatedAt":"<now>"}`
+		"isEligible":true,"ineligibleReason":null,"ineligibleMessage":null,"createdAt":"<now>","updatedAt":"<now>"}`
 	cpSame(t, r.Body, ids, b1JSON)
 	r = cpDo(t, s, "POST", cpBids(c1), A, `{"targetType":"keyword","target":"  Running   SHOES ","bidAmount":1,"isActive":false}`, nil)
 	cpStatus(t, r, 201)
 	b2 := cpID(t, r)
 	ids[b2] = "<b2>"
 	b2JSON := `{"id":"<b2>","campaignId":"<c1>","targetType":"keyword","target":"running shoes","bidAmount":1,"isActive":false,
-		"isEligible":true,"ineligibleReason":null,"createdAt":"<now>","updatedAt":"<now>"}`
+		"isEligible":true,"ineligibleReason":null,"ineligibleMessage":null,"createdAt":"<now>","updatedAt":"<now>"}`
 	cpSame(t, r.Body, ids, b2JSON)
 	r = cpDo(t, s, "POST", cpBids(c1), A, `{"targetType":"category","target":"shoes","bidAmount":0.000001}`, nil)
 	cpStatus(t, r, 201)
@@ -364,7 +365,8 @@ func TestCampaignsLifecycle(t *testing.T) {
 	cpStatus(t, r, 200)
 	cpSame(t, r.Body, ids, `{"hasMore":false,"nextPage":null,"bids":[`+b1JSON+`,`+b2JSON+`,
 		{"id":"<b3>","campaignId":"<c1>","targetType":"category","target":"shoes","bidAmount":0.000001,"isActive":true,
-		 "isEligible":true,"ineligibleReason":null,"createdAt":"<now>","updatedAt":"<now>"}]}`)
+		 "isEligible":false,"ineligibleReason":"no_active_product",
+		 "ineligibleMessage":"vendor v-1 has no active product in category shoes or below it","createdAt":"<now>","updatedAt":"<now>"}]}`)
 	// Update a bid.
 	r = cpDo(t, s, "PATCH", cpBids(c1)+"/"+b2, A, `{"bidAmount":"1.25","isActive":true}`, nil)
 	expect422Typed(t, r, "body.bidAmount:decimal_type")

@@ -391,6 +391,17 @@ func (s *Service) Marketplace(id string) (Marketplace, bool) {
 	return *m, true
 }
 
+// Reserve returns a marketplace's reserve prices, micro-units (0: none; an
+// unknown marketplace has none). It is the campaigns' entityref.Marketplaces.
+func (s *Service) Reserve(id string) (cpcMicros, cpmMicros int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if m := s.marketplaces[id]; m != nil {
+		return m.ReserveCPCMicros, m.ReserveCPMMicros
+	}
+	return 0, 0
+}
+
 // Marketplaces lists every marketplace by name.
 func (s *Service) Marketplaces() []Marketplace {
 	s.mu.RLock()

@@ -21,6 +21,8 @@ func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
 	return entityref.ProductRef{}, false
 }
 func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductRef) bool) {}
+func (f fakeCatalog) ProductImageURL(string, string) string                               { return "" }
+func (f fakeCatalog) CategoryParent(string, string) (string, bool)                        { return "", false }
 
 // open starts a billing service on a fresh entities topic of brokers.
 func open(t *testing.T, brokers []string, prefix string, cat entityref.Catalog) *billing.Service {

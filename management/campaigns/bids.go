@@ -26,31 +26,33 @@ type BidInput struct {
 }
 
 // BidJSON is a bid on the wire. isActive is the bid's own switch;
-// isEligible and ineligibleReason say whether its target may take part in
-// auctions now (computed at read time from the catalog).
+// isEligible says whether it can win an auction now (Eligibility, computed
+// at read time from the catalog and the marketplace's reserve prices), and
+// when not, ineligibleReason the code and ineligibleMessage the sentence.
 type BidJSON struct {
-	ID               string    `json:"id"`
-	CampaignID       string    `json:"campaignId"`
-	TargetType       string    `json:"targetType"`
-	Target           string    `json:"target"`
-	BidAmount        Micros    `json:"bidAmount"`
-	IsActive         bool      `json:"isActive"`
-	IsEligible       bool      `json:"isEligible"`
-	IneligibleReason *string   `json:"ineligibleReason"`
-	CreatedAt        Timestamp `json:"createdAt"`
-	UpdatedAt        Timestamp `json:"updatedAt"`
+	ID                string    `json:"id"`
+	CampaignID        string    `json:"campaignId"`
+	TargetType        string    `json:"targetType"`
+	Target            string    `json:"target"`
+	BidAmount         Micros    `json:"bidAmount"`
+	IsActive          bool      `json:"isActive"`
+	IsEligible        bool      `json:"isEligible"`
+	IneligibleReason  *string   `json:"ineligibleReason"`
+	IneligibleMessage *string   `json:"ineligibleMessage"`
+	CreatedAt         Timestamp `json:"createdAt"`
+	UpdatedAt         Timestamp `json:"updatedAt"`
 }
 
 // BidJSON renders a bid of campaign c.
 func (s *Service) BidJSON(mp string, c Campaign, b Bid) BidJSON {
-	ok, reason := s.Eligibility(mp, c.VendorID, b)
+	ok, why := s.Eligibility(mp, c, b)
 	out := BidJSON{
 		ID: b.ID, CampaignID: b.CampaignID, TargetType: b.TargetType, Target: b.Target,
 		BidAmount: Micros(b.AmountMicros), IsActive: b.Active, IsEligible: ok,
 		CreatedAt: Timestamp(b.CreatedAt), UpdatedAt: Timestamp(b.UpdatedAt),
 	}
 	if !ok {
-		out.IneligibleReason = &reason
+		out.IneligibleReason, out.IneligibleMessage = &why.Reason, &why.Message
 	}
 	return out
 }

@@ -55,11 +55,15 @@ const (
 	TargetKeyword  = "keyword"
 )
 
-// Reasons why a bid cannot take part in auctions (computed at read time).
+// Reasons why a bid cannot win an auction (Eligibility; computed at read
+// time). The auction's explanations use the same codes for the same causes.
 const (
-	ReasonProductNotFound    = "product_not_found"    // deleted from the catalog
-	ReasonProductInactive    = "product_inactive"     // product active=false
-	ReasonVendorNotPermitted = "vendor_not_permitted" // the campaign's vendor left the product's vendors
+	ReasonProductNotFound    = "product_not_found"     // deleted from the catalog
+	ReasonProductInactive    = "product_inactive"      // product active=false
+	ReasonVendorNotPermitted = "vendor_not_permitted"  // the campaign's vendor is not among the product's vendors
+	ReasonProductNoImage     = "product_without_image" // a banner needs the product's imageURL
+	ReasonNoActiveProduct    = "no_active_product"     // keyword or category bid: no active product of the vendor it could promote
+	ReasonBelowReserve       = "below_reserve"         // amount below the marketplace's reserve price of the charge type
 )
 
 // Limits.
@@ -151,6 +155,7 @@ type Service struct {
 	cat entityref.Catalog
 	bil entityref.Billing
 	seg entityref.Segments
+	mkt entityref.Marketplaces // reserve prices (nil: none)
 	now func() time.Time
 
 	campaigns *statelog.Collection[Campaign]
@@ -183,12 +188,14 @@ func bidKey(campaignID, targetType, target string) string {
 
 // New registers the campaign and bid collections on log (call before the
 // log runs). The catalog, billing and segments views are read to validate
-// references and to compute eligibility and automated bids.
-func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg entityref.Segments) *Service {
+// references and to compute eligibility and automated bids; the
+// marketplaces' reserve prices (mkt, nil for none) to compute eligibility.
+func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg entityref.Segments, mkt entityref.Marketplaces) *Service {
 	s := &Service{
 		cat:       cat,
 		bil:       bil,
 		seg:       seg,
+		mkt:       mkt,
 		now:       time.Now,
 		campaigns: statelog.NewCollection[Campaign](log, "campaign"),
 		bids:      statelog.NewCollection[Bid](log, bidType),
@@ -341,27 +348,6 @@ func (s *Service) bidByID(mp, bidID string) (Bid, string, int64, bool) {
 	return b, key, v, true
 }
 
-// Eligibility reports whether bid b of a campaign of vendor vendorID may
-// take part in auctions as far as its target is concerned, and if not why:
-// a product bid needs its product to exist, to be active, and to still list
-// the vendor among the vendors allowed to promote it. Category and keyword
-// bids are always eligible. The bid's own active flag is not considered.
-func (s *Service) Eligibility(mp, vendorID string, b Bid) (bool, string) {
-	if b.TargetType != TargetProduct {
-		return true, ""
-	}
-	p, ok := s.cat.Product(mp, b.Target)
-	switch {
-	case !ok:
-		return false, ReasonProductNotFound
-	case !p.Active:
-		return false, ReasonProductInactive
-	case !p.Vendors.Contains(vendorID):
-		return false, ReasonVendorNotPermitted
-	}
-	return true, ""
-}
-
 // LiveBid is a bid that takes part in auctions now.
 type LiveBid struct {
 	BidID        string // empty for the bids of automated campaigns
@@ -391,7 +377,7 @@ func (s *Service) LiveBids(mp string, c Campaign) []LiveBid {
 		if !b.Active {
 			continue
 		}
-		if ok, _ := s.Eligibility(mp, c.VendorID, b); ok {
+		if ok, _ := s.Eligibility(mp, c, b); ok {
 			out = append(out, LiveBid{BidID: b.ID, TargetType: b.TargetType, Target: b.Target, AmountMicros: b.AmountMicros})
 		}
 	}

@@ -208,7 +208,7 @@ func (s *Service) BidState(mp string, c Campaign) BidState {
 				return true
 			}
 			b := Bid{CampaignID: c.ID, TargetType: TargetProduct, Target: p.ID, AmountMicros: AutomatedBidMicros(c, p.QualityScore), Active: p.Active}
-			live, _ = s.Eligibility(mp, c.VendorID, b)
+			live, _ = s.Eligibility(mp, c, b)
 			live = live && b.Active
 			return !live
 		})
@@ -236,7 +236,7 @@ func (s *Service) BidState(mp string, c Campaign) BidState {
 			}
 			continue
 		}
-		if ok, _ := s.Eligibility(mp, c.VendorID, b); ok {
+		if ok, _ := s.Eligibility(mp, c, b); ok {
 			return BidsLive
 		}
 		state = BidsNoneEligible

@@ -28,7 +28,7 @@ func BenchmarkListAll(b *testing.B) {
 	var s *Service
 	f := newFakeRefs()
 	testenv.StateLog(b, brokers, testenv.StateLogOptions{Prefix: "bench."}, func(l *statelog.Log) {
-		s = New(l, f, f, f)
+		s = New(l, f, f, f, f)
 	})
 	now := time.Now().UTC()
 	past, future := now.Add(-48*time.Hour), now.Add(48*time.Hour)

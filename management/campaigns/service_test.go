@@ -19,17 +19,42 @@ import (
 	"github.com/endcap/endcap/storage/statelog"
 )
 
-// fakeRefs is an in-memory catalog, billing and segments view.
+// fakeRefs is an in-memory catalog, billing, segments and marketplaces
+// view.
 type fakeRefs struct {
-	mu       sync.Mutex
-	vendors  map[string]bool
-	products map[string]entityref.ProductRef
-	contacts map[string][]string // contact -> linked vendors
-	segments map[string]bool
+	mu         sync.Mutex
+	vendors    map[string]bool
+	products   map[string]entityref.ProductRef
+	images     map[string]string   // product -> imageURL
+	categories map[string]string   // category -> parent
+	contacts   map[string][]string // contact -> linked vendors
+	segments   map[string]bool
+	reserves   map[string][2]int64 // marketplace -> CPC, CPM reserve
 }
 
 func newFakeRefs() *fakeRefs {
-	return &fakeRefs{vendors: map[string]bool{}, products: map[string]entityref.ProductRef{}, contacts: map[string][]string{}, segments: map[string]bool{}}
+	return &fakeRefs{vendors: map[string]bool{}, products: map[string]entityref.ProductRef{}, images: map[string]string{},
+		categories: map[string]string{}, contacts: map[string][]string{}, segments: map[string]bool{}, reserves: map[string][2]int64{}}
+}
+
+func (f *fakeRefs) ProductImageURL(mp, id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.images[mp+"/"+id]
+}
+
+func (f *fakeRefs) CategoryParent(mp, id string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.categories[mp+"/"+id]
+	return p, ok
+}
+
+func (f *fakeRefs) Reserve(mp string) (int64, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.reserves[mp]
+	return r[0], r[1]
 }
 
 func (f *fakeRefs) Vendor(mp, id string) (entityref.VendorRef, bool) {
@@ -106,14 +131,14 @@ func newServiceOn(t *testing.T, brokers []string) (*Service, *fakeRefs, *time.Ti
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var s *Service
 	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "t."}, func(l *statelog.Log) {
-		s = New(l, f, f, f)
+		s = New(l, f, f, f, f)
 		s.now = func() time.Time { return now }
 	})
 	f.vendors[mpA+"/v-1"] = true
 	f.vendors[mpA+"/v-2"] = true
 	f.vendors[mpB+"/v-1"] = true
 	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-1")})
-	f.product(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-1", "v-2"), QualityScore: 0.5})
+	f.product(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-1", "v-2"), Categories: idlist.Of("c-1"), QualityScore: 0.5})
 	f.product(mpA, entityref.ProductRef{ID: "p-3", Active: false, Vendors: idlist.Of("v-1")})
 	f.product(mpA, entityref.ProductRef{ID: "p-9", Active: true, Vendors: idlist.Of("v-2")})
 	f.contacts[mpA+"/bc-1"] = []string{"v-1"}
@@ -420,9 +445,20 @@ func TestBids(t *testing.T) {
 	}
 
 	// Eligibility is computed at read time from the catalog.
-	if j := s.BidJSON(mpA, c, pb); !j.IsEligible || j.IneligibleReason != nil {
+	if j := s.BidJSON(mpA, c, pb); !j.IsEligible || j.IneligibleReason != nil || j.IneligibleMessage != nil {
 		t.Errorf("eligible: %+v", j)
 	}
+	// The marketplace's reserve price counts: 0.25 is below a CPC reserve
+	// of 0.30, and live bids follow.
+	f.reserves[mpA] = [2]int64{300_000, 0}
+	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonBelowReserve ||
+		*j.IneligibleMessage != "the bid 0.25 is below the marketplace's CPC reserve price 0.3" {
+		t.Errorf("below reserve: %+v", j)
+	}
+	if live := s.LiveBids(mpA, c); len(live) != 1 || live[0].BidID != cb.ID {
+		t.Errorf("live bids below the reserve %+v", live)
+	}
+	f.reserves[mpA] = [2]int64{}
 	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: idlist.Of("v-1")})
 	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonProductInactive {
 		t.Errorf("inactive: %+v", j)

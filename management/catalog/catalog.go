@@ -283,6 +283,23 @@ func (s *Service) Creative(mp, id string) (ProductCreative, bool) {
 	return out, true
 }
 
+// ProductImageURL returns a product's imageURL ("" when it has none or is
+// unknown).
+func (s *Service) ProductImageURL(mp, id string) string {
+	p, _, ok := s.products.Get(mp, id)
+	if !ok {
+		return ""
+	}
+	return p.detailFields().ImageURL
+}
+
+// CategoryParent returns a category's parentId ("" for a root) and whether
+// the category is known.
+func (s *Service) CategoryParent(mp, id string) (string, bool) {
+	c, _, ok := s.categories.Get(mp, id)
+	return c.ParentID, ok
+}
+
 // VendorImageURL returns a vendor's logo URL ("" when it has none).
 func (s *Service) VendorImageURL(mp, id string) string {
 	v, _, _ := s.vendors.Get(mp, id)

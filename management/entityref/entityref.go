@@ -32,6 +32,13 @@ type Catalog interface {
 	// EachProductOfVendor calls fn for every product (active or not) the
 	// vendor may promote, until fn returns false.
 	EachProductOfVendor(marketplaceID, vendorID string, fn func(ProductRef) bool)
+	// ProductImageURL returns a product's imageURL ("" when it has none or
+	// is unknown). It decodes the product's details: call it for a few
+	// products, not for a whole catalog.
+	ProductImageURL(marketplaceID, productID string) string
+	// CategoryParent returns a category's parentId ("" for a root), and
+	// whether the category is known.
+	CategoryParent(marketplaceID, categoryID string) (parentID string, known bool)
 }
 
 // Billing reads billing contacts and their links to vendors.
@@ -39,6 +46,14 @@ type Billing interface {
 	// Contact reports whether the contact exists, and whether it is linked
 	// to the vendor.
 	Contact(marketplaceID, contactID, vendorID string) (exists, linked bool)
+}
+
+// Marketplaces reads the settings of marketplaces.
+type Marketplaces interface {
+	// Reserve returns a marketplace's reserve prices in micro-units (0: no
+	// reserve): a CPC or CPM bid below the reserve of its charge type never
+	// competes in its auctions.
+	Reserve(marketplaceID string) (cpcMicros, cpmMicros int64)
 }
 
 // Segments reads segments.

@@ -22,6 +22,8 @@ func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
 	return entityref.ProductRef{}, false
 }
 func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductRef) bool) {}
+func (f fakeCatalog) ProductImageURL(string, string) string                               { return "" }
+func (f fakeCatalog) CategoryParent(string, string) (string, bool)                        { return "", false }
 
 func open(t *testing.T, cat entityref.Catalog) *invitations.Service {
 	t.Helper()
