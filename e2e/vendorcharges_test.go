@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"net/url"
-	"os"
-	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +55,9 @@ func vcQuery(start, end string, more ...string) string {
 	}
 	return vcPath + "?" + q.Encode()
 }
+
+// vcCursorParam is the next_page parameter of a query.
+var vcCursorParam = regexp.MustCompile(`next_page=[^&]*`)
 
 // vcGet calls the endpoint and decodes a 200.
 func vcGet(t *testing.T, s *system, key, path string) (vcBody, response) {
@@ -220,6 +221,7 @@ func TestVendorCharges(t *testing.T) {
 	vcInsert(t, s, day[1:3]) // replays of two rows: another part, folded by FINAL
 
 	var bodies []string
+	var first response
 	for _, w := range [][2]string{
 		{dayStart, dayEnd},
 		{"2026-03-08T05:00:00Z", "2026-03-09T04:00:00.000Z"},
@@ -232,12 +234,14 @@ func TestVendorCharges(t *testing.T) {
 		if b.HasMore || b.NextPage != nil || b.CurrencyCode != "USD" {
 			t.Fatalf("body %s", r.Body)
 		}
-		bodies = append(bodies, string(r.Body))
+		if bodies = append(bodies, string(r.Body)); len(bodies) == 1 {
+			first = r
+		}
 	}
 	if bodies[0] != bodies[1] || bodies[0] != bodies[2] {
 		t.Fatalf("the same window in other offsets differs:\n%s\n%s\n%s", bodies[0], bodies[1], bodies[2])
 	}
-	vcGolden(t, "vendorcharges_dst_day.json", []byte(bodies[0]))
+	golden(t, "vendorcharges_dst_day.json", first) // numbers as written: exact amounts
 
 	// The amounts add up to what ClickHouse holds, to the 10⁻⁹ unit.
 	b, _ := vcGet(t, s, key, vcQuery(dayStart, dayEnd))
@@ -315,7 +319,8 @@ func TestVendorCharges(t *testing.T) {
 		"vendorcharges_422_cursor_forged.json":       s.request(t, "GET", vcQuery(from, to, "next_page", cursor[:len(cursor)-2]+"AA"), key, nil, nil),
 	} {
 		expect422Typed(t, r, "query.next_page:value_error")
-		golden(t, name, r.Body)
+		r.Path = vcCursorParam.ReplaceAllString(r.Path, "next_page=CURSOR") // it names the marketplace of the run
+		golden(t, name, r)
 	}
 	expect422Typed(t, s.request(t, "GET", vcQuery(from, to, "next_page", cursor), otherKey, nil, nil), "query.next_page:value_error")
 	// The same window written in other offsets keeps its cursors.
@@ -341,7 +346,7 @@ func TestVendorCharges(t *testing.T) {
 	} {
 		r := s.request(t, "GET", tc.query, key, nil, nil)
 		expect422Typed(t, r, tc.want...)
-		golden(t, tc.golden, r.Body)
+		golden(t, tc.golden, r)
 	}
 	// 32 days is the widest window: a calendar month with its DST hour fits.
 	vcGet(t, s, key, vcQuery("2026-10-01T00:00:00+02:00", "2026-11-01T00:00:00+01:00"))
@@ -355,44 +360,6 @@ func TestVendorCharges(t *testing.T) {
 	// A marketplace key is the wrong key.
 	r = s.request(t, "GET", vcQuery(dayStart, dayEnd), s.MarketplaceKey, nil, nil)
 	cpStatus(t, r, 403)
-}
-
-// vcGolden is golden for bodies with amounts: numbers keep their text
-// (golden decodes them as float64, which would round 123456789.012345999).
-func vcGolden(t *testing.T, name string, body []byte) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("%s: not JSON: %.300s", name, body)
-	}
-	exact, err := json.Marshal(v) // json.Number is written as its text
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("testdata", name)
-	if *update {
-		var pretty bytes.Buffer
-		if err := json.Indent(&pretty, exact, "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, append(pretty.Bytes(), '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./e2e -run %s -update to create it)", err, t.Name())
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, want); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(compact.Bytes(), exact) {
-		t.Errorf("%s differs from golden file:\n got: %s\nwant: %s", name, exact, compact.Bytes())
-	}
 }
 
 func vcIDs(cs []vcCharge) []string {
