@@ -7,17 +7,22 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
 )
 
@@ -645,4 +650,224 @@ func TestExportsURLExpiry(t *testing.T) {
 	if st != http.StatusOK || !bytes.Equal(data, first) {
 		t.Fatalf("new URL: status %d, %d bytes, want the same %d bytes", st, len(data), len(first))
 	}
+}
+
+// exNormalized is an export body (GET, an entry of the list, a webhook's
+// data) with the values that change from run to run replaced by their
+// kind, after checking them: ids are UUIDs, timestamps RFC 3339 in UTC,
+// dates YYYY-MM-DD, the URL http(s).
+func exNormalized(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	for k, v := range m {
+		s, _ := v.(string)
+		switch k {
+		case "exportId":
+			if _, err := uuid.Parse(s); err != nil {
+				t.Errorf("%s %q is not a UUID", k, s)
+			}
+			m[k] = "{uuid}"
+		case "createdAt", "startedAt", "completedAt", "failedAt", "dataAsOf", "urlExpiresAt":
+			if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") {
+				t.Errorf("%s %q is not an RFC 3339 UTC timestamp", k, s)
+			}
+			m[k] = "{timestamp}"
+		case "startDate", "endDate":
+			if _, err := time.Parse(time.DateOnly, s); err != nil {
+				t.Errorf("%s %q is not a date", k, s)
+			}
+			m[k] = "{date}"
+		case "url":
+			if !strings.HasPrefix(s, "http") {
+				t.Errorf("url %q", s)
+			}
+			m[k] = "{url}"
+		case "rowCount", "sizeBytes":
+			if _, ok := v.(float64); !ok {
+				t.Errorf("%s %v is not a number", k, v)
+			}
+			m[k] = "{integer}"
+		}
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// exSameExport fails unless two bodies of one export are the same but for
+// its presigned URL, made afresh each time.
+func exSameExport(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	strip := func(b []byte) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v: %s", what, err, b)
+		}
+		delete(m, "url")
+		delete(m, "urlExpiresAt")
+		return m
+	}
+	if g, w := strip(got), strip(want); !reflect.DeepEqual(g, w) {
+		t.Errorf("%s\n got %v\nwant %v", what, g, w)
+	}
+}
+
+// TestExportsFreshRequest: events are acknowledged and an export of their
+// day is requested at once, with the default settings (the rollup job
+// refreshes every minute; it has just run). The completed export either
+// holds the events' rows, or says that its data stops before them
+// (partial, with a dataAsOf before the events): never a silent 0 rows.
+// Its export.completed webhook carries the export as GET answers it.
+func TestExportsFreshRequest(t *testing.T) {
+	cfg := exConfig(t)
+	cfg.WebhookAllowLoopback = true
+	s := startSystem(t, cfg)
+	key := s.AdvancedKey
+	rc := newHookReceiver(t)
+	cpStatus(t, cpDo(t, s, "POST", bwWhPath, key, fmt.Sprintf(`{"url": %q, "eventTypes": ["export.completed"]}`, rc.srv.URL+"/hooks"), nil), 201)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
+	camp := auCampaign(t, s, "v1", `{"name":"Fresh","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
+	auBid(t, s, camp, "product", "p1", "0.03")
+	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
+	if len(res) != 1 || len(res[0].Winners) != 1 {
+		t.Fatalf("auction: %+v", res)
+	}
+	bid := res[0].Winners[0].ResolvedBidID
+
+	// Wait for a run of the rollup job that started less than 20 s ago:
+	// the next one is at least 40 s away.
+	l := time.Now().In(s.Marketplace.Location())
+	day := time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		since := time.Now().Add(-20 * time.Second).Unix()
+		if n := s.count(t, "SELECT count() FROM rollup_days WHERE day_local = toDate(?) AND computed_at >= toDateTime(?)", day, since); n == 0 {
+			return fmt.Errorf("no run of the rollup job since %d", since)
+		}
+		return nil
+	})
+
+	at := ts(time.Now().Add(-time.Second))
+	events := fmt.Sprintf(`{"impressions":[{"id":"fr-imp","occurredAt":%q,"opaqueUserId":"u-fr","resolvedBidId":%q}],
+		"clicks":[{"id":"fr-clk","occurredAt":%q,"opaqueUserId":"u-fr","resolvedBidId":%q}]}`, at, bid, at, bid)
+	cpStatus(t, s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(events), nil), 200)
+	acked := time.Now()
+	id := exAccepted(t, exCreate(t, s, key, exWith("dimensions", []string{"day_local", "campaign_id"},
+		"metrics", []string{"impressions", "clicks"}, "startDate", day, "endDate", day)))
+
+	v := exCompleted(t, s, id)
+	if v.DataAsOf == nil || v.Partial == nil {
+		t.Fatalf("completed export without dataAsOf or partial: %+v", v)
+	}
+	_, _, data := exDownload(t, v.URL)
+	want := "day_local,campaign_id,impressions,clicks\n" + day + "," + camp + ",1,1\n"
+	switch {
+	case string(data) == want:
+		t.Logf("complete: the events' row, dataAsOf %s (events acknowledged at %s)", v.DataAsOf, acked)
+	case !v.DataAsOf.Before(acked):
+		t.Fatalf("dataAsOf %s is after the events were acknowledged (%s), but the file is\n%s\nwant\n%s", v.DataAsOf, acked, data, want)
+	case !*v.Partial:
+		t.Fatalf("dataAsOf %s is before the events, and the export does not say partial: %+v", v.DataAsOf, v)
+	default:
+		t.Logf("partial: dataAsOf %s before the events (%s)", v.DataAsOf, acked)
+	}
+	// The window's day has not ended: the export says so, whatever it holds.
+	if !*v.Partial {
+		t.Errorf("an export of today is not partial: %+v", v)
+	}
+	_, r := exGet(t, s, key, id)
+	golden(t, "exports_get_completed.json", exNormalized(t, r.Body))
+
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := len(rc.ofType("export.completed")); n != 1 {
+			return fmt.Errorf("%d export.completed", n)
+		}
+		return nil
+	})
+	g := rc.ofType("export.completed")[0]
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	exSameExport(t, "export.completed data", g.msg.Data, r.Body)
+	golden(t, "exports_webhook_completed.json", exNormalized(t, g.msg.Data))
+}
+
+// TestExportsProjectorBehind: while the events fold cannot commit (the
+// broker refuses its offset commits: its inserts may land, but nothing
+// says they are complete), an export of events acknowledged just before it
+// waits ENDCAP_EXPORT_FOLD_WAIT and completes partial, with a dataAsOf
+// before the events. Once the fold commits again, the next export holds
+// the events, with a dataAsOf after them.
+func TestExportsProjectorBehind(t *testing.T) {
+	env := testenv.Get(t)
+	kc, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
+	cfg.ExportFoldWait = 2 * time.Second
+	cfg.ExportDailyQuota = 1000
+	var refuse atomic.Bool
+	kc.ControlKey(kmsg.OffsetCommit.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kr.(*kmsg.OffsetCommitRequest)
+		if req.Group != projections.EventsGroup || !refuse.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RebalanceInProgress.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	s := startSystem(t, cfg)
+	key := s.AdvancedKey
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
+	camp := auCampaign(t, s, "v1", `{"name":"Behind","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
+	auBid(t, s, camp, "product", "p1", "0.03")
+	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
+	if len(res) != 1 || len(res[0].Winners) != 1 {
+		t.Fatalf("auction: %+v", res)
+	}
+	bid := res[0].Winners[0].ResolvedBidID
+	l := time.Now().In(s.Marketplace.Location())
+	day := time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	exportDay := exWith("dimensions", []string{"day_local", "campaign_id"}, "metrics", []string{"impressions", "clicks"}, "startDate", day, "endDate", day)
+	// A first export while the fold keeps up: the day has a watermark.
+	first := exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exportDay)))
+	if first.DataAsOf == nil || *first.RowCount != 0 {
+		t.Fatalf("first export: %+v", first)
+	}
+
+	refuse.Store(true)
+	at := ts(time.Now().Add(-time.Second))
+	events := fmt.Sprintf(`{"impressions":[{"id":"bh-imp","occurredAt":%q,"opaqueUserId":"u-bh","resolvedBidId":%q}],
+		"clicks":[{"id":"bh-clk","occurredAt":%q,"opaqueUserId":"u-bh","resolvedBidId":%q}]}`, at, bid, at, bid)
+	cpStatus(t, s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(events), nil), 200)
+	acked := time.Now()
+	v := exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exportDay)))
+	if v.DataAsOf == nil || !v.DataAsOf.Before(acked) || v.Partial == nil || !*v.Partial {
+		t.Fatalf("export while the fold cannot commit: dataAsOf %v partial %v, want partial before %s", v.DataAsOf, v.Partial, acked)
+	}
+	if took := v.CompletedAt.Sub(*v.StartedAt); took < cfg.ExportFoldWait {
+		t.Errorf("the export took %s, less than the fold wait %s", took, cfg.ExportFoldWait)
+	}
+
+	refuse.Store(false)
+	testenv.Eventually(t, 60*time.Second, func() error {
+		v := exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exportDay)))
+		_, _, data := exDownload(t, v.URL)
+		if want := "day_local,campaign_id,impressions,clicks\n" + day + "," + camp + ",1,1\n"; string(data) != want || v.DataAsOf == nil || v.DataAsOf.Before(acked) {
+			return fmt.Errorf("dataAsOf %v, file %q", v.DataAsOf, data)
+		}
+		return nil
+	})
 }
