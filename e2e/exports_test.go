@@ -998,7 +998,8 @@ func TestExportsFreshRequest(t *testing.T) {
 	want := "day_local,campaign_id,impressions,clicks\n" + day + "," + camp + ",1,1\n"
 	switch {
 	case string(data) == want:
-		t.Logf("complete: the events' row, dataAsOf %s (events acknowledged at %s)", v.DataAsOf, acked)
+		t.Logf("complete: the events' row, dataAsOf %s (events acknowledged at %s), completed %s after the request",
+			v.DataAsOf, acked, v.CompletedAt.Sub(v.CreatedAt).Round(time.Millisecond))
 	case !v.DataAsOf.Before(acked):
 		t.Fatalf("dataAsOf %s is after the events were acknowledged (%s), but the file is\n%s\nwant\n%s", v.DataAsOf, acked, data, want)
 	case !*v.Partial:
