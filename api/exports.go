@@ -17,6 +17,7 @@ import (
 // included, has the exports shape {error: {code, message, details}}.
 //
 //	POST /export-service/exports              202 the pending export
+//	GET  /export-service/exports              200 a page of the exports, newest first (filters: status, dataset, created_from, created_to)
 //	GET  /export-service/exports/{exportId}   200 the export, with a presigned URL once completed
 //	GET  /export-service/datasets             200 the datasets, their dimensions, metrics and granularities
 
@@ -60,6 +61,7 @@ func ExportRoutes(svc *exports.Service) RouteSet {
 			},
 		})
 		g.POST("/export-service/exports", p.Limits.Limit("default"), h.create)
+		g.GET("/export-service/exports", p.Limits.Limit("default"), h.list)
 		g.GET("/export-service/exports/:exportId", p.Limits.Limit("default"), h.get)
 		g.GET("/export-service/datasets", p.Limits.Limit("default"), h.datasets)
 	}
@@ -111,6 +113,34 @@ func (h *exportHandlers) create(c *gin.Context) {
 		h.p.Log.Error("exports: create failed", "marketplace", mp.ID, "err", err)
 		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
 	}
+}
+
+// exportList is the body of the list.
+type exportList struct {
+	HasMore  bool           `json:"hasMore"`
+	Exports  []exports.View `json:"exports"`
+	NextPage *string        `json:"nextPage"`
+}
+
+func (h *exportHandlers) list(c *gin.Context) {
+	mp := Marketplace(c)
+	q, probs := exports.ParseListQuery(c.Request.URL.Query(), mp.ID, h.p.Cursors)
+	if len(probs) > 0 {
+		abortInvalidExport(c, probs)
+		return
+	}
+	page, err := h.svc.List(c.Request.Context(), mp.ID, q)
+	if err != nil {
+		h.p.Log.Error("exports: list failed", "marketplace", mp.ID, "err", err)
+		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
+		return
+	}
+	body := exportList{HasMore: page.HasMore, Exports: page.Exports}
+	if page.HasMore {
+		next := q.NextPage(h.p.Cursors, mp.ID, page.Last)
+		body.NextPage = &next
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 func (h *exportHandlers) get(c *gin.Context) {

@@ -50,6 +50,11 @@ type Export struct {
 	Rows       int64      `json:"rows,omitempty"`
 	SizeBytes  int64      `json:"sizeBytes,omitempty"`
 	Failure    string     `json:"failure,omitempty"`
+	// DataAsOf and Partial, once completed: the file counts every event
+	// acknowledged before DataAsOf (nil: unknown); Partial says the
+	// window's last day had not ended by then (or DataAsOf is unknown).
+	DataAsOf *time.Time `json:"dataAsOf,omitempty"`
+	Partial  *bool      `json:"partial,omitempty"`
 }
 
 // TypeExport is the entity type of export records on the entities log.
@@ -81,8 +86,11 @@ type Options struct {
 	URLLifetime time.Duration
 	// ProduceTimeout bounds the append of a job.
 	ProduceTimeout time.Duration
-	Log            *slog.Logger
-	Now            func() time.Time
+	// Location is the time zone of a marketplace's local days (nil, or a
+	// nil answer: the westernmost zone's, when an export's window ends).
+	Location func(marketplaceID string) *time.Location
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Service accepts exports and answers their status.
@@ -257,6 +265,8 @@ type View struct {
 	EndDate      string     `json:"endDate"`
 	StartedAt    *time.Time `json:"startedAt,omitempty"`
 	CompletedAt  *time.Time `json:"completedAt,omitempty"`
+	DataAsOf     *time.Time `json:"dataAsOf,omitempty"`
+	Partial      *bool      `json:"partial,omitempty"`
 	FailedAt     *time.Time `json:"failedAt,omitempty"`
 	RowCount     *int64     `json:"rowCount,omitempty"`
 	SizeBytes    *int64     `json:"sizeBytes,omitempty"`
@@ -295,6 +305,7 @@ func (s *Service) ViewOf(ctx context.Context, e Export) (View, error) {
 		}
 		rows, size := e.Rows, e.SizeBytes
 		v.CompletedAt, v.RowCount, v.SizeBytes, v.URL, v.URLExpiresAt = e.FinishedAt, &rows, &size, url, &exp
+		v.DataAsOf, v.Partial = e.DataAsOf, e.Partial
 	case StatusFailed:
 		v.FailedAt = e.FinishedAt
 		v.Error = &ViewError{Code: CodeInternal, Message: e.Failure}
