@@ -697,48 +697,100 @@ func exIDs(vs []exView) []string {
 	return out
 }
 
-// exNormalized is an export body (GET, an entry of the list, a webhook's
-// data) with the values that change from run to run replaced by their
-// kind, after checking them: ids are UUIDs, timestamps RFC 3339 in UTC,
-// dates YYYY-MM-DD, the URL http(s).
-func exNormalized(t *testing.T, body []byte) []byte {
+// exNorm normalises golden exchanges of exports: the values that change
+// from run to run are checked, then replaced by stand-ins of the same kind
+// (so that the golden exchange still conforms to the OpenAPI document):
+// ids (UUIDs) by numbered stand-in UUIDs, in the body and the path alike,
+// timestamps (RFC 3339 in UTC) by one instant, dates (YYYY-MM-DD) by one
+// date, presigned URLs by one URL, counts and latencies by 0.
+type exNorm struct{ ids map[string]string }
+
+const (
+	exStandInTime = "2000-01-01T00:00:00.000Z"
+	exStandInDate = "2000-01-01"
+	exStandInURL  = "https://s3.example.com/endcap/object?X-Amz-Signature=…"
+)
+
+// exchange is r with its body and path normalised.
+func (n *exNorm) exchange(t *testing.T, r response) response {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
-		t.Fatalf("%v: %s", err, body)
+	var v any
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
 	}
-	for k, v := range m {
-		s, _ := v.(string)
-		switch k {
-		case "exportId":
-			if _, err := uuid.Parse(s); err != nil {
-				t.Errorf("%s %q is not a UUID", k, s)
-			}
-			m[k] = "{uuid}"
-		case "createdAt", "startedAt", "completedAt", "failedAt", "dataAsOf", "urlExpiresAt":
-			if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") {
-				t.Errorf("%s %q is not an RFC 3339 UTC timestamp", k, s)
-			}
-			m[k] = "{timestamp}"
-		case "startDate", "endDate":
-			if _, err := time.Parse(time.DateOnly, s); err != nil {
-				t.Errorf("%s %q is not a date", k, s)
-			}
-			m[k] = "{date}"
-		case "url":
-			if !strings.HasPrefix(s, "http") {
-				t.Errorf("url %q", s)
-			}
-			m[k] = "{url}"
-		case "rowCount", "sizeBytes":
-			if _, ok := v.(float64); !ok {
-				t.Errorf("%s %v is not a number", k, v)
-			}
-			m[k] = "{integer}"
+	v = n.value(t, "", v)
+	r.Body, _ = json.Marshal(v)
+	for id, standIn := range n.ids {
+		r.Path = strings.ReplaceAll(r.Path, id, standIn)
+	}
+	return r
+}
+
+func (n *exNorm) id(s string) string {
+	if n.ids == nil {
+		n.ids = map[string]string{}
+	}
+	standIn, ok := n.ids[s]
+	if !ok {
+		standIn = fmt.Sprintf("00000000-0000-4000-8000-%012d", len(n.ids)+1)
+		n.ids[s] = standIn
+	}
+	return standIn
+}
+
+// value normalises v, the value of the property k.
+func (n *exNorm) value(t *testing.T, k string, v any) any {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) { // stand-ins numbered in the golden file's order
+			v[k] = n.value(t, k, v[k])
 		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = n.value(t, k, e)
+		}
+		return v
+	case nil:
+		return nil
 	}
-	out, _ := json.Marshal(m)
-	return out
+	s, _ := v.(string)
+	switch k {
+	case "exportId", "id", "webhookId", "eventId":
+		if _, err := uuid.Parse(s); err != nil {
+			t.Errorf("%s %q is not a UUID", k, s)
+		}
+		return n.id(s)
+	case "createdAt", "startedAt", "completedAt", "failedAt", "dataAsOf", "urlExpiresAt",
+		"timestamp", "eventTimestamp", "lastAttemptAt", "nextAttemptAt", "finishedAt":
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") {
+			t.Errorf("%s %q is not an RFC 3339 UTC timestamp", k, s)
+		}
+		return exStandInTime
+	case "startDate", "endDate":
+		if _, err := time.Parse(time.DateOnly, s); err != nil {
+			t.Errorf("%s %q is not a date", k, s)
+		}
+		return exStandInDate
+	case "url":
+		if !strings.HasPrefix(s, "http") {
+			t.Errorf("url %q", s)
+		}
+		return exStandInURL
+	case "rowCount", "sizeBytes", "lastLatencyMs":
+		if _, ok := v.(float64); !ok {
+			t.Errorf("%s %v is not a number", k, v)
+		}
+		return 0
+	}
+	return v
+}
+
+// exSameJSON reports whether a and b are the same JSON value.
+func exSameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // exSameExport fails unless two bodies of one export are the same but for
@@ -772,7 +824,7 @@ func TestExportsList(t *testing.T) {
 	if r.Status != http.StatusOK || b.HasMore || len(b.Exports) != 0 {
 		t.Fatalf("empty list: %d %s", r.Status, r.Body)
 	}
-	golden(t, "exports_list_empty.json", r.Body)
+	golden(t, "exports_list_empty.json", r)
 
 	// Seven exports, some a few milliseconds apart, some in the same one.
 	var created []string
@@ -816,9 +868,6 @@ func TestExportsList(t *testing.T) {
 			}
 			for i, v := range b.Exports {
 				exSameExport(t, "list entry "+v.ExportID, raw.Exports[i], bodies[v.ExportID])
-				if v.ExportID == created[0] {
-					golden(t, "exports_list_entry_completed.json", exNormalized(t, raw.Exports[i]))
-				}
 			}
 			got = append(got, exIDs(b.Exports)...)
 			if !b.HasMore {
@@ -836,9 +885,13 @@ func TestExportsList(t *testing.T) {
 		if b, _ := exList(t, s, key, "limit=100"); !slices.Equal(exIDs(b.Exports), want) {
 			t.Fatalf("limit 100: %v", exIDs(b.Exports))
 		}
-		if b, _ := exList(t, s, key, "limit=1"); !slices.Equal(exIDs(b.Exports), want[:1]) || !b.HasMore {
+		b, r := exList(t, s, key, "limit=1")
+		if !slices.Equal(exIDs(b.Exports), want[:1]) || !b.HasMore {
 			t.Fatalf("limit 1: %v", exIDs(b.Exports))
 		}
+		r = (&exNorm{}).exchange(t, r)
+		r.Body = bytes.Replace(r.Body, []byte(`"nextPage":"`+*b.NextPage+`"`), []byte(`"nextPage":"CURSOR"`), 1) // it names the run's marketplace
+		golden(t, "exports_list_page.json", r)
 	})
 
 	t.Run("filters", func(t *testing.T) {
@@ -922,7 +975,9 @@ func TestExportsList(t *testing.T) {
 				t.Errorf("%s: code %s details %q, want %q", tc.query, code, got, tc.want)
 			}
 			if tc.golden != "" {
-				golden(t, tc.golden, r.Body)
+				r.Path = strings.Replace(r.Path, url.QueryEscape(cursor), "CURSOR", 1) // it names the run's marketplace
+				r.Path = strings.Replace(r.Path, url.QueryEscape(string(forged)), "CURSOR", 1)
+				golden(t, tc.golden, r)
 			}
 		}
 		// Another marketplace's cursor, and its list.
@@ -959,7 +1014,9 @@ func TestExportsFreshRequest(t *testing.T) {
 	s := startSystem(t, cfg)
 	key := s.AdvancedKey
 	rc := newHookReceiver(t)
-	cpStatus(t, cpDo(t, s, "POST", bwWhPath, key, fmt.Sprintf(`{"url": %q, "eventTypes": ["export.completed"]}`, rc.srv.URL+"/hooks"), nil), 201)
+	r := cpDo(t, s, "POST", bwWhPath, key, fmt.Sprintf(`{"url": %q, "eventTypes": ["export.completed"]}`, rc.srv.URL+"/hooks"), nil)
+	cpStatus(t, r, 201)
+	hook := bwObj(t, r.Body)["id"].(string)
 	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
 	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
 	camp := auCampaign(t, s, "v1", `{"name":"Fresh","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
@@ -1011,8 +1068,8 @@ func TestExportsFreshRequest(t *testing.T) {
 	if !*v.Partial {
 		t.Errorf("an export of today is not partial: %+v", v)
 	}
-	_, r := exGet(t, s, key, id)
-	golden(t, "exports_get_completed.json", exNormalized(t, r.Body))
+	_, r = exGet(t, s, key, id)
+	golden(t, "exports_get_completed.json", (&exNorm{}).exchange(t, r))
 
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if n := len(rc.ofType("export.completed")); n != 1 {
@@ -1025,7 +1082,27 @@ func TestExportsFreshRequest(t *testing.T) {
 		t.Fatal(g.err)
 	}
 	exSameExport(t, "export.completed data", g.msg.Data, r.Body)
-	golden(t, "exports_webhook_completed.json", exNormalized(t, g.msg.Data))
+	// The payload as the delivery log keeps it: {type, timestamp, data}.
+	var d response
+	testenv.Eventually(t, 15*time.Second, func() error {
+		var list struct {
+			Deliveries []struct{ ID, EventID, Status string }
+		}
+		r := s.request(t, "GET", bwWhPath+"/"+hook+"/deliveries", key, nil, nil)
+		if err := json.Unmarshal(r.Body, &list); err != nil || len(list.Deliveries) != 1 {
+			return fmt.Errorf("deliveries (%v): %s", err, r.Body)
+		}
+		if x := list.Deliveries[0]; x.EventID != g.id || x.Status != "delivered" {
+			return fmt.Errorf("delivery %+v, want event %s delivered", x, g.id)
+		}
+		d = s.request(t, "GET", bwWhPath+"/"+hook+"/deliveries/"+list.Deliveries[0].ID, key, nil, nil)
+		return nil
+	})
+	var sent struct{ Payload json.RawMessage }
+	if err := json.Unmarshal(d.Body, &sent); err != nil || !exSameJSON(sent.Payload, g.body) {
+		t.Errorf("the delivery's payload is not the body sent (%v):\n%s\n%s", err, sent.Payload, g.body)
+	}
+	golden(t, "exports_webhook_completed.json", (&exNorm{}).exchange(t, d))
 }
 
 // TestExportsProjectorBehind: while the events fold cannot commit (the

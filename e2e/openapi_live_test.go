@@ -229,6 +229,8 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 		"granularity": "day_local", "startDate": %q, "endDate": %q}`, day, day), nil, 202)
 	c.do(t, "GET", ex+"/exports/"+jsonField(t, r, "exportId"), A, "", nil, 200)
 	c.do(t, "GET", ex+"/exports/0193e7a2-1111-7222-8333-444455556666", A, "", nil, 404)
+	c.do(t, "GET", ex+"/exports?dataset=monitoring_metrics&created_from=2020-01-01T00:00:00Z&limit=10", A, "", nil, 200)
+	c.do(t, "GET", ex+"/exports?status=done&limit=0", A, "", nil, 422)
 	c.do(t, "POST", ex+"/exports", A, `{"dataset": "nope"}`, nil, 422)
 
 	// Webhooks.
