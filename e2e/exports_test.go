@@ -624,7 +624,7 @@ func TestExportsURLExpiry(t *testing.T) {
 	id := exAccepted(t, exCreate(t, s, s.AdvancedKey, exWith("startDate", exDay(0), "endDate", exDay(0))))
 
 	v := exCompleted(t, s, id)
-	if until := time.Until(*v.URLExpiresAt); until > cfg.ReportURLLifetime || until < -time.Second {
+	if until := time.Until(v.URLExpiresAt.Time); until > cfg.ReportURLLifetime || until < -time.Second {
 		t.Fatalf("urlExpiresAt %s is %s away, want at most %s", v.URLExpiresAt, until, cfg.ReportURLLifetime)
 	}
 	st, _, first := exDownload(t, v.URL)
@@ -632,13 +632,13 @@ func TestExportsURLExpiry(t *testing.T) {
 		t.Fatalf("fresh URL: status %d, %d bytes (sizeBytes %d): %.300s", st, len(first), *v.SizeBytes, first)
 	}
 
-	time.Sleep(time.Until(*v.URLExpiresAt) + time.Second)
+	time.Sleep(time.Until(v.URLExpiresAt.Time) + time.Second)
 	if st, _, body := exDownload(t, v.URL); st != http.StatusForbidden {
 		t.Fatalf("expired URL: status %d, want 403: %.300s", st, body)
 	}
 
 	again := exCompleted(t, s, id)
-	if again.URL == v.URL || !again.URLExpiresAt.After(*v.URLExpiresAt) {
+	if again.URL == v.URL || !again.URLExpiresAt.After(v.URLExpiresAt.Time) {
 		t.Fatalf("GET after expiry gave the same URL or expiry: %s %s", again.URL, again.URLExpiresAt)
 	}
 	st, _, data := exDownload(t, again.URL)

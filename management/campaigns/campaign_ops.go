@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/idempotency"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -54,22 +55,22 @@ type BillingContactInput struct {
 
 // CampaignJSON is a campaign on the wire.
 type CampaignJSON struct {
-	ID               string        `json:"id"`
-	VendorID         string        `json:"vendorId"`
-	Name             string        `json:"name"`
-	Type             string        `json:"type"`
-	ChargeType       string        `json:"chargeType"`
-	DailyBudget      *Micros       `json:"dailyBudget"`
-	TotalBudget      *Micros       `json:"totalBudget"`
-	MaxBid           *Micros       `json:"maxBid"`
-	StartDate        Timestamp     `json:"startDate"`
-	EndDate          *Timestamp    `json:"endDate"`
-	IsActive         bool          `json:"isActive"`
-	Status           string        `json:"status"`
-	Targeting        TargetingJSON `json:"targeting"`
-	BillingContactID *string       `json:"billingContactId"`
-	CreatedAt        Timestamp     `json:"createdAt"`
-	UpdatedAt        Timestamp     `json:"updatedAt"`
+	ID               string          `json:"id"`
+	VendorID         string          `json:"vendorId"`
+	Name             string          `json:"name"`
+	Type             string          `json:"type"`
+	ChargeType       string          `json:"chargeType"`
+	DailyBudget      *Micros         `json:"dailyBudget"`
+	TotalBudget      *Micros         `json:"totalBudget"`
+	MaxBid           *Micros         `json:"maxBid"`
+	StartDate        timestamp.Time  `json:"startDate"`
+	EndDate          *timestamp.Time `json:"endDate"`
+	IsActive         bool            `json:"isActive"`
+	Status           string          `json:"status"`
+	Targeting        TargetingJSON   `json:"targeting"`
+	BillingContactID *string         `json:"billingContactId"`
+	CreatedAt        timestamp.Time  `json:"createdAt"`
+	UpdatedAt        timestamp.Time  `json:"updatedAt"`
 }
 
 // TargetingJSON is a campaign's targeting on the wire (lists never null).
@@ -100,17 +101,14 @@ func (s *Service) JSON(c Campaign) CampaignJSON {
 	out := CampaignJSON{
 		ID: c.ID, VendorID: c.VendorID, Name: c.Name, Type: c.Type, ChargeType: c.ChargeType,
 		DailyBudget: optMicros(c.DailyBudgetMicros), TotalBudget: optMicros(c.TotalBudgetMicros), MaxBid: optMicros(c.MaxBidMicros),
-		StartDate: Timestamp(c.StartDate), IsActive: c.Active, Status: Status(c, s.now()),
+		StartDate: timestamp.Of(c.StartDate), IsActive: c.Active, Status: Status(c, s.now()),
 		Targeting: TargetingJSON{
 			PlacementIDs: orEmpty(c.Targeting.PlacementIDs), Devices: orEmpty(c.Targeting.Devices),
 			Locations: orEmpty(c.Targeting.Locations), Segments: orEmpty(c.Targeting.Segments),
 		},
-		CreatedAt: Timestamp(c.CreatedAt), UpdatedAt: Timestamp(c.UpdatedAt),
+		CreatedAt: timestamp.Of(c.CreatedAt), UpdatedAt: timestamp.Of(c.UpdatedAt),
 	}
-	if c.EndDate != nil {
-		e := Timestamp(*c.EndDate)
-		out.EndDate = &e
-	}
+	out.EndDate = timestamp.OptOf(c.EndDate)
 	if c.BillingContactID != "" {
 		id := c.BillingContactID
 		out.BillingContactID = &id
@@ -490,14 +488,6 @@ func parseTime(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t.UTC().Truncate(time.Millisecond), true
-}
-
-// Timestamp is a time on the wire: ISO 8601 in UTC with milliseconds.
-type Timestamp time.Time
-
-// MarshalJSON implements json.Marshaler.
-func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z") + `"`), nil
 }
 
 func oneOf(v string, set ...string) bool {

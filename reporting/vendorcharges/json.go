@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/endcap/endcap/internal/timestamp"
 )
 
 // Envelope is what a response says besides its charges, and whether it
@@ -35,7 +37,7 @@ type chargeJSON struct {
 
 func toJSON(c Charge) chargeJSON {
 	return chargeJSON{
-		InteractionID: c.InteractionID, Timestamp: formatTime(time.UnixMilli(c.TimestampMs)),
+		InteractionID: c.InteractionID, Timestamp: timestamp.Format(time.UnixMilli(c.TimestampMs)),
 		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: c.VendorID,
 		Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: optional(c.GlobalID),
 		RefusedReason: c.RefusedReason,
@@ -48,9 +50,6 @@ func optional(s string) *string {
 	}
 	return &s
 }
-
-// formatTime is ISO 8601 UTC with milliseconds, as every timestamp of the API.
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // Body is the response: the spec's {data, startDate, endDate, currencyCode}
 // and the API's list fields {hasMore, nextPage}. Keys are written in this
@@ -67,7 +66,7 @@ type Body struct {
 // PageBody is the body of one page; next is the cursor of the next page (nil
 // on the last).
 func PageBody(env Envelope, charges []Charge, next *string) Body {
-	b := Body{StartDate: formatTime(env.Window.Start()), EndDate: formatTime(env.Window.End()),
+	b := Body{StartDate: timestamp.Format(env.Window.Start()), EndDate: timestamp.Format(env.Window.End()),
 		CurrencyCode: env.CurrencyCode, NextPage: next, HasMore: next != nil, Data: make([]chargeJSON, len(charges))}
 	for i, c := range charges {
 		b.Data[i] = toJSON(c)
@@ -100,7 +99,7 @@ func (s *Store) OpenStream(ctx context.Context, marketplaceID string, env Envelo
 // take a truncated list for a whole one.
 func (st *Stream) WriteTo(ctx context.Context, w io.Writer, flush func() error) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
-	head, err := json.Marshal(Body{StartDate: formatTime(st.env.Window.Start()), EndDate: formatTime(st.env.Window.End()),
+	head, err := json.Marshal(Body{StartDate: timestamp.Format(st.env.Window.Start()), EndDate: timestamp.Format(st.env.Window.End()),
 		CurrencyCode: st.env.CurrencyCode})
 	if err != nil {
 		return err
