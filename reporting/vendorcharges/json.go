@@ -8,19 +8,23 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/timestamp"
+	"github.com/endcap/endcap/internal/vendorid"
 )
 
 // Envelope is what a response says besides its charges, and whether it
 // lists the charges refused for a budget (Request.IncludeRefused).
 type Envelope struct {
+	MarketplaceID  string // whose vendors' UUIDs the charges carry
 	Window         Window
 	CurrencyCode   string // ISO 4217, the marketplace's
 	IncludeRefused bool
 }
 
 // chargeJSON is a vendor charge on the wire, in the spec's field order.
-// productId and globalId are null when there is none (the API's convention
-// for unset optional fields). refusedReason (an Endcap extension) is only
+// vendorId is the vendor's internal UUID (internal/vendorid) and
+// externalVendorId its catalog id, as the spec types them. productId and
+// globalId are null when there is none (the API's convention for unset
+// optional fields). refusedReason (an Endcap extension) is only
 // on the entries of refused charges, which are listed only on request: a
 // charge has no such field.
 type chargeJSON struct {
@@ -35,11 +39,13 @@ type chargeJSON struct {
 	RefusedReason    string  `json:"refusedReason,omitempty"`
 }
 
-func toJSON(c Charge) chargeJSON {
+// toJSON is c on the wire; vendors gives the UUIDs of the marketplace's
+// vendors.
+func toJSON(c Charge, vendors *vendorid.Cache) chargeJSON {
 	return chargeJSON{
 		InteractionID: c.InteractionID, Timestamp: timestamp.Format(time.UnixMilli(c.TimestampMs)),
-		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: c.VendorID,
-		Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: optional(c.GlobalID),
+		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: vendors.String(c.VendorID),
+		Amount: c.Amount, ExternalVendorID: c.VendorID, GlobalID: optional(c.GlobalID),
 		RefusedReason: c.RefusedReason,
 	}
 }
@@ -68,8 +74,9 @@ type Body struct {
 func PageBody(env Envelope, charges []Charge, next *string) Body {
 	b := Body{StartDate: timestamp.Format(env.Window.Start()), EndDate: timestamp.Format(env.Window.End()),
 		CurrencyCode: env.CurrencyCode, NextPage: next, HasMore: next != nil, Data: make([]chargeJSON, len(charges))}
+	vendors := vendorid.NewCache(env.MarketplaceID)
 	for i, c := range charges {
-		b.Data[i] = toJSON(c)
+		b.Data[i] = toJSON(c, vendors)
 	}
 	return b
 }
@@ -89,6 +96,7 @@ func (s *Store) OpenStream(ctx context.Context, marketplaceID string, env Envelo
 	if err != nil {
 		return nil, err
 	}
+	env.MarketplaceID = marketplaceID
 	return &Stream{it: it, first: first, env: env}, nil
 }
 
@@ -109,9 +117,10 @@ func (st *Stream) WriteTo(ctx context.Context, w io.Writer, flush func() error) 
 	bw.Write(head)
 	bw.WriteByte('[')
 	batch, n := st.first, 0
+	vendors := vendorid.NewCache(st.env.MarketplaceID)
 	for len(batch) > 0 {
 		for _, c := range batch {
-			b, err := json.Marshal(toJSON(c))
+			b, err := json.Marshal(toJSON(c, vendors))
 			if err != nil {
 				return err
 			}

@@ -82,9 +82,10 @@ type Request struct {
 	IncludeRefused bool
 }
 
-// Envelope is what a response to r says besides its charges.
-func (r Request) Envelope(currencyCode string) Envelope {
-	return Envelope{Window: r.Window, CurrencyCode: currencyCode, IncludeRefused: r.IncludeRefused}
+// Envelope is what a response to r says besides its charges, for the
+// marketplace's id and currency.
+func (r Request) Envelope(marketplaceID, currencyCode string) Envelope {
+	return Envelope{MarketplaceID: marketplaceID, Window: r.Window, CurrencyCode: currencyCode, IncludeRefused: r.IncludeRefused}
 }
 
 // Paged says whether the caller asked for pages.
