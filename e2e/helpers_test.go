@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -117,6 +118,10 @@ func (s *system) request(t *testing.T, method, path, key string, body []byte, hd
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	// Every body the API answers writes its timestamps one way (but for an
+	// echo of the request's own values).
+	unescaped, _ := url.PathUnescape(path)
+	checkTimestamps(t, method+" "+path, b, unescaped, strings.ReplaceAll(unescaped, "+", " "), string(body))
 	return response{resp.StatusCode, resp.Header, b}
 }
 

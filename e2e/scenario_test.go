@@ -123,6 +123,7 @@ func (d *scStack) call(method, path, key, body string) (int, []byte) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	checkTimestamps(d.t, method+" "+path, b, path, body)
 	return resp.StatusCode, b
 }
 

@@ -208,7 +208,7 @@ func ParseDateTime(s string) (t time.Time, errType, msg string) {
 			return time.Time{}, TypeTimezoneAware, "Input should have timezone info: add Z or an offset such as +01:00"
 		}
 	}
-	return time.Time{}, TypeDateTimeParsing, "Input should be a valid RFC 3339 datetime with a time zone, e.g. 2026-03-01T00:00:00+01:00"
+	return time.Time{}, TypeDateTimeParsing, "Input should be a valid RFC 3339 datetime with a time zone (Z or an offset such as +01:00), e.g. 2026-03-01T00:00:00.000Z"
 }
 
 func normalizeDateTime(s string) string {
