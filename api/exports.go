@@ -116,10 +116,12 @@ func (h *exportHandlers) create(c *gin.Context) {
 
 func (h *exportHandlers) get(c *gin.Context) {
 	id := c.Param("exportId")
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
 		abortExport(c, http.StatusNotFound, exports.CodeNotFound, "No export "+strconv.Quote(id)+" in this marketplace.", nil)
 		return
 	}
+	id = u.String() // ids are kept in lower case: an upper-case one names the same export
 	mp := Marketplace(c)
 	v, err := h.svc.Get(c.Request.Context(), mp.ID, id)
 	switch {

@@ -215,6 +215,15 @@ func TestWireTimestamps(t *testing.T) {
 	export := bwObj(t, r.Body)["exportId"].(string)
 	exCompleted(t, s, export)
 	do("export_completed", "GET", exPath+"/"+export, "", 200)
+	// exportId is a UUID: in upper case it names the same export; in
+	// another form (braces, URN), none.
+	upper := bwDo(t, s, "GET", exPath+"/"+strings.ToUpper(export), A, nil, nil)
+	bwStatus(t, upper, 200)
+	if m := bwObj(t, upper.Body); m["exportId"] != export || m["status"] != "completed" {
+		t.Fatalf("upper-case exportId: %s", upper.Body)
+	}
+	exExpectNotFound(t, s, A, "{"+export+"}")
+	exExpectNotFound(t, s, A, "urn:uuid:"+export)
 	do("export_quota_exceeded", "POST", exPath, `{"dataset": "monitoring_metrics", "dimensions": ["day_local"], "metrics": ["impressions"],
 		"granularity": "day_local", "startDate": "`+exDay(0)+`", "endDate": "`+exDay(0)+`"}`, 429)
 

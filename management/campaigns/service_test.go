@@ -18,6 +18,7 @@ import (
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/google/uuid"
 )
 
 // fakeRefs is an in-memory catalog, billing and segments view.
@@ -657,5 +658,32 @@ func TestVendorByUUID(t *testing.T) {
 		if _, _, err := s.ListCampaigns(mpA, id, "", 10); !errors.Is(err, validation.ErrNotFound) {
 			t.Fatalf("ListCampaigns(%s): %v", id, err)
 		}
+	}
+}
+
+// TestImportIDs: imported campaigns and bids have UUID ids in canonical
+// form, as the API's (which reads no other in its paths).
+func TestImportIDs(t *testing.T) {
+	s, _, _ := newService(t)
+	ctx := t.Context()
+	id := uuid.NewString()
+	c := Campaign{ID: id, VendorID: "v-1", Type: TypeListings, ChargeType: ChargeCPC, Active: true}
+	for _, bad := range []string{"c-1", strings.ToUpper(id), "{" + id + "}"} {
+		c.ID = bad
+		if err := s.Import(ctx, mpA, []Campaign{c}, nil); err == nil {
+			t.Errorf("campaign id %q imported", bad)
+		}
+	}
+	c.ID = id
+	b := Bid{ID: "b-1", CampaignID: id, TargetType: TargetProduct, Target: "p-1", AmountMicros: 1, Active: true}
+	if err := s.Import(ctx, mpA, []Campaign{c}, []Bid{b}); err == nil {
+		t.Error("bid id b-1 imported")
+	}
+	b.ID = uuid.NewString()
+	if err := s.Import(ctx, mpA, []Campaign{c}, []Bid{b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GetCampaign(mpA, id); err != nil {
+		t.Fatal(err)
 	}
 }
