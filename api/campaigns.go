@@ -69,7 +69,13 @@ func (h *campaignHandlers) create(c *gin.Context) {
 }
 
 func (h *campaignHandlers) list(c *gin.Context) {
-	vendorID := c.Param("vendor_id")
+	// The vendor's catalog id, however the path names it: a cursor is the
+	// same for both.
+	vendorID, err := h.svc.VendorID(Marketplace(c).ID, c.Param("vendor_id"))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
 	after, limit, ok := h.p.PageQuery(c, "campaigns", vendorID, campaignListDefault, campaignListMax)
 	if !ok {
 		return

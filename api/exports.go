@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/reporting/exports"
 )
 
@@ -93,14 +94,14 @@ func (h *exportHandlers) create(c *gin.Context) {
 	var inv *exports.InvalidError
 	switch {
 	case err == nil:
-		c.JSON(http.StatusAccepted, gin.H{"exportId": e.ID, "status": e.Status, "dataset": e.Dataset, "createdAt": e.CreatedAt})
+		c.JSON(http.StatusAccepted, gin.H{"exportId": e.ID, "status": e.Status, "dataset": e.Dataset, "createdAt": timestamp.Of(e.CreatedAt)})
 	case errors.As(err, &inv):
 		abortInvalidExport(c, inv.Problems)
 	case errors.Is(err, exports.ErrQuota):
 		reset := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 		c.Header("Retry-After", strconv.Itoa(int(time.Until(reset).Seconds())+1))
 		abortExport(c, http.StatusTooManyRequests, exports.CodeQuotaExceeded,
-			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+reset.Format(time.RFC3339)+".", nil)
+			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+timestamp.Format(reset)+".", nil)
 	case errors.Is(err, exports.ErrUnavailable):
 		h.p.Log.Error("exports: export not accepted", "marketplace", mp.ID, "err", err)
 		setRetryAfter(c, h.p.RetryAfter)
@@ -145,10 +146,12 @@ func (h *exportHandlers) list(c *gin.Context) {
 
 func (h *exportHandlers) get(c *gin.Context) {
 	id := c.Param("exportId")
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
 		abortExport(c, http.StatusNotFound, exports.CodeNotFound, "No export "+strconv.Quote(id)+" in this marketplace.", nil)
 		return
 	}
+	id = u.String() // ids are kept in lower case: an upper-case one names the same export
 	mp := Marketplace(c)
 	v, err := h.svc.Get(c.Request.Context(), mp.ID, id)
 	switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/endcap/endcap/api/openapi"
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/accounts"
 )
 
@@ -164,5 +165,5 @@ func (h *handlers) readyz(c *gin.Context) {
 
 func (h *handlers) getMarketplace(c *gin.Context) {
 	m := principal(c).Marketplace
-	c.JSON(http.StatusOK, gin.H{"id": m.ID, "name": m.Name, "currencyCode": m.Currency, "timezone": m.Timezone, "createdAt": m.CreatedAt})
+	c.JSON(http.StatusOK, gin.H{"id": m.ID, "name": m.Name, "currencyCode": m.Currency, "timezone": m.Timezone, "createdAt": timestamp.Of(m.CreatedAt)})
 }

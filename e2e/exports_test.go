@@ -23,6 +23,7 @@ import (
 
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
 )
@@ -630,7 +631,7 @@ func TestExportsURLExpiry(t *testing.T) {
 	id := exAccepted(t, exCreate(t, s, s.AdvancedKey, exWith("startDate", exDay(0), "endDate", exDay(0))))
 
 	v := exCompleted(t, s, id)
-	if until := time.Until(*v.URLExpiresAt); until > cfg.ReportURLLifetime || until < -time.Second {
+	if until := time.Until(v.URLExpiresAt.Time); until > cfg.ReportURLLifetime || until < -time.Second {
 		t.Fatalf("urlExpiresAt %s is %s away, want at most %s", v.URLExpiresAt, until, cfg.ReportURLLifetime)
 	}
 	st, _, first := exDownload(t, v.URL)
@@ -638,13 +639,13 @@ func TestExportsURLExpiry(t *testing.T) {
 		t.Fatalf("fresh URL: status %d, %d bytes (sizeBytes %d): %.300s", st, len(first), *v.SizeBytes, first)
 	}
 
-	time.Sleep(time.Until(*v.URLExpiresAt) + time.Second)
+	time.Sleep(time.Until(v.URLExpiresAt.Time) + time.Second)
 	if st, _, body := exDownload(t, v.URL); st != http.StatusForbidden {
 		t.Fatalf("expired URL: status %d, want 403: %.300s", st, body)
 	}
 
 	again := exCompleted(t, s, id)
-	if again.URL == v.URL || !again.URLExpiresAt.After(*v.URLExpiresAt) {
+	if again.URL == v.URL || !again.URLExpiresAt.After(v.URLExpiresAt.Time) {
 		t.Fatalf("GET after expiry gave the same URL or expiry: %s %s", again.URL, again.URLExpiresAt)
 	}
 	st, _, data := exDownload(t, again.URL)
@@ -701,8 +702,9 @@ func exIDs(vs []exView) []string {
 // from run to run are checked, then replaced by stand-ins of the same kind
 // (so that the golden exchange still conforms to the OpenAPI document):
 // ids (UUIDs) by numbered stand-in UUIDs, in the body and the path alike,
-// timestamps (RFC 3339 in UTC) by one instant, dates (YYYY-MM-DD) by one
-// date, presigned URLs by one URL, counts and latencies by 0.
+// timestamps (in internal/timestamp's one form) by one instant, dates
+// (YYYY-MM-DD) by one date, presigned URLs by one URL, counts and
+// latencies by 0.
 type exNorm struct{ ids map[string]string }
 
 const (
@@ -764,8 +766,8 @@ func (n *exNorm) value(t *testing.T, k string, v any) any {
 		return n.id(s)
 	case "createdAt", "startedAt", "completedAt", "failedAt", "dataAsOf", "urlExpiresAt",
 		"timestamp", "eventTimestamp", "lastAttemptAt", "nextAttemptAt", "finishedAt":
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") {
-			t.Errorf("%s %q is not an RFC 3339 UTC timestamp", k, s)
+		if !timestamp.Valid(s) {
+			t.Errorf("%s %q is not a timestamp in the form %s", k, s, timestamp.Layout)
 		}
 		return exStandInTime
 	case "startDate", "endDate":
@@ -845,7 +847,7 @@ func TestExportsList(t *testing.T) {
 	// The order: createdAt, then exportId, both descending.
 	want := slices.Clone(created)
 	slices.SortFunc(want, func(a, b string) int {
-		if c := views[b].CreatedAt.Compare(views[a].CreatedAt); c != 0 {
+		if c := views[b].CreatedAt.Compare(views[a].CreatedAt.Time); c != 0 {
 			return c
 		}
 		return strings.Compare(b, a)
@@ -899,7 +901,7 @@ func TestExportsList(t *testing.T) {
 		oldest, newest := want[len(want)-1], want[0]
 		var after []string // created at or after want[3]'s createdAt
 		for _, id := range want {
-			if !views[id].CreatedAt.Before(views[want[3]].CreatedAt) {
+			if !views[id].CreatedAt.Before(views[want[3]].CreatedAt.Time) {
 				after = append(after, id)
 			}
 		}
@@ -1056,7 +1058,7 @@ func TestExportsFreshRequest(t *testing.T) {
 	switch {
 	case string(data) == want:
 		t.Logf("complete: the events' row, dataAsOf %s (events acknowledged at %s), completed %s after the request",
-			v.DataAsOf, acked, v.CompletedAt.Sub(v.CreatedAt).Round(time.Millisecond))
+			v.DataAsOf, acked, v.CompletedAt.Sub(v.CreatedAt.Time).Round(time.Millisecond))
 	case !v.DataAsOf.Before(acked):
 		t.Fatalf("dataAsOf %s is after the events were acknowledged (%s), but the file is\n%s\nwant\n%s", v.DataAsOf, acked, data, want)
 	case !*v.Partial:
@@ -1168,7 +1170,7 @@ func TestExportsProjectorBehind(t *testing.T) {
 	if v.DataAsOf == nil || !v.DataAsOf.Before(acked) || v.Partial == nil || !*v.Partial {
 		t.Fatalf("export while the fold cannot commit: dataAsOf %v partial %v, want partial before %s", v.DataAsOf, v.Partial, acked)
 	}
-	if took := v.CompletedAt.Sub(*v.StartedAt); took < cfg.ExportFoldWait {
+	if took := v.CompletedAt.Sub(v.StartedAt.Time); took < cfg.ExportFoldWait {
 		t.Errorf("the export took %s, less than the fold wait %s", took, cfg.ExportFoldWait)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/idempotency"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -29,16 +30,16 @@ type BidInput struct {
 // isEligible and ineligibleReason say whether its target may take part in
 // auctions now (computed at read time from the catalog).
 type BidJSON struct {
-	ID               string    `json:"id"`
-	CampaignID       string    `json:"campaignId"`
-	TargetType       string    `json:"targetType"`
-	Target           string    `json:"target"`
-	BidAmount        Micros    `json:"bidAmount"`
-	IsActive         bool      `json:"isActive"`
-	IsEligible       bool      `json:"isEligible"`
-	IneligibleReason *string   `json:"ineligibleReason"`
-	CreatedAt        Timestamp `json:"createdAt"`
-	UpdatedAt        Timestamp `json:"updatedAt"`
+	ID               string         `json:"id"`
+	CampaignID       string         `json:"campaignId"`
+	TargetType       string         `json:"targetType"`
+	Target           string         `json:"target"`
+	BidAmount        Micros         `json:"bidAmount"`
+	IsActive         bool           `json:"isActive"`
+	IsEligible       bool           `json:"isEligible"`
+	IneligibleReason *string        `json:"ineligibleReason"`
+	CreatedAt        timestamp.Time `json:"createdAt"`
+	UpdatedAt        timestamp.Time `json:"updatedAt"`
 }
 
 // BidJSON renders a bid of campaign c.
@@ -47,7 +48,7 @@ func (s *Service) BidJSON(mp string, c Campaign, b Bid) BidJSON {
 	out := BidJSON{
 		ID: b.ID, CampaignID: b.CampaignID, TargetType: b.TargetType, Target: b.Target,
 		BidAmount: Micros(b.AmountMicros), IsActive: b.Active, IsEligible: ok,
-		CreatedAt: Timestamp(b.CreatedAt), UpdatedAt: Timestamp(b.UpdatedAt),
+		CreatedAt: timestamp.Of(b.CreatedAt), UpdatedAt: timestamp.Of(b.UpdatedAt),
 	}
 	if !ok {
 		out.IneligibleReason = &reason

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
@@ -507,7 +508,7 @@ func TestExportDataAsOf(t *testing.T) {
 			}
 			meta, _ := f.Lookup("endcap.data_as_of")
 			if p, _ := f.Lookup("endcap.partial"); p != strconv.FormatBool(tc.partial) || (meta != "") != !tc.asOf.IsZero() ||
-				(meta != "" && meta != tc.asOf.Format(time.RFC3339Nano)) {
+				(meta != "" && meta != timestamp.Format(tc.asOf)) {
 				t.Errorf("metadata endcap.partial %q endcap.data_as_of %q", p, meta)
 			}
 		})

@@ -128,7 +128,7 @@ func ParseListQuery(q url.Values, marketplaceID string, cursors *pagination.Sign
 		t, typ, _ := vendorcharges.ParseDateTime(v)
 		switch {
 		case typ != "":
-			add(CodeInvalidDateTime, name, name+" must be an RFC 3339 date-time with a time zone, e.g. 2026-03-01T00:00:00Z.", v)
+			add(CodeInvalidDateTime, name, name+" must be an RFC 3339 date-time with a time zone (Z or an offset such as +01:00), e.g. 2026-03-01T00:00:00.000Z.", v)
 			return 0, false
 		case t.Year() < 1970 || t.Year() > 9999:
 			add(CodeInvalidDateTime, name, name+" must be between 1970 and 9999.", v)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/endcap/endcap/internal/timestamp"
 )
 
 // result is a produced file.
@@ -53,7 +55,7 @@ func (s *Service) produce(ctx context.Context, mp string, e *Export, wo *WorkerO
 		"endcap.partial": strconv.FormatBool(res.partial),
 	}
 	if !res.dataAsOf.IsZero() {
-		meta["endcap.data_as_of"] = res.dataAsOf.Format(time.RFC3339Nano)
+		meta["endcap.data_as_of"] = timestamp.Format(res.dataAsOf)
 	}
 	up, err := s.o.S3.NewUpload(ctx, res.key, contentType(e.Request.Format), map[string]string{"export-id": e.ID}, wo.PartSize)
 	if err != nil {
