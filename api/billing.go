@@ -3,10 +3,10 @@ package api
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/billing"
 )
@@ -64,14 +64,14 @@ type billingContactOut struct {
 	Company   *string            `json:"company"`
 	TaxID     *string            `json:"taxId"`
 	Address   *billingAddressOut `json:"address"`
-	CreatedAt string             `json:"createdAt"`
-	UpdatedAt string             `json:"updatedAt"`
+	CreatedAt timestamp.Time     `json:"createdAt"`
+	UpdatedAt timestamp.Time     `json:"updatedAt"`
 }
 
 func billingContactJSON(c billing.Contact) billingContactOut {
 	out := billingContactOut{
 		ID: c.ID, Name: c.Name, Email: c.Email, Company: bwOpt(c.Company), TaxID: bwOpt(c.TaxID),
-		CreatedAt: bwTime(c.CreatedAt), UpdatedAt: bwTime(c.UpdatedAt),
+		CreatedAt: timestamp.Of(c.CreatedAt), UpdatedAt: timestamp.Of(c.UpdatedAt),
 	}
 	if a := c.Address; a != nil {
 		out.Address = &billingAddressOut{
@@ -169,9 +169,9 @@ func (h *billingHandlers) vendorContacts(c *gin.Context) {
 }
 
 type billingLinkOut struct {
-	VendorID         string `json:"vendorId"`
-	BillingContactID string `json:"billingContactId"`
-	LinkedAt         string `json:"linkedAt"`
+	VendorID         string         `json:"vendorId"`
+	BillingContactID string         `json:"billingContactId"`
+	LinkedAt         timestamp.Time `json:"linkedAt"`
 }
 
 func (h *billingHandlers) link(c *gin.Context) {
@@ -184,7 +184,7 @@ func (h *billingHandlers) link(c *gin.Context) {
 		return
 	}
 	setETag(c, v)
-	c.JSON(http.StatusOK, billingLinkOut{VendorID: l.VendorID, BillingContactID: l.ContactID, LinkedAt: bwTime(l.LinkedAt)})
+	c.JSON(http.StatusOK, billingLinkOut{VendorID: l.VendorID, BillingContactID: l.ContactID, LinkedAt: timestamp.Of(l.LinkedAt)})
 }
 
 func (h *billingHandlers) unlink(c *gin.Context) {
@@ -200,9 +200,6 @@ func (h *billingHandlers) unlink(c *gin.Context) {
 }
 
 // Helpers shared by billing, invitations, webhooks and offsite.
-
-// bwTime formats a timestamp as ISO 8601 UTC with milliseconds.
-func bwTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 func bwOpt(s string) *string {
 	if s == "" {

@@ -80,7 +80,13 @@ func (h *campaignHandlers) create(c *gin.Context) {
 }
 
 func (h *campaignHandlers) list(c *gin.Context) {
-	vendorID := c.Param("vendor_id")
+	// The vendor's catalog id, however the path names it: a cursor is the
+	// same for both.
+	vendorID, err := h.svc.VendorID(Marketplace(c).ID, c.Param("vendor_id"))
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
 	after, limit, ok := h.p.PageQuery(c, "campaigns", vendorID, campaignListDefault, campaignListMax)
 	if !ok {
 		return
@@ -101,6 +107,11 @@ func (h *campaignHandlers) list(c *gin.Context) {
 func (h *campaignHandlers) listAll(c *gin.Context) {
 	q, qerr := url.ParseQuery(c.Request.URL.RawQuery)
 	f, err := campaigns.ParseFilter(q)
+	if err == nil && qerr == nil {
+		// The vendor's catalog id, however the filter names it: a cursor
+		// is the same for both.
+		f = h.svc.Resolve(Marketplace(c).ID, f)
+	}
 	scope := f.Scope()
 	after, limit, errs := h.p.pageQuery(c, "campaigns.all", scope, campaignListDefault, campaignListMax, err == nil && qerr == nil)
 	v, _ := validation.As(err)

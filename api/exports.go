@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/reporting/exports"
 )
 
@@ -17,6 +18,7 @@ import (
 // included, has the exports shape {error: {code, message, details}}.
 //
 //	POST /export-service/exports              202 the pending export
+//	GET  /export-service/exports              200 a page of the exports, newest first (filters: status, dataset, created_from, created_to)
 //	GET  /export-service/exports/{exportId}   200 the export, with a presigned URL once completed
 //	GET  /export-service/datasets             200 the datasets, their dimensions, metrics and granularities
 
@@ -60,6 +62,7 @@ func ExportRoutes(svc *exports.Service) RouteSet {
 			},
 		})
 		g.POST("/export-service/exports", p.Limits.Limit("default"), h.create)
+		g.GET("/export-service/exports", p.Limits.Limit("default"), h.list)
 		g.GET("/export-service/exports/:exportId", p.Limits.Limit("default"), h.get)
 		g.GET("/export-service/datasets", p.Limits.Limit("default"), h.datasets)
 	}
@@ -91,14 +94,14 @@ func (h *exportHandlers) create(c *gin.Context) {
 	var inv *exports.InvalidError
 	switch {
 	case err == nil:
-		c.JSON(http.StatusAccepted, gin.H{"exportId": e.ID, "status": e.Status, "dataset": e.Dataset, "createdAt": e.CreatedAt})
+		c.JSON(http.StatusAccepted, gin.H{"exportId": e.ID, "status": e.Status, "dataset": e.Dataset, "createdAt": timestamp.Of(e.CreatedAt)})
 	case errors.As(err, &inv):
 		abortInvalidExport(c, inv.Problems)
 	case errors.Is(err, exports.ErrQuota):
 		reset := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 		c.Header("Retry-After", strconv.Itoa(int(time.Until(reset).Seconds())+1))
 		abortExport(c, http.StatusTooManyRequests, exports.CodeQuotaExceeded,
-			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+reset.Format(time.RFC3339)+".", nil)
+			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+timestamp.Format(reset)+".", nil)
 	case errors.Is(err, exports.ErrUnavailable):
 		h.p.Log.Error("exports: export not accepted", "marketplace", mp.ID, "err", err)
 		setRetryAfter(c, h.p.RetryAfter)
@@ -113,12 +116,42 @@ func (h *exportHandlers) create(c *gin.Context) {
 	}
 }
 
+// exportList is the body of the list.
+type exportList struct {
+	HasMore  bool           `json:"hasMore"`
+	Exports  []exports.View `json:"exports"`
+	NextPage *string        `json:"nextPage"`
+}
+
+func (h *exportHandlers) list(c *gin.Context) {
+	mp := Marketplace(c)
+	q, probs := exports.ParseListQuery(c.Request.URL.Query(), mp.ID, h.p.Cursors)
+	if len(probs) > 0 {
+		abortInvalidExport(c, probs)
+		return
+	}
+	page, err := h.svc.List(c.Request.Context(), mp.ID, q)
+	if err != nil {
+		h.p.Log.Error("exports: list failed", "marketplace", mp.ID, "err", err)
+		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
+		return
+	}
+	body := exportList{HasMore: page.HasMore, Exports: page.Exports}
+	if page.HasMore {
+		next := q.NextPage(h.p.Cursors, mp.ID, page.Last)
+		body.NextPage = &next
+	}
+	c.JSON(http.StatusOK, body)
+}
+
 func (h *exportHandlers) get(c *gin.Context) {
 	id := c.Param("exportId")
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
 		abortExport(c, http.StatusNotFound, exports.CodeNotFound, "No export "+strconv.Quote(id)+" in this marketplace.", nil)
 		return
 	}
+	id = u.String() // ids are kept in lower case: an upper-case one names the same export
 	mp := Marketplace(c)
 	v, err := h.svc.Get(c.Request.Context(), mp.ID, id)
 	switch {

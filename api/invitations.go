@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/invitations"
 )
 
@@ -31,13 +32,13 @@ type invitationHandlers struct {
 }
 
 type invitationOut struct {
-	ID             string `json:"id"`
-	VendorID       string `json:"vendorId"`
-	VendorEmail    string `json:"vendorEmail"`
-	TargetUserRole string `json:"targetUserRole"`
-	Status         string `json:"status"`
-	CreatedAt      string `json:"createdAt"`
-	ExpiresAt      string `json:"expiresAt"`
+	ID             string         `json:"id"`
+	VendorID       string         `json:"vendorId"`
+	VendorEmail    string         `json:"vendorEmail"`
+	TargetUserRole string         `json:"targetUserRole"`
+	Status         string         `json:"status"`
+	CreatedAt      timestamp.Time `json:"createdAt"`
+	ExpiresAt      timestamp.Time `json:"expiresAt"`
 }
 
 func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut {
@@ -46,7 +47,7 @@ func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut
 	for i, inv := range invs {
 		out[i] = invitationOut{
 			ID: inv.ID, VendorID: inv.VendorID, VendorEmail: inv.VendorEmail, TargetUserRole: inv.TargetUserRole,
-			Status: inv.StatusAt(now), CreatedAt: bwTime(inv.CreatedAt), ExpiresAt: bwTime(inv.ExpiresAt),
+			Status: inv.StatusAt(now), CreatedAt: timestamp.Of(inv.CreatedAt), ExpiresAt: timestamp.Of(inv.ExpiresAt),
 		}
 	}
 	return out

@@ -46,7 +46,11 @@ func normalizePath(p string) string {
 	return p
 }
 
-type normalizer struct{ next http.Handler }
+type normalizer struct{ next *gin.Engine }
+
+// Routes lists the routes of the handler: the OpenAPI document's tests
+// compare them with the paths it describes.
+func (n normalizer) Routes() gin.RoutesInfo { return n.next.Routes() }
 
 // ServeHTTP normalises the escaped path, so that an id holding an escaped
 // slash (`/products/a%2Fb`) stays one path segment.

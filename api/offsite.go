@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/offsite"
 )
 
@@ -32,15 +33,15 @@ type offsiteHandlers struct {
 }
 
 type advertiserDomainOut struct {
-	VendorID      string `json:"vendorId"`
-	Domain        string `json:"domain"`
-	UnicodeDomain string `json:"unicodeDomain"`
-	CreatedAt     string `json:"createdAt"`
-	UpdatedAt     string `json:"updatedAt"`
+	VendorID      string         `json:"vendorId"`
+	Domain        string         `json:"domain"`
+	UnicodeDomain string         `json:"unicodeDomain"`
+	CreatedAt     timestamp.Time `json:"createdAt"`
+	UpdatedAt     timestamp.Time `json:"updatedAt"`
 }
 
 func advertiserDomainJSON(d offsite.Domain) advertiserDomainOut {
-	return advertiserDomainOut{VendorID: d.VendorID, Domain: d.Domain, UnicodeDomain: d.Unicode(), CreatedAt: bwTime(d.CreatedAt), UpdatedAt: bwTime(d.UpdatedAt)}
+	return advertiserDomainOut{VendorID: d.VendorID, Domain: d.Domain, UnicodeDomain: d.Unicode(), CreatedAt: timestamp.Of(d.CreatedAt), UpdatedAt: timestamp.Of(d.UpdatedAt)}
 }
 
 func (h *offsiteHandlers) put(c *gin.Context) {

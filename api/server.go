@@ -6,13 +6,16 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/endcap/endcap/api/openapi"
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/accounts"
 )
 
@@ -67,6 +70,7 @@ func New(d Deps) http.Handler {
 	h := &handlers{d: d}
 	r.GET("/livez", h.livez)
 	r.GET("/readyz", h.readyz)
+	r.GET("/openapi.json", serveOpenAPI)
 	if !d.MetricsElsewhere {
 		r.GET("/metrics", gin.WrapH(promhttp.Handler()))
 	}
@@ -97,6 +101,38 @@ func New(d Deps) http.Handler {
 		}
 	}
 	return normalizer{r}
+}
+
+// serveOpenAPI answers the description of the API (api/openapi), without a
+// key: cacheable (revalidated with its ETag, 304 when unchanged) and
+// readable from any origin.
+func serveOpenAPI(c *gin.Context) {
+	doc, err := openapi.JSON()
+	if err != nil { // the document's tests make this unreachable
+		abortV2(c, http.StatusInternalServerError, "internal_server_error", "the API description cannot be read: "+err.Error())
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("ETag", doc.ETag)
+	h.Set("Cache-Control", "public, no-cache")
+	h.Set("Access-Control-Allow-Origin", "*")
+	if etagMatches(c.GetHeader("If-None-Match"), doc.ETag) {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	c.Data(http.StatusOK, "application/json", doc.JSON)
+}
+
+// etagMatches reports whether an If-None-Match value names etag: "*", or a
+// comma-separated list of entity tags compared weakly (RFC 9110 13.1.2).
+func etagMatches(ifNoneMatch, etag string) bool {
+	for _, t := range strings.Split(ifNoneMatch, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
 }
 
 // MetricsHandler serves /metrics alone (any other path is 404), with the
@@ -131,5 +167,5 @@ func (h *handlers) readyz(c *gin.Context) {
 
 func (h *handlers) getMarketplace(c *gin.Context) {
 	m := principal(c).Marketplace
-	c.JSON(http.StatusOK, gin.H{"id": m.ID, "name": m.Name, "currencyCode": m.Currency, "timezone": m.Timezone, "createdAt": m.CreatedAt})
+	c.JSON(http.StatusOK, gin.H{"id": m.ID, "name": m.Name, "currencyCode": m.Currency, "timezone": m.Timezone, "createdAt": timestamp.Of(m.CreatedAt)})
 }

@@ -42,7 +42,7 @@ func (h *vendorChargeHandlers) list(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	env := req.Envelope(mp.Currency)
+	env := req.Envelope(mp.ID, mp.Currency)
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetWriteDeadline(time.Now().Add(vcWriteWindow)) // not every writer supports it (tests)
 

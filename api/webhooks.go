@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/webhooks"
 )
 
@@ -58,38 +59,30 @@ type webhookOut struct {
 	SecretPrefix  string   `json:"secretPrefix"`
 	// PreviousSecretExpiresAt: until then the previous secret signs too
 	// (after a rotation).
-	PreviousSecretExpiresAt *string `json:"previousSecretExpiresAt,omitempty"`
-	Status                  string  `json:"status"`
-	DisabledAt              *string `json:"disabledAt"`
-	DisabledReason          *string `json:"disabledReason"`
-	FailingSince            *string `json:"failingSince"`
-	CreatedAt               string  `json:"createdAt"`
-	UpdatedAt               string  `json:"updatedAt"`
-}
-
-func optTime(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := bwTime(*t)
-	return &s
+	PreviousSecretExpiresAt *timestamp.Time `json:"previousSecretExpiresAt,omitempty"`
+	Status                  string          `json:"status"`
+	DisabledAt              *timestamp.Time `json:"disabledAt"`
+	DisabledReason          *string         `json:"disabledReason"`
+	FailingSince            *timestamp.Time `json:"failingSince"`
+	CreatedAt               timestamp.Time  `json:"createdAt"`
+	UpdatedAt               timestamp.Time  `json:"updatedAt"`
 }
 
 func (h *webhookHandlers) webhookJSON(c *gin.Context, w webhooks.Webhook, withSecret bool) webhookOut {
 	out := webhookOut{
 		ID: w.ID, MarketplaceID: Marketplace(c).ID, URL: w.URL, EventTypes: w.EventTypes,
-		SecretPrefix: w.SecretHint(), CreatedAt: bwTime(w.CreatedAt), UpdatedAt: bwTime(w.UpdatedAt),
-		Status: w.Status(), DisabledAt: optTime(w.DisabledAt),
+		SecretPrefix: w.SecretHint(), CreatedAt: timestamp.Of(w.CreatedAt), UpdatedAt: timestamp.Of(w.UpdatedAt),
+		Status: w.Status(), DisabledAt: timestamp.OptOf(w.DisabledAt),
 	}
 	if h.dl != nil {
-		out.FailingSince = optTime(h.dl.FailingSince(Marketplace(c).ID, w.ID))
+		out.FailingSince = timestamp.OptOf(h.dl.FailingSince(Marketplace(c).ID, w.ID))
 	}
 	if w.DisabledReason != "" {
 		r := w.DisabledReason
 		out.DisabledReason = &r
 	}
 	if w.PreviousSecretUntil != nil && time.Now().Before(*w.PreviousSecretUntil) {
-		out.PreviousSecretExpiresAt = optTime(w.PreviousSecretUntil)
+		out.PreviousSecretExpiresAt = timestamp.OptOf(w.PreviousSecretUntil)
 	}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
@@ -203,24 +196,24 @@ type deliveryOut struct {
 	WebhookID      string          `json:"webhookId"`
 	EventID        string          `json:"eventId"`
 	EventType      string          `json:"eventType"`
-	EventTimestamp string          `json:"eventTimestamp"`
+	EventTimestamp timestamp.Time  `json:"eventTimestamp"`
 	Status         string          `json:"status"`
 	Attempts       int             `json:"attempts"`
-	LastAttemptAt  *string         `json:"lastAttemptAt"`
+	LastAttemptAt  *timestamp.Time `json:"lastAttemptAt"`
 	LastStatusCode *int            `json:"lastStatusCode"`
 	LastError      *string         `json:"lastError"`
 	LastLatencyMs  *int64          `json:"lastLatencyMs"`
 	LastResponse   *string         `json:"lastResponse,omitempty"`
-	NextAttemptAt  *string         `json:"nextAttemptAt"`
-	CreatedAt      string          `json:"createdAt"`
-	FinishedAt     *string         `json:"finishedAt"`
+	NextAttemptAt  *timestamp.Time `json:"nextAttemptAt"`
+	CreatedAt      timestamp.Time  `json:"createdAt"`
+	FinishedAt     *timestamp.Time `json:"finishedAt"`
 	Payload        json.RawMessage `json:"payload,omitempty"`
 }
 
 func deliveryJSON(x webhooks.Delivery, full bool) deliveryOut {
 	out := deliveryOut{ID: x.ID, WebhookID: x.WebhookID, EventID: x.EventID, EventType: x.EventType,
-		EventTimestamp: bwTime(x.EventAt), Status: x.Status, Attempts: x.Attempts, LastAttemptAt: optTime(x.LastAttemptAt),
-		NextAttemptAt: optTime(x.NextAttemptAt), CreatedAt: bwTime(x.CreatedAt), FinishedAt: optTime(x.FinishedAt)}
+		EventTimestamp: timestamp.Of(x.EventAt), Status: x.Status, Attempts: x.Attempts, LastAttemptAt: timestamp.OptOf(x.LastAttemptAt),
+		NextAttemptAt: timestamp.OptOf(x.NextAttemptAt), CreatedAt: timestamp.Of(x.CreatedAt), FinishedAt: timestamp.OptOf(x.FinishedAt)}
 	if x.LastAttemptAt != nil {
 		lat := x.LastLatencyMs
 		out.LastLatencyMs = &lat

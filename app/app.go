@@ -507,13 +507,12 @@ func (a *App) Run(ctx context.Context) error {
 			// recent days every minute, the last 33 days every hour (both
 			// configurable, and paced so that the job takes at most
 			// ENDCAP_ROLLUP_MAX_SHARE of the time), from the FINAL views.
-			// A Redis lock per database lets one process refresh at a time
-			// (concurrent runs stay correct).
+			// A Redis lock per database lets one process refresh at a time,
+			// so that the days' watermarks are those of their rows.
 			run("rollups", func(ctx context.Context) error {
-				lk := redisstore.NewLocker(a.Redis, "ec:lock:rollups:", 15*time.Minute)
 				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log,
 					Interval: a.cfg.RollupInterval, FullInterval: a.cfg.RollupFullInterval, MaxShare: a.cfg.RollupMaxShare,
-					Lock: func(ctx context.Context) (func(), error) { return lk.Lock(ctx, a.cfg.ClickHouseDatabase) }})
+					Lock: a.rollupsLock(), Fold: a.foldWatermark()})
 				if err != nil {
 					return err
 				}
@@ -528,7 +527,12 @@ func (a *App) Run(ctx context.Context) error {
 				if err := a.WaitReady(ctx); err != nil {
 					return err
 				}
-				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log})
+				// The exports' recomputations take the rollup job's lock
+				// (waiting for a run to end) and wait for the projectors to
+				// fold what was acknowledged before them (docs/exports.md,
+				// Freshness).
+				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log,
+					Lock: a.rollupsLock(), Fold: a.foldWatermark(), FoldWait: a.cfg.ExportFoldWait})
 				if err != nil {
 					return err
 				}
@@ -574,6 +578,22 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Wait()
 	a.close()
 	return runErr
+}
+
+// rollupsLock is the lock of the rollup recomputations of the database
+// (docs/rollups.md): one at a time, across processes.
+func (a *App) rollupsLock() func(context.Context) (func(), error) {
+	lk := redisstore.NewLocker(a.Redis, "ec:lock:rollups:", 15*time.Minute)
+	return func(ctx context.Context) (func(), error) { return lk.Lock(ctx, a.cfg.ClickHouseDatabase) }
+}
+
+// foldWatermark follows the projectors whose tables the rollups read: the
+// events fold (interactions, attributed purchases) and the auctions
+// projector (auction context, hashed winners).
+func (a *App) foldWatermark() *rollups.Watermark {
+	return rollups.NewWatermark(kafka.NewProgress(a.Kafka,
+		kafka.Fold{Group: projections.EventsGroup, Topic: a.Topics.Events},
+		kafka.Fold{Group: projections.AuctionsGroup, Topic: a.Topics.Auctions}), 0)
 }
 
 // settle collects once, and returns what it freed to the OS, when the entity

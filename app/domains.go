@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
@@ -24,7 +26,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Exports: records on the entities log, jobs on their topic, files in S3.
 	a.Exports = exports.New(a.Entities, exports.Options{ClickHouse: a.ClickHouse, S3: a.S3, Redis: a.Redis,
 		Kafka: a.Kafka, JobsTopic: a.Topics.Exports, DailyQuota: a.cfg.ExportDailyQuota,
-		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log})
+		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log, Location: a.marketplaceLocation})
 
 	// Catalog: products, vendors, categories. cat is an entityref.Catalog.
 	cat := catalog.New(a.Entities)
@@ -77,4 +79,13 @@ func (a *App) domains() ([]api.RouteSet, error) {
 
 	a.Catalog, a.Billing, a.Segments, a.Campaigns = cat, bill, segs, camps
 	return routes, nil
+}
+
+// marketplaceLocation is the time zone of a marketplace's local days (nil
+// for an unknown marketplace).
+func (a *App) marketplaceLocation(id string) *time.Location {
+	if m, ok := a.Accounts.Marketplace(id); ok {
+		return m.Location()
+	}
+	return nil
 }

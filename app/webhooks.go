@@ -96,10 +96,10 @@ func (a *App) announceScoredFile(sf *scoredfiles.Service, em *webhooks.Emitter) 
 			return err
 		}
 		f := files[0]
-		if time.Since(f.ProducedAt) > 24*time.Hour || f.Final != final {
+		if time.Since(f.ProducedAt.Time) > 24*time.Hour || f.Final != final {
 			return nil
 		}
-		ev, err := webhooks.ScoredReadyEvent(mp.ID, f.Date, f.Final, f, f.ProducedAt)
+		ev, err := webhooks.ScoredReadyEvent(mp.ID, f.Date, f.Final, f, f.ProducedAt.Time)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/google/uuid"
 )
 
 // smallWorld is the benchmark's world at 2,000 products and 200 campaigns,
@@ -146,7 +147,7 @@ func TestAuctionsDuringChanges(t *testing.T) {
 		if err := w.camps.Import(ctx, benchMP, nil, bs); err != nil {
 			t.Fatal(err)
 		}
-		nb := campaigns.Bid{ID: fmt.Sprintf("new-%d", round), CampaignID: target.ID, TargetType: campaigns.TargetProduct,
+		nb := campaigns.Bid{ID: uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "new-%d", round)).String(), CampaignID: target.ID, TargetType: campaigns.TargetProduct,
 			Target: fmt.Sprintf("p-%07d", rng.IntN(w.products)), AmountMicros: 500_000, Active: true}
 		if err := w.camps.Import(ctx, benchMP, nil, []campaigns.Bid{nb}); err != nil {
 			t.Fatal(err)

@@ -335,7 +335,7 @@ func TestAuctionsErrors(t *testing.T) {
 				t.Errorf("Content-Type %q", ct)
 			}
 			checkAuctionBody(t, c, r.Body)
-			golden(t, c.file(".response.json"), []byte(fmt.Sprintf(`{"status":%d,"body":%s}`, r.Status, r.Body)))
+			golden(t, c.file(".response.json"), r)
 		})
 	}
 }

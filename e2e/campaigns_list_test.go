@@ -73,6 +73,7 @@ var clArchivedRE = regexp.MustCompile(`"archivedAt":\s*"(\d{4}-\d\d-\d\dT\d\d:\d
 // "<now>" and the spend's day (the marketplace's local day) as "<today>".
 func clNormalize(t *testing.T, s *system, body []byte, ids map[string]string) []byte {
 	t.Helper()
+	body = bytes.Clone(body)
 	body = clArchivedRE.ReplaceAllFunc(body, func(m []byte) []byte {
 		at, err := time.Parse(time.RFC3339, string(clArchivedRE.FindSubmatch(m)[1]))
 		if d := time.Since(at); err != nil || d < -time.Minute || d > 5*time.Minute {
@@ -83,6 +84,17 @@ func clNormalize(t *testing.T, s *system, body []byte, ids map[string]string) []
 	today := budget.DayOf(time.Now(), s.Marketplace.Location())
 	body = bytes.ReplaceAll(body, []byte(`"day":"`+today+`"`), []byte(`"day":"<today>"`))
 	return cpNormalize(t, body, ids)
+}
+
+// clExchange is r with its body normalised (clNormalize) and the ids of its
+// path replaced by their names, for a golden file.
+func clExchange(t *testing.T, s *system, r response, ids map[string]string) response {
+	t.Helper()
+	r.Body = clNormalize(t, s, r.Body, ids)
+	for id, name := range ids {
+		r.Path = strings.ReplaceAll(r.Path, id, name)
+	}
+	return r
 }
 
 // TestCampaignsList: the marketplace-wide list, in creation order, paged,
@@ -153,7 +165,7 @@ func TestCampaignsList(t *testing.T) {
 	// The whole list, one page: the golden wire shape.
 	r := cpDo(t, s, "GET", clAll, A, nil, nil)
 	cpStatus(t, r, 200)
-	golden(t, "campaigns_list.json", clNormalize(t, s, r.Body, ids))
+	golden(t, "campaigns_list.json", clExchange(t, s, r, ids))
 	if got := clPages(t, s, A, "", 100); !slices.Equal(got, all) {
 		t.Fatalf("list %v, want %v", got, all)
 	}
@@ -209,7 +221,7 @@ func TestCampaignsList(t *testing.T) {
 	// Bad filters and a bad limit: one 422 naming them all.
 	r = cpDo(t, s, "GET", clAll+"?status=live&type=video&vendor_id=&name=%FF&limit=0&next_page=forged", A, nil, nil)
 	expect422Typed(t, r, "query.status:enum", "query.type:enum", "query.vendor_id:string_too_short", "query.name:string_unicode", "query.limit:greater_than_equal")
-	golden(t, "campaigns_list_422.json", r.Body)
+	golden(t, "campaigns_list_422.json", r)
 	expect422Typed(t, cpDo(t, s, "GET", clAll+"?limit=101&name="+strings.Repeat("x", 256), A, nil, nil), "query.limit:less_than_equal", "query.name:string_too_long")
 	expect422Typed(t, cpDo(t, s, "GET", clAll+"?next_page=forged", A, nil, nil), "query.next_page:value_error")
 	// A query string that does not decode is not ignored.
@@ -276,7 +288,7 @@ func TestCampaignsArchive(t *testing.T) {
 	cpStatus(t, r, 200)
 	cpETag(t, r, "2")
 	archived := r.Body
-	golden(t, "campaigns_archived.json", clNormalize(t, s, archived, ids))
+	golden(t, "campaigns_archived.json", clExchange(t, s, r, ids))
 	// At once: no auction serves it.
 	if after := win(); len(after) != 0 {
 		t.Fatalf("winners after the archive: %+v", after)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/vendorid"
+	"github.com/google/uuid"
 )
 
 // Helpers of the catalog tests (cat*).
@@ -340,6 +342,11 @@ func catIDs(prefix string, n int) string {
 
 // TestCatalogVendorsAndCategories: upsert, get, the paginated lists with
 // their filters and cursors, updates and the 422s.
+// catVendorIDs is the JSON of a vendor's ids beside the spec's fields.
+func catVendorIDs(mp, id string) string {
+	return fmt.Sprintf(`"vendorId": %q, "externalVendorId": %q`, vendorid.String(mp, id), id)
+}
+
 func TestCatalogVendorsAndCategories(t *testing.T) {
 	s, _ := catStart(t)
 	A := s.AdvancedKey
@@ -353,21 +360,28 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 	]}`, nil)
 	catOK(t, r, 200)
 	sameJSON(t, r.Body, `{"upserted": 5, "warnings": []}`)
-	r = catDo(t, s, "GET", catVendors+"/v-1", A, nil, nil)
-	catOK(t, r, 200)
-	catETag(t, r, "1")
-	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": "https://cdn.example.com/v-1.png", "merchant_center_id": 123456789, "globalId": "G-1"}`)
+	ids := func(id string) string { return catVendorIDs(s.Marketplace.ID, id) }
+	v1 := `{"id": "v-1", "name": "Alpha", "imageURL": "https://cdn.example.com/v-1.png", "merchant_center_id": 123456789, "globalId": "G-1", ` + ids("v-1") + `}`
+	// By its catalog id or its UUID (any case): the same vendor.
+	u1 := vendorid.String(s.Marketplace.ID, "v-1")
+	for _, id := range []string{"v-1", u1, strings.ToUpper(u1)} {
+		r = catDo(t, s, "GET", catVendors+"/"+id, A, nil, nil)
+		catOK(t, r, 200)
+		catETag(t, r, "1")
+		sameJSON(t, r.Body, v1)
+	}
 	cat404(t, catDo(t, s, "GET", catVendors+"/v-404", A, nil, nil))
+	cat404(t, catDo(t, s, "GET", catVendors+"/"+vendorid.String(s.Marketplace.ID, "v-404"), A, nil, nil))
+	cat404(t, catDo(t, s, "GET", catVendors+"/"+vendorid.String(uuid.NewString(), "v-1"), A, nil, nil)) // another marketplace's v-1
 
 	// The spec's list: default page, pages of 2, the global_id filter.
 	r = catDo(t, s, "GET", catVendors, A, nil, nil)
 	catOK(t, r, 200)
-	sameJSON(t, r.Body, `{"hasMore": false, "nextPage": null, "response": [
-	  {"id": "v-1", "name": "Alpha", "imageURL": "https://cdn.example.com/v-1.png", "merchant_center_id": 123456789, "globalId": "G-1"},
-	  {"id": "v-2", "name": "Beta", "imageURL": null, "merchant_center_id": null, "globalId": null},
-	  {"id": "v-3", "name": "Gamma", "imageURL": null, "merchant_center_id": null, "globalId": "G-2"},
-	  {"id": "v-4", "name": "Delta", "imageURL": null, "merchant_center_id": 1000, "globalId": null},
-	  {"id": "v-5", "name": "Epsilon", "imageURL": null, "merchant_center_id": null, "globalId": "G-1"}]}`)
+	sameJSON(t, r.Body, `{"hasMore": false, "nextPage": null, "response": [`+v1+`,
+	  {"id": "v-2", "name": "Beta", "imageURL": null, "merchant_center_id": null, "globalId": null, `+ids("v-2")+`},
+	  {"id": "v-3", "name": "Gamma", "imageURL": null, "merchant_center_id": null, "globalId": "G-2", `+ids("v-3")+`},
+	  {"id": "v-4", "name": "Delta", "imageURL": null, "merchant_center_id": 1000, "globalId": null, `+ids("v-4")+`},
+	  {"id": "v-5", "name": "Epsilon", "imageURL": null, "merchant_center_id": null, "globalId": "G-1", `+ids("v-5")+`}]}`)
 	if ids := catPages(t, s, catVendors, A, 2); fmt.Sprint(ids) != "[v-1 v-2 v-3 v-4 v-5]" {
 		t.Fatalf("pages: %v", ids)
 	}
@@ -389,7 +403,7 @@ func TestCatalogVendorsAndCategories(t *testing.T) {
 	catOK(t, r, 200)
 	r = catDo(t, s, "GET", catVendors+"/v-1", A, nil, nil)
 	catETag(t, r, "2")
-	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha 2", "imageURL": null, "merchant_center_id": null, "globalId": null}`)
+	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha 2", "imageURL": null, "merchant_center_id": null, "globalId": null, `+ids("v-1")+`}`)
 	if r := catDo(t, s, "PUT", catVendors, A, `{"vendors": [{"id": "v-1", "name": "x"}]}`, map[string]string{"If-Match": `"1"`}); r.Status != 409 {
 		t.Fatalf("stale If-Match: %d %s", r.Status, r.Body)
 	}
@@ -512,9 +526,13 @@ func TestCatalogRestart(t *testing.T) {
 	catETag(t, r, "2")
 	sameJSON(t, r.Body, catMinimalJSON)
 	cat404(t, catDo(t, s2, "GET", catProducts+"/gone", A, nil, nil))
-	r = catDo(t, s2, "GET", catVendors+"/v-1", A, nil, nil)
-	catETag(t, r, "1")
-	sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": null, "merchant_center_id": 7, "globalId": "G-1"}`)
+	// The restarted process finds a vendor by its catalog id and by its
+	// UUID, the same as before the restart.
+	for _, id := range []string{"v-1", vendorid.String(s.Marketplace.ID, "v-1")} {
+		r = catDo(t, s2, "GET", catVendors+"/"+id, A, nil, nil)
+		catETag(t, r, "1")
+		sameJSON(t, r.Body, `{"id": "v-1", "name": "Alpha", "imageURL": null, "merchant_center_id": 7, "globalId": "G-1", `+catVendorIDs(s.Marketplace.ID, "v-1")+`}`)
+	}
 	if ids := catPages(t, s2, catVendors, A, 1); fmt.Sprint(ids) != "[v-1 v-2]" {
 		t.Fatalf("rebuilt vendors: %v", ids)
 	}

@@ -84,8 +84,8 @@ func exStart(t *testing.T) *system {
 }
 
 // exExplain posts a /v2/auctions body to the explain endpoint and returns
-// the raw answer and its results.
-func exExplain(t *testing.T, s *system, body string) ([]byte, []exResult) {
+// the answer and its results.
+func exExplain(t *testing.T, s *system, body string) (response, []exResult) {
 	t.Helper()
 	r := s.request(t, "POST", "/v2/auctions/explain", s.MarketplaceKey, []byte(body), nil)
 	if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -102,7 +102,7 @@ func exExplain(t *testing.T, s *system, body string) ([]byte, []exResult) {
 	if err := dec.Decode(&out); err != nil {
 		t.Fatalf("explain: %v: %s", err, r.Body)
 	}
-	return r.Body, out.Results
+	return r, out.Results
 }
 
 // exLines is each candidate as "name@product outcome[/reason][ #rank price]".
@@ -142,12 +142,23 @@ func exHas(t *testing.T, what string, lines []string, want ...string) {
 	}
 }
 
-// exNormalize replaces ids by names for a golden file.
-func exNormalize(body []byte, ids map[string]string) []byte {
+// exNormalize replaces ids by names in r's body, for a golden file.
+func exNormalize(r response, ids map[string]string) response {
 	for id, name := range ids {
-		body = bytes.ReplaceAll(body, []byte(`"`+id+`"`), []byte(`"`+name+`"`))
+		r.Body = bytes.ReplaceAll(r.Body, []byte(`"`+id+`"`), []byte(`"`+name+`"`))
 	}
-	return body
+	return r
+}
+
+// explainRequest is the body of a golden request (testdata/explain/name.request.json),
+// which the OpenAPI check validates beside its response.
+func explainRequest(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "explain", name+".request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestAuctionExplain: POST /v2/auctions/explain reproduces the worked example
@@ -258,8 +269,7 @@ func TestAuctionExplain(t *testing.T) {
 	}
 
 	// 1. The worked example, with 3 and with 2 slots: golden files.
-	example := `{"auctions":[{"type":"listings","slots":3,"products":{"ids":["P1","P2","P3","P4"]}},
-		{"type":"listings","slots":2,"products":{"ids":["P1","P2","P3","P4"]}}]}`
+	example := explainRequest(t, "worked_example")
 	raw, res := exExplain(t, s, example)
 	golden(t, filepath.Join("explain", "worked_example.response.json"), exNormalize(raw, ids))
 	auSame(t, "3 slots", exLines(res[0], names), "c2@P2 won #1 0.555556", "c4@P3 won #2 5", "c1@P1 won #3 0.6",
@@ -271,7 +281,7 @@ func TestAuctionExplain(t *testing.T) {
 	}
 
 	// 2. A filter reason per case, in one listings auction.
-	raw, res = exExplain(t, s, `{"auctions":[{"type":"listings","slots":10,"products":{"ids":["a1","a2","off","gone","lone","c2","b1"]}}]}`)
+	raw, res = exExplain(t, s, explainRequest(t, "reasons"))
 	golden(t, filepath.Join("explain", "reasons.response.json"), exNormalize(raw, ids))
 	lines := exLines(res[0], names)
 	exHas(t, "listings", lines,

@@ -7,17 +7,24 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/timestamp"
+	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
 )
 
@@ -624,7 +631,7 @@ func TestExportsURLExpiry(t *testing.T) {
 	id := exAccepted(t, exCreate(t, s, s.AdvancedKey, exWith("startDate", exDay(0), "endDate", exDay(0))))
 
 	v := exCompleted(t, s, id)
-	if until := time.Until(*v.URLExpiresAt); until > cfg.ReportURLLifetime || until < -time.Second {
+	if until := time.Until(v.URLExpiresAt.Time); until > cfg.ReportURLLifetime || until < -time.Second {
 		t.Fatalf("urlExpiresAt %s is %s away, want at most %s", v.URLExpiresAt, until, cfg.ReportURLLifetime)
 	}
 	st, _, first := exDownload(t, v.URL)
@@ -632,17 +639,548 @@ func TestExportsURLExpiry(t *testing.T) {
 		t.Fatalf("fresh URL: status %d, %d bytes (sizeBytes %d): %.300s", st, len(first), *v.SizeBytes, first)
 	}
 
-	time.Sleep(time.Until(*v.URLExpiresAt) + time.Second)
+	time.Sleep(time.Until(v.URLExpiresAt.Time) + time.Second)
 	if st, _, body := exDownload(t, v.URL); st != http.StatusForbidden {
 		t.Fatalf("expired URL: status %d, want 403: %.300s", st, body)
 	}
 
 	again := exCompleted(t, s, id)
-	if again.URL == v.URL || !again.URLExpiresAt.After(*v.URLExpiresAt) {
+	if again.URL == v.URL || !again.URLExpiresAt.After(v.URLExpiresAt.Time) {
 		t.Fatalf("GET after expiry gave the same URL or expiry: %s %s", again.URL, again.URLExpiresAt)
 	}
 	st, _, data := exDownload(t, again.URL)
 	if st != http.StatusOK || !bytes.Equal(data, first) {
 		t.Fatalf("new URL: status %d, %d bytes, want the same %d bytes", st, len(data), len(first))
 	}
+}
+
+// exListBody is the body of GET /export-service/exports.
+type exListBody struct {
+	HasMore  bool     `json:"hasMore"`
+	Exports  []exView `json:"exports"`
+	NextPage *string  `json:"nextPage"`
+}
+
+// exList gets a page of the list (query: the query string, without "?").
+func exList(t *testing.T, s *system, key, query string) (exListBody, response) {
+	t.Helper()
+	path := exPath
+	if query != "" {
+		path += "?" + query
+	}
+	r := s.request(t, "GET", path, key, nil, nil)
+	var b exListBody
+	if r.Status == http.StatusOK {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(r.Body, &raw); err != nil {
+			t.Fatalf("list: %v: %s", err, r.Body)
+		}
+		if keys := slices.Sorted(maps.Keys(raw)); !slices.Equal(keys, []string{"exports", "hasMore", "nextPage"}) ||
+			!bytes.HasPrefix(raw["exports"], []byte("[")) {
+			t.Fatalf("list body keys %v: %s", keys, r.Body)
+		}
+		if err := json.Unmarshal(r.Body, &b); err != nil {
+			t.Fatalf("list: %v: %s", err, r.Body)
+		}
+		if b.HasMore != (b.NextPage != nil) {
+			t.Fatalf("hasMore %v with nextPage %v", b.HasMore, b.NextPage)
+		}
+	}
+	return b, r
+}
+
+// exIDs are the ids of a page.
+func exIDs(vs []exView) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.ExportID
+	}
+	return out
+}
+
+// exNorm normalises golden exchanges of exports: the values that change
+// from run to run are checked, then replaced by stand-ins of the same kind
+// (so that the golden exchange still conforms to the OpenAPI document):
+// ids (UUIDs) by numbered stand-in UUIDs, in the body and the path alike,
+// timestamps (in internal/timestamp's one form) by one instant, dates
+// (YYYY-MM-DD) by one date, presigned URLs by one URL, counts and
+// latencies by 0.
+type exNorm struct{ ids map[string]string }
+
+const (
+	exStandInTime = "2000-01-01T00:00:00.000Z"
+	exStandInDate = "2000-01-01"
+	exStandInURL  = "https://s3.example.com/endcap/object?X-Amz-Signature=…"
+)
+
+// exchange is r with its body and path normalised.
+func (n *exNorm) exchange(t *testing.T, r response) response {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
+	}
+	v = n.value(t, "", v)
+	r.Body, _ = json.Marshal(v)
+	for id, standIn := range n.ids {
+		r.Path = strings.ReplaceAll(r.Path, id, standIn)
+	}
+	return r
+}
+
+func (n *exNorm) id(s string) string {
+	if n.ids == nil {
+		n.ids = map[string]string{}
+	}
+	standIn, ok := n.ids[s]
+	if !ok {
+		standIn = fmt.Sprintf("00000000-0000-4000-8000-%012d", len(n.ids)+1)
+		n.ids[s] = standIn
+	}
+	return standIn
+}
+
+// value normalises v, the value of the property k.
+func (n *exNorm) value(t *testing.T, k string, v any) any {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) { // stand-ins numbered in the golden file's order
+			v[k] = n.value(t, k, v[k])
+		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = n.value(t, k, e)
+		}
+		return v
+	case nil:
+		return nil
+	}
+	s, _ := v.(string)
+	switch k {
+	case "exportId", "id", "webhookId", "eventId":
+		if _, err := uuid.Parse(s); err != nil {
+			t.Errorf("%s %q is not a UUID", k, s)
+		}
+		return n.id(s)
+	case "createdAt", "startedAt", "completedAt", "failedAt", "dataAsOf", "urlExpiresAt",
+		"timestamp", "eventTimestamp", "lastAttemptAt", "nextAttemptAt", "finishedAt":
+		if !timestamp.Valid(s) {
+			t.Errorf("%s %q is not a timestamp in the form %s", k, s, timestamp.Layout)
+		}
+		return exStandInTime
+	case "startDate", "endDate":
+		if _, err := time.Parse(time.DateOnly, s); err != nil {
+			t.Errorf("%s %q is not a date", k, s)
+		}
+		return exStandInDate
+	case "url":
+		if !strings.HasPrefix(s, "http") {
+			t.Errorf("url %q", s)
+		}
+		return exStandInURL
+	case "rowCount", "sizeBytes", "lastLatencyMs":
+		if _, ok := v.(float64); !ok {
+			t.Errorf("%s %v is not a number", k, v)
+		}
+		return 0
+	}
+	return v
+}
+
+// exSameJSON reports whether a and b are the same JSON value.
+func exSameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// exSameExport fails unless two bodies of one export are the same but for
+// its presigned URL, made afresh each time.
+func exSameExport(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	strip := func(b []byte) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v: %s", what, err, b)
+		}
+		delete(m, "url")
+		delete(m, "urlExpiresAt")
+		return m
+	}
+	if g, w := strip(got), strip(want); !reflect.DeepEqual(g, w) {
+		t.Errorf("%s\n got %v\nwant %v", what, g, w)
+	}
+}
+
+// TestExportsList: GET /export-service/exports lists a marketplace's
+// exports newest first, pages with signed cursors that continue only their
+// own list, filters by status, dataset and a created range, and refuses
+// bad parameters with every problem in the exports error shape.
+func TestExportsList(t *testing.T) {
+	s := startSystem(t, exConfig(t))
+	key := s.AdvancedKey
+
+	// Empty: no export yet.
+	b, r := exList(t, s, key, "")
+	if r.Status != http.StatusOK || b.HasMore || len(b.Exports) != 0 {
+		t.Fatalf("empty list: %d %s", r.Status, r.Body)
+	}
+	golden(t, "exports_list_empty.json", r)
+
+	// Seven exports, some a few milliseconds apart, some in the same one.
+	var created []string
+	for i := range 7 {
+		body := exWith("startDate", exDay(-i), "endDate", exDay(0))
+		if i%3 == 1 {
+			body["format"] = "parquet"
+		}
+		created = append(created, exAccepted(t, exCreate(t, s, key, body)))
+	}
+	views := map[string]exView{}
+	bodies := map[string][]byte{}
+	for _, id := range created {
+		views[id] = exCompleted(t, s, id)
+		_, r := exGet(t, s, key, id)
+		bodies[id] = r.Body
+	}
+	// The order: createdAt, then exportId, both descending.
+	want := slices.Clone(created)
+	slices.SortFunc(want, func(a, b string) int {
+		if c := views[b].CreatedAt.Compare(views[a].CreatedAt.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b, a)
+	})
+
+	t.Run("pages", func(t *testing.T) {
+		var got []string
+		query := "limit=3"
+		for pages := 0; ; pages++ {
+			b, r := exList(t, s, key, query)
+			if r.Status != http.StatusOK || pages > 3 {
+				t.Fatalf("page %d: %d %s", pages, r.Status, r.Body)
+			}
+			if n := len(b.Exports); (b.HasMore && n != 3) || n == 0 {
+				t.Fatalf("page %d: %d exports, hasMore %v", pages, n, b.HasMore)
+			}
+			var raw struct{ Exports []json.RawMessage }
+			if err := json.Unmarshal(r.Body, &raw); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range b.Exports {
+				exSameExport(t, "list entry "+v.ExportID, raw.Exports[i], bodies[v.ExportID])
+			}
+			got = append(got, exIDs(b.Exports)...)
+			if !b.HasMore {
+				break
+			}
+			query = "limit=3&next_page=" + url.QueryEscape(*b.NextPage)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("paged list %v\nwant %v", got, want)
+		}
+		// The default page holds them all; 100 is the largest page.
+		if b, _ := exList(t, s, key, ""); !slices.Equal(exIDs(b.Exports), want) || b.HasMore {
+			t.Fatalf("default page %v, want %v", exIDs(b.Exports), want)
+		}
+		if b, _ := exList(t, s, key, "limit=100"); !slices.Equal(exIDs(b.Exports), want) {
+			t.Fatalf("limit 100: %v", exIDs(b.Exports))
+		}
+		b, r := exList(t, s, key, "limit=1")
+		if !slices.Equal(exIDs(b.Exports), want[:1]) || !b.HasMore {
+			t.Fatalf("limit 1: %v", exIDs(b.Exports))
+		}
+		r = (&exNorm{}).exchange(t, r)
+		r.Body = bytes.Replace(r.Body, []byte(`"nextPage":"`+*b.NextPage+`"`), []byte(`"nextPage":"CURSOR"`), 1) // it names the run's marketplace
+		golden(t, "exports_list_page.json", r)
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		at := func(id string) string { return url.QueryEscape(views[id].CreatedAt.Format(time.RFC3339Nano)) }
+		oldest, newest := want[len(want)-1], want[0]
+		var after []string // created at or after want[3]'s createdAt
+		for _, id := range want {
+			if !views[id].CreatedAt.Before(views[want[3]].CreatedAt.Time) {
+				after = append(after, id)
+			}
+		}
+		for _, tc := range []struct {
+			query string
+			want  []string
+		}{
+			{"status=completed", want},
+			{"status=pending", nil},
+			{"status=failed", nil},
+			{"dataset=monitoring_metrics", want},
+			{"status=completed&dataset=monitoring_metrics", want},
+			{"created_from=" + at(want[3]), after},
+			{"created_to=" + at(want[3]), want[len(after):]},
+			{"created_from=" + at(oldest) + "&created_to=" + url.QueryEscape(views[newest].CreatedAt.Add(time.Millisecond).Format(time.RFC3339Nano)), want},
+			{"created_from=" + url.QueryEscape(views[newest].CreatedAt.Add(time.Millisecond).Format(time.RFC3339Nano)), nil},
+			// The same instant in another offset.
+			{"created_from=" + url.QueryEscape(views[want[3]].CreatedAt.In(time.FixedZone("", -5*3600)).Format(time.RFC3339Nano)), after},
+			// Empty values are absent.
+			{"status=&dataset=&created_from=&created_to=&limit=&next_page=", want},
+		} {
+			b, r := exList(t, s, key, tc.query)
+			if r.Status != http.StatusOK || !slices.Equal(exIDs(b.Exports), tc.want) || b.HasMore {
+				t.Errorf("%s: %d %v, want %v", tc.query, r.Status, exIDs(b.Exports), tc.want)
+			}
+		}
+		// A cursor of a filtered list continues it.
+		b, _ := exList(t, s, key, "status=completed&limit=4")
+		if !b.HasMore {
+			t.Fatal("no next page")
+		}
+		rest, r := exList(t, s, key, "status=completed&limit=4&next_page="+url.QueryEscape(*b.NextPage))
+		if r.Status != http.StatusOK || !slices.Equal(exIDs(rest.Exports), want[4:]) {
+			t.Fatalf("second page of a filtered list: %d %v", r.Status, exIDs(rest.Exports))
+		}
+	})
+
+	t.Run("rejected", func(t *testing.T) {
+		b, _ := exList(t, s, key, "limit=2")
+		cursor := *b.NextPage
+		forged := []byte(cursor)
+		forged[len(forged)/2] ^= 'A' ^ 'B'
+		if forged[len(forged)/2] == cursor[len(cursor)/2] {
+			forged[len(forged)/2] = 'x'
+		}
+		for _, tc := range []struct {
+			golden, query string
+			want          []string // code@field
+		}{
+			{"exports_list_422_all_wrong.json", "status=done&dataset=monitoring&created_from=yesterday&created_to=2026-01-01&limit=0",
+				[]string{`invalid_status@status="done"`, `invalid_dataset@dataset="monitoring"`, `invalid_datetime@created_from="yesterday"`,
+					`invalid_datetime@created_to="2026-01-01"`, `invalid_limit@limit="0"`}},
+			{"exports_list_422_range.json", "created_from=2026-01-02T00:00:00Z&created_to=2026-01-02T01:00:00%2B01:00",
+				[]string{`invalid_created_range@created_to="2026-01-02T01:00:00+01:00"`}},
+			{"exports_list_422_limit.json", "limit=101", []string{`invalid_limit@limit="101"`}},
+			{"exports_list_422_cursor_forged.json", "limit=2&next_page=" + url.QueryEscape(string(forged)), []string{"invalid_cursor@next_page"}},
+			{"exports_list_422_cursor_other_filters.json", "status=completed&next_page=" + url.QueryEscape(cursor), []string{"invalid_cursor@next_page"}},
+			{"", "limit=ten", []string{`invalid_limit@limit="ten"`}},
+			{"", "limit=-5", []string{`invalid_limit@limit="-5"`}},
+			{"", "status=completed&status=failed", []string{"invalid_request@status"}},
+			{"", "created_from=2026-01-01T00:00:00", []string{`invalid_datetime@created_from="2026-01-01T00:00:00"`}},
+			{"", "next_page=" + url.QueryEscape(cursor[:len(cursor)-4]), []string{"invalid_cursor@next_page"}},
+			{"", "next_page=" + strings.Repeat("A", 3000), []string{"invalid_cursor@next_page"}},
+			{"", "next_page=%C3%28", []string{"invalid_cursor@next_page"}},
+		} {
+			r := s.request(t, "GET", exPath+"?"+tc.query, key, nil, nil)
+			code, details := exError(t, r, http.StatusUnprocessableEntity)
+			got := make([]string, len(details))
+			for i, d := range details {
+				got[i] = d.String()
+			}
+			if code != details[0].Code || !slices.Equal(got, tc.want) {
+				t.Errorf("%s: code %s details %q, want %q", tc.query, code, got, tc.want)
+			}
+			if tc.golden != "" {
+				r.Path = strings.Replace(r.Path, url.QueryEscape(cursor), "CURSOR", 1) // it names the run's marketplace
+				r.Path = strings.Replace(r.Path, url.QueryEscape(string(forged)), "CURSOR", 1)
+				golden(t, tc.golden, r)
+			}
+		}
+		// Another marketplace's cursor, and its list.
+		other := otherMarketplace(t, s)
+		r := s.request(t, "GET", exPath+"?limit=2&next_page="+url.QueryEscape(cursor), other, nil, nil)
+		if code, _ := exError(t, r, http.StatusUnprocessableEntity); code != "invalid_cursor" {
+			t.Errorf("another marketplace's cursor: %s", r.Body)
+		}
+		if b, r := exList(t, s, other, ""); r.Status != http.StatusOK || len(b.Exports) != 0 {
+			t.Errorf("another marketplace sees %d exports: %s", len(b.Exports), r.Body)
+		}
+		// Keys.
+		if r := s.request(t, "GET", exPath, "", nil, nil); r.Status != http.StatusUnauthorized {
+			t.Errorf("no key: %d %s", r.Status, r.Body)
+		}
+		if r := s.request(t, "GET", exPath, s.MarketplaceKey, nil, nil); r.Status != http.StatusForbidden {
+			t.Errorf("marketplace key: %d %s", r.Status, r.Body)
+		}
+		if r := s.request(t, "DELETE", exPath, key, nil, nil); r.Status != http.StatusMethodNotAllowed {
+			t.Errorf("DELETE: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestExportsFreshRequest: events are acknowledged and an export of their
+// day is requested at once, with the default settings (the rollup job
+// refreshes every minute; it has just run). The completed export either
+// holds the events' rows, or says that its data stops before them
+// (partial, with a dataAsOf before the events): never a silent 0 rows.
+// Its export.completed webhook carries the export as GET answers it.
+func TestExportsFreshRequest(t *testing.T) {
+	cfg := exConfig(t)
+	cfg.WebhookAllowLoopback = true
+	s := startSystem(t, cfg)
+	key := s.AdvancedKey
+	rc := newHookReceiver(t)
+	r := cpDo(t, s, "POST", bwWhPath, key, fmt.Sprintf(`{"url": %q, "eventTypes": ["export.completed"]}`, rc.srv.URL+"/hooks"), nil)
+	cpStatus(t, r, 201)
+	hook := bwObj(t, r.Body)["id"].(string)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
+	camp := auCampaign(t, s, "v1", `{"name":"Fresh","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
+	auBid(t, s, camp, "product", "p1", "0.03")
+	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
+	if len(res) != 1 || len(res[0].Winners) != 1 {
+		t.Fatalf("auction: %+v", res)
+	}
+	bid := res[0].Winners[0].ResolvedBidID
+
+	// Wait for a run of the rollup job that started less than 20 s ago:
+	// the next one is at least 40 s away.
+	l := time.Now().In(s.Marketplace.Location())
+	day := time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		since := time.Now().Add(-20 * time.Second).Unix()
+		if n := s.count(t, "SELECT count() FROM rollup_days WHERE day_local = toDate(?) AND computed_at >= toDateTime(?)", day, since); n == 0 {
+			return fmt.Errorf("no run of the rollup job since %d", since)
+		}
+		return nil
+	})
+
+	at := ts(time.Now().Add(-time.Second))
+	events := fmt.Sprintf(`{"impressions":[{"id":"fr-imp","occurredAt":%q,"opaqueUserId":"u-fr","resolvedBidId":%q}],
+		"clicks":[{"id":"fr-clk","occurredAt":%q,"opaqueUserId":"u-fr","resolvedBidId":%q}]}`, at, bid, at, bid)
+	cpStatus(t, s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(events), nil), 200)
+	acked := time.Now()
+	id := exAccepted(t, exCreate(t, s, key, exWith("dimensions", []string{"day_local", "campaign_id"},
+		"metrics", []string{"impressions", "clicks"}, "startDate", day, "endDate", day)))
+
+	v := exCompleted(t, s, id)
+	if v.DataAsOf == nil || v.Partial == nil {
+		t.Fatalf("completed export without dataAsOf or partial: %+v", v)
+	}
+	_, _, data := exDownload(t, v.URL)
+	want := "day_local,campaign_id,impressions,clicks\n" + day + "," + camp + ",1,1\n"
+	switch {
+	case string(data) == want:
+		t.Logf("complete: the events' row, dataAsOf %s (events acknowledged at %s), completed %s after the request",
+			v.DataAsOf, acked, v.CompletedAt.Sub(v.CreatedAt.Time).Round(time.Millisecond))
+	case !v.DataAsOf.Before(acked):
+		t.Fatalf("dataAsOf %s is after the events were acknowledged (%s), but the file is\n%s\nwant\n%s", v.DataAsOf, acked, data, want)
+	case !*v.Partial:
+		t.Fatalf("dataAsOf %s is before the events, and the export does not say partial: %+v", v.DataAsOf, v)
+	default:
+		t.Logf("partial: dataAsOf %s before the events (%s)", v.DataAsOf, acked)
+	}
+	// The window's day has not ended: the export says so, whatever it holds.
+	if !*v.Partial {
+		t.Errorf("an export of today is not partial: %+v", v)
+	}
+	_, r = exGet(t, s, key, id)
+	golden(t, "exports_get_completed.json", (&exNorm{}).exchange(t, r))
+
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := len(rc.ofType("export.completed")); n != 1 {
+			return fmt.Errorf("%d export.completed", n)
+		}
+		return nil
+	})
+	g := rc.ofType("export.completed")[0]
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	exSameExport(t, "export.completed data", g.msg.Data, r.Body)
+	// The payload as the delivery log keeps it: {type, timestamp, data}.
+	var d response
+	testenv.Eventually(t, 15*time.Second, func() error {
+		var list struct {
+			Deliveries []struct{ ID, EventID, Status string }
+		}
+		r := s.request(t, "GET", bwWhPath+"/"+hook+"/deliveries", key, nil, nil)
+		if err := json.Unmarshal(r.Body, &list); err != nil || len(list.Deliveries) != 1 {
+			return fmt.Errorf("deliveries (%v): %s", err, r.Body)
+		}
+		if x := list.Deliveries[0]; x.EventID != g.id || x.Status != "delivered" {
+			return fmt.Errorf("delivery %+v, want event %s delivered", x, g.id)
+		}
+		d = s.request(t, "GET", bwWhPath+"/"+hook+"/deliveries/"+list.Deliveries[0].ID, key, nil, nil)
+		return nil
+	})
+	var sent struct{ Payload json.RawMessage }
+	if err := json.Unmarshal(d.Body, &sent); err != nil || !exSameJSON(sent.Payload, g.body) {
+		t.Errorf("the delivery's payload is not the body sent (%v):\n%s\n%s", err, sent.Payload, g.body)
+	}
+	golden(t, "exports_webhook_completed.json", (&exNorm{}).exchange(t, d))
+}
+
+// TestExportsProjectorBehind: while the events fold cannot commit (the
+// broker refuses its offset commits: its inserts may land, but nothing
+// says they are complete), an export of events acknowledged just before it
+// waits ENDCAP_EXPORT_FOLD_WAIT and completes partial, with a dataAsOf
+// before the events. Once the fold commits again, the next export holds
+// the events, with a dataAsOf after them.
+func TestExportsProjectorBehind(t *testing.T) {
+	env := testenv.Get(t)
+	kc, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
+	cfg.ExportFoldWait = 2 * time.Second
+	cfg.ExportDailyQuota = 1000
+	var refuse atomic.Bool
+	kc.ControlKey(kmsg.OffsetCommit.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kr.(*kmsg.OffsetCommitRequest)
+		if req.Group != projections.EventsGroup || !refuse.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RebalanceInProgress.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	s := startSystem(t, cfg)
+	key := s.AdvancedKey
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
+	camp := auCampaign(t, s, "v1", `{"name":"Behind","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
+	auBid(t, s, camp, "product", "p1", "0.03")
+	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
+	if len(res) != 1 || len(res[0].Winners) != 1 {
+		t.Fatalf("auction: %+v", res)
+	}
+	bid := res[0].Winners[0].ResolvedBidID
+	l := time.Now().In(s.Marketplace.Location())
+	day := time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	exportDay := exWith("dimensions", []string{"day_local", "campaign_id"}, "metrics", []string{"impressions", "clicks"}, "startDate", day, "endDate", day)
+	// A first export while the fold keeps up: the day has a watermark.
+	first := exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exportDay)))
+	if first.DataAsOf == nil || *first.RowCount != 0 {
+		t.Fatalf("first export: %+v", first)
+	}
+
+	refuse.Store(true)
+	at := ts(time.Now().Add(-time.Second))
+	events := fmt.Sprintf(`{"impressions":[{"id":"bh-imp","occurredAt":%q,"opaqueUserId":"u-bh","resolvedBidId":%q}],
+		"clicks":[{"id":"bh-clk","occurredAt":%q,"opaqueUserId":"u-bh","resolvedBidId":%q}]}`, at, bid, at, bid)
+	cpStatus(t, s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(events), nil), 200)
+	acked := time.Now()
+	v := exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exportDay)))
+	if v.DataAsOf == nil || !v.DataAsOf.Before(acked) || v.Partial == nil || !*v.Partial {
+		t.Fatalf("export while the fold cannot commit: dataAsOf %v partial %v, want partial before %s", v.DataAsOf, v.Partial, acked)
+	}
+	if took := v.CompletedAt.Sub(v.StartedAt.Time); took < cfg.ExportFoldWait {
+		t.Errorf("the export took %s, less than the fold wait %s", took, cfg.ExportFoldWait)
+	}
+
+	refuse.Store(false)
+	testenv.Eventually(t, 60*time.Second, func() error {
+		v := exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exportDay)))
+		_, _, data := exDownload(t, v.URL)
+		if want := "day_local,campaign_id,impressions,clicks\n" + day + "," + camp + ",1,1\n"; string(data) != want || v.DataAsOf == nil || v.DataAsOf.Before(acked) {
+			return fmt.Errorf("dataAsOf %v, file %q", v.DataAsOf, data)
+		}
+		return nil
+	})
 }

@@ -92,9 +92,10 @@ func startSystem(t testing.TB, cfg config.Config) *system {
 }
 
 type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
+	Method, Path string // of the request (the path with its query)
+	Status       int
+	Header       http.Header
+	Body         []byte
 }
 
 func (s *system) request(t testing.TB, method, path, key string, body []byte, hdr map[string]string) response {
@@ -117,7 +118,10 @@ func (s *system) request(t testing.TB, method, path, key string, body []byte, hd
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	// Every body the API answers writes its timestamps one way (but for an
+	// echo of the request's own values).
+	checkTimestamps(t, method+" "+path, b, sentText(path, body)...)
+	return response{Method: method, Path: path, Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
 func (s *system) do(t testing.TB, method, path, key string, body []byte) (int, []byte) {
@@ -166,18 +170,31 @@ func (s *system) count(t *testing.T, q string, args ...any) uint64 {
 	return n
 }
 
-// golden compares got (JSON) with testdata/name, rewriting it with -update.
-func golden(t *testing.T, name string, got []byte) {
+// golden compares the exchange r with testdata/name, rewriting it with
+// -update. The file holds the request line, the status, the response
+// headers of goldenHeaders that r carries and the JSON body (numbers as the
+// server wrote them): everything TestOpenAPIGoldenFiles needs to check the
+// exchange against the OpenAPI document. A test that must hide a changing
+// value (an id, a time) replaces it in r.Body, r.Path or r.Header first.
+//
+// It checks the body's timestamps first (checkTimestamps): a golden file
+// holds timestamps in the one form only, but for an echo of its request's
+// path, or of the .request.json beside a .response.json.
+func golden(t *testing.T, name string, r response) {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal(got, &v); err != nil {
-		t.Fatalf("%s: response is not JSON: %q", name, got)
+	sent := sentText(r.Path, nil)
+	if req, ok := strings.CutSuffix(name, ".response.json"); ok {
+		b, _ := os.ReadFile(filepath.Join("testdata", req+".request.json"))
+		sent = append(sent, string(b))
 	}
-	pretty, _ := json.MarshalIndent(v, "", "  ")
-	pretty = append(pretty, '\n')
+	checkTimestamps(t, name, r.Body, sent...)
+	got, err := goldenJSON(r)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 	path := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(path, pretty, 0o644); err != nil {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -186,9 +203,53 @@ func golden(t *testing.T, name string, got []byte) {
 	if err != nil {
 		t.Fatalf("%v (run go test ./e2e -run %s -update to create it)", err, t.Name())
 	}
-	if !bytes.Equal(want, pretty) {
-		t.Errorf("%s differs from golden file:\n got: %s\nwant: %s", name, pretty, want)
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs from golden file:\n got: %s\nwant: %s", name, got, want)
 	}
+}
+
+// goldenExchange is the form of a golden file.
+type goldenExchange struct {
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    json.RawMessage   `json:"body"`
+}
+
+// goldenHeaders are the response headers a golden file keeps: those the
+// OpenAPI document describes and whose values do not change from run to
+// run (the X-RateLimit-* counters do).
+var goldenHeaders = []string{"Content-Type", "Retry-After", "ETag", "Location", "Idempotent-Replayed"}
+
+// goldenJSON is the golden file of r: indented, object keys of the body
+// sorted, numbers kept as the server wrote them (no float rounding).
+func goldenJSON(r response) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("response is not JSON: %q", r.Body)
+	}
+	body, err := json.Marshal(v) // a json.Number is written as its text
+	if err != nil {
+		return nil, err
+	}
+	x := goldenExchange{Method: r.Method, Path: r.Path, Status: r.Status, Body: body}
+	for _, h := range goldenHeaders {
+		if v := r.Header.Get(h); v != "" {
+			if x.Headers == nil {
+				x.Headers = map[string]string{}
+			}
+			x.Headers[h] = v
+		}
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // a query's & as it is
+	enc.SetIndent("", "  ")
+	err = enc.Encode(x)
+	return out.Bytes(), err
 }
 
 func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

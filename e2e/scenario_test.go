@@ -27,6 +27,7 @@ import (
 	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/projections"
 	exportsfile "github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
@@ -122,6 +123,7 @@ func (d *scStack) call(method, path, key, body string) (int, []byte) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	checkTimestamps(d.t, method+" "+path, b, path, body)
 	return resp.StatusCode, b
 }
 
@@ -714,11 +716,12 @@ func TestScenario(t *testing.T) {
 		CurrencyCode string `json:"currencyCode"`
 		HasMore      bool   `json:"hasMore"`
 		Data         []struct {
-			InteractionID string      `json:"interactionId"`
-			CampaignID    string      `json:"campaignId"`
-			ProductID     string      `json:"productId"`
-			VendorID      string      `json:"vendorId"`
-			Amount        json.Number `json:"amount"`
+			InteractionID    string      `json:"interactionId"`
+			CampaignID       string      `json:"campaignId"`
+			ProductID        string      `json:"productId"`
+			VendorID         string      `json:"vendorId"`
+			ExternalVendorID string      `json:"externalVendorId"`
+			Amount           json.Number `json:"amount"`
 		} `json:"data"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -735,7 +738,7 @@ func TestScenario(t *testing.T) {
 	for _, e := range vc.Data {
 		w, ok := wantCharges[e.CampaignID]
 		n := scNanos(t, e.Amount)
-		if !ok || e.ProductID != w.product || e.VendorID != w.vndr || n != w.perChargeNanos {
+		if !ok || e.ProductID != w.product || e.ExternalVendorID != w.vndr || e.VendorID != vendorid.String(mp, w.vndr) || n != w.perChargeNanos {
 			t.Errorf("vendor charge %+v: want campaign of %v, product %s, vendor %s, %d nano", e, names, w.product, w.vndr, w.perChargeNanos)
 		}
 		vcSum[e.CampaignID] += n

@@ -145,7 +145,7 @@ func sgUpload(t *testing.T, s *system, key, id, query string, gen func(io.Writer
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	return response{Method: "POST", Path: sgPath(id) + "/upload" + query, Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
 func sgTotal(t *testing.T, s *system, key, id string) int64 {
@@ -297,7 +297,7 @@ func TestSegmentsCRUD(t *testing.T) {
 	}
 	r = s.request(t, "GET", sgPath("vip"), key, nil, nil)
 	sgErr(t, r, 404, "resource_not_found")
-	golden(t, "segments_not_found.json", r.Body)
+	golden(t, "segments_not_found.json", r)
 	sgErr(t, s.request(t, "DELETE", sgPath("vip"), key, nil, nil), 404, "resource_not_found")
 	// re-created after delete: a new segment whose versions continue (an
 	// old ETag never matches it)
@@ -372,7 +372,7 @@ func TestSegmentsUpload(t *testing.T) {
 	bad := sgLines("ok1", strings.Repeat("x", 91), "", strings.Repeat("é", 90), "\xff", "ok2")
 	r = sgUpload(t, s, key, "buyers", "?action=replace", bad, nil)
 	sg422(t, r, "body.file.2:too_long", "body.file.5:invalid")
-	golden(t, "segments_reject_lines.json", r.Body)
+	golden(t, "segments_reject_lines.json", r)
 	if got := sgTotal(t, s, key, "buyers"); got != 3 {
 		t.Fatalf("a rejected replace changed the segment: total %d", got)
 	}
@@ -414,7 +414,7 @@ func TestSegmentsUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	sgErr(t, response{resp.StatusCode, resp.Header, body}, 413, "request_too_large")
+	sgErr(t, response{Method: "POST", Path: sgPath("buyers") + "/upload", Status: resp.StatusCode, Header: resp.Header, Body: body}, 413, "request_too_large")
 
 	// one upload at a time per segment: a second upload and a delete get 409
 	pr, pw := io.Pipe()

@@ -29,10 +29,11 @@ type hookReceiver struct {
 }
 
 type hookRequest struct {
-	id  string
-	at  time.Time
-	err error
-	msg struct {
+	id   string
+	at   time.Time
+	err  error
+	body []byte // as received
+	msg  struct {
 		Type      string          `json:"type"`
 		Timestamp time.Time       `json:"timestamp"`
 		Data      json.RawMessage `json:"data"`
@@ -43,7 +44,7 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 	h := &hookReceiver{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		g := hookRequest{id: r.Header.Get("webhook-id"), at: time.Now()}
+		g := hookRequest{id: r.Header.Get("webhook-id"), at: time.Now(), body: body}
 		h.mu.Lock()
 		if h.verify != nil {
 			g.err = h.verify.Verify(body, r.Header)

@@ -24,6 +24,7 @@ type Config struct {
 	ExportWorkers          int
 	ExportTimeout          time.Duration
 	ExportMaxStaleness     time.Duration
+	ExportFoldWait         time.Duration
 	RollupInterval         time.Duration
 	RollupFullInterval     time.Duration
 	RollupMaxShare         float64
@@ -257,7 +258,7 @@ var settings = []setting{
 	{"export-daily-quota", "ENDCAP_EXPORT_DAILY_QUOTA", "50", "exports a marketplace may request per UTC day (429 quota_exceeded above)", integer(func(c *Config) *int { return &c.ExportDailyQuota }, 1)},
 	{"export-workers", "ENDCAP_EXPORT_WORKERS", "1", "exports an exporter process runs at once (members of the exporter consumer group; each running export holds up to about 130 MB)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},
 	{"export-timeout", "ENDCAP_EXPORT_TIMEOUT", "30m", "longest run of one attempt of an export", duration(func(c *Config) *time.Duration { return &c.ExportTimeout })},
-	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "2m", "an export first recomputes the rollup days of its window last recomputed longer than this before it was requested (0: always)", func(c *Config, v string) error {
+	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "0s", "an export first recomputes the rollup days of its window (those not final) whose watermark is more than this before it was requested (0: every day that does not count everything acknowledged before the request; docs/exports.md, Freshness)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			return fmt.Errorf("must be a duration of 0 or more, got %q", v)
@@ -265,6 +266,7 @@ var settings = []setting{
 		c.ExportMaxStaleness = d
 		return nil
 	}},
+	{"export-fold-wait", "ENDCAP_EXPORT_FOLD_WAIT", "30s", "longest wait of an export for the projectors to fold the events acknowledged before it started; past it the export recomputes its days anyway, and its dataAsOf is earlier than its request", duration(func(c *Config) *time.Duration { return &c.ExportFoldWait })},
 	{"rollup-interval", "ENDCAP_ROLLUP_INTERVAL", "1m", "how often the projector recomputes the recent days of the rollups (docs/rollups.md)", duration(func(c *Config) *time.Duration { return &c.RollupInterval })},
 	{"rollup-full-interval", "ENDCAP_ROLLUP_FULL_INTERVAL", "1h", "how often it recomputes every day that can still change", duration(func(c *Config) *time.Duration { return &c.RollupFullInterval })},
 	{"rollup-max-share", "ENDCAP_ROLLUP_MAX_SHARE", "0.25", "largest share of the time the rollup job spends recomputing: a run that took d delays the next by at least d×(1−share)/share (0 < share ≤ 1; 1: no delay)", func(c *Config, v string) error {

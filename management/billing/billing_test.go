@@ -3,10 +3,12 @@ package billing_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
@@ -16,6 +18,19 @@ type fakeCatalog map[string]bool // "<marketplace>/<vendor>"
 
 func (f fakeCatalog) Vendor(mp, id string) (entityref.VendorRef, bool) {
 	return entityref.VendorRef{ID: id}, f[mp+"/"+id]
+}
+
+// ResolveVendor takes the catalog id, or else the vendor UUID of one.
+func (f fakeCatalog) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
+	if f[mp+"/"+id] {
+		return entityref.VendorRef{ID: id}, true
+	}
+	for k, ok := range f {
+		if v, found := strings.CutPrefix(k, mp+"/"); found && ok && vendorid.String(mp, v) == id {
+			return entityref.VendorRef{ID: v}, true
+		}
+	}
+	return entityref.VendorRef{}, false
 }
 func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
 	return entityref.ProductRef{}, false

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/idempotency"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -30,17 +31,17 @@ type BidInput struct {
 // at read time from the catalog and the marketplace's reserve prices), and
 // when not, ineligibleReason the code and ineligibleMessage the sentence.
 type BidJSON struct {
-	ID                string    `json:"id"`
-	CampaignID        string    `json:"campaignId"`
-	TargetType        string    `json:"targetType"`
-	Target            string    `json:"target"`
-	BidAmount         Micros    `json:"bidAmount"`
-	IsActive          bool      `json:"isActive"`
-	IsEligible        bool      `json:"isEligible"`
-	IneligibleReason  *string   `json:"ineligibleReason"`
-	IneligibleMessage *string   `json:"ineligibleMessage"`
-	CreatedAt         Timestamp `json:"createdAt"`
-	UpdatedAt         Timestamp `json:"updatedAt"`
+	ID                string         `json:"id"`
+	CampaignID        string         `json:"campaignId"`
+	TargetType        string         `json:"targetType"`
+	Target            string         `json:"target"`
+	BidAmount         Micros         `json:"bidAmount"`
+	IsActive          bool           `json:"isActive"`
+	IsEligible        bool           `json:"isEligible"`
+	IneligibleReason  *string        `json:"ineligibleReason"`
+	IneligibleMessage *string        `json:"ineligibleMessage"`
+	CreatedAt         timestamp.Time `json:"createdAt"`
+	UpdatedAt         timestamp.Time `json:"updatedAt"`
 }
 
 // BidJSON renders a bid of campaign c.
@@ -49,7 +50,7 @@ func (s *Service) BidJSON(mp string, c Campaign, b Bid) BidJSON {
 	out := BidJSON{
 		ID: b.ID, CampaignID: b.CampaignID, TargetType: b.TargetType, Target: b.Target,
 		BidAmount: Micros(b.AmountMicros), IsActive: b.Active, IsEligible: ok,
-		CreatedAt: Timestamp(b.CreatedAt), UpdatedAt: Timestamp(b.UpdatedAt),
+		CreatedAt: timestamp.Of(b.CreatedAt), UpdatedAt: timestamp.Of(b.UpdatedAt),
 	}
 	if !ok {
 		out.IneligibleReason, out.IneligibleMessage = &why.Reason, &why.Message

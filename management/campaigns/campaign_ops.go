@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/idempotency"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -56,25 +58,25 @@ type BillingContactInput struct {
 // read-time fields of the API's answers (View); JSON leaves them out
 // (webhook events).
 type CampaignJSON struct {
-	ID               string        `json:"id"`
-	VendorID         string        `json:"vendorId"`
-	Name             string        `json:"name"`
-	Type             string        `json:"type"`
-	ChargeType       string        `json:"chargeType"`
-	DailyBudget      *Micros       `json:"dailyBudget"`
-	TotalBudget      *Micros       `json:"totalBudget"`
-	MaxBid           *Micros       `json:"maxBid"`
-	StartDate        Timestamp     `json:"startDate"`
-	EndDate          *Timestamp    `json:"endDate"`
-	IsActive         bool          `json:"isActive"`
-	Status           string        `json:"status"`
-	StatusReason     string        `json:"statusReason,omitempty"`
-	Spend            *SpendJSON    `json:"spend,omitempty"`
-	Targeting        TargetingJSON `json:"targeting"`
-	BillingContactID *string       `json:"billingContactId"`
-	CreatedAt        Timestamp     `json:"createdAt"`
-	UpdatedAt        Timestamp     `json:"updatedAt"`
-	ArchivedAt       *Timestamp    `json:"archivedAt"`
+	ID               string          `json:"id"`
+	VendorID         string          `json:"vendorId"`
+	Name             string          `json:"name"`
+	Type             string          `json:"type"`
+	ChargeType       string          `json:"chargeType"`
+	DailyBudget      *Micros         `json:"dailyBudget"`
+	TotalBudget      *Micros         `json:"totalBudget"`
+	MaxBid           *Micros         `json:"maxBid"`
+	StartDate        timestamp.Time  `json:"startDate"`
+	EndDate          *timestamp.Time `json:"endDate"`
+	IsActive         bool            `json:"isActive"`
+	Status           string          `json:"status"`
+	StatusReason     string          `json:"statusReason,omitempty"`
+	Spend            *SpendJSON      `json:"spend,omitempty"`
+	Targeting        TargetingJSON   `json:"targeting"`
+	BillingContactID *string         `json:"billingContactId"`
+	CreatedAt        timestamp.Time  `json:"createdAt"`
+	UpdatedAt        timestamp.Time  `json:"updatedAt"`
+	ArchivedAt       *timestamp.Time `json:"archivedAt"`
 }
 
 // TargetingJSON is a campaign's targeting on the wire (lists never null).
@@ -109,25 +111,19 @@ func jsonAt(c Campaign, now time.Time) CampaignJSON {
 	out := CampaignJSON{
 		ID: c.ID, VendorID: c.VendorID, Name: c.Name, Type: c.Type, ChargeType: c.ChargeType,
 		DailyBudget: optMicros(c.DailyBudgetMicros), TotalBudget: optMicros(c.TotalBudgetMicros), MaxBid: optMicros(c.MaxBidMicros),
-		StartDate: Timestamp(c.StartDate), IsActive: c.Active, Status: Status(c, now),
+		StartDate: timestamp.Of(c.StartDate), IsActive: c.Active, Status: Status(c, now),
 		Targeting: TargetingJSON{
 			PlacementIDs: orEmpty(c.Targeting.PlacementIDs), Devices: orEmpty(c.Targeting.Devices),
 			Locations: orEmpty(c.Targeting.Locations), Segments: orEmpty(c.Targeting.Segments),
 		},
-		CreatedAt: Timestamp(c.CreatedAt), UpdatedAt: Timestamp(c.UpdatedAt),
+		CreatedAt: timestamp.Of(c.CreatedAt), UpdatedAt: timestamp.Of(c.UpdatedAt),
 	}
-	if c.EndDate != nil {
-		e := Timestamp(*c.EndDate)
-		out.EndDate = &e
-	}
+	out.EndDate = timestamp.OptOf(c.EndDate)
 	if c.BillingContactID != "" {
 		id := c.BillingContactID
 		out.BillingContactID = &id
 	}
-	if c.ArchivedAt != nil {
-		a := Timestamp(*c.ArchivedAt)
-		out.ArchivedAt = &a
-	}
+	out.ArchivedAt = timestamp.OptOf(c.ArchivedAt)
 	return out
 }
 
@@ -141,9 +137,27 @@ func ParseID(id string, loc ...any) (string, error) {
 	return u.String(), nil
 }
 
-// CreateCampaign creates a campaign of vendor vendorID (which must exist in
-// the catalog) and returns it with its version. The retry of a request with
-// an idempotency key gets the campaign its first attempt created.
+// VendorID returns the catalog id of the vendor that id names: a vendor of
+// the catalog by its catalog id or its internal UUID (entityref's
+// ResolveVendor), or a catalog id that has campaigns. Otherwise it returns a
+// not-found error. Campaigns keep the catalog id.
+func (s *Service) VendorID(mp, id string) (string, error) {
+	if v, ok := s.cat.ResolveVendor(mp, id); ok {
+		return v.ID, nil
+	}
+	s.mu.RLock()
+	known := len(s.byVendor[mp][id]) > 0
+	s.mu.RUnlock()
+	if known {
+		return id, nil
+	}
+	return "", validation.NotFoundf("vendor %s", id)
+}
+
+// CreateCampaign creates a campaign of the vendor vendorID names (its
+// catalog id or its UUID; it must exist in the catalog) and returns it with
+// its version. The retry of a request with an idempotency key gets the
+// campaign its first attempt created.
 func (s *Service) CreateCampaign(ctx context.Context, mp, vendorID string, in CampaignInput) (Campaign, int64, error) {
 	id, keyed, err := idempotency.NewID(ctx, 0)
 	if err != nil {
@@ -154,11 +168,12 @@ func (s *Service) CreateCampaign(ctx context.Context, mp, vendorID string, in Ca
 			return c, v, nil
 		}
 	}
-	if _, ok := s.cat.Vendor(mp, vendorID); !ok {
+	vendor, ok := s.cat.ResolveVendor(mp, vendorID)
+	if !ok {
 		return Campaign{}, 0, validation.NotFoundf("vendor %s", vendorID)
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	c := Campaign{VendorID: vendorID, ChargeType: ChargeCPC, StartDate: now, Active: true, CreatedAt: now, UpdatedAt: now}
+	c := Campaign{VendorID: vendor.ID, ChargeType: ChargeCPC, StartDate: now, Active: true, CreatedAt: now, UpdatedAt: now}
 	if err := s.apply(mp, &c, in, true); err != nil {
 		return Campaign{}, 0, err
 	}
@@ -182,10 +197,14 @@ func (s *Service) GetCampaign(mp, id string) (Campaign, int64, error) {
 	return c, v, nil
 }
 
-// ListCampaigns returns up to limit campaigns of a vendor in id (creation)
-// order after the id after, and whether more follow. The vendor must exist
-// in the catalog or have campaigns.
+// ListCampaigns returns up to limit campaigns of a vendor (named as VendorID
+// takes it) in id (creation) order after the id after, and whether more
+// follow.
 func (s *Service) ListCampaigns(mp, vendorID, after string, limit int) ([]Campaign, bool, error) {
+	vendorID, err := s.VendorID(mp, vendorID)
+	if err != nil {
+		return nil, false, err
+	}
 	s.mu.RLock()
 	set := s.byVendor[mp][vendorID]
 	ids := make([]string, 0, len(set))
@@ -194,13 +213,7 @@ func (s *Service) ListCampaigns(mp, vendorID, after string, limit int) ([]Campai
 			ids = append(ids, id)
 		}
 	}
-	known := len(set) > 0
 	s.mu.RUnlock()
-	if !known {
-		if _, ok := s.cat.Vendor(mp, vendorID); !ok {
-			return nil, false, validation.NotFoundf("vendor %s", vendorID)
-		}
-	}
 	sort.Strings(ids)
 	out := make([]Campaign, 0, min(limit, len(ids)))
 	more := false
@@ -304,7 +317,8 @@ func (s *Service) apply(mp string, c *Campaign, in CampaignInput, create bool) e
 		errs.Add(typ, msg, append([]any{"body", field}, loc...)...)
 	}
 
-	if in.VendorID.Set && (in.VendorID.Null || in.VendorID.V != c.VendorID) {
+	// A body's vendorId may name the vendor either way, as the path does.
+	if in.VendorID.Set && (in.VendorID.Null || in.VendorID.V != c.VendorID && in.VendorID.V != vendorid.String(mp, c.VendorID)) {
 		add("vendorId", validation.ValueError, "the vendor of a campaign cannot be changed (it is "+c.VendorID+")")
 	}
 
@@ -509,14 +523,6 @@ func parseTime(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t.UTC().Truncate(time.Millisecond), true
-}
-
-// Timestamp is a time on the wire: ISO 8601 in UTC with milliseconds.
-type Timestamp time.Time
-
-// MarshalJSON implements json.Marshaler.
-func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z") + `"`), nil
 }
 
 func oneOf(v string, set ...string) bool {

@@ -16,7 +16,8 @@ const ImportBatch = 2000
 // load-test seeding, migrations from another system): unlike the API it
 // checks only the shape (ids, types, charge types, positive amounts, a bid's
 // campaign among cs or already known), not references to other areas, and it
-// takes no lock.
+// takes no lock. Ids are UUIDs in canonical form, as the API makes them and
+// reads them in its paths (and as vendor charges type campaignId).
 func (s *Service) Import(ctx context.Context, mp string, cs []Campaign, bs []Bid) error {
 	known := make(map[string]string, len(cs)) // campaign id -> type
 	cws := make([]statelog.Write[Campaign], 0, min(len(cs), ImportBatch))
@@ -24,6 +25,8 @@ func (s *Service) Import(ctx context.Context, mp string, cs []Campaign, bs []Bid
 		switch {
 		case c.ID == "" || c.VendorID == "":
 			return fmt.Errorf("campaigns: import: campaign %d: id and vendorId are required", i)
+		case !canonicalUUID(c.ID):
+			return fmt.Errorf("campaigns: import: campaign %d: id %q is not a UUID in canonical form", i, c.ID)
 		case c.Type != TypeListings && c.Type != TypeBanners && c.Type != TypeAutomated:
 			return fmt.Errorf("campaigns: import: campaign %s: unknown type %q", c.ID, c.Type)
 		case c.ChargeType != ChargeCPC && c.ChargeType != ChargeCPM:
@@ -53,6 +56,8 @@ func (s *Service) Import(ctx context.Context, mp string, cs []Campaign, bs []Bid
 		switch {
 		case b.ID == "" || !ok:
 			return fmt.Errorf("campaigns: import: bid %d: an id and an existing campaign are required", i)
+		case !canonicalUUID(b.ID):
+			return fmt.Errorf("campaigns: import: bid %d: id %q is not a UUID in canonical form", i, b.ID)
 		case typ == TypeAutomated:
 			return fmt.Errorf("campaigns: import: bid %s: automated campaigns take no bids", b.ID)
 		case b.TargetType != TargetProduct && b.TargetType != TargetCategory && b.TargetType != TargetKeyword:
@@ -75,4 +80,10 @@ func (s *Service) Import(ctx context.Context, mp string, cs []Campaign, bs []Bid
 		return s.bids.PutMany(ctx, mp, bws)
 	}
 	return nil
+}
+
+// canonicalUUID says whether id is a UUID as ParseID returns it.
+func canonicalUUID(id string) bool {
+	c, err := ParseID(id)
+	return err == nil && c == id
 }

@@ -137,7 +137,7 @@ const (
 // select everything; within statuses and types any value matches, and the
 // filters that are set must all match.
 type Filter struct {
-	VendorID string   // the campaign's vendorId, exactly
+	VendorID string   // the campaign's vendorId, exactly (Resolve names it so)
 	Statuses []string // its status at the time of the request (Status)
 	Types    []string // its type
 	// Name is a case-insensitive substring of the campaign's name: the
@@ -229,6 +229,19 @@ func quoteList(vs []string) string {
 		return strings.Join(q, "")
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// Resolve returns f with its vendor named by its catalog id (VendorID),
+// whether the filter named it by that id or by its internal UUID, so that
+// both select the same campaigns and share cursors. A vendor VendorID does
+// not know stays as given: it matches no campaign.
+func (s *Service) Resolve(mp string, f Filter) Filter {
+	if f.VendorID != "" {
+		if id, err := s.VendorID(mp, f.VendorID); err == nil {
+			f.VendorID = id
+		}
+	}
+	return f
 }
 
 // Scope identifies the filters, for the list's cursors: a cursor continues

@@ -318,7 +318,7 @@ func TestArchiveCampaign(t *testing.T) {
 	if st := Status(a, *now); st != StatusArchived {
 		t.Errorf("status %s", st)
 	}
-	if j := s.JSON(a); j.Status != StatusArchived || j.ArchivedAt == nil || time.Time(*j.ArchivedAt) != *a.ArchivedAt {
+	if j := s.JSON(a); j.Status != StatusArchived || j.ArchivedAt == nil || !j.ArchivedAt.Equal(*a.ArchivedAt) {
 		t.Errorf("json %+v", j)
 	}
 	if n := len(s.LiveBids(mpA, a)); n != 0 {

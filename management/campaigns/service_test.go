@@ -15,8 +15,10 @@ import (
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/google/uuid"
 )
 
 // fakeRefs is an in-memory catalog, billing, segments and marketplaces
@@ -61,6 +63,21 @@ func (f *fakeRefs) Vendor(mp, id string) (entityref.VendorRef, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return entityref.VendorRef{ID: id}, f.vendors[mp+"/"+id]
+}
+
+// ResolveVendor takes the catalog id, or else the vendor UUID of one.
+func (f *fakeRefs) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.vendors[mp+"/"+id] {
+		return entityref.VendorRef{ID: id}, true
+	}
+	for k, ok := range f.vendors {
+		if v, found := strings.CutPrefix(k, mp+"/"); found && ok && vendorid.String(mp, v) == id {
+			return entityref.VendorRef{ID: v}, true
+		}
+	}
+	return entityref.VendorRef{}, false
 }
 
 func (f *fakeRefs) Product(mp, id string) (entityref.ProductRef, bool) {
@@ -639,4 +656,79 @@ func testenvEventually(t *testing.T, cond func() bool) {
 		}
 		return nil
 	})
+}
+
+// TestVendorByUUID: a campaign's vendor may be named by its catalog id or by
+// its internal UUID, on create, in the list and in a body's vendorId; the
+// campaign keeps the catalog id.
+func TestVendorByUUID(t *testing.T) {
+	s, _, _ := newService(t)
+	ctx := t.Context()
+	u1, u2 := vendorid.String(mpA, "v-1"), vendorid.String(mpA, "v-2")
+	c, _, err := s.CreateCampaign(ctx, mpA, u1, decode[CampaignInput](t, `{`+okCampaign+`,"vendorId":"`+u1+`"}`))
+	if err != nil || c.VendorID != "v-1" {
+		t.Fatalf("created %+v %v", c, err)
+	}
+	if _, _, err := s.CreateCampaign(ctx, mpA, "v-1", decode[CampaignInput](t, `{`+okCampaign+`,"vendorId":"`+u1+`"}`)); err != nil {
+		t.Fatalf("catalog id in the path, UUID in the body: %v", err)
+	}
+	_, _, err = s.CreateCampaign(ctx, mpA, u1, decode[CampaignInput](t, `{`+okCampaign+`,"vendorId":"`+u2+`"}`))
+	if got := locs(err); !reflect.DeepEqual(got, []string{"body.vendorId:value_error"}) {
+		t.Fatalf("another vendor's UUID in the body: %v", got)
+	}
+	for _, id := range []string{"v-1", u1} {
+		cs, more, err := s.ListCampaigns(mpA, id, "", 10)
+		if err != nil || more || len(cs) != 2 {
+			t.Fatalf("ListCampaigns(%s) = %d %v %v", id, len(cs), more, err)
+		}
+		if got, err := s.VendorID(mpA, id); got != "v-1" || err != nil {
+			t.Fatalf("VendorID(%s) = %s %v", id, got, err)
+		}
+		// The marketplace's list filters by either id, with one cursor scope.
+		f := s.Resolve(mpA, Filter{VendorID: id})
+		if cs, more := s.ListAll(mpA, f, "", 10); f.VendorID != "v-1" || more || len(cs) != 2 ||
+			f.Scope() != (Filter{VendorID: "v-1"}).Scope() {
+			t.Fatalf("ListAll(vendor_id=%s) = %d campaigns (filter %+v)", id, len(cs), f)
+		}
+	}
+	// Another marketplace's UUID of the same catalog id, or the UUID of no
+	// vendor: 404.
+	for _, id := range []string{vendorid.String(mpB, "v-1"), vendorid.String(mpA, "v-9")} {
+		if _, _, err := s.CreateCampaign(ctx, mpA, id, decode[CampaignInput](t, `{`+okCampaign+`}`)); !errors.Is(err, validation.ErrNotFound) {
+			t.Fatalf("CreateCampaign(%s): %v", id, err)
+		}
+		if _, _, err := s.ListCampaigns(mpA, id, "", 10); !errors.Is(err, validation.ErrNotFound) {
+			t.Fatalf("ListCampaigns(%s): %v", id, err)
+		}
+		if cs, _ := s.ListAll(mpA, s.Resolve(mpA, Filter{VendorID: id}), "", 10); len(cs) != 0 {
+			t.Fatalf("ListAll(vendor_id=%s) = %d campaigns", id, len(cs))
+		}
+	}
+}
+
+// TestImportIDs: imported campaigns and bids have UUID ids in canonical
+// form, as the API's (which reads no other in its paths).
+func TestImportIDs(t *testing.T) {
+	s, _, _ := newService(t)
+	ctx := t.Context()
+	id := uuid.NewString()
+	c := Campaign{ID: id, VendorID: "v-1", Type: TypeListings, ChargeType: ChargeCPC, Active: true}
+	for _, bad := range []string{"c-1", strings.ToUpper(id), "{" + id + "}"} {
+		c.ID = bad
+		if err := s.Import(ctx, mpA, []Campaign{c}, nil); err == nil {
+			t.Errorf("campaign id %q imported", bad)
+		}
+	}
+	c.ID = id
+	b := Bid{ID: "b-1", CampaignID: id, TargetType: TargetProduct, Target: "p-1", AmountMicros: 1, Active: true}
+	if err := s.Import(ctx, mpA, []Campaign{c}, []Bid{b}); err == nil {
+		t.Error("bid id b-1 imported")
+	}
+	b.ID = uuid.NewString()
+	if err := s.Import(ctx, mpA, []Campaign{c}, []Bid{b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GetCampaign(mpA, id); err != nil {
+		t.Fatal(err)
+	}
 }

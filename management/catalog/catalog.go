@@ -19,9 +19,12 @@ import (
 	"sync"
 	"unique"
 
+	"github.com/google/uuid"
+
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/strset"
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -52,6 +55,10 @@ type Service struct {
 	// category context (EachProductInCategory).
 	byCategory map[string]map[string]*strset.Set
 	children   map[string]map[string]*strset.Set
+	// byUUID finds a vendor's catalog id from its internal UUID
+	// (internal/vendorid): marketplace -> UUID -> catalog id, kept by the
+	// vendors' OnChange hook (under idxMu).
+	byUUID map[string]map[uuid.UUID]string
 }
 
 // New registers the catalog's collections on log. Call it before the log
@@ -64,8 +71,10 @@ func New(log *statelog.Log) *Service {
 		byVendor:   map[string]map[string]*strset.Set{},
 		byCategory: map[string]map[string]*strset.Set{},
 		children:   map[string]map[string]*strset.Set{},
+		byUUID:     map[string]map[uuid.UUID]string{},
 	}
 	s.products.OnChange = s.indexProduct
+	s.vendors.OnChange = s.indexVendor
 	s.categories.OnChange = s.indexCategory
 	return s
 }
@@ -90,6 +99,51 @@ func (s *Service) indexProduct(mp, id string, old, nv *Product) {
 	if !sameC {
 		reindex(s.byCategory, mp, id, wasC, nowC)
 	}
+}
+
+// indexVendor keeps the vendors' UUID index: a vendor enters it when it first
+// appears in the catalog, and leaves it only if it is deleted (the API has no
+// vendor delete).
+func (s *Service) indexVendor(mp, id string, old, nv *Vendor) {
+	if (old == nil) == (nv == nil) {
+		return // an update: same id, same UUID
+	}
+	u := vendorid.UUID(mp, id)
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	m := s.byUUID[mp]
+	if nv == nil {
+		delete(m, u)
+		if len(m) == 0 {
+			delete(s.byUUID, mp)
+		}
+		return
+	}
+	if m == nil {
+		m = map[uuid.UUID]string{}
+		s.byUUID[mp] = m
+	}
+	m[u] = strings.Clone(id)
+}
+
+// vendorID returns the catalog id of the vendor that id names: id itself
+// when a vendor has that catalog id, else the vendor whose internal UUID it
+// is. A catalog id is looked up first, so every id that named a vendor before
+// vendors had UUIDs still names it, even a catalog id shaped like a UUID; an
+// id that is both one vendor's catalog id and another's UUID (which only a
+// catalog id chosen to be one can make) names the first.
+func (s *Service) vendorID(mp, id string) (string, bool) {
+	if _, _, ok := s.vendors.Get(mp, id); ok {
+		return id, true
+	}
+	u, ok := vendorid.Parse(id)
+	if !ok {
+		return "", false
+	}
+	s.idxMu.RLock()
+	cat, ok := s.byUUID[mp][u]
+	s.idxMu.RUnlock()
+	return cat, ok
 }
 
 func (s *Service) indexCategory(mp, id string, old, nv *Category) {
@@ -156,6 +210,17 @@ func (s *Service) Vendor(mp, id string) (entityref.VendorRef, bool) {
 		return entityref.VendorRef{}, false
 	}
 	return entityref.VendorRef{ID: id, Name: v.Name, GlobalID: v.GlobalID}, true
+}
+
+// ResolveVendor returns a vendor of the marketplace named by its catalog id
+// or its internal UUID (vendorID's rule); the VendorRef's ID is the catalog
+// id.
+func (s *Service) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
+	cat, ok := s.vendorID(mp, id)
+	if !ok {
+		return entityref.VendorRef{}, false
+	}
+	return s.Vendor(mp, cat)
 }
 
 // Product returns a product of the marketplace (active or not). Its
@@ -511,13 +576,15 @@ func upsertSimple[In, T any](ctx context.Context, coll *statelog.Collection[T], 
 	return UpsertResult{Upserted: len(ws), Warnings: []Warning{}}, nil
 }
 
-// GetVendor returns a vendor and its version.
+// GetVendor returns a vendor, named by its catalog id or its internal UUID
+// (vendorID's rule), and its version.
 func (s *Service) GetVendor(mp, id string) (VendorView, int64, error) {
-	v, ver, ok := s.vendors.Get(mp, id)
-	if !ok {
+	cat, ok := s.vendorID(mp, id)
+	v, ver, found := s.vendors.Get(mp, cat)
+	if !ok || !found {
 		return VendorView{}, 0, validation.NotFoundf("vendor %s", id)
 	}
-	return v.view(id), ver, nil
+	return v.view(mp, cat), ver, nil
 }
 
 // ListVendors returns up to limit vendors in id order after the id after,
@@ -531,7 +598,7 @@ func (s *Service) ListVendors(mp, after string, limit int, globalID string) ([]V
 	ids, vals, more := s.vendors.Page(mp, after, limit, keep)
 	out := make([]VendorView, len(ids))
 	for i := range ids {
-		out[i] = vals[i].view(ids[i])
+		out[i] = vals[i].view(mp, ids[i])
 	}
 	return out, more
 }

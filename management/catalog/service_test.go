@@ -12,9 +12,11 @@ import (
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/google/uuid"
 )
 
 // The service is what the app hands other areas as an entityref.Catalog.
@@ -344,4 +346,77 @@ func TestUpsertRules(t *testing.T) {
 	if _, err := svc.DeleteProducts(ctx, A, []string{"p-1"}, true, 3); err != nil {
 		t.Fatalf("current If-Match delete: %v", err)
 	}
+}
+
+// TestVendorUUIDs: a vendor is found by its catalog id or by its internal
+// UUID, in its own marketplace only; reads show both ids; a catalog id is
+// looked up first (even one shaped like another vendor's UUID); and a view
+// rebuilt from the log (another process, a restart) resolves the same.
+func TestVendorUUIDs(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	svc := open(t, brokers)
+	ctx := t.Context()
+	A, B := uuid.NewString(), uuid.NewString()
+	vendors := func(mp string, ids ...string) {
+		t.Helper()
+		in := make([]catalog.VendorInput, len(ids))
+		for i, id := range ids {
+			in[i] = catalog.VendorInput{ID: ptr(id), Name: ptr("Vendor " + id)}
+		}
+		if _, err := svc.UpsertVendors(ctx, mp, in, true, statelog.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A UUID-shaped catalog id that is v-2's UUID: only a catalog chosen to
+	// collide does that.
+	collider := vendorid.String(A, "v-2")
+	vendors(A, "v-1", "v-2", collider)
+	vendors(B, "v-1")
+	vendors(A, "v-1") // an update: same vendor, same UUID
+
+	check := func(svc *catalog.Service) {
+		t.Helper()
+		u1 := vendorid.String(A, "v-1")
+		for _, tc := range []struct {
+			mp, id, want string // want "": not found
+		}{
+			{A, "v-1", "v-1"},
+			{A, u1, "v-1"},
+			{A, strings.ToUpper(u1), "v-1"},
+			{B, "v-1", "v-1"},
+			{B, u1, ""},                        // A's UUID in B
+			{A, vendorid.String(A, "v-9"), ""}, // the UUID of no vendor
+			{A, collider, collider},            // a catalog id first
+			{A, vendorid.String(A, collider), collider},
+			{A, "{" + u1 + "}", ""}, // only the canonical form
+			{A, "", ""},
+		} {
+			v, ok := svc.ResolveVendor(tc.mp, tc.id)
+			if ok != (tc.want != "") || v.ID != tc.want {
+				t.Errorf("ResolveVendor(%s, %q) = %+v %v, want %q", tc.mp, tc.id, v, ok, tc.want)
+			}
+			view, _, err := svc.GetVendor(tc.mp, tc.id)
+			if (err == nil) != (tc.want != "") || view.ID != tc.want {
+				t.Errorf("GetVendor(%s, %q) = %+v %v, want %q", tc.mp, tc.id, view, err, tc.want)
+			}
+			if err == nil && (view.VendorID != vendorid.String(tc.mp, tc.want) || view.ExternalVendorID != tc.want) {
+				t.Errorf("GetVendor(%s, %q): vendorId %s, externalVendorId %s", tc.mp, tc.id, view.VendorID, view.ExternalVendorID)
+			}
+		}
+		// Vendor takes the catalog id only.
+		if _, ok := svc.Vendor(A, u1); ok {
+			t.Error("Vendor found a vendor by its UUID")
+		}
+		list, _ := svc.ListVendors(A, "", 10, "")
+		if len(list) != 3 {
+			t.Fatalf("%d vendors", len(list))
+		}
+		for _, v := range list {
+			if v.VendorID != vendorid.String(A, v.ID) || v.ExternalVendorID != v.ID {
+				t.Errorf("listed %+v", v)
+			}
+		}
+	}
+	check(svc)
+	check(open(t, brokers)) // rebuilt from the log
 }

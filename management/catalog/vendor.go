@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/internal/vendorid"
 )
 
 // MaxVendorNameLen bounds vendor and category names.
@@ -28,17 +29,23 @@ type VendorInput struct {
 	GlobalID         *string      `json:"globalId"`
 }
 
-// VendorView is a vendor on the wire (spec "Vendor (catalog vendor)").
+// VendorView is a vendor on the wire: the spec's "Vendor (catalog vendor)",
+// whose id is the catalog id, then the vendor's two ids as vendor charges
+// name them: vendorId, its internal UUID (internal/vendorid), and
+// externalVendorId, the catalog id again.
 type VendorView struct {
 	ID               string  `json:"id"`
 	Name             string  `json:"name"`
 	ImageURL         *string `json:"imageURL"`
 	MerchantCenterID *int64  `json:"merchant_center_id"`
 	GlobalID         *string `json:"globalId"`
+	VendorID         string  `json:"vendorId"`
+	ExternalVendorID string  `json:"externalVendorId"`
 }
 
-func (v *Vendor) view(id string) VendorView {
-	return VendorView{ID: id, Name: v.Name, ImageURL: strPtr(v.ImageURL), MerchantCenterID: v.MerchantCenterID, GlobalID: strPtr(v.GlobalID)}
+func (v *Vendor) view(mp, id string) VendorView {
+	return VendorView{ID: id, Name: v.Name, ImageURL: strPtr(v.ImageURL), MerchantCenterID: v.MerchantCenterID, GlobalID: strPtr(v.GlobalID),
+		VendorID: vendorid.String(mp, id), ExternalVendorID: id}
 }
 
 func (c *checker) name(s *string, maxLen int, at []any, path ...any) string {

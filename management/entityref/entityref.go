@@ -20,14 +20,19 @@ type ProductRef struct {
 
 // VendorRef is what other areas need to know of a vendor.
 type VendorRef struct {
-	ID       string
+	ID       string // the catalog id (internal/vendorid derives the UUID from it)
 	Name     string
 	GlobalID string
 }
 
 // Catalog reads products and vendors.
 type Catalog interface {
+	// Vendor finds a vendor by its catalog id.
 	Vendor(marketplaceID, vendorID string) (VendorRef, bool)
+	// ResolveVendor finds a vendor by either of its ids: its catalog id, or
+	// else its internal UUID (internal/vendorid, canonical form). Its ID is
+	// the catalog id whichever was given: what the areas store.
+	ResolveVendor(marketplaceID, id string) (VendorRef, bool)
 	Product(marketplaceID, productID string) (ProductRef, bool)
 	// EachProductOfVendor calls fn for every product (active or not) the
 	// vendor may promote, until fn returns false.

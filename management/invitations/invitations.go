@@ -124,8 +124,10 @@ func (s *Service) Create(ctx context.Context, mp string, list *[]Invite) ([]Invi
 			inv.VendorID = *in.VendorID
 			if utf8.RuneCountInString(inv.VendorID) > 255 {
 				errs.Add(validation.TooLong, "String should have at most 255 characters", "body", "invites", i, "vendorId")
-			} else if _, ok := s.cat.Vendor(mp, inv.VendorID); !ok {
+			} else if v, ok := s.cat.ResolveVendor(mp, inv.VendorID); !ok {
 				errs.Add(validation.NotFound, "vendor "+inv.VendorID+" does not exist in the catalog", "body", "invites", i, "vendorId")
+			} else {
+				inv.VendorID = v.ID // the catalog id, also when the invite named the vendor's UUID
 			}
 		}
 		if in.VendorEmail == nil || strings.TrimSpace(*in.VendorEmail) == "" {
@@ -205,10 +207,13 @@ func (s *Service) Get(mp, id string) (Invitation, int64, error) {
 }
 
 // List returns a page of invitations in id (creation) order, optionally only
-// those of one vendor.
+// those of one vendor (named by its catalog id or its internal UUID).
 func (s *Service) List(mp, vendorID, after string, limit int) ([]Invitation, bool) {
 	var keep func(string, Invitation) bool
 	if vendorID != "" {
+		if v, ok := s.cat.ResolveVendor(mp, vendorID); ok {
+			vendorID = v.ID
+		}
 		keep = func(_ string, inv Invitation) bool { return inv.VendorID == vendorID }
 	}
 	_, vals, more := s.items.Page(mp, after, limit, keep)

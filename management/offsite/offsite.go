@@ -57,11 +57,24 @@ func New(log *statelog.Log, cat entityref.Catalog) *Service {
 	}
 }
 
-// Get returns a vendor's domain and its version. Unknown vendor, or no
-// domain set: not found.
+// vendor returns the catalog id of the vendor vendorID names (its catalog
+// id or its internal UUID), or a not-found error. Domains are kept by
+// catalog id.
+func (s *Service) vendor(mp, vendorID string) (string, error) {
+	v, ok := s.cat.ResolveVendor(mp, vendorID)
+	if !ok {
+		return "", validation.NotFoundf("vendor %s", vendorID)
+	}
+	return v.ID, nil
+}
+
+// Get returns a vendor's domain and its version; the vendor is named by its
+// catalog id or its internal UUID. Unknown vendor, or no domain set: not
+// found.
 func (s *Service) Get(mp, vendorID string) (Domain, int64, error) {
-	if _, ok := s.cat.Vendor(mp, vendorID); !ok {
-		return Domain{}, 0, validation.NotFoundf("vendor %s", vendorID)
+	vendorID, err := s.vendor(mp, vendorID)
+	if err != nil {
+		return Domain{}, 0, err
 	}
 	d, v, ok := s.items.Get(mp, vendorID)
 	if !ok {
@@ -75,8 +88,9 @@ func (s *Service) Get(mp, vendorID string) (Domain, int64, error) {
 // writes one gets a conflict). Setting the domain it already has changes
 // nothing (no new version).
 func (s *Service) Put(ctx context.Context, mp, vendorID string, domain *string, ifMatch int64) (Domain, int64, error) {
-	if _, ok := s.cat.Vendor(mp, vendorID); !ok {
-		return Domain{}, 0, validation.NotFoundf("vendor %s", vendorID)
+	vendorID, err := s.vendor(mp, vendorID)
+	if err != nil {
+		return Domain{}, 0, err
 	}
 	if domain == nil {
 		return Domain{}, 0, validation.New(validation.Missing, "Field required", "body", "domain")
@@ -112,6 +126,10 @@ func (s *Service) Put(ctx context.Context, mp, vendorID string, domain *string, 
 
 // Delete removes a vendor's domain. ifMatch is the expected version, or 0.
 func (s *Service) Delete(ctx context.Context, mp, vendorID string, ifMatch int64) error {
+	vendorID, err := s.vendor(mp, vendorID)
+	if err != nil {
+		return err
+	}
 	_, cur, err := s.Get(mp, vendorID)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
@@ -275,7 +276,7 @@ func TestDeliveredOnce(t *testing.T) {
 	if reqs[0].valid != nil || reqs[0].id != ev.ID {
 		t.Fatalf("request: id %q, verification %v", reqs[0].id, reqs[0].valid)
 	}
-	want := fmt.Sprintf(`{"type":"campaign.updated","timestamp":%q,"data":{"id":"c1","name":"Spring \u003csale\u003e \u0026 more"}}`, webhooks.Timestamp(ev.Timestamp))
+	want := fmt.Sprintf(`{"type":"campaign.updated","timestamp":%q,"data":{"id":"c1","name":"Spring \u003csale\u003e \u0026 more"}}`, timestamp.Format(ev.Timestamp))
 	if string(reqs[0].body) != want {
 		t.Fatalf("body\n%s\nwant\n%s", reqs[0].body, want)
 	}

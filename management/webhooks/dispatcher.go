@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -455,7 +456,7 @@ func (p *Dispatcher) attempt(ctx context.Context, key, id string, due time.Time)
 		if failing < time.Second {
 			d = failing.Round(time.Millisecond)
 		}
-		reason := fmt.Sprintf(reasonFailing, d, since.UTC().Format(time.RFC3339))
+		reason := fmt.Sprintf(reasonFailing, d, timestamp.Format(since))
 		if err := p.d.hooks.disable(hctx, mp, webhookID, reason); err == nil {
 			p.o.Log.Warn("webhooks: webhook disabled", "marketplace", mp, "webhook", webhookID, "reason", reason)
 		}

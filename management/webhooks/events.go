@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/google/uuid"
 )
 
@@ -41,14 +42,10 @@ func EventID(parts ...string) string {
 	return uuid.NewSHA1(eventNamespace, []byte(strings.Join(parts, "\x00"))).String()
 }
 
-// Timestamp formats an instant the way the API does: RFC 3339, UTC,
-// milliseconds.
-func Timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
 // payload is a delivery's body.
 type payload struct {
 	Type      string          `json:"type"`
-	Timestamp string          `json:"timestamp"`
+	Timestamp timestamp.Time  `json:"timestamp"`
 	Data      json.RawMessage `json:"data"`
 }
 
@@ -59,12 +56,12 @@ func (e Event) Body() ([]byte, error) {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
-	b, err := json.Marshal(payload{Type: e.Type, Timestamp: Timestamp(e.Timestamp), Data: data})
+	b, err := json.Marshal(payload{Type: e.Type, Timestamp: timestamp.Of(e.Timestamp), Data: data})
 	if err != nil || len(b) <= MaxBodyBytes {
 		return b, err
 	}
 	small, _ := json.Marshal(map[string]any{"id": e.Subject, "truncated": true})
-	return json.Marshal(payload{Type: e.Type, Timestamp: Timestamp(e.Timestamp), Data: small})
+	return json.Marshal(payload{Type: e.Type, Timestamp: timestamp.Of(e.Timestamp), Data: small})
 }
 
 // DeliveryID is the id of the delivery of event to a webhook: a UUID

@@ -1,21 +1,27 @@
 package exports
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/timestamp"
+	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -388,22 +394,32 @@ func TestExportSweep(t *testing.T) {
 }
 
 // Before its query an export recomputes the days of its window that were
-// never computed or were computed too long before it was requested, and
-// never a day whose last recomputation was final.
+// never computed, whose watermark is unknown or more than MaxStaleness
+// before the request, and never a final day.
 func TestExportFreshness(t *testing.T) {
 	st := newStack(t)
-	today := time.Now().UTC().Truncate(24 * time.Hour)
-	old := today.AddDate(0, 0, -60)
-	record := func(day, at time.Time) {
-		if err := st.ch.Exec(st.ctx, `INSERT INTO rollup_days (day_local, computed_at, rows) SELECT toDate(?), toDateTime(?), 0`,
-			day.Format(time.DateOnly), at.Unix()); err != nil {
+	// Recent days (their watermarks are not final), the first one marked
+	// final.
+	old := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -8)
+	record := func(day, computed, asOf time.Time) {
+		var ms int64
+		if !asOf.IsZero() {
+			ms = asOf.UnixMilli()
+		}
+		if err := st.ch.Exec(st.ctx, `INSERT INTO rollup_days (day_local, computed_at, rows, data_as_of_ms) SELECT toDate(?), toDateTime(?), 0, toUInt64(?)`,
+			day.Format(time.DateOnly), computed.Unix(), ms); err != nil {
 			t.Fatal(err)
 		}
 	}
-	record(old, old.AddDate(0, 0, 40))                         // final (computed 40 days after)
-	record(old.AddDate(0, 0, 1), old.AddDate(0, 0, 2))         // not final, long ago: stale
-	record(old.AddDate(0, 0, 2), time.Now().Add(-time.Minute)) // recent: fresh enough
-	// old+3 never computed.
+	created := time.Now().UTC()
+	record(old, created, rollups.FinalAfter(old))                                                    // final
+	record(old.AddDate(0, 0, 1), created, time.Time{})                                               // recomputed, watermark unknown: stale
+	record(old.AddDate(0, 0, 2), created.Add(-time.Minute), created.Add(-time.Minute))               // within MaxStaleness: fresh
+	record(old.AddDate(0, 0, 3), created.Add(-time.Minute), created.Add(-3*time.Minute))             // started recently, folded long before: stale
+	record(old.AddDate(0, 0, 5), created.Add(-10*time.Minute), created.Add(-10*time.Minute))         // stale
+	record(old.AddDate(0, 0, 5), created.Add(-30*time.Second), created.Add(-31*time.Second))         // recomputed again since: fresh
+	record(old.AddDate(0, 0, 6), created.Add(-30*time.Second), old.AddDate(0, 0, 6).Add(-time.Hour)) // watermark before the day: stale
+	// old+4 never computed.
 	var got []string
 	wo := WorkerOptions{MaxStaleness: 2 * time.Minute, Refresh: func(_ context.Context, days []time.Time) error {
 		for _, d := range days {
@@ -411,12 +427,90 @@ func TestExportFreshness(t *testing.T) {
 		}
 		return nil
 	}}
-	e := &Export{ID: uuid.NewString(), CreatedAt: time.Now().UTC(), Request: Request{StartDate: old.Format(time.DateOnly), EndDate: old.AddDate(0, 0, 3).Format(time.DateOnly)}}
+	e := &Export{ID: uuid.NewString(), CreatedAt: created, Request: Request{StartDate: old.Format(time.DateOnly), EndDate: old.AddDate(0, 0, 6).Format(time.DateOnly)}}
 	if err := st.svc.ensureFresh(st.ctx, e, &wo); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{old.AddDate(0, 0, 1).Format(time.DateOnly), old.AddDate(0, 0, 3).Format(time.DateOnly)}
+	want := []string{old.AddDate(0, 0, 1).Format(time.DateOnly), old.AddDate(0, 0, 3).Format(time.DateOnly),
+		old.AddDate(0, 0, 4).Format(time.DateOnly), old.AddDate(0, 0, 6).Format(time.DateOnly)}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("recomputed %v, want %v", got, want)
+	}
+
+	// With MaxStaleness 0, every day that is not final and whose
+	// watermark is before the request.
+	got = nil
+	wo.MaxStaleness = 0
+	if err := st.svc.ensureFresh(st.ctx, e, &wo); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{old.AddDate(0, 0, 1).Format(time.DateOnly), old.AddDate(0, 0, 2).Format(time.DateOnly), old.AddDate(0, 0, 3).Format(time.DateOnly),
+		old.AddDate(0, 0, 4).Format(time.DateOnly), old.AddDate(0, 0, 5).Format(time.DateOnly), old.AddDate(0, 0, 6).Format(time.DateOnly)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MaxStaleness 0: recomputed %v, want %v", got, want)
+	}
+}
+
+// A completed export carries its window's watermark: the earliest of the
+// days that can still change (every day's when all are final), with
+// partial when the window's last day had not ended by then or a day's
+// watermark is unknown; the Parquet file says the same in its metadata.
+func TestExportDataAsOf(t *testing.T) {
+	st := newStack(t)
+	st.workers(t, WorkerOptions{Workers: 1})
+	mp := uuid.NewString()
+	now := time.Now().UTC()
+	today := now.Truncate(24 * time.Hour)
+	old := today.AddDate(0, 0, -100)
+	record := func(day time.Time, asOf time.Time) {
+		if err := st.ch.Exec(st.ctx, `INSERT INTO rollup_days (day_local, computed_at, rows, data_as_of_ms) SELECT toDate(?), toDateTime(?), 0, toUInt64(?)`,
+			day.Format(time.DateOnly), asOf.Unix(), asOf.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := func(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
+	record(today.AddDate(0, 0, -3), ms(now.Add(-5*time.Minute)))
+	record(today.AddDate(0, 0, -2), ms(now.Add(-7*time.Minute))) // the earliest
+	record(today.AddDate(0, 0, -1), ms(now.Add(-2*time.Minute)))
+	record(today, ms(now.Add(-time.Minute)))
+	record(old, old.AddDate(0, 0, 40))                  // final
+	record(old.AddDate(0, 0, 1), old.AddDate(0, 0, 50)) // final, the latest
+	record(old.AddDate(0, 0, 3), old.AddDate(0, 0, 20)) // not final
+
+	for _, tc := range []struct {
+		name       string
+		start, end time.Time
+		asOf       time.Time // zero: none
+		partial    bool
+	}{
+		{"today is not over", today.AddDate(0, 0, -3), today, ms(now.Add(-7 * time.Minute)), true},
+		{"closed days", today.AddDate(0, 0, -3), today.AddDate(0, 0, -2), ms(now.Add(-7 * time.Minute)), false},
+		{"final days", old, old.AddDate(0, 0, 1), old.AddDate(0, 0, 50), false},
+		{"a final day and one that is not", old.AddDate(0, 0, 1), old.AddDate(0, 0, 3), time.Time{}, true}, // old+2 never computed
+		{"not final", old.AddDate(0, 0, 3), old.AddDate(0, 0, 3), old.AddDate(0, 0, 20), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := st.svc.Create(st.ctx, mp, Request{Dataset: DatasetMonitoringMetrics, Dimensions: []string{"day_local"}, Metrics: []string{"clicks"},
+				Granularity: GranularityDayLocal, StartDate: tc.start.Format(time.DateOnly), EndDate: tc.end.Format(time.DateOnly), Format: FormatParquet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := st.waitDone(t, mp, e.ID)
+			if v.Status != StatusCompleted || v.Partial == nil || *v.Partial != tc.partial {
+				t.Fatalf("export %+v, want partial %v", v, tc.partial)
+			}
+			if (v.DataAsOf == nil) != tc.asOf.IsZero() || (v.DataAsOf != nil && !v.DataAsOf.Equal(tc.asOf)) {
+				t.Fatalf("dataAsOf %v, want %v", v.DataAsOf, tc.asOf)
+			}
+			f, err := parquet.OpenFile(bytes.NewReader(download(t, v.URL)), *v.SizeBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta, _ := f.Lookup("endcap.data_as_of")
+			if p, _ := f.Lookup("endcap.partial"); p != strconv.FormatBool(tc.partial) || (meta != "") != !tc.asOf.IsZero() ||
+				(meta != "" && meta != timestamp.Format(tc.asOf)) {
+				t.Errorf("metadata endcap.partial %q endcap.data_as_of %q", p, meta)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/s3store"
@@ -50,6 +51,11 @@ type Export struct {
 	Rows       int64      `json:"rows,omitempty"`
 	SizeBytes  int64      `json:"sizeBytes,omitempty"`
 	Failure    string     `json:"failure,omitempty"`
+	// DataAsOf and Partial, once completed: the file counts every event
+	// acknowledged before DataAsOf (nil: unknown); Partial says the
+	// window's last day had not ended by then (or DataAsOf is unknown).
+	DataAsOf *time.Time `json:"dataAsOf,omitempty"`
+	Partial  *bool      `json:"partial,omitempty"`
 }
 
 // TypeExport is the entity type of export records on the entities log.
@@ -81,8 +87,11 @@ type Options struct {
 	URLLifetime time.Duration
 	// ProduceTimeout bounds the append of a job.
 	ProduceTimeout time.Duration
-	Log            *slog.Logger
-	Now            func() time.Time
+	// Location is the time zone of a marketplace's local days (nil, or a
+	// nil answer: the westernmost zone's, when an export's window ends).
+	Location func(marketplaceID string) *time.Location
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Service accepts exports and answers their status.
@@ -245,24 +254,26 @@ func (s *Service) failUnqueued(ctx context.Context, mp string, e Export) {
 
 // View is what GET /export-service/exports/{id} answers.
 type View struct {
-	ExportID     string     `json:"exportId"`
-	Status       Status     `json:"status"`
-	Dataset      string     `json:"dataset"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	Format       string     `json:"format"`
-	Granularity  string     `json:"granularity"`
-	Dimensions   []string   `json:"dimensions"`
-	Metrics      []string   `json:"metrics"`
-	StartDate    string     `json:"startDate"`
-	EndDate      string     `json:"endDate"`
-	StartedAt    *time.Time `json:"startedAt,omitempty"`
-	CompletedAt  *time.Time `json:"completedAt,omitempty"`
-	FailedAt     *time.Time `json:"failedAt,omitempty"`
-	RowCount     *int64     `json:"rowCount,omitempty"`
-	SizeBytes    *int64     `json:"sizeBytes,omitempty"`
-	URL          string     `json:"url,omitempty"`
-	URLExpiresAt *time.Time `json:"urlExpiresAt,omitempty"`
-	Error        *ViewError `json:"error,omitempty"`
+	ExportID     string          `json:"exportId"`
+	Status       Status          `json:"status"`
+	Dataset      string          `json:"dataset"`
+	CreatedAt    timestamp.Time  `json:"createdAt"`
+	Format       string          `json:"format"`
+	Granularity  string          `json:"granularity"`
+	Dimensions   []string        `json:"dimensions"`
+	Metrics      []string        `json:"metrics"`
+	StartDate    string          `json:"startDate"`
+	EndDate      string          `json:"endDate"`
+	StartedAt    *timestamp.Time `json:"startedAt,omitempty"`
+	CompletedAt  *timestamp.Time `json:"completedAt,omitempty"`
+	DataAsOf     *timestamp.Time `json:"dataAsOf,omitempty"`
+	Partial      *bool           `json:"partial,omitempty"`
+	FailedAt     *timestamp.Time `json:"failedAt,omitempty"`
+	RowCount     *int64          `json:"rowCount,omitempty"`
+	SizeBytes    *int64          `json:"sizeBytes,omitempty"`
+	URL          string          `json:"url,omitempty"`
+	URLExpiresAt *timestamp.Time `json:"urlExpiresAt,omitempty"`
+	Error        *ViewError      `json:"error,omitempty"`
 }
 
 // ViewError says why an export failed.
@@ -284,9 +295,9 @@ func (s *Service) Get(ctx context.Context, mp, id string) (View, error) {
 // ViewOf is an export record as GET answers it (a completed one with a
 // fresh presigned URL of its file).
 func (s *Service) ViewOf(ctx context.Context, e Export) (View, error) {
-	v := View{ExportID: e.ID, Status: e.Status, Dataset: e.Dataset, CreatedAt: e.CreatedAt, Format: e.Request.Format,
+	v := View{ExportID: e.ID, Status: e.Status, Dataset: e.Dataset, CreatedAt: timestamp.Of(e.CreatedAt), Format: e.Request.Format,
 		Granularity: e.Request.Granularity, Dimensions: e.Request.Dimensions, Metrics: e.Request.Metrics,
-		StartDate: e.Request.StartDate, EndDate: e.Request.EndDate, StartedAt: e.StartedAt}
+		StartDate: e.Request.StartDate, EndDate: e.Request.EndDate, StartedAt: timestamp.OptOf(e.StartedAt)}
 	switch e.Status {
 	case StatusCompleted:
 		url, exp, err := s.o.S3.PresignGet(ctx, e.Key, s.o.URLLifetime)
@@ -294,9 +305,10 @@ func (s *Service) ViewOf(ctx context.Context, e Export) (View, error) {
 			return View{}, err
 		}
 		rows, size := e.Rows, e.SizeBytes
-		v.CompletedAt, v.RowCount, v.SizeBytes, v.URL, v.URLExpiresAt = e.FinishedAt, &rows, &size, url, &exp
+		v.CompletedAt, v.RowCount, v.SizeBytes, v.URL, v.URLExpiresAt = timestamp.OptOf(e.FinishedAt), &rows, &size, url, timestamp.OptOf(&exp)
+		v.DataAsOf, v.Partial = timestamp.OptOf(e.DataAsOf), e.Partial
 	case StatusFailed:
-		v.FailedAt = e.FinishedAt
+		v.FailedAt = timestamp.OptOf(e.FinishedAt)
 		v.Error = &ViewError{Code: CodeInternal, Message: e.Failure}
 	}
 	return v, nil

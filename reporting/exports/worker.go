@@ -23,7 +23,7 @@ const (
 	DefaultWorkers     = 1
 	DefaultJobTimeout  = 30 * time.Minute
 	DefaultMaxAttempts = 3
-	DefaultStaleness   = 2 * time.Minute
+	DefaultStaleness   = 0
 	DefaultGroup       = "endcap-exporter"
 	leaseTTL           = 30 * time.Second
 	sweepEvery         = time.Minute
@@ -49,9 +49,10 @@ type WorkerOptions struct {
 	JobTimeout time.Duration
 	// MaxAttempts: attempts before an export is failed.
 	MaxAttempts int
-	// Refresh, when set, recomputes rollup days (rollups.Job.Refresh); an
-	// export first recomputes the days of its window whose last
-	// recomputation started more than MaxStaleness before it was requested.
+	// Refresh, when set, recomputes rollup days (rollups.Job.Refresh, which
+	// waits for the projectors first); an export first recomputes the days
+	// of its window whose watermark is more than MaxStaleness before it was
+	// requested (0: every day that is not final and not recomputed since).
 	Refresh      func(ctx context.Context, days []time.Time) error
 	MaxStaleness time.Duration
 	// SessionTimeout: how long the broker waits for a worker's heartbeats
@@ -264,11 +265,17 @@ func (s *Service) finish(ctx context.Context, mp string, e Export, ver int64, re
 	e.FinishedAt = &fin
 	if runErr == nil {
 		e.Status, e.Key, e.Rows, e.SizeBytes = StatusCompleted, res.key, res.rows, res.size
+		partial := res.partial
+		e.Partial, e.DataAsOf = &partial, nil
+		if !res.dataAsOf.IsZero() {
+			asOf := res.dataAsOf.UTC()
+			e.DataAsOf = &asOf
+		}
 		telemetry.Exports.WithLabelValues("completed", e.Request.Format).Inc()
 		telemetry.ExportSeconds.WithLabelValues(e.Request.Format).Observe(fin.Sub(*e.StartedAt).Seconds())
 		telemetry.ExportRows.WithLabelValues(e.Request.Format).Add(float64(res.rows))
 		s.o.Log.Info("exports: export completed", "marketplace", mp, "export", e.ID, "rows", res.rows, "bytes", res.size,
-			"took", fin.Sub(*e.StartedAt).Round(time.Millisecond))
+			"dataAsOf", res.dataAsOf, "partial", res.partial, "took", fin.Sub(*e.StartedAt).Round(time.Millisecond))
 	} else {
 		e.Status, e.Failure = StatusFailed, "The export could not be produced ("+runErr.Error()+"); request it again."
 		telemetry.Exports.WithLabelValues("failed", e.Request.Format).Inc()

@@ -38,8 +38,14 @@ const (
 	// after it became final is recomputed (first start, long downtime):
 	// exports start at most 120 days back.
 	DefaultCatchUpDays = 121
+	// DefaultFoldWait: how long a run waits for the projectors to fold what
+	// the topics held when it started (they commit a batch every second or
+	// so when they keep up).
+	DefaultFoldWait = 10 * time.Second
 	// maxDaysPerRun bounds one recomputation (one scan of their months).
 	maxDaysPerRun = 31
+	// lockRetry: how often Refresh tries again to take a lock held elsewhere.
+	lockRetry = 250 * time.Millisecond
 	// stageMaxAge: staging tables left by a crashed run are dropped after it.
 	stageMaxAge = 6 * time.Hour
 	stagePrefix = "rollup_stage_"
@@ -48,10 +54,19 @@ const (
 // Options configure a Job.
 type Options struct {
 	ClickHouse clickhouse.Conn
-	// Lock, when set, is taken around each run so that one process refreshes
-	// at a time (a concurrent run is still correct, only wasted). It returns
-	// an error when another process holds it; the run is then skipped.
+	// Lock, when set, is taken around each run of Run and each call of
+	// Refresh, so that one process refreshes at a time: a run that swapped
+	// its days in after a later one would put back older rows under the
+	// later run's watermark. It returns an error when another process holds
+	// it; Run then skips its run, Refresh waits for it.
 	Lock func(ctx context.Context) (unlock func(), err error)
+	// Fold, when set, gives each run its watermark (DataAsOf); without it
+	// a run knows none and leaves the days' watermark as it was.
+	Fold *Watermark
+	// FoldWait: how long a run waits for the projectors to fold what the
+	// topics held when it started before it recomputes anyway, with the
+	// latest watermark known (DefaultFoldWait when 0).
+	FoldWait time.Duration
 	// Interval: how often the recent days are recomputed.
 	Interval time.Duration
 	// FullInterval: how often every day that can still change is.
@@ -104,6 +119,9 @@ func New(o Options) (*Job, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	if o.FoldWait <= 0 {
+		o.FoldWait = DefaultFoldWait
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -115,8 +133,8 @@ func New(o Options) (*Job, error) {
 
 // FinalAfter is the instant after which local day d (any zone) can no longer
 // change: its last instant in the westernmost zone (UTC−12) plus the 30 days
-// an event or an attribution may arrive late. A recomputation that started
-// after it, with the projectors caught up, is final.
+// an event or an attribution may arrive late. A recomputation whose
+// watermark (Day.DataAsOf) is at or after it is final.
 func FinalAfter(d time.Time) time.Time {
 	return dateOf(d).Add(24*time.Hour + 12*time.Hour + 30*24*time.Hour)
 }
@@ -167,6 +185,7 @@ func NextRunAfter(interval, took time.Duration, share float64) time.Duration {
 
 // tick runs one refresh under the lock.
 func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
+	asOf := j.dataAsOf(ctx)
 	if j.o.Lock != nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		unlock, err := j.o.Lock(lctx)
@@ -191,7 +210,7 @@ func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
 	}
 	var total Stats
 	for _, chunk := range chunks(days, maxDaysPerRun) {
-		s, err := j.Refresh(ctx, chunk)
+		s, err := j.refresh(ctx, chunk, asOf)
 		if err != nil {
 			return err
 		}
@@ -225,29 +244,59 @@ func (j *Job) unfinalDays(ctx context.Context, now time.Time) ([]time.Time, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := j.o.ClickHouse.Query(ctx, `SELECT day_local, max(computed_at) FROM rollup_days
+	known, err := ReadDays(ctx, j.o.ClickHouse, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for _, d := range dayRange(lo, hi) {
+		if !known[d].Final(d) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// Day is what rollup_days says of a local day.
+type Day struct {
+	// ComputedAt: when its last recomputation started (second precision).
+	ComputedAt time.Time
+	// DataAsOf is the day's watermark: every event acknowledged before it
+	// (by POST /v2/events) is counted in the day's rows. Zero when unknown.
+	DataAsOf time.Time
+}
+
+// Final says whether day d's rows can no longer change: its watermark is
+// at or after FinalAfter(d).
+func (s Day) Final(d time.Time) bool {
+	return !s.DataAsOf.IsZero() && !s.DataAsOf.Before(FinalAfter(d))
+}
+
+// ReadDays reads what rollup_days says of the local days from..to (dates);
+// a day never computed is absent.
+func ReadDays(ctx context.Context, ch clickhouse.Conn, from, to time.Time) (map[time.Time]Day, error) {
+	rows, err := ch.Query(ctx, `SELECT day_local, max(computed_at), max(data_as_of_ms) FROM rollup_days
 		WHERE day_local >= toDate(?) AND day_local <= toDate(?) GROUP BY day_local`,
-		lo.Format(time.DateOnly), hi.Format(time.DateOnly))
+		dateOf(from).Format(time.DateOnly), dateOf(to).Format(time.DateOnly))
 	if err != nil {
 		return nil, fmt.Errorf("rollups: read rollup_days: %w", err)
 	}
 	defer rows.Close()
-	done := map[time.Time]bool{}
+	out := map[time.Time]Day{}
 	for rows.Next() {
 		var d, at time.Time
-		if err := rows.Scan(&d, &at); err != nil {
+		var asOfMs uint64
+		if err := rows.Scan(&d, &at, &asOfMs); err != nil {
 			return nil, fmt.Errorf("rollups: read rollup_days: %w", err)
 		}
-		done[dateOf(d)] = !at.Before(FinalAfter(d))
+		s := Day{ComputedAt: at.UTC()}
+		if asOfMs > 0 {
+			s.DataAsOf = time.UnixMilli(int64(asOfMs)).UTC()
+		}
+		out[dateOf(d)] = s
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("rollups: read rollup_days: %w", err)
-	}
-	var out []time.Time
-	for _, d := range dayRange(lo, hi) {
-		if !done[d] {
-			out = append(out, d)
-		}
 	}
 	return out, nil
 }
@@ -257,12 +306,18 @@ type Stats struct {
 	Days     int
 	Rows     uint64 // rollup rows written
 	Duration time.Duration
+	// DataAsOf: the run's watermark (zero when none was known); a day's
+	// recorded watermark is the later of it and the day's previous one.
+	DataAsOf time.Time
 }
 
 // Refresh recomputes the local days (dates; time of day and zone ignored,
 // at most 31 distinct days) from the FINAL views, for every marketplace, and
-// replaces them in rollup_daily, each day atomically. Rows inserted into the
-// raw tables while it runs may be missed (the next refresh counts them).
+// replaces them in rollup_daily, each day atomically. It first waits (up to
+// FoldWait) for the projectors to fold what the topics held when it was
+// called, so that the days then count every event acknowledged before the
+// call (their watermark, Day.DataAsOf); then it takes the lock, waiting for
+// another run to end. The whole is bounded by Timeout and ctx.
 func (j *Job) Refresh(ctx context.Context, days []time.Time) (Stats, error) {
 	days = normalize(days)
 	if len(days) == 0 {
@@ -273,7 +328,51 @@ func (j *Job) Refresh(ctx context.Context, days []time.Time) (Stats, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, j.o.Timeout)
 	defer cancel()
+	asOf := j.dataAsOf(ctx)
+	if j.o.Lock != nil {
+		for {
+			unlock, err := j.o.Lock(ctx)
+			if err == nil {
+				defer unlock()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return Stats{}, fmt.Errorf("rollups: another process kept refreshing (%w): %w", err, context.Cause(ctx))
+			case <-time.After(lockRetry):
+			}
+		}
+	}
+	return j.refresh(ctx, days, asOf)
+}
+
+// dataAsOf waits up to FoldWait for a watermark at the call (zero when
+// none is known).
+func (j *Job) dataAsOf(ctx context.Context) time.Time {
+	if j.o.Fold == nil {
+		return time.Time{}
+	}
+	at, caughtUp, err := j.o.Fold.Wait(ctx, j.o.FoldWait)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		j.o.Log.Warn("rollups: the projectors' progress could not be read; the days keep their watermark", "err", err)
+	case !caughtUp && ctx.Err() == nil:
+		j.o.Log.Info("rollups: the projectors are behind; recomputing with an older watermark", "wait", j.o.FoldWait, "dataAsOf", at)
+	}
+	return at
+}
+
+// refresh recomputes days (normalized, at most 31) with watermark asOf.
+func (j *Job) refresh(ctx context.Context, days []time.Time, asOf time.Time) (Stats, error) {
+	ctx, cancel := context.WithTimeout(ctx, j.o.Timeout)
+	defer cancel()
 	started := j.o.Now().UTC()
+	// What the days' rows counted so far is still counted by this run (the
+	// raw tables only gain rows): a day's watermark never goes back.
+	prev, err := ReadDays(ctx, j.o.ClickHouse, days[0], days[len(days)-1])
+	if err != nil {
+		return Stats{}, err
+	}
 	stage, err := j.createStage(ctx, started)
 	if err != nil {
 		return Stats{}, err
@@ -311,10 +410,10 @@ func (j *Job) Refresh(ctx context.Context, days []time.Time) (Stats, error) {
 		}
 		total += counts[d]
 	}
-	if err := j.recordDays(ctx, days, counts, started); err != nil {
+	if err := j.recordDays(ctx, days, counts, started, asOf, prev); err != nil {
 		return Stats{}, err
 	}
-	s := Stats{Days: len(days), Rows: total, Duration: j.o.Now().Sub(started)}
+	s := Stats{Days: len(days), Rows: total, Duration: j.o.Now().Sub(started), DataAsOf: asOf}
 	j.o.Log.Debug("rollups: days recomputed", "from", days[0].Format(time.DateOnly),
 		"to", days[len(days)-1].Format(time.DateOnly), "days", s.Days, "rows", s.Rows, "took", s.Duration)
 	return s, nil
@@ -388,14 +487,23 @@ func (j *Job) stageCounts(ctx context.Context, stage string) (map[time.Time]uint
 	return out, rows.Err()
 }
 
-// recordDays notes in rollup_days when the days were recomputed.
-func (j *Job) recordDays(ctx context.Context, days []time.Time, counts map[time.Time]uint64, at time.Time) error {
-	b, err := j.o.ClickHouse.PrepareBatch(ctx, "INSERT INTO rollup_days (day_local, computed_at, rows)")
+// recordDays notes in rollup_days when the days were recomputed, and their
+// watermark: the later of asOf and the one they had.
+func (j *Job) recordDays(ctx context.Context, days []time.Time, counts map[time.Time]uint64, at, asOf time.Time, prev map[time.Time]Day) error {
+	b, err := j.o.ClickHouse.PrepareBatch(ctx, "INSERT INTO rollup_days (day_local, computed_at, rows, data_as_of_ms)")
 	if err != nil {
 		return fmt.Errorf("rollups: record days: %w", err)
 	}
 	for _, d := range days {
-		if err := b.Append(d, at, counts[d]); err != nil {
+		w := asOf
+		if p := prev[d].DataAsOf; p.After(w) {
+			w = p
+		}
+		var ms uint64
+		if !w.IsZero() {
+			ms = uint64(w.UnixMilli())
+		}
+		if err := b.Append(d, at, counts[d], ms); err != nil {
 			return fmt.Errorf("rollups: record days: %w", err)
 		}
 	}

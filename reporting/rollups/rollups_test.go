@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/endcap/endcap/storage/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/testenv"
@@ -559,5 +563,123 @@ func TestNextRunAfter(t *testing.T) {
 		if got := rollups.NextRunAfter(tc.interval, tc.took, tc.share); got != tc.want {
 			t.Errorf("%s: NextRunAfter(%s, %s, %v) = %s, want %s", tc.name, tc.interval, tc.took, tc.share, got, tc.want)
 		}
+	}
+}
+
+// watermarkOf reads a day's recorded watermark (zero: unknown).
+func watermarkOf(t *testing.T, ctx context.Context, conn clickhouse.Conn, day time.Time) time.Time {
+	t.Helper()
+	days, err := rollups.ReadDays(ctx, conn, day, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return days[day].DataAsOf
+}
+
+// TestRefreshWatermark: a recomputation records as the days' watermark the
+// instant it started once the projectors' groups have committed what their
+// topics held then (a real broker and group commits); when they have not
+// within FoldWait, the latest instant known, and never earlier than the
+// day's previous watermark.
+func TestRefreshWatermark(t *testing.T) {
+	ctx, conn := db(t)
+	seed(t, ctx, conn)
+	_, brokers := testenv.Kafka(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "events"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(p int32, n int) {
+		for range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	commit := func(p0, p1 int64) {
+		var o kadm.Offsets
+		o.Add(kadm.Offset{Topic: "events", Partition: 0, At: p0, LeaderEpoch: -1})
+		o.Add(kadm.Offset{Topic: "events", Partition: 1, At: p1, LeaderEpoch: -1})
+		if _, err := adm.CommitOffsets(ctx, "fold", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold := rollups.NewWatermark(kafka.NewProgress(cl, kafka.Fold{Group: "fold", Topic: "events"}), 20*time.Millisecond)
+	j, err := rollups.New(rollups.Options{ClickHouse: conn, Log: testenv.Logger(t), Fold: fold, FoldWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	days := []time.Time{d1, d2}
+
+	// Records the group has not folded: no watermark known.
+	produce(0, 3)
+	produce(1, 2)
+	commit(3, 1)
+	s, err := j.Refresh(ctx, days)
+	if err != nil || !s.DataAsOf.IsZero() || !watermarkOf(t, ctx, conn, d1).IsZero() {
+		t.Fatalf("behind: %+v %v, recorded %s", s, err, watermarkOf(t, ctx, conn, d1))
+	}
+
+	// Folded while the run waits: the run's start.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		commit(3, 2)
+	}()
+	before := time.Now()
+	s, err = j.Refresh(ctx, days)
+	after := time.Now()
+	w := watermarkOf(t, ctx, conn, d1)
+	if err != nil || s.DataAsOf.Before(before.Truncate(time.Millisecond)) || s.DataAsOf.After(after) || !w.Equal(s.DataAsOf.Truncate(time.Millisecond)) ||
+		!watermarkOf(t, ctx, conn, d2).Equal(w) {
+		t.Fatalf("caught up: %+v %v, recorded %s, want between %s and %s", s, err, w, before, after)
+	}
+
+	// Behind again: the days keep the watermark known.
+	produce(1, 1)
+	if s, err = j.Refresh(ctx, days); err != nil || !s.DataAsOf.Equal(w) && !s.DataAsOf.Truncate(time.Millisecond).Equal(w) || !watermarkOf(t, ctx, conn, d1).Equal(w) {
+		t.Fatalf("behind again: %+v %v, recorded %s, want %s", s, err, watermarkOf(t, ctx, conn, d1), w)
+	}
+	// A job that knows no watermark never takes a day's back.
+	if _, err := job(t, conn).Refresh(ctx, []time.Time{d1}); err != nil || !watermarkOf(t, ctx, conn, d1).Equal(w) {
+		t.Fatalf("without a watermark: %v, recorded %s, want %s", err, watermarkOf(t, ctx, conn, d1), w)
+	}
+	// A day whose watermark is at or after FinalAfter is final.
+	fa := rollups.FinalAfter(d1)
+	if !(rollups.Day{DataAsOf: fa}).Final(d1) || (rollups.Day{DataAsOf: fa.Add(-time.Millisecond)}).Final(d1) ||
+		(rollups.Day{ComputedAt: fa.AddDate(1, 0, 0)}).Final(d1) {
+		t.Error("Final does not follow the watermark")
+	}
+}
+
+// TestRefreshWaitsForTheLock: Refresh waits for a run of another process
+// to end, within its context.
+func TestRefreshWaitsForTheLock(t *testing.T) {
+	ctx, conn := db(t)
+	seed(t, ctx, conn)
+	var calls, held atomic.Int32
+	held.Store(3)
+	j, err := rollups.New(rollups.Options{ClickHouse: conn, Log: testenv.Logger(t), Lock: func(context.Context) (func(), error) {
+		calls.Add(1)
+		if held.Add(-1) >= 0 {
+			return nil, errors.New("held elsewhere")
+		}
+		return func() {}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := j.Refresh(ctx, []time.Time{d1}); err != nil || s.Days != 1 || calls.Load() != 4 {
+		t.Fatalf("refresh after the lock was freed: %+v %v, %d calls", s, err, calls.Load())
+	}
+	held.Store(1 << 20)
+	sctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+	defer cancel()
+	if _, err := j.Refresh(sctx, []time.Time{d1}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "held elsewhere") {
+		t.Fatalf("lock held throughout: %v", err)
 	}
 }

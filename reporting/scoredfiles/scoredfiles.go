@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/reporting/attribution"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -138,7 +139,7 @@ func (s *Service) produce(ctx context.Context, mp Marketplace, day time.Time) (R
 		s.log.Warn("scored attribution: stale uploads not aborted", "key", res.Key, "err", err)
 	}
 	up, err := s.s3.NewUpload(ctx, res.Key, contentType, map[string]string{
-		metaProducedAt: res.ProducedAt.Format(time.RFC3339Nano),
+		metaProducedAt: timestamp.Format(res.ProducedAt),
 		metaFinal:      strconv.FormatBool(res.Final),
 		metaSchema:     SchemaVersion,
 	}, s.PartSize)
@@ -159,7 +160,7 @@ func (s *Service) produce(ctx context.Context, mp Marketplace, day time.Time) (R
 		parquet.KeyValueMetadata("endcap.schema", SchemaVersion),
 		parquet.KeyValueMetadata("endcap.marketplace_id", mp.ID),
 		parquet.KeyValueMetadata("endcap.day_local", day.Format(time.DateOnly)),
-		parquet.KeyValueMetadata("endcap.produced_at", res.ProducedAt.Format(time.RFC3339Nano)),
+		parquet.KeyValueMetadata("endcap.produced_at", timestamp.Format(res.ProducedAt)),
 		parquet.KeyValueMetadata("endcap.final", strconv.FormatBool(res.Final)),
 	)
 	batch := make([]Record, 0, writeBatch)
@@ -204,12 +205,12 @@ func (s *Service) produce(ctx context.Context, mp Marketplace, day time.Time) (R
 
 // File is one downloadable file of a day.
 type File struct {
-	Date       string    `json:"date"`    // the local day, YYYY-MM-DD
-	FileURL    string    `json:"fileUrl"` // presigned GET URL
-	ExpiresAt  time.Time `json:"expiresAt"`
-	SizeBytes  int64     `json:"sizeBytes"`
-	ProducedAt time.Time `json:"producedAt"`
-	Final      bool      `json:"final"`
+	Date       string         `json:"date"`    // the local day, YYYY-MM-DD
+	FileURL    string         `json:"fileUrl"` // presigned GET URL
+	ExpiresAt  timestamp.Time `json:"expiresAt"`
+	SizeBytes  int64          `json:"sizeBytes"`
+	ProducedAt timestamp.Time `json:"producedAt"`
+	Final      bool           `json:"final"`
 }
 
 // ErrUnavailable means the object store could not be read.
@@ -232,9 +233,9 @@ func (s *Service) Files(ctx context.Context, marketplaceID string, day time.Time
 	if err != nil {
 		return nil, err
 	}
-	f := File{Date: day.Format(time.DateOnly), FileURL: url, ExpiresAt: exp, SizeBytes: info.Size, ProducedAt: info.LastModified.UTC()}
-	if t, err := time.Parse(time.RFC3339Nano, info.Metadata[metaProducedAt]); err == nil {
-		f.ProducedAt = t.UTC()
+	f := File{Date: day.Format(time.DateOnly), FileURL: url, ExpiresAt: timestamp.Of(exp), SizeBytes: info.Size, ProducedAt: timestamp.Of(info.LastModified.UTC())}
+	if t, err := timestamp.Parse(info.Metadata[metaProducedAt]); err == nil { // written by Format, or in RFC 3339 with nanoseconds before
+		f.ProducedAt = timestamp.Of(t)
 	}
 	f.Final = info.Metadata[metaFinal] == "true"
 	return []File{f}, nil

@@ -6,19 +6,25 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/endcap/endcap/internal/timestamp"
+	"github.com/endcap/endcap/internal/vendorid"
 )
 
 // Envelope is what a response says besides its charges, and whether it
 // lists the charges refused for a budget (Request.IncludeRefused).
 type Envelope struct {
+	MarketplaceID  string // whose vendors' UUIDs the charges carry
 	Window         Window
 	CurrencyCode   string // ISO 4217, the marketplace's
 	IncludeRefused bool
 }
 
 // chargeJSON is a vendor charge on the wire, in the spec's field order.
-// productId and globalId are null when there is none (the API's convention
-// for unset optional fields). refusedReason (an Endcap extension) is only
+// vendorId is the vendor's internal UUID (internal/vendorid) and
+// externalVendorId its catalog id, as the spec types them. productId and
+// globalId are null when there is none (the API's convention for unset
+// optional fields). refusedReason (an Endcap extension) is only
 // on the entries of refused charges, which are listed only on request: a
 // charge has no such field.
 type chargeJSON struct {
@@ -33,11 +39,13 @@ type chargeJSON struct {
 	RefusedReason    string  `json:"refusedReason,omitempty"`
 }
 
-func toJSON(c Charge) chargeJSON {
+// toJSON is c on the wire; vendors gives the UUIDs of the marketplace's
+// vendors.
+func toJSON(c Charge, vendors *vendorid.Cache) chargeJSON {
 	return chargeJSON{
-		InteractionID: c.InteractionID, Timestamp: formatTime(time.UnixMilli(c.TimestampMs)),
-		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: c.VendorID,
-		Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: optional(c.GlobalID),
+		InteractionID: c.InteractionID, Timestamp: timestamp.Format(time.UnixMilli(c.TimestampMs)),
+		CampaignID: c.CampaignID, ProductID: optional(c.ProductID), VendorID: vendors.String(c.VendorID),
+		Amount: c.Amount, ExternalVendorID: c.VendorID, GlobalID: optional(c.GlobalID),
 		RefusedReason: c.RefusedReason,
 	}
 }
@@ -48,9 +56,6 @@ func optional(s string) *string {
 	}
 	return &s
 }
-
-// formatTime is ISO 8601 UTC with milliseconds, as every timestamp of the API.
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // Body is the response: the spec's {data, startDate, endDate, currencyCode}
 // and the API's list fields {hasMore, nextPage}. Keys are written in this
@@ -67,10 +72,11 @@ type Body struct {
 // PageBody is the body of one page; next is the cursor of the next page (nil
 // on the last).
 func PageBody(env Envelope, charges []Charge, next *string) Body {
-	b := Body{StartDate: formatTime(env.Window.Start()), EndDate: formatTime(env.Window.End()),
+	b := Body{StartDate: timestamp.Format(env.Window.Start()), EndDate: timestamp.Format(env.Window.End()),
 		CurrencyCode: env.CurrencyCode, NextPage: next, HasMore: next != nil, Data: make([]chargeJSON, len(charges))}
+	vendors := vendorid.NewCache(env.MarketplaceID)
 	for i, c := range charges {
-		b.Data[i] = toJSON(c)
+		b.Data[i] = toJSON(c, vendors)
 	}
 	return b
 }
@@ -90,6 +96,7 @@ func (s *Store) OpenStream(ctx context.Context, marketplaceID string, env Envelo
 	if err != nil {
 		return nil, err
 	}
+	env.MarketplaceID = marketplaceID
 	return &Stream{it: it, first: first, env: env}, nil
 }
 
@@ -100,7 +107,7 @@ func (s *Store) OpenStream(ctx context.Context, marketplaceID string, env Envelo
 // take a truncated list for a whole one.
 func (st *Stream) WriteTo(ctx context.Context, w io.Writer, flush func() error) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
-	head, err := json.Marshal(Body{StartDate: formatTime(st.env.Window.Start()), EndDate: formatTime(st.env.Window.End()),
+	head, err := json.Marshal(Body{StartDate: timestamp.Format(st.env.Window.Start()), EndDate: timestamp.Format(st.env.Window.End()),
 		CurrencyCode: st.env.CurrencyCode})
 	if err != nil {
 		return err
@@ -110,9 +117,10 @@ func (st *Stream) WriteTo(ctx context.Context, w io.Writer, flush func() error) 
 	bw.Write(head)
 	bw.WriteByte('[')
 	batch, n := st.first, 0
+	vendors := vendorid.NewCache(st.env.MarketplaceID)
 	for len(batch) > 0 {
 		for _, c := range batch {
-			b, err := json.Marshal(toJSON(c))
+			b, err := json.Marshal(toJSON(c, vendors))
 			if err != nil {
 				return err
 			}

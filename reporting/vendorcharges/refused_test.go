@@ -27,7 +27,7 @@ func TestStoreRefused(t *testing.T) {
 	}
 	for i := range 40 {
 		c := Charge{InteractionID: uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "refused-%d", i)).String(),
-			TimestampMs: base + int64(i/2)*1000, CampaignID: "camp", ProductID: "p", VendorID: "v", ExternalVendorID: "v",
+			TimestampMs: base + int64(i/2)*1000, CampaignID: "camp", ProductID: "p", VendorID: "v",
 			Amount: Amount{Micros: 30_000}, auctionID: uuid.NewString(), rank: 1, auctionAt: time.UnixMilli(base).UTC()}
 		switch {
 		case i >= 30:
@@ -38,7 +38,7 @@ func TestStoreRefused(t *testing.T) {
 		at := time.UnixMilli(c.TimestampMs).UTC()
 		for range 2 { // and a replay
 			if err := b.Append(uuid.MustParse(mp), uuid.MustParse(c.InteractionID), at, c.TimestampMs, at, "click", "e", "USD",
-				c.CampaignID, c.ProductID, c.VendorID, c.ExternalVendorID, "", "CPC", int64(30_000), c.Amount.Micros, c.Amount.SubMicros,
+				c.CampaignID, c.ProductID, c.VendorID, "ext-v", "", "CPC", int64(30_000), c.Amount.Micros, c.Amount.SubMicros,
 				uuid.MustParse(c.auctionID), c.rank, c.auctionAt, c.RefusedReason); err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestStoreRefused(t *testing.T) {
 	// The bodies: without the option, no refusedReason anywhere (the body of
 	// the charges alone); with it, on the refused entries only, amount 0.
 	for _, inc := range []bool{false, true} {
-		env := Envelope{Window: w, CurrencyCode: "USD", IncludeRefused: inc}
+		env := Envelope{MarketplaceID: mp, Window: w, CurrencyCode: "USD", IncludeRefused: inc}
 		st, err := s.OpenStream(ctx, mp, env)
 		if err != nil {
 			t.Fatal(err)

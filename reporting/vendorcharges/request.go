@@ -82,9 +82,10 @@ type Request struct {
 	IncludeRefused bool
 }
 
-// Envelope is what a response to r says besides its charges.
-func (r Request) Envelope(currencyCode string) Envelope {
-	return Envelope{Window: r.Window, CurrencyCode: currencyCode, IncludeRefused: r.IncludeRefused}
+// Envelope is what a response to r says besides its charges, for the
+// marketplace's id and currency.
+func (r Request) Envelope(marketplaceID, currencyCode string) Envelope {
+	return Envelope{MarketplaceID: marketplaceID, Window: r.Window, CurrencyCode: currencyCode, IncludeRefused: r.IncludeRefused}
 }
 
 // Paged says whether the caller asked for pages.
@@ -207,7 +208,7 @@ func ParseDateTime(s string) (t time.Time, errType, msg string) {
 			return time.Time{}, TypeTimezoneAware, "Input should have timezone info: add Z or an offset such as +01:00"
 		}
 	}
-	return time.Time{}, TypeDateTimeParsing, "Input should be a valid RFC 3339 datetime with a time zone, e.g. 2026-03-01T00:00:00+01:00"
+	return time.Time{}, TypeDateTimeParsing, "Input should be a valid RFC 3339 datetime with a time zone (Z or an offset such as +01:00), e.g. 2026-03-01T00:00:00.000Z"
 }
 
 func normalizeDateTime(s string) string {

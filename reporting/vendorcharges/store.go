@@ -13,16 +13,16 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
-// Charge is one vendor charge (the spec's fields).
+// Charge is one vendor charge (the spec's fields as stored: the vendor by its
+// catalog id, from which the response derives its UUID).
 type Charge struct {
-	InteractionID    string
-	TimestampMs      int64
-	CampaignID       string
-	ProductID        string // "" when the winner was not a product
-	VendorID         string
-	Amount           Amount
-	ExternalVendorID string
-	GlobalID         string // "" when the vendor has none
+	InteractionID string
+	TimestampMs   int64
+	CampaignID    string
+	ProductID     string // "" when the winner was not a product
+	VendorID      string // the campaign's vendor: its catalog id (externalVendorId on the wire)
+	Amount        Amount
+	GlobalID      string // "" when the vendor has none
 	// RefusedReason is "" for a charge; for an interaction whose charge was
 	// refused for a budget (listed only on request, Amount 0), daily_budget
 	// or total_budget.
@@ -192,7 +192,7 @@ func (it *Iter) Next(ctx context.Context, n int) ([]Charge, error) {
 // every copy). The rows of charges refused for a budget (refused_reason
 // set) are left out unless asked for (%s).
 const chargesQuery = `SELECT toString(interaction_id), timestamp_ms, campaign_id, product_id, vendor_id,
-       external_vendor_id, global_id, amount_micros, amount_sub_micros,
+       global_id, amount_micros, amount_sub_micros,
        toString(auction_id), rank, auction_at, refused_reason
 FROM charges_raw FINAL
 WHERE marketplace_id = ?
@@ -222,7 +222,7 @@ func (s *Store) query(ctx context.Context, mp string, endMs, from, to int64, aft
 	for rows.Next() {
 		var c Charge
 		if err := rows.Scan(&c.InteractionID, &c.TimestampMs, &c.CampaignID, &c.ProductID, &c.VendorID,
-			&c.ExternalVendorID, &c.GlobalID, &c.Amount.Micros, &c.Amount.SubMicros,
+			&c.GlobalID, &c.Amount.Micros, &c.Amount.SubMicros,
 			&c.auctionID, &c.rank, &c.auctionAt, &c.RefusedReason); err != nil {
 			return nil, fmt.Errorf("%w: read charges: %w", ErrUnavailable, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -50,6 +52,7 @@ func testDB(t *testing.T) clickhouse.Conn {
 type testRow struct {
 	mp      string
 	c       Charge
+	ext     string // the row's external_vendor_id (the event's): never read
 	winType string // "": no auction_winners row; else its type
 	winID   string
 }
@@ -73,7 +76,7 @@ func insertCharges(t *testing.T, conn clickhouse.Conn, rows []testRow) {
 	for _, r := range rows {
 		at := time.UnixMilli(r.c.TimestampMs).UTC()
 		if err := b.Append(uuid.MustParse(r.mp), uuid.MustParse(r.c.InteractionID), at, r.c.TimestampMs, at, "click",
-			"e-"+r.c.InteractionID, "USD", r.c.CampaignID, r.c.ProductID, r.c.VendorID, r.c.ExternalVendorID, r.c.GlobalID,
+			"e-"+r.c.InteractionID, "USD", r.c.CampaignID, r.c.ProductID, r.c.VendorID, r.ext, r.c.GlobalID,
 			"CPC", int64(30_000), r.c.Amount.Micros, r.c.Amount.SubMicros, uuid.MustParse(r.c.auctionID), r.c.rank, r.c.auctionAt); err != nil {
 			t.Fatal(err)
 		}
@@ -114,10 +117,10 @@ func dataset(mpA, mpB string) (rows []testRow) {
 		r := testRow{mp: mp, c: Charge{
 			InteractionID: uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%d", n)).String(), TimestampMs: ms,
 			CampaignID: uuid.NewSHA1(uuid.NameSpaceDNS, fmt.Appendf(nil, "c%d", n%7)).String(),
-			ProductID:  fmt.Sprintf("p-%d", n%13), VendorID: fmt.Sprintf("v-%d", n%5), ExternalVendorID: fmt.Sprintf("ext-%d", n%5),
+			ProductID:  fmt.Sprintf("p-%d", n%13), VendorID: fmt.Sprintf("v-%d", n%5),
 			Amount:    Amount{Micros: rng.Int64N(1_000_000_000), SubMicros: uint16(rng.IntN(1000))},
 			auctionID: uuid.New().String(), rank: uint8(1 + n%3), auctionAt: auctionAt,
-		}}
+		}, ext: fmt.Sprintf("ext-%d", n%5)}
 		if n%4 == 0 {
 			r.c.GlobalID = fmt.Sprintf("G-%d", n%5)
 		}
@@ -181,7 +184,7 @@ func public(cs []Charge) []Charge {
 	out := make([]Charge, len(cs))
 	for i, c := range cs {
 		out[i] = Charge{InteractionID: c.InteractionID, TimestampMs: c.TimestampMs, CampaignID: c.CampaignID, ProductID: c.ProductID,
-			VendorID: c.VendorID, Amount: c.Amount, ExternalVendorID: c.ExternalVendorID, GlobalID: c.GlobalID, RefusedReason: c.RefusedReason}
+			VendorID: c.VendorID, Amount: c.Amount, GlobalID: c.GlobalID, RefusedReason: c.RefusedReason}
 	}
 	return out
 }
@@ -287,7 +290,7 @@ func TestStoreScan(t *testing.T) {
 	sameCharges(t, "marketplace B", got, expected(rows, mpB, full))
 
 	// The streamed body is the page body of the whole window, byte for byte.
-	env := Envelope{Window: full, CurrencyCode: "USD"}
+	env := Envelope{MarketplaceID: mpA, Window: full, CurrencyCode: "USD"}
 	for _, batch := range []int{3, 5000} {
 		s := New(conn, WithBatch(batch))
 		st, err := s.OpenStream(ctx, mpA, env)
@@ -305,6 +308,20 @@ func TestStoreScan(t *testing.T) {
 		}
 		if batch == 3 && flushes < len(expected(rows, mpA, full))/3 {
 			t.Fatalf("%d flushes: the stream was not written batch by batch", flushes)
+		}
+		// The vendor's two ids: vendorId its UUID, externalVendorId its
+		// catalog id (the charge's vendor_id, not the event's
+		// external_vendor_id, "ext-…").
+		var body struct {
+			Data []struct{ VendorID, ExternalVendorID string }
+		}
+		if err := json.Unmarshal(buf.Bytes(), &body); err != nil || len(body.Data) == 0 {
+			t.Fatalf("body: %v", err)
+		}
+		for _, c := range body.Data {
+			if !strings.HasPrefix(c.ExternalVendorID, "v-") || c.VendorID != vendorid.String(mpA, c.ExternalVendorID) {
+				t.Fatalf("charge of vendorId %s, externalVendorId %s", c.VendorID, c.ExternalVendorID)
+			}
 		}
 	}
 }
@@ -350,7 +367,7 @@ func TestStoreEmptyAndFailing(t *testing.T) {
 	var rows []testRow
 	for i := 0; i < 50; i++ {
 		rows = append(rows, testRow{mp: mp, c: Charge{InteractionID: uuid.NewString(), TimestampMs: base + int64(i)*10,
-			CampaignID: "c", VendorID: "v", ExternalVendorID: "v", auctionID: uuid.NewString(), auctionAt: time.UnixMilli(base).UTC()}})
+			CampaignID: "c", VendorID: "v", auctionID: uuid.NewString(), auctionAt: time.UnixMilli(base).UTC()}})
 	}
 	insertCharges(t, conn, rows)
 	st, err = New(conn, WithBatch(10)).OpenStream(ctx, mp, env)
