@@ -142,12 +142,14 @@ func exHas(t *testing.T, what string, lines []string, want ...string) {
 	}
 }
 
-// exNormalize replaces ids by names in r's body, for a golden file.
-func exNormalize(r response, ids map[string]string) response {
-	for id, name := range ids {
-		r.Body = bytes.ReplaceAll(r.Body, []byte(`"`+id+`"`), []byte(`"`+name+`"`))
-	}
-	return r
+// exGolden writes the explain exchange r as the golden file
+// explain/name.response.json, normalised as the wire golden files are
+// (wireNorm: stand-in UUIDs numbered in order of appearance).
+func exGolden(t *testing.T, name string, r response) {
+	t.Helper()
+	n := &wireNorm{ids: map[string]string{}, now: time.Now()}
+	r.Body = n.apply(r.Body)
+	golden(t, filepath.Join("explain", name+".response.json"), r)
 }
 
 // explainRequest is the body of a golden request (testdata/explain/name.request.json),
@@ -271,7 +273,7 @@ func TestAuctionExplain(t *testing.T) {
 	// 1. The worked example, with 3 and with 2 slots: golden files.
 	example := explainRequest(t, "worked_example")
 	raw, res := exExplain(t, s, example)
-	golden(t, filepath.Join("explain", "worked_example.response.json"), exNormalize(raw, ids))
+	exGolden(t, "worked_example", raw)
 	auSame(t, "3 slots", exLines(res[0], names), "c2@P2 won #1 0.555556", "c4@P3 won #2 5", "c1@P1 won #3 0.6",
 		"c3@P1 lost/product_won_higher", "c5@P4 lost/below_reserve")
 	auSame(t, "2 slots", exLines(res[1], names), "c2@P2 won #1 0.555556", "c4@P3 won #2 5", "c1@P1 lost/outranked",
@@ -282,7 +284,7 @@ func TestAuctionExplain(t *testing.T) {
 
 	// 2. A filter reason per case, in one listings auction.
 	raw, res = exExplain(t, s, explainRequest(t, "reasons"))
-	golden(t, filepath.Join("explain", "reasons.response.json"), exNormalize(raw, ids))
+	exGolden(t, "reasons", raw)
 	lines := exLines(res[0], names)
 	exHas(t, "listings", lines,
 		"ca@a1 won #1", "ca@a1 filtered/superseded", "ca@a2 won",
