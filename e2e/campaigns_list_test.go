@@ -380,6 +380,9 @@ func TestCampaignsSpendRedisFrozen(t *testing.T) {
 	s := startSystem(t, cfg)
 	A := s.AdvancedKey
 	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", A, `{"vendors":[{"id":"v-1","name":"Vendor 1"}]}`, nil), 200)
+	// An active product of the vendor: its keyword bid is eligible (serving).
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", A,
+		`{"products":[{"id":"p-1","name":"Boots","vendors":["v-1"],"active":true}]}`, nil), 200)
 	c := auCampaign(t, s, "v-1", `{"name":"Serving","type":"listings","dailyBudget":10,"startDate":"2020-01-01T00:00:00Z"}`)
 	auBid(t, s, c, "keyword", "boots", "1")
 	auCampaign(t, s, "v-1", `{"name":"Paused","type":"listings","dailyBudget":10,"isActive":false}`)
