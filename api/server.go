@@ -39,6 +39,11 @@ type Deps struct {
 	// MetricsElsewhere: /metrics is served on a listener of its own
 	// (ENDCAP_METRICS_ADDR, see MetricsHandler), not by this handler.
 	MetricsElsewhere bool
+	// KeyUsage, when set, is told of every authenticated key's use (the
+	// "last used" of the console).
+	KeyUsage func(keyID string)
+	// Console, when set, installs the web console under /console.
+	Console func(g *gin.RouterGroup)
 }
 
 // New returns the HTTP handler of one process.
@@ -77,7 +82,7 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions")
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
-		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter)
+		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage)
 		v2.POST("/events", mkey, h.postEvents)
 		if d.Auctions != nil {
 			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
@@ -85,7 +90,7 @@ func New(d Deps) http.Handler {
 			v2.POST("/auctions/travel", mkey, h.postAuctions(auction.Travel))
 		}
 
-		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter))
+		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage))
 		if d.Public != nil {
 			pub.Use(d.Public.Writes())
 		}
@@ -93,6 +98,9 @@ func New(d Deps) http.Handler {
 		for _, rs := range d.PublicRoutes {
 			rs(pub, d.Public)
 		}
+	}
+	if d.Console != nil {
+		d.Console(r.Group("/console"))
 	}
 	return normalizer{r}
 }

@@ -14,6 +14,7 @@ package catalog
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -550,4 +551,97 @@ func (s *Service) ListCategories(mp, after string, limit int, parentID string) (
 		out[i] = vals[i].view(ids[i])
 	}
 	return out, more
+}
+
+// --- search (the console) ---
+
+// MaxSearch is the most results a search returns.
+const MaxSearch = 100
+
+// SearchProducts returns up to limit products of a marketplace whose id or
+// name contains q (case-insensitive), by id, and whether the search
+// stopped at limit (more may match). It reads every product until it has
+// limit matches: a million products take tens of milliseconds.
+func (s *Service) SearchProducts(mp, q string, limit int) ([]ProductView, bool) {
+	limit = min(max(limit, 1), MaxSearch)
+	q = strings.ToLower(strings.TrimSpace(q))
+	if q == "" {
+		return nil, false
+	}
+	var ids []string
+	more := false
+	s.products.Each(mp, func(id string, p Product) bool {
+		if containsFold(id, q) || containsFold(p.Name, q) {
+			if len(ids) == limit {
+				more = true
+				return false
+			}
+			ids = append(ids, id)
+		}
+		return true
+	})
+	sort.Strings(ids)
+	out := make([]ProductView, 0, len(ids))
+	for _, id := range ids {
+		if p, _, ok := s.products.Get(mp, id); ok {
+			out = append(out, p.view(id))
+		}
+	}
+	return out, more
+}
+
+// SearchVendors returns up to limit vendors whose id or name contains q
+// (case-insensitive; all when q is empty), in id order after the id after,
+// and whether more follow.
+func (s *Service) SearchVendors(mp, q, after string, limit int) ([]VendorView, bool) {
+	q = strings.ToLower(strings.TrimSpace(q))
+	var keep func(string, Vendor) bool
+	if q != "" {
+		keep = func(id string, v Vendor) bool { return containsFold(id, q) || containsFold(v.Name, q) }
+	}
+	ids, vals, more := s.vendors.Page(mp, after, limit, keep)
+	out := make([]VendorView, len(ids))
+	for i := range ids {
+		out[i] = vals[i].view(ids[i])
+	}
+	return out, more
+}
+
+// VendorProductCount is the number of products a vendor may promote.
+func (s *Service) VendorProductCount(mp, vendorID string) int {
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	if set := s.byVendor[mp][vendorID]; set != nil {
+		return set.Len()
+	}
+	return 0
+}
+
+// containsFold says whether s contains lower (already lower case), ASCII
+// case-insensitively without allocating for ASCII s.
+func containsFold(s, lower string) bool {
+	if len(lower) > len(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return strings.Contains(strings.ToLower(s), lower)
+		}
+	}
+	for i := 0; i+len(lower) <= len(s); i++ {
+		j := 0
+		for ; j < len(lower); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lower[j] {
+				break
+			}
+		}
+		if j == len(lower) {
+			return true
+		}
+	}
+	return false
 }
