@@ -403,23 +403,20 @@ func statusOf(err error) (int, string) {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return http.StatusServiceUnavailable, "The service did not answer in time; try again."
 	}
-	e, ok := errkind.Of(err)
-	if !ok {
-		return http.StatusInternalServerError, "Something went wrong on our side; try again."
+	// A domain's own error (*errkind.Error) or a kind wrapped with a message
+	// (fmt.Errorf("%w: ...", errkind.Invalid)).
+	msg := err.Error()
+	if e, ok := errkind.Of(err); ok {
+		msg = e.Msg
 	}
-	switch e.Kind {
-	case errkind.Invalid:
-		return http.StatusUnprocessableEntity, err.Error()
-	case errkind.NotFound:
-		return http.StatusNotFound, e.Msg
-	case errkind.Conflict:
-		return http.StatusConflict, e.Msg
-	case errkind.Unavailable:
-		return http.StatusServiceUnavailable, e.Msg
-	case errkind.Forbidden:
-		return http.StatusForbidden, e.Msg
-	case errkind.TooMany:
-		return http.StatusTooManyRequests, e.Msg
+	for _, k := range []struct {
+		kind   errkind.Kind
+		status int
+	}{{errkind.Invalid, http.StatusUnprocessableEntity}, {errkind.NotFound, http.StatusNotFound}, {errkind.Conflict, http.StatusConflict},
+		{errkind.Unavailable, http.StatusServiceUnavailable}, {errkind.Forbidden, http.StatusForbidden}, {errkind.TooMany, http.StatusTooManyRequests}} {
+		if errors.Is(err, k.kind) {
+			return k.status, cleanInvalid(msg)
+		}
 	}
 	return http.StatusInternalServerError, "Something went wrong on our side; try again."
 }
@@ -432,14 +429,17 @@ func (c *Console) formError(ctx *gin.Context, err error, again func()) {
 		c.fail(ctx, err)
 		return
 	}
-	ctx.Set("console.error", cleanInvalid(msg))
+	ctx.Set("console.error", msg)
 	ctx.Status(status)
 	again()
 }
 
-// cleanInvalid drops the vocabulary's prefix ("invalid: ") from a message.
+// cleanInvalid drops a kind's prefix ("invalid: ") from a message and
+// makes it a sentence.
 func cleanInvalid(msg string) string {
-	msg = strings.TrimPrefix(msg, errkind.Invalid.String()+": ")
+	for _, k := range []errkind.Kind{errkind.Invalid, errkind.NotFound, errkind.Conflict, errkind.Unavailable} {
+		msg = strings.TrimPrefix(msg, k.String()+": ")
+	}
 	if msg != "" {
 		msg = strings.ToUpper(msg[:1]) + msg[1:]
 	}
