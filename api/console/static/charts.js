@@ -31,8 +31,8 @@
      { label: "Sales", stroke: green, width: 2, value: function (u, v) { return v == null ? "—" : v.toFixed(2); } }],
     [d.spend, d.sales]);
   draw("chart-ratios",
-    [{ label: "ROAS", stroke: green, width: 2, scale: "roas", value: function (u, v) { return v == null ? "—" : v.toFixed(2); } },
-     { label: "ACOS %", stroke: purple, width: 2, scale: "acos", value: function (u, v) { return v == null ? "—" : v.toFixed(1) + " %"; } }],
+    [{ label: "ROAS", stroke: green, width: 2, scale: "roas", points: { show: true, size: 6 }, value: function (u, v) { return v == null ? "—" : v.toFixed(2); } },
+     { label: "ACOS %", stroke: purple, width: 2, scale: "acos", points: { show: true, size: 6 }, value: function (u, v) { return v == null ? "—" : v.toFixed(1) + " %"; } }],
     [d.roas, d.acos],
     [{ scale: "roas" }, { scale: "acos", side: 1, grid: { show: false } }]);
   document.body.setAttribute("data-chart-ms", String(Math.round((performance.now() - t0) * 10) / 10));

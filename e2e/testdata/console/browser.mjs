@@ -26,8 +26,11 @@ try {
   const shot = async (page, name) => page.screenshot({ path: `${input.shots}/${name}.png`, fullPage: true });
   // noOverflow: the page is no wider than its viewport (nothing to scroll sideways but the tables' own boxes).
   const noOverflow = async (page, what) => {
+    const vw = page.viewportSize().width;
     const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
-    check(sw <= iw + 1, `${what}: no horizontal overflow at ${iw}px (scrollWidth ${sw})`);
+    const wide = sw > vw + 1 ? await page.evaluate((vw) => [...document.querySelectorAll("body *")].filter((e) => e.getBoundingClientRect().right > vw + 1)
+      .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", "), vw) : "";
+    check(sw <= vw + 1 && iw <= vw + 1, `${what} ${wide}`.trim() + `: no horizontal overflow at ${vw}px (scrollWidth ${sw}, innerWidth ${iw})`);
   };
   // unlabelled: form controls with no label of any kind.
   const unlabelled = (page) => page.evaluate(() => [...document.querySelectorAll("input:not([type=hidden]):not([hidden]), select, textarea")]
