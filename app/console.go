@@ -35,7 +35,7 @@ func (a *App) buildConsole(deps *api.Deps) error {
 	}
 	cons, err := console.New(console.Options{
 		Accounts: a.Accounts, KeyUsage: a.KeyUsage, Users: a.Users,
-		Sessions: users.NewSessions(a.Redis, a.cfg.ConsoleSessionIdle, 0), Throttle: users.NewThrottle(a.Redis),
+		Sessions: users.NewSessions(a.Redis, a.cfg.ConsoleSessionIdle, 0), Throttle: users.NewThrottle(a.Redis, a.cfg.KafkaTopicPrefix),
 		Links: a.links, Audit: a.Audit, Catalog: a.Catalog, Campaigns: a.Campaigns, Invitations: a.Invitations,
 		Webhooks: a.Webhooks, Deliveries: a.WebhookDeliveries, Performance: performance.New(a.ClickHouse),
 		ScoredFiles: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime),

@@ -501,3 +501,15 @@ func (c *Console) parse() error {
 	}
 	return nil
 }
+
+// AdminRoutes lists the method and path (under /console) of every
+// marketplace admin's page, for the tests that check a vendor user reaches
+// none of them.
+func AdminRoutes() [][2]string {
+	var c *Console // only the routes' names are read
+	var out [][2]string
+	for _, r := range c.adminRoutes() {
+		out = append(out, [2]string{r.method, r.path})
+	}
+	return out
+}

@@ -19,6 +19,7 @@ import (
 // and per client address, against trying many accounts.
 type Throttle struct {
 	lim                 *redis_rate.Limiter
+	ns                  string
 	PerEmail, PerClient redis_rate.Limit
 }
 
@@ -28,9 +29,11 @@ var (
 	DefaultPerClient = redis_rate.Limit{Rate: 100, Burst: 100, Period: 15 * time.Minute}
 )
 
-// NewThrottle returns a throttle on rdb with the default limits.
-func NewThrottle(rdb redis.UniversalClient) *Throttle {
-	return &Throttle{lim: redis_rate.NewLimiter(rdb), PerEmail: DefaultPerEmail, PerClient: DefaultPerClient}
+// NewThrottle returns a throttle on rdb with the default limits; ns names
+// the installation in its Redis keys (the processes that share a Redis
+// and a namespace share the counts).
+func NewThrottle(rdb redis.UniversalClient, ns string) *Throttle {
+	return &Throttle{lim: redis_rate.NewLimiter(rdb), ns: ns, PerEmail: DefaultPerEmail, PerClient: DefaultPerClient}
 }
 
 // ThrottledError says how long to wait before the next attempt.
@@ -50,7 +53,7 @@ func (t *Throttle) Allow(ctx context.Context, email, client string) error {
 	for _, k := range []struct {
 		key string
 		lim redis_rate.Limit
-	}{{"ec:console:login:email:" + hex.EncodeToString(sum[:12]), t.PerEmail}, {"ec:console:login:client:" + client, t.PerClient}} {
+	}{{"ec:console:login:" + t.ns + "email:" + hex.EncodeToString(sum[:12]), t.PerEmail}, {"ec:console:login:" + t.ns + "client:" + client, t.PerClient}} {
 		res, err := t.lim.Allow(ctx, k.key, k.lim)
 		if err != nil {
 			return errors.Join(ErrUnavailable, err)
