@@ -38,6 +38,8 @@ type invitationOut struct {
 	Status         string `json:"status"`
 	CreatedAt      string `json:"createdAt"`
 	ExpiresAt      string `json:"expiresAt"`
+	// AcceptedAt is when the invited person accepted (accepted only).
+	AcceptedAt *string `json:"acceptedAt,omitempty"`
 }
 
 func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut {
@@ -47,6 +49,10 @@ func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut
 		out[i] = invitationOut{
 			ID: inv.ID, VendorID: inv.VendorID, VendorEmail: inv.VendorEmail, TargetUserRole: inv.TargetUserRole,
 			Status: inv.StatusAt(now), CreatedAt: bwTime(inv.CreatedAt), ExpiresAt: bwTime(inv.ExpiresAt),
+		}
+		if inv.AcceptedAt != nil {
+			at := bwTime(*inv.AcceptedAt)
+			out[i].AcceptedAt = &at
 		}
 	}
 	return out
