@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -447,5 +446,3 @@ func (c *Console) auditPage(ctx *gin.Context) {
 	}
 	c.render(ctx, http.StatusOK, "audit", "Audit log", d)
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
