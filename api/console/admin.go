@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/campaigns"
@@ -140,7 +141,7 @@ type settingsData struct {
 
 func (c *Console) settingsPage(ctx *gin.Context) {
 	m := viewerOf(ctx).Marketplace
-	c.render(ctx, http.StatusOK, "settings", "Settings", settingsData{M: m, CPC: formatMicros(m.ReserveCPCMicros), CPM: formatMicros(m.ReserveCPMMicros)})
+	c.render(ctx, http.StatusOK, "settings", "Settings", settingsData{M: m, CPC: money.Micros(m.ReserveCPCMicros).String(), CPM: money.Micros(m.ReserveCPMMicros).String()})
 }
 
 func (c *Console) setReserve(ctx *gin.Context) {
@@ -241,17 +242,20 @@ func (c *Console) vendorCampaigns(mp, vendor, after string) ([]campaignRow, bool
 }
 
 type productsData struct {
-	Q        string
-	Products []catalog.ProductView
-	More     bool
+	Q, Vendor string
+	Searched  bool
+	Products  []catalog.ProductView
+	More      bool
 }
 
+// productsPage finds a product by its id, or a vendor's products by id or
+// name.
 func (c *Console) productsPage(ctx *gin.Context) {
 	mp := viewerOf(ctx).Marketplace.ID
-	q := trimTo(ctx.Query("q"), 200)
-	d := productsData{Q: q}
-	if q != "" {
-		d.Products, d.More = c.o.Catalog.SearchProducts(mp, q, pageSize)
+	d := productsData{Q: trimTo(ctx.Query("q"), 200), Vendor: trimTo(ctx.Query("vendor"), 255)}
+	if d.Q != "" || d.Vendor != "" {
+		d.Searched = true
+		d.Products, d.More = c.o.Catalog.SearchProducts(mp, d.Vendor, d.Q, pageSize)
 	}
 	c.render(ctx, http.StatusOK, "products", "Products", d)
 }

@@ -61,17 +61,27 @@ func (c *Console) static(ctx *gin.Context) {
 
 // --- formatting for the templates ---
 
-// formatMicros writes an amount exactly, with at least two decimals.
+// formatMicros writes an amount exactly, with at least two decimals and
+// its units grouped by three (12,345.50).
 func formatMicros(m int64) string {
 	s := money.Micros(m).String()
-	dot := strings.IndexByte(s, '.')
-	switch {
-	case dot < 0:
-		return s + ".00"
-	case len(s)-dot-1 < 2:
-		return s + "0"
+	units, frac, _ := strings.Cut(s, ".")
+	for len(frac) < 2 {
+		frac += "0"
 	}
-	return s
+	neg := strings.HasPrefix(units, "-")
+	units = strings.TrimPrefix(units, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i := range len(units) {
+		if i > 0 && (len(units)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(units[i])
+	}
+	return b.String() + "." + frac
 }
 
 func formatTime(t time.Time) string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
@@ -257,14 +258,14 @@ func (c *Console) writeCSV(ctx *gin.Context, vendor string) {
 	ctx.Header("Content-Type", "text/csv; charset=utf-8")
 	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="performance-%s-%s.csv"`, from.Format("20060102"), to.Format("20060102")))
 	w := csv.NewWriter(ctx.Writer)
-	_ = w.Write([]string{"day_local", "campaign_id", "campaign_name", "impressions", "clicks", "ad_spend", "total_purchase_amount", "purchase_count", "roas", "acos", "currency_code"})
+	_ = w.Write([]string{"day_local", "campaign_id", "campaign_name", "impressions", "clicks", "ad_spend", "total_purchase_amount", "roas", "acos", "currency_code"})
 	for _, r := range rows {
 		var t performance.Totals
 		t.Add(r)
 		roas, ok1 := t.ROAS()
 		acos, ok2 := t.ACOS()
 		_ = w.Write([]string{r.Day.Format(time.DateOnly), r.CampaignID, csvSafe(r.Campaign), strconv.FormatUint(r.Impressions, 10), strconv.FormatUint(r.Clicks, 10),
-			formatMicros(r.SpendMicros), formatMicros(r.SalesMicros), strconv.FormatUint(r.Purchases, 10), optFloat(roas, ok1), optFloat(acos, ok2), v.Marketplace.Currency})
+			money.Micros(r.SpendMicros).String(), money.Micros(r.SalesMicros).String(), optFloat(roas, ok1), optFloat(acos, ok2), v.Marketplace.Currency})
 	}
 	w.Flush()
 }

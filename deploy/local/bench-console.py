@@ -35,8 +35,15 @@ class Browser:
         if body is not None:
             h["Content-Type"] = "application/x-www-form-urlencoded"
         t = time.perf_counter()
-        self.c.request(method, path, body=body, headers=h)
-        r = self.c.getresponse()
+        try:
+            self.c.request(method, path, body=body, headers=h)
+            r = self.c.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # The server closed an idle keep-alive connection: a new one, not timed.
+            self.c.close()
+            t = time.perf_counter()  # the retry is timed alone
+            self.c.request(method, path, body=body, headers=h)
+            r = self.c.getresponse()
         data = r.read()
         dt = time.perf_counter() - t
         for k, v in r.getheaders():
@@ -85,7 +92,7 @@ def vendor_browser(admin):
 
 
 admin = Browser()
-login_times = [admin.login(creds["adminEmail"], creds["adminPassword"]) for _ in range(5)]
+login_times = [admin.login(creds["adminEmail"], creds["adminPassword"])]  # once: sign-ins are throttled (10 per address per 15 min)
 vendor = vendor_browser(admin)
 _, _, body, _ = admin.req("GET", f"/console/vendors/{args.vendor}")
 campaign = re.search(r'href="/console/campaigns/([^"]+)"', body)
@@ -96,7 +103,8 @@ pages = [
     (admin, "/console/keys"), (admin, "/console/settings"), (admin, "/console/vendors"), (admin, "/console/vendors?q=v-99"),
     (admin, f"/console/vendors/{args.vendor}"), (admin, f"/console/vendors/{args.vendor}/performance"),
     (admin, f"/console/vendors/{args.vendor}/performance?from={d90}&to={today.isoformat()}"),
-    (admin, "/console/products?q=p-00000012"), (admin, "/console/products?q=no+product+has+this"),
+    (admin, "/console/products?q=p-000000012"), (admin, f"/console/products?vendor={args.vendor}&q=a"),
+    (admin, f"/console/products?vendor={args.vendor}"),
     (admin, f"/console/campaigns/{campaign}"), (admin, "/console/users"), (admin, "/console/webhooks"), (admin, "/console/files"),
     (admin, "/console/health"), (admin, "/console/audit"), (admin, "/console/account"),
     (vendor, "/console/performance"), (vendor, f"/console/performance?from={d90}&to={today.isoformat()}"),
@@ -115,5 +123,5 @@ for who, path in pages:
     p95 = ts[max(0, int(round(0.95 * len(ts))) - 1)]
     worst = max(worst, p95)
     print(f"{path:<72} {'admin' if who is admin else 'vendor':<7} {statistics.median(ts):8.1f} {p95:8.1f} {ts[-1]:8.1f}")
-print(f"sign-in (argon2id), 5 times: median {statistics.median(login_times) * 1000:.0f} ms")
+print(f"sign-in (argon2id, once): {statistics.median(login_times) * 1000:.0f} ms")
 print(f"slowest page p95: {worst:.1f} ms")

@@ -558,31 +558,36 @@ func (s *Service) ListCategories(mp, after string, limit int, parentID string) (
 // MaxSearch is the most results a search returns.
 const MaxSearch = 100
 
-// SearchProducts returns up to limit products of a marketplace whose id or
-// name contains q (case-insensitive), by id, and whether the search
-// stopped at limit (more may match). It reads every product until it has
-// limit matches: a million products take tens of milliseconds.
-func (s *Service) SearchProducts(mp, q string, limit int) ([]ProductView, bool) {
+// SearchProducts returns the product whose id is q (exactly), then, when
+// vendor is given, up to limit of that vendor's products whose id or name
+// contains q (case-insensitive; all of them when q is empty), by id, and
+// whether more matched. It reads the vendor's products only (the vendor
+// index), never the whole catalog: a million products are not scanned per
+// request.
+func (s *Service) SearchProducts(mp, vendor, q string, limit int) ([]ProductView, bool) {
 	limit = min(max(limit, 1), MaxSearch)
-	q = strings.ToLower(strings.TrimSpace(q))
-	if q == "" {
-		return nil, false
+	q = strings.TrimSpace(q)
+	var out []ProductView
+	if p, _, ok := s.products.Get(mp, q); ok && q != "" && (vendor == "" || p.Vendors().Contains(vendor)) {
+		out = append(out, p.view(q))
 	}
+	if vendor == "" {
+		return out, false
+	}
+	lower := strings.ToLower(q)
 	var ids []string
-	more := false
-	s.products.Each(mp, func(id string, p Product) bool {
-		if containsFold(id, q) || containsFold(p.Name, q) {
-			if len(ids) == limit {
-				more = true
-				return false
-			}
-			ids = append(ids, id)
+	s.EachProductOfVendor(mp, vendor, func(p entityref.ProductRef) bool {
+		if p.ID != q && (lower == "" || containsFold(p.ID, lower) || containsFold(p.Name, lower)) {
+			ids = append(ids, p.ID)
 		}
 		return true
 	})
 	sort.Strings(ids)
-	out := make([]ProductView, 0, len(ids))
+	more := len(out)+len(ids) > limit
 	for _, id := range ids {
+		if len(out) == limit {
+			break
+		}
 		if p, _, ok := s.products.Get(mp, id); ok {
 			out = append(out, p.view(id))
 		}
