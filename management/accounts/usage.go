@@ -21,8 +21,10 @@ type Usage struct {
 	every time.Duration
 	log   *slog.Logger
 
-	mu      sync.RWMutex
-	touched map[string]*atomic.Int64 // key id -> unix seconds of its last use, 0 once flushed
+	// touched: key id -> *atomic.Int64, unix seconds of its last use (0 once
+	// flushed). A sync.Map: its reads take no lock, so that the requests of
+	// many cores do not contend on one.
+	touched sync.Map
 }
 
 // usageKey is the Redis hash of the last uses: field key id, value unix
@@ -37,22 +39,16 @@ func NewUsage(rdb redis.UniversalClient, every time.Duration, log *slog.Logger) 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Usage{rdb: rdb, every: every, log: log, touched: map[string]*atomic.Int64{}}
+	return &Usage{rdb: rdb, every: every, log: log}
 }
 
 // Touch notes that key id was used now.
 func (u *Usage) Touch(id string) {
-	u.mu.RLock()
-	t := u.touched[id]
-	u.mu.RUnlock()
-	if t == nil {
-		u.mu.Lock()
-		if t = u.touched[id]; t == nil {
-			t = new(atomic.Int64)
-			u.touched[id] = t
-		}
-		u.mu.Unlock()
+	v, ok := u.touched.Load(id)
+	if !ok {
+		v, _ = u.touched.LoadOrStore(id, new(atomic.Int64))
 	}
+	t := v.(*atomic.Int64)
 	now := time.Now().Unix()
 	if t.Load() != now {
 		t.Store(now)
@@ -80,13 +76,12 @@ func (u *Usage) Run(ctx context.Context) error {
 
 func (u *Usage) flush(ctx context.Context) {
 	var args []any
-	u.mu.RLock()
-	for id, t := range u.touched {
-		if s := t.Swap(0); s != 0 {
+	u.touched.Range(func(id, v any) bool {
+		if s := v.(*atomic.Int64).Swap(0); s != 0 {
 			args = append(args, id, s)
 		}
-	}
-	u.mu.RUnlock()
+		return true
+	})
 	if len(args) == 0 {
 		return
 	}
@@ -123,14 +118,12 @@ func (u *Usage) LastUsed(ctx context.Context, ids []string) (map[string]time.Tim
 		}
 	}
 	// What this process used since its last flush is newer.
-	u.mu.RLock()
 	for _, id := range ids {
-		if t := u.touched[id]; t != nil {
-			if s := t.Load(); s != 0 {
+		if v, ok := u.touched.Load(id); ok {
+			if s := v.(*atomic.Int64).Load(); s != 0 {
 				out[id] = time.Unix(s, 0).UTC()
 			}
 		}
 	}
-	u.mu.RUnlock()
 	return out, nil
 }

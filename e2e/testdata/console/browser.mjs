@@ -82,7 +82,7 @@ try {
   // Every admin page, at desktop width, screenshotted.
   const pages = [
     ["04-settings", "/console/settings"], ["05-vendors", "/console/vendors"], ["06-vendor", `/console/vendors/${input.vendorId}`],
-    ["07-vendor-performance", `/console/vendors/${input.vendorId}/performance`], ["08-products", "/console/products?q=shoe"],
+    ["07-vendor-performance", `/console/vendors/${input.vendorId}/performance`], ["08-products", `/console/products?vendor=${input.vendorId}&q=trail`],
     ["09-campaign", `/console/campaigns/${input.ownCampaign}`], ["10-users", "/console/users"], ["11-webhooks", "/console/webhooks"],
     ["12-files", "/console/files"], ["13-health", "/console/health"], ["14-audit", "/console/audit"], ["15-account", "/console/account"],
   ];
