@@ -38,9 +38,16 @@ try {
     .map((el) => el.name || el.id));
 
   // --- the admin ---
+  // Errors in the pages' consoles (a script error, a refusal of the Content-Security-Policy) fail the test.
+  const consoleErrors = [];
+  const watch = (page) => {
+    page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) consoleErrors.push(page.url() + ": " + m.text()); });
+    page.on("pageerror", (e) => consoleErrors.push(page.url() + ": " + e.message));
+    return page;
+  };
   const admin = await browser.newContext(desktop);
   admin.setDefaultTimeout(15000);
-  const a = await admin.newPage();
+  const a = watch(await admin.newPage());
   await a.goto(U("/console/keys"));
   check(a.url().startsWith(U("/console/login")), "a page without a session sends the browser to the sign-in page");
   await shot(a, "01-login");
@@ -129,7 +136,7 @@ try {
   // --- the vendor's user ---
   const vendor = await browser.newContext(desktop);
   vendor.setDefaultTimeout(15000);
-  const v = await vendor.newPage();
+  const v = watch(await vendor.newPage());
   await v.goto(link);
   check((await unlabelled(v)).length === 0, "invitation: every field has a label");
   await shot(v, "18-invitation");
@@ -184,7 +191,7 @@ try {
 
   // At phone width.
   const mobile = await browser.newContext({ ...phone, storageState: await vendor.storageState() });
-  const m = await mobile.newPage();
+  const m = watch(await mobile.newPage());
   await m.goto(U("/console/performance"));
   await m.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
   await noOverflow(m, "vendor performance (phone)");
@@ -209,6 +216,7 @@ try {
   await v.waitForURL(U("/console/login"));
   await v.goto(U("/console/performance"));
   check(v.url().startsWith(U("/console/login")), "after sign-out the session is over");
+  check(consoleErrors.length === 0, "no error in the pages' consoles (scripts, Content-Security-Policy): " + consoleErrors.join("; "));
 } finally {
   await browser.close();
 }
