@@ -26,9 +26,9 @@ func TestChange(t *testing.T) {
 		t.Fatalf("detail of %d characters", n)
 	}
 	// Ids sort by time (pages are newest first by id), and two of one instant differ.
-	a, b := newID(now), newID(now.Add(time.Microsecond))
-	if !(a < b) || newID(now) == newID(now) {
-		t.Fatalf("ids %s, %s", a, b)
+	a, b, c2 := newID(now), newID(now.Add(time.Microsecond)), newID(now)
+	if !(a < b) || a == c2 {
+		t.Fatalf("ids %s, %s, %s", a, b, c2)
 	}
 	if (Actor{Kind: "cli"}).String() != "cli" || (Actor{}).String() != "unknown" {
 		t.Fatal("actor names")
