@@ -321,7 +321,8 @@ func (c *Console) invite(ctx *gin.Context) {
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
 	defer cancel()
 	list := []invitations.Invite{{VendorID: &vendor, VendorEmail: &email, TargetUserRole: &role}}
-	if _, err := c.o.Invitations.Create(rctx, mp, &list); err != nil {
+	invs, err := c.o.Invitations.Create(rctx, mp, &list)
+	if err != nil {
 		if v, ok := asValidation(err); ok {
 			ctx.Set("console.error", v)
 			ctx.Status(http.StatusUnprocessableEntity)
@@ -330,6 +331,9 @@ func (c *Console) invite(ctx *gin.Context) {
 		}
 		c.fail(ctx, err)
 		return
+	}
+	if err := c.o.Audit.Record(rctx, mp, "invitation.create", invs[0].ID, role+" of vendor "+vendor+" for "+email, c.o.Now()); err != nil {
+		c.o.Log.Warn("console: invitation created, its audit entry not written", "invitation", invs[0].ID, "err", err)
 	}
 	ctx.Redirect(http.StatusSeeOther, "/console/users?done=invited")
 }

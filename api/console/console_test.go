@@ -437,9 +437,21 @@ func TestKeys(t *testing.T) {
 	if _, ok := s.a.Accounts.Authenticate(m[1]); ok {
 		t.Fatal("a revoked key")
 	}
+	if r := c.do("POST", "/console/users/invite", url.Values{"csrf": {tok}, "email": {"new@vendor.test"}, "vendor": {"v-1"}, "role": {"vendor_analyst"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("invite: %d", r.status)
+	}
+	for _, bad := range []url.Values{{"email": {"not an address"}, "vendor": {"v-1"}, "role": {"vendor_analyst"}}, {"email": {"x@vendor.test"}, "vendor": {"v-404"}, "role": {"vendor_analyst"}},
+		{"email": {"x@vendor.test"}, "vendor": {"v-1"}, "role": {"marketplace_admin"}}, {"email": {adminEmail}, "vendor": {"v-1"}, "role": {"vendor_analyst"}}} {
+		bad.Set("csrf", tok)
+		if r := c.do("POST", "/console/users/invite", bad); r.status != http.StatusUnprocessableEntity && r.status != http.StatusConflict {
+			t.Errorf("invite %v: %d, want 422 or 409", bad, r.status)
+		}
+	}
 	a := c.do("GET", "/console/audit", nil)
-	if !strings.Contains(a.body, "key.create") || !strings.Contains(a.body, "key.revoke") || !strings.Contains(a.body, adminEmail) {
-		t.Fatal("the audit log lacks the key's creation or revocation by the admin")
+	for _, want := range []string{"key.create", "key.revoke", "invitation.create", adminEmail} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("the audit log lacks %q", want)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -116,4 +117,18 @@ func New(log *statelog.Log) *Log {
 func (l *Log) Page(mp, before string, limit int) ([]Entry, bool) {
 	_, vals, more := l.items.PageDesc(mp, before, limit, nil)
 	return vals, more
+}
+
+// Record writes an entry on its own, for a change kept on another log than
+// the accounts log (an invitation): written after the change, so a failure
+// between the two leaves the change without its entry. Nothing is written
+// when ctx has no actor.
+func (l *Log) Record(ctx context.Context, mp, action, target, detail string, now time.Time) error {
+	c, ok := Change(ctx, mp, action, target, detail, now)
+	if !ok {
+		return nil
+	}
+	_, id, _ := strings.Cut(c.ID, "/")
+	_, err := l.items.Put(ctx, mp, id, 0, c.State.(Entry))
+	return err
 }

@@ -169,6 +169,10 @@ type InviteMailer struct {
 	Every time.Duration
 
 	wake chan struct{}
+	// later: invitations this process need not look at before a time (sent
+	// by it, or claimed by another process), so that a sweep asks Redis only
+	// about the new and the due ones.
+	later map[string]time.Time
 }
 
 // Register listens for new invitations; call it before the log runs.
@@ -210,11 +214,22 @@ func (m *InviteMailer) Run(ctx context.Context) error {
 
 func (m *InviteMailer) sweep(ctx context.Context) {
 	now := time.Now()
+	if m.later == nil {
+		m.later = map[string]time.Time{}
+	}
+	for id, t := range m.later {
+		if !now.Before(t) {
+			delete(m.later, id)
+		}
+	}
 	for _, p := range m.Invitations.PendingAt(now) {
 		if ctx.Err() != nil {
 			return
 		}
 		key := "ec:console:invite-mail:" + p.MarketplaceID + ":" + p.ID
+		if _, ok := m.later[key]; ok {
+			continue
+		}
 		ttl := p.ExpiresAt.Sub(now) + time.Hour
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ok, err := m.Redis.SetNX(cctx, key, now.Unix(), ttl).Result()
@@ -224,15 +239,20 @@ func (m *InviteMailer) sweep(ctx context.Context) {
 			return
 		}
 		if !ok {
-			continue // sent, being sent, or waiting for its retry
+			// Sent, being sent, or waiting for its retry: look again in a
+			// minute (its sender may fail it).
+			m.later[key] = now.Add(retryAfter)
+			continue
 		}
 		if err := m.send(ctx, p); err != nil {
 			m.Log.Warn("invitation e-mail not sent; retrying in a minute", "marketplace", p.MarketplaceID, "invitation", p.ID, "err", err)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = m.Redis.Expire(rctx, key, retryAfter).Err()
 			cancel()
+			m.later[key] = now.Add(retryAfter)
 			continue
 		}
+		m.later[key] = p.ExpiresAt
 		m.Log.Info("invitation e-mail sent", "marketplace", p.MarketplaceID, "invitation", p.ID)
 	}
 }
