@@ -6,6 +6,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -42,8 +43,10 @@ type Deps struct {
 	// KeyUsage, when set, is told of every authenticated key's use (the
 	// "last used" of the console).
 	KeyUsage func(keyID string)
-	// Console, when set, installs the web console under /console.
-	Console func(g *gin.RouterGroup)
+	// Console, when set, installs the web console under /console;
+	// ConsoleNotFound answers the paths under /console that no route has.
+	Console         func(g *gin.RouterGroup)
+	ConsoleNotFound gin.HandlerFunc
 }
 
 // New returns the HTTP handler of one process.
@@ -63,6 +66,10 @@ func New(d Deps) http.Handler {
 	r.UnescapePathValues = true
 	r.Use(securityHeaders, recovery(d.Log), observe, pathText)
 	r.NoRoute(func(c *gin.Context) {
+		if d.ConsoleNotFound != nil && strings.HasPrefix(c.Request.URL.Path, "/console/") {
+			d.ConsoleNotFound(c)
+			return
+		}
 		abortV2(c, http.StatusNotFound, "resource_not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})
 	r.NoMethod(func(c *gin.Context) {

@@ -44,7 +44,7 @@ func (a *App) buildConsole(deps *api.Deps) error {
 	if err != nil {
 		return err
 	}
-	deps.Console = cons.Install
+	deps.Console, deps.ConsoleNotFound = cons.Install, cons.NotFound
 	deps.KeyUsage = a.KeyUsage.Touch
 	return nil
 }

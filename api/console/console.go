@@ -180,15 +180,18 @@ func nav(r users.Role) []navItem {
 	}
 }
 
-// headers are the security headers of every console answer.
+// headers sets the security headers of every console answer.
 func (c *Console) headers(ctx *gin.Context) {
-	h := ctx.Writer.Header()
+	setHeaders(ctx.Writer.Header())
+	ctx.Next()
+}
+
+func setHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
 		"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-	ctx.Next()
 }
 
 // sameOrigin refuses a state-changing request sent from another site
@@ -444,6 +447,12 @@ func cleanInvalid(msg string) string {
 		msg = strings.ToUpper(msg[:1]) + msg[1:]
 	}
 	return msg
+}
+
+// NotFound answers a path under /console that no page has, as a page.
+func (c *Console) NotFound(ctx *gin.Context) {
+	setHeaders(ctx.Writer.Header())
+	c.errorPage(ctx, http.StatusNotFound, "There is no such page.")
 }
 
 // home sends the browser to the user's first page.

@@ -197,6 +197,9 @@ func TestSignIn(t *testing.T) {
 	if ck == nil || !ck.HttpOnly || !ck.Secure || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/console" {
 		t.Fatalf("session cookie %+v", ck)
 	}
+	if r := c.do("GET", "/console/no-such-page", nil); r.status != http.StatusNotFound || !strings.Contains(r.header.Get("Content-Type"), "text/html") {
+		t.Fatalf("an unknown console page: %d %s", r.status, r.header.Get("Content-Type"))
+	}
 	r = c.do("GET", "/console/keys", nil)
 	if r.status != 200 || !strings.Contains(r.header.Get("Content-Security-Policy"), "default-src 'self'") || r.header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("keys: %d %v", r.status, r.header)
