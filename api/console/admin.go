@@ -279,19 +279,21 @@ type inviteRow struct {
 type usersData struct {
 	Users       []users.User
 	Invitations []inviteRow
-	MailEnabled bool
-	Email       string
-	VendorID    string
-	Role        string
+	// MoreInvitations: older invitations than those listed exist.
+	MoreInvitations bool
+	MailEnabled     bool
+	Email           string
+	VendorID        string
+	Role            string
 }
 
 func (c *Console) usersData(ctx *gin.Context) usersData {
 	mp := viewerOf(ctx).Marketplace.ID
 	d := usersData{Users: c.o.Users.List(mp), MailEnabled: c.o.MailEnabled, Role: invitations.RoleVendorAnalyst}
-	invs, _ := c.o.Invitations.List(mp, "", "", 500)
+	invs, more := c.o.Invitations.Newest(mp, 200)
+	d.MoreInvitations = more
 	now := c.o.Invitations.Now()
-	for i := len(invs) - 1; i >= 0; i-- {
-		inv := invs[i]
+	for _, inv := range invs {
 		r := inviteRow{Invitation: inv, Status: inv.StatusAt(now)}
 		if !c.o.MailEnabled && r.Status == invitations.StatusPending && c.o.Links.Ready() {
 			r.Link = c.o.Links.URL(mp, inv)

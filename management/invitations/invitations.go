@@ -219,6 +219,13 @@ func (s *Service) List(mp, vendorID, after string, limit int) ([]Invitation, boo
 	return vals, more
 }
 
+// Newest returns up to limit invitations of a marketplace, newest first
+// (ids are time-ordered), and whether more exist.
+func (s *Service) Newest(mp string, limit int) ([]Invitation, bool) {
+	_, vals, more := s.items.PageDesc(mp, "", limit, nil)
+	return vals, more
+}
+
 // ErrNotPending means the invitation was accepted already or has expired.
 var ErrNotPending = errkind.New(errkind.Conflict, "this invitation was accepted already or has expired")
 
