@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -110,7 +109,7 @@ type perfData struct {
 	Campaigns            []performance.Campaign
 	Total                performance.Totals
 	Currency             string
-	Chart                template.JS // JSON of the charts' series
+	Chart                template.JS // the charts (chartsJSON)
 	CSV                  string      // the table's download link
 	Base                 string      // the page's path (the form's action)
 }
@@ -161,39 +160,35 @@ func (c *Console) performance(ctx *gin.Context, vendor, base string) (perfData, 
 	for _, r := range rows {
 		d.Total.Add(r)
 	}
-	d.Chart = chartJSON(d.Days)
+	d.Chart = chartsJSON(performanceCharts(d.Days))
 	d.CSV = base + ".csv?from=" + d.From + "&to=" + d.To
 	return d, nil
 }
 
-// chartJSON is the series the charts draw: x in unix seconds, money in
-// currency units, ratios as numbers (null where undefined).
-func chartJSON(days []performance.Day) template.JS {
+// performanceCharts are the performance page's three charts.
+func performanceCharts(days []performance.Day) []Chart {
 	n := len(days)
-	s := struct {
-		X           []int64    `json:"x"`
-		Impressions []uint64   `json:"impressions"`
-		Clicks      []uint64   `json:"clicks"`
-		Spend       []float64  `json:"spend"`
-		Sales       []float64  `json:"sales"`
-		ROAS        []*float64 `json:"roas"`
-		ACOS        []*float64 `json:"acos"`
-	}{make([]int64, n), make([]uint64, n), make([]uint64, n), make([]float64, n), make([]float64, n), make([]*float64, n), make([]*float64, n)}
+	x := make([]int64, n)
 	for i, d := range days {
-		s.X[i] = d.Day.Unix()
-		s.Impressions[i], s.Clicks[i] = d.Impressions, d.Clicks
-		s.Spend[i], s.Sales[i] = float64(d.SpendMicros)/1e6, float64(d.SalesMicros)/1e6
-		if r, ok := d.ROAS(); ok {
-			s.ROAS[i] = &r
-		}
-		if a, ok := d.ACOS(); ok {
-			a *= 100
-			s.ACOS[i] = &a
-		}
+		x[i] = d.Day.Unix()
 	}
-	b, _ := json.Marshal(s)
-	// In a <script type="application/json">: no "</" can close it.
-	return template.JS(strings.ReplaceAll(string(b), "</", `<\/`))
+	num := func(f func(d performance.Day) float64) []*float64 {
+		return values(n, func(i int) (float64, bool) { return f(days[i]), true })
+	}
+	return []Chart{
+		{ID: "chart-traffic", X: x, Series: []Series{
+			{Label: "Impressions", Values: num(func(d performance.Day) float64 { return float64(d.Impressions) }), Color: colorBlue, Format: "int"},
+			{Label: "Clicks", Values: num(func(d performance.Day) float64 { return float64(d.Clicks) }), Axis: "right", Color: colorOrange, Format: "int"},
+		}},
+		{ID: "chart-money", X: x, Series: []Series{
+			{Label: "Spend", Values: num(func(d performance.Day) float64 { return float64(d.SpendMicros) / 1e6 }), Color: colorBlue, Format: "money"},
+			{Label: "Sales", Values: num(func(d performance.Day) float64 { return float64(d.SalesMicros) / 1e6 }), Color: colorGreen, Format: "money"},
+		}},
+		{ID: "chart-ratios", X: x, Series: []Series{
+			{Label: "ROAS", Values: values(n, func(i int) (float64, bool) { return days[i].ROAS() }), Color: colorGreen, Format: "ratio"},
+			{Label: "ACOS %", Values: values(n, func(i int) (float64, bool) { a, ok := days[i].ACOS(); return a * 100, ok }), Axis: "right", Color: colorPurple, Format: "pct"},
+		}},
+	}
 }
 
 func (c *Console) performancePage(ctx *gin.Context) {
