@@ -110,8 +110,12 @@ func cmdDev(ctx context.Context, args []string) error {
 	// The local inbox: invitation e-mails go there unless another SMTP
 	// server is configured.
 	_, ownSMTP := os.LookupEnv("ENDCAP_SMTP_ADDR")
-	if !ownSMTP && cfg.SMTPAddr == "" {
+	switch {
+	case ownSMTP || cfg.SMTPAddr != "":
+	case localstack.HasMailDev(dir):
 		opts.Mail, opts.MailSMTPPort, opts.MailWebPort = true, mailSMTP, mailWeb
+	default:
+		log.Warn("maildev is not installed (deploy/local/install.sh): no invitation e-mails; the console's Users page shows the links")
 	}
 	log.Info("starting the local stack", "dir", dir)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -74,11 +74,7 @@ func findBinaries(o Options) (binaries, error) {
 		if b.node == "" {
 			missing = append(missing, "node")
 		}
-		cands := []string{filepath.Join(o.Dir, "maildev", maildevScript)}
-		if root, err := RepoRoot(); err == nil {
-			cands = append(cands, filepath.Join(root, ".endcap", "maildev", maildevScript))
-		}
-		b.maildev = findFile(o.MailDevScript, cands...)
+		b.maildev = findMailDev(o)
 		if b.maildev == "" {
 			missing = append(missing, describeMissing("maildev (npm)", o.MailDevScript))
 		}
@@ -462,6 +458,21 @@ func userXattrSupported(dir string) (bool, error) {
 
 // maildevScript is maildev's entry point under an npm prefix.
 const maildevScript = "node_modules/maildev/dist/bin/maildev.js"
+
+// findMailDev is maildev's entry point for o, or "".
+func findMailDev(o Options) string {
+	cands := []string{filepath.Join(o.Dir, "maildev", maildevScript)}
+	if root, err := RepoRoot(); err == nil {
+		cands = append(cands, filepath.Join(root, ".endcap", "maildev", maildevScript))
+	}
+	return findFile(o.MailDevScript, cands...)
+}
+
+// HasMailDev says whether node and maildev are installed for a stack in dir
+// (deploy/local/install.sh installs them).
+func HasMailDev(dir string) bool {
+	return findProgram("", "node", "/usr/bin/node") != "" && findMailDev(Options{Dir: dir}) != ""
+}
 
 // findFile returns explicit when set and a regular file (else ""), or the first candidate that is one.
 func findFile(explicit string, candidates ...string) string {
