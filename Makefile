@@ -48,4 +48,4 @@ bench-auctions: build
 
 ## clean-dev: delete the local stack's data (.endcap) — the demo marketplace and its keys are recreated
 clean-dev:
-	rm -rf .endcap/clickhouse .endcap/redis .endcap/s3 .endcap/kafka .endcap/dev .endcap/run .endcap/logs
+	rm -rf .endcap/clickhouse .endcap/redis .endcap/s3 .endcap/kafka .endcap/mail .endcap/dev .endcap/run .endcap/logs

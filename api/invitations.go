@@ -39,6 +39,8 @@ type invitationOut struct {
 	Status         string         `json:"status"`
 	CreatedAt      timestamp.Time `json:"createdAt"`
 	ExpiresAt      timestamp.Time `json:"expiresAt"`
+	// AcceptedAt is when the invited person accepted (accepted only).
+	AcceptedAt *timestamp.Time `json:"acceptedAt,omitempty"`
 }
 
 func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut {
@@ -48,6 +50,10 @@ func (h *invitationHandlers) json(invs []invitations.Invitation) []invitationOut
 		out[i] = invitationOut{
 			ID: inv.ID, VendorID: inv.VendorID, VendorEmail: inv.VendorEmail, TargetUserRole: inv.TargetUserRole,
 			Status: inv.StatusAt(now), CreatedAt: timestamp.Of(inv.CreatedAt), ExpiresAt: timestamp.Of(inv.ExpiresAt),
+		}
+		if inv.AcceptedAt != nil {
+			at := timestamp.Of(*inv.AcceptedAt)
+			out[i].AcceptedAt = &at
 		}
 	}
 	return out

@@ -158,7 +158,7 @@ func bearer(c *gin.Context) (string, bool) {
 // 503 with Retry-After, which clients retry, and never 401, which they do
 // not: a key it has not read yet may well be valid, and one revoked
 // further on in the log must not pass either.
-func requireKey(acc *accounts.Service, want accounts.KeyType, retryAfter time.Duration) gin.HandlerFunc {
+func requireKey(acc *accounts.Service, want accounts.KeyType, retryAfter time.Duration, touch func(keyID string)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !acc.Ready() {
 			abortUnavailable(c, retryAfter, "the service is starting and has not loaded its API keys yet; retry after the Retry-After delay")
@@ -181,6 +181,9 @@ func requireKey(acc *accounts.Service, want accounts.KeyType, retryAfter time.Du
 				abortAuth(c, http.StatusForbidden, "wrong_key_type", "this endpoint needs an advanced API key; a marketplace API key was given")
 			}
 			return
+		}
+		if touch != nil {
+			touch(p.Key.ID)
 		}
 		c.Set(principalKey, p)
 		c.Next()

@@ -42,6 +42,13 @@ type Deps struct {
 	// MetricsElsewhere: /metrics is served on a listener of its own
 	// (ENDCAP_METRICS_ADDR, see MetricsHandler), not by this handler.
 	MetricsElsewhere bool
+	// KeyUsage, when set, is told of every authenticated key's use (the
+	// "last used" of the console).
+	KeyUsage func(keyID string)
+	// Console, when set, installs the web console under /console;
+	// ConsoleNotFound answers the paths under /console that no route has.
+	Console         func(g *gin.RouterGroup)
+	ConsoleNotFound gin.HandlerFunc
 }
 
 // New returns the HTTP handler of one process.
@@ -61,6 +68,10 @@ func New(d Deps) http.Handler {
 	r.UnescapePathValues = true
 	r.Use(securityHeaders, recovery(d.Log), observe, pathText)
 	r.NoRoute(func(c *gin.Context) {
+		if d.ConsoleNotFound != nil && strings.HasPrefix(c.Request.URL.Path, "/console/") {
+			d.ConsoleNotFound(c)
+			return
+		}
 		abortV2(c, http.StatusNotFound, "resource_not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})
 	r.NoMethod(func(c *gin.Context) {
@@ -82,7 +93,7 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
 		v2.OPTIONS("/auctions/explain")
-		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter)
+		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage)
 		v2.POST("/events", mkey, h.postEvents)
 		if d.Auctions != nil {
 			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
@@ -91,7 +102,7 @@ func New(d Deps) http.Handler {
 			v2.POST("/auctions/explain", mkey, h.postAuctionsExplain)
 		}
 
-		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter))
+		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage))
 		if d.Public != nil {
 			pub.Use(d.Public.Writes())
 		}
@@ -99,6 +110,9 @@ func New(d Deps) http.Handler {
 		for _, rs := range d.PublicRoutes {
 			rs(pub, d.Public)
 		}
+	}
+	if d.Console != nil {
+		d.Console(r.Group("/console"))
 	}
 	return normalizer{r}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/api"
+	"github.com/endcap/endcap/api/console"
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
@@ -33,10 +34,13 @@ import (
 	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/management/segments"
+	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
@@ -118,6 +122,17 @@ type App struct {
 	WebhookDeliveries *webhooks.Deliveries
 	dispatcher        *webhooks.Dispatcher // exporter only
 
+	// The console (api target only; nil otherwise): its users, the audit
+	// log, the keys' last uses, invitation links and their e-mails, and the
+	// health page's sampler (console.go).
+	Invitations *invitations.Service
+	Users       *users.Service
+	Audit       *audit.Log
+	KeyUsage    *accounts.Usage
+	links       *users.Links
+	mailer      *users.InviteMailer
+	sampler     *console.Sampler
+
 	handler         http.Handler
 	listener        net.Listener
 	metricsListener net.Listener // nil: /metrics on the API port
@@ -163,6 +178,9 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		return nil, err
 	}
 	a.Accounts = accounts.New(a.StateLog)
+	if target.runs(TargetAPI) {
+		a.Audit = audit.New(a.StateLog)
+	}
 	if a.Entities, err = statelog.New(a.Topics.Entities, cfg.KafkaBrokers, a.Kafka, log); err != nil {
 		return nil, err
 	}
@@ -216,6 +234,9 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 			Idempotency: idempotency.NewStore(a.Redis, 2*cfg.PublicWriteTimeout+5*time.Second),
 		}
 		deps.PublicRoutes = routes
+		if err := a.buildConsole(&deps); err != nil {
+			return nil, err
+		}
 	}
 	a.handler = api.New(deps)
 	return a, nil
@@ -304,6 +325,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			a.Cursors.SetKey(key)
 			return nil
 		}},
+		{"console link key", a.loadLinkKey},
 	}
 	for _, s := range steps {
 		backoff := retry.New(250*time.Millisecond, 5*time.Second)
@@ -368,6 +390,7 @@ func (a *App) Listen() (net.Addr, error) {
 		a.metricsListener = mln
 	}
 	a.listener = ln
+	a.setConsoleURL(ln.Addr())
 	return ln.Addr(), nil
 }
 
@@ -447,6 +470,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		run("settle", a.settle)
 		if a.target.runs(TargetAPI) {
+			a.runConsole(run)
 			run("budget cache", func(ctx context.Context) error {
 				// Load the spend of every marketplace before the first
 				// auctions need it (else they read 0 for a moment).

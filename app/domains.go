@@ -45,11 +45,12 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Billing contacts and vendor links, invitations, webhooks, advertiser
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
+	a.Invitations = invitations.New(a.Entities, cat)
 	routes = append(routes,
 		api.BillingRoutes(bill),
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
 		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
-		api.InvitationRoutes(invitations.New(a.Entities, cat)),
+		api.InvitationRoutes(a.Invitations),
 		api.ExportRoutes(a.Exports), // monitoring_metrics exports (docs/exports.md)
 		api.WebhookRoutes(a.Webhooks, a.WebhookDeliveries),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),

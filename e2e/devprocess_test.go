@@ -41,9 +41,9 @@ func freePorts(t *testing.T, n int) []int {
 // and ports.
 func newDevStack(t *testing.T, extra ...string) *devStack {
 	t.Helper()
-	p := freePorts(t, 6)
+	p := freePorts(t, 8)
 	return &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra,
-		http: p[0], kafka: p[1], ch: p[2], chHTTP: p[3], redis: p[4], s3: p[5]}
+		http: p[0], kafka: p[1], ch: p[2], chHTTP: p[3], redis: p[4], s3: p[5], mailSMTP: p[6], mailWeb: p[7]}
 }
 
 func buildBinary(t *testing.T) string {
@@ -66,6 +66,7 @@ type devStack struct {
 	t                                  *testing.T
 	bin, dir                           string
 	http, kafka, ch, chHTTP, redis, s3 int
+	mailSMTP, mailWeb                  int
 	extra                              []string // more flags of `endcap dev`
 }
 
@@ -95,7 +96,8 @@ func (d *devStack) start() *devProc {
 		"--clickhouse-addr", fmt.Sprintf("127.0.0.1:%d", d.ch),
 		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
 		"--redis-addr", fmt.Sprintf("127.0.0.1:%d", d.redis),
-		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3)}, d.extra...)...)
+		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3),
+		"--mail-smtp-port", strconv.Itoa(d.mailSMTP), "--mail-web-port", strconv.Itoa(d.mailWeb)}, d.extra...)...)
 	cmd.Env = devEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/storage/redisstore"
 )
 
@@ -304,12 +305,21 @@ func TestBrokerDown(t *testing.T) {
 }
 
 // TestEntityStateInClickHouse: entity changes reach the reporting copy, and
-// API keys never do.
+// API keys and console users (their hashes) never do.
 func TestEntityStateInClickHouse(t *testing.T) {
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	s := startSystem(t, env.Config(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.App.Users.CreateAdmin(audit.WithActor(ctx, audit.Actor{Kind: "cli"}), s.Marketplace.ID, "admin@state.test", "a long enough password"); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, 10*time.Second, func() error {
+		// The user's audit entry is copied (it was written after the marketplace's record).
+		if n := s.count(t, "SELECT count() FROM entity_state_raw WHERE type = 'audit'"); n != 1 {
+			return testenv.Errorf("%d audit rows, want 1", n)
+		}
 		rows := s.query(t, "SELECT type, id, visitParamExtractString(state, 'currency') FROM entity_state WHERE type = 'marketplace'")
 		if len(rows) != 1 || rows[0][1] != s.Marketplace.ID || rows[0][2] != "USD" {
 			return testenv.Errorf("marketplace copy: %v", rows)
@@ -318,6 +328,9 @@ func TestEntityStateInClickHouse(t *testing.T) {
 	})
 	if n := s.count(t, "SELECT count() FROM entity_state_raw WHERE type = 'apikey'"); n != 0 {
 		t.Errorf("%d API key rows in ClickHouse", n)
+	}
+	if n := s.count(t, "SELECT count() FROM entity_state_raw WHERE type = 'user' OR position(state, 'argon2id') > 0"); n != 0 {
+		t.Errorf("%d console user rows (or password hashes) in ClickHouse", n)
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 // EntitiesGroup is the consumer group of the entity-state projector.
 const EntitiesGroup = "endcap-projector-entities"
 
-// excludedTypes never leave Kafka: API keys (hashes) have no place in reporting.
-var excludedTypes = map[string]bool{"apikey": true}
+// excludedTypes never leave Kafka: API keys and console users (key and
+// password hashes) have no place in reporting.
+var excludedTypes = map[string]bool{"apikey": true, "user": true}
 
 // EntitiesProjector copies entity state from the changelog topics into
 // ClickHouse table entity_state_raw (view entity_state), for reporting

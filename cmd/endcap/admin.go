@@ -20,7 +20,9 @@ import (
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/reporting/attribution"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
@@ -30,6 +32,7 @@ import (
 // and append one change.
 type adminSession struct {
 	acc    *accounts.Service
+	users  *users.Service
 	cancel func()
 	done   chan struct{}
 }
@@ -53,7 +56,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 		cl.Close()
 		return nil, err
 	}
-	s := &adminSession{acc: accounts.New(sl), done: make(chan struct{})}
+	s := &adminSession{acc: accounts.New(sl), users: users.New(sl, nil), done: make(chan struct{})}
 	rctx, rcancel := context.WithCancel(context.Background())
 	go func() { defer close(s.done); _ = sl.Run(rctx) }()
 	s.cancel = func() { rcancel(); <-s.done; sl.Close(); cl.Close() }
@@ -68,9 +71,14 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution, endcap admin key create|list|revoke, endcap admin secrets bid-keys, endcap admin report scored-attribution (endcap help)")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys, endcap admin report scored-attribution (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
+	// Changes made here are audited as the CLI's (management/audit).
+	ctx = audit.WithActor(ctx, audit.Actor{Kind: "cli"})
+	if what == "user" {
+		return cmdUser(ctx, verb, rest)
+	}
 	if what == "report" {
 		return cmdReport(ctx, verb, rest) // report.go
 	}
@@ -341,4 +349,124 @@ func cmdSecrets(ctx context.Context, verb string, args []string) error {
 	fmt.Fprintln(os.Stderr, "The resolvedBidId signing key kept in Redis, as ENDCAP_BID_SIGNING_KEYS: keep it secret.")
 	fmt.Println(spec)
 	return nil
+}
+
+// cmdUser is `endcap admin user create|list|set-password`: console users.
+// A marketplace's first administrator comes from here; vendor users come
+// from invitations (docs/console.md).
+func cmdUser(ctx context.Context, verb string, args []string) error {
+	var marketplace, email, passwordFile string
+	cfg, _, err := parse("admin user "+verb, args, func(fs *flag.FlagSet) {
+		switch verb {
+		case "create":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+			fs.StringVar(&email, "email", "", "e-mail address, the sign-in name (required)")
+			fs.StringVar(&passwordFile, "password-file", "", "file whose first line is the password (empty: a random one, printed once)")
+		case "list":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+		case "set-password":
+			fs.StringVar(&email, "email", "", "e-mail address of the user (required)")
+			fs.StringVar(&passwordFile, "password-file", "", "file whose first line is the password (empty: a random one, printed once)")
+		}
+	})
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "create", "list", "set-password":
+	default:
+		return fmt.Errorf("usage: endcap admin user create|list|set-password; unknown %q", verb)
+	}
+	sess, err := openAdmin(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sess.cancel()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return runUser(wctx, sess.acc, sess.users, os.Stdout, verb, marketplace, email, passwordFile)
+}
+
+// userOut is a user as the CLI prints it: never the password's hash.
+type userOut struct {
+	ID            string     `json:"id"`
+	Email         string     `json:"email"`
+	MarketplaceID string     `json:"marketplaceId"`
+	Role          users.Role `json:"role"`
+	VendorID      string     `json:"vendorId,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	Disabled      bool       `json:"disabled,omitempty"`
+	Password      string     `json:"password,omitempty"` // a generated one, printed once
+}
+
+func outUser(u users.User) userOut {
+	return userOut{ID: u.ID, Email: u.Email, MarketplaceID: u.MarketplaceID, Role: u.Role, VendorID: u.VendorID, CreatedAt: u.CreatedAt, Disabled: !u.Active()}
+}
+
+func runUser(ctx context.Context, acc *accounts.Service, us *users.Service, out io.Writer, verb, marketplace, email, passwordFile string) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	password, generated, err := readPassword(passwordFile)
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "create":
+		if marketplace == "" || email == "" {
+			return errors.New("--marketplace and --email are required")
+		}
+		if _, ok := acc.Marketplace(marketplace); !ok {
+			return fmt.Errorf("marketplace %s not found", marketplace)
+		}
+		u, err := us.CreateAdmin(ctx, marketplace, email, password)
+		if err != nil {
+			return err
+		}
+		o := outUser(u)
+		if generated {
+			fmt.Fprintln(os.Stderr, "The password is shown only this once; store it now.")
+			o.Password = password
+		}
+		return enc.Encode(o)
+	case "set-password":
+		if email == "" {
+			return errors.New("--email is required")
+		}
+		u, ok := us.ByEmail(email)
+		if !ok {
+			return fmt.Errorf("no user %s", email)
+		}
+		if u, err = us.SetPassword(ctx, u.ID, password); err != nil {
+			return err
+		}
+		o := outUser(u)
+		if generated {
+			fmt.Fprintln(os.Stderr, "The password is shown only this once; store it now.")
+			o.Password = password
+		}
+		return enc.Encode(o)
+	default: // list
+		if marketplace == "" {
+			return errors.New("--marketplace is required")
+		}
+		list := us.List(marketplace)
+		o := make([]userOut, len(list))
+		for i, u := range list {
+			o[i] = outUser(u)
+		}
+		return enc.Encode(o)
+	}
+}
+
+// readPassword reads the first line of a file, or makes a random password.
+func readPassword(file string) (string, bool, error) {
+	if file == "" {
+		return users.RandomToken()[:24], true, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", false, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), false, nil
 }

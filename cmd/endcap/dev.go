@@ -24,6 +24,7 @@ import (
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/management/users"
 )
 
 // credentials is .endcap/dev/credentials.json.
@@ -31,6 +32,9 @@ type credentials struct {
 	MarketplaceID  string `json:"marketplaceId"`
 	MarketplaceKey string `json:"marketplaceKey"`
 	AdvancedKey    string `json:"advancedKey"`
+	// The console's demo administrator.
+	AdminEmail    string `json:"adminEmail,omitempty"`
+	AdminPassword string `json:"adminPassword,omitempty"`
 }
 
 func readCredentials(path string) (credentials, error) {
@@ -60,7 +64,10 @@ func cmdDev(ctx context.Context, args []string) error {
 	var runKfake bool
 	var target string
 	var chLogs bool
+	var mailSMTP, mailWeb int
 	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
+		fs.IntVar(&mailSMTP, "mail-smtp-port", 11025, "SMTP port of the local inbox (maildev) the console's invitation e-mails go to, unless ENDCAP_SMTP_ADDR is set")
+		fs.IntVar(&mailWeb, "mail-web-port", 11080, "port of the local inbox's web page and REST API (maildev)")
 		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR)")
 		fs.IntVar(&chHTTPPort, "clickhouse-http-port", 18123, "HTTP port of the local ClickHouse")
 		fs.BoolVar(&chLogs, "clickhouse-system-logs", envOr("ENDCAP_DEV_CLICKHOUSE_LOGS", "") == "1",
@@ -100,6 +107,16 @@ func cmdDev(ctx context.Context, args []string) error {
 	opts.S3AccessKey, opts.S3SecretKey = cfg.S3AccessKey, cfg.S3SecretKey
 	opts.ClickHouseSystemLogs = chLogs
 	opts.Logger = log
+	// The local inbox: invitation e-mails go there unless another SMTP
+	// server is configured.
+	_, ownSMTP := os.LookupEnv("ENDCAP_SMTP_ADDR")
+	switch {
+	case ownSMTP || cfg.SMTPAddr != "":
+	case localstack.HasMailDev(dir):
+		opts.Mail, opts.MailSMTPPort, opts.MailWebPort = true, mailSMTP, mailWeb
+	default:
+		log.Warn("maildev is not installed (deploy/local/install.sh): no invitation e-mails; the console's Users page shows the links")
+	}
 	log.Info("starting the local stack", "dir", dir)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	stack, err := localstack.Start(sctx, opts)
@@ -128,6 +145,13 @@ func cmdDev(ctx context.Context, args []string) error {
 		if cfg.SecretKeyFile, err = ensureMasterKey(filepath.Join(dir, "dev", "secret.key")); err != nil {
 			return err
 		}
+	}
+	if stack.MailSMTPAddr != "" {
+		cfg.SMTPAddr = stack.MailSMTPAddr
+	}
+	if _, set := os.LookupEnv("ENDCAP_CONSOLE_SECURE_COOKIES"); !set {
+		// The console is reached over plain http://127.0.0.1 here.
+		cfg.ConsoleSecureCookies = false
 	}
 	if _, set := os.LookupEnv("ENDCAP_WEBHOOK_ALLOW_LOOPBACK"); !set {
 		// A webhook receiver on this machine is the usual way to try
@@ -162,7 +186,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		return fmt.Errorf("entity state did not load: %w", err)
 	}
 	credPath := filepath.Join(dir, "dev", "credentials.json")
-	creds, err := ensureDemo(ctx, a.Accounts, credPath)
+	creds, err := ensureDemo(ctx, a.Accounts, a.Users, credPath)
 	if err == nil {
 		err = seedDemo(ctx, a, creds.MarketplaceID)
 	}
@@ -176,6 +200,10 @@ func cmdDev(ctx context.Context, args []string) error {
 		stopAndWait()
 		return fmt.Errorf("demo marketplace: %w", err)
 	}
+	inbox := "(none: ENDCAP_SMTP_ADDR " + cfg.SMTPAddr + ")"
+	if stack.MailWebURL != "" {
+		inbox = stack.MailWebURL + "  (maildev; SMTP " + stack.MailSMTPAddr + ")"
+	}
 	health := "(/readyz, /metrics)"
 	if m := a.MetricsAddr(); m != nil {
 		health = "(/readyz; /metrics on http://" + m.String() + "/metrics)"
@@ -187,13 +215,17 @@ Endcap is running (Ctrl-C stops everything).
   ClickHouse      %s  (clickhouse-client --port %d -d %s)
   Redis           %s
   S3              %s  bucket %s
+  Mail inbox      %s
   Demo marketplace %s (USD, America/New_York)
   marketplace key %s
   advanced key    %s
+  console         http://%s/console
+  console admin   %s  password %s
   credentials     %s
   master key      %s
 `, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.RedisAddr,
-		stack.S3Endpoint, cfg.S3Bucket, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey, credPath, masterKeySource(cfg))
+		stack.S3Endpoint, cfg.S3Bucket, inbox, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey,
+		cfg.HTTPAddr, creds.AdminEmail, creds.AdminPassword, credPath, masterKeySource(cfg))
 
 	err = <-runErr
 	if errors.Is(err, context.Canceled) {
@@ -203,9 +235,14 @@ Endcap is running (Ctrl-C stops everything).
 	return err
 }
 
-// ensureDemo reuses the demo marketplace and keys of the credentials file
-// when the state still has them, and creates what is missing.
-func ensureDemo(ctx context.Context, acc *accounts.Service, path string) (credentials, error) {
+// demoAdmin is the e-mail address of the demo's console administrator.
+const demoAdmin = "admin@demo.example"
+
+// ensureDemo reuses the demo marketplace, keys and console administrator of
+// the credentials file when the state still has them, and creates what is
+// missing (an administrator whose password is no longer the file's gets a
+// new one).
+func ensureDemo(ctx context.Context, acc *accounts.Service, us *users.Service, path string) (credentials, error) {
 	c, _ := readCredentials(path)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -230,6 +267,28 @@ func ensureDemo(ctx context.Context, acc *accounts.Service, path string) (creden
 			return c, err
 		}
 		*k.dst = secret
+		changed = true
+	}
+	if c.AdminEmail == "" {
+		c.AdminEmail = demoAdmin
+	}
+	if u, err := us.Authenticate(ctx, c.AdminEmail, c.AdminPassword); err != nil || u.MarketplaceID != c.MarketplaceID {
+		pw := users.RandomToken()[:20]
+		if old, ok := us.ByEmail(c.AdminEmail); ok && old.MarketplaceID == c.MarketplaceID {
+			if _, err := us.SetPassword(ctx, old.ID, pw); err != nil {
+				return c, err
+			}
+		} else if ok {
+			// The address belongs to another marketplace's user (an older demo):
+			// a new address for this one.
+			c.AdminEmail = "admin-" + c.MarketplaceID[:8] + "@demo.example"
+			if _, err := us.CreateAdmin(ctx, c.MarketplaceID, c.AdminEmail, pw); err != nil {
+				return c, err
+			}
+		} else if _, err := us.CreateAdmin(ctx, c.MarketplaceID, c.AdminEmail, pw); err != nil {
+			return c, err
+		}
+		c.AdminPassword = pw
 		changed = true
 	}
 	if !changed {

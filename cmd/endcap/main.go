@@ -32,6 +32,9 @@ Usage:
   endcap admin key create --marketplace ID --type marketplace|advanced
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID
+  endcap admin user create --marketplace ID --email E [--password-file F]   # a console admin; a random password is printed once
+  endcap admin user list --marketplace ID
+  endcap admin user set-password --email E [--password-file F]
   endcap admin secrets bid-keys                                 print the resolvedBidId key kept in Redis as ENDCAP_BID_SIGNING_KEYS
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap config [--markdown]                                    list every setting and its variable

@@ -4,10 +4,14 @@
 #   - clickhouse-server + clickhouse-client (Debian's 18.16) and redis-server, with apt-get (as root, or
 #     through sudo);
 #   - versitygw, built from the version pinned in tools/go.mod into .endcap/bin/versitygw;
+#   - nodejs and npm with apt-get when the `node` or `npm` command is missing, and maildev (npm, version
+#     pinned below) into .endcap/maildev: the local stack's SMTP server and inbox (the console's
+#     invitation e-mails);
 # and, with --test (make test), what only the tests need:
 #   - zookeeper (Debian's 3.8, with a Java runtime), for the replicated ClickHouse cluster that
 #     deploy/localstack starts for the cluster tests (Options.ClickHouseReplicas);
-#   - nodejs and npm with apt-get, only when the `node` or `npm` command is missing (for e2e/sdk_test.go);
+#   - chromium (Debian's) and playwright-core (npm, pinned below) into .endcap/playwright, for the
+#     console's browser tests (e2e/console_test.go): playwright drives Debian's browser, never one of its own;
 #   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
 #     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so.
 # Idempotent and silent when everything is present; prints one line per thing it installs.
@@ -72,14 +76,17 @@ apt_install() {
 newly_installed=()
 apt_install -- clickhouse-server clickhouse-client
 apt_install --no-install-recommends -- redis-server
+# node and npm, for maildev (the stack's inbox), the official JS SDK end-to-end test (e2e/sdk_test.go), the
+# browser tests and chDB, only when the command is missing: a node from elsewhere (nodesource's nodejs
+# package ships npm itself) is left alone.
+command -v node >/dev/null 2>&1 || apt_install --no-install-recommends -- nodejs
+command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
 if [ "$tests" -eq 1 ]; then
 	# The test cluster's ZooKeeper runs as a child of the tests with a configuration of its own
 	# (zkServer.sh start-foreground); the package's own service is never started.
 	apt_install --no-install-recommends -- zookeeper
-	# node and npm, for the official JS SDK end-to-end test (e2e/sdk_test.go) and chDB, only when the
-	# command is missing: a node from elsewhere (nodesource's nodejs package ships npm itself) is left alone.
-	command -v node >/dev/null 2>&1 || apt_install --no-install-recommends -- nodejs
-	command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
+	# The browser of the console's tests (headless, driven by playwright-core).
+	[ -x /usr/bin/chromium ] || apt_install --no-install-recommends -- chromium
 fi
 
 # Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;
@@ -125,4 +132,25 @@ if [ "$tests" -eq 1 ] && { [ "$chdb_have" != "$chdb_version" ] || [ ! -s "$chdb_
 	[ -f "$chdb_dir/package.json" ] || printf '{"name":"endcap-chdb","private":true}\n' >"$chdb_dir/package.json"
 	quietly npm install --prefix "$chdb_dir" --no-audit --no-fund --no-update-notifier --save-exact "chdb@$chdb_version"
 	[ -s "$chdb_lib" ] || die "chdb@$chdb_version installed, but $chdb_lib is missing"
+fi
+
+# npm_pin DIR PACKAGE VERSION: installs PACKAGE@VERSION into DIR (an npm prefix of the project's own) unless
+# that version is there.
+npm_pin() {
+	local dir="$1" pkg="$2" version="$3" have
+	have="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$dir/node_modules/$pkg/package.json" 2>/dev/null | head -n1 || true)"
+	[ "$have" = "$version" ] && return 0
+	command -v npm >/dev/null 2>&1 || die "npm not found (needed to install $pkg)"
+	say "installing $pkg@$version (npm) into ${dir#"$repo_root"/}"
+	mkdir -p "$dir"
+	[ -f "$dir/package.json" ] || printf '{"name":"endcap-%s","private":true}\n' "$(basename "$dir")" >"$dir/package.json"
+	quietly npm install --prefix "$dir" --no-audit --no-fund --no-update-notifier --save-exact "$pkg@$version"
+	[ -f "$dir/node_modules/$pkg/package.json" ] || die "$pkg@$version installed, but $dir/node_modules/$pkg is missing"
+}
+
+# maildev: the local stack's SMTP server and inbox (deploy/localstack, Options.Mail).
+npm_pin "$repo_root/.endcap/maildev" maildev 3.0.0
+if [ "$tests" -eq 1 ]; then
+	# playwright-core: the browser tests' driver of /usr/bin/chromium (it downloads no browser).
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm_pin "$repo_root/.endcap/playwright" playwright-core 1.65.1
 fi

@@ -26,6 +26,7 @@ const (
 	ServiceClickHouse = "clickhouse"
 	ServiceRedis      = "redis"
 	ServiceS3         = "s3"
+	ServiceMail       = "mail"
 )
 
 // Default values applied by Start when the corresponding Options field is empty.
@@ -94,10 +95,19 @@ type Options struct {
 	replicaPorts     []replicaPorts // native and HTTP ports of replicas 2..N
 	interserverPorts []int          // interserver HTTP port of replicas 1..N
 
-	// Which services to start. DefaultOptions sets all three; Start fails if none is set.
+	// Which services to start. DefaultOptions sets the first three; Start fails if none is set.
 	ClickHouse bool
 	Redis      bool
 	S3         bool
+	// Mail runs maildev (npm, installed by deploy/local/install.sh into <repo>/.endcap/maildev): an SMTP
+	// server on MailSMTPPort that keeps every message (Dir/mail) and shows them, with a REST API
+	// (GET /api/email), on MailWebPort. For `endcap dev` and the console's tests.
+	Mail         bool
+	MailSMTPPort int
+	MailWebPort  int
+	// MailDevScript is maildev's entry point, run with node; empty: Dir/maildev/..., then
+	// <repo root>/.endcap/maildev/node_modules/maildev/dist/bin/maildev.js.
+	MailDevScript string
 }
 
 // DefaultOptions returns Options for dir with every service selected, free ports and default credentials.
@@ -129,6 +139,8 @@ type Stack struct {
 	S3Region            string
 	S3AccessKey         string
 	S3SecretKey         string
+	MailSMTPAddr        string // "127.0.0.1:1025"
+	MailWebURL          string // "http://127.0.0.1:1080"
 
 	log      *slog.Logger
 	opts     Options
@@ -233,6 +245,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		specs = append(specs, sp)
 	}
+	if o.Mail {
+		sp, err := mailSpec(o, bins.node, bins.maildev)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
 
 	s := &Stack{Dir: o.Dir, log: log, opts: o, forker: newForker(), lock: lock}
 	dial := dialHost(o.Host)
@@ -257,6 +276,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		s.S3Region = DefaultS3Region
 		s.S3AccessKey = o.S3AccessKey
 		s.S3SecretKey = o.S3SecretKey
+	}
+	if o.Mail {
+		s.MailSMTPAddr = net.JoinHostPort(dial, strconv.Itoa(o.MailSMTPPort))
+		s.MailWebURL = "http://" + net.JoinHostPort(dial, strconv.Itoa(o.MailWebPort))
 	}
 
 	if _, ok := ctx.Deadline(); !ok {
@@ -357,7 +380,7 @@ func (o *Options) normalize() error {
 	if o.Dir == "" {
 		return errors.New("localstack: Options.Dir is empty")
 	}
-	if !o.ClickHouse && !o.Redis && !o.S3 {
+	if !o.ClickHouse && !o.Redis && !o.S3 && !o.Mail {
 		return errors.New("localstack: no service selected (set Options.ClickHouse/Redis/S3, or start from DefaultOptions)")
 	}
 	abs, err := filepath.Abs(o.Dir)
@@ -380,7 +403,8 @@ func (o *Options) normalize() error {
 	for _, p := range []struct {
 		name string
 		v    int
-	}{{"ClickHousePort", o.ClickHousePort}, {"ClickHouseHTTPPort", o.ClickHouseHTTPPort}, {"RedisPort", o.RedisPort}, {"S3Port", o.S3Port}} {
+	}{{"ClickHousePort", o.ClickHousePort}, {"ClickHouseHTTPPort", o.ClickHouseHTTPPort}, {"RedisPort", o.RedisPort}, {"S3Port", o.S3Port},
+		{"MailSMTPPort", o.MailSMTPPort}, {"MailWebPort", o.MailWebPort}} {
 		if p.v < 0 || p.v > 65535 {
 			return fmt.Errorf("localstack: Options.%s = %d is not a valid port", p.name, p.v)
 		}
@@ -403,6 +427,9 @@ func (o *Options) services() []string {
 	}
 	if o.S3 {
 		s = append(s, ServiceS3)
+	}
+	if o.Mail {
+		s = append(s, ServiceMail)
 	}
 	return s
 }
@@ -427,6 +454,9 @@ func (o *Options) portRequests() []portRequest {
 	}
 	if o.S3 {
 		r = append(r, portRequest{"S3", "S3Port", &o.S3Port})
+	}
+	if o.Mail {
+		r = append(r, portRequest{"maildev SMTP", "MailSMTPPort", &o.MailSMTPPort}, portRequest{"maildev web", "MailWebPort", &o.MailWebPort})
 	}
 	return append(r, o.clusterPortRequests()...)
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/smtp"
 	"net/url"
 	"os"
 	"os/exec"
@@ -402,5 +403,41 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if _, ok := ProcessCPU(1 << 30); ok {
 		t.Error("a pid that does not exist: ok")
+	}
+}
+
+// TestMail: maildev alone takes a message over SMTP and lists it in its REST API; Stop ends it.
+func TestMail(t *testing.T) {
+	o := Options{Dir: t.TempDir(), Mail: true}
+	requireBinaries(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Stop()
+	if st.MailSMTPAddr == "" || st.MailWebURL == "" || st.RedisAddr != "" {
+		t.Fatalf("addresses: %+v", st)
+	}
+	if err := smtp.SendMail(st.MailSMTPAddr, nil, "from@test.example", []string{"to@test.example"},
+		[]byte("To: to@test.example\r\nSubject: hello\r\n\r\nthe body\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(st.MailWebURL + "/api/email")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"subject":"hello"`) || !strings.Contains(string(body), "to@test.example") {
+		t.Fatalf("inbox: %d %s", resp.StatusCode, body)
+	}
+	pid := st.PIDs()[ServiceMail]
+	if err := st.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Fatalf("maildev (pid %d) still runs after Stop", pid)
 	}
 }

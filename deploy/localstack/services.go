@@ -34,6 +34,7 @@ func xmlEscape(s string) string {
 
 type binaries struct {
 	clickhouse, redis, versitygw, zookeeper string
+	node, maildev                           string
 }
 
 // findBinaries locates the programs of the selected services. The error wraps ErrMissingBinary.
@@ -66,6 +67,16 @@ func findBinaries(o Options) (binaries, error) {
 		b.versitygw = findProgram(o.VersityGWBin, "versitygw", cands...)
 		if b.versitygw == "" {
 			missing = append(missing, describeMissing("versitygw", o.VersityGWBin))
+		}
+	}
+	if o.Mail {
+		b.node = findProgram("", "node", "/usr/bin/node")
+		if b.node == "" {
+			missing = append(missing, "node")
+		}
+		b.maildev = findMailDev(o)
+		if b.maildev == "" {
+			missing = append(missing, describeMissing("maildev (npm)", o.MailDevScript))
 		}
 	}
 	if len(missing) > 0 {
@@ -441,4 +452,73 @@ func userXattrSupported(dir string) (bool, error) {
 	default:
 		return false, err
 	}
+}
+
+// ---- maildev (SMTP and inbox) ----
+
+// maildevScript is maildev's entry point under an npm prefix.
+const maildevScript = "node_modules/maildev/dist/bin/maildev.js"
+
+// findMailDev is maildev's entry point for o, or "".
+func findMailDev(o Options) string {
+	cands := []string{filepath.Join(o.Dir, "maildev", maildevScript)}
+	if root, err := RepoRoot(); err == nil {
+		cands = append(cands, filepath.Join(root, ".endcap", "maildev", maildevScript))
+	}
+	return findFile(o.MailDevScript, cands...)
+}
+
+// HasMailDev says whether node and maildev are installed for a stack in dir
+// (deploy/local/install.sh installs them).
+func HasMailDev(dir string) bool {
+	return findProgram("", "node", "/usr/bin/node") != "" && findMailDev(Options{Dir: dir}) != ""
+}
+
+// findFile returns explicit when set and a regular file (else ""), or the first candidate that is one.
+func findFile(explicit string, candidates ...string) string {
+	if explicit != "" {
+		candidates = []string{explicit}
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
+			if abs, err := filepath.Abs(c); err == nil {
+				return abs
+			}
+			return c
+		}
+	}
+	return ""
+}
+
+func mailSpec(o Options, node, script string) (childSpec, error) {
+	dir := filepath.Join(o.Dir, "mail")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return childSpec{}, fmt.Errorf("localstack: mail: %w", err)
+	}
+	web := "http://" + net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.MailWebPort))
+	return childSpec{
+		name: ServiceMail,
+		path: node,
+		args: []string{script, "--smtp", strconv.Itoa(o.MailSMTPPort), "--ip", o.Host,
+			"--web", strconv.Itoa(o.MailWebPort), "--web-ip", o.Host, "--mail-directory", dir, "--silent"},
+		env:  childEnv([]string{"MAILDEV_"}),
+		dir:  dir,
+		addr: fmt.Sprintf("smtp %s, web %s", net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.MailSMTPPort)), web),
+		ready: func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, web+"/api/healthz", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := readyClient.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET /api/healthz: %s", resp.Status)
+			}
+			return nil
+		},
+	}, nil
 }

@@ -7,6 +7,8 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net"
+	"net/mail"
 	"os"
 	"regexp"
 	"strconv"
@@ -83,6 +85,15 @@ type Config struct {
 	WebhookRetryBase     time.Duration
 	WebhookMaxInFlight   int
 	WebhookDisableAfter  time.Duration
+
+	ConsoleURL           string
+	ConsoleSecureCookies bool
+	ConsoleSessionIdle   time.Duration
+	SMTPAddr             string
+	SMTPUser             string
+	SMTPPassword         string
+	SMTPFrom             string
+	SMTPTLS              string
 
 	MetricsAddr     string
 	DebugAddr       string
@@ -276,6 +287,48 @@ var settings = []setting{
 		}
 		c.RollupMaxShare = f
 		return nil
+	}},
+	{"console-url", "ENDCAP_CONSOLE_URL", "", "public URL of the web console (e.g. https://ads.example.com/console), used in the links of invitation e-mails (empty: http://<the API's address>/console); see docs/console.md", func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
+		}
+		c.ConsoleURL = strings.TrimRight(v, "/")
+		return nil
+	}},
+	{"console-secure-cookies", "ENDCAP_CONSOLE_SECURE_COOKIES", "true", "mark the console's cookies Secure (sent over HTTPS only); endcap dev sets false for http://127.0.0.1", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.ConsoleSecureCookies = b
+		return nil
+	}},
+	{"console-session-idle", "ENDCAP_CONSOLE_SESSION_IDLE", "12h", "a console session ends after this long without a request (and 7 days after sign-in in any case)", duration(func(c *Config) *time.Duration { return &c.ConsoleSessionIdle })},
+	{"smtp-addr", "ENDCAP_SMTP_ADDR", "", "host:port of the SMTP server that sends invitation e-mails (empty: none are sent; the console shows each invitation's link to the admin instead)", func(c *Config, v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("must be host:port, got %q", v)
+			}
+		}
+		c.SMTPAddr = v
+		return nil
+	}},
+	{"smtp-user", "ENDCAP_SMTP_USER", "", "SMTP user (empty: no authentication); the password is sent only over TLS, or to a server on loopback", str(func(c *Config) *string { return &c.SMTPUser })},
+	{"smtp-password", "ENDCAP_SMTP_PASSWORD", "", "SMTP password", str(func(c *Config) *string { return &c.SMTPPassword })},
+	{"smtp-from", "ENDCAP_SMTP_FROM", "Endcap <no-reply@localhost>", "sender of the e-mails (an address, or Name <address>)", func(c *Config, v string) error {
+		if _, err := mail.ParseAddress(v); err != nil {
+			return fmt.Errorf("must be an e-mail address, got %q", v)
+		}
+		c.SMTPFrom = v
+		return nil
+	}},
+	{"smtp-tls", "ENDCAP_SMTP_TLS", "starttls", "starttls (upgrade the connection; refused when the server does not offer it, unless it is on loopback), tls (TLS from the start, port 465) or none (a relay on the same host only)", func(c *Config, v string) error {
+		switch v {
+		case "starttls", "tls", "none":
+			c.SMTPTLS = v
+			return nil
+		}
+		return fmt.Errorf("must be starttls, tls or none, got %q", v)
 	}},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"golang.org/x/text/currency"
 
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -115,6 +117,15 @@ type APIKey struct {
 	Prefix        string     `json:"prefix"` // first characters, to recognise a key in lists
 	CreatedAt     time.Time  `json:"createdAt"`
 	RevokedAt     *time.Time `json:"revokedAt,omitempty"`
+	// Name is a label given at creation, to tell keys apart in lists.
+	Name string `json:"name,omitempty"`
+	// ExpiresAt, when set, is when the key stops authenticating.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Live says whether the key authenticates at now: not revoked, not expired.
+func (k APIKey) Live(now time.Time) bool {
+	return k.RevokedAt == nil && (k.ExpiresAt == nil || now.Before(*k.ExpiresAt))
 }
 
 // Errors of the service.
@@ -238,12 +249,24 @@ func (s *Service) SetReserve(ctx context.Context, marketplaceID string, cpcMicro
 	if !ok {
 		return Marketplace{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
 	}
+	old := m
 	m.ReserveCPCMicros, m.ReserveCPMMicros = cpcMicros, cpmMicros
-	ver := s.log.Version(typeMarketplace, m.ID)
-	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, ver, m, false); err != nil {
+	detail := fmt.Sprintf("reserve CPC %d → %d micros, CPM %d → %d micros", old.ReserveCPCMicros, cpcMicros, old.ReserveCPMMicros, cpmMicros)
+	if err := s.writeMarketplace(ctx, m, "settings.reserve", detail); err != nil {
 		return Marketplace{}, err
 	}
 	return m, nil
+}
+
+// writeMarketplace writes a changed marketplace, with its audit entry when
+// ctx carries an actor.
+func (s *Service) writeMarketplace(ctx context.Context, m Marketplace, action, detail string) error {
+	changes := []statelog.Change{{Type: typeMarketplace, ID: m.ID, Expected: s.log.Version(typeMarketplace, m.ID), State: m}}
+	if c, ok := audit.Change(ctx, m.ID, action, m.ID, detail, s.now()); ok {
+		changes = append(changes, c)
+	}
+	_, err := s.log.AppendBatch(ctx, changes)
+	return err
 }
 
 // SetAttribution replaces a marketplace's attribution settings (windows
@@ -269,8 +292,7 @@ func (s *Service) SetAttribution(ctx context.Context, marketplaceID string, wind
 	}
 	a.Revision++
 	m.Attribution = a
-	ver := s.log.Version(typeMarketplace, m.ID)
-	if _, err := s.log.Append(ctx, typeMarketplace, m.ID, ver, m, false); err != nil {
+	if err := s.writeMarketplace(ctx, m, "settings.attribution", fmt.Sprintf("attribution settings revision %d", a.Revision)); err != nil {
 		return Marketplace{}, err
 	}
 	return m, nil
@@ -279,6 +301,34 @@ func (s *Service) SetAttribution(ctx context.Context, marketplaceID string, wind
 // CreateKey creates an API key of a marketplace and returns the key itself,
 // which is never stored and cannot be shown again.
 func (s *Service) CreateKey(ctx context.Context, marketplaceID string, typ KeyType) (string, APIKey, error) {
+	return s.CreateKeyWith(ctx, marketplaceID, typ, KeyOptions{})
+}
+
+// KeyOptions are the optional settings of a new key.
+type KeyOptions struct {
+	// Name labels the key in lists (at most 100 characters).
+	Name string
+	// ExpiresAt, when set, must be in the future.
+	ExpiresAt *time.Time
+}
+
+// MaxKeyName is the longest key name, in characters.
+const MaxKeyName = 100
+
+// CreateKeyWith is CreateKey with a name and an expiry.
+func (s *Service) CreateKeyWith(ctx context.Context, marketplaceID string, typ KeyType, o KeyOptions) (string, APIKey, error) {
+	o.Name = strings.TrimSpace(o.Name)
+	if utf8.RuneCountInString(o.Name) > MaxKeyName || !utf8.ValidString(o.Name) || strings.ContainsRune(o.Name, 0) {
+		return "", APIKey{}, fmt.Errorf("%w: a key name is at most %d characters of text", ErrInvalid, MaxKeyName)
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	if o.ExpiresAt != nil {
+		exp := o.ExpiresAt.UTC().Truncate(time.Second)
+		if !exp.After(now) {
+			return "", APIKey{}, fmt.Errorf("%w: a key's expiry must be in the future", ErrInvalid)
+		}
+		o.ExpiresAt = &exp
+	}
 	if _, ok := s.Marketplace(marketplaceID); !ok {
 		return "", APIKey{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
 	}
@@ -296,9 +346,22 @@ func (s *Service) CreateKey(ctx context.Context, marketplaceID string, typ KeyTy
 		Type:          typ,
 		Hash:          hex.EncodeToString(sum[:]),
 		Prefix:        secret[:10],
-		CreatedAt:     s.now().UTC().Truncate(time.Second),
+		CreatedAt:     now,
+		Name:          o.Name,
+		ExpiresAt:     o.ExpiresAt,
 	}
-	if _, err := s.log.Append(ctx, typeKey, k.ID, 0, k, false); err != nil {
+	changes := []statelog.Change{{Type: typeKey, ID: k.ID, Expected: 0, State: k}}
+	detail := fmt.Sprintf("%s key %s…", typ, k.Prefix)
+	if k.Name != "" {
+		detail += " " + strconv.Quote(k.Name)
+	}
+	if k.ExpiresAt != nil {
+		detail += ", expires " + k.ExpiresAt.Format(time.RFC3339)
+	}
+	if c, ok := audit.Change(ctx, marketplaceID, "key.create", k.ID, detail, now); ok {
+		changes = append(changes, c)
+	}
+	if _, err := s.log.AppendBatch(ctx, changes); err != nil {
 		return "", APIKey{}, err
 	}
 	return secret, k, nil
@@ -321,7 +384,11 @@ func (s *Service) RevokeKey(ctx context.Context, keyID string) (APIKey, error) {
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	k.RevokedAt = &now
-	if _, err := s.log.Append(ctx, typeKey, k.ID, s.log.Version(typeKey, k.ID), k, false); err != nil {
+	changes := []statelog.Change{{Type: typeKey, ID: k.ID, Expected: s.log.Version(typeKey, k.ID), State: k}}
+	if c, ok := audit.Change(ctx, k.MarketplaceID, "key.revoke", k.ID, fmt.Sprintf("%s key %s…", k.Type, k.Prefix), now); ok {
+		changes = append(changes, c)
+	}
+	if _, err := s.log.AppendBatch(ctx, changes); err != nil {
 		return APIKey{}, err
 	}
 	return k, nil
@@ -372,7 +439,8 @@ func (s *Service) Authenticate(token string) (Principal, bool) {
 	if k != nil {
 		stored := hashKey(k.Hash)
 		m := s.marketplaces[k.MarketplaceID]
-		if subtle.ConstantTimeCompare(stored[:], sum[:]) == 1 && k.RevokedAt == nil && m != nil {
+		if subtle.ConstantTimeCompare(stored[:], sum[:]) == 1 && k.RevokedAt == nil && m != nil &&
+			(k.ExpiresAt == nil || s.now().Before(*k.ExpiresAt)) {
 			p, ok = Principal{Key: *k, Marketplace: *m}, true
 		}
 	}
@@ -414,6 +482,17 @@ func (s *Service) Marketplaces() []Marketplace {
 		return out[i].Name < out[j].Name || (out[i].Name == out[j].Name && out[i].ID < out[j].ID)
 	})
 	return out
+}
+
+// Key returns a key by id.
+func (s *Service) Key(id string) (APIKey, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.keysByID[id]
+	if !ok {
+		return APIKey{}, false
+	}
+	return *k, true
 }
 
 // Keys lists the keys of a marketplace, oldest first.

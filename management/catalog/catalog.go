@@ -14,6 +14,7 @@ package catalog
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -634,4 +635,102 @@ func (s *Service) ListCategories(mp, after string, limit int, parentID string) (
 		out[i] = vals[i].view(ids[i])
 	}
 	return out, more
+}
+
+// --- search (the console) ---
+
+// MaxSearch is the most results a search returns.
+const MaxSearch = 100
+
+// SearchProducts returns the product whose id is q (exactly), then, when
+// vendor is given, up to limit of that vendor's products whose id or name
+// contains q (case-insensitive; all of them when q is empty), by id, and
+// whether more matched. It reads the vendor's products only (the vendor
+// index), never the whole catalog: a million products are not scanned per
+// request.
+func (s *Service) SearchProducts(mp, vendor, q string, limit int) ([]ProductView, bool) {
+	limit = min(max(limit, 1), MaxSearch)
+	q = strings.TrimSpace(q)
+	var out []ProductView
+	if p, _, ok := s.products.Get(mp, q); ok && q != "" && (vendor == "" || p.Vendors().Contains(vendor)) {
+		out = append(out, p.view(q))
+	}
+	if vendor == "" {
+		return out, false
+	}
+	lower := strings.ToLower(q)
+	var ids []string
+	s.EachProductOfVendor(mp, vendor, func(p entityref.ProductRef) bool {
+		if p.ID != q && (lower == "" || containsFold(p.ID, lower) || containsFold(p.Name, lower)) {
+			ids = append(ids, p.ID)
+		}
+		return true
+	})
+	sort.Strings(ids)
+	more := len(out)+len(ids) > limit
+	for _, id := range ids {
+		if len(out) == limit {
+			break
+		}
+		if p, _, ok := s.products.Get(mp, id); ok {
+			out = append(out, p.view(id))
+		}
+	}
+	return out, more
+}
+
+// SearchVendors returns up to limit vendors whose id or name contains q
+// (case-insensitive; all when q is empty), in id order after the id after,
+// and whether more follow.
+func (s *Service) SearchVendors(mp, q, after string, limit int) ([]VendorView, bool) {
+	q = strings.ToLower(strings.TrimSpace(q))
+	var keep func(string, Vendor) bool
+	if q != "" {
+		keep = func(id string, v Vendor) bool { return containsFold(id, q) || containsFold(v.Name, q) }
+	}
+	ids, vals, more := s.vendors.Page(mp, after, limit, keep)
+	out := make([]VendorView, len(ids))
+	for i := range ids {
+		out[i] = vals[i].view(mp, ids[i])
+	}
+	return out, more
+}
+
+// VendorProductCount is the number of products a vendor may promote.
+func (s *Service) VendorProductCount(mp, vendorID string) int {
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	if set := s.byVendor[mp][vendorID]; set != nil {
+		return set.Len()
+	}
+	return 0
+}
+
+// containsFold says whether s contains lower (already lower case), ASCII
+// case-insensitively without allocating for ASCII s.
+func containsFold(s, lower string) bool {
+	if len(lower) > len(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return strings.Contains(strings.ToLower(s), lower)
+		}
+	}
+	for i := 0; i+len(lower) <= len(s); i++ {
+		j := 0
+		for ; j < len(lower); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lower[j] {
+				break
+			}
+		}
+		if j == len(lower) {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/entityref"
@@ -39,11 +40,12 @@ const (
 // Roles lists the valid targetUserRole values.
 var Roles = []string{RoleVendorAdmin, RoleVendorAnalyst}
 
-// Statuses. Only pending is stored; expired is what a pending invitation
-// past its expiry reads as.
+// Statuses. Pending and accepted are stored; expired is what a pending
+// invitation past its expiry reads as.
 const (
-	StatusPending = "pending"
-	StatusExpired = "expired"
+	StatusPending  = "pending"
+	StatusAccepted = "accepted"
+	StatusExpired  = "expired"
 )
 
 // Invitation is one stored invitation.
@@ -55,6 +57,8 @@ type Invitation struct {
 	Status         string    `json:"status"`
 	CreatedAt      time.Time `json:"createdAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
+	// AcceptedAt is when the invited person set a password (accepted only).
+	AcceptedAt *time.Time `json:"acceptedAt,omitempty"`
 }
 
 // StatusAt is the invitation's status as seen at now.
@@ -218,6 +222,62 @@ func (s *Service) List(mp, vendorID, after string, limit int) ([]Invitation, boo
 	}
 	_, vals, more := s.items.Page(mp, after, limit, keep)
 	return vals, more
+}
+
+// Newest returns up to limit invitations of a marketplace, newest first
+// (ids are time-ordered), and whether more exist.
+func (s *Service) Newest(mp string, limit int) ([]Invitation, bool) {
+	_, vals, more := s.items.PageDesc(mp, "", limit, nil)
+	return vals, more
+}
+
+// ErrNotPending means the invitation was accepted already or has expired.
+var ErrNotPending = errkind.New(errkind.Conflict, "this invitation was accepted already or has expired")
+
+// Accept marks a pending invitation accepted, once: of two concurrent
+// acceptances exactly one succeeds (the other gets ErrNotPending or a
+// conflict).
+func (s *Service) Accept(ctx context.Context, mp, id string) (Invitation, error) {
+	inv, v, ok := s.items.Get(mp, id)
+	if !ok {
+		return Invitation{}, validation.NotFoundf("invitation %s", id)
+	}
+	now := s.now()
+	if inv.StatusAt(now) != StatusPending {
+		return Invitation{}, ErrNotPending
+	}
+	inv.Status, inv.AcceptedAt = StatusAccepted, &now
+	if _, err := s.items.Put(ctx, mp, id, v, inv); err != nil {
+		return Invitation{}, err
+	}
+	return inv, nil
+}
+
+// Pending is a pending invitation and its marketplace.
+type Pending struct {
+	MarketplaceID string
+	Invitation
+}
+
+// PendingAt returns every invitation of every marketplace still pending at
+// now (not accepted, not expired).
+func (s *Service) PendingAt(now time.Time) []Pending {
+	var out []Pending
+	for _, mp := range s.items.Marketplaces() {
+		s.items.Each(mp, func(_ string, inv Invitation) bool {
+			if inv.StatusAt(now) == StatusPending {
+				out = append(out, Pending{MarketplaceID: mp, Invitation: inv})
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// Listen registers fn, called for every applied invitation change (under
+// the collection's lock: keep it quick). Call it before the log runs.
+func (s *Service) Listen(fn func(mp, id string)) {
+	s.items.Listen(func(mp, id string, _, _ *Invitation) { fn(mp, id) })
 }
 
 func validRole(r string) bool {

@@ -1,0 +1,524 @@
+// Package console is the web console served at /console by the API target:
+// server-rendered pages (html/template) for a marketplace's administrators
+// and for the users of its vendors, with charts drawn in the browser by
+// uPlot. Every asset is embedded in the binary; nothing is fetched at run
+// time. See docs/console.md.
+//
+// Handlers decode a form, call a domain service and render a page; the
+// rules (who may sign in, what a key or an invitation is, what a vendor
+// may read) live in the domain packages and in the middleware here, which
+// checks the session, the role and the CSRF token of every form.
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/management/audit"
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/management/invitations"
+	"github.com/endcap/endcap/management/users"
+	"github.com/endcap/endcap/management/webhooks"
+	"github.com/endcap/endcap/reporting/performance"
+	"github.com/endcap/endcap/reporting/scoredfiles"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options are what the console reads and writes.
+type Options struct {
+	Accounts    *accounts.Service
+	KeyUsage    *accounts.Usage // nil: "last used" is not shown
+	Users       *users.Service
+	Sessions    *users.Sessions
+	Throttle    *users.Throttle
+	Links       *users.Links
+	Audit       *audit.Log
+	Catalog     *catalog.Service
+	Campaigns   *campaigns.Service
+	Invitations *invitations.Service
+	Webhooks    *webhooks.Service
+	Deliveries  *webhooks.Deliveries // nil: no delivery log in this process
+	Performance *performance.Reader
+	ScoredFiles *scoredfiles.Service
+	Health      *Sampler
+	// MailEnabled: invitations are e-mailed; otherwise the console shows
+	// each pending invitation's link to the admin.
+	MailEnabled bool
+	// SecureCookies marks the cookies Secure (HTTPS only).
+	SecureCookies bool
+	Log           *slog.Logger
+	Now           func() time.Time
+}
+
+// Console serves the pages.
+type Console struct {
+	o     Options
+	pages map[string]*template.Template
+	// assets maps a static file's name to its versioned path.
+	assets map[string]string
+}
+
+// Cookie names.
+const (
+	sessionCookie = "endcap_session"
+	csrfCookie    = "endcap_csrf" // the anonymous forms' double-submit token
+)
+
+// New builds the console.
+func New(o Options) (*Console, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Console{o: o}
+	if err := c.loadAssets(); err != nil {
+		return nil, err
+	}
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Install adds the console's routes under g (the /console group).
+func (c *Console) Install(g *gin.RouterGroup) {
+	g.Use(c.headers, c.sameOrigin)
+	g.GET("/static/*file", c.static)
+	g.GET("", c.home)
+	g.GET("/login", c.loginPage)
+	g.POST("/login", c.anonCSRF, c.login)
+	g.GET("/invite/:mp/:id/:sig", c.invitePage)
+	g.POST("/invite/:mp/:id/:sig", c.anonCSRF, c.acceptInvite)
+
+	u := g.Group("", c.session, c.csrf)
+	u.POST("/logout", c.logout)
+	u.GET("/account", c.accountPage)
+	u.POST("/account/password", c.changePassword)
+	// Pages every user has; what they show depends on the role (vendor
+	// users see their own vendor only).
+	u.GET("/campaigns", c.campaignsPage)
+	u.GET("/campaigns/:id", c.campaignPage)
+	u.GET("/performance", c.performancePage)
+	u.GET("/performance.csv", c.performanceCSV)
+
+	a := u.Group("", c.adminOnly)
+	for _, r := range c.adminRoutes() {
+		a.Handle(r.method, r.path, r.h)
+	}
+}
+
+type route struct {
+	method, path string
+	h            gin.HandlerFunc
+}
+
+// adminRoutes are the marketplace admin's pages (handler tests walk them to
+// check that a vendor user reaches none).
+func (c *Console) adminRoutes() []route {
+	return []route{
+		{"GET", "/keys", c.keysPage},
+		{"POST", "/keys", c.createKey},
+		{"POST", "/keys/:id/revoke", c.revokeKey},
+		{"GET", "/settings", c.settingsPage},
+		{"POST", "/settings/reserve", c.setReserve},
+		{"GET", "/vendors", c.vendorsPage},
+		{"GET", "/vendors/:vendor", c.vendorPage},
+		{"GET", "/vendors/:vendor/performance", c.vendorPerformancePage},
+		{"GET", "/vendors/:vendor/performance.csv", c.vendorPerformanceCSV},
+		{"GET", "/products", c.productsPage},
+		{"GET", "/users", c.usersPage},
+		{"POST", "/users/invite", c.invite},
+		{"POST", "/users/:id/disable", c.setUserDisabled(true)},
+		{"POST", "/users/:id/enable", c.setUserDisabled(false)},
+		{"GET", "/webhooks", c.webhooksPage},
+		{"GET", "/webhooks/:id", c.webhookPage},
+		{"GET", "/files", c.filesPage},
+		{"GET", "/health", c.healthPage},
+		{"GET", "/audit", c.auditPage},
+	}
+}
+
+// navItem is an entry of the menu.
+type navItem struct {
+	Path, Label string
+}
+
+// nav is the menu of a role. A new page is a handler, a template and an
+// entry here.
+func nav(r users.Role) []navItem {
+	if r.IsVendor() {
+		return []navItem{{"/console/performance", "Performance"}, {"/console/campaigns", "Campaigns"}, {"/console/account", "Account"}}
+	}
+	return []navItem{
+		{"/console/keys", "API keys"}, {"/console/settings", "Settings"}, {"/console/vendors", "Vendors"},
+		{"/console/products", "Products"}, {"/console/campaigns", "Campaigns"}, {"/console/users", "Users"},
+		{"/console/webhooks", "Webhooks"}, {"/console/files", "Files"}, {"/console/health", "Health"},
+		{"/console/audit", "Audit log"}, {"/console/account", "Account"},
+	}
+}
+
+// headers sets the security headers of every console answer.
+func (c *Console) headers(ctx *gin.Context) {
+	setHeaders(ctx.Writer.Header())
+	ctx.Next()
+}
+
+func setHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+}
+
+// sameOrigin refuses a state-changing request sent from another site
+// (the browser says so in Sec-Fetch-Site or Origin), before any CSRF token
+// is looked at.
+func (c *Console) sameOrigin(ctx *gin.Context) {
+	if ctx.Request.Method == http.MethodGet || ctx.Request.Method == http.MethodHead {
+		ctx.Next()
+		return
+	}
+	if s := ctx.GetHeader("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
+		c.forbidden(ctx, "This form was sent from another site.")
+		return
+	}
+	if o := ctx.GetHeader("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != ctx.Request.Host {
+			c.forbidden(ctx, "This form was sent from another site.")
+			return
+		}
+	}
+	ctx.Next()
+}
+
+// anonCSRF checks the double-submit token of the forms shown before
+// sign-in (login, invitation): the form's field equals the cookie.
+func (c *Console) anonCSRF(ctx *gin.Context) {
+	ck, err := ctx.Cookie(csrfCookie)
+	if err != nil || ck == "" || subtle.ConstantTimeCompare([]byte(ck), []byte(ctx.PostForm("csrf"))) != 1 {
+		c.forbidden(ctx, "The form expired: reload the page and try again.")
+		return
+	}
+	ctx.Next()
+}
+
+// anonToken returns the double-submit token, setting its cookie when new.
+func (c *Console) anonToken(ctx *gin.Context) string {
+	if ck, err := ctx.Cookie(csrfCookie); err == nil && len(ck) >= 32 && len(ck) <= 64 {
+		return ck
+	}
+	t := users.RandomToken()
+	c.setCookie(ctx, csrfCookie, t, 0)
+	return t
+}
+
+func (c *Console) setCookie(ctx *gin.Context, name, value string, maxAge int) {
+	http.SetCookie(ctx.Writer, &http.Cookie{Name: name, Value: value, Path: "/console", MaxAge: maxAge,
+		HttpOnly: true, Secure: c.o.SecureCookies, SameSite: http.SameSiteLaxMode})
+}
+
+// viewer is the signed-in user of a request.
+type viewer struct {
+	User        users.User
+	Session     users.Session
+	token       string
+	Marketplace accounts.Marketplace
+}
+
+const viewerKey = "console.viewer"
+
+func viewerOf(ctx *gin.Context) *viewer {
+	v, _ := ctx.Get(viewerKey)
+	w, _ := v.(*viewer)
+	return w
+}
+
+// session finds the request's live session, or sends the browser to the
+// sign-in page. The user's changes of the request are audited as theirs.
+func (c *Console) session(ctx *gin.Context) {
+	token, _ := ctx.Cookie(sessionCookie)
+	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 2*time.Second)
+	sess, ok, err := c.o.Sessions.Get(rctx, token)
+	cancel()
+	if err != nil {
+		c.fail(ctx, err)
+		return
+	}
+	var u users.User
+	var m accounts.Marketplace
+	if ok {
+		u, ok = c.o.Users.Get(sess.UserID)
+		ok = ok && u.Active() && u.Epoch == sess.Epoch
+	}
+	if ok {
+		m, ok = c.o.Accounts.Marketplace(u.MarketplaceID)
+	}
+	if !ok {
+		if token != "" {
+			c.setCookie(ctx, sessionCookie, "", -1)
+		}
+		if ctx.Request.Method == http.MethodGet {
+			ctx.Redirect(http.StatusSeeOther, "/console/login?next="+url.QueryEscape(ctx.Request.URL.RequestURI()))
+		} else {
+			ctx.Redirect(http.StatusSeeOther, "/console/login")
+		}
+		ctx.Abort()
+		return
+	}
+	ctx.Set(viewerKey, &viewer{User: u, Session: sess, token: token, Marketplace: m})
+	ctx.Request = ctx.Request.WithContext(audit.WithActor(ctx.Request.Context(), audit.Actor{Kind: "user", ID: u.ID, Name: u.Email}))
+	ctx.Next()
+}
+
+// csrf checks the session's token on every form.
+func (c *Console) csrf(ctx *gin.Context) {
+	if ctx.Request.Method != http.MethodGet && ctx.Request.Method != http.MethodHead {
+		v := viewerOf(ctx)
+		if subtle.ConstantTimeCompare([]byte(v.Session.CSRF), []byte(ctx.PostForm("csrf"))) != 1 {
+			c.forbidden(ctx, "The form expired: reload the page and try again.")
+			return
+		}
+	}
+	ctx.Next()
+}
+
+// adminOnly lets marketplace admins through; a vendor user gets 403.
+func (c *Console) adminOnly(ctx *gin.Context) {
+	if viewerOf(ctx).User.Role != users.RoleAdmin {
+		c.forbidden(ctx, "This page is for the marketplace's administrators.")
+		return
+	}
+	ctx.Next()
+}
+
+// page is what every template gets.
+type page struct {
+	Title  string
+	V      *viewer
+	Nav    []navItem
+	Active string
+	CSRF   string
+	Notice string
+	Error  string
+	Assets map[string]string
+	Data   any
+}
+
+// notices are the messages of ?done= after a form's redirect.
+var notices = map[string]string{
+	"password": "Your password was changed.",
+	"revoked":  "The key was revoked.",
+	"reserve":  "The reserve prices were saved.",
+	"invited":  "The invitation was created.",
+	"disabled": "The user was disabled: their sessions have ended.",
+	"enabled":  "The user was enabled.",
+}
+
+// render writes a page with status.
+func (c *Console) render(ctx *gin.Context, status int, name, title string, data any) {
+	t := c.pages[name]
+	if t == nil {
+		c.o.Log.Error("console: no template", "name", name)
+		ctx.AbortWithStatus(http.StatusInternalServerError)
+		return
+	}
+	p := page{Title: title, V: viewerOf(ctx), Assets: c.assets, Data: data, Active: ctx.FullPath()}
+	if p.V != nil {
+		p.Nav, p.CSRF = nav(p.V.User.Role), p.V.Session.CSRF
+	} else {
+		p.CSRF = c.anonToken(ctx)
+	}
+	if e, ok := ctx.Get("console.error"); ok {
+		p.Error, _ = e.(string)
+	}
+	if n, ok := ctx.Get("console.notice"); ok {
+		p.Notice, _ = n.(string)
+	} else if n, ok := notices[ctx.Query("done")]; ok {
+		p.Notice = n
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		c.o.Log.Error("console: template", "name", name, "err", err)
+		ctx.AbortWithStatus(http.StatusInternalServerError)
+		return
+	}
+	ctx.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// errorPage answers status with a message.
+func (c *Console) errorPage(ctx *gin.Context, status int, msg string) {
+	ctx.Set("console.error", msg)
+	c.render(ctx, status, "error", http.StatusText(status), nil)
+	ctx.Abort()
+}
+
+func (c *Console) forbidden(ctx *gin.Context, msg string) {
+	c.errorPage(ctx, http.StatusForbidden, msg)
+}
+
+func (c *Console) notFound(ctx *gin.Context, what string) {
+	c.errorPage(ctx, http.StatusNotFound, what+" was not found.")
+}
+
+// fail answers a domain error: the vocabulary's kinds as statuses, with
+// the error's message; anything else is logged and answered 500.
+func (c *Console) fail(ctx *gin.Context, err error) {
+	status, msg := statusOf(err)
+	if status == http.StatusInternalServerError {
+		c.o.Log.Error("console: request failed", "path", ctx.Request.URL.Path, "err", err)
+	}
+	if status == http.StatusServiceUnavailable {
+		ctx.Header("Retry-After", "2")
+	}
+	c.errorPage(ctx, status, msg)
+}
+
+func statusOf(err error) (int, string) {
+	var te *users.ThrottledError
+	if errors.As(err, &te) {
+		return http.StatusTooManyRequests, te.Error() + "."
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return http.StatusServiceUnavailable, "The service did not answer in time; try again."
+	}
+	// A domain's own error (*errkind.Error) or a kind wrapped with a message
+	// (fmt.Errorf("%w: ...", errkind.Invalid)).
+	msg := err.Error()
+	if e, ok := errkind.Of(err); ok {
+		msg = e.Msg
+	}
+	for _, k := range []struct {
+		kind   errkind.Kind
+		status int
+	}{{errkind.Invalid, http.StatusUnprocessableEntity}, {errkind.NotFound, http.StatusNotFound}, {errkind.Conflict, http.StatusConflict},
+		{errkind.Unavailable, http.StatusServiceUnavailable}, {errkind.Forbidden, http.StatusForbidden}, {errkind.TooMany, http.StatusTooManyRequests}} {
+		if errors.Is(err, k.kind) {
+			return k.status, cleanInvalid(msg)
+		}
+	}
+	return http.StatusInternalServerError, "Something went wrong on our side; try again."
+}
+
+// formError re-renders a form page with a message: invalid input is the
+// user's to fix, anything else is an error page.
+func (c *Console) formError(ctx *gin.Context, err error, again func()) {
+	status, msg := statusOf(err)
+	if status != http.StatusUnprocessableEntity && status != http.StatusConflict && status != http.StatusTooManyRequests {
+		c.fail(ctx, err)
+		return
+	}
+	ctx.Set("console.error", msg)
+	ctx.Status(status)
+	again()
+}
+
+// cleanInvalid drops a kind's prefix ("invalid: ") from a message and
+// makes it a sentence.
+func cleanInvalid(msg string) string {
+	for _, k := range []errkind.Kind{errkind.Invalid, errkind.NotFound, errkind.Conflict, errkind.Unavailable} {
+		msg = strings.TrimPrefix(msg, k.String()+": ")
+	}
+	if msg != "" {
+		msg = strings.ToUpper(msg[:1]) + msg[1:]
+	}
+	return msg
+}
+
+// NotFound answers a path under /console that no page has, as a page.
+func (c *Console) NotFound(ctx *gin.Context) {
+	setHeaders(ctx.Writer.Header())
+	c.errorPage(ctx, http.StatusNotFound, "There is no such page.")
+}
+
+// home sends the browser to the user's first page.
+func (c *Console) home(ctx *gin.Context) {
+	token, _ := ctx.Cookie(sessionCookie)
+	if token == "" {
+		ctx.Redirect(http.StatusSeeOther, "/console/login")
+		return
+	}
+	c.session(ctx)
+	if ctx.IsAborted() {
+		return
+	}
+	if viewerOf(ctx).User.Role.IsVendor() {
+		ctx.Redirect(http.StatusSeeOther, "/console/performance")
+		return
+	}
+	ctx.Redirect(http.StatusSeeOther, "/console/keys")
+}
+
+// --- templates and assets ---
+
+func (c *Console) parse() error {
+	funcs := template.FuncMap{
+		"money":   formatMicros,
+		"time":    formatTime,
+		"timeptr": formatTimePtr,
+		"date":    func(t time.Time) string { return t.Format(time.DateOnly) },
+		"roas":    func(t performance.Totals) string { return formatRatio(t.ROAS()) },
+		"acos":    func(t performance.Totals) string { return formatPct(t.ACOS()) },
+		"ctr":     func(t performance.Totals) string { return formatPct(t.CTR()) },
+		"num":     formatInt,
+		"join":    strings.Join,
+		"active":  func(cur, path string) bool { return cur == path || strings.HasPrefix(cur, path+"/") },
+	}
+	layout, err := template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return err
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	c.pages = map[string]*template.Template{}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return fmt.Errorf("console template %s: %w", n, err)
+		}
+		c.pages[base] = t
+	}
+	return nil
+}
+
+// AdminRoutes lists the method and path (under /console) of every
+// marketplace admin's page, for the tests that check a vendor user reaches
+// none of them.
+func AdminRoutes() [][2]string {
+	var c *Console // only the routes' names are read
+	var out [][2]string
+	for _, r := range c.adminRoutes() {
+		out = append(out, [2]string{r.method, r.path})
+	}
+	return out
+}

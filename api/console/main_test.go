@@ -1,0 +1,9 @@
+package console_test
+
+import (
+	"testing"
+
+	"github.com/endcap/endcap/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }

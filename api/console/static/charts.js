@@ -1,0 +1,59 @@
+// Endcap console: draws the charts a page describes in #chart-data (uPlot):
+// [{id, x: [unix seconds], series: [{label, values, axis: "left"|"right", color, format}]}]
+// (api/console/charts.go). The time taken is kept on document.body as data-chart-ms (the browser tests read it).
+(function () {
+  "use strict";
+  var el = document.getElementById("chart-data");
+  if (!el || !window.uPlot) return;
+  var t0 = performance.now();
+  var specs = JSON.parse(el.textContent);
+  var plots = [];
+  function width(node) { return Math.max(260, node.clientWidth || 600); }
+  // Axis labels: 1234 / 12.3k / 4.5M, so that they fit the axis.
+  function compact(v) {
+    var a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(a >= 1e7 ? 0 : 1) + "M";
+    if (a >= 1e4) return (v / 1e3).toFixed(a >= 1e5 ? 0 : 1) + "k";
+    return String(Math.round(v * 100) / 100);
+  }
+  var formats = {
+    int: function (v) { return Math.round(v).toLocaleString("en"); },
+    money: function (v) { return v.toFixed(2); },
+    ratio: function (v) { return v.toFixed(2); },
+    pct: function (v) { return v.toFixed(1) + " %"; },
+  };
+  specs.forEach(function (spec) {
+    var node = document.getElementById(spec.id);
+    if (!node) return;
+    // Points on the lines only when the days are few enough to tell apart.
+    var dots = spec.x.length <= 31;
+    var series = [{ label: "Day", value: "{YYYY}-{MM}-{DD}" }];
+    var axes = [{}];
+    var scales = { x: { time: true } };
+    var sides = {};
+    spec.series.forEach(function (s) {
+      var side = s.axis === "right" ? "right" : "left";
+      var f = formats[s.format] || formats.ratio;
+      series.push({ label: s.label, stroke: s.color, width: 2, scale: side, points: { show: dots, size: 5 },
+        value: function (u, v) { return v == null ? "—" : f(v); } });
+      if (!sides[side]) {
+        sides[side] = true;
+        scales[side] = {};
+        axes.push({ scale: side, side: side === "right" ? 1 : 3, size: 56, grid: { show: side === "left" },
+          values: function (u, ticks) { return ticks.map(compact); } });
+      }
+    });
+    var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
+    var plot = new uPlot({ width: width(node), height: 240, scales: scales, series: series, axes: axes, legend: { live: true } }, data, node);
+    plots.push({ node: node, plot: plot });
+  });
+  document.body.setAttribute("data-chart-ms", String(Math.round((performance.now() - t0) * 10) / 10));
+  document.body.setAttribute("data-chart-points", String(specs.length ? specs[0].x.length : 0));
+  var resize;
+  window.addEventListener("resize", function () {
+    clearTimeout(resize);
+    resize = setTimeout(function () {
+      plots.forEach(function (p) { p.plot.setSize({ width: width(p.node), height: 240 }); });
+    }, 100);
+  });
+})();

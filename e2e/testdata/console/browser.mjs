@@ -1,0 +1,223 @@
+// The console's browser test, run by e2e/console_test.go (TestConsoleBrowser) with node: playwright-core
+// drives Debian's chromium headless. Input: one JSON argument (see console_test.go). Output: one JSON line
+// on stdout with what the Go test checks further. Any failed check throws (exit 1, message on stderr).
+// Screenshots of every page go to input.shots.
+import { createRequire } from "node:module";
+
+const input = JSON.parse(process.argv[2]);
+const require = createRequire(input.playwright + "/");
+const { chromium } = require("playwright-core");
+
+const out = { checks: [] };
+const check = (cond, what) => {
+  if (!cond) throw new Error("check failed: " + what);
+  out.checks.push(what);
+};
+const U = (p) => input.url + p;
+
+const browser = await chromium.launch({
+  executablePath: input.chromium,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+});
+try {
+  const desktop = { viewport: { width: 1280, height: 900 } };
+  const phone = { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true };
+  const shot = async (page, name) => page.screenshot({ path: `${input.shots}/${name}.png`, fullPage: true });
+  // noOverflow: the page is no wider than its viewport (nothing to scroll sideways but the tables' own boxes).
+  const noOverflow = async (page, what) => {
+    const vw = page.viewportSize().width;
+    const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    const wide = sw > vw + 1 ? await page.evaluate((vw) => [...document.querySelectorAll("body *")].filter((e) => e.getBoundingClientRect().right > vw + 1)
+      .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", "), vw) : "";
+    check(sw <= vw + 1 && iw <= vw + 1, `${what} ${wide}`.trim() + `: no horizontal overflow at ${vw}px (scrollWidth ${sw}, innerWidth ${iw})`);
+  };
+  // unlabelled: form controls with no label of any kind.
+  const unlabelled = (page) => page.evaluate(() => [...document.querySelectorAll("input:not([type=hidden]):not([hidden]), select, textarea")]
+    .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.getAttribute("aria-labelledby"))
+    .map((el) => el.name || el.id));
+
+  // --- the admin ---
+  // Errors in the pages' consoles (a script error, a refusal of the Content-Security-Policy) fail the test.
+  const consoleErrors = [];
+  const watch = (page) => {
+    page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) consoleErrors.push(page.url() + ": " + m.text()); });
+    page.on("pageerror", (e) => consoleErrors.push(page.url() + ": " + e.message));
+    return page;
+  };
+  const admin = await browser.newContext(desktop);
+  admin.setDefaultTimeout(15000);
+  const a = watch(await admin.newPage());
+  await a.goto(U("/console/keys"));
+  check(a.url().startsWith(U("/console/login")), "a page without a session sends the browser to the sign-in page");
+  await shot(a, "01-login");
+  await a.keyboard.press("Tab");
+  check(await a.evaluate(() => document.activeElement && document.activeElement.textContent === "Skip to content"), "the first Tab reaches the skip link");
+  check((await unlabelled(a)).length === 0, "login: every field has a label");
+  // A wrong password first: refused with a message, no session.
+  await a.fill("#email", input.adminEmail);
+  await a.fill("#password", "not the password at all");
+  await a.click("button[type=submit]");
+  check((await a.textContent("[role=alert]")).toLowerCase().includes("wrong e-mail address or password"), "a wrong password is refused");
+  // Then by keyboard only: the password field, Enter.
+  await a.fill("#email", input.adminEmail);
+  await a.focus("#password");
+  await a.keyboard.type(input.adminPassword);
+  await a.keyboard.press("Enter");
+  await a.waitForURL(U("/console/keys"));
+  check(true, "the admin signs in (keyboard: Enter submits)");
+  const cookies = await admin.cookies();
+  const sc = cookies.find((c) => c.name === "endcap_session");
+  check(sc && sc.httpOnly && sc.sameSite === "Lax" && sc.path === "/console", "the session cookie is HttpOnly, SameSite=Lax, Path=/console");
+
+  // Create a marketplace key: shown once.
+  await a.selectOption("#type", "marketplace");
+  await a.fill("#name", "browser test");
+  await a.click("form[action='/console/keys'] button[type=submit]");
+  const secret = await a.inputValue("[data-testid=new-key]");
+  check(/^ecm_[A-Za-z0-9]{40}$/.test(secret), "a new marketplace key is shown (ecm_ and 40 characters)");
+  await shot(a, "02-keys-created");
+  out.marketplaceKey = secret;
+  await a.goto(U("/console/keys"));
+  const keysHTML = await a.content();
+  check(!keysHTML.includes(secret), "the key is not shown again");
+  check(keysHTML.includes(secret.slice(0, 10) + "…"), "the key's prefix is listed");
+  check(keysHTML.includes("browser test"), "the key's name is listed");
+  check((await unlabelled(a)).length === 0, "keys: every field has a label");
+  await shot(a, "03-keys");
+
+  // Every admin page, at desktop width, screenshotted.
+  const pages = [
+    ["04-settings", "/console/settings"], ["05-vendors", "/console/vendors"], ["06-vendor", `/console/vendors/${input.vendorId}`],
+    ["07-vendor-performance", `/console/vendors/${input.vendorId}/performance`], ["08-products", `/console/products?vendor=${input.vendorId}&q=trail`],
+    ["09-campaign", `/console/campaigns/${input.ownCampaign}`], ["10-users", "/console/users"], ["11-webhooks", "/console/webhooks"],
+    ["12-files", "/console/files"], ["13-health", "/console/health"], ["14-audit", "/console/audit"], ["15-account", "/console/account"],
+  ];
+  for (const [name, path] of pages) {
+    const r = await a.goto(U(path));
+    check(r.status() === 200, `admin: ${path} answers 200`);
+    check((await unlabelled(a)).length === 0, `${path}: every field has a label`);
+    await noOverflow(a, path);
+    await shot(a, name);
+  }
+  const audit = await (await a.goto(U("/console/audit"))).text();
+  check(audit.includes("key.create") && audit.includes(input.adminEmail), "the audit log has the key's creation by the admin");
+
+  // A 90-day chart: drawn in the browser in under a second.
+  await a.goto(U(`/console/vendors/${input.vendorId}/performance?from=${input.from90}&to=${input.today}`));
+  await a.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
+  out.chartMs90 = Number(await a.getAttribute("body", "data-chart-ms"));
+  out.chartPoints90 = Number(await a.getAttribute("body", "data-chart-points"));
+  check(out.chartPoints90 === 90, "the 90-day chart has 90 days");
+  check(out.chartMs90 < 1000, `the 90-day charts are drawn in under 1 s (${out.chartMs90} ms)`);
+  await shot(a, "16-performance-90-days");
+
+  // Invite a vendor's user.
+  await a.goto(U("/console/users"));
+  await a.fill("#email", input.vendorEmail);
+  await a.fill("#vendor", input.vendorId);
+  await a.selectOption("#role", "vendor_analyst");
+  await a.click("form[action='/console/users/invite'] button[type=submit]");
+  await a.waitForURL(U("/console/users?done=invited"));
+  check((await a.content()).includes(input.vendorEmail), "the invitation is listed");
+  await shot(a, "17-users-invited");
+
+  // The e-mail, from maildev's REST API.
+  let link = "";
+  for (let i = 0; i < 150 && !link; i++) {
+    const mails = await (await fetch(input.mailWeb + "/api/email")).json();
+    const m = mails.find((m) => (m.to || []).some((t) => t.address === input.vendorEmail));
+    if (m) link = ((m.text || "").match(/https?:\/\/\S+\/console\/invite\/\S+/) || [""])[0];
+    if (!link) await new Promise((r) => setTimeout(r, 200));
+  }
+  check(link.startsWith(U("/console/invite/")), "the invitation e-mail has the link");
+  out.inviteLink = link;
+
+  // --- the vendor's user ---
+  const vendor = await browser.newContext(desktop);
+  vendor.setDefaultTimeout(15000);
+  const v = watch(await vendor.newPage());
+  await v.goto(link);
+  check((await unlabelled(v)).length === 0, "invitation: every field has a label");
+  await shot(v, "18-invitation");
+  // The server's rule, not the browser's: the field's own minlength is taken off first.
+  await v.evaluate(() => document.querySelectorAll("[minlength]").forEach((e) => e.removeAttribute("minlength")));
+  await v.fill("#password", "short");
+  await v.fill("#password2", "short");
+  await v.click("button[type=submit]");
+  const shortMsg = await v.textContent("[role=alert]");
+  check(shortMsg.includes("at least 12"), "a short password is refused: " + shortMsg);
+  await v.fill("#password", input.vendorPassword);
+  await v.fill("#password2", input.vendorPassword);
+  await v.click("button[type=submit]");
+  await v.waitForURL(U("/console/performance"));
+  await v.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
+  const perf = await v.content();
+  check(perf.includes(input.ownCampaignName), "the vendor sees its campaign's results");
+  check(!perf.includes(input.otherCampaignName) && !perf.includes(input.otherVendorId), "the vendor sees nothing of the other vendor");
+  const rows = await v.locator("[data-testid=campaign-table] tbody tr").count();
+  check(rows === 1, "one campaign row: the vendor's own");
+  const clicks = await v.textContent("[data-testid=campaign-table] tbody tr td:nth-child(3)");
+  check(clicks.trim() === String(input.ownClicks), `the campaign's clicks are the rollup's (${clicks.trim()})`);
+  check((await v.locator(".chart canvas").count()) >= 3, "the three charts are drawn");
+  await noOverflow(v, "vendor performance");
+  await shot(v, "19-vendor-performance");
+  const camps = await (await v.goto(U("/console/campaigns"))).text();
+  check(camps.includes(input.ownCampaignName) && !camps.includes(input.otherCampaignName), "the vendor's campaigns list only its own");
+  await shot(v, "20-vendor-campaigns");
+  const navHTML = await v.locator("nav").innerHTML();
+  check(!navHTML.includes("API keys") && !navHTML.includes("Users"), "the vendor's menu has no operator page");
+
+  // The server refuses the rest, whatever the browser asks.
+  for (const path of ["/console/keys", "/console/settings", "/console/users", "/console/vendors", `/console/vendors/${input.otherVendorId}/performance`,
+    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/health", "/console/webhooks", "/console/files", "/console/products?q=a"]) {
+    const r = await v.goto(U(path));
+    check(r.status() === 403, `vendor: ${path} is 403`);
+  }
+  await shot(v, "21-vendor-forbidden");
+  const other = await v.goto(U(`/console/campaigns/${input.otherCampaign}`));
+  check(other.status() === 404, "vendor: another vendor's campaign is 404");
+  const own = await v.goto(U(`/console/campaigns/${input.ownCampaign}`));
+  check(own.status() === 200, "vendor: its own campaign is 200");
+  // A form posted to an operator page with the vendor's own session and token is refused too.
+  const csrf = await v.getAttribute("form.logout input[name=csrf]", "value");
+  const post = await v.request.post(U("/console/keys"), { form: { csrf, type: "marketplace" }, maxRedirects: 0 });
+  check(post.status() === 403, "vendor: creating a key is 403");
+  // A form without the session's token is refused.
+  const noToken = await v.request.post(U("/console/account/password"), { form: { current: input.vendorPassword, password: "x".repeat(20), password2: "x".repeat(20) }, maxRedirects: 0 });
+  check(noToken.status() === 403, "a form without its CSRF token is 403");
+  const csv = await (await v.request.get(U(`/console/performance.csv?from=${input.today}&to=${input.today}`))).text();
+  check(csv.includes(input.ownCampaign) && !csv.includes(input.otherCampaign), "the vendor's CSV has only its campaigns");
+
+  // At phone width.
+  const mobile = await browser.newContext({ ...phone, storageState: await vendor.storageState() });
+  const m = watch(await mobile.newPage());
+  await m.goto(U("/console/performance"));
+  await m.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
+  await noOverflow(m, "vendor performance (phone)");
+  await shot(m, "22-phone-performance");
+  const ma = await browser.newContext({ ...phone, storageState: await admin.storageState() });
+  const mp = await ma.newPage();
+  for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"]]) {
+    await mp.goto(U(path));
+    await noOverflow(mp, path + " (phone)");
+    await shot(mp, name);
+  }
+
+  // The link works once.
+  const again = await browser.newContext(desktop);
+  const g = await again.newPage();
+  const r2 = await g.goto(link);
+  check(r2.status() === 410, "the invitation link works once (410 after)");
+
+  // Sign-out ends the session.
+  await v.goto(U("/console/account"));
+  await v.click("form.logout button");
+  await v.waitForURL(U("/console/login"));
+  await v.goto(U("/console/performance"));
+  check(v.url().startsWith(U("/console/login")), "after sign-out the session is over");
+  check(consoleErrors.length === 0, "no error in the pages' consoles (scripts, Content-Security-Policy): " + consoleErrors.join("; "));
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));

@@ -1,0 +1,325 @@
+// Package users owns the people who sign in to the console: a marketplace's
+// administrators and the users of its vendors, who become users by accepting
+// an invitation (management/invitations). Users are entities ("user") on the
+// accounts log (storage/statelog), held in memory by every API process, and
+// never copied to ClickHouse. Passwords are stored as argon2id hashes.
+// Sessions (sessions.go) and the sign-in throttle (throttle.go) live in
+// Redis; invitation links are signed (links.go) and mailed (mail.go).
+package users
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/mail"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/management/audit"
+	"github.com/endcap/endcap/management/invitations"
+	"github.com/endcap/endcap/storage/statelog"
+)
+
+// Role is what a user may do.
+type Role string
+
+// Roles. A marketplace admin runs the whole marketplace in the console;
+// vendor users (either role an invitation names) read their own vendor's
+// campaigns and reports, nothing else.
+const (
+	RoleAdmin         Role = "marketplace_admin"
+	RoleVendorAdmin   Role = invitations.RoleVendorAdmin
+	RoleVendorAnalyst Role = invitations.RoleVendorAnalyst
+)
+
+// IsVendor says whether the role is scoped to one vendor.
+func (r Role) IsVendor() bool { return r == RoleVendorAdmin || r == RoleVendorAnalyst }
+
+// User is one person who can sign in.
+type User struct {
+	ID            string    `json:"id"`
+	Email         string    `json:"email"`
+	MarketplaceID string    `json:"marketplaceId"`
+	Role          Role      `json:"role"`
+	VendorID      string    `json:"vendorId,omitempty"` // vendor roles only
+	PasswordHash  string    `json:"passwordHash"`
+	CreatedAt     time.Time `json:"createdAt"`
+	// InvitationID is the invitation the user accepted (vendor users).
+	InvitationID string     `json:"invitationId,omitempty"`
+	DisabledAt   *time.Time `json:"disabledAt,omitempty"`
+	// Epoch grows with every password change and every disable: a session
+	// opened at an older epoch is over.
+	Epoch int64 `json:"epoch"`
+}
+
+// Active says whether the user may sign in.
+func (u User) Active() bool { return u.DisabledAt == nil }
+
+const typeUser = "user"
+
+// Errors.
+var (
+	ErrInvalid     error = errkind.Invalid
+	ErrNotFound          = errkind.New(errkind.NotFound, "no such user")
+	ErrEmailTaken        = errkind.New(errkind.Conflict, "a user with this e-mail address exists already")
+	ErrBadPassword       = errkind.New(errkind.Invalid, "wrong e-mail address or password")
+)
+
+// Service is the view of the users and their operations.
+type Service struct {
+	log  *statelog.Log
+	invs *invitations.Service // nil: invitations cannot be accepted here
+	now  func() time.Time
+
+	mu   sync.RWMutex
+	byID map[string]*User
+}
+
+// New registers the users on log (the accounts log) before it runs. invs,
+// when not nil, is where invitations are accepted.
+func New(log *statelog.Log, invs *invitations.Service) *Service {
+	s := &Service{log: log, invs: invs, now: time.Now, byID: map[string]*User{}}
+	log.Register(typeUser, s.apply)
+	return s
+}
+
+// Ready says whether every user in the log has been loaded.
+func (s *Service) Ready() bool { return s.log.Ready() }
+
+func (s *Service) apply(r statelog.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Deleted {
+		delete(s.byID, r.ID)
+		return
+	}
+	var u User
+	if err := decode(r.State, &u); err != nil {
+		return
+	}
+	s.byID[r.ID] = &u
+}
+
+// IDOf is the id of the user with an e-mail address: derived from the
+// address (case-insensitive), so that two users can never share one.
+func IDOf(email string) string {
+	sum := sha256.Sum256([]byte("endcap-user\x00" + strings.ToLower(strings.TrimSpace(email))))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Get returns a user by id.
+func (s *Service) Get(id string) (User, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	u, ok := s.byID[id]
+	if !ok {
+		return User{}, false
+	}
+	return *u, true
+}
+
+// ByEmail returns the user with an e-mail address.
+func (s *Service) ByEmail(email string) (User, bool) { return s.Get(IDOf(email)) }
+
+// List returns the users of a marketplace by e-mail address.
+func (s *Service) List(mp string) []User {
+	s.mu.RLock()
+	var out []User
+	for _, u := range s.byID {
+		if u.MarketplaceID == mp {
+			out = append(out, *u)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Email < out[j].Email })
+	return out
+}
+
+// MaxEmail is the longest e-mail address.
+const MaxEmail = 254
+
+// CheckEmail validates an e-mail address (a bare address, no display name).
+func CheckEmail(addr string) error {
+	if addr == "" || len(addr) > MaxEmail {
+		return fmt.Errorf("%w: an e-mail address is 1 to %d characters", ErrInvalid, MaxEmail)
+	}
+	a, err := mail.ParseAddress(addr)
+	if err != nil || a.Address != addr || a.Name != "" {
+		return fmt.Errorf("%w: %q is not an e-mail address", ErrInvalid, addr)
+	}
+	return nil
+}
+
+// CreateAdmin creates a marketplace administrator with a password.
+func (s *Service) CreateAdmin(ctx context.Context, mp, email, password string) (User, error) {
+	email = strings.TrimSpace(email)
+	if err := CheckEmail(email); err != nil {
+		return User{}, err
+	}
+	u := User{ID: IDOf(email), Email: email, MarketplaceID: mp, Role: RoleAdmin, CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
+	return s.create(ctx, u, password, "user.create", "marketplace admin "+email)
+}
+
+func (s *Service) create(ctx context.Context, u User, password, action, detail string) (User, error) {
+	if err := CheckPassword(password, u.Email); err != nil {
+		return User{}, err
+	}
+	if _, ok := s.Get(u.ID); ok {
+		return User{}, ErrEmailTaken
+	}
+	h, err := HashPassword(ctx, password)
+	if err != nil {
+		return User{}, err
+	}
+	u.PasswordHash = h
+	if err := s.write(ctx, u, 0, action, detail); err != nil {
+		if errkind.KindOf(err) == errkind.Conflict {
+			return User{}, ErrEmailTaken
+		}
+		return User{}, err
+	}
+	return u, nil
+}
+
+// write appends a user's new state expecting version expected, with its
+// audit entry when ctx carries an actor.
+func (s *Service) write(ctx context.Context, u User, expected int64, action, detail string) error {
+	changes := []statelog.Change{{Type: typeUser, ID: u.ID, Expected: expected, State: u}}
+	if c, ok := audit.Change(ctx, u.MarketplaceID, action, u.ID, detail, s.now()); ok {
+		changes = append(changes, c)
+	}
+	_, err := s.log.AppendBatch(ctx, changes)
+	return err
+}
+
+// Authenticate checks an e-mail address and password. It takes as long for
+// an unknown address as for a wrong password.
+func (s *Service) Authenticate(ctx context.Context, email, password string) (User, error) {
+	u, ok := s.ByEmail(email)
+	hash := u.PasswordHash
+	if !ok || hash == "" {
+		hash = dummyHash()
+	}
+	match, err := VerifyPassword(ctx, password, hash)
+	if err != nil {
+		return User{}, err
+	}
+	if !ok || !match || !u.Active() {
+		return User{}, ErrBadPassword
+	}
+	return u, nil
+}
+
+// SetPassword changes a user's password and ends its other sessions.
+func (s *Service) SetPassword(ctx context.Context, id, password string) (User, error) {
+	u, ok := s.Get(id)
+	if !ok {
+		return User{}, ErrNotFound
+	}
+	if err := CheckPassword(password, u.Email); err != nil {
+		return User{}, err
+	}
+	h, err := HashPassword(ctx, password)
+	if err != nil {
+		return User{}, err
+	}
+	u.PasswordHash = h
+	u.Epoch++
+	if err := s.write(ctx, u, s.log.Version(typeUser, u.ID), "user.password", u.Email); err != nil {
+		return User{}, err
+	}
+	return u, nil
+}
+
+// SetDisabled disables (ending its sessions) or enables a user of mp.
+func (s *Service) SetDisabled(ctx context.Context, mp, id string, disabled bool) (User, error) {
+	u, ok := s.Get(id)
+	if !ok || u.MarketplaceID != mp {
+		return User{}, ErrNotFound
+	}
+	if disabled == !u.Active() {
+		return u, nil
+	}
+	action := "user.enable"
+	if disabled {
+		now := s.now().UTC().Truncate(time.Second)
+		u.DisabledAt = &now
+		action = "user.disable"
+	} else {
+		u.DisabledAt = nil
+	}
+	u.Epoch++
+	if err := s.write(ctx, u, s.log.Version(typeUser, u.ID), action, u.Email); err != nil {
+		return User{}, err
+	}
+	return u, nil
+}
+
+// ErrInvitationTaken means the invitation's address has an account already.
+var ErrInvitationTaken = errkind.New(errkind.Conflict, "this e-mail address has an account already: sign in with it")
+
+// Accept turns a pending invitation of mp into a user with a password. The
+// link's signature is checked by the caller (Links.Verify). The user is
+// created first and the invitation marked accepted after: a failure between
+// the two leaves the invitation pending, and accepting it again finds the
+// user (ErrInvitationTaken); it never creates two.
+func (s *Service) Accept(ctx context.Context, mp, invitationID, password string) (User, error) {
+	if s.invs == nil {
+		return User{}, errkind.New(errkind.Unavailable, "invitations cannot be accepted here")
+	}
+	inv, _, err := s.invs.Get(mp, invitationID)
+	if err != nil {
+		return User{}, err
+	}
+	if inv.StatusAt(s.invs.Now()) != invitations.StatusPending {
+		return User{}, invitations.ErrNotPending
+	}
+	u := User{ID: IDOf(inv.VendorEmail), Email: inv.VendorEmail, MarketplaceID: mp, Role: Role(inv.TargetUserRole),
+		VendorID: inv.VendorID, InvitationID: inv.ID, CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
+	if !u.Role.IsVendor() {
+		return User{}, fmt.Errorf("%w: the invitation's role %q is not a vendor role", ErrInvalid, inv.TargetUserRole)
+	}
+	if _, ok := s.Get(u.ID); ok {
+		return User{}, ErrInvitationTaken
+	}
+	// The accepting person is the actor of their own account's creation.
+	ctx = audit.WithActor(ctx, audit.Actor{Kind: "user", ID: u.ID, Name: u.Email})
+	created, err := s.create(ctx, u, password, "invitation.accept", fmt.Sprintf("%s of vendor %s (invitation %s)", u.Role, u.VendorID, inv.ID))
+	if err != nil {
+		if err == ErrEmailTaken {
+			return User{}, ErrInvitationTaken
+		}
+		return User{}, err
+	}
+	if _, err := s.invs.Accept(ctx, mp, inv.ID); err != nil {
+		return User{}, err
+	}
+	return created, nil
+}
+
+// MaxPassword and MinPassword bound a password's length (characters).
+const (
+	MinPassword = 12
+	MaxPassword = 256
+)
+
+// CheckPassword validates a new password.
+func CheckPassword(p, email string) error {
+	n := utf8.RuneCountInString(p)
+	switch {
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%w: a password must be text", ErrInvalid)
+	case n < MinPassword:
+		return fmt.Errorf("%w: a password has at least %d characters", ErrInvalid, MinPassword)
+	case n > MaxPassword:
+		return fmt.Errorf("%w: a password has at most %d characters", ErrInvalid, MaxPassword)
+	case email != "" && strings.EqualFold(strings.TrimSpace(p), strings.TrimSpace(email)):
+		return fmt.Errorf("%w: a password cannot be the e-mail address", ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+// Package performance reads a vendor's daily advertising results —
+// impressions, clicks, spend, attributed sales, ROAS and ACOS per campaign
+// and day — from rollup_daily, the daily rollup the exports read
+// (docs/rollups.md), for the console's charts and tables.
+package performance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/storage/clickhouse"
+)
+
+// MaxDays is the longest window a read covers.
+const MaxDays = 180
+
+// Row is one campaign's results of one local day. Money is micro-units of
+// the marketplace currency.
+type Row struct {
+	Day         time.Time // local day, at 00:00 UTC
+	CampaignID  string
+	Campaign    string // the name the rollup recorded
+	Impressions uint64
+	Clicks      uint64
+	SpendMicros int64
+	SalesMicros int64 // attributed purchase amount
+}
+
+// Totals are sums over rows, with the ratios of the exports (docs/exports.md).
+type Totals struct {
+	Impressions, Clicks      uint64
+	SpendMicros, SalesMicros int64
+}
+
+// Add adds a row.
+func (t *Totals) Add(r Row) {
+	t.Impressions += r.Impressions
+	t.Clicks += r.Clicks
+	t.SpendMicros += r.SpendMicros
+	t.SalesMicros += r.SalesMicros
+}
+
+// ROAS is sales / spend (ok false without spend).
+func (t Totals) ROAS() (float64, bool) {
+	if t.SpendMicros == 0 {
+		return 0, false
+	}
+	return float64(t.SalesMicros) / float64(t.SpendMicros), true
+}
+
+// ACOS is spend / sales (ok false without sales).
+func (t Totals) ACOS() (float64, bool) {
+	if t.SalesMicros == 0 {
+		return 0, false
+	}
+	return float64(t.SpendMicros) / float64(t.SalesMicros), true
+}
+
+// CTR is clicks / impressions (ok false without impressions).
+func (t Totals) CTR() (float64, bool) {
+	if t.Impressions == 0 {
+		return 0, false
+	}
+	return float64(t.Clicks) / float64(t.Impressions), true
+}
+
+// Reader reads the rollup.
+type Reader struct {
+	ch      clickhouse.Conn
+	Timeout time.Duration
+}
+
+// New returns a Reader of conn.
+func New(conn clickhouse.Conn) *Reader { return &Reader{ch: conn, Timeout: 10 * time.Second} }
+
+// ErrUnavailable means ClickHouse did not answer.
+var ErrUnavailable = errkind.New(errkind.Unavailable, "reports cannot be read right now; retry in a moment")
+
+// Window checks a window of local days [from, to].
+func Window(from, to time.Time) error {
+	switch {
+	case to.Before(from):
+		return fmt.Errorf("%w: the last day is before the first", errkind.Invalid)
+	case to.Sub(from) >= MaxDays*24*time.Hour:
+		return fmt.Errorf("%w: a window is at most %d days", errkind.Invalid, MaxDays)
+	}
+	return nil
+}
+
+// Vendor reads the sponsored results of vendor's campaigns in marketplace
+// mp over the local days [from, to], by day then campaign.
+func (r *Reader) Vendor(ctx context.Context, mp, vendor string, from, to time.Time) ([]Row, error) {
+	if err := Window(from, to); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	// The rollup's sort key starts (marketplace_id, vendor_id, campaign_id)
+	// and its partitions are days: the read is the window's rows of one
+	// vendor. Spend is exact: micros plus the thousandths, summed apart.
+	// Purchase counts (uniqExactMerge of the purchase-id sets) are left to
+	// the exports: merging the sets is most of such a query's time.
+	rows, err := r.ch.Query(ctx, `
+SELECT day_local, campaign_id, any(campaign_name),
+       sum(impressions), sum(clicks),
+       sum(ad_spent_clicks_micros) + sum(ad_spent_impressions_micros)
+         + toInt64(intDiv(sum(ad_spent_clicks_sub_micros) + sum(ad_spent_impressions_sub_micros), 1000)),
+       sum(total_purchase_amount_micros)
+FROM rollup_daily
+WHERE marketplace_id = toUUID(?) AND vendor_id = ? AND sponsored = 1 AND campaign_id != ''
+  AND day_local >= toDate(?) AND day_local <= toDate(?)
+GROUP BY day_local, campaign_id
+ORDER BY day_local, campaign_id`, mp, vendor, from.Format(time.DateOnly), to.Format(time.DateOnly))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var x Row
+		if err := rows.Scan(&x.Day, &x.CampaignID, &x.Campaign, &x.Impressions, &x.Clicks, &x.SpendMicros, &x.SalesMicros); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		out = append(out, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// Day is the totals of one day.
+type Day struct {
+	Day time.Time
+	Totals
+}
+
+// ByDay sums rows per day over [from, to], every day present (zeros where
+// the rollup has none).
+func ByDay(rows []Row, from, to time.Time) []Day {
+	idx := map[time.Time]int{}
+	var out []Day
+	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+		idx[d] = len(out)
+		out = append(out, Day{Day: d})
+	}
+	for _, r := range rows {
+		if i, ok := idx[r.Day.UTC()]; ok {
+			out[i].Add(r)
+		}
+	}
+	return out
+}
+
+// Campaign is the totals of one campaign.
+type Campaign struct {
+	ID, Name string
+	Totals
+}
+
+// ByCampaign sums rows per campaign, by spend (largest first) then id.
+func ByCampaign(rows []Row) []Campaign {
+	idx := map[string]int{}
+	var out []Campaign
+	for _, r := range rows {
+		i, ok := idx[r.CampaignID]
+		if !ok {
+			i = len(out)
+			idx[r.CampaignID] = i
+			out = append(out, Campaign{ID: r.CampaignID, Name: r.Campaign})
+		}
+		out[i].Add(r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].SpendMicros != out[j].SpendMicros {
+			return out[i].SpendMicros > out[j].SpendMicros
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
