@@ -12,6 +12,7 @@ import (
 
 	"github.com/endcap/endcap/api/openapi/openapitest"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/vendorid"
 )
 
 // contract sends requests to a running system and checks each exchange,
@@ -150,6 +151,7 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	c.do(t, "OPTIONS", "/v2/auctions", "", "", nil, 204)
 	c.do(t, "OPTIONS", "/v2/auctions/sponsored-brand", "", "", nil, 204)
 	c.do(t, "OPTIONS", "/v2/auctions/travel", "", "", nil, 204)
+	c.do(t, "OPTIONS", "/v2/auctions/explain", "", "", nil, 204)
 	c.do(t, "POST", "/v2/events", M, fmt.Sprintf(`{"impressions": [{"id": "live-1", "occurredAt": %q, "opaqueUserId": "u-1", "entity": {"type": "product", "id": "p-1"}}],
 		"purchases": [{"id": "live-2", "occurredAt": %q, "opaqueUserId": "u-1", "items": [{"productId": "p-1", "unitPrice": 12.5, "quantity": 2}]}]}`, ts(now), ts(now)), nil, 200)
 	c.do(t, "POST", "/v2/events", M, `{}`, nil, 400)
@@ -158,6 +160,9 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	c.do(t, "POST", "/v2/auctions", M, `{"auctions": []}`, nil, 400)
 	c.do(t, "POST", "/v2/auctions/sponsored-brand", M, `{"auctions": [{"winners": 1, "placementId": "top", "triggers": {"searchQuery": "shoes"}}]}`, nil, 201)
 	c.do(t, "POST", "/v2/auctions/travel", M, `{"auctions": [{"type": "hotels", "slots": 1, "products": [{"id": "h-1"}], "travelContext": {"site": "t.example"}}]}`, nil, 201)
+	c.do(t, "POST", "/v2/auctions/explain", M, `{"auctions": [{"type": "listings", "slots": 2, "products": {"ids": ["p-1", "p-2", "p-404"]}}, {"type": "banners", "slots": 1, "slotId": "top"}]}`, nil, 200)
+	c.do(t, "POST", "/v2/auctions/explain", M, `{"auctions": []}`, nil, 400)
+	c.do(t, "POST", "/v2/auctions/explain", A, `{"auctions": []}`, nil, 401)
 	c.do(t, "GET", "/v2/auctions", M, "", nil, 405)
 	c.do(t, "POST", "/v2/nothing", M, "{}", nil, 404)
 
@@ -202,6 +207,18 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	r = c.do(t, "POST", cs+"/vendors/v-1/campaigns", A, `{"name": "Auto", "type": "automated", "dailyBudget": 50, "maxBid": 0.8}`, nil, 201)
 	c.do(t, "GET", "/public/v1/automation/campaigns/"+jsonField(t, r, "id")+"/bids", A, "", nil, 200)
 	c.do(t, "GET", "/public/v1/automation/campaigns/"+camp+"/bids", A, "", nil, 422)
+	// The marketplace's list (a vendor by its catalog id or its UUID), then an archive (If-Match honoured, then
+	// idempotent), its list filter, a write of an archived campaign, and bad filters.
+	c.do(t, "GET", cs+"/campaigns?limit=1", A, "", nil, 200)
+	c.do(t, "GET", cs+"/campaigns?vendor_id=v-1&status=running,Paused&type=listings&type=automated&name=SPR", A, "", nil, 200)
+	c.do(t, "GET", cs+"/campaigns?vendor_id="+vendorid.String(s.Marketplace.ID, "v-1"), A, "", nil, 200)
+	c.do(t, "DELETE", cs+"/campaigns/"+camp, A, "", map[string]string{"If-Match": `"99"`}, 409)
+	c.do(t, "DELETE", cs+"/campaigns/"+camp, A, "", nil, 200)
+	c.do(t, "DELETE", cs+"/campaigns/"+camp, A, "", map[string]string{"If-Match": `"99"`}, 200)
+	c.do(t, "GET", cs+"/campaigns?status=archived", A, "", nil, 200)
+	c.do(t, "PATCH", cs+"/campaigns/"+camp, A, `{"name": "Again"}`, nil, 422)
+	c.do(t, "DELETE", cs+"/campaigns/not-a-uuid", A, "", nil, 422)
+	c.do(t, "GET", cs+"/campaigns?status=live&limit=0", A, "", nil, 422)
 	c.do(t, "DELETE", bc+"/vendors/v-1/vendor-billing-contact/"+contact, A, "", nil, 204)
 
 	// Reporting.
