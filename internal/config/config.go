@@ -71,6 +71,8 @@ type Config struct {
 	ProjectorFlushTimeout  time.Duration
 	ProjectorStallTimeout  time.Duration
 	DedupeWindow           time.Duration
+	ProjectorStateDir      string
+	ProjectorStateCacheMB  int
 	BudgetRefresh          time.Duration
 
 	ScoredAttributionGrace time.Duration
@@ -230,7 +232,9 @@ var settings = []setting{
 	{"projector-flush-timeout", "ENDCAP_PROJECTOR_FLUSH_TIMEOUT", "30s", "longest attempt at folding and committing one batch; a batch that fails or takes longer is read again from the last commit after a backoff", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushTimeout })},
 	{"projector-stall-timeout", "ENDCAP_PROJECTOR_STALL_TIMEOUT", "60s", "a process whose projector has neither committed a batch nor been caught up for this long answers /readyz 503 (endcap_projector_stalled_seconds)", duration(func(c *Config) *time.Duration { return &c.ProjectorStallTimeout })},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
-	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered in Redis to drop client retries", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
+	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
+	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
+	{"projector-state-cache-mb", "ENDCAP_PROJECTOR_STATE_CACHE_MB", "256", "block cache of the claim store in MiB: the claims' memory does not grow beyond it and the memtables (64 MiB), whatever the claims on disk", integer(func(c *Config) *int { return &c.ProjectorStateCacheMB }, 8)},
 	{"scored-attribution-grace", "ENDCAP_SCORED_ATTRIBUTION_GRACE", "3h", "how long after a marketplace-local day ends the exporter first writes its scored-attribution file (late events; see docs/scored-attribution.md)", duration(func(c *Config) *time.Duration { return &c.ScoredAttributionGrace })},
 	{"report-url-lifetime", "ENDCAP_REPORT_URL_LIFETIME", "1h", "lifetime of the presigned URLs of report files (1s to 168h)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
