@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"testing"
@@ -163,4 +164,39 @@ func TestClaimsMove(t *testing.T) {
 func caughtUp(t *testing.T) float64 {
 	t.Helper()
 	return testutil.ToFloat64(telemetry.ClaimsCaughtUp)
+}
+
+// TestClaimsLegacy: during the window after the upgrade, the claims the
+// previous versions made in Redis (hashed keys, and whole keys before them)
+// decide the keys the store does not know: their owner's replay is a
+// replay, any other record a duplicate, even one that claims first in the
+// store. Past the window they are not read.
+func TestClaimsLegacy(t *testing.T) {
+	e := newClaimsEnv(t)
+	rdb := testRedis(t)
+	ctx := t.Context()
+	base := fmt.Sprintf("test:legacyclaims:%d:", time.Now().UnixNano())
+	h := sha256.Sum256([]byte("hashed"))
+	if err := rdb.Set(ctx, base+"ev2:"+string(h[:16]), "0:1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, base+"ev:whole", "1:5", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(2 * time.Second)
+	legacy := projections.NewRedisClaims(rdb, base+"ev2:", until, base+"ev:", until)
+	c := openClaimsIn(t, t.TempDir(), e.brokers, e.topics, time.Hour, legacy)
+	defer c.Close()
+	got := claim(t, c, true, k("hashed", 0, 2), k("hashed", 0, 1), k("whole", 1, 5), k("whole", 1, 6), k("new", 0, 3), k("new", 0, 4))
+	if want := []projections.Claim{dup, again, again, dup, first, dup}; !slices.Equal(got, want) {
+		t.Errorf("during the window: %v, want %v", got, want)
+	}
+	time.Sleep(time.Until(until) + 100*time.Millisecond)
+	got = claim(t, c, true, k("hashed", 0, 7), k("whole", 1, 8), k("new", 0, 3))
+	if want := []projections.Claim{first, first, again}; !slices.Equal(got, want) {
+		t.Errorf("after the window: %v, want %v", got, want)
+	}
+	if projections.NewRedisClaims(rdb, base+"ev2:", time.Time{}, "", time.Time{}) != nil {
+		t.Error("nothing to read, and a reader")
+	}
 }

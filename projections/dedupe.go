@@ -5,7 +5,6 @@ package projections
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"time"
@@ -117,12 +116,6 @@ func (r *RedisClaims) owners(ctx context.Context, keys []ClaimKey, hashes []clai
 		}
 	}
 	return out, nil
-}
-
-// hashedKey is the Redis key of claim key k under prefix.
-func hashedKey(prefix, k string) string {
-	h := sha256.Sum256([]byte(k))
-	return prefix + string(h[:16])
 }
 
 // LegacyClaimsUntil returns until when this version must read the claims an

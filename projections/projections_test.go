@@ -91,9 +91,11 @@ func TestProjectorExactlyOnce(t *testing.T) {
 	produce := func(ids ...string) {
 		t.Helper()
 		var recs []*kgo.Record
-		for i, id := range ids {
+		for _, id := range ids {
+			// A client's retry is the same event: the same user, so the same
+			// partition (claims are per partition).
 			e := records.Event{Kind: records.KindClick, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: id,
-				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i),
+				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: "u-" + id,
 				Entity: &records.Entity{Type: "product", ID: "p"}}
 			v, _ := json.Marshal(e)
 			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})

@@ -129,6 +129,10 @@ func cmdDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if _, set := os.LookupEnv("ENDCAP_PROJECTOR_STATE_DIR"); !set {
+		// The events fold's claim store lives with the stack's data.
+		cfg.ProjectorStateDir = filepath.Join(dir, "projector-state")
+	}
 	if _, set := os.LookupEnv("ENDCAP_WEBHOOK_ALLOW_LOOPBACK"); !set {
 		// A webhook receiver on this machine is the usual way to try
 		// webhooks locally (docs/webhooks.md, Safety).

@@ -341,9 +341,11 @@ func TestSettingsChange(t *testing.T) {
 	}
 }
 
-// TestDuplicateIDs: a purchase id sent again by another record (a retry,
-// or a client bug reusing the id for another user and other items) counts
-// once, as the record that claimed the id first says.
+// TestDuplicateIDs: a purchase id sent again by another record of its user
+// (a retry, or a client bug reusing the id for other items) counts once, as
+// the record that claimed the id first says. (The claims are per partition
+// of the events topic, keyed by marketplace and user: docs/projector.md,
+// Claims.)
 func TestDuplicateIDs(t *testing.T) {
 	s := newStack(t)
 	mp := s.marketplace(time.UTC, attribution.DefaultRules())
@@ -354,7 +356,7 @@ func TestDuplicateIDs(t *testing.T) {
 	s.settle(t)
 	retry := first
 	retry.ReceivedAtMs += 5000
-	reuse := purchase(mp, "u2", "p1", P, records.Item{ProductID: "B", UnitPriceMicros: 9_000_000, Quantity: 1})
+	reuse := purchase(mp, "u1", "p1", P, records.Item{ProductID: "B", UnitPriceMicros: 9_000_000, Quantity: 1})
 	s.produce(t, retry, interaction(records.KindClick, mp, "u2", "c2", tokB, P.Add(-time.Hour)), reuse,
 		interaction(records.KindClick, mp, "u1", "c1", tok, P.Add(-time.Hour))) // c1 again
 	s.settle(t)

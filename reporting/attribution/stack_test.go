@@ -30,16 +30,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // ClickHouse database, Redis (event-id claims), and the attribution
 // projector, running until the test ends.
 type stack struct {
-	ctx      context.Context
-	brokers  []string
-	topics   kafka.Topics
-	cl       *kgo.Client
-	conn     clickhouse.Conn
-	rdb      *redis.Client
+	ctx     context.Context
+	brokers []string
+	topics  kafka.Topics
+	cl      *kgo.Client
+	conn    clickhouse.Conn
+	rdb     *redis.Client
 	// window is the dedupe window of the fold's claims (an hour unless a
 	// test shortens it before start).
 	window time.Duration
-	kr       *bidtoken.Keyring
+	kr     *bidtoken.Keyring
 
 	mu       sync.Mutex
 	markets  map[string]attribution.Marketplace

@@ -14,15 +14,15 @@ package claimstore
 
 import (
 	"bytes"
-	"path/filepath"
-	"slices"
-	"sync/atomic"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -64,7 +64,7 @@ type Store struct {
 	cache interface{ Unref() }
 	// seq numbers the tables Write builds for ingestion.
 	seq atomic.Uint64
-	dir   string
+	dir string
 	// cacheMax is the block cache's bound.
 	cacheMax int64
 	// remove: Close deletes the directory (RemoveOnClose).
