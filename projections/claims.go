@@ -366,6 +366,10 @@ func (c *Claims) Keep(ctx context.Context, keys []ClaimKey, claims []Claim) erro
 		c.mu.Unlock()
 	}
 	observeStep(EventsGroup, "claims_store", start)
+	st := c.store.Stats()
+	telemetry.ClaimStoreBytes.WithLabelValues("disk").Set(float64(st.DiskBytes))
+	telemetry.ClaimStoreBytes.WithLabelValues("cache").Set(float64(st.CacheBytes))
+	telemetry.ClaimStoreBytes.WithLabelValues("memtable").Set(float64(st.MemTableBytes))
 	return nil
 }
 
