@@ -211,7 +211,8 @@ func hashKey(k string) claimstore.Key {
 }
 
 // Claim decides every key (in the batch's order: a partition's keys by
-// offset) and returns one outcome per key. It first catches up the
+// offset) and returns one outcome per key (it notes in keys their hashes,
+// for Keep). It first catches up the
 // partitions it has not since they were assigned. It stores nothing: Keep
 // does, before the batch is committed.
 func (c *Claims) Claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
@@ -249,6 +250,7 @@ func (c *Claims) Claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
 			for n, i := range idx {
 				ks[n] = hashKey(keys[i].Key)
 				hashes[i] = ks[n]
+				keys[i].hash, keys[i].hashed = ks[n], true
 			}
 			found := make([]claimstore.Owner, len(idx))
 			if errs[j] = c.store.Lookup(p, gens, ks, found); errs[j] != nil {
@@ -317,7 +319,10 @@ func (c *Claims) Keep(ctx context.Context, keys []ClaimKey, claims []Claim) erro
 		if claims[i] != ClaimFirst {
 			continue
 		}
-		h := hashKey(k.Key)
+		h := k.hash
+		if !k.hashed {
+			h = hashKey(k.Key)
+		}
 		byPart[k.Partition] = append(byPart[k.Partition], claimstore.Entry{Gen: gen, Key: h, Offset: k.Offset})
 		recs = append(recs, &kgo.Record{Topic: c.topic, Partition: k.Partition, Key: h[:],
 			Value: binary.AppendUvarint(nil, uint64(k.Offset)), Timestamp: now})
@@ -346,24 +351,38 @@ func (c *Claims) Keep(ctx context.Context, keys []ClaimKey, claims []Claim) erro
 		last[p] = max(last[p], r.Record.Offset)
 		n[p]++
 	}
+	// The partitions' tables are written and ingested at once (each
+	// ingestion waits for the disk).
+	errs := make([]error, 0, len(byPart))
+	var emu sync.Mutex
+	var wg sync.WaitGroup
 	for p, ents := range byPart {
-		c.mu.Lock()
-		next, caught := c.next[p]
-		c.mu.Unlock()
-		checkpoint := int64(-1)
-		if caught && first[p] == next && last[p]-first[p]+1 == n[p] {
-			checkpoint = last[p] + 1
-		}
-		if err := c.store.Write(p, ents, checkpoint); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		if _, still := c.next[p]; still && checkpoint >= 0 {
-			c.next[p] = checkpoint
-		} else {
-			delete(c.next, p)
-		}
-		c.mu.Unlock()
+		wg.Go(func() {
+			c.mu.Lock()
+			next, caught := c.next[p]
+			c.mu.Unlock()
+			checkpoint := int64(-1)
+			if caught && first[p] == next && last[p]-first[p]+1 == n[p] {
+				checkpoint = last[p] + 1
+			}
+			err := c.store.Write(p, ents, checkpoint)
+			c.mu.Lock()
+			if _, still := c.next[p]; still && checkpoint >= 0 && err == nil {
+				c.next[p] = checkpoint
+			} else {
+				delete(c.next, p)
+			}
+			c.mu.Unlock()
+			if err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	observeStep(EventsGroup, "claims_store", start)
 	st := c.store.Stats()

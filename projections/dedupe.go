@@ -67,6 +67,9 @@ type ClaimKey struct {
 	Key       string
 	Partition int32
 	Offset    int64
+	// hash is Key's stored form, set by Claims.Claim for Keep.
+	hash   claimstore.Key
+	hashed bool
 }
 
 func owner(p int32, o int64) string {

@@ -108,7 +108,7 @@ func Open(o Options) (*Store, error) {
 	opts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                o.MemTableBytes,
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: 2,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLog{o.Log},
 		// The keys are hashes: compression would find nothing to take.
