@@ -19,7 +19,9 @@ import (
 // each key looked up in 3 generations, then written. It runs only when
 // ENDCAP_CLAIMS_GROWTH gives the number of claims (for example 200000000),
 // in ENDCAP_CLAIMS_GROWTH_DIR (a new temporary directory when empty, removed
-// at the end), and logs at each step: claims, claims/s per core (CPU time of
+// at the end; ENDCAP_CLAIMS_GROWTH_CACHE_MB and
+// ENDCAP_CLAIMS_GROWTH_MAX_OPEN_FILES set the store's options), and logs at
+// each step: claims, claims/s per core (CPU time of
 // the process), the process's RSS, the Go heap in use, Pebble's block cache
 // and memtables (allocated outside the Go heap), and disk bytes a claim.
 //
@@ -36,7 +38,8 @@ func TestGrowth(t *testing.T) {
 		t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	}
 	cacheMB, _ := strconv.Atoi(os.Getenv("ENDCAP_CLAIMS_GROWTH_CACHE_MB"))
-	s, err := claimstore.Open(claimstore.Options{Dir: dir, CacheBytes: int64(cacheMB) << 20})
+	maxOpen, _ := strconv.Atoi(os.Getenv("ENDCAP_CLAIMS_GROWTH_MAX_OPEN_FILES"))
+	s, err := claimstore.Open(claimstore.Options{Dir: dir, CacheBytes: int64(cacheMB) << 20, MaxOpenFiles: maxOpen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	// BloomBitsPerKey sizes the tables' Bloom filters. Default 10 (about
 	// 1 % false positives).
 	BloomBitsPerKey int
+	// MaxOpenFiles bounds the tables kept open, each with its reader's
+	// memory. Default Pebble's, 1,000.
+	MaxOpenFiles int
 	Log             *slog.Logger
 }
 
@@ -109,6 +112,7 @@ func Open(o Options) (*Store, error) {
 		Cache:                       cache,
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 2,
+		MaxOpenFiles:                o.MaxOpenFiles,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLog{o.Log},
 		// The keys are hashes: compression would find nothing to take.
