@@ -49,7 +49,7 @@ type Options struct {
 	// MaxOpenFiles bounds the tables kept open, each with its reader's
 	// memory. Default Pebble's, 1,000.
 	MaxOpenFiles int
-	Log             *slog.Logger
+	Log          *slog.Logger
 }
 
 // Defaults of Options.
