@@ -67,50 +67,78 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	if err != nil {
 		return nil, err
 	}
-	claimer, err := a.eventClaimer(ctx)
+	claims, err := a.eventClaims(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return projections.NewEventFold(projections.EventFoldOptions{
+	f, err := projections.NewEventFold(projections.EventFoldOptions{
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
-		Claimer: claimer,
+		Claims:  claims,
 		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr},
 		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
 	})
+	if err != nil {
+		_ = claims.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
-// The event claims' keys in Redis (docs/projector.md, Guarantees): hashed
-// under claimPrefix; until this version, whole under legacyClaimPrefix.
-// claimFormat records when the hashed keys began (LegacyClaimsUntil).
+// The claims earlier versions kept in Redis (docs/projector.md, Upgrading
+// to the claim store): hashed under claimPrefix, and before that whole
+// under legacyClaimPrefix. claimFormat records when the hashed keys began,
+// claimStore when the claim store did (LegacyClaimsUntil).
 const (
 	claimPrefix       = "ec:claim:ev2:"
 	legacyClaimPrefix = "ec:claim:ev:"
 	claimFormat       = "ec:claim:format"
+	claimStore        = "ec:claim:store"
 )
 
-// eventClaimer returns the fold's Claimer, reading the claims of the
-// version before hashed keys for one dedupe window after the upgrade. It
-// waits for Redis (retrying every few seconds) rather than fail the process.
-func (a *App) eventClaimer(ctx context.Context) (*projections.Claimer, error) {
-	c := projections.NewClaimer(a.Redis, claimPrefix, a.cfg.DedupeWindow)
+// eventClaims opens the fold's claims (ENDCAP_PROJECTOR_STATE_DIR, or a
+// temporary directory removed at Close), with their changelog topic, reading
+// the claims of earlier versions in Redis for one dedupe window after the
+// upgrade. It waits for Redis and Kafka (retrying every few seconds) rather
+// than fail the process.
+func (a *App) eventClaims(ctx context.Context) (*projections.Claims, error) {
 	for backoff := retry.New(time.Second, 15*time.Second); ; {
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second) // the search takes at most 20 s
-		until, err := projections.LegacyClaimsUntil(actx, a.Redis, claimFormat, legacyClaimPrefix, a.cfg.DedupeWindow)
-		cancel()
+		c, err := a.openClaims(ctx)
 		if err == nil {
-			if time.Now().Before(until) {
-				a.log.Info("events fold: claims of the previous key format are read beside the new ones until they expire",
-					"until", until.UTC().Format(time.RFC3339))
-				c.WithLegacy(legacyClaimPrefix, until)
-			}
 			return c, nil
 		}
 		wait := backoff.Next()
-		a.log.Warn("events fold: reading the claims' format", "err", err, "retry_in", wait)
+		a.log.Warn("events fold: opening the claims", "err", err, "retry_in", wait)
 		if err := retry.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
+}
+
+func (a *App) openClaims(ctx context.Context) (*projections.Claims, error) {
+	actx, cancel := context.WithTimeout(ctx, 60*time.Second) // each search takes at most 20 s
+	defer cancel()
+	// "ec:claim:ev" finds the claims of both layouts.
+	hashedUntil, err := projections.LegacyClaimsUntil(actx, a.Redis, claimStore, "ec:claim:ev", a.cfg.DedupeWindow)
+	if err != nil {
+		return nil, err
+	}
+	wholeUntil, err := projections.LegacyClaimsUntil(actx, a.Redis, claimFormat, legacyClaimPrefix, a.cfg.DedupeWindow)
+	if err != nil {
+		return nil, err
+	}
+	// Whole keys are never read past the hashed ones: both were made
+	// before the claim store.
+	if wholeUntil.After(hashedUntil) {
+		wholeUntil = hashedUntil
+	}
+	legacy := projections.NewRedisClaims(a.Redis, claimPrefix, hashedUntil, legacyClaimPrefix, wholeUntil)
+	if legacy != nil && time.Now().Before(legacy.Until()) {
+		a.log.Info("events fold: claims of the previous versions in Redis are read beside the claim store until they expire",
+			"until", legacy.Until().UTC().Format(time.RFC3339))
+	}
+	return projections.OpenClaims(actx, projections.ClaimsOptions{Dir: a.cfg.ProjectorStateDir,
+		CacheBytes: int64(a.cfg.ProjectorStateCacheMB) << 20, Brokers: a.cfg.KafkaBrokers, EventsTopic: a.Topics.Events,
+		Topic: a.Topics.Claims, Replication: a.cfg.KafkaReplicationFactor, Window: a.cfg.DedupeWindow, Legacy: legacy, Log: a.log})
 }
 
 // productVendor is the vendor of a product that has exactly one, else "".

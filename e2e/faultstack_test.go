@@ -147,12 +147,15 @@ func (s *faultStack) run(p *osProc) {
 }
 
 // serve starts `endcap serve --target=target` on a free port and waits
-// until it answers /livez.
+// until it answers /livez. env comes after the stack's settings (it may
+// override them).
 func (s *faultStack) serve(name, target string, env ...string) *osProc {
 	s.t.Helper()
 	port := freePorts(s.t, 1)[0]
-	p := s.start(name, []string{"serve", "--target", target},
-		append(append(slicesClone(s.env), fmt.Sprintf("ENDCAP_HTTP_ADDR=127.0.0.1:%d", port)), env...))
+	// A projector keeps its claim store in the test's directory, under its
+	// name: a restart finds it again.
+	own := []string{fmt.Sprintf("ENDCAP_HTTP_ADDR=127.0.0.1:%d", port), "ENDCAP_PROJECTOR_STATE_DIR=" + filepath.Join(s.dir, name+"-state")}
+	p := s.start(name, []string{"serve", "--target", target}, append(append(slicesClone(s.env), own...), env...))
 	p.port = port
 	s.waitLive(p, 60*time.Second)
 	return p

@@ -93,8 +93,15 @@ type batcher struct {
 	owed     atomic.Bool
 }
 
+// partitionHooks are told of the partitions a member is assigned and those
+// it loses (revoked at a rebalance, or lost when it was dropped from the
+// group), by topic; nil: not told.
+type partitionHooks struct {
+	assigned, revoked func(map[string][]int32)
+}
+
 func newBatcher(brokers []string, group string, topics []string, maxRows int, flushInterval time.Duration,
-	o GroupOptions, log *slog.Logger, flush func(context.Context, []*kgo.Record) error) (*batcher, error) {
+	o GroupOptions, log *slog.Logger, flush func(context.Context, []*kgo.Record) error, hooks ...partitionHooks) (*batcher, error) {
 	o = o.withDefaults()
 	b := &batcher{group: group, topics: topics, maxRows: maxRows, flushInterval: flushInterval,
 		flushTimeout: o.FlushTimeout, log: log, flush: flush}
@@ -105,6 +112,22 @@ func newBatcher(brokers []string, group string, topics []string, maxRows int, fl
 	// work. Partitions lost (the member was dropped from the group) leave the
 	// debt in place: until the member is back, it makes no progress.
 	settled := func(context.Context, *kgo.Client, map[string][]int32) { b.owed.Store(false) }
+	assigned, revoked := settled, settled
+	for _, h := range hooks {
+		if h.assigned != nil {
+			assigned = func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) { h.assigned(ps); settled(ctx, cl, ps) }
+		}
+		if h.revoked != nil {
+			revoked = func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) { h.revoked(ps); settled(ctx, cl, ps) }
+		}
+	}
+	lost := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		for _, h := range hooks {
+			if h.revoked != nil {
+				h.revoked(ps)
+			}
+		}
+	}
 	cl, err := kafka.NewClient(brokers, log,
 		kgo.ClientID(group),
 		kgo.ConsumerGroup(group),
@@ -115,8 +138,9 @@ func newBatcher(brokers []string, group string, topics []string, maxRows int, fl
 		kgo.SessionTimeout(o.SessionTimeout),
 		kgo.RebalanceTimeout(o.RebalanceTimeout),
 		kgo.HeartbeatInterval(o.heartbeatInterval()),
-		kgo.OnPartitionsRevoked(settled),
-		kgo.OnPartitionsAssigned(settled),
+		kgo.OnPartitionsRevoked(revoked),
+		kgo.OnPartitionsAssigned(assigned),
+		kgo.OnPartitionsLost(lost),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.FetchMaxBytes(64<<20),
 	)

@@ -5,12 +5,13 @@ package projections
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/storage/claimstore"
 )
 
 // Claim is the outcome of claiming an idempotency key for a Kafka record.
@@ -26,115 +27,103 @@ const (
 	ClaimDuplicate
 )
 
-// Claimer remembers which Kafka record first claimed each idempotency key,
-// for a window, in Redis (SET NX GET, one pipelined round trip per batch).
-//
-// A key is stored as the Claimer's prefix and the first 16 bytes of the
-// SHA-256 of the claim key (about 149 bytes of Redis a claim against 229 for
-// the whole key, docs/operations.md, Memory). A cryptographic hash because
-// the ids are the clients': with 128 bits nobody can make one event's id
-// collide with another marketplace's, and by chance two ids collide after
-// about 2^64 of them.
-type Claimer struct {
-	rdb    redis.UniversalClient
-	prefix string
-	window time.Duration
-	// legacy is the prefix of the claims of an earlier version, stored
-	// under their whole key; read until legacyUntil ("" when there is
-	// nothing to read). See WithLegacy.
-	legacy      string
-	legacyUntil time.Time
+// RedisClaims reads the claims that earlier versions made in Redis (SET NX,
+// one key a claim, expiring after the dedupe window), for as long as they
+// live, so that an event claimed there before the upgrade to Claims is not
+// folded again: for one window after the upgrade, a key that Claims does not
+// know is looked up there, and its owner there decides. Two layouts: the
+// first 16 bytes of the key's SHA-256 under hashedPrefix (about 149 bytes of
+// Redis a claim), and, before that, the whole key under wholePrefix.
+type RedisClaims struct {
+	rdb          redis.UniversalClient
+	hashedPrefix string
+	hashedUntil  time.Time
+	wholePrefix  string
+	wholeUntil   time.Time
 }
 
-// NewClaimer returns a Claimer whose keys start with prefix.
-func NewClaimer(rdb redis.UniversalClient, prefix string, window time.Duration) *Claimer {
-	return &Claimer{rdb: rdb, prefix: prefix, window: window}
+// NewRedisClaims reads the claims under hashedPrefix until hashedUntil and
+// those under wholePrefix until wholeUntil (either "" or a zero time: none).
+// It returns nil when there is nothing to read.
+func NewRedisClaims(rdb redis.UniversalClient, hashedPrefix string, hashedUntil time.Time, wholePrefix string, wholeUntil time.Time) *RedisClaims {
+	if (hashedPrefix == "" || hashedUntil.IsZero()) && (wholePrefix == "" || wholeUntil.IsZero()) {
+		return nil
+	}
+	return &RedisClaims{rdb: rdb, hashedPrefix: hashedPrefix, hashedUntil: hashedUntil, wholePrefix: wholePrefix, wholeUntil: wholeUntil}
 }
 
-// WithLegacy has c also read, until until, the claims an earlier version
-// stored under prefix followed by the whole claim key. While it does, the
-// owner of such a claim decides the outcome (the event was claimed before
-// the upgrade: this record is its replay or a duplicate); a key without one
-// is decided by the hashed claim alone. Past until every old claim has
-// expired, and a claim costs one command again. It returns c.
-func (c *Claimer) WithLegacy(prefix string, until time.Time) *Claimer {
-	c.legacy, c.legacyUntil = prefix, until
-	return c
+// Until is when the last claim it reads has expired.
+func (r *RedisClaims) Until() time.Time {
+	if r.hashedUntil.After(r.wholeUntil) {
+		return r.hashedUntil
+	}
+	return r.wholeUntil
 }
+
+func (r *RedisClaims) active(now time.Time) bool { return now.Before(r.Until()) }
 
 // ClaimKey is one key to claim, with the record that claims it.
 type ClaimKey struct {
 	Key       string
 	Partition int32
 	Offset    int64
+	// hash is Key's stored form, set by Claims.Claim for Keep.
+	hash   claimstore.Key
+	hashed bool
 }
 
 func owner(p int32, o int64) string {
 	return strconv.FormatInt(int64(p), 10) + ":" + strconv.FormatInt(o, 10)
 }
 
-// hashedKey is the Redis key of claim key k under prefix.
-func hashedKey(prefix, k string) string {
-	h := sha256.Sum256([]byte(k))
-	return prefix + string(h[:16])
-}
-
-// Claim claims every key and returns one outcome per key, in order.
-func (c *Claimer) Claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
-	out := make([]Claim, len(keys))
-	if len(keys) == 0 {
+// owners returns, for the keys at indexes ask (hashes: their stored form),
+// the owner Redis holds ("partition:offset"), "" when none; the result is
+// indexed like keys. One pipelined round trip; the whole key's claim wins
+// over the hashed one (it is older).
+func (r *RedisClaims) owners(ctx context.Context, keys []ClaimKey, hashes []claimstore.Key, ask []int) ([]string, error) {
+	out := make([]string, len(keys))
+	if len(ask) == 0 {
 		return out, nil
 	}
-	legacy := c.legacy != "" && time.Now().Before(c.legacyUntil)
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.StatusCmd, len(keys))
-	var olds []*redis.StringCmd
-	if legacy {
-		olds = make([]*redis.StringCmd, len(keys))
-	}
-	owners := make([]string, len(keys))
-	for i, k := range keys {
-		owners[i] = owner(k.Partition, k.Offset)
-		cmds[i] = pipe.SetArgs(ctx, hashedKey(c.prefix, k.Key), owners[i], redis.SetArgs{Mode: "NX", Get: true, TTL: c.window})
-		if legacy {
-			olds[i] = pipe.Get(ctx, c.legacy+k.Key)
+	now := time.Now()
+	hashed := r.hashedPrefix != "" && now.Before(r.hashedUntil)
+	whole := r.wholePrefix != "" && now.Before(r.wholeUntil)
+	pipe := r.rdb.Pipeline()
+	hs := make([]*redis.StringCmd, len(ask))
+	ws := make([]*redis.StringCmd, len(ask))
+	for n, i := range ask {
+		if whole {
+			ws[n] = pipe.Get(ctx, r.wholePrefix+keys[i].Key)
+		}
+		if hashed {
+			hs[n] = pipe.Get(ctx, r.hashedPrefix+string(hashes[i][:]))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, fmt.Errorf("claim idempotency keys: %w", err)
+		return nil, fmt.Errorf("read the claims of an earlier version: %w", err)
 	}
-	for i, cmd := range cmds {
-		own := owners[i]
-		if legacy {
-			switch prev, err := olds[i].Result(); {
-			case err == nil && prev == own:
-				out[i] = ClaimReplay
+	for n, i := range ask {
+		for _, cmd := range []*redis.StringCmd{ws[n], hs[n]} {
+			if cmd == nil {
 				continue
-			case err == nil:
-				out[i] = ClaimDuplicate
-				continue
-			case err != redis.Nil:
-				return nil, fmt.Errorf("read an earlier version's claim: %w", err)
 			}
-		}
-		prev, err := cmd.Result()
-		switch {
-		case err == redis.Nil:
-			out[i] = ClaimFirst
-		case err != nil:
-			return nil, fmt.Errorf("claim idempotency key: %w", err)
-		case prev == own:
-			out[i] = ClaimReplay
-		default:
-			out[i] = ClaimDuplicate
+			v, err := cmd.Result()
+			if err == redis.Nil {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read the claims of an earlier version: %w", err)
+			}
+			out[i] = v
+			break
 		}
 	}
 	return out, nil
 }
 
-// LegacyClaimsUntil returns until when the Claimers of this version must
-// read the claims an earlier version stored under legacyPrefix (the whole
-// key; see Claimer.WithLegacy), or the zero time when there are none.
+// LegacyClaimsUntil returns until when this version must read the claims an
+// earlier version stored in Redis under legacyPrefix (RedisClaims), or the
+// zero time when there are none.
 //
 // The first process of this version to start records it in Redis under
 // marker, once: the time it started when a key under legacyPrefix exists
@@ -143,7 +132,7 @@ func (c *Claimer) Claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
 // reads the record. The search for an old key (SCAN, stopped at the first
 // found) is bounded by 20 s; a search that does not finish counts as found.
 // Processes of the earlier version must be stopped first: claims they make
-// after the record are not read (docs/projector.md, Upgrades).
+// after the record are not read (docs/projector.md, Upgrading).
 func LegacyClaimsUntil(ctx context.Context, rdb redis.UniversalClient, marker, legacyPrefix string, window time.Duration) (time.Time, error) {
 	v, err := rdb.Get(ctx, marker).Result()
 	if err == redis.Nil {

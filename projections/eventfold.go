@@ -82,24 +82,25 @@ type EventSink interface {
 }
 
 // EventFold is the consumer group of the events topic. For a batch it
-// decodes every record once, claims every event id once (the Claimer: the
-// first record to claim an id owns it; a later copy is a duplicate and
-// dropped, a replay of the owner is kept), hands the events kept to every
-// sink at once, and commits the offsets after all of them succeeded. A sink
-// failing fails the batch: it is retried whole, on every sink, with backoff,
-// never skipped (docs/projector.md).
+// decodes every record once, claims every event id once (Claims: the first
+// record of a partition to claim an id owns it; a later copy is a duplicate
+// and dropped, a replay of the owner is kept), hands the events kept to
+// every sink at once while the new claims go to the claims changelog, and
+// commits the offsets after all of it succeeded. A sink failing fails the
+// batch: it is retried whole, on every sink, with backoff, never skipped
+// (docs/projector.md).
 type EventFold struct {
-	b       *batcher
-	claimer *Claimer
-	sinks   []EventSink
-	log     *slog.Logger
+	b      *batcher
+	claims *Claims
+	sinks  []EventSink
+	log    *slog.Logger
 }
 
 // EventFoldOptions configure an EventFold.
 type EventFoldOptions struct {
 	Brokers       []string
 	Topic         string // the events topic
-	Claimer       *Claimer
+	Claims        *Claims
 	Sinks         []EventSink
 	MaxRows       int
 	FlushInterval time.Duration
@@ -109,15 +110,19 @@ type EventFoldOptions struct {
 
 // NewEventFold joins the consumer group (it starts consuming on Run).
 func NewEventFold(o EventFoldOptions) (*EventFold, error) {
-	if o.Claimer == nil || len(o.Sinks) == 0 {
-		return nil, errors.New("event fold: a Claimer and at least one sink are required")
+	if o.Claims == nil || len(o.Sinks) == 0 {
+		return nil, errors.New("event fold: Claims and at least one sink are required")
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	f := &EventFold{claimer: o.Claimer, sinks: o.Sinks, log: o.Log}
+	f := &EventFold{claims: o.Claims, sinks: o.Sinks, log: o.Log}
 	var err error
-	if f.b, err = newBatcher(o.Brokers, EventsGroup, []string{o.Topic}, o.MaxRows, o.FlushInterval, o.Group, o.Log, f.flush); err != nil {
+	moved := partitionHooks{
+		assigned: func(ps map[string][]int32) { f.claims.Assigned(ps[o.Topic]) },
+		revoked:  func(ps map[string][]int32) { f.claims.Revoked(ps[o.Topic]) },
+	}
+	if f.b, err = newBatcher(o.Brokers, EventsGroup, []string{o.Topic}, o.MaxRows, o.FlushInterval, o.Group, o.Log, f.flush, moved); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -129,9 +134,14 @@ func (f *EventFold) Health() Health { return f.b }
 // Run consumes until ctx ends (see batcher for the guarantees).
 func (f *EventFold) Run(ctx context.Context) error { return f.b.run(ctx) }
 
-// Close leaves the group. Uncommitted records are consumed again by the
-// next owner of their partitions.
-func (f *EventFold) Close() { f.b.client.Close() }
+// Close leaves the group and closes the fold's Claims. Uncommitted records
+// are consumed again by the next owner of their partitions.
+func (f *EventFold) Close() {
+	f.b.client.Close()
+	if err := f.claims.Close(); err != nil {
+		f.log.Warn("event fold: closing the claims", "err", err)
+	}
+}
 
 func (f *EventFold) flush(ctx context.Context, batch []*kgo.Record) error {
 	start := time.Now()
@@ -140,28 +150,27 @@ func (f *EventFold) flush(ctx context.Context, batch []*kgo.Record) error {
 	if len(events) == 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	kept, err := f.dedupe(cctx, events)
-	cancel()
+	keys, claims, err := f.claim(ctx, events)
 	if err != nil {
 		return err
 	}
 	start = observeStep(EventsGroup, "claim", start)
-	if len(kept) == 0 {
-		return nil
+	kept := keepOwners(events, claims)
+	if dups := len(events) - len(kept); dups > 0 {
+		telemetry.Duplicates.WithLabelValues("events").Add(float64(dups))
 	}
-	if len(f.sinks) == 1 {
-		err = f.fold(ctx, f.sinks[0], kept)
-	} else {
-		errs := make([]error, len(f.sinks))
-		var wg sync.WaitGroup
+	// The sinks and the claims' changelog at once; the batch is committed
+	// once all of them succeeded.
+	errs := make([]error, len(f.sinks)+1)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = f.claims.Keep(ctx, keys, claims) })
+	if len(kept) > 0 {
 		for i, s := range f.sinks {
-			wg.Go(func() { errs[i] = f.fold(ctx, s, kept) })
+			wg.Go(func() { errs[i+1] = f.fold(ctx, s, kept) })
 		}
-		wg.Wait()
-		err = errors.Join(errs...)
 	}
-	if err == nil {
+	wg.Wait()
+	if err = errors.Join(errs...); err == nil {
 		observeStep(EventsGroup, "sinks", start)
 	}
 	return err
@@ -176,22 +185,20 @@ func (f *EventFold) fold(ctx context.Context, s EventSink, events []Event) error
 	return nil
 }
 
-// dedupe claims every event's id and returns the events that own theirs.
-func (f *EventFold) dedupe(ctx context.Context, events []Event) ([]Event, error) {
+// claim claims every event's id and returns the keys and their outcomes,
+// in the events' order. The changelog's catch-up of a partition just
+// assigned runs within the flush's deadline; the decision itself within 10 s.
+func (f *EventFold) claim(ctx context.Context, events []Event) ([]ClaimKey, []Claim, error) {
 	keys := make([]ClaimKey, len(events))
 	for i := range events {
 		e := &events[i]
 		keys[i] = ClaimKey{Key: eventClaimKey(e.E.MarketplaceID, e.E.Kind, e.E.ID), Partition: e.Partition, Offset: e.Offset}
 	}
-	claims, err := f.claim(ctx, keys)
+	claims, err := f.claims.Claim(ctx, keys)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	kept := keepOwners(events, claims)
-	if dups := len(events) - len(kept); dups > 0 {
-		telemetry.Duplicates.WithLabelValues("events").Add(float64(dups))
-	}
-	return kept, nil
+	return keys, claims, nil
 }
 
 // keepOwners compacts events in place to those whose claim is not a
@@ -219,7 +226,7 @@ func eventClaimKey(mp string, kind records.Kind, id string) string {
 }
 
 // parallelChunk is the smallest share of a batch worth a goroutine of its
-// own, for decoding and for claiming.
+// own, for decoding.
 const parallelChunk = 5_000
 
 // chunks cuts n items into up to GOMAXPROCS ranges of at least
@@ -231,32 +238,6 @@ func chunks(n int) [][2]int {
 		out[i] = [2]int{i * n / k, (i + 1) * n / k}
 	}
 	return out
-}
-
-// claim claims keys in chunks on several connections at once (the client
-// encodes and parses replies in parallel; Redis decides each key as one
-// SET NX, so which of two equal keys wins is still one first claim).
-func (f *EventFold) claim(ctx context.Context, keys []ClaimKey) ([]Claim, error) {
-	parts := chunks(len(keys))
-	if len(parts) == 1 {
-		return f.claimer.Claim(ctx, keys)
-	}
-	out := make([]Claim, len(keys))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, c := range parts {
-		wg.Go(func() {
-			var got []Claim
-			if got, errs[i] = f.claimer.Claim(ctx, keys[c[0]:c[1]]); errs[i] == nil {
-				copy(out[c[0]:], got)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // decode decodes the batch, in batch order, chunks of it in parallel. Each

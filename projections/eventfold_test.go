@@ -108,7 +108,7 @@ func (s *recordingSink) folded() []string {
 // undecodable record is skipped.
 func TestEventFold(t *testing.T) {
 	fe := newFoldEnv(t)
-	ctx, cl, topics, rdb, brokers, cfg := t.Context(), fe.cl, fe.topics, fe.rdb, fe.brokers, fe.cfg
+	ctx, cl, topics, brokers := t.Context(), fe.cl, fe.topics, fe.brokers
 
 	var recs []*kgo.Record
 	var want []string
@@ -128,8 +128,8 @@ func TestEventFold(t *testing.T) {
 	}
 	ok, flaky := &recordingSink{name: "ok"}, &recordingSink{name: "flaky", fail: 2}
 	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
-		Claimer: projections.NewClaimer(rdb, "test:claim:"+cfg.KafkaTopicPrefix, time.Hour),
-		Sinks:   []projections.EventSink{ok, flaky}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
+		Claims: openClaims(t, brokers, topics, time.Hour),
+		Sinks:  []projections.EventSink{ok, flaky}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func (s *slowSink) Fold(ctx context.Context, events []projections.Event) error {
 // committed: every record is committed, every event folded exactly once.
 func TestEventFoldRebalance(t *testing.T) {
 	fe := newFoldEnv(t)
-	ctx, cl, topics, rdb, brokers, cfg := t.Context(), fe.cl, fe.topics, fe.rdb, fe.brokers, fe.cfg
+	ctx, cl, topics, brokers := t.Context(), fe.cl, fe.topics, fe.brokers
 
 	var want []string
 	var produced atomic.Int64
@@ -198,8 +198,8 @@ func TestEventFoldRebalance(t *testing.T) {
 	}
 	start := func(s projections.EventSink) (stop func()) {
 		f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
-			Claimer: projections.NewClaimer(rdb, "test:claim:"+cfg.KafkaTopicPrefix, time.Hour),
-			Sinks:   []projections.EventSink{s}, MaxRows: 100, FlushInterval: 50 * time.Millisecond, Log: quiet})
+			Claims: openClaims(t, brokers, topics, time.Hour),
+			Sinks:  []projections.EventSink{s}, MaxRows: 100, FlushInterval: 50 * time.Millisecond, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,8 +305,8 @@ func TestEventFoldLag(t *testing.T) {
 	produce(0, 12)
 	down := &recordingSink{name: "down", fail: 1 << 30}
 	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: fe.brokers, Topic: topics.Events,
-		Claimer: projections.NewClaimer(fe.rdb, "test:claim:"+fe.cfg.KafkaTopicPrefix, time.Hour),
-		Sinks:   []projections.EventSink{down}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
+		Claims: openClaims(t, fe.brokers, topics, time.Hour),
+		Sinks:  []projections.EventSink{down}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,8 +422,8 @@ func TestEventFoldRejoinsAfterLosingMembership(t *testing.T) {
 	}
 	down := &recordingSink{name: "down", fail: 1 << 30}
 	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: fe.brokers, Topic: topics.Events,
-		Claimer: projections.NewClaimer(fe.rdb, "test:claim:"+fe.cfg.KafkaTopicPrefix, time.Hour),
-		Sinks:   []projections.EventSink{down}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet,
+		Claims: openClaims(t, fe.brokers, topics, time.Hour),
+		Sinks:  []projections.EventSink{down}, MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet,
 		Group: projections.GroupOptions{SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second, FlushTimeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

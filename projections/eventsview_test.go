@@ -61,7 +61,7 @@ func TestEventsViewFromBothTables(t *testing.T) {
 	fold := func(sinks ...projections.EventSink) {
 		t.Helper()
 		p, err := projections.NewEventFold(projections.EventFoldOptions{
-			Brokers: s.brokers, Topic: s.topics.Events, Claimer: projections.NewClaimer(s.rdb, s.prefix, time.Hour),
+			Brokers: s.brokers, Topic: s.topics.Events, Claims: openClaims(t, s.brokers, s.topics, time.Hour),
 			Sinks: sinks, MaxRows: 50_000, FlushInterval: 100 * time.Millisecond, Log: quiet,
 		})
 		if err != nil {

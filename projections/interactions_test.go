@@ -160,7 +160,7 @@ func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views 
 		t.Fatal(err)
 	}
 	p, err := projections.NewEventFold(projections.EventFoldOptions{
-		Brokers: s.brokers, Topic: s.topics.Events, Claimer: projections.NewClaimer(s.rdb, s.prefix, dedupe),
+		Brokers: s.brokers, Topic: s.topics.Events, Claims: openClaims(t, s.brokers, s.topics, dedupe),
 		Sinks: []projections.EventSink{sink}, MaxRows: 50_000, FlushInterval: flush, Log: quiet,
 	})
 	if err != nil {

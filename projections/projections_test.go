@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,117 +31,6 @@ func testRedis(t testing.TB) *redis.Client {
 	rdb := redisstore.Open(redisstore.Options{Addr: testenv.Get(t).RedisAddr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
-}
-
-func TestClaimer(t *testing.T) {
-	rdb := testRedis(t)
-	prefix := fmt.Sprintf("test:claim:%d:", time.Now().UnixNano())
-	c := projections.NewClaimer(rdb, prefix, time.Second)
-	ctx := t.Context()
-
-	got, err := c.Claim(ctx, []projections.ClaimKey{
-		{Key: "a", Partition: 0, Offset: 1},
-		{Key: "b", Partition: 0, Offset: 2},
-		{Key: "a", Partition: 1, Offset: 7}, // the same key in the same batch: a duplicate
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []projections.Claim{projections.ClaimFirst, projections.ClaimFirst, projections.ClaimDuplicate}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("first batch [%d] = %v, want %v", i, got[i], want[i])
-		}
-	}
-	got, err = c.Claim(ctx, []projections.ClaimKey{{Key: "a", Partition: 0, Offset: 1}, {Key: "b", Partition: 3, Offset: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0] != projections.ClaimReplay || got[1] != projections.ClaimDuplicate {
-		t.Errorf("second batch = %v, want [replay duplicate]", got)
-	}
-	time.Sleep(1100 * time.Millisecond)
-	if got, _ = c.Claim(ctx, []projections.ClaimKey{{Key: "a", Partition: 9, Offset: 9}}); got[0] != projections.ClaimFirst {
-		t.Errorf("after the window = %v, want first", got)
-	}
-	if got, err = c.Claim(ctx, nil); err != nil || len(got) != 0 {
-		t.Errorf("empty claim: %v %v", got, err)
-	}
-}
-
-// TestClaimerKeys: a claim is stored under the prefix and 16 bytes of hash,
-// whatever the length of the claim key, and with the window as its TTL.
-func TestClaimerKeys(t *testing.T) {
-	rdb := testRedis(t)
-	ctx := t.Context()
-	prefix := fmt.Sprintf("test:claimkeys:%d:", time.Now().UnixNano())
-	c := projections.NewClaimer(rdb, prefix, time.Hour)
-	long := strings.Repeat("x", 500)
-	if _, err := c.Claim(ctx, []projections.ClaimKey{{Key: "a"}, {Key: long, Offset: 1}, {Key: "é☃:\x00*?", Offset: 2}}); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := rdb.Keys(ctx, prefix+"*").Result()
-	if err != nil || len(keys) != 3 {
-		t.Fatalf("keys %q, %v; want 3", keys, err)
-	}
-	for _, k := range keys {
-		if len(k) != len(prefix)+16 {
-			t.Errorf("key %q: %d bytes, want the prefix and 16", k, len(k))
-		}
-		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-			t.Errorf("key %q: TTL %s, want the window (1h)", k, ttl)
-		}
-	}
-}
-
-// TestClaimerLegacy: during the upgrade window, a claim stored by the
-// previous version under the whole key decides: its record is a replay,
-// any other a duplicate, even one that took the hashed key first. Keys it
-// does not hold are decided by the hashed claims. Past the window the old
-// claims are no longer read.
-func TestClaimerLegacy(t *testing.T) {
-	rdb := testRedis(t)
-	ctx := t.Context()
-	base := fmt.Sprintf("test:claimlegacy:%d:", time.Now().UnixNano())
-	legacy := base + "old:"
-	for k, owner := range map[string]string{"a": "0:1", "b": "0:2", "late": "3:3"} {
-		if err := rdb.Set(ctx, legacy+k, owner, time.Hour).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	until := time.Now().Add(1500 * time.Millisecond)
-	c := projections.NewClaimer(rdb, base+"new:", time.Hour).WithLegacy(legacy, until)
-	steps := []struct {
-		keys []projections.ClaimKey
-		want []projections.Claim
-	}{
-		{ // a: the old claim's record is a replay, another a duplicate; c is new
-			[]projections.ClaimKey{{Key: "a", Partition: 0, Offset: 1}, {Key: "a", Partition: 1, Offset: 7}, {Key: "c", Partition: 0, Offset: 3}},
-			[]projections.Claim{projections.ClaimReplay, projections.ClaimDuplicate, projections.ClaimFirst},
-		},
-		{ // b: a duplicate takes the hashed key first; the owner's replay is still a replay
-			[]projections.ClaimKey{{Key: "b", Partition: 5, Offset: 5}, {Key: "b", Partition: 0, Offset: 2}},
-			[]projections.Claim{projections.ClaimDuplicate, projections.ClaimReplay},
-		},
-		{ // c: decided by the hashed claims alone
-			[]projections.ClaimKey{{Key: "c", Partition: 0, Offset: 3}, {Key: "c", Partition: 0, Offset: 4}},
-			[]projections.Claim{projections.ClaimReplay, projections.ClaimDuplicate},
-		},
-	}
-	for i, st := range steps {
-		got, err := c.Claim(ctx, st.keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, st.want) {
-			t.Errorf("step %d: %v, want %v", i, got, st.want)
-		}
-	}
-	time.Sleep(time.Until(until) + 50*time.Millisecond)
-	got, err := c.Claim(ctx, []projections.ClaimKey{{Key: "late", Partition: 9, Offset: 9}})
-	if err != nil || got[0] != projections.ClaimFirst {
-		t.Errorf("after the upgrade window: %v, %v; want first (the old claim no longer read)", got, err)
-	}
 }
 
 // TestLegacyClaimsUntil: the first start of the hashed format records
@@ -204,9 +91,11 @@ func TestProjectorExactlyOnce(t *testing.T) {
 	produce := func(ids ...string) {
 		t.Helper()
 		var recs []*kgo.Record
-		for i, id := range ids {
+		for _, id := range ids {
+			// A client's retry is the same event: the same user, so the same
+			// partition (claims are per partition).
 			e := records.Event{Kind: records.KindClick, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: id,
-				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i),
+				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: "u-" + id,
 				Entity: &records.Entity{Type: "product", ID: "p"}}
 			v, _ := json.Marshal(e)
 			recs = append(recs, &kgo.Record{Topic: topics.Events, Key: records.EventKey(&e), Value: v})
@@ -218,7 +107,7 @@ func TestProjectorExactlyOnce(t *testing.T) {
 	runProjector := func(until func() bool) {
 		t.Helper()
 		p, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: brokers, Topic: topics.Events,
-			Claimer: projections.NewClaimer(rdb, "test:"+cfg.KafkaTopicPrefix, time.Hour), Sinks: []projections.EventSink{projections.NewEventsRaw(conn, nil)},
+			Claims: openClaims(t, brokers, topics, time.Hour), Sinks: []projections.EventSink{projections.NewEventsRaw(conn, nil)},
 			MaxRows: 1000, FlushInterval: 100 * time.Millisecond, Log: quiet})
 		if err != nil {
 			t.Fatal(err)

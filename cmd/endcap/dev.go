@@ -153,6 +153,10 @@ func cmdDev(ctx context.Context, args []string) error {
 		// The console is reached over plain http://127.0.0.1 here.
 		cfg.ConsoleSecureCookies = false
 	}
+	if _, set := os.LookupEnv("ENDCAP_PROJECTOR_STATE_DIR"); !set {
+		// The events fold's claim store lives with the stack's data.
+		cfg.ProjectorStateDir = filepath.Join(dir, "projector-state")
+	}
 	if _, set := os.LookupEnv("ENDCAP_WEBHOOK_ALLOW_LOOPBACK"); !set {
 		// A webhook receiver on this machine is the usual way to try
 		// webhooks locally (docs/webhooks.md, Safety).

@@ -120,7 +120,7 @@ start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is r
 	shift
 	mkdir -p "$ENDCAP_DEV_DIR/logs"
 	echo "starting endcap dev $* (log: $log)"
-	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev "$@" > "$log" 2>&1 &
+	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev --clickhouse-http-port "$CH_HTTP_PORT" "$@" > "$log" 2>&1 &
 	dev_pid=$!
 	pids+=($dev_pid)
 	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
@@ -278,6 +278,11 @@ try:
           f"{applied:.0f} charges applied (markers)")
 except (OSError, ValueError, StopIteration, IndexError) as e:
     print(f"Redis: not read ({e})")
+# The fold's claim store on local disk (endcap_projector_claim_store_bytes).
+store = {labels["kind"]: v for name, labels, v in samples(url) if name == "endcap_projector_claim_store_bytes"}
+if store:
+    print(f"claim store: disk {store.get('disk', 0) / 2**20:.0f} MiB ({store.get('disk', 0) / max(s['consumed'], 1):.1f} B a record folded), "
+          f"block cache {store.get('cache', 0) / 2**20:.0f} MiB, memtables {store.get('memtable', 0) / 2**20:.0f} MiB")
 PY
 	echo "the fold's process: peak RSS $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$fold_pid/status" 2>/dev/null || echo "not read")"
 	ch_cpu1=$(proc_cpu "$(ch_pid)")

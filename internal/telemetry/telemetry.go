@@ -75,3 +75,13 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
+
+// The events fold's claims (docs/projector.md, Claims).
+var (
+	ClaimsCaughtUp = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "endcap_projector_claims_caught_up_records_total", Help: "Records of the claims changelog read to catch a partition's claims up after it was assigned to this process.",
+	})
+	ClaimStoreBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "endcap_projector_claim_store_bytes", Help: "The local claim store: disk (its files), cache (its block cache in use), memtable.",
+	}, []string{"kind"})
+)

@@ -30,14 +30,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // ClickHouse database, Redis (event-id claims), and the attribution
 // projector, running until the test ends.
 type stack struct {
-	ctx      context.Context
-	brokers  []string
-	topics   kafka.Topics
-	cl       *kgo.Client
-	conn     clickhouse.Conn
-	rdb      *redis.Client
-	claimPfx string // Redis prefix of this test's event-id claims
-	kr       *bidtoken.Keyring
+	ctx     context.Context
+	brokers []string
+	topics  kafka.Topics
+	cl      *kgo.Client
+	conn    clickhouse.Conn
+	rdb     *redis.Client
+	// window is the dedupe window of the fold's claims (an hour unless a
+	// test shortens it before start).
+	window time.Duration
+	kr     *bidtoken.Keyring
 
 	mu       sync.Mutex
 	markets  map[string]attribution.Marketplace
@@ -65,7 +67,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	return &stack{ctx: ctx, brokers: brokers, topics: topics, cl: cl, conn: conn, rdb: rdb,
-		claimPfx: "test:claim:" + cfg.KafkaTopicPrefix, kr: kr,
+		window: time.Hour, kr: kr,
 		markets: map[string]attribution.Marketplace{}, vendors: map[string]string{}}
 }
 
@@ -125,7 +127,7 @@ func (s *stack) start(t *testing.T) {
 func (s *stack) fold(t testing.TB, sink projections.EventSink, maxRows int, flush time.Duration) *projections.EventFold {
 	t.Helper()
 	f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: s.brokers, Topic: s.topics.Events,
-		Claimer: projections.NewClaimer(s.rdb, s.claimPfx, time.Hour), Sinks: []projections.EventSink{sink},
+		Claims: openClaims(t, s.brokers, s.topics, s.window), Sinks: []projections.EventSink{sink},
 		MaxRows: maxRows, FlushInterval: flush, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -257,4 +259,18 @@ func (s *stack) results(t testing.TB, mp string) map[string]computed {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// openClaims opens the fold's claims in a directory of the test's (the
+// fold closes them).
+func openClaims(t testing.TB, brokers []string, topics kafka.Topics, window time.Duration) *projections.Claims {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := projections.OpenClaims(ctx, projections.ClaimsOptions{Dir: t.TempDir(), Brokers: brokers, EventsTopic: topics.Events,
+		Topic: topics.Claims, Window: window, Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -31,6 +31,9 @@ type Topics struct {
 	// WebhookDeliveries: compacted changelog of webhook deliveries and
 	// their attempts (webhooks.Delivery).
 	WebhookDeliveries string
+	// Claims: changelog of the events fold's claims, one partition per
+	// partition of Events (created by the fold: projections.EnsureClaimsTopic).
+	Claims string
 }
 
 // TopicNames returns the topic names for prefix (e.g. "endcap.").
@@ -44,6 +47,7 @@ func TopicNames(prefix string) Topics {
 
 		WebhookEvents:     prefix + "webhook-events",
 		WebhookDeliveries: prefix + "state.webhook-deliveries",
+		Claims:            prefix + "claims.events",
 	}
 }
 

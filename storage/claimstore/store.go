@@ -1,0 +1,383 @@
+// Package claimstore keeps sets of 16-byte keys on local disk, in an
+// embedded LSM store (Pebble): per Kafka partition and per generation (a
+// span of time), each key with the offset of the record that owns it, and
+// per partition a checkpoint (the next offset of the changelog the partition's
+// keys are rebuilt from). A generation is dropped whole (a range deletion,
+// whose files compactions then delete without rewriting them). It holds no
+// rule of its own: the events fold decides what a key means
+// (docs/projector.md, Claims).
+//
+// Memory does not grow with the keys stored: Pebble's block cache (index and
+// filter blocks, data blocks) and its memtables are bounded by Options; the
+// rest is on disk.
+package claimstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Key is a stored key (the events fold's: 16 bytes of a SHA-256).
+type Key = [16]byte
+
+// Options configure a Store. Zero values take the defaults.
+type Options struct {
+	// Dir is the directory of the store (created when missing).
+	Dir string
+	// CacheBytes bounds Pebble's block cache. Default 256 MiB.
+	CacheBytes int64
+	// MemTableBytes is the size of one memtable (at most two are kept in
+	// memory, one being flushed). Default 32 MiB.
+	MemTableBytes uint64
+	// BloomBitsPerKey sizes the tables' Bloom filters. Default 10 (about
+	// 1 % false positives).
+	BloomBitsPerKey int
+	// MaxOpenFiles bounds the tables kept open, each with its reader's
+	// memory. Default Pebble's, 1,000.
+	MaxOpenFiles int
+	Log          *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultCacheBytes      = 256 << 20
+	DefaultMemTableBytes   = 32 << 20
+	DefaultBloomBitsPerKey = 10
+)
+
+// Store is a claim store on local disk. Its methods may be called
+// concurrently.
+type Store struct {
+	db    *pebble.DB
+	opts  *pebble.Options
+	cache interface{ Unref() }
+	// seq numbers the tables Write builds for ingestion.
+	seq atomic.Uint64
+	dir string
+	// cacheMax is the block cache's bound.
+	cacheMax int64
+	// remove: Close deletes the directory (RemoveOnClose).
+	remove bool
+}
+
+// RemoveOnClose has Close delete the store's directory (a temporary store).
+func (s *Store) RemoveOnClose() { s.remove = true }
+
+// Key layout: 'c' | generation (4 bytes, big-endian) | partition (4) | key
+// (16) → the owner's offset (uvarint); 'k' | partition (4) → the checkpoint
+// (uvarint). The generation first, so that dropping old generations is one
+// range for every partition, and a generation's keys share their tables.
+const (
+	claimTag      = 'c'
+	checkpointTag = 'k'
+	claimKeyLen   = 1 + 4 + 4 + 16
+)
+
+// Open opens (or creates) the store in o.Dir.
+func Open(o Options) (*Store, error) {
+	if o.Dir == "" {
+		return nil, errors.New("claim store: no directory")
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = DefaultMemTableBytes
+	}
+	if o.BloomBitsPerKey <= 0 {
+		o.BloomBitsPerKey = DefaultBloomBitsPerKey
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("claim store: %w", err)
+	}
+	cache := pebble.NewCache(o.CacheBytes)
+	opts := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                o.MemTableBytes,
+		MemTableStopWritesThreshold: 2,
+		MaxOpenFiles:                o.MaxOpenFiles,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLog{o.Log},
+		// The keys are hashes: compression would find nothing to take.
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(o.BloomBitsPerKey)
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	db, err := pebble.Open(o.Dir, opts)
+	if err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("claim store: open %s: %w", o.Dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "ingest"), 0o755); err != nil {
+		db.Close()
+		cache.Unref()
+		return nil, fmt.Errorf("claim store: %w", err)
+	}
+	return &Store{db: db, opts: opts, cache: cache, dir: o.Dir, cacheMax: o.CacheBytes}, nil
+}
+
+// Close closes the store (its write-ahead log keeps what was written).
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.cache.Unref()
+	if s.remove {
+		err = errors.Join(err, os.RemoveAll(s.dir))
+	}
+	return err
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+func claimKey(buf []byte, gen uint32, p int32, k *Key) []byte {
+	buf = append(buf[:0], claimTag)
+	buf = binary.BigEndian.AppendUint32(buf, gen)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(p))
+	return append(buf, k[:]...)
+}
+
+func checkpointKey(p int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{checkpointTag}, uint32(p))
+}
+
+// Owner is what Lookup found for a key.
+type Owner struct {
+	Offset int64
+	Found  bool
+}
+
+// Lookup looks every key of partition p up in the generations gens, in
+// their order (the first that has a key decides), and writes what it found
+// into out (as long as keys). One iterator a generation serves every key,
+// in the keys' order, and consults the tables' Bloom filters on every level
+// (Pebble's point reads leave out the last level's: most keys looked up here
+// are new, and the last level holds most keys).
+func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
+	clear(out)
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return bytes.Compare(keys[a][:], keys[b][:]) })
+	buf := make([]byte, 0, claimKeyLen)
+	for _, g := range gens {
+		lo := claimKey(nil, g, p, &Key{})[:1+4+4]
+		hi := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{claimTag}, g), uint32(p)+1)
+		if uint32(p) == ^uint32(0) {
+			hi = binary.BigEndian.AppendUint32([]byte{claimTag}, g+1)
+		}
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, UseL6Filters: true})
+		if err != nil {
+			return fmt.Errorf("claim store: %w", err)
+		}
+		for _, i := range idx {
+			if out[i].Found {
+				continue
+			}
+			buf = claimKey(buf, g, p, &keys[i])
+			if !it.SeekPrefixGE(buf) || !bytes.Equal(it.Key(), buf) {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("claim store: %w", err)
+			}
+			off, n := binary.Uvarint(v)
+			if n <= 0 {
+				it.Close()
+				return fmt.Errorf("claim store: a claim of partition %d holds %x, not an offset", p, v)
+			}
+			out[i] = Owner{Offset: int64(off), Found: true}
+		}
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("claim store: %w", err)
+		}
+	}
+	return nil
+}
+
+// Entry is one key to store.
+type Entry struct {
+	Gen    uint32
+	Key    Key
+	Offset int64
+}
+
+// Write stores entries of partition p and, when checkpoint >= 0, its
+// checkpoint, in one atomic batch. It does not wait for the disk (the
+// changelog, not this store, is what must survive).
+func (s *Store) Write(p int32, entries []Entry, checkpoint int64) error {
+	if len(entries) >= ingestAbove {
+		if err := s.ingest(p, entries); err != nil {
+			return err
+		}
+		entries = nil
+	}
+	b := s.db.NewBatchWithSize(len(entries) * (claimKeyLen + 16))
+	defer b.Close()
+	key := make([]byte, 0, claimKeyLen)
+	val := make([]byte, 0, binary.MaxVarintLen64)
+	for i := range entries {
+		e := &entries[i]
+		key = claimKey(key, e.Gen, p, &e.Key)
+		val = binary.AppendUvarint(val[:0], uint64(e.Offset))
+		if err := b.Set(key, val, nil); err != nil {
+			return err
+		}
+	}
+	if checkpoint >= 0 {
+		if err := b.Set(checkpointKey(p), binary.AppendUvarint(nil, uint64(checkpoint)), nil); err != nil {
+			return err
+		}
+	}
+	if err := s.db.Apply(b, pebble.NoSync); err != nil {
+		return fmt.Errorf("claim store: write: %w", err)
+	}
+	return nil
+}
+
+// ingestAbove is the batch size from which Write builds a table and
+// ingests it rather than inserting each key in the memtable: random keys
+// make the memtable's skiplist the dearest step of a write.
+const ingestAbove = 2_000
+
+// ingest writes entries of partition p, sorted, into a table and ingests
+// it.
+func (s *Store) ingest(p int32, entries []Entry) error {
+	keys := make([]byte, len(entries)*claimKeyLen)
+	idx := make([]int, len(entries))
+	at := func(i int) []byte { return keys[i*claimKeyLen : (i+1)*claimKeyLen] }
+	for i := range entries {
+		idx[i] = i
+		claimKey(at(i)[:0], entries[i].Gen, p, &entries[i].Key)
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return bytes.Compare(at(a), at(b)) })
+	path := filepath.Join(s.dir, "ingest", fmt.Sprintf("%d-%d.sst", p, s.seq.Add(1)))
+	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("claim store: %w", err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.opts.MakeWriterOptions(0, s.db.TableFormat()))
+	val := make([]byte, 0, binary.MaxVarintLen64)
+	var prev []byte
+	for _, i := range idx {
+		k := at(i)
+		if prev != nil && bytes.Equal(prev, k) {
+			continue // the same key twice in one batch: the first written wins
+		}
+		prev = k
+		val = binary.AppendUvarint(val[:0], uint64(entries[i].Offset))
+		if err = w.Set(k, val); err != nil {
+			break
+		}
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.db.Ingest(context.Background(), []string{path})
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("claim store: ingest: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint returns partition p's checkpoint (false: none recorded).
+func (s *Store) Checkpoint(p int32) (int64, bool, error) {
+	v, closer, err := s.db.Get(checkpointKey(p))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("claim store: checkpoint: %w", err)
+	}
+	defer closer.Close()
+	off, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, false, fmt.Errorf("claim store: the checkpoint of partition %d holds %x", p, v)
+	}
+	return int64(off), true, nil
+}
+
+// DropBefore deletes every generation older than gen, of every partition.
+func (s *Store) DropBefore(gen uint32) error {
+	start := []byte{claimTag}
+	end := binary.BigEndian.AppendUint32([]byte{claimTag}, gen)
+	if err := s.db.DeleteRange(start, end, pebble.NoSync); err != nil {
+		return fmt.Errorf("claim store: drop generations before %d: %w", gen, err)
+	}
+	return nil
+}
+
+// Stats is what the store holds and uses.
+type Stats struct {
+	DiskBytes     uint64 // tables, logs and manifests
+	CacheBytes    int64  // the block cache in use
+	CacheMax      int64
+	MemTableBytes uint64 // memtables, the one being written and those being flushed
+	Tables        int64
+}
+
+// Stats reads the store's figures.
+func (s *Store) Stats() Stats {
+	m := s.db.Metrics()
+	var tables int64
+	for _, l := range m.Levels {
+		tables += l.TablesCount
+	}
+	return Stats{
+		DiskBytes:     m.DiskSpaceUsage(),
+		CacheBytes:    m.BlockCache.Size,
+		CacheMax:      s.cacheMax,
+		MemTableBytes: m.MemTable.Size,
+		Tables:        tables,
+	}
+}
+
+// Flush writes the memtable to tables and waits (benchmarks and tests).
+func (s *Store) Flush() error { return s.db.Flush() }
+
+// CompactAll compacts the whole store and waits (benchmarks: the steady
+// state's files).
+func (s *Store) CompactAll() error {
+	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+}
+
+// pebbleLog sends Pebble's log lines to slog: its info lines (flushes,
+// compactions) at debug.
+type pebbleLog struct{ log *slog.Logger }
+
+func (l pebbleLog) Infof(format string, args ...any) {
+	l.log.Debug("claim store: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLog) Errorf(format string, args ...any) {
+	l.log.Error("claim store: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLog) Fatalf(format string, args ...any) {
+	msg := "claim store: " + fmt.Sprintf(format, args...)
+	l.log.Error(msg)
+	panic(msg)
+}
