@@ -393,8 +393,9 @@ func TestResolvedBidVerification(t *testing.T) {
 type v2Error struct{ ErrCode, DocURL, Message string }
 
 // TestClaimsOfThePreviousVersion: after an upgrade to hashed claim keys (the
-// format record says when it happened), an event id claimed by the previous
-// version under its whole key is still a duplicate; another id is folded.
+// format record says when it happened) and then to the claim store, an event
+// id claimed by a previous version under its whole key in Redis is still a
+// duplicate; another id is folded.
 func TestClaimsOfThePreviousVersion(t *testing.T) {
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
@@ -404,19 +405,24 @@ func TestClaimsOfThePreviousVersion(t *testing.T) {
 	ctx := t.Context()
 	// The Redis of these tests is shared: record an upgrade now for this
 	// system's start, and put back what was recorded before.
-	prev, err := rdb.Get(ctx, "ec:claim:format").Result()
-	if err != nil && err != redis.Nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if prev == "" {
-			rdb.Del(context.Background(), "ec:claim:format")
-		} else {
-			rdb.Set(context.Background(), "ec:claim:format", prev, 0)
+	// The upgrade to the claim store (ec:claim:store) happens now too, so
+	// that the claims the previous versions kept in Redis are read for a
+	// window (docs/projector.md, Upgrading to the claim store).
+	for _, marker := range []string{"ec:claim:format", "ec:claim:store"} {
+		prev, err := rdb.Get(ctx, marker).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
 		}
-	})
-	if err := rdb.Set(ctx, "ec:claim:format", time.Now().UnixMilli(), 0).Err(); err != nil {
-		t.Fatal(err)
+		t.Cleanup(func() {
+			if prev == "" {
+				rdb.Del(context.Background(), marker)
+			} else {
+				rdb.Set(context.Background(), marker, prev, 0)
+			}
+		})
+		if err := rdb.Set(ctx, marker, time.Now().UnixMilli(), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := startSystem(t, cfg)
 	mp := s.Marketplace.ID
@@ -439,7 +445,7 @@ func TestClaimsOfThePreviousVersion(t *testing.T) {
 	if n := s.count(t, "SELECT count() FROM events WHERE event_id = 'old-1'"); n != 0 {
 		t.Errorf("%d rows of old-1, claimed by the previous version: want 0 (a duplicate)", n)
 	}
-	// new-1's claim is hashed; old-1 has no new claim of its own owner.
+	// Claims are no longer written to Redis: the previous version's is the only one.
 	if n := len(rdb.Keys(ctx, "ec:claim:ev:"+mp+":*").Val()); n != 1 {
 		t.Errorf("%d whole-key claims of the marketplace, want the previous version's 1", n)
 	}
