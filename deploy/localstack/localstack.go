@@ -91,6 +91,17 @@ type Options struct {
 	ZooKeeperPort int
 	ZooKeeperBin  string
 
+	// RedisCluster, above 0, runs Redis as a Redis Cluster of that many masters (at least 3), each with
+	// RedisReplicas replicas: RedisCluster × (1 + RedisReplicas) nodes, node i (RedisService) on
+	// RedisPort for the first, RedisNodePorts[i-2] for the others (0 or missing: a free port), its data
+	// in Dir/redis or Dir/redis-<i>. The first start forms the cluster (redis-cli --cluster create); the
+	// next ones find it in the nodes' data. RedisNodeTimeout is the cluster-node-timeout (default
+	// DefaultRedisNodeTimeout). 0: one server without a cluster. Needs Redis.
+	RedisCluster     int
+	RedisReplicas    int
+	RedisNodeTimeout time.Duration
+	RedisNodePorts   []int
+
 	replicaPorts     []replicaPorts // native and HTTP ports of replicas 2..N
 	interserverPorts []int          // interserver HTTP port of replicas 1..N
 
@@ -124,11 +135,14 @@ type Stack struct {
 	ClickHouseHTTPAddrs []string
 	ClickHouseCluster   string
 	ZooKeeperAddr       string
-	RedisAddr           string // "127.0.0.1:19002"
-	S3Endpoint          string // "http://127.0.0.1:19100"
-	S3Region            string
-	S3AccessKey         string
-	S3SecretKey         string
+	RedisAddr           string // "127.0.0.1:19002"; with Options.RedisCluster, the first node's
+	// RedisAddrs are the addresses of every node of a Redis Cluster (Options.RedisCluster), in the order of
+	// RedisService; with one server, RedisAddr alone.
+	RedisAddrs  []string
+	S3Endpoint  string // "http://127.0.0.1:19100"
+	S3Region    string
+	S3AccessKey string
+	S3SecretKey string
 
 	log      *slog.Logger
 	opts     Options
@@ -219,7 +233,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		specs = append(specs, sp)
 	}
-	if o.Redis {
+	if o.RedisCluster > 0 {
+		sps, err := redisNodeSpecs(o, bins.redis)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sps...)
+	} else if o.Redis {
 		sp, err := redisSpec(o, bins.redis)
 		if err != nil {
 			return nil, err
@@ -251,6 +271,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	if o.Redis {
 		s.RedisAddr = net.JoinHostPort(dial, strconv.Itoa(o.RedisPort))
+		s.RedisAddrs = []string{s.RedisAddr}
+	}
+	if o.RedisCluster > 0 {
+		s.RedisAddrs = redisClusterAddrs(o)
 	}
 	if o.S3 {
 		s.S3Endpoint = "http://" + net.JoinHostPort(dial, strconv.Itoa(o.S3Port))
@@ -282,6 +306,15 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			_ = s.Stop()
 			return nil, err
 		}
+	}
+	if o.RedisCluster > 0 {
+		start := time.Now()
+		if err := s.formRedisCluster(ctx, bins.redisCLI); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+		log.Info("localstack: redis cluster ready", "masters", o.RedisCluster, "replicas", o.RedisReplicas,
+			"nodes", s.RedisAddrs, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return s, nil
 }
@@ -385,6 +418,9 @@ func (o *Options) normalize() error {
 			return fmt.Errorf("localstack: Options.%s = %d is not a valid port", p.name, p.v)
 		}
 	}
+	if err := o.normalizeRedisCluster(); err != nil {
+		return err
+	}
 	return o.normalizeCluster()
 }
 
@@ -398,7 +434,11 @@ func (o *Options) services() []string {
 	} else if o.ClickHouse {
 		s = append(s, ServiceClickHouse)
 	}
-	if o.Redis {
+	if o.RedisCluster > 0 {
+		for i := 1; i <= o.redisNodes(); i++ {
+			s = append(s, RedisService(i))
+		}
+	} else if o.Redis {
 		s = append(s, ServiceRedis)
 	}
 	if o.S3 {
@@ -428,6 +468,7 @@ func (o *Options) portRequests() []portRequest {
 	if o.S3 {
 		r = append(r, portRequest{"S3", "S3Port", &o.S3Port})
 	}
+	r = append(r, o.redisClusterPortRequests()...)
 	return append(r, o.clusterPortRequests()...)
 }
 
