@@ -15,7 +15,7 @@ import (
 )
 
 // redisCPU is the Redis server's CPU time so far (INFO cpu: user + system).
-func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
 	info, err := rdb.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)

@@ -35,7 +35,7 @@ type stack struct {
 	topics   kafka.Topics
 	cl       *kgo.Client
 	conn     clickhouse.Conn
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	claimPfx string // Redis prefix of this test's event-id claims
 	kr       *bidtoken.Keyring
 
@@ -58,7 +58,7 @@ func newStack(t *testing.T) *stack {
 	t.Cleanup(cancel)
 	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
 	conn := testenv.ClickHouse(t, ctx, cfg)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("endcap-test-key-0123456789abcdef")}, 1)
 	if err != nil {

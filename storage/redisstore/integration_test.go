@@ -12,7 +12,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // TestServer reads the test stack's Redis: the version Endcap needs, and no
 // eviction.
 func TestServer(t *testing.T) {
-	rdb := redisstore.Open(redisstore.Options{Addr: testenv.Get(t).RedisAddr})
+	rdb := testenv.Get(t).Redis(t)
 	defer rdb.Close()
 	s, err := redisstore.Server(t.Context(), rdb)
 	if err != nil {
