@@ -94,13 +94,16 @@ type Options struct {
 	// RedisCluster, above 0, runs Redis as a Redis Cluster of that many masters (at least 3), each with
 	// RedisReplicas replicas: RedisCluster × (1 + RedisReplicas) nodes, node i (RedisService) on
 	// RedisPort for the first, RedisNodePorts[i-2] for the others (0 or missing: a free port), its data
-	// in Dir/redis or Dir/redis-<i>. The first start forms the cluster (redis-cli --cluster create); the
+	// in Dir/redis-cluster/<i>. The first start forms the cluster (redis-cli --cluster create); the
 	// next ones find it in the nodes' data. RedisNodeTimeout is the cluster-node-timeout (default
-	// DefaultRedisNodeTimeout). 0: one server without a cluster. Needs Redis.
+	// DefaultRedisNodeTimeout). RedisBusPorts are the cluster bus ports of node 1..N (0 or missing: a
+	// free port); the nodes find each other on them again after a restart of the stack only when they
+	// are the same. 0: one server without a cluster. Needs Redis.
 	RedisCluster     int
 	RedisReplicas    int
 	RedisNodeTimeout time.Duration
 	RedisNodePorts   []int
+	RedisBusPorts    []int
 
 	replicaPorts     []replicaPorts // native and HTTP ports of replicas 2..N
 	interserverPorts []int          // interserver HTTP port of replicas 1..N

@@ -55,10 +55,14 @@ func (o *Options) normalizeRedisCluster() error {
 	if len(o.RedisNodePorts) > n {
 		return fmt.Errorf("localstack: Options.RedisNodePorts has %d ports for %d nodes after the first", len(o.RedisNodePorts), n)
 	}
+	if len(o.RedisBusPorts) > n+1 {
+		return fmt.Errorf("localstack: Options.RedisBusPorts has %d ports for %d nodes", len(o.RedisBusPorts), n+1)
+	}
 	o.RedisNodePorts = append(o.RedisNodePorts, make([]int, n-len(o.RedisNodePorts))...)
-	for _, p := range o.RedisNodePorts {
+	o.RedisBusPorts = append(o.RedisBusPorts, make([]int, n+1-len(o.RedisBusPorts))...)
+	for _, p := range append(append([]int(nil), o.RedisNodePorts...), o.RedisBusPorts...) {
 		if p < 0 || p > 65535 {
-			return fmt.Errorf("localstack: Options.RedisNodePorts: %d is not a valid port", p)
+			return fmt.Errorf("localstack: Options.RedisNodePorts or RedisBusPorts: %d is not a valid port", p)
 		}
 	}
 	return nil
@@ -72,11 +76,15 @@ func (o *Options) redisPort(i int) int {
 	return o.RedisNodePorts[i-2]
 }
 
-// redisClusterPortRequests are the ports of the nodes after the first (RedisPort is the first's).
+// redisClusterPortRequests are the ports of the nodes after the first (RedisPort is the first's) and the
+// cluster bus ports of them all.
 func (o *Options) redisClusterPortRequests() []portRequest {
 	var r []portRequest
 	for i := range o.RedisNodePorts {
 		r = append(r, portRequest{"Redis node " + strconv.Itoa(i+2), "RedisNodePorts", &o.RedisNodePorts[i]})
+	}
+	for i := range o.RedisBusPorts {
+		r = append(r, portRequest{"Redis cluster bus of node " + strconv.Itoa(i+1), "RedisBusPorts", &o.RedisBusPorts[i]})
 	}
 	return r
 }
@@ -84,9 +92,11 @@ func (o *Options) redisClusterPortRequests() []portRequest {
 // redisClusterArgs are the cluster settings of a node: its nodes.conf in its own directory, a short
 // node timeout, replicas that may always take over (a replica of a test cluster may have been cut off
 // for long), the slots of the other masters served while one is down, and replicas synced at once.
-func redisClusterArgs(o Options) []string {
+func redisClusterArgs(o Options, i int) []string {
 	return []string{
 		"--cluster-enabled", "yes",
+		// Its own port, not the default port + 10000, which nothing reserved.
+		"--cluster-port", strconv.Itoa(o.RedisBusPorts[i-1]),
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", strconv.FormatInt(o.RedisNodeTimeout.Milliseconds(), 10),
 		"--cluster-replica-validity-factor", "0",
@@ -310,13 +320,13 @@ func infoField(text, field string) string {
 	return ""
 }
 
-// redisNodeSpecs are the children of a cluster: node i keeps its data (and nodes.conf) in Dir/redis for
-// the first, Dir/redis-<i> for the others.
+// redisNodeSpecs are the children of a cluster: node i keeps its data (and nodes.conf) in
+// Dir/redis-cluster/<i>, apart from the data of a single server (Dir/redis).
 func redisNodeSpecs(o Options, bin string) ([]childSpec, error) {
 	var out []childSpec
 	for i := 1; i <= o.redisNodes(); i++ {
 		name := RedisService(i)
-		sp, err := redisNodeSpec(o, bin, name, filepath.Join(o.Dir, name), o.redisPort(i), redisClusterArgs(o))
+		sp, err := redisNodeSpec(o, bin, name, filepath.Join(o.Dir, "redis-cluster", strconv.Itoa(i)), o.redisPort(i), redisClusterArgs(o, i))
 		if err != nil {
 			return nil, err
 		}

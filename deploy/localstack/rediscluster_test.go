@@ -113,6 +113,7 @@ func TestRedisCluster(t *testing.T) {
 	o2 := testOptions(t, dir)
 	o2.ClickHouse, o2.S3 = false, false
 	o2.RedisCluster, o2.RedisReplicas = 3, 1
+	o2.RedisBusPorts = s.opts.RedisBusPorts
 	for i, a := range s.RedisAddrs {
 		_, p, _ := net.SplitHostPort(a)
 		port, _ := strconv.Atoi(p)
