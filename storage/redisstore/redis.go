@@ -50,7 +50,7 @@ func (o Options) Addrs() []string {
 // is cancelled without a deadline still waits for the socket timeout.
 func Open(o Options) redis.UniversalClient {
 	if o.Cluster {
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		cc := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 o.Addrs(),
 			Password:              o.Password,
 			DialTimeout:           2 * time.Second,
@@ -63,7 +63,11 @@ func Open(o Options) redis.UniversalClient {
 			// redirected (MOVED, ASK) up to this many times; between
 			// attempts the client re-reads the cluster's layout.
 			MaxRedirects: 4,
+			// The layout is also read again this often (go-redis: 60 s).
+			ClusterStateReloadInterval: 10 * time.Second,
 		})
+		cc.AddHook(reloadOnFailure{cc})
+		return cc
 	}
 	addr := o.Addr
 	if a := o.Addrs(); len(a) > 0 {
@@ -80,6 +84,46 @@ func Open(o Options) redis.UniversalClient {
 		PoolSize:              32,
 		MaxRetries:            1,
 	})
+}
+
+// reloadOnFailure makes a cluster client read the cluster's layout again
+// (in the background, coalesced) when a command or a pipeline fails to
+// reach a node: after a master failed and a replica took over its slots,
+// go-redis would send pipelines to the dead node until its periodic reload
+// (it reloads at once only on MOVED and on failures of single commands).
+type reloadOnFailure struct{ cc *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) check(ctx context.Context, err error) {
+	if ConnectionFailed(ctx, err) {
+		h.cc.ReloadState(ctx)
+	}
+}
+
+// ConnectionFailed says whether err is a failure to reach or hear from the
+// server (which another connection, or another node, may not meet), not an
+// error Redis answered, nor the end of ctx.
+func ConnectionFailed(ctx context.Context, err error) bool {
+	var rerr redis.Error
+	return err != nil && err != redis.Nil && ctx.Err() == nil && !errors.As(err, &rerr) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // IsCluster says whether rdb is a Redis Cluster client.
