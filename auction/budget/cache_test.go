@@ -73,19 +73,23 @@ func TestAddSpend(t *testing.T) {
 	add(t, rdb, "mp1", "c1", "2024-05-10", 500_000) // not idempotent: adds up
 	add(t, rdb, "mp1", "c2", "2024-05-10", 7)
 	add(t, rdb, "mp1", "c1", "2024-05-09", 3)
+	c1, c2 := SpendKey("mp1", "c1"), SpendKey("mp1", "c2")
+	if c1 != "ec:spend:{"+Tag("mp1", "c1")+"}:mp1:c1" || len(Tag("mp1", "c1")) != 16 || Tag("mp1", "c1") == Tag("mp1", "c2") || Tag("mp1", "c1") == Tag("mp", "1c1") {
+		t.Errorf("spend keys %s, %s", c1, c2)
+	}
 	checks := []struct{ key, field, want string }{
-		{"ec:spend:{mp1:c1}", "d:2024-05-10", "2000000"},
-		{"ec:spend:{mp1:c2}", "d:2024-05-10", "7"},
-		{"ec:spend:{mp1:c1}", "d:2024-05-09", "3"},
-		{"ec:spend:{mp1:c1}", "t", "2000003"},
-		{"ec:spend:{mp1:c2}", "t", "7"},
+		{c1, "d:2024-05-10", "2000000"},
+		{c2, "d:2024-05-10", "7"},
+		{c1, "d:2024-05-09", "3"},
+		{c1, "t", "2000003"},
+		{c2, "t", "7"},
 	}
 	for _, ck := range checks {
 		if got := mr.HGet(ck.key, ck.field); got != ck.want {
 			t.Errorf("HGET %s %s = %q, want %q", ck.key, ck.field, got, ck.want)
 		}
 	}
-	if ttl := mr.TTL("ec:spend:{mp1:c1}"); ttl != 0 {
+	if ttl := mr.TTL(c1); ttl != 0 {
 		t.Errorf("spend hash TTL = %s, want none", ttl)
 	}
 	d, tot, err := ReadSpend(t.Context(), rdb, "mp1", "c1", "2024-05-10")

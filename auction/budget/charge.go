@@ -131,19 +131,21 @@ func (o ChargeOutcome) String() string {
 // charge was refused for the daily or the total budget) in a hash of the
 // campaign and epoch,
 //
-//	ec:cm:{mp:campaign}:<epoch>:<bucket>   field Key → Owner | !d Owner | !t Owner, expiring as a whole
-//	ec:cm:{mp:campaign}:<epoch>:m          b = the epoch's bucket count, n = its markers so far
+//	ec:cm:{tag}:<epoch>:<bucket>   field Key → Owner | !d Owner | !t Owner, expiring as a whole
 //
-// and the bucket is FNV-1a (32 bits) of the key modulo the bucket count. A
-// hash of up to 128 small fields is stored as one listpack: about 40 bytes
-// a marker against about 214 for a string key with its own expiry. The
-// script picks an epoch's bucket count once, on its first charge, from the
-// number of markers the campaign's epoch before it got (about
-// MarkersPerBucket a bucket, MinMarkerBuckets to MaxMarkerBuckets, a power
-// of two), and stores it in the epoch's meta hash: every later charge of
-// the epoch finds the same bucket for the same key. The meta hash expires
-// with the last of the epoch's buckets. The campaign's hash tag puts its
-// markers in the slot of its spend hash (SpendKey).
+// where {tag} is the campaign's hash tag (Tag), and the bucket is FNV-1a
+// (32 bits) of the key modulo the epoch's bucket count. A hash of up to 128
+// small fields is stored as one listpack: about 40 bytes a marker against
+// about 214 for a string key with its own expiry. The script picks an
+// epoch's bucket count once, on its first charge, from the number of
+// markers the campaign's epoch before it got (about MarkersPerBucket a
+// bucket, MinMarkerBuckets to MaxMarkerBuckets, a power of two), and keeps
+// it, with the epoch's number of markers so far, in the field "" of bucket
+// 0 ("<buckets>:<markers>"; no Key is empty): every later charge of the
+// epoch finds the same bucket for the same key, and a campaign with few
+// charges an hour has one hash an hour. Bucket 0 expires with the last of
+// the epoch's markers. The campaign's hash tag puts its markers in the slot
+// of its spend hash (SpendKey).
 const (
 	MarkersPerBucket = 64
 	MinMarkerBuckets = 1
@@ -154,7 +156,7 @@ const (
 // hashes in marketplace mp. They share the campaign's hash tag with its
 // spend hash, so one script can update all of them (on Redis Cluster too:
 // every key the script builds is in the slot of the keys it declares).
-func MarkerPrefix(mp, campaignID string) string { return "ec:cm:{" + mp + ":" + campaignID + "}:" }
+func MarkerPrefix(mp, campaignID string) string { return "ec:cm:{" + Tag(mp, campaignID) + "}:" }
 
 // MarkerBucketKey is the hash that holds the marker of key of campaign
 // campaignID in marketplace mp and epoch, when the epoch has buckets
@@ -163,15 +165,20 @@ func MarkerBucketKey(mp, campaignID string, epoch int64, buckets uint32, key str
 	return MarkerPrefix(mp, campaignID) + strconv.FormatInt(epoch, 10) + ":" + strconv.FormatUint(uint64(keyHash(key)%buckets), 10)
 }
 
-// MarkerMetaKey is the hash that holds the bucket count (field b) and the
-// number of markers (field n) of a campaign's epoch.
+// MarkerMetaKey is the hash (bucket 0) whose field MarkerMetaField holds
+// the bucket count and the number of markers of a campaign's epoch,
+// "<buckets>:<markers>".
 func MarkerMetaKey(mp, campaignID string, epoch int64) string {
-	return MarkerPrefix(mp, campaignID) + strconv.FormatInt(epoch, 10) + ":m"
+	return MarkerPrefix(mp, campaignID) + strconv.FormatInt(epoch, 10) + ":0"
 }
 
+// MarkerMetaField is the field of MarkerMetaKey that describes the epoch.
+const MarkerMetaField = ""
+
 // marketplaceMarkerPrefix is the start of the names of marketplace mp's
-// marker hashes in the layout of the builds before 2026-11-26 (one set of
-// hashes per marketplace and epoch, the same buckets and meta hash).
+// marker hashes in the layout of the builds before 2026-11-26: one set of
+// hashes per marketplace and epoch, the same buckets, and the bucket count
+// in field b of the epoch's hash <prefix><epoch>:m.
 func marketplaceMarkerPrefix(mp string) string { return "ec:cm:{" + mp + "}:" }
 
 // keyHash is FNV-1a, 32 bits: it spreads keys over an epoch's buckets. The
@@ -239,18 +246,18 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // else (duplicate). A charge with an earlier layout's marker (a legacy
 // string key, or the marketplace's marker hashes) first reads it: when it
 // exists, what it says decides, and it is copied into the campaign's
-// bucket. The bucket count of an epoch comes from its meta hash, or is
-// chosen and stored there by the first charge of the epoch. At the end,
+// bucket. The bucket count of an epoch comes from field "" of its bucket
+// 0, or is chosen by the first charge of the epoch. At the end,
 // each counter that moved is written once (its new value; one HSET per
 // campaign), so is the refusal hint of each budget refused in the call
 // (field "!t", or "!" and the day field: the spend the last refused charge
 // would have made; see Cache.Spend), a campaign that got a new day field
-// loses its day fields older than ARGV[1] (but those of the call), each
-// meta hash counts its new
-// markers (an HINCRBY even of 0: every call writes, so that a WAIT after it
-// covers whatever the call found there), and each hash the call touched
-// gets the latest expiry of its markers (EXPIRETIME, and EXPIREAT only when
-// that is later).
+// loses its day fields older than ARGV[1] (but those of the call), the
+// field "" of each epoch's bucket 0 gets its bucket count and markers (an
+// HSET whatever changed: every call writes, so that a WAIT after it covers
+// whatever the call found there), and each hash the call touched gets the
+// latest expiry of its markers (EXPIRETIME, and EXPIREAT only when that is
+// later).
 //
 // Lua numbers are doubles, exact only up to 2^53: amounts, counters and
 // budgets are int64 values held as two numbers, v = hi * 10^9 + lo with
@@ -366,19 +373,23 @@ local function keep(k, t)
   local cur = expiry[k]
   if not cur or cur < t then expiry[k] = t end
 end
+local function described(v)
+  if not v then return nil, 0 end
+  local b, m = string.match(v, '^(%d+):(%d+)$')
+  return tonumber(b), tonumber(m) or 0
+end
 local function epoch(prefix, ep)
   local id = prefix .. ep
   local e = epochs[id]
   if e then return e end
-  local meta = id .. ':m'
-  local b = tonumber(redis.call('HGET', meta, 'b'))
+  local meta = id .. ':0'
+  local b, m = described(redis.call('HGET', meta, ''))
   if not b then
-    local prev = tonumber(redis.call('HGET', prefix .. string.format('%.0f', tonumber(ep) - 1) .. ':m', 'n')) or 0
+    local _, prev = described(redis.call('HGET', prefix .. string.format('%.0f', tonumber(ep) - 1) .. ':0', ''))
     b = MINB
     while b < MAXB and b * PER < prev do b = b * 2 end
-    redis.call('HSET', meta, 'b', b)
   end
-  e = {meta = meta, b = b, n = 0, p = id .. ':'}
+  e = {meta = meta, b = b, m = m, n = 0, p = id .. ':'}
   epochs[id] = e
   eorder[#eorder + 1] = e
   return e
@@ -490,7 +501,7 @@ for k in pairs(pruned) do
   end
   if #gone > 0 then redis.call('HDEL', k, unpack(gone)) end
 end
-for _, e in ipairs(eorder) do redis.call('HINCRBY', e.meta, 'n', e.n) end
+for _, e in ipairs(eorder) do redis.call('HSET', e.meta, '', string.format('%.0f:%.0f', e.b, e.m + e.n)) end
 for k, t in pairs(expiry) do
   if redis.call('EXPIRETIME', k) < t then redis.call('EXPIREAT', k, t) end
 end
@@ -718,18 +729,11 @@ func runOnMaster(ctx context.Context, node *redis.Client, calls []*chargeCall, i
 				return fmt.Errorf("budget: apply charges on %s: load the script: %w", node.Options().Addr, err)
 			}
 			attempt--
-		case attempt < retries && connectionFailed(ctx, err):
+		case attempt < retries && redisstore.ConnectionFailed(ctx, err) && !errors.Is(err, ErrUnreplicated):
 		default:
 			return fmt.Errorf("budget: apply charges on %s: %w", node.Options().Addr, err)
 		}
 	}
-}
-
-// connectionFailed says whether err is a failure of the connection (which
-// another connection may not meet), not an error Redis answered.
-func connectionFailed(ctx context.Context, err error) bool {
-	var rerr redis.Error
-	return ctx.Err() == nil && !errors.As(err, &rerr) && !errors.Is(err, ErrUnreplicated)
 }
 
 // runOnConn is one attempt of runOnMaster, on one connection.

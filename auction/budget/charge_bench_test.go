@@ -3,8 +3,6 @@ package budget
 import (
 	"context"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // BenchmarkApplyChargesCampaigns: one call of 10,000 first-time charges of
@@ -46,9 +43,7 @@ func benchCharges(b *testing.B, campaigns int, setLimits func(*Charge)) {
 			setLimits(&cs[i])
 		}
 	}
-	if err := redisstore.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error { return m.ConfigResetStat(ctx).Err() }); err != nil {
-		b.Fatal(err)
-	}
+	resetStats(b, ctx, rdb)
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
@@ -73,29 +68,5 @@ func benchCharges(b *testing.B, campaigns int, setLimits func(*Charge)) {
 // scriptMicros is the time Redis (every master of a cluster) spent running
 // scripts (EVALSHA) since its statistics were reset, in microseconds.
 func scriptMicros(b *testing.B, ctx context.Context, rdb redis.UniversalClient) float64 {
-	var mu sync.Mutex
-	var sum float64
-	err := redisstore.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error {
-		info, err := m.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.Split(info, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
-				for _, kv := range strings.Split(rest, ",") {
-					if v, ok := strings.CutPrefix(kv, "usec="); ok {
-						f, _ := strconv.ParseFloat(v, 64)
-						mu.Lock()
-						sum += f
-						mu.Unlock()
-					}
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return sum
+	return commandMicros(b, ctx, rdb, "evalsha")
 }

@@ -334,7 +334,7 @@ func TestApplyChargesRefusedReplay(t *testing.T) {
 	if d, tot := daySpend(t, ctx, rdb, mp, "c", day), totalSpend(t, ctx, rdb, mp, "c"); d != 110 || tot != 110 {
 		t.Errorf("spend %d / %d, want 110 (a and n)", d, tot)
 	}
-	if n, _ := rdb.HGet(ctx, MarkerMetaKey(mp, "c", 0), "n").Int64(); n != 5 {
+	if _, n := epochMeta(t, ctx, rdb, mp, "c", 0); n != 5 {
 		t.Errorf("the epoch counted %d markers, want 5 (refused ones too)", n)
 	}
 }

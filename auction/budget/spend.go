@@ -10,6 +10,8 @@ package budget
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,12 +39,29 @@ const defaultWriteTimeout = 2 * time.Second
 
 // SpendKey is the Redis hash of campaign campaignID's spend in marketplace
 // mp (docs/budgets.md, Keys): TotalField and one DayField per local day it
-// spent on, in micro-units, and the refusal hints of its budgets.
-// "{mp:campaignID}" is a Redis Cluster hash tag: a campaign's spend and its
-// charge markers (MarkerPrefix) share one slot, so that the charge script
-// can update them together, and the campaigns of a marketplace spread over
-// the cluster.
-func SpendKey(mp, campaignID string) string { return "ec:spend:{" + mp + ":" + campaignID + "}" }
+// spent on, in micro-units, and the refusal hints of its budgets. Its hash
+// tag is the campaign's (Tag), so that its spend and its charge markers
+// (MarkerPrefix) share one Redis Cluster slot and the charge script can
+// update them together, while the campaigns of a marketplace spread over
+// the cluster; the ids follow, for whoever reads the keys.
+func SpendKey(mp, campaignID string) string {
+	return "ec:spend:{" + Tag(mp, campaignID) + "}:" + mp + ":" + campaignID
+}
+
+// Tag is the Redis Cluster hash tag of campaign campaignID of marketplace
+// mp: 16 characters (base64url) of SHA-256 of the two ids, short because
+// every marker hash's name holds it. 96 bits: two campaigns have the same
+// tag with a probability of 10^-17 among a million campaigns, and would
+// then share a slot and their marker hashes (charge keys name winners,
+// which belong to one campaign: they do not collide).
+func Tag(mp, campaignID string) string {
+	h := sha256.New()
+	h.Write([]byte(mp))
+	h.Write([]byte{0})
+	h.Write([]byte(campaignID))
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:12])
+}
 
 // TotalField is the field of a spend hash that holds the campaign's spend
 // since it started; "!" + TotalField holds the refusal hint of its total
