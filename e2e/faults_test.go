@@ -416,8 +416,15 @@ type load struct {
 	acked   map[string]int // acknowledged events by phase
 	ids     []string
 	nclicks int
+	tokens  []clickedToken // the winners clicked, in order
 	bad     []violation
 	answers []answer // every answer of /v2/events
+}
+
+// clickedToken is a winner's token and when its click was acknowledged.
+type clickedToken struct {
+	token string
+	at    time.Time
 }
 
 type answer struct {
@@ -564,6 +571,7 @@ func (l *load) auctionAndClick(n int) {
 			l.acked[phase]++
 			l.ids = append(l.ids, id)
 			l.nclicks++
+			l.tokens = append(l.tokens, clickedToken{tok, time.Now()})
 			l.mu.Unlock()
 			return
 		}
