@@ -170,6 +170,25 @@ func (e *Env) Redis(t testing.TB) redis.UniversalClient {
 	return rdb
 }
 
+// Keys lists the keys matching pattern (KEYS) on every master of rdb, for
+// tests that look at what was written.
+func Keys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var out []string
+	err := redisstore.ForEachMaster(context.Background(), rdb, func(ctx context.Context, m *redis.Client) error {
+		ks, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		out = append(out, ks...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // ServerCPU returns the CPU time (user and system) a server of the stack has
 // used so far, for benchmarks that measure the server's work rather than the
 // client's: service is localstack.ServiceClickHouse or ServiceRedis. ok is
