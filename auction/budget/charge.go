@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -378,10 +379,16 @@ local function described(v)
   local b, m = string.match(v, '^(%d+):(%d+)$')
   return tonumber(b), tonumber(m) or 0
 end
-local function epoch(prefix, ep)
-  local id = prefix .. ep
-  local e = epochs[id]
+local function epoch(ki, ep)
+  local es = epochs[ki]
+  if not es then
+    es = {}
+    epochs[ki] = es
+  end
+  local e = es[ep]
   if e then return e end
+  local prefix = ARGV[1 + ki]
+  local id = prefix .. ep
   local meta = id .. ':0'
   local b, m = described(redis.call('HGET', meta, ''))
   if not b then
@@ -390,7 +397,7 @@ local function epoch(prefix, ep)
     while b < MAXB and b * PER < prev do b = b * 2 end
   end
   e = {meta = meta, b = b, m = m, n = 0, p = id .. ':'}
-  epochs[id] = e
+  es[ep] = e
   eorder[#eorder + 1] = e
   return e
 end
@@ -434,7 +441,7 @@ for i = 1, n do
   local k = KEYS[ki]
   local t = tonumber(ARGV[j+4])
   local ep = ARGV[j+5]
-  local e = epoch(ARGV[1+ki], ep)
+  local e = epoch(ki, ep)
   local field = ARGV[j+6]
   local fh = tonumber(ARGV[j+7])
   local hk = e.p .. string.format('%.0f', fh % e.b)
@@ -522,12 +529,12 @@ return out
 // Calling it again with the same charges (a retry after an error, a replay
 // after a crash) moves nothing twice and decides nothing differently: an
 // error leaves every charge either decided with its marker or not decided
-// at all. Charges are grouped into script calls of up to 500, each call the
-// campaigns of one slot (on a cluster) or any (on one server); the calls
-// sent to one master go in one pipelined round trip, the masters' at
-// once. Within a campaign they are decided in the order given, so when a
-// budget runs out the earlier charges are the ones applied. Two charges
-// with the same Key and campaign in one call: the first one wins.
+// at all. Charges are ordered by campaign and grouped into script calls of
+// up to 500, each call the campaigns of one slot (on a cluster) or any (on
+// one server); the calls sent to one master go in one pipelined round
+// trip, the masters' at once. Within a campaign they are decided in the
+// order given, so when a budget runs out the earlier charges are the ones
+// applied. Two charges with the same Key and campaign: the first one wins.
 //
 // With replicas above 0, the calls sent to a master count only once that
 // many of its replicas hold them, or all its replicas when fewer are
@@ -616,25 +623,41 @@ type chargeCall struct {
 	camps map[string]int // spend key → its index in keys (1-based, as in the script)
 }
 
-// chargeCalls groups charges into calls (keeping their order within a
-// group): by the slot of their campaign's keys on a cluster, all together
-// on one server; and cuts each group into chunks. The charges of one
-// campaign are always in one group, in their order.
+// chargeCalls groups charges into calls: by the slot of their campaign's
+// keys on a cluster, all together on one server; orders each group by
+// campaign (the charges of a campaign keep their order: within a campaign
+// they are decided in the order given), so that a call reads and writes
+// each of its campaigns' spend hashes once for many charges; and cuts each
+// group into chunks.
 func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 	oldest := DayOf(now.Add(-DayFieldsKept), time.UTC)
-	var calls []*chargeCall
-	open := map[int]*chargeCall{}
-	byCall := map[*chargeCall][]int{}
+	order := make([]int, len(charges))
+	for i := range order {
+		order[i] = i
+	}
+	keys, slots := make([]string, len(charges)), make([]int, len(charges))
 	for i := range charges {
-		c := &charges[i]
-		group := 0
+		keys[i] = SpendKey(charges[i].MarketplaceID, charges[i].CampaignID)
 		if cluster {
-			group = redisstore.Slot(SpendKey(c.MarketplaceID, c.CampaignID))
+			slots[i] = redisstore.Slot(keys[i])
 		}
-		call := open[group]
-		if call == nil || len(byCall[call]) == chargeChunk {
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ca, cb := &charges[order[a]], &charges[order[b]]
+		if slots[order[a]] != slots[order[b]] {
+			return slots[order[a]] < slots[order[b]]
+		}
+		if ca.MarketplaceID != cb.MarketplaceID {
+			return ca.MarketplaceID < cb.MarketplaceID
+		}
+		return ca.CampaignID < cb.CampaignID
+	})
+	var calls []*chargeCall
+	byCall := map[*chargeCall][]int{}
+	var call *chargeCall
+	for n, i := range order {
+		if call == nil || len(byCall[call]) == chargeChunk || slots[i] != slots[order[n-1]] {
 			call = &chargeCall{camps: map[string]int{}}
-			open[group] = call
 			calls = append(calls, call)
 		}
 		byCall[call] = append(byCall[call], i)
@@ -644,11 +667,10 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 	for _, call := range calls {
 		var prefixes []any
 		for _, i := range byCall[call] {
-			c := &charges[i]
-			if k := SpendKey(c.MarketplaceID, c.CampaignID); call.camps[k] == 0 {
+			if k := keys[i]; call.camps[k] == 0 {
 				call.keys = append(call.keys, k)
 				call.camps[k] = len(call.keys)
-				prefixes = append(prefixes, MarkerPrefix(c.MarketplaceID, c.CampaignID))
+				prefixes = append(prefixes, MarkerPrefix(charges[i].MarketplaceID, charges[i].CampaignID))
 			}
 		}
 		call.args = append(append(make([]any, 0, 1+len(prefixes)+chargeArgs*len(byCall[call])), oldest), prefixes...)
@@ -660,7 +682,7 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 			} else if c.MarketplaceMarkers {
 				old = marketplaceMarkerPrefix(c.MarketplaceID)
 			}
-			call.args = append(call.args, c.Owner, strconv.Itoa(call.camps[SpendKey(c.MarketplaceID, c.CampaignID)]),
+			call.args = append(call.args, c.Owner, strconv.Itoa(call.camps[keys[i]]),
 				strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
 				strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), legacy, old,
 				strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day)
