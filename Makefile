@@ -23,12 +23,17 @@ test-deps:
 run: deps build
 	./$(BIN) dev
 
+# The packages whose integration tests run a second time on a Redis Cluster (make test).
+REDIS_CLUSTER_PKGS := ./storage/redisstore ./storage/statelog ./auction/budget ./management/segments ./reporting/exports ./api ./projections
+
 ## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake; every statement of the
-## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md)
+## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md); then the packages that use
+## Redis again on a local Redis Cluster of three masters and three replicas
 test: test-deps
 	$(GO) vet ./...
 	$(GO) vet -tags dev ./cmd/endcap
 	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_CHDB=1 $(GO) test -count=1 -timeout 40m ./...
+	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_REDIS_CLUSTER=1 $(GO) test -count=1 -timeout 20m $(REDIS_CLUSTER_PKGS)
 
 ## lint: golangci-lint with .golangci.yml (vet, staticcheck, errcheck, depguard's import rules, …)
 lint:
@@ -48,4 +53,4 @@ bench-auctions: build
 
 ## clean-dev: delete the local stack's data (.endcap) — the demo marketplace and its keys are recreated
 clean-dev:
-	rm -rf .endcap/clickhouse .endcap/redis .endcap/s3 .endcap/kafka .endcap/mail .endcap/dev .endcap/run .endcap/logs
+	rm -rf .endcap/clickhouse .endcap/redis .endcap/redis-cluster .endcap/s3 .endcap/kafka .endcap/mail .endcap/dev .endcap/run .endcap/logs

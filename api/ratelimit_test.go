@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // separately.
 func TestRateLimits(t *testing.T) {
 	env := testenv.Get(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr, Cluster: env.RedisCluster})
 	defer rdb.Close()
 	catalog, _ := ParseLimit("10/1s")
 	def, _ := ParseLimit("45/2s")

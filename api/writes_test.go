@@ -211,7 +211,7 @@ func idemRequest(path, mp, key, body string) *http.Request {
 
 func TestIdempotencyKey(t *testing.T) {
 	env := testenv.Get(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr, Cluster: env.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	p := &Public{RetryAfter: time.Second, Log: quietLog, WriteTimeout: 2 * time.Second, MaxBodyBytes: 1 << 10,
 		Idempotency: idempotency.NewStore(rdb, 5*time.Second)}

@@ -87,7 +87,7 @@ type App struct {
 	// /v2/events wait for room in the events producer's buffer.
 	auctionsKafka *kgo.Client
 	ClickHouse    clickhouse.Conn
-	Redis         *redis.Client
+	Redis         redis.UniversalClient
 	S3            *s3store.Store
 	StateLog      *statelog.Log // accounts
 	Entities      *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
@@ -102,6 +102,9 @@ type App struct {
 	BidKeys      atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
 	// master wraps the secrets kept in Redis (nil: none configured).
 	master *masterkey.Keys
+	// upgradedAt is when Redis moved to campaign keys (budget.Upgrade, in
+	// Prepare; zero: it never held the earlier layout).
+	upgradedAt time.Time
 	// settled: the collection after the entity state loaded has run (settle);
 	// the process is not ready before.
 	settled atomic.Bool
@@ -172,7 +175,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
 		return nil, err
 	}
-	a.Redis = redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+	a.Redis = redisstore.Open(RedisOptions(cfg))
 	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
 	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log); err != nil {
 		return nil, err
@@ -313,6 +316,11 @@ func (a *App) Prepare(ctx context.Context) error {
 		}},
 		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
 		{"redis server", a.checkRedis},
+		{"redis key layout", func(ctx context.Context) error {
+			at, err := budget.Upgrade(ctx, a.Redis, a.log)
+			a.upgradedAt = at
+			return err
+		}},
 		{"bid signing keys", a.loadBidKeys},
 		{"cursor key", func(ctx context.Context) error {
 			if a.cfg.CursorSecret != "" || !a.target.runs(TargetAPI) {
@@ -358,20 +366,57 @@ type permanentError struct{ error }
 
 // checkRedis refuses a Redis older than Endcap needs, and says loudly when
 // Redis would evict keys: an evicted event claim or charge marker lets an
-// event count twice or a winner be charged twice (docs/operations.md).
+// event count twice or a winner be charged twice (docs/operations.md). On a
+// cluster it checks every master.
 func (a *App) checkRedis(ctx context.Context) error {
-	s, err := redisstore.Server(ctx, a.Redis)
+	servers, err := redisstore.Servers(ctx, a.Redis)
 	if err != nil {
 		return err
 	}
-	if err := s.Supported(); err != nil {
-		return permanentError{err}
-	}
-	if s.Evicts() {
-		a.log.Error("redis evicts keys at its memory limit: an evicted event claim or charge marker lets an event count twice or a winner be charged twice; run it with maxmemory-policy noeviction",
-			"maxmemory_policy", s.MaxmemoryPolicy, "redis_version", s.Version)
+	for _, s := range servers {
+		if err := s.Supported(); err != nil {
+			return permanentError{fmt.Errorf("%s: %w", s.Addr, err)}
+		}
+		if s.Evicts() {
+			a.log.Error("redis evicts keys at its memory limit: an evicted event claim or charge marker lets an event count twice or a winner be charged twice; run it with maxmemory-policy noeviction",
+				"addr", s.Addr, "maxmemory_policy", s.MaxmemoryPolicy, "redis_version", s.Version)
+		}
 	}
 	return nil
+}
+
+// upgradeSegmentKeys renames the segments' member sets kept under the keys
+// of earlier builds (segments.UpgradeKeys), once the entity state is
+// loaded, retrying while Redis fails.
+func (a *App) upgradeSegmentKeys(ctx context.Context) error {
+	if err := a.StateLog.WaitReady(ctx); err != nil {
+		return err
+	}
+	if err := a.Entities.WaitReady(ctx); err != nil {
+		return err
+	}
+	for _, m := range a.Accounts.Marketplaces() {
+		for backoff := retry.New(time.Second, 15*time.Second); ; {
+			n, err := a.Segments.UpgradeKeys(ctx, m.ID)
+			if n > 0 {
+				a.log.Info("segments: member sets renamed to this build's keys", "marketplace", m.ID, "segments", n)
+			}
+			if err == nil {
+				break
+			}
+			wait := backoff.Next()
+			a.log.Warn("segments: renaming member sets to this build's keys", "marketplace", m.ID, "err", err, "retry_in", wait)
+			if err := retry.Sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RedisOptions are the Redis client options of cfg.
+func RedisOptions(cfg config.Config) redisstore.Options {
+	return redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB, Cluster: cfg.RedisCluster}
 }
 
 // Listen binds the HTTP address, and the metrics address when one is
@@ -471,14 +516,26 @@ func (a *App) Run(ctx context.Context) error {
 		run("settle", a.settle)
 		if a.target.runs(TargetAPI) {
 			a.runConsole(run)
+			run("segment keys", a.upgradeSegmentKeys)
 			run("budget cache", func(ctx context.Context) error {
-				// Load the spend of every marketplace before the first
-				// auctions need it (else they read 0 for a moment).
+				// Load the spend of every active campaign with a budget
+				// before the first auctions need it (else they read 0 for
+				// a moment).
 				if err := a.StateLog.WaitReady(ctx); err != nil {
 					return err
 				}
+				if err := a.Entities.WaitReady(ctx); err != nil {
+					return err
+				}
 				for _, m := range a.Accounts.Marketplaces() {
-					a.Spend.Register(m.ID, m.Location())
+					var ids []string
+					a.Campaigns.EachCampaign(m.ID, func(c campaigns.Campaign) bool {
+						if c.Active && (c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0) {
+							ids = append(ids, c.ID)
+						}
+						return true
+					})
+					a.Spend.Register(m.ID, m.Location(), ids...)
 				}
 				if err := a.Spend.RefreshNow(ctx); err != nil {
 					a.log.Warn("budget cache: first load failed; retrying in the background", "err", err)

@@ -28,6 +28,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	inter, err := projections.NewInteractions(projections.InteractionsOptions{
 		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
 		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/webhooks.md)
+		Replicas:  a.cfg.WaitReplicas(), UpgradedAt: a.upgradedAt,
 		Views: projections.Views{
 			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
 				m, ok := a.Accounts.Marketplace(id)

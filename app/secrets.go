@@ -43,7 +43,7 @@ func SharedBidKeys(ctx context.Context, cfg config.Config) (string, error) {
 	if master == nil {
 		return "", errNoMasterKey
 	}
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+	rdb := redisstore.Open(RedisOptions(cfg))
 	defer rdb.Close()
 	v, err := rdb.Exists(ctx, bidKeyName).Result()
 	if err != nil {

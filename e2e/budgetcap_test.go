@@ -116,12 +116,12 @@ func TestBudgetCap(t *testing.T) {
 
 	// Spend: never above the budget, and equal to the charges.
 	day := budget.DayOf(occurred, s.Marketplace.Location())
-	spend := func(key, campaign string) int64 {
-		v, err := s.App.Redis.HGet(ctx, key, campaign).Int64()
+	spend := func(campaign string) (int64, int64) {
+		d, tot, err := budget.ReadSpend(ctx, s.App.Redis, mp, campaign, day)
 		if err != nil {
-			t.Fatalf("spend of %s in %s: %v", campaign, key, err)
+			t.Fatal(err)
 		}
-		return v
+		return d, tot
 	}
 	charged := func(campaign string) (int64, uint64) {
 		rows := s.query(t, "SELECT toString(sum(amount_micros)), count() FROM charges WHERE marketplace_id = ? AND campaign_id = ?", mp, campaign)
@@ -138,10 +138,10 @@ func TestBudgetCap(t *testing.T) {
 	if dSum != 42*price || dN != 42 || tSum != 7*price || tN != 7 {
 		t.Errorf("charged %d clicks for %d and %d for %d; want 42 for 29.40 and 7 for 4.90", dN, dSum, tN, tSum)
 	}
-	if d, tot := spend(budget.DayKey(mp, day), daily), spend(budget.TotalKey(mp), daily); d != dSum || tot != dSum {
+	if d, tot := spend(daily); d != dSum || tot != dSum {
 		t.Errorf("Redis spend of Daily: %d today, %d in total; charges %d", d, tot, dSum)
 	}
-	if d, tot := spend(budget.DayKey(mp, day), total), spend(budget.TotalKey(mp), total); d != tSum || tot != tSum {
+	if d, tot := spend(total); d != tSum || tot != tSum {
 		t.Errorf("Redis spend of Total: %d today, %d in total; charges %d", d, tot, tSum)
 	}
 

@@ -69,8 +69,7 @@ func BenchmarkCampaignList(b *testing.B) {
 	day := budget.DayOf(time.Now(), s.Marketplace.Location())
 	pipe := s.App.Redis.Pipeline()
 	for i := 0; i < n; i += 3 {
-		pipe.HSet(ctx, budget.DayKey(mp, day), cs[i].ID, 1_000_000+i)
-		pipe.HSet(ctx, budget.TotalKey(mp), cs[i].ID, 50_000_000+i)
+		pipe.HSet(ctx, budget.SpendKey(mp, cs[i].ID), budget.DayField(day), 1_000_000+i, budget.TotalField, 50_000_000+i)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		b.Fatal(err)

@@ -163,7 +163,7 @@ func TestCampaignsList(t *testing.T) {
 	}
 	// The refused click of docs/budgets.md: 1.45 spent of 2.00, a click of
 	// 0.70 refused; the auction stops serving it at 2.15.
-	if err := s.App.Redis.HSet(ctx, budget.DayKey(mp, day), "!"+hinted, 2_150_000).Err(); err != nil {
+	if err := s.App.Redis.HSet(ctx, budget.SpendKey(mp, hinted), "!"+budget.DayField(day), 2_150_000).Err(); err != nil {
 		t.Fatal(err)
 	}
 

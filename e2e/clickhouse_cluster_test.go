@@ -17,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
@@ -187,7 +184,7 @@ func TestClickHouseCluster(t *testing.T) {
 			s.checkExactlyOnce(t, ld, d.mp, d.campaign)
 		})
 	}
-	spend := redisSpend(t, s.st.RedisAddr, d.mp, d.campaign)
+	spend := s.redisSpend(t, d.mp, d.campaign)
 
 	// The same export file and the same vendor charges from processes that
 	// read one replica each. The second exporter recomputes the rollup days
@@ -324,19 +321,6 @@ func queryConn(t *testing.T, c clickhouse.Conn, q string, args ...any) [][]strin
 		t.Fatalf("%s: %v", q, err)
 	}
 	return out
-}
-
-func redisSpend(t *testing.T, addr, mp, campaign string) int64 {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	spend, err := rdb.HGet(ctx, budget.TotalKey(mp), campaign).Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spend
 }
 
 // clusterExport requests an export through api, waits until it is

@@ -400,7 +400,7 @@ func TestClaimsOfThePreviousVersion(t *testing.T) {
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	defer rdb.Close()
 	ctx := t.Context()
 	// The Redis of these tests is shared: record an upgrade now for this

@@ -13,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
@@ -406,15 +403,7 @@ func (s *faultStack) checkExactlyOnce(t *testing.T, ld *load, mp, campaign strin
 		charged = n
 		return nil
 	})
-	rdb := redis.NewClient(&redis.Options{Addr: s.st.RedisAddr})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	spend, err := rdb.HGet(ctx, budget.TotalKey(mp), campaign).Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spend != sum {
+	if spend := s.redisSpend(t, mp, campaign); spend != sum {
 		t.Errorf("Redis total spend %d, charges sum to %d", spend, sum)
 	}
 	t.Logf("%d clicked winners charged once (%d µ, Redis agrees)", charged, sum)
@@ -435,8 +424,15 @@ type load struct {
 	acked   map[string]int // acknowledged events by phase
 	ids     []string
 	nclicks int
+	tokens  []clickedToken // the winners clicked, in order
 	bad     []violation
 	answers []answer // every answer of /v2/events
+}
+
+// clickedToken is a winner's token and when its click was acknowledged.
+type clickedToken struct {
+	token string
+	at    time.Time
 }
 
 type answer struct {
@@ -583,6 +579,7 @@ func (l *load) auctionAndClick(n int) {
 			l.acked[phase]++
 			l.ids = append(l.ids, id)
 			l.nclicks++
+			l.tokens = append(l.tokens, clickedToken{tok, time.Now()})
 			l.mu.Unlock()
 			return
 		}

@@ -19,14 +19,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // faultStack runs Endcap the way production does, as separate processes,
@@ -404,6 +407,26 @@ func (s *faultStack) offsets(group, topic string) (committed, ends map[int32]int
 		}
 	})
 	return committed, ends, nil
+}
+
+// redis is a client of the stack's Redis (of its cluster, when it runs one),
+// closed when the test ends.
+func (s *faultStack) redis() redis.UniversalClient {
+	rdb := redisstore.Open(redisstore.Options{Addr: strings.Join(s.st.RedisAddrs, ","), Cluster: len(s.st.RedisAddrs) > 1})
+	s.t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// redisSpend is a campaign's total spend in Redis.
+func (s *faultStack) redisSpend(t *testing.T, mp, campaign string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, total, err := budget.ReadSpend(ctx, s.redis(), mp, campaign, budget.DayOf(time.Now(), time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
 }
 
 // query runs a ClickHouse query and returns its rows as strings.

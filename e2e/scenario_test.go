@@ -344,12 +344,16 @@ func TestScenario(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", d.redis)})
 	defer rdb.Close()
 	today := budget.DayOf(time.Now(), loc)
-	spendOf := func(key, campaign string) int64 {
+	// spendOf reads a field of a campaign's spend hash: today's spend
+	// (dayF), its total (budget.TotalField), or a refusal hint ("!" and
+	// either).
+	dayF := budget.DayField(today)
+	spendOf := func(campaign, field string) int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		n, err := rdb.HGet(ctx, key, campaign).Int64()
+		n, err := rdb.HGet(ctx, budget.SpendKey(mp, campaign), field).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("redis HGET %s %s: %v", key, campaign, err)
+			t.Fatalf("redis HGET %s %s: %v", budget.SpendKey(mp, campaign), field, err)
 		}
 		return n
 	}
@@ -365,12 +369,12 @@ func TestScenario(t *testing.T) {
 		budgetWins++
 		d.must("POST", "/v2/events", mkKey, fmt.Sprintf(`{"clicks":[{"id":"bud-%d","occurredAt":%q,"opaqueUserId":"u-budget","resolvedBidId":%q}]}`,
 			budgetWins, ts(time.Now()), ws[0].token), 200)
-		want, field := int64(budgetWins)*100_000, cB
+		want, field := int64(budgetWins)*100_000, dayF
 		if want > 350_000 {
-			field = "!" + cB // refused: the hint holds the spend it would have made
+			field = "!" + dayF // refused: the hint holds the spend it would have made
 		}
 		testenv.Eventually(t, 10*time.Second, func() error {
-			if got := spendOf(budget.DayKey(mp, today), field); got != want {
+			if got := spendOf(cB, field); got != want {
 				return fmt.Errorf("cB day spend (%s) %d, want %d", field, got, want)
 			}
 			return nil
@@ -686,21 +690,23 @@ func TestScenario(t *testing.T) {
 
 	// ---- Redis spend: day (today, local) and total, per campaign = Σ amount_micros. ----
 	for c, w := range wantCharges {
-		day, total := spendOf(budget.DayKey(mp, today), c), spendOf(budget.TotalKey(mp), c)
+		day, total := spendOf(c, dayF), spendOf(c, budget.TotalField)
 		if day != w.micros || total != w.micros {
 			t.Errorf("Redis spend of %s: day %d, total %d; want %d", names[c], day, total, w.micros)
 		}
-	}
-	for h, fields := range map[string]int{budget.DayKey(mp, today): len(wantCharges) + 1, budget.TotalKey(mp): len(wantCharges)} {
+		fields := int64(2) // today's and the total
+		if c == cB {
+			fields = 3 // and cB's refusal of today
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		n, err := rdb.HLen(ctx, h).Result()
+		n, err := rdb.HLen(ctx, budget.SpendKey(mp, c)).Result()
 		cancel()
-		if err != nil || n != int64(fields) {
-			t.Errorf("%s has %d fields (%v), want %d (a campaign each, and cB's refusal in the day's)", h, n, err, fields)
+		if err != nil || n != fields {
+			t.Errorf("%s has %d fields (%v), want %d", budget.SpendKey(mp, c), n, err, fields)
 		}
 	}
 	// cB: 300,000 spent of a 350,000 daily budget; its fourth click (to 400,000) refused.
-	if spent, refused := spendOf(budget.DayKey(mp, today), cB), spendOf(budget.DayKey(mp, today), "!"+cB); spent != 300_000 || refused != 400_000 {
+	if spent, refused := spendOf(cB, dayF), spendOf(cB, "!"+dayF); spent != 300_000 || refused != 400_000 {
 		t.Errorf("cB spent %d µ (refused at %d), want 300,000 (400,000)", spent, refused)
 	}
 	if ws := auction(`"P4"`, 1); len(ws) != 0 {

@@ -432,7 +432,7 @@ func TestSegmentsUpload(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		n, err := s.App.Redis.Exists(ctx, "ec:seglock:{"+s.Marketplace.ID+"}:buyers").Result()
+		n, err := s.App.Redis.Exists(ctx, "ec:seglock:{"+s.Marketplace.ID+":buyers}").Result()
 		if err != nil || n != 1 {
 			return fmt.Errorf("the slow upload holds no lock yet: %d %v", n, err)
 		}

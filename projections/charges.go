@@ -140,40 +140,57 @@ func chargeKey(c *bidtoken.Claims, kind records.Kind) string {
 	return string(b[:])
 }
 
-// Upgrading from one string key per charge marker (builds before
-// 2026-11-22): budget.MarkerPrefix(mp)+"since" holds when the first
-// projector that packs markers into hashes charged in marketplace mp (Unix
-// milliseconds, set once). Auctions up to LegacyMarkerGrace after it may
-// have been charged by an older build (still running during a rolling
-// upgrade), so their charges also honour a marker under the old key; later
-// auctions never had one. Such auctions leave the charge window 30 days
-// after it, so the extra read ends by itself.
+// Upgrading from earlier layouts of the charge markers (docs/charges.md,
+// Upgrading), on one Redis server (a cluster never held them):
+//
+//   - builds before 2026-11-26 kept the markers of a marketplace in hashes
+//     of the marketplace (ec:cm:{mp}:<epoch>:<bucket>). budget.Upgrade
+//     recorded when this layout began (InteractionsOptions.UpgradedAt):
+//     auctions up to LegacyMarkerGrace after it may have been charged in
+//     the marketplace's hashes, so their charges also honour those;
+//   - builds before 2026-11-22 kept one string key per marker;
+//     ec:cm:{mp}:since holds when the first build with marker hashes
+//     charged in the marketplace (Unix milliseconds): auctions up to
+//     LegacyMarkerGrace after it (after the upgrade above when it was
+//     never set) also honour a string key.
+//
+// Later auctions never had an old marker and are not looked up; auctions
+// leave the charge window 30 days after the upgrade, so the extra reads end
+// by themselves.
 const LegacyMarkerGrace = time.Hour
 
-// legacyBefore returns, for marketplace mp, the auction time (Unix ms)
-// before which a charge checks the legacy marker key, reading (or, on the
-// first charge, setting) the marketplace's since key once per process.
-func (p *Interactions) legacyBefore(ctx context.Context, mp string) (int64, error) {
-	if v, ok := p.legacyBeforeMs.Load(mp); ok {
-		return v.(int64), nil
+// legacyCutoffs are, for one marketplace, the auction times (Unix ms)
+// before which a charge honours the marketplace's marker hashes and the
+// string markers (0: never).
+type legacyCutoffs struct{ hashes, strings int64 }
+
+// legacyBefore returns marketplace mp's legacyCutoffs, reading its since
+// key once per process.
+func (p *Interactions) legacyBefore(ctx context.Context, mp string) (legacyCutoffs, error) {
+	if p.upgradedAt.IsZero() {
+		return legacyCutoffs{}, nil // a new installation, or a cluster
 	}
-	key := budget.MarkerPrefix(mp) + "since"
-	now := time.Now().UnixMilli()
-	since := now
+	if v, ok := p.legacyBeforeMs.Load(mp); ok {
+		return v.(legacyCutoffs), nil
+	}
+	c := legacyCutoffs{hashes: p.upgradedAt.Add(LegacyMarkerGrace).UnixMilli()}
+	c.strings = c.hashes
+	key := "ec:cm:{" + mp + "}:since"
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	prev, err := p.rdb.SetArgs(ctx, key, now, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	v, err := p.rdb.Get(ctx, key).Result()
 	switch {
 	case err == nil:
-		if since, err = strconv.ParseInt(prev, 10, 64); err != nil {
-			return 0, fmt.Errorf("interactions sink: %s holds %q, not Unix milliseconds", key, prev)
+		since, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return legacyCutoffs{}, fmt.Errorf("interactions sink: %s holds %q, not Unix milliseconds", key, v)
 		}
+		c.strings = min(c.hashes, since+LegacyMarkerGrace.Milliseconds())
 	case err != redis.Nil:
-		return 0, fmt.Errorf("interactions sink: read %s: %w", key, err)
+		return legacyCutoffs{}, fmt.Errorf("interactions sink: read %s: %w", key, err)
 	}
-	v := since + LegacyMarkerGrace.Milliseconds()
-	p.legacyBeforeMs.Store(mp, v)
-	return v, nil
+	p.legacyBeforeMs.Store(mp, c)
+	return c, nil
 }
 
 // legacyMarkerKey is the string key under which builds before 2026-11-22

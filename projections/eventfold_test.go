@@ -38,7 +38,7 @@ type foldEnv struct {
 	cfg     config.Config
 	cl      *kgo.Client
 	topics  kafka.Topics
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 }
 
 func newFoldEnv(t *testing.T) *foldEnv {
@@ -46,7 +46,7 @@ func newFoldEnv(t *testing.T) *foldEnv {
 	kc, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cl, topics := testenv.Topics(t, t.Context(), cfg, brokers, 3)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return &foldEnv{kc: kc, brokers: brokers, cfg: cfg, cl: cl, topics: topics, rdb: rdb}
 }

@@ -37,9 +37,13 @@ type Interactions struct {
 	log   *slog.Logger
 	// onRefused is told about the charges a batch refused for a budget.
 	onRefused func(ctx context.Context, rs []BudgetRefusal) error
-	// legacyBeforeMs: marketplace id → the auction time (Unix ms) before
-	// which its charges may have been made by a build that kept one string
-	// key per marker (see legacyBefore).
+	// replicas is how many replicas of a Redis master must hold a batch's
+	// charges before it goes on (budget.ApplyCharges).
+	replicas int
+	// upgradedAt is when this Redis moved to the campaign keys
+	// (budget.Upgrade); legacyBeforeMs: marketplace id → its
+	// legacyCutoffs (see legacyBefore).
+	upgradedAt     time.Time
 	legacyBeforeMs sync.Map
 }
 
@@ -91,6 +95,14 @@ type InteractionsOptions struct {
 	// batch), after they were applied and before the batch commits; an
 	// error fails the batch (it is folded again).
 	OnRefused func(ctx context.Context, rs []BudgetRefusal) error
+	// Replicas is how many replicas of a Redis master must hold a batch's
+	// charges before the batch is stored and committed (WAIT: at most as
+	// many as the master has; budget.ApplyCharges).
+	Replicas int
+	// UpgradedAt is when Redis moved from the marketplace keys of earlier
+	// builds to campaign keys (budget.Upgrade; zero: it never held them):
+	// charges of auctions before it also honour the earlier markers.
+	UpgradedAt time.Time
 }
 
 // BudgetRefusal is a campaign whose charge was refused for a budget.
@@ -109,7 +121,8 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused}, nil
+	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused,
+		replicas: o.Replicas, upgradedAt: o.UpgradedAt}, nil
 }
 
 // Name names the sink in logs and metrics.
@@ -231,13 +244,15 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 		if err != nil {
 			return nil, err
 		}
-		if rows.auctionAtMs[pending[i].row] < before {
+		at := rows.auctionAtMs[pending[i].row]
+		charges[i].MarketplaceMarkers = at < before.hashes
+		if at < before.strings {
 			charges[i].LegacyMarker = legacyMarkerKey(charges[i].MarketplaceID, charges[i].Key)
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	start := time.Now()
-	outcomes, err := budget.ApplyCharges(cctx, p.rdb, charges)
+	outcomes, err := budget.ApplyCharges(cctx, p.rdb, charges, p.replicas)
 	cancel()
 	if err != nil {
 		return nil, err

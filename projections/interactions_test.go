@@ -44,12 +44,14 @@ type chargeStack struct {
 	topics  kafka.Topics
 	cl      *kgo.Client
 	conn    clickhouse.Conn
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	prefix  string // Redis claim prefix of this test
 	mp      string
 	kr      *bidtoken.Keyring
 	// onRefused, when set, is the sinks' OnRefused.
 	onRefused func(ctx context.Context, rs []projections.BudgetRefusal) error
+	// upgradedAt, when set, is the sinks' UpgradedAt.
+	upgradedAt time.Time
 }
 
 func newChargeStack(t *testing.T) *chargeStack {
@@ -61,7 +63,7 @@ func newChargeStack(t *testing.T) *chargeStack {
 	t.Cleanup(cancel)
 	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
 	conn := testenv.ClickHouse(t, ctx, cfg)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("endcap-test-key-0123456789abcdef")}, 1)
 	if err != nil {
@@ -155,7 +157,8 @@ func (s *chargeStack) projector(t testing.TB, conn clickhouse.Conn, views projec
 // projectorWindow returns the events fold with the interactions sink only.
 func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views projections.Views, flush, dedupe time.Duration) *projections.EventFold {
 	t.Helper()
-	sink, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: conn, Redis: s.rdb, Views: views, Log: quiet, OnRefused: s.onRefused})
+	sink, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: conn, Redis: s.rdb, Views: views, Log: quiet,
+		OnRefused: s.onRefused, Replicas: replicas(), UpgradedAt: s.upgradedAt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,14 +246,20 @@ func (s *chargeStack) int64(t testing.TB, q string, args ...any) int64 {
 // spend reads a campaign's spend in Redis: of one local day, and in total.
 func (s *chargeStack) spend(t testing.TB, campaign, day string) (int64, int64) {
 	t.Helper()
-	get := func(key string) int64 {
-		v, err := s.rdb.HGet(s.ctx, key, campaign).Int64()
-		if err != nil && err != redis.Nil {
-			t.Fatal(err)
-		}
-		return v
+	d, total, err := budget.ReadSpend(s.ctx, s.rdb, s.mp, campaign, day)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return get(budget.DayKey(s.mp, day)), get(budget.TotalKey(s.mp))
+	return d, total
+}
+
+// replicas is what the sinks of the tests ask the charge step to wait for:
+// a replica of every master on the test cluster, none on one server.
+func replicas() int {
+	if testenv.RedisClusterMode() {
+		return 1
+	}
+	return 0
 }
 
 // chargedSum is the sum of amount_micros of a campaign's visible charges.
@@ -626,40 +635,68 @@ func TestInteractionsLateDuplicate(t *testing.T) {
 	}
 }
 
-// TestInteractionsLegacyMarkers: a Redis upgraded from a build that kept one
-// string key per charge marker. A winner that build charged is not charged
-// again by a second event; another winner of the same auction is; a winner
-// whose auction is newer than the upgrade (plus its grace) is not looked up
-// under the old key at all.
+// TestInteractionsLegacyMarkers: a Redis upgraded from builds that kept the
+// charge markers in other layouts: one string key per marker (before
+// 2026-11-22), then hashes per marketplace (before 2026-11-26). A winner an
+// earlier build charged is not charged again by a second event, in either
+// layout; another winner of the same auction is; a winner whose auction is
+// newer than the layout's end (plus its grace) is not looked up there at
+// all.
 func TestInteractionsLegacyMarkers(t *testing.T) {
+	if testenv.RedisClusterMode() {
+		t.Skip("a cluster never held the earlier layouts")
+	}
 	s := newChargeStack(t)
 	now := time.Now().UTC()
 	camp := uuid.New()
+	// The string keys ended 3 hours ago (the marketplace's first charge in
+	// hashes), the marketplace's hashes 90 minutes ago (budget.Upgrade).
+	since := now.Add(-3 * time.Hour)
+	if err := s.rdb.Set(s.ctx, "ec:cm:{"+s.mp+"}:since", since.UnixMilli(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.upgradedAt = now.Add(-90 * time.Minute)
+	strings1 := since.Add(-time.Minute)                               // an auction of the string keys
+	hashes1 := since.Add(projections.LegacyMarkerGrace + time.Minute) // one of the marketplace hashes
+	campaignKeys := s.upgradedAt.Add(projections.LegacyMarkerGrace + time.Minute)
+
+	// What the old builds left: rank 1's click of an auction charged by
+	// record 2:17 (a string key), rank 1's of another by 2:19 (the
+	// marketplace's hash of the auction's hour, one bucket).
 	auction := uuid.MustParse("0197afbb-a67b-7718-991a-1b1c1d1e1f20")
-	// What the old build left: rank 1's click charged by record 2:17.
 	old := "ec:charged:{" + s.mp + "}:0197afbba67b7718991a1b1c1d1e1f20:1:c"
 	if err := s.rdb.Set(s.ctx, old, "2:17", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The same for an auction after the upgrade: must be ignored (it cannot exist).
+	hashed := uuid.New()
+	hour := strconv.FormatInt(hashes1.UnixMilli()/time.Hour.Milliseconds(), 10)
+	if err := s.rdb.HSet(s.ctx, "ec:cm:{"+s.mp+"}:"+hour+":m", "b", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.HSet(s.ctx, "ec:cm:{"+s.mp+"}:"+hour+":0", string(hashed[:])+"\x01c", "2:19").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The same for auctions after each layout's end: ignored (they cannot exist).
 	later := uuid.New()
 	if err := s.rdb.Set(s.ctx, "ec:charged:{"+s.mp+"}:"+strings.ReplaceAll(later.String(), "-", "")+":1:c", "2:18", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The upgrade: the first packing projector charged in this marketplace 2 hours ago.
-	since := now.Add(-2 * time.Hour)
-	if err := s.rdb.Set(s.ctx, budget.MarkerPrefix(s.mp)+"since", since.UnixMilli(), 0).Err(); err != nil {
+	newest := uuid.New()
+	newHour := strconv.FormatInt(campaignKeys.UnixMilli()/time.Hour.Milliseconds(), 10)
+	if err := s.rdb.HSet(s.ctx, "ec:cm:{"+s.mp+"}:"+newHour+":m", "b", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before := since.Add(-time.Minute)                               // an auction before the upgrade
-	after := since.Add(projections.LegacyMarkerGrace + time.Minute) // and one after its grace
+	if err := s.rdb.HSet(s.ctx, "ec:cm:{"+s.mp+"}:"+newHour+":0", string(newest[:])+"\x01c", "2:20").Err(); err != nil {
+		t.Fatal(err)
+	}
 	click := func(id string, auctionID uuid.UUID, at time.Time, rank uint8) records.Event {
 		return records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: id, OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
 			OpaqueUserID: "u", ResolvedBidID: s.winner(t, auctionID, at, rank, camp, bidtoken.CPC, 40_000)}
 	}
-	s.produce(t, click("c-1", auction, before, 1), click("c-2", auction, before, 2), click("c-3", later, after, 1))
+	s.produce(t, click("c-1", auction, strings1, 1), click("c-2", auction, strings1, 2), click("c-3", later, hashes1, 1),
+		click("c-4", hashed, hashes1, 1), click("c-5", hashed, hashes1, 2), click("c-6", newest, campaignKeys, 1))
 	p := s.projector(t, s.conn, s.views(time.UTC), 100*time.Millisecond)
-	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 3))
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 6))
 
 	rows, err := s.conn.Query(s.ctx, "SELECT event_id FROM charges WHERE marketplace_id = ? ORDER BY event_id", s.mp)
 	if err != nil {
@@ -674,11 +711,11 @@ func TestInteractionsLegacyMarkers(t *testing.T) {
 		charged = append(charged, id)
 	}
 	rows.Close()
-	if got, want := strings.Join(charged, ","), "c-2,c-3"; got != want {
-		t.Errorf("charged %s, want %s (c-1's winner was charged by the old build)", got, want)
+	if got, want := strings.Join(charged, ","), "c-2,c-3,c-5,c-6"; got != want {
+		t.Errorf("charged %s, want %s (c-1's and c-4's winners were charged by the old builds)", got, want)
 	}
-	if _, total := s.spend(t, camp.String(), budget.DayOf(now, time.UTC)); total != 80_000 {
-		t.Errorf("spend %d, want 80000", total)
+	if _, total := s.spend(t, camp.String(), budget.DayOf(now, time.UTC)); total != 160_000 {
+		t.Errorf("spend %d, want 160000", total)
 	}
 }
 
@@ -850,7 +887,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 	wctx, stopWatch := context.WithCancel(s.ctx)
 	go func() {
 		for wctx.Err() == nil {
-			if d, _ := s.rdb.HGet(wctx, budget.DayKey(s.mp, budget.DayOf(time.Now(), loc)), camp).Int64(); d >= tc.dailyBudget {
+			if d, _, _ := budget.ReadSpend(wctx, s.rdb, s.mp, camp, budget.DayOf(time.Now(), loc)); d >= tc.dailyBudget {
 				crossMu.Lock()
 				crossed = time.Now()
 				crossMu.Unlock()
@@ -1191,7 +1228,7 @@ func TestChargesThroughTheAPI(t *testing.T) {
 	}
 	charges := func() uint64 { return count("SELECT count() FROM charges WHERE marketplace_id = ?") }
 	spend := func() int64 {
-		n, _ := a.Redis.HGet(ctx, budget.TotalKey(m.ID), camp.ID).Int64()
+		_, n, _ := budget.ReadSpend(ctx, a.Redis, m.ID, camp.ID, budget.DayOf(time.Now(), m.Location()))
 		return n
 	}
 
@@ -1267,7 +1304,7 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		t.Errorf("%d ads served with the budget already spent, the last %s after the spend reached it (limit %s)",
 			overBudget, servedAfter.Round(time.Millisecond), limit)
 	}
-	day, _ := a.Redis.HGet(ctx, budget.DayKey(m.ID, budget.DayOf(time.Now(), m.Location())), camp.ID).Int64()
+	day, _, _ := budget.ReadSpend(ctx, a.Redis, m.ID, camp.ID, budget.DayOf(time.Now(), m.Location()))
 	if day != spend() {
 		t.Errorf("day spend %d, total %d", day, spend())
 	}

@@ -27,11 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // testRedis is a client of the test stack's Redis, closed with the test.
-func testRedis(t testing.TB) *redis.Client {
-	rdb := redisstore.Open(redisstore.Options{Addr: testenv.Get(t).RedisAddr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
+func testRedis(t testing.TB) redis.UniversalClient { return testenv.Get(t).Redis(t) }
 
 // TestLegacyClaimsUntil: the first start of the hashed format records
 // whether there are old claims to read; later starts read the record.
@@ -85,7 +81,7 @@ func TestProjectorExactlyOnce(t *testing.T) {
 
 	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
 	conn := testenv.ClickHouse(t, ctx, cfg)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	defer rdb.Close()
 
 	produce := func(ids ...string) {

@@ -20,12 +20,12 @@ import (
 const (
 	DefaultRefresh = time.Second
 	DefaultTimeout = time.Second
-	// IdleAfter: a marketplace no Spend call asked for in this long is dropped
-	// from the cache (and no longer read from Redis).
+	// IdleAfter: a marketplace (a campaign) no Spend call asked for in this
+	// long is dropped from the cache (and no longer read from Redis).
 	IdleAfter = 10 * time.Minute
-	// scanCount is the COUNT hint of each HSCAN: how many fields Redis returns
-	// per round trip of a large hash (a small hash comes back whole at once).
-	scanCount = 1000
+	// readChunk is how many campaigns' spend hashes one pipelined round trip
+	// reads (one HMGET each).
+	readChunk = 1000
 	// parallelLoads is how many marketplaces one refresh pass loads at once.
 	parallelLoads = 8
 )
@@ -65,11 +65,18 @@ type market struct {
 	loc      atomic.Pointer[time.Location] // its time zone, as last asked with
 	lastUsed atomic.Int64                  // unix seconds of the latest Spend call
 	since    time.Time                     // when it was registered (refresh clock)
+	camps    sync.Map                      // campaign id → *campaign: those whose spend is read
 	snap     atomic.Pointer[snapshot]      // nil until the first successful load
 	failing  atomic.Bool                   // the last load failed (log transitions only)
 }
 
-// snapshot is one marketplace's spend as read from Redis at loaded.
+// campaign is one cached campaign of a market.
+type campaign struct {
+	lastUsed atomic.Int64 // unix seconds of the latest Spend call
+}
+
+// snapshot is the spend of one marketplace's cached campaigns as read from
+// Redis at loaded.
 type snapshot struct {
 	day        string    // the local day whose hash was read, YYYY-MM-DD
 	zone       string    // the name of the time zone day is in
@@ -99,7 +106,7 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // Spend returns campaignID's spend in marketplace mp: of the local day (in
 // loc, the marketplace's time zone; nil means UTC) that holds now, and of all
 // time, in micro-units, as of the last refresh. It never blocks on Redis and
-// does not allocate.
+// does not allocate (but the first call for a campaign).
 //
 // When a charge of the campaign was refused for its daily budget today (or
 // for its total budget, ever: docs/budgets.md, "The cap"), day (or total)
@@ -108,20 +115,27 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // budget, although its spend stays below it, and stops serving it until
 // the budget is raised above that (or the local day ends).
 //
-// A campaign with no spend reads 0. A marketplace the cache does not hold
-// yet reads 0 for every campaign; the call registers it (with loc) and wakes
-// the refresh loop, which loads it at once. When now falls in another local
-// day than the one last loaded (just after midnight, until the next refresh),
-// day spend reads 0. now also marks mp as in use: a marketplace not asked for
-// in IdleAfter is dropped.
+// A campaign with no spend reads 0. A marketplace or a campaign the cache
+// does not hold yet reads 0; the call registers it (the marketplace with
+// loc) and wakes the refresh loop, which loads it at once. When now falls
+// in another local day than the one last loaded (just after midnight,
+// until the next refresh), day spend reads 0. now also marks mp and
+// campaignID as in use: a marketplace or campaign not asked for in
+// IdleAfter is dropped.
 func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64) {
 	loc = orUTC(loc)
 	m := c.reg.Load().m[mp]
 	if m == nil {
-		c.register(mp, loc, now)
+		c.register(mp, loc, now, campaignID)
 		return 0, 0
 	}
 	m.touch(loc, now)
+	cp, ok := m.camps.Load(campaignID)
+	if !ok {
+		c.addCampaigns(m, now, campaignID)
+		return 0, 0
+	}
+	cp.(*campaign).touch(now)
 	s := m.snap.Load()
 	if s == nil {
 		return 0, 0
@@ -132,16 +146,19 @@ func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time
 	return day, s.total[campaignID]
 }
 
-// Register adds mp (in time zone loc; nil means UTC) to the cache ahead of
-// the first Spend call, so that a RefreshNow before serving loads it. It
-// counts as a use of mp. Registering a cached marketplace updates its zone.
-func (c *Cache) Register(mp string, loc *time.Location) {
+// Register adds mp (in time zone loc; nil means UTC) and the given
+// campaigns of it to the cache ahead of the first Spend calls, so that a
+// RefreshNow before serving loads them. It counts as a use of them.
+// Registering a cached marketplace updates its zone.
+func (c *Cache) Register(mp string, loc *time.Location, campaignIDs ...string) {
 	loc, now := orUTC(loc), c.now()
-	if m := c.reg.Load().m[mp]; m != nil {
-		m.touch(loc, now)
+	m := c.reg.Load().m[mp]
+	if m == nil {
+		c.register(mp, loc, now, campaignIDs...)
 		return
 	}
-	c.register(mp, loc, now)
+	m.touch(loc, now)
+	c.addCampaigns(m, now, campaignIDs...)
 }
 
 // Age is how old mp's snapshot is (refresh clock), and false when the cache
@@ -201,18 +218,25 @@ func (c *Cache) RefreshNow(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// register publishes a registry with mp added, unless it already is.
-func (c *Cache) register(mp string, loc *time.Location, now time.Time) {
+// register publishes a registry with mp (and campaignIDs of it) added,
+// unless it already is.
+func (c *Cache) register(mp string, loc *time.Location, now time.Time, campaignIDs ...string) {
 	c.regM.Lock()
 	defer c.regM.Unlock()
 	old := c.reg.Load().m
 	if m := old[mp]; m != nil { // registered meanwhile
 		m.touch(loc, now)
+		c.addCampaigns(m, now, campaignIDs...)
 		return
 	}
 	m := &market{id: mp, since: c.now()}
 	m.loc.Store(loc)
 	m.lastUsed.Store(now.Unix())
+	for _, id := range campaignIDs {
+		cp := &campaign{}
+		cp.lastUsed.Store(now.Unix())
+		m.camps.Store(id, cp)
+	}
 	next := make(map[string]*market, len(old)+1)
 	for k, v := range old {
 		next[k] = v
@@ -220,6 +244,28 @@ func (c *Cache) register(mp string, loc *time.Location, now time.Time) {
 	next[mp] = m
 	c.reg.Store(&registry{m: next})
 	telemetry.BudgetMarketplaces.Set(float64(len(next)))
+	c.wake()
+}
+
+// addCampaigns adds the campaigns m does not hold yet, and wakes the
+// refresh loop when there was one.
+func (c *Cache) addCampaigns(m *market, now time.Time, campaignIDs ...string) {
+	added := false
+	for _, id := range campaignIDs {
+		cp := &campaign{}
+		cp.lastUsed.Store(now.Unix())
+		if got, loaded := m.camps.LoadOrStore(id, cp); loaded {
+			got.(*campaign).touch(now)
+		} else {
+			added = true
+		}
+	}
+	if added {
+		c.wake()
+	}
+}
+
+func (c *Cache) wake() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -227,7 +273,8 @@ func (c *Cache) register(mp string, loc *time.Location, now time.Time) {
 }
 
 // dropIdle publishes a registry without the marketplaces not used since
-// now-IdleAfter and returns the ones kept.
+// now-IdleAfter, drops the campaigns of the others not used since then, and
+// returns the marketplaces kept.
 func (c *Cache) dropIdle(now time.Time) []*market {
 	c.regM.Lock()
 	defer c.regM.Unlock()
@@ -252,12 +299,25 @@ func (c *Cache) dropIdle(now time.Time) []*market {
 		}
 		c.reg.Store(&registry{m: next})
 	}
+	campaigns := 0
+	for _, m := range kept {
+		m.camps.Range(func(id, cp any) bool {
+			if cp.(*campaign).lastUsed.Load() < cutoff {
+				m.camps.Delete(id)
+			} else {
+				campaigns++
+			}
+			return true
+		})
+	}
 	telemetry.BudgetMarketplaces.Set(float64(len(kept)))
+	telemetry.BudgetCampaigns.Set(float64(campaigns))
 	return kept
 }
 
-// load reads m's spend of its local day at now and its all-time spend, and
-// publishes them as m's snapshot. On failure the last snapshot stays.
+// load reads the spend of m's campaigns, of its local day at now and of
+// all time, and publishes them as m's snapshot. On failure the last
+// snapshot stays.
 func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	loc := m.loc.Load()
 	start, end := dayBounds(now, loc)
@@ -265,23 +325,12 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	prev := m.snap.Load()
-	var hintDay, hintTotal int
-	if prev != nil {
-		hintTotal = len(prev.total)
-		if prev.day == day {
-			hintDay = len(prev.daySpend)
-		}
-	}
-	daySpend, err := c.scan(ctx, DayKey(m.id, day), hintDay)
-	var total map[string]int64
-	if err == nil {
-		total, err = c.scan(ctx, TotalKey(m.id), hintTotal)
-	}
-	if err == nil {
-		foldRefusals(daySpend)
-		foldRefusals(total)
-	}
+	var ids []string
+	m.camps.Range(func(id, _ any) bool {
+		ids = append(ids, id.(string))
+		return true
+	})
+	daySpend, total, err := c.read(ctx, m.id, day, ids)
 	if err != nil && parent.Err() != nil {
 		return err // shutting down: not a Redis failure
 	}
@@ -301,43 +350,45 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	return nil
 }
 
-// scan reads a hash of field → integer with HSCAN (which, unlike HGETALL,
-// does not block Redis for long on a big hash). A missing key is empty.
-func (c *Cache) scan(ctx context.Context, key string, hint int) (map[string]int64, error) {
-	out := make(map[string]int64, hint)
-	var cursor uint64
-	for {
-		kv, next, err := c.rdb.HScan(ctx, key, cursor, "", scanCount).Result()
-		if err != nil {
-			return nil, fmt.Errorf("HSCAN %s: %w", key, err)
+// read reads the spend hashes of campaigns ids of marketplace mp: each
+// campaign's spend of day and of all time, each at least its refusal hint
+// (the spend the campaign's last charge refused for that budget would have
+// made, set by the charge script). One HMGET per campaign, readChunk of
+// them pipelined per round trip (on a cluster, split by master). A missing
+// hash or field is 0.
+func (c *Cache) read(ctx context.Context, mp, day string, ids []string) (daySpend, total map[string]int64, err error) {
+	daySpend, total = make(map[string]int64, len(ids)), make(map[string]int64, len(ids))
+	df := DayField(day)
+	for from := 0; from < len(ids); from += readChunk {
+		chunk := ids[from:min(from+readChunk, len(ids))]
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.SliceCmd, len(chunk))
+		for i, id := range chunk {
+			cmds[i] = pipe.HMGet(ctx, SpendKey(mp, id), df, TotalField, "!"+df, "!"+TotalField)
 		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			v, err := strconv.ParseInt(kv[i+1], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: field %q holds %q, not an integer", key, kv[i], kv[i+1])
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, nil, fmt.Errorf("HMGET of %d spend hashes: %w", len(chunk), err)
+		}
+		for i, id := range chunk {
+			var v [4]int64
+			for j, x := range cmds[i].Val() {
+				if x == nil {
+					continue
+				}
+				s, _ := x.(string)
+				if v[j], err = strconv.ParseInt(s, 10, 64); err != nil {
+					return nil, nil, fmt.Errorf("%s: field %q holds %q, not an integer", SpendKey(mp, id), cmds[i].Args()[2+j], s)
+				}
 			}
-			out[kv[i]] = v
-		}
-		if next == 0 {
-			return out, nil
-		}
-		cursor = next
-	}
-}
-
-// foldRefusals replaces the refusal hints of a spend hash (field "!" and a
-// campaign id: the spend the campaign's last charge refused for this
-// budget would have made, set by the charge script) by their campaign's
-// spend, when that is lower.
-func foldRefusals(m map[string]int64) {
-	for f, v := range m {
-		if len(f) > 1 && f[0] == '!' {
-			delete(m, f)
-			if camp := f[1:]; m[camp] < v {
-				m[camp] = v
+			if d := max(v[0], v[2]); d != 0 {
+				daySpend[id] = d
+			}
+			if t := max(v[1], v[3]); t != 0 {
+				total[id] = t
 			}
 		}
 	}
+	return daySpend, total, nil
 }
 
 // observeAges sets the max-age gauge over the marketplaces of a pass.
@@ -363,6 +414,14 @@ func (m *market) touch(loc *time.Location, now time.Time) {
 	}
 	if cur := m.loc.Load(); cur != loc && cur.String() != loc.String() {
 		m.loc.Store(loc) // the marketplace's zone changed: the next load uses it
+	}
+}
+
+// touch records a use of the campaign at now (a shared write only when the
+// second changed).
+func (cp *campaign) touch(now time.Time) {
+	if sec := now.Unix(); cp.lastUsed.Load() < sec {
+		cp.lastUsed.Store(sec)
 	}
 }
 

@@ -73,23 +73,31 @@ func TestAddSpend(t *testing.T) {
 	add(t, rdb, "mp1", "c1", "2024-05-10", 500_000) // not idempotent: adds up
 	add(t, rdb, "mp1", "c2", "2024-05-10", 7)
 	add(t, rdb, "mp1", "c1", "2024-05-09", 3)
+	c1, c2 := SpendKey("mp1", "c1"), SpendKey("mp1", "c2")
+	if c1 != "ec:spend:{"+Tag("mp1", "c1")+"}:mp1:c1" || len(Tag("mp1", "c1")) != 16 || Tag("mp1", "c1") == Tag("mp1", "c2") || Tag("mp1", "c1") == Tag("mp", "1c1") {
+		t.Errorf("spend keys %s, %s", c1, c2)
+	}
 	checks := []struct{ key, field, want string }{
-		{"ec:spend:{mp1}:d:2024-05-10", "c1", "2000000"},
-		{"ec:spend:{mp1}:d:2024-05-10", "c2", "7"},
-		{"ec:spend:{mp1}:d:2024-05-09", "c1", "3"},
-		{"ec:spend:{mp1}:total", "c1", "2000003"},
-		{"ec:spend:{mp1}:total", "c2", "7"},
+		{c1, "d:2024-05-10", "2000000"},
+		{c2, "d:2024-05-10", "7"},
+		{c1, "d:2024-05-09", "3"},
+		{c1, "t", "2000003"},
+		{c2, "t", "7"},
 	}
 	for _, ck := range checks {
 		if got := mr.HGet(ck.key, ck.field); got != ck.want {
 			t.Errorf("HGET %s %s = %q, want %q", ck.key, ck.field, got, ck.want)
 		}
 	}
-	if ttl := mr.TTL("ec:spend:{mp1}:d:2024-05-10"); ttl != DayTTL {
-		t.Errorf("day hash TTL = %s, want %s", ttl, DayTTL)
+	if ttl := mr.TTL(c1); ttl != 0 {
+		t.Errorf("spend hash TTL = %s, want none", ttl)
 	}
-	if ttl := mr.TTL("ec:spend:{mp1}:total"); ttl != 0 {
-		t.Errorf("total hash TTL = %s, want none", ttl)
+	d, tot, err := ReadSpend(t.Context(), rdb, "mp1", "c1", "2024-05-10")
+	if err != nil || d != 2_000_000 || tot != 2_000_003 {
+		t.Errorf("ReadSpend = %d, %d, %v; want 2000000, 2000003", d, tot, err)
+	}
+	if d, tot, err := ReadSpend(t.Context(), rdb, "mp1", "none", "2024-05-10"); err != nil || d != 0 || tot != 0 {
+		t.Errorf("ReadSpend of a campaign without spend = %d, %d, %v; want 0, 0", d, tot, err)
 	}
 }
 
@@ -104,6 +112,7 @@ func TestAddSpendRejectsBadInput(t *testing.T) {
 		{"empty marketplace", "", "c1", "2024-05-10", 1, "empty marketplace"},
 		{"brace in marketplace", "a}b", "c1", "2024-05-10", 1, "brace"},
 		{"empty campaign", "mp", "", "2024-05-10", 1, "empty campaign"},
+		{"campaign beginning with !", "mp", "!c", "2024-05-10", 1, "begins with"},
 		{"bad day", "mp", "c1", "2024-13-01", 1, "not a YYYY-MM-DD"},
 		{"day not zero-padded", "mp", "c1", "2024-5-10", 1, "not a YYYY-MM-DD"},
 		{"zero micros", "mp", "c1", "2024-05-10", 0, "must be positive"},
@@ -150,7 +159,7 @@ func TestRefreshPicksUpSpend(t *testing.T) {
 	clk := newClock(utc("2024-05-10T12:00:00Z"))
 	_, rdb, c := setup(t, clk)
 	now := clk.now()
-	c.Register("mp1", time.UTC)
+	c.Register("mp1", time.UTC, "c1")
 	add(t, rdb, "mp1", "c1", "2024-05-09", 1_000) // yesterday: total only
 	add(t, rdb, "mp1", "c1", "2024-05-10", 250)
 	refresh(t, c)
@@ -170,7 +179,7 @@ func TestDayRollover(t *testing.T) {
 	// 23:59:30 CEST on 2024-05-10.
 	clk := newClock(utc("2024-05-10T21:59:30Z"))
 	_, rdb, c := setup(t, clk)
-	c.Register("mp1", berlin)
+	c.Register("mp1", berlin, "c1")
 	add(t, rdb, "mp1", "c1", "2024-05-10", 700)
 	refresh(t, c)
 	wantSpend(t, c, "mp1", berlin, "c1", utc("2024-05-10T21:59:50Z"), 700, 700)
@@ -192,7 +201,7 @@ func TestZoneChange(t *testing.T) {
 	clk := newClock(utc("2024-05-10T20:00:00Z"))
 	_, rdb, c := setup(t, clk)
 	now := clk.now()
-	c.Register("mp1", time.UTC)
+	c.Register("mp1", time.UTC, "c1")
 	add(t, rdb, "mp1", "c1", "2024-05-10", 5)
 	add(t, rdb, "mp1", "c1", "2024-05-11", 7)
 	refresh(t, c)
@@ -250,7 +259,7 @@ func TestRedisDownKeepsLastSnapshot(t *testing.T) {
 	clk := newClock(utc("2024-05-10T12:00:00Z"))
 	mr, rdb, c := setup(t, clk)
 	now := clk.now()
-	c.Register("mp1", time.UTC)
+	c.Register("mp1", time.UTC, "c1")
 	add(t, rdb, "mp1", "c1", "2024-05-10", 10)
 	refresh(t, c)
 	if age, ok := c.Age("mp1"); !ok || age != 0 {
@@ -291,10 +300,10 @@ func TestCorruptValueKeepsLastSnapshot(t *testing.T) {
 	clk := newClock(utc("2024-05-10T12:00:00Z"))
 	mr, rdb, c := setup(t, clk)
 	now := clk.now()
-	c.Register("mp1", time.UTC)
+	c.Register("mp1", time.UTC, "c1", "c2")
 	add(t, rdb, "mp1", "c1", "2024-05-10", 10)
 	refresh(t, c)
-	mr.HSet(TotalKey("mp1"), "c2", "lots")
+	mr.HSet(SpendKey("mp1", "c2"), TotalField, "lots")
 	add(t, rdb, "mp1", "c1", "2024-05-10", 5)
 	err := c.RefreshNow(t.Context())
 	if err == nil || !strings.Contains(err.Error(), `"lots", not an integer`) {
@@ -307,9 +316,9 @@ func TestOneFailingMarketplaceDoesNotStopOthers(t *testing.T) {
 	clk := newClock(utc("2024-05-10T12:00:00Z"))
 	mr, rdb, c := setup(t, clk)
 	now := clk.now()
-	c.Register("bad", time.UTC)
-	c.Register("good", time.UTC)
-	mr.HSet(DayKey("bad", "2024-05-10"), "c1", "x")
+	c.Register("bad", time.UTC, "c1")
+	c.Register("good", time.UTC, "c1")
+	mr.HSet(SpendKey("bad", "c1"), DayField("2024-05-10"), "x")
 	add(t, rdb, "good", "c1", "2024-05-10", 8)
 	err := c.RefreshNow(t.Context())
 	if err == nil || !strings.Contains(err.Error(), `"bad"`) || strings.Contains(err.Error(), `"good"`) {
@@ -366,7 +375,7 @@ func TestConcurrentSpend(t *testing.T) {
 	for i := range 4 {
 		add(t, rdb, fmt.Sprintf("mp%d", i), "c1", "2024-05-10", int64(i+1))
 		if i%2 == 0 {
-			c.Register(fmt.Sprintf("mp%d", i), time.UTC) // the others register from Spend
+			c.Register(fmt.Sprintf("mp%d", i), time.UTC, "c1") // the others register from Spend
 		}
 	}
 	var wg sync.WaitGroup
@@ -411,15 +420,12 @@ func BenchmarkSpend(b *testing.B) {
 	day := DayOf(now, berlin)
 	const campaigns = 10_000
 	ids := make([]string, campaigns)
-	fields := make([]string, 0, 2*campaigns)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("campaign-%d", i)
-		fields = append(fields, ids[i], fmt.Sprint(i+1))
+		mr.HSet(SpendKey("mp", ids[i]), DayField(day), fmt.Sprint(i+1), TotalField, fmt.Sprint(i+1))
 	}
-	mr.HSet(DayKey("mp", day), fields...)
-	mr.HSet(TotalKey("mp"), fields...)
 	c := NewCache(rdb, Options{})
-	c.Register("mp", berlin)
+	c.Register("mp", berlin, ids...)
 	if err := c.RefreshNow(b.Context()); err != nil {
 		b.Fatal(err)
 	}
@@ -444,7 +450,7 @@ func BenchmarkSpend(b *testing.B) {
 func TestCanceledRefreshIsNotARedisFailure(t *testing.T) {
 	clk := newClock(utc("2024-05-10T12:00:00Z"))
 	_, _, c := setup(t, clk)
-	c.Register("mp1", time.UTC)
+	c.Register("mp1", time.UTC, "c1")
 	before := testutil.ToFloat64(telemetry.BudgetRefreshes.WithLabelValues("error"))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -459,30 +465,79 @@ func TestCanceledRefreshIsNotARedisFailure(t *testing.T) {
 	}
 }
 
-// TestCacheRefusalHints: a refusal hint ("!" and a campaign id) raises its
-// campaign's spend as the cache reports it to at least the hint, in the
-// hash it is in (today's for the daily budget, the total hash), and is not
-// a campaign of its own.
+// TestCacheRefusalHints: a refusal hint ("!" and the field of a budget's
+// counter) raises its campaign's spend as the cache reports it to at least
+// the hint, for the budget it is of (today's day field for the daily
+// budget, the total field); a hint of another day is not read.
 func TestCacheRefusalHints(t *testing.T) {
 	now := utc("2024-05-10T12:00:00Z")
 	clk := newClock(now)
 	mr, _, c := setup(t, clk)
 	for _, kv := range [][3]string{
-		{"ec:spend:{mp1}:d:2024-05-10", "c", "100"}, {"ec:spend:{mp1}:d:2024-05-10", "!c", "400"},
-		{"ec:spend:{mp1}:d:2024-05-10", "!d", "50"},
-		{"ec:spend:{mp1}:d:2024-05-10", "e", "500"}, {"ec:spend:{mp1}:d:2024-05-10", "!e", "300"},
-		{"ec:spend:{mp1}:d:2024-05-09", "!f", "900"}, // yesterday's: not read
-		{"ec:spend:{mp1}:total", "c", "100"}, {"ec:spend:{mp1}:total", "e", "500"}, {"ec:spend:{mp1}:total", "!f", "70"},
-		{"ec:spend:{mp1}:total", "!", "5"}, // no campaign: a campaign called "!"
+		{"c", "d:2024-05-10", "100"}, {"c", "!d:2024-05-10", "400"},
+		{"d", "!d:2024-05-10", "50"},
+		{"e", "d:2024-05-10", "500"}, {"e", "!d:2024-05-10", "300"},
+		{"f", "!d:2024-05-09", "900"}, // yesterday's: not read
+		{"c", "t", "100"}, {"e", "t", "500"}, {"f", "!t", "70"},
 	} {
-		mr.HSet(kv[0], kv[1], kv[2])
+		mr.HSet(SpendKey("mp1", kv[0]), kv[1], kv[2])
 	}
-	c.Register("mp1", time.UTC)
+	c.Register("mp1", time.UTC, "c", "d", "e", "f")
 	refresh(t, c)
 	wantSpend(t, c, "mp1", time.UTC, "c", now, 400, 100)
 	wantSpend(t, c, "mp1", time.UTC, "d", now, 50, 0)
 	wantSpend(t, c, "mp1", time.UTC, "e", now, 500, 500)
 	wantSpend(t, c, "mp1", time.UTC, "f", now, 0, 70)
-	wantSpend(t, c, "mp1", time.UTC, "!c", now, 0, 0)
-	wantSpend(t, c, "mp1", time.UTC, "!", now, 0, 5)
+}
+
+// TestCampaignExpiry: a campaign no Spend asked for in IdleAfter is no
+// longer read (its marketplace stays while others are asked for); asked
+// for again, it is registered and loaded again.
+func TestCampaignExpiry(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	start := clk.now()
+	add(t, rdb, "mp1", "busy", "2024-05-10", 3)
+	add(t, rdb, "mp1", "idle", "2024-05-10", 4)
+	c.Register("mp1", time.UTC, "busy", "idle")
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "idle", start, 4, 4)
+	c.Spend("mp1", time.UTC, "busy", start.Add(9*time.Minute))
+	clk.set(start.Add(IdleAfter + time.Second))
+	refresh(t, c)
+	m := c.reg.Load().m["mp1"]
+	if _, ok := m.camps.Load("idle"); ok {
+		t.Error("idle campaign still read after IdleAfter without a call")
+	}
+	if _, ok := m.camps.Load("busy"); !ok {
+		t.Error("busy campaign dropped")
+	}
+	if got := testutil.ToFloat64(telemetry.BudgetCampaigns); got != 1 {
+		t.Errorf("campaigns gauge = %v, want 1", got)
+	}
+	now := clk.now()
+	wantSpend(t, c, "mp1", time.UTC, "idle", now, 0, 0) // registers it again
+	refresh(t, c)
+	wantSpend(t, c, "mp1", time.UTC, "idle", now, 4, 4)
+	wantSpend(t, c, "mp1", time.UTC, "busy", now, 3, 3)
+}
+
+// TestManyCampaigns: a marketplace with more campaigns than one pipelined
+// read holds loads them all.
+func TestManyCampaigns(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	mr, _, c := setup(t, clk)
+	const n = readChunk*2 + 17
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("c%d", i)
+		mr.HSet(SpendKey("mp1", ids[i]), DayField("2024-05-10"), fmt.Sprint(i), TotalField, fmt.Sprint(2*i))
+	}
+	c.Register("mp1", time.UTC, ids...)
+	refresh(t, c)
+	for i, id := range ids {
+		if d, tot := c.Spend("mp1", time.UTC, id, clk.now()); d != int64(i) || tot != int64(2*i) {
+			t.Fatalf("Spend(%s) = %d, %d; want %d, %d", id, d, tot, i, 2*i)
+		}
+	}
 }

@@ -4,24 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // Charge is one charge to apply to a campaign's spend, exactly once.
 type Charge struct {
 	MarketplaceID string
-	// Key names what is charged, unique within the marketplace (the
-	// charging pipeline uses the auction winner and the interaction kind,
-	// 18 bytes). A second Charge with the same Key never moves spend again.
-	// Any bytes; at most MaxChargeKey of them.
+	// Key names what is charged, unique within the campaign (the charging
+	// pipeline uses the auction winner and the interaction kind, 18 bytes:
+	// a winner belongs to one campaign). A second Charge of the campaign
+	// with the same Key never moves spend again. Any bytes; at most
+	// MaxChargeKey of them.
 	Key string
 	// Epoch groups markers: a number that is always the same for one Key
 	// (the charging pipeline uses its auction's Unix hour), 0 to MaxEpoch.
-	// The markers of one marketplace and Epoch share a set of Redis hashes
+	// The markers of one campaign and Epoch share a set of Redis hashes
 	// (see MarkerBucketKey) that expire together. A Key sent once with
 	// another Epoch is a different charge.
 	Epoch int64
@@ -51,14 +57,21 @@ type Charge struct {
 	// can (the charging pipeline rounds it to the end of the auction's
 	// hour), and the hash's expiry is set once.
 	KeepUntil time.Time
-	// LegacyMarker, when set, names the string key under which a build
-	// from before 2026-11-22 kept this charge's marker (one key per marker,
-	// `ec:charged:{mp}:...`). If that key exists, its owner is the owner of
-	// record: the charge is replayed or a duplicate, never applied again,
-	// and the owner is carried into the hash. The charging pipeline sets it
-	// for auctions older than its upgrade (docs/charges.md, Upgrading). It
-	// must be in the marketplace's hash tag.
-	LegacyMarker string
+	// Earlier layouts (docs/charges.md, Upgrading), on one Redis server
+	// only (a cluster never held them; both are ignored there):
+	//
+	// MarketplaceMarkers, when set, makes the charge also honour a marker
+	// kept in the marketplace's marker hashes of the builds before
+	// 2026-11-26 (ec:cm:{mp}:<epoch>:<bucket>, sized by the epoch's
+	// ec:cm:{mp}:<epoch>:m). LegacyMarker, when set, names the string key
+	// under which a build from before 2026-11-22 kept this charge's marker
+	// (one key per marker, `ec:charged:{mp}:...`). If such a marker
+	// exists, what it says decides (its owner replays, another record is a
+	// duplicate, a refusal is refused again), never applied again, and it
+	// is carried into the campaign's hash. The charging pipeline sets them
+	// for auctions older than the upgrade to this layout.
+	MarketplaceMarkers bool
+	LegacyMarker       string
 }
 
 // MaxChargeKey is the longest Charge.Key, in bytes. Keys and owners of up
@@ -117,43 +130,57 @@ func (o ChargeOutcome) String() string {
 // remembered in Redis hashes, not one string per key: a marker is one field
 // (the key) and its value (the owner; "!d" or "!t" and the owner when the
 // charge was refused for the daily or the total budget) in a hash of the
-// marketplace and epoch,
+// campaign and epoch,
 //
-//	ec:cm:{mp}:<epoch>:<bucket>   field Key → Owner | !d Owner | !t Owner, expiring as a whole
-//	ec:cm:{mp}:<epoch>:m          b = the epoch's bucket count, n = its markers so far
+//	ec:cm:{tag}:<epoch>:<bucket>   field Key → Owner | !d Owner | !t Owner, expiring as a whole
 //
-// and the bucket is FNV-1a (32 bits) of the key modulo the bucket count. A
-// hash of up to 128 small fields is stored as one listpack: about 40 bytes
-// a marker against about 214 for a string key with its own expiry. The
-// script picks an epoch's bucket count once, on its first charge, from the
-// number of markers the epoch before it got (about MarkersPerBucket a
-// bucket, MinMarkerBuckets to MaxMarkerBuckets, a power of two), and stores
-// it in the epoch's meta hash: every later charge of the epoch finds the same
-// bucket for the same key. The meta hash expires with the last of the
-// epoch's buckets.
+// where {tag} is the campaign's hash tag (Tag), and the bucket is FNV-1a
+// (32 bits) of the key modulo the epoch's bucket count. A hash of up to 128
+// small fields is stored as one listpack: about 40 bytes a marker against
+// about 214 for a string key with its own expiry. The script picks an
+// epoch's bucket count once, on its first charge, from the number of
+// markers the campaign's epoch before it got (about MarkersPerBucket a
+// bucket, MinMarkerBuckets to MaxMarkerBuckets, a power of two), and keeps
+// it, with the epoch's number of markers so far, in the field "" of bucket
+// 0 ("<buckets>:<markers>"; no Key is empty): every later charge of the
+// epoch finds the same bucket for the same key, and a campaign with few
+// charges an hour has one hash an hour. Bucket 0 expires with the last of
+// the epoch's markers. The campaign's hash tag puts its markers in the slot
+// of its spend hash (SpendKey).
 const (
 	MarkersPerBucket = 64
-	MinMarkerBuckets = 16
+	MinMarkerBuckets = 1
 	MaxMarkerBuckets = 1 << 20
 )
 
-// MarkerPrefix is the start of the names of marketplace mp's marker hashes.
-// They share the marketplace's hash tag with the spend hashes, so one script
-// can update all of them (on Redis Cluster too: every key the script builds
-// is in the slot of the keys it declares).
-func MarkerPrefix(mp string) string { return "ec:cm:{" + mp + "}:" }
+// MarkerPrefix is the start of the names of campaign campaignID's marker
+// hashes in marketplace mp. They share the campaign's hash tag with its
+// spend hash, so one script can update all of them (on Redis Cluster too:
+// every key the script builds is in the slot of the keys it declares).
+func MarkerPrefix(mp, campaignID string) string { return "ec:cm:{" + Tag(mp, campaignID) + "}:" }
 
-// MarkerBucketKey is the hash that holds the marker of key in marketplace
-// mp and epoch, when the epoch has buckets buckets.
-func MarkerBucketKey(mp string, epoch int64, buckets uint32, key string) string {
-	return MarkerPrefix(mp) + strconv.FormatInt(epoch, 10) + ":" + strconv.FormatUint(uint64(keyHash(key)%buckets), 10)
+// MarkerBucketKey is the hash that holds the marker of key of campaign
+// campaignID in marketplace mp and epoch, when the epoch has buckets
+// buckets.
+func MarkerBucketKey(mp, campaignID string, epoch int64, buckets uint32, key string) string {
+	return MarkerPrefix(mp, campaignID) + strconv.FormatInt(epoch, 10) + ":" + strconv.FormatUint(uint64(keyHash(key)%buckets), 10)
 }
 
-// MarkerMetaKey is the hash that holds the bucket count (field b) and the
-// number of markers (field n) of marketplace mp's epoch.
-func MarkerMetaKey(mp string, epoch int64) string {
-	return MarkerPrefix(mp) + strconv.FormatInt(epoch, 10) + ":m"
+// MarkerMetaKey is the hash (bucket 0) whose field MarkerMetaField holds
+// the bucket count and the number of markers of a campaign's epoch,
+// "<buckets>:<markers>".
+func MarkerMetaKey(mp, campaignID string, epoch int64) string {
+	return MarkerPrefix(mp, campaignID) + strconv.FormatInt(epoch, 10) + ":0"
 }
+
+// MarkerMetaField is the field of MarkerMetaKey that describes the epoch.
+const MarkerMetaField = ""
+
+// marketplaceMarkerPrefix is the start of the names of marketplace mp's
+// marker hashes in the layout of the builds before 2026-11-26: one set of
+// hashes per marketplace and epoch, the same buckets, and the bucket count
+// in field b of the epoch's hash <prefix><epoch>:m.
+func marketplaceMarkerPrefix(mp string) string { return "ec:cm:{" + mp + "}:" }
 
 // keyHash is FNV-1a, 32 bits: it spreads keys over an epoch's buckets. The
 // script takes it modulo the bucket count, so it must never change.
@@ -171,7 +198,7 @@ func keyHash(key string) uint32 {
 const chargeChunk = 500
 
 // chargeArgs is the number of ARGV entries of one charge.
-const chargeArgs = 10
+const chargeArgs = 12
 
 // refusedDaily and refusedTotal begin the value of a refused charge's
 // marker, followed by its Owner (Owners may not begin with "!").
@@ -180,39 +207,58 @@ const (
 	refusedTotal = "!t"
 )
 
-// chargeScript applies a chunk of one marketplace's charges atomically.
-// KEYS[1] is the total hash, KEYS[1+i] charge i's day hash. ARGV[1] is the
-// day hash TTL in seconds, ARGV[2] the marketplace's marker prefix
-// (MarkerPrefix), then for charge i, from j = 2 + 10(i-1): ARGV[j+1] owner,
-// ARGV[j+2] campaign, ARGV[j+3] micro-units (decimal int64 text),
-// ARGV[j+4] the marker's expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6]
-// key, ARGV[j+7] keyHash(key), ARGV[j+8] its legacy marker key or "",
-// ARGV[j+9] the campaign's daily and ARGV[j+10] its total budget (decimal
-// int64 text, "0": none). It returns one outcome per charge: 1 applied,
-// 2 replayed (same owner), 3 duplicate (another owner), 4 refused for the
-// daily budget, 5 refused for the total budget.
+// ReplicaTimeout bounds the wait for the replicas of a master to hold the
+// charges it applied (ApplyCharges with replicas).
+const ReplicaTimeout = 2 * time.Second
+
+// ErrUnreplicated means a master applied charges but fewer of its replicas
+// than asked acknowledged them within ReplicaTimeout: they may be lost if
+// that master fails now. Calling again is safe (the charges come back
+// replayed) and waits again.
+var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replicas in time")
+
+// chargeScript applies a chunk of charges atomically, the charges of
+// campaigns whose keys are all in one slot. KEYS are the spend hashes
+// (SpendKey) of the call's campaigns. ARGV[1] is the oldest day whose day
+// fields are kept (YYYY-MM-DD), ARGV[1+k] the marker prefix (MarkerPrefix)
+// of the campaign of KEYS[k], then for charge i, from j = 1 + #KEYS +
+// 12(i-1): ARGV[j+1] owner, ARGV[j+2] the index in KEYS of its campaign,
+// ARGV[j+3] micro-units (decimal int64 text), ARGV[j+4] the marker's
+// expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6] key, ARGV[j+7]
+// keyHash(key), ARGV[j+8] its legacy marker key or "", ARGV[j+9] its
+// marketplace's marker prefix in the layout before campaign keys or "",
+// ARGV[j+10] the campaign's daily and ARGV[j+11] its total budget (decimal
+// int64 text, "0": none), ARGV[j+12] its day (YYYY-MM-DD). It returns one
+// outcome per charge: 1 applied, 2 replayed (same owner), 3 duplicate
+// (another owner), 4 refused for the daily budget, 5 refused for the total
+// budget.
 //
-// First, each spend counter the chunk can move (the campaign's field of
-// each day hash and of the total hash) is read once (one HMGET per hash)
-// and checked to be an int64: a counter that is not fails the call before
-// anything is written. Then one HSETNX per charge claims its marker in its bucket (an
+// First, each spend counter the chunk can move (each campaign's day fields
+// and total field) is read once (one HMGET per campaign) and checked to be
+// an int64: a counter that is not fails the call before anything is
+// written. Then one HSETNX per charge claims its marker in its bucket (an
 // HGET reads the owner only when it was there already). A new marker's
 // charge is applied when the counters' running values plus its amount stay
 // within both budgets (the largest int64 when there is none), and they then
 // include it; otherwise its marker is set to "!t" or "!d" and the owner
 // (refused for the total, checked first, or the daily budget) and nothing
-// moves. A marker there already answers: its owner (replayed), "!d"/"!t" and
-// its owner (refused again, whatever the budgets are now), anything else
-// (duplicate). A charge with a legacy marker key first reads it (GET): when
-// it exists, its owner decides, and is copied into the bucket. The bucket
-// count of an epoch comes from its meta hash, or is chosen and stored there
-// by the first charge of the epoch. At the end, each counter that moved is
-// written once (its new value; one HSET per hash), so is the refusal hint of
-// each campaign refused in the call (field "!" and the campaign, in the
-// hash of the budget that refused it: the spend the last refused charge
-// would have made; see Cache.Spend), each day hash that moved gets its
-// TTL, and each hash the call touched gets the latest expiry of its markers
-// (EXPIRETIME, and EXPIREAT only when that is later).
+// moves. A marker there already answers: its owner (replayed), "!d"/"!t"
+// and its owner (refused again, whatever the budgets are now), anything
+// else (duplicate). A charge with an earlier layout's marker (a legacy
+// string key, or the marketplace's marker hashes) first reads it: when it
+// exists, what it says decides, and it is copied into the campaign's
+// bucket. The bucket count of an epoch comes from field "" of its bucket
+// 0, or is chosen by the first charge of the epoch. At the end,
+// each counter that moved is written once (its new value; one HSET per
+// campaign), so is the refusal hint of each budget refused in the call
+// (field "!t", or "!" and the day field: the spend the last refused charge
+// would have made; see Cache.Spend), a campaign that got a new day field
+// loses its day fields older than ARGV[1] (but those of the call), the
+// field "" of each epoch's bucket 0 gets its bucket count and markers (an
+// HSET whatever changed: every call writes, so that a WAIT after it covers
+// whatever the call found there), and each hash the call touched gets the
+// latest expiry of its markers (EXPIRETIME, and EXPIREAT only when that is
+// later).
 //
 // Lua numbers are doubles, exact only up to 2^53: amounts, counters and
 // budgets are int64 values held as two numbers, v = hi * 10^9 + lo with
@@ -229,7 +275,9 @@ local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa
 local RD, RT = '` + refusedDaily + `', '` + refusedTotal + `'
 local B = 1000000000
 local MAXV, MINV = {9223372036, 854775807}, {-9223372037, 145224192}
-local prefix = ARGV[2]
+local oldest = ARGV[1]
+local nk = #KEYS
+local base = 1 + nk
 local function cmp(a, b)
   if a[1] ~= b[1] then
     if a[1] < b[1] then return -1 end
@@ -310,50 +358,74 @@ local function counter(k, f)
   return c
 end
 local hints, horder2 = {}, {}
-local function hint(k, camp, would)
+local function hint(k, f, would)
   if cmp(would, MAXV) > 0 then would = MAXV end
-  local id = k .. '\0' .. camp
+  local id = k .. '\0' .. f
   local h = hints[id]
   if not h then
-    h = {k = k, f = '!' .. camp}
+    h = {k = k, f = '!' .. f}
     hints[id] = h
     horder2[#horder2 + 1] = h
   end
   h.v = would
 end
-local epochs, expiry, days = {}, {}, {}
+local epochs, eorder, expiry, pruned = {}, {}, {}, {}
 local function keep(k, t)
   local cur = expiry[k]
   if not cur or cur < t then expiry[k] = t end
 end
-local function epoch(ep)
-  local e = epochs[ep]
+local function described(v)
+  if not v then return nil, 0 end
+  local b, m = string.match(v, '^(%d+):(%d+)$')
+  return tonumber(b), tonumber(m) or 0
+end
+local function epoch(ki, ep)
+  local es = epochs[ki]
+  if not es then
+    es = {}
+    epochs[ki] = es
+  end
+  local e = es[ep]
   if e then return e end
-  local meta = prefix .. ep .. ':m'
-  local b = tonumber(redis.call('HGET', meta, 'b'))
+  local prefix = ARGV[1 + ki]
+  local id = prefix .. ep
+  local meta = id .. ':0'
+  local b, m = described(redis.call('HGET', meta, ''))
   if not b then
-    local prev = tonumber(redis.call('HGET', prefix .. string.format('%.0f', tonumber(ep) - 1) .. ':m', 'n')) or 0
+    local _, prev = described(redis.call('HGET', prefix .. string.format('%.0f', tonumber(ep) - 1) .. ':0', ''))
     b = MINB
     while b < MAXB and b * PER < prev do b = b * 2 end
-    redis.call('HSET', meta, 'b', b)
   end
-  e = {meta = meta, b = b, n = 0, p = prefix .. ep .. ':'}
-  epochs[ep] = e
+  e = {meta = meta, b = b, m = m, n = 0, p = id .. ':'}
+  es[ep] = e
+  eorder[#eorder + 1] = e
   return e
 end
-local n = #KEYS - 1
+local olds = {}
+local function oldMarker(prefix, ep, h, field)
+  local id = prefix .. ep
+  local b = olds[id]
+  if b == nil then
+    b = tonumber(redis.call('HGET', id .. ':m', 'b')) or false
+    olds[id] = b
+  end
+  if not b then return false end
+  return redis.call('HGET', id .. ':' .. string.format('%.0f', h % b), field)
+end
+local n = (#ARGV - base) / W
 local cd, ct = {}, {}
 for i = 1, n do
-  local camp = ARGV[2 + W * (i - 1) + 2]
-  cd[i] = counter(KEYS[1+i], camp)
-  ct[i] = counter(KEYS[1], camp)
+  local j = base + W * (i - 1)
+  local k = KEYS[tonumber(ARGV[j+2])]
+  cd[i] = counter(k, 'd:' .. ARGV[j+12])
+  ct[i] = counter(k, 't')
 end
 for _, h in ipairs(horder) do
   local fs = {}
   for x, c in ipairs(h.list) do fs[x] = c.f end
   local raw = redis.call('HMGET', h.k, unpack(fs))
   for x, c in ipairs(h.list) do
-    c.h, c.l = 0, 0
+    c.h, c.l, c.existed = 0, 0, raw[x] ~= false
     if raw[x] then
       local v = parse(raw[x])
       if not v then return redis.error_reply('spend ' .. h.k .. ' field ' .. c.f .. ' holds ' .. raw[x] .. ', not an int64') end
@@ -363,19 +435,27 @@ for _, h in ipairs(horder) do
 end
 local out = {}
 for i = 1, n do
-  local j = 2 + W * (i - 1)
+  local j = base + W * (i - 1)
   local owner = ARGV[j+1]
+  local ki = tonumber(ARGV[j+2])
+  local k = KEYS[ki]
   local t = tonumber(ARGV[j+4])
-  local e = epoch(ARGV[j+5])
+  local ep = ARGV[j+5]
+  local e = epoch(ki, ep)
   local field = ARGV[j+6]
-  local hk = e.p .. string.format('%.0f', tonumber(ARGV[j+7]) % e.b)
+  local fh = tonumber(ARGV[j+7])
+  local hk = e.p .. string.format('%.0f', fh % e.b)
   keep(hk, t)
   keep(e.meta, t)
-  local legacy = false
-  if ARGV[j+8] ~= '' then legacy = redis.call('GET', ARGV[j+8]) end
-  if legacy then
-    redis.call('HSETNX', hk, field, legacy)
-    if legacy == owner then out[i] = 2 else out[i] = 3 end
+  local prior = false
+  if ARGV[j+9] ~= '' then prior = oldMarker(ARGV[j+9], ep, fh, field) end
+  if not prior and ARGV[j+8] ~= '' then prior = redis.call('GET', ARGV[j+8]) end
+  if prior then
+    redis.call('HSETNX', hk, field, prior)
+    if prior == owner then out[i] = 2
+    elseif prior == RD .. owner then out[i] = 4
+    elseif prior == RT .. owner then out[i] = 5
+    else out[i] = 3 end
   elseif redis.call('HSETNX', hk, field, owner) == 1 then
     e.n = e.n + 1
     local m, c, d = num(ARGV[j+3]), ct[i], cd[i]
@@ -383,21 +463,21 @@ for i = 1, n do
     if tl >= B then th, tl = th + 1, tl - B end
     local dh, dl = d.h + m[1], d.l + m[2]
     if dl >= B then dh, dl = dh + 1, dl - B end
-    local lt, ld = lim(ARGV[j+10]), lim(ARGV[j+9])
+    local lt, ld = lim(ARGV[j+11]), lim(ARGV[j+10])
     if th > lt[1] or (th == lt[1] and tl > lt[2]) then
       redis.call('HSET', hk, field, RT .. owner)
-      hint(KEYS[1], ARGV[j+2], {th, tl})
+      hint(k, c.f, {th, tl})
       out[i] = 5
     elseif dh > ld[1] or (dh == ld[1] and dl > ld[2]) then
       redis.call('HSET', hk, field, RD .. owner)
-      hint(KEYS[1+i], ARGV[j+2], {dh, dl})
-      days[KEYS[1+i]] = true
+      hint(k, d.f, {dh, dl})
+      if not d.existed then pruned[k] = true end
       out[i] = 4
     else
       if m[1] > 0 or m[2] > 0 then
         c.h, c.l, c.moved = th, tl, true
         d.h, d.l, d.moved = dh, dl, true
-        days[KEYS[1+i]] = true
+        if not d.existed then pruned[k] = true end
       end
       out[i] = 1
     end
@@ -420,10 +500,15 @@ for _, h in ipairs(horder) do
   if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
 end
 for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text(h.v)) end
-for dk in pairs(days) do redis.call('EXPIRE', dk, ARGV[1]) end
-for _, e in pairs(epochs) do
-  if e.n > 0 then redis.call('HINCRBY', e.meta, 'n', e.n) end
+for k in pairs(pruned) do
+  local gone, h = {}, hashes[k]
+  for _, f in ipairs(redis.call('HKEYS', k)) do
+    local day = string.match(f, '^!?d:(.+)$')
+    if day and day < oldest and not h.byf['d:' .. day] then gone[#gone + 1] = f end
+  end
+  if #gone > 0 then redis.call('HDEL', k, unpack(gone)) end
 end
+for _, e in ipairs(eorder) do redis.call('HSET', e.meta, '', string.format('%.0f:%.0f', e.b, e.m + e.n)) end
 for k, t in pairs(expiry) do
   if redis.call('EXPIRETIME', k) < t then redis.call('EXPIREAT', k, t) end
 end
@@ -432,27 +517,35 @@ return out
 
 // ApplyCharges applies every charge exactly once, within its campaign's
 // budgets, and returns one outcome per charge, in order. For each charge, in
-// one atomic Redis step: if no marker exists for its Key (in its marketplace
+// one atomic Redis step: if no marker exists for its Key (in its campaign
 // and Epoch), it sets the marker (kept at least until KeepUntil) and, when
 // the campaign's spend of Day and of all time plus Micros stay within
-// Limits, adds Micros to both (the same hashes as AddSpend, whose day hash
-// expiry it renews); otherwise the charge is refused whole and the marker
-// says so. If the marker exists it changes nothing and reports what it
-// says: applied by the same Owner (replayed), refused for the same Owner
-// (refused again, whatever the budgets are now), or set by another Owner
-// (duplicate).
+// Limits, adds Micros to both (the same hash as AddSpend); otherwise the
+// charge is refused whole and the marker says so. If the marker exists it
+// changes nothing and reports what it says: applied by the same Owner
+// (replayed), refused for the same Owner (refused again, whatever the
+// budgets are now), or set by another Owner (duplicate).
 //
 // Calling it again with the same charges (a retry after an error, a replay
 // after a crash) moves nothing twice and decides nothing differently: an
 // error leaves every charge either decided with its marker or not decided
-// at all. Charges are grouped by marketplace and sent in chunks of 500, all
-// in one pipelined round trip; within a marketplace they are decided in
-// the order given, so when a budget runs out the earlier charges are the
-// ones applied. Two charges with the same Key in one call: the first one
-// wins.
+// at all. Charges are ordered by campaign and grouped into script calls of
+// up to 500, each call the campaigns of one slot (on a cluster) or any (on
+// one server); the calls sent to one master go in one pipelined round
+// trip, the masters' at once. Within a campaign they are decided in the
+// order given, so when a budget runs out the earlier charges are the ones
+// applied. Two charges with the same Key and campaign: the first one wins.
+//
+// With replicas above 0, the calls sent to a master count only once that
+// many of its replicas hold them, or all its replicas when fewer are
+// attached (a master that has just taken over from a failed one has none
+// until it comes back: endcap_budget_charge_calls_unreplicated_total): a
+// WAIT on the connection that ran them, which covers everything the master
+// had applied before them too. Fewer acknowledgements within
+// ReplicaTimeout return ErrUnreplicated.
 //
 // When ctx has no deadline the call is bounded by ten seconds.
-func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Charge) ([]ChargeOutcome, error) {
+func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Charge, replicas int) ([]ChargeOutcome, error) {
 	out := make([]ChargeOutcome, len(charges))
 	if len(charges) == 0 {
 		return out, nil
@@ -468,18 +561,13 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	calls := chargeCalls(charges)
-	res, err := runChargeCalls(ctx, rdb, calls)
-	if err != nil && isNoScript(err) {
-		// Redis lost its script cache (restart, SCRIPT FLUSH): load the
-		// script and send every call again. Safe: a call that did run the
-		// first time finds its markers and reports its charges as replayed,
-		// which callers treat as charged.
-		if err = chargeScript.Load(ctx, rdb).Err(); err == nil {
-			res, err = runChargeCalls(ctx, rdb, calls)
-		}
-	}
+	cluster := redisstore.IsCluster(rdb)
+	calls := chargeCalls(charges, cluster, now)
+	res, err := runChargeCalls(ctx, rdb, calls, replicas)
 	if err != nil {
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx) // a master may have failed or a slot moved
+		}
 		return nil, err
 	}
 	for ci, c := range calls {
@@ -502,6 +590,9 @@ func (c *Charge) validate(now time.Time) error {
 	if err := validMarketplace(c.MarketplaceID); err != nil {
 		return err
 	}
+	if err := validCampaign(c.CampaignID); err != nil {
+		return err
+	}
 	switch {
 	case c.Key == "":
 		return errors.New("empty charge key")
@@ -515,10 +606,6 @@ func (c *Charge) validate(now time.Time) error {
 		return errors.New("empty owner")
 	case c.Owner[0] == '!':
 		return fmt.Errorf("owner %q begins with \"!\"", c.Owner)
-	case c.CampaignID == "":
-		return errors.New("empty campaign id")
-	case c.CampaignID[0] == '!':
-		return fmt.Errorf("campaign id %q begins with \"!\" (the mark of a refusal hint)", c.CampaignID)
 	case c.Micros < 0:
 		return fmt.Errorf("negative amount %d", c.Micros)
 	case c.KeepUntil.Unix() <= now.Unix():
@@ -527,56 +614,213 @@ func (c *Charge) validate(now time.Time) error {
 	return validDay(c.Day)
 }
 
-// chargeCall is one script call: charges of one marketplace.
+// chargeCall is one script call: charges of campaigns of one slot (on a
+// cluster) or of any (on one server).
 type chargeCall struct {
-	keys []string
-	args []any
-	idx  []int // positions in the caller's slice
+	keys  []string
+	args  []any
+	idx   []int          // positions in the caller's slice
+	camps map[string]int // spend key → its index in keys (1-based, as in the script)
 }
 
-// chargeCalls groups charges by marketplace (keeping their order within
-// it) and cuts each group into chunks.
-func chargeCalls(charges []Charge) []*chargeCall {
-	dayTTL := strconv.FormatInt(int64(DayTTL/time.Second), 10)
-	var calls []*chargeCall
-	open := map[string]*chargeCall{}
+// chargeCalls groups charges into calls: by the slot of their campaign's
+// keys on a cluster, all together on one server; orders each group by
+// campaign (the charges of a campaign keep their order: within a campaign
+// they are decided in the order given), so that a call reads and writes
+// each of its campaigns' spend hashes once for many charges; and cuts each
+// group into chunks.
+func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
+	oldest := DayOf(now.Add(-DayFieldsKept), time.UTC)
+	order := make([]int, len(charges))
+	for i := range order {
+		order[i] = i
+	}
+	keys, slots := make([]string, len(charges)), make([]int, len(charges))
 	for i := range charges {
-		c := &charges[i]
-		call := open[c.MarketplaceID]
-		if call == nil || len(call.idx) == chargeChunk {
-			call = &chargeCall{keys: []string{TotalKey(c.MarketplaceID)}, args: []any{dayTTL, MarkerPrefix(c.MarketplaceID)}}
-			open[c.MarketplaceID] = call
+		keys[i] = SpendKey(charges[i].MarketplaceID, charges[i].CampaignID)
+		if cluster {
+			slots[i] = redisstore.Slot(keys[i])
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ca, cb := &charges[order[a]], &charges[order[b]]
+		if slots[order[a]] != slots[order[b]] {
+			return slots[order[a]] < slots[order[b]]
+		}
+		if ca.MarketplaceID != cb.MarketplaceID {
+			return ca.MarketplaceID < cb.MarketplaceID
+		}
+		return ca.CampaignID < cb.CampaignID
+	})
+	var calls []*chargeCall
+	byCall := map[*chargeCall][]int{}
+	var call *chargeCall
+	for n, i := range order {
+		if call == nil || len(byCall[call]) == chargeChunk || slots[i] != slots[order[n-1]] {
+			call = &chargeCall{camps: map[string]int{}}
 			calls = append(calls, call)
 		}
-		call.keys = append(call.keys, DayKey(c.MarketplaceID, c.Day))
-		call.args = append(call.args, c.Owner, c.CampaignID, strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
-			strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), c.LegacyMarker,
-			strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10))
-		call.idx = append(call.idx, i)
+		byCall[call] = append(byCall[call], i)
+	}
+	// The campaigns' keys and marker prefixes come before the charges in
+	// ARGV: each call is laid out once its charges are known.
+	for _, call := range calls {
+		var prefixes []any
+		for _, i := range byCall[call] {
+			if k := keys[i]; call.camps[k] == 0 {
+				call.keys = append(call.keys, k)
+				call.camps[k] = len(call.keys)
+				prefixes = append(prefixes, MarkerPrefix(charges[i].MarketplaceID, charges[i].CampaignID))
+			}
+		}
+		call.args = append(append(make([]any, 0, 1+len(prefixes)+chargeArgs*len(byCall[call])), oldest), prefixes...)
+		for _, i := range byCall[call] {
+			c := &charges[i]
+			legacy, old := c.LegacyMarker, ""
+			if cluster {
+				legacy = "" // a cluster never held the earlier layouts
+			} else if c.MarketplaceMarkers {
+				old = marketplaceMarkerPrefix(c.MarketplaceID)
+			}
+			call.args = append(call.args, c.Owner, strconv.Itoa(call.camps[keys[i]]),
+				strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
+				strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), legacy, old,
+				strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day)
+			call.idx = append(call.idx, i)
+		}
 	}
 	return calls
 }
 
-// runChargeCalls sends every call (EVALSHA) in one pipeline and returns each
-// call's outcomes.
-func runChargeCalls(ctx context.Context, rdb redis.UniversalClient, calls []*chargeCall) ([][]any, error) {
-	pipe := rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
+// runChargeCalls sends the calls of each master in one pipeline on one
+// connection of it (the masters at once), with the WAIT for its replicas
+// after them when replicas > 0, and returns each call's outcomes.
+func runChargeCalls(ctx context.Context, rdb redis.UniversalClient, calls []*chargeCall, replicas int) ([][]any, error) {
+	type nodeCalls struct {
+		node *redis.Client
+		idx  []int
+	}
+	var nodes []*nodeCalls
+	byNode := map[*redis.Client]*nodeCalls{}
 	for i, c := range calls {
-		cmds[i] = chargeScript.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("budget: apply charges: %w", err)
-	}
-	out := make([][]any, len(calls))
-	for i, cmd := range cmds {
-		v, err := cmd.Slice()
+		node, err := redisstore.MasterFor(ctx, rdb, c.keys[0])
 		if err != nil {
 			return nil, fmt.Errorf("budget: apply charges: %w", err)
 		}
-		out[i] = v
+		g := byNode[node]
+		if g == nil {
+			g = &nodeCalls{node: node}
+			byNode[node] = g
+			nodes = append(nodes, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	out := make([][]any, len(calls))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for n, g := range nodes {
+		wg.Go(func() { errs[n] = runOnMaster(ctx, g.node, calls, g.idx, replicas, out) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// runOnMaster runs the calls idx on one connection of node (on a new one
+// after a connection failure, as many times as the client retries): the
+// script calls pipelined (loading the script once if the server lost it),
+// then, when replicas > 0, ROLE and WAIT for min(replicas, the replicas
+// attached). Running them again is safe: a call that ran finds its markers
+// (its charges come back replayed), and a WAIT on the new connection covers
+// it, as every call writes.
+func runOnMaster(ctx context.Context, node *redis.Client, calls []*chargeCall, idx []int, replicas int, out [][]any) error {
+	retries := max(node.Options().MaxRetries, 0)
+	loaded := false
+	for attempt := 0; ; attempt++ {
+		err := runOnConn(ctx, node, calls, idx, replicas, out)
+		switch {
+		case err == nil:
+			return nil
+		case isNoScript(err) && !loaded:
+			// The server lost its scripts (a restart, a replica that took
+			// over, SCRIPT FLUSH): load it and send every call again.
+			loaded = true
+			if err := chargeScript.Load(ctx, node).Err(); err != nil {
+				return fmt.Errorf("budget: apply charges on %s: load the script: %w", node.Options().Addr, err)
+			}
+			attempt--
+		case attempt < retries && redisstore.ConnectionFailed(ctx, err) && !errors.Is(err, ErrUnreplicated):
+		default:
+			return fmt.Errorf("budget: apply charges on %s: %w", node.Options().Addr, err)
+		}
+	}
+}
+
+// runOnConn is one attempt of runOnMaster, on one connection.
+func runOnConn(ctx context.Context, node *redis.Client, calls []*chargeCall, idx []int, replicas int, out [][]any) error {
+	conn := node.Conn()
+	defer conn.Close()
+	cmds := make([]*redis.Cmd, len(idx))
+	var role *redis.Cmd
+	if _, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, i := range idx {
+			cmds[k] = chargeScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+		}
+		if replicas > 0 {
+			role = p.Do(ctx, "ROLE")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for k, i := range idx {
+		v, err := cmds[k].Slice()
+		if err != nil {
+			return err
+		}
+		out[i] = v
+	}
+	if replicas <= 0 {
+		return nil
+	}
+	attached, err := attachedReplicas(role)
+	if err != nil {
+		return fmt.Errorf("ROLE: %w", err)
+	}
+	want := min(replicas, attached)
+	if attached < replicas {
+		telemetry.ChargesUnreplicated.Add(float64(len(idx)))
+	}
+	if want == 0 {
+		return nil
+	}
+	got, err := conn.Wait(ctx, want, ReplicaTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("WAIT: %w", err)
+	}
+	if got < int64(want) {
+		return fmt.Errorf("%w: %d of %d replicas within %s", ErrUnreplicated, got, want, ReplicaTimeout)
+	}
+	return nil
+}
+
+// attachedReplicas counts the replicas a master's ROLE reply lists (those
+// online).
+func attachedReplicas(role *redis.Cmd) (int, error) {
+	v, err := role.Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < 3 || v[0] != "master" {
+		return 0, fmt.Errorf("not a master: %v", v)
+	}
+	list, ok := v[2].([]any)
+	if !ok {
+		return 0, fmt.Errorf("ROLE reply %v", v)
+	}
+	return len(list), nil
 }
 
 func isNoScript(err error) bool {

@@ -3,7 +3,6 @@ package budget
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // BenchmarkApplyChargesCampaigns: one call of 10,000 first-time charges of
@@ -28,13 +26,15 @@ func BenchmarkApplyChargesFewCampaigns(b *testing.B) { benchCharges(b, 4, nil) }
 // benchCharges runs the benchmark with charges over campaigns campaigns;
 // setLimits (if not nil) gives each charge its campaign's budgets.
 func benchCharges(b *testing.B, campaigns int, setLimits func(*Charge)) {
-	env := testenv.Get(b)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
-	defer rdb.Close()
+	rdb := testenv.Get(b).Redis(b)
 	ctx := context.Background()
 	mp := "bench-" + uuid.NewString()
 	const n, epoch = 10_000, 1_000
-	setMarkers(b, ctx, rdb, mp, epoch-1, int64(n*b.N))
+	// Each campaign's epoch has buckets for its share of the markers the
+	// benchmark sets, as for a steady charge rate.
+	for c := range campaigns {
+		setMarkers(b, ctx, rdb, mp, "c"+strconv.Itoa(c), epoch-1, int64(n*b.N/campaigns))
+	}
 	cs := make([]Charge, n)
 	for i := range cs {
 		cs[i] = Charge{MarketplaceID: mp, Epoch: epoch, Owner: "0:" + strconv.Itoa(i), CampaignID: "c" + strconv.Itoa(i%campaigns),
@@ -43,9 +43,7 @@ func benchCharges(b *testing.B, campaigns int, setLimits func(*Charge)) {
 			setLimits(&cs[i])
 		}
 	}
-	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-		b.Fatal(err)
-	}
+	resetStats(b, ctx, rdb)
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
@@ -55,33 +53,20 @@ func benchCharges(b *testing.B, campaigns int, setLimits func(*Charge)) {
 			cs[i].KeepUntil = time.Now().Add(time.Hour)
 		}
 		b.StartTimer()
-		if _, err := ApplyCharges(ctx, rdb, cs); err != nil {
+		if _, err := ApplyCharges(ctx, rdb, cs, replicas()); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "charges/s")
 	b.StopTimer()
 	b.ReportMetric(scriptMicros(b, ctx, rdb)/float64(b.N*n), "redis-µs/charge")
-	_ = rdb.Del(ctx, TotalKey(mp), DayKey(mp, "2025-01-01")).Err()
+	for c := range campaigns {
+		_ = rdb.Del(ctx, SpendKey(mp, "c"+strconv.Itoa(c))).Err()
+	}
 }
 
-// scriptMicros is the time Redis spent running scripts (EVALSHA) since its
-// statistics were reset, in microseconds.
+// scriptMicros is the time Redis (every master of a cluster) spent running
+// scripts (EVALSHA) since its statistics were reset, in microseconds.
 func scriptMicros(b *testing.B, ctx context.Context, rdb redis.UniversalClient) float64 {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
-			for _, kv := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec="); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					return f
-				}
-			}
-		}
-	}
-	b.Fatal("no evalsha in INFO commandstats")
-	return 0
+	return commandMicros(b, ctx, rdb, "evalsha")
 }

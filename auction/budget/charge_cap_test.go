@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // capCharge is a charge of campaign camp in marketplace mp on day, under
@@ -22,7 +24,9 @@ func capCharge(mp, key, owner, camp, day string, micros int64, l Limits) Charge 
 // fits is still applied. Spend ends at most at the budget.
 func TestApplyChargesCap(t *testing.T) {
 	ctx, rdb, mp := chargeEnv(t)
-	const d1, d2 = "2025-06-01", "2025-06-02"
+	// Recent days: a new day's charge deletes day fields older than
+	// DayFieldsKept.
+	d1, d2 := DayOf(time.Now().Add(-48*time.Hour), time.UTC), DayOf(time.Now().Add(-24*time.Hour), time.UTC)
 	type step struct {
 		key    string
 		day    string
@@ -80,7 +84,7 @@ func TestApplyChargesCap(t *testing.T) {
 		for si, s := range tc.steps {
 			c := capCharge(mp, camp+s.key, "0:"+strconv.Itoa(si), camp, s.day, s.micros, tc.limits)
 			all = append(all, c)
-			got, err := ApplyCharges(ctx, rdb, []Charge{c})
+			got, err := ApplyCharges(ctx, rdb, []Charge{c}, replicas())
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -88,7 +92,7 @@ func TestApplyChargesCap(t *testing.T) {
 				t.Errorf("%s: charge %s of %d on %s: %v, want %v", tc.name, s.key, s.micros, s.day, got[0], s.want)
 			}
 		}
-		got, err := ApplyCharges(ctx, rdb, all)
+		got, err := ApplyCharges(ctx, rdb, all, replicas())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +105,7 @@ func TestApplyChargesCap(t *testing.T) {
 				t.Errorf("%s: replay of %s: %v, want %v", tc.name, s.key, got[si], want)
 			}
 		}
-		if g1, g2, gt := hget(t, ctx, rdb, DayKey(mp, d1), camp), hget(t, ctx, rdb, DayKey(mp, d2), camp), hget(t, ctx, rdb, TotalKey(mp), camp); g1 != tc.day1 || g2 != tc.day2 || gt != tc.total {
+		if g1, g2, gt := daySpend(t, ctx, rdb, mp, camp, d1), daySpend(t, ctx, rdb, mp, camp, d2), totalSpend(t, ctx, rdb, mp, camp); g1 != tc.day1 || g2 != tc.day2 || gt != tc.total {
 			t.Errorf("%s: spend %d / %d, total %d; want %d / %d, total %d", tc.name, g1, g2, gt, tc.day1, tc.day2, tc.total)
 		}
 	}
@@ -148,14 +152,14 @@ func TestApplyChargesCapInt64(t *testing.T) {
 		for si, m := range tc.steps {
 			cs = append(cs, capCharge(mp, camp+"-"+strconv.Itoa(si), "1:"+strconv.Itoa(si), camp, day, m, tc.limits))
 		}
-		got, err := ApplyCharges(ctx, rdb, cs)
+		got, err := ApplyCharges(ctx, rdb, cs, replicas())
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
-		if d, tot := hget(t, ctx, rdb, DayKey(mp, day), camp), hget(t, ctx, rdb, TotalKey(mp), camp); d != tc.end || tot != tc.end {
+		if d, tot := daySpend(t, ctx, rdb, mp, camp, day), totalSpend(t, ctx, rdb, mp, camp); d != tc.end || tot != tc.end {
 			t.Errorf("%s: spend %d / %d, want %d", tc.name, d, tot, tc.end)
 		}
 	}
@@ -168,20 +172,20 @@ func TestApplyChargesCapNegativeCounter(t *testing.T) {
 	const day = "2025-06-01"
 	for _, v := range []int64{-1, -1_000_000_000, -1_000_000_001, -5_000_000_000_123, math.MinInt64} {
 		camp := "neg" + strconv.FormatInt(v, 10)
-		if err := rdb.HSet(ctx, DayKey(mp, day), camp, v).Err(); err != nil {
+		if err := rdb.HSet(ctx, SpendKey(mp, camp), DayField(day), v).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.HSet(ctx, TotalKey(mp), camp, v).Err(); err != nil {
+		if err := rdb.HSet(ctx, SpendKey(mp, camp), TotalField, v).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, camp, "0:1", camp, day, 7, Limits{})})
+		got, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, camp, "0:1", camp, day, 7, Limits{})}, replicas())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got[0] != ChargeApplied {
 			t.Errorf("counter %d: %v", v, got[0])
 		}
-		if d, tot := hget(t, ctx, rdb, DayKey(mp, day), camp), hget(t, ctx, rdb, TotalKey(mp), camp); d != v+7 || tot != v+7 {
+		if d, tot := daySpend(t, ctx, rdb, mp, camp, day), totalSpend(t, ctx, rdb, mp, camp); d != v+7 || tot != v+7 {
 			t.Errorf("counter %d + 7: %d / %d", v, d, tot)
 		}
 	}
@@ -216,7 +220,7 @@ func TestApplyChargesCapChunks(t *testing.T) {
 				cs = append(cs, capCharge(mp, camp+"/other/"+strconv.Itoa(i), "3:"+strconv.Itoa(i), "other"+camp, day, 1, Limits{}))
 			}
 		}
-		got, err := ApplyCharges(ctx, rdb, cs)
+		got, err := ApplyCharges(ctx, rdb, cs, replicas())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +248,7 @@ func TestApplyChargesCapChunks(t *testing.T) {
 		if applied != tc.applied {
 			t.Errorf("%s: %d applied, want %d", tc.name, applied, tc.applied)
 		}
-		if d := hget(t, ctx, rdb, DayKey(mp, day), camp); d != sum || d > tc.budget {
+		if d := daySpend(t, ctx, rdb, mp, camp, day); d != sum || d > tc.budget {
 			t.Errorf("%s: spend %d, applied %d, budget %d", tc.name, d, sum, tc.budget)
 		}
 	}
@@ -253,7 +257,7 @@ func TestApplyChargesCapChunks(t *testing.T) {
 	const camp, budget, price = "calls", 100, 30
 	var applied int
 	for i := range 10 {
-		got, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "calls/"+strconv.Itoa(i), "4:"+strconv.Itoa(i), camp, day, price, Limits{DailyMicros: budget})})
+		got, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "calls/"+strconv.Itoa(i), "4:"+strconv.Itoa(i), camp, day, price, Limits{DailyMicros: budget})}, replicas())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +267,7 @@ func TestApplyChargesCapChunks(t *testing.T) {
 			t.Fatalf("call %d: %v", i, got[0])
 		}
 	}
-	if d := hget(t, ctx, rdb, DayKey(mp, day), camp); applied != 3 || d != 90 {
+	if d := daySpend(t, ctx, rdb, mp, camp, day); applied != 3 || d != 90 {
 		t.Errorf("across calls: %d applied, spend %d; want 3 and 90", applied, d)
 	}
 }
@@ -282,7 +286,7 @@ func TestApplyChargesRefusedReplay(t *testing.T) {
 		capCharge(mp, "t", "0:3", "c", "2025-06-02", 60, low),           // over the total budget
 		capCharge(mp, "z", "0:4", "c", day, 0, Limits{DailyMicros: -1}), // refused whatever the amount
 	}
-	got, err := ApplyCharges(ctx, rdb, first)
+	got, err := ApplyCharges(ctx, rdb, first, replicas())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,10 +294,10 @@ func TestApplyChargesRefusedReplay(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("first pass %v, want %v", got, want)
 	}
-	if v := markerOwner(t, ctx, rdb, mp, 0, "b"); v != "!d0:2" {
+	if v := markerOwner(t, ctx, rdb, mp, "c", 0, "b"); v != "!d0:2" {
 		t.Errorf("refused marker %q, want !d0:2", v)
 	}
-	if v := markerOwner(t, ctx, rdb, mp, 0, "t"); v != "!t0:3" {
+	if v := markerOwner(t, ctx, rdb, mp, "c", 0, "t"); v != "!t0:3" {
 		t.Errorf("refused marker %q, want !t0:3", v)
 	}
 
@@ -319,7 +323,7 @@ func TestApplyChargesRefusedReplay(t *testing.T) {
 		{"a new key under the raised budget", []Charge{capCharge(mp, "n", "6:1", "c", day, 10, high)}, []ChargeOutcome{ChargeApplied}},
 	}
 	for _, s := range steps {
-		got, err := ApplyCharges(ctx, rdb, s.charges)
+		got, err := ApplyCharges(ctx, rdb, s.charges, replicas())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,10 +331,10 @@ func TestApplyChargesRefusedReplay(t *testing.T) {
 			t.Errorf("%s: %v, want %v", s.name, got, s.want)
 		}
 	}
-	if d, tot := hget(t, ctx, rdb, DayKey(mp, day), "c"), hget(t, ctx, rdb, TotalKey(mp), "c"); d != 110 || tot != 110 {
+	if d, tot := daySpend(t, ctx, rdb, mp, "c", day), totalSpend(t, ctx, rdb, mp, "c"); d != 110 || tot != 110 {
 		t.Errorf("spend %d / %d, want 110 (a and n)", d, tot)
 	}
-	if n, _ := rdb.HGet(ctx, MarkerMetaKey(mp, 0), "n").Int64(); n != 5 {
+	if _, n := epochMeta(t, ctx, rdb, mp, "c", 0); n != 5 {
 		t.Errorf("the epoch counted %d markers, want 5 (refused ones too)", n)
 	}
 }
@@ -366,7 +370,7 @@ func TestApplyChargesCapConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcomes[w], errs[w] = ApplyCharges(ctx, rdb, cs)
+			outcomes[w], errs[w] = ApplyCharges(ctx, rdb, cs, replicas())
 		}()
 	}
 	wg.Wait()
@@ -392,8 +396,8 @@ func TestApplyChargesCapConcurrent(t *testing.T) {
 			}
 		}
 	}
-	d1, d2 := hget(t, ctx, rdb, DayKey(mp, day), "c"), hget(t, ctx, rdb, DayKey(mp, "2025-06-02"), "c")
-	total := hget(t, ctx, rdb, TotalKey(mp), "c")
+	d1, d2 := daySpend(t, ctx, rdb, mp, "c", day), daySpend(t, ctx, rdb, mp, "c", "2025-06-02")
+	total := totalSpend(t, ctx, rdb, mp, "c")
 	t.Logf("spend %d + %d = %d of %d (daily %d), %d refused", d1, d2, total, l.TotalMicros, l.DailyMicros, refused)
 	if d1 != applied[0] || d2 != applied[1] || total != applied[0]+applied[1] {
 		t.Errorf("spend %d / %d, total %d; applied %d / %d", d1, d2, total, applied[0], applied[1])
@@ -408,29 +412,39 @@ func TestApplyChargesCapConcurrent(t *testing.T) {
 }
 
 // TestApplyChargesBadCounter: a spend counter that is not an int64 fails
-// the call before anything is written: no marker, no spend.
+// the script call before it writes anything: no marker, no spend, for any
+// campaign of the call (all of them on one server; on a cluster, the
+// campaigns of other slots go in other calls, which may apply).
 func TestApplyChargesBadCounter(t *testing.T) {
 	ctx, rdb, mp := chargeEnv(t)
 	const day = "2025-06-01"
 	for _, bad := range []string{"abc", "1.5", "9223372036854775808", "-9223372036854775809", "", "12345678901234567890"} {
-		if err := rdb.HSet(ctx, TotalKey(mp), "bad", bad).Err(); err != nil {
+		if err := rdb.HSet(ctx, SpendKey(mp, "bad"), TotalField, bad).Err(); err != nil {
 			t.Fatal(err)
 		}
 		cs := []Charge{
 			capCharge(mp, "ok-"+bad, "0:1", "good", day, 5, Limits{}),
 			capCharge(mp, "bad-"+bad, "0:2", "bad", day, 5, Limits{}),
 		}
-		if _, err := ApplyCharges(ctx, rdb, cs); err == nil {
+		if _, err := ApplyCharges(ctx, rdb, cs, replicas()); err == nil {
 			t.Errorf("counter %q: no error", bad)
 		}
-		if v := hget(t, ctx, rdb, DayKey(mp, day), "good"); v != 0 {
-			t.Errorf("counter %q: another campaign's spend moved to %d", bad, v)
-		}
-		if n, _ := rdb.Exists(ctx, MarkerMetaKey(mp, 0)).Result(); n != 0 {
+		if n, _ := rdb.Exists(ctx, MarkerMetaKey(mp, "bad", 0)).Result(); n != 0 {
 			t.Errorf("counter %q: markers written", bad)
 		}
+		if v := hget(t, ctx, rdb, SpendKey(mp, "bad"), DayField(day)); v != 0 {
+			t.Errorf("counter %q: spend moved to %d", bad, v)
+		}
+		if redisstore.Slot(SpendKey(mp, "good")) == redisstore.Slot(SpendKey(mp, "bad")) || !redisstore.IsCluster(rdb) {
+			if v := daySpend(t, ctx, rdb, mp, "good", day); v != 0 {
+				t.Errorf("counter %q: another campaign's spend of the call moved to %d", bad, v)
+			}
+			if n, _ := rdb.Exists(ctx, MarkerMetaKey(mp, "good", 0)).Result(); n != 0 {
+				t.Errorf("counter %q: markers of another campaign of the call written", bad)
+			}
+		}
 	}
-	if _, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "k", "!0:1", "c", day, 1, Limits{})}); err == nil {
+	if _, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "k", "!0:1", "c", day, 1, Limits{})}, replicas()); err == nil {
 		t.Error("an owner beginning with ! was accepted")
 	}
 }
@@ -451,25 +465,22 @@ func TestRefusalStopsServing(t *testing.T) {
 	}
 	cs = append(cs, capCharge(mp, "t", "0:9", "t", today, 100, Limits{TotalMicros: 150}),
 		capCharge(mp, "t2", "0:10", "t", today, 100, Limits{TotalMicros: 150}))
-	got, err := ApplyCharges(ctx, rdb, cs)
+	got, err := ApplyCharges(ctx, rdb, cs, replicas())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "[applied applied applied refused_daily applied refused_total]"; fmt.Sprint(got) != want {
 		t.Fatalf("%v, want %s", got, want)
 	}
-	if h := hget(t, ctx, rdb, DayKey(mp, today), "!c"); h != 400 {
+	if h := hget(t, ctx, rdb, SpendKey(mp, "c"), "!"+DayField(today)); h != 400 {
 		t.Errorf("daily refusal hint %d, want 400 (300 spent + 100 refused)", h)
 	}
-	if h := hget(t, ctx, rdb, TotalKey(mp), "!t"); h != 200 {
+	if h := hget(t, ctx, rdb, SpendKey(mp, "t"), "!"+TotalField); h != 200 {
 		t.Errorf("total refusal hint %d, want 200", h)
-	}
-	if ttl, _ := rdb.TTL(ctx, DayKey(mp, today)).Result(); ttl <= DayTTL-time.Minute {
-		t.Errorf("day hash TTL %s", ttl)
 	}
 
 	cache := NewCache(rdb, Options{})
-	cache.Register(mp, time.UTC)
+	cache.Register(mp, time.UTC, "c", "t", "o")
 	check := func(what, camp string, l Limits, wantDay, wantTotal int64, exhausted bool) {
 		t.Helper()
 		if err := cache.RefreshNow(ctx); err != nil {
@@ -491,7 +502,7 @@ func TestRefusalStopsServing(t *testing.T) {
 	got, err = ApplyCharges(ctx, rdb, []Charge{
 		capCharge(mp, "d5", "1:5", "c", today, 100, Limits{DailyMicros: 450}),
 		capCharge(mp, "d6", "1:6", "c", today, 100, Limits{DailyMicros: 450}),
-	})
+	}, replicas())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +512,7 @@ func TestRefusalStopsServing(t *testing.T) {
 	check("refused again under the raised budget", "c", Limits{DailyMicros: 450}, 500, 400, true)
 
 	// A refusal for another day (a late click) does not touch today's.
-	if _, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "old", "1:7", "o", "2020-01-01", 100, Limits{DailyMicros: 50})}); err != nil {
+	if _, err := ApplyCharges(ctx, rdb, []Charge{capCharge(mp, "old", "1:7", "o", "2020-01-01", 100, Limits{DailyMicros: 50})}, replicas()); err != nil {
 		t.Fatal(err)
 	}
 	check("a past day's refusal", "o", Limits{DailyMicros: 50}, 0, 0, false)

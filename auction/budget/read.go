@@ -32,13 +32,13 @@ func (s Spent) EffectiveDay() int64 { return max(s.Day, s.DayHint) }
 // EffectiveTotal is the total spend the auction's budget rule reads.
 func (s Spent) EffectiveTotal() int64 { return max(s.Total, s.TotalHint) }
 
-// ReadSpend reads the spend of campaigns ids of marketplace mp on the local
+// ReadSpends reads the spend of campaigns ids of marketplace mp on the local
 // day day (YYYY-MM-DD, see DayOf) and of all time, in one round trip: one
-// HMGET of the day hash and one of the total hash, pipelined (both keys are
-// in the marketplace's hash slot). Absent fields read 0. A value that is not
-// an integer fails the whole read, naming the key and the field. The call is
-// bounded by ctx only: give it a deadline.
-func ReadSpend(ctx context.Context, rdb redis.UniversalClient, mp, day string, ids []string) ([]Spent, error) {
+// HMGET of each campaign's spend hash, pipelined (on a Redis Cluster, one
+// pipeline a master, sent together). Absent fields read 0. A value that is
+// not an integer fails the whole read, naming the key and the field. The
+// call is bounded by ctx only: give it a deadline.
+func ReadSpends(ctx context.Context, rdb redis.UniversalClient, mp, day string, ids []string) ([]Spent, error) {
 	if err := validMarketplace(mp); err != nil {
 		return nil, err
 	}
@@ -49,34 +49,33 @@ func ReadSpend(ctx context.Context, rdb redis.UniversalClient, mp, day string, i
 	if len(ids) == 0 {
 		return out, nil
 	}
-	fields := make([]string, 0, 2*len(ids))
-	for _, id := range ids {
-		fields = append(fields, id, "!"+id)
-	}
-	dk, tk := DayKey(mp, day), TotalKey(mp)
+	df := DayField(day)
+	fields := []string{df, "!" + df, TotalField, "!" + TotalField}
+	cmds := make([]*redis.SliceCmd, len(ids))
 	pipe := rdb.Pipeline()
-	dayCmd := pipe.HMGet(ctx, dk, fields...)
-	totalCmd := pipe.HMGet(ctx, tk, fields...)
+	for i, id := range ids {
+		if err := validCampaign(id); err != nil {
+			return nil, err
+		}
+		cmds[i] = pipe.HMGet(ctx, SpendKey(mp, id), fields...)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("budget: read spend of %d campaigns in marketplace %q: %w", len(ids), mp, err)
 	}
-	dv, tv := dayCmd.Val(), totalCmd.Val()
-	if len(dv) != len(fields) || len(tv) != len(fields) {
-		return nil, fmt.Errorf("budget: HMGET answered %d and %d values for %d fields", len(dv), len(tv), len(fields))
-	}
-	var bad error
-	get := func(key string, vals []any, k int) int64 {
-		v, err := spendValue(vals[k])
-		if err != nil && bad == nil {
-			bad = fmt.Errorf("budget: %s: field %q %w", key, fields[k], err)
+	for i, cmd := range cmds {
+		vals := cmd.Val()
+		if len(vals) != len(fields) {
+			return nil, fmt.Errorf("budget: HMGET answered %d values for %d fields", len(vals), len(fields))
 		}
-		return v
-	}
-	for i := range ids {
-		out[i] = Spent{Day: get(dk, dv, 2*i), DayHint: get(dk, dv, 2*i+1), Total: get(tk, tv, 2*i), TotalHint: get(tk, tv, 2*i+1)}
-	}
-	if bad != nil {
-		return nil, bad
+		var got [4]int64
+		for k := range fields {
+			v, err := spendValue(vals[k])
+			if err != nil {
+				return nil, fmt.Errorf("budget: %s: field %q %w", SpendKey(mp, ids[i]), fields[k], err)
+			}
+			got[k] = v
+		}
+		out[i] = Spent{Day: got[0], DayHint: got[1], Total: got[2], TotalHint: got[3]}
 	}
 	return out, nil
 }
@@ -135,7 +134,7 @@ func NewReader(rdb redis.UniversalClient, log *slog.Logger) *Reader {
 	return &Reader{rdb: rdb, Timeout: DefaultReadTimeout, Cooldown: DefaultReadCooldown, log: log, now: time.Now}
 }
 
-// ReadSpend is ReadSpend within r.Timeout (and ctx), or ErrSpendUnavailable
+// ReadSpend is ReadSpends within r.Timeout (and ctx), or ErrSpendUnavailable
 // at once while a recent failure's cooldown runs. Results are counted in
 // endcap_budget_spend_reads_total.
 func (r *Reader) ReadSpend(ctx context.Context, mp, day string, ids []string) ([]Spent, error) {
@@ -147,7 +146,7 @@ func (r *Reader) ReadSpend(ctx context.Context, mp, day string, ids []string) ([
 		return nil, ErrSpendUnavailable
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
-	out, err := ReadSpend(cctx, r.rdb, mp, day, ids)
+	out, err := ReadSpends(cctx, r.rdb, mp, day, ids)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return nil, err // the caller went away: says nothing about Redis

@@ -1,46 +1,77 @@
 // Package budget keeps campaign spend and decides whether a campaign may still
 // take part in an auction.
 //
-// Spend lives in Redis (see docs/budgets.md for the key layout): the charging
-// pipeline adds to it with AddSpend, and every auction process keeps an
-// in-memory copy in a Cache, refreshed about once a second, so that the
-// auction reads spend without a Redis round trip. Check applies the budget
+// Spend lives in Redis, one hash per campaign (see docs/budgets.md for the
+// key layout): the charging pipeline adds to it with ApplyCharges, and every
+// auction process keeps an in-memory copy in a Cache, refreshed about once
+// a second, so that the auction reads spend without a Redis round trip. Check applies the budget
 // rule (total, daily, pacing) to what the Cache returns.
 package budget
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// DayTTL is the expiry set on a day hash each time it is written. The
-// auction only reads today's hash, but the charge script reads the hash of
-// the day an interaction happened to cap the daily budget, and a late
-// interaction is charged up to 30 days after its auction: a day's hash must
-// outlast its first write by the longest local day (25 hours), the 30-day
-// charge window and the replays of a lagging projector (2 days, as the
-// charge markers), so 34 days.
-const DayTTL = 34 * 24 * time.Hour
+// DayFieldsKept is how long the day fields of a campaign's spend hash are
+// kept after their day: the auction only reads today's, but the charge
+// script reads the day an interaction happened on to cap the daily budget,
+// and a late interaction is charged up to 30 days after its auction: a
+// day's field must outlast its day by the longest local day (25 hours),
+// the 30-day charge window and the replays of a lagging projector (2 days,
+// as the charge markers). The charge script deletes a campaign's day fields
+// older than that when it writes a new day's.
+const DayFieldsKept = 35 * 24 * time.Hour
 
-// dayLayout is the form of the day in day-hash keys.
+// dayLayout is the form of the day in day fields.
 const dayLayout = "2006-01-02"
 
 // defaultWriteTimeout bounds AddSpend when the caller's context has no deadline.
 const defaultWriteTimeout = 2 * time.Second
 
-// DayKey is the Redis hash of campaign id → micro-units spent on the local
-// day day (YYYY-MM-DD, in the marketplace's time zone) in marketplace mp.
-// "{mp}" is a Redis Cluster hash tag: a marketplace's keys share one slot.
-func DayKey(mp, day string) string { return "ec:spend:{" + mp + "}:d:" + day }
+// SpendKey is the Redis hash of campaign campaignID's spend in marketplace
+// mp (docs/budgets.md, Keys): TotalField and one DayField per local day it
+// spent on, in micro-units, and the refusal hints of its budgets. Its hash
+// tag is the campaign's (Tag), so that its spend and its charge markers
+// (MarkerPrefix) share one Redis Cluster slot and the charge script can
+// update them together, while the campaigns of a marketplace spread over
+// the cluster; the ids follow, for whoever reads the keys.
+func SpendKey(mp, campaignID string) string {
+	return "ec:spend:{" + Tag(mp, campaignID) + "}:" + mp + ":" + campaignID
+}
 
-// TotalKey is the Redis hash of campaign id → micro-units spent since the
-// campaign started, in marketplace mp.
-func TotalKey(mp string) string { return "ec:spend:{" + mp + "}:total" }
+// Tag is the Redis Cluster hash tag of campaign campaignID of marketplace
+// mp: 16 characters (base64url) of SHA-256 of the two ids, short because
+// every marker hash's name holds it. 96 bits: two campaigns have the same
+// tag with a probability of 10^-17 among a million campaigns, and would
+// then share a slot and their marker hashes (charge keys name winners,
+// which belong to one campaign: they do not collide).
+func Tag(mp, campaignID string) string {
+	h := sha256.New()
+	h.Write([]byte(mp))
+	h.Write([]byte{0})
+	h.Write([]byte(campaignID))
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:12])
+}
+
+// TotalField is the field of a spend hash that holds the campaign's spend
+// since it started; "!" + TotalField holds the refusal hint of its total
+// budget.
+const TotalField = "t"
+
+// DayField is the field of a spend hash that holds the campaign's spend of
+// local day day (YYYY-MM-DD, in the marketplace's time zone); "!" +
+// DayField(day) holds the refusal hint of its daily budget that day.
+func DayField(day string) string { return "d:" + day }
 
 // DayOf is the local date of t in loc, as YYYY-MM-DD. A nil loc means UTC.
 func DayOf(t time.Time, loc *time.Location) string {
@@ -48,8 +79,8 @@ func DayOf(t time.Time, loc *time.Location) string {
 }
 
 // AddSpend adds micros to campaignID's spend of the local day day (see DayOf)
-// and to its all-time spend, and (re)sets the day hash's expiry to DayTTL, in
-// one MULTI/EXEC transaction: both counters move together or neither does.
+// and to its all-time spend, in one MULTI/EXEC transaction on the
+// campaign's spend hash: both counters move together or neither does.
 //
 // AddSpend is NOT idempotent: calling it twice for one charge counts the
 // charge twice. The charging pipeline must deduplicate charges (by click or
@@ -62,11 +93,8 @@ func AddSpend(ctx context.Context, rdb redis.UniversalClient, mp, campaignID, da
 	if err := validMarketplace(mp); err != nil {
 		return err
 	}
-	if campaignID == "" {
-		return errors.New("budget: empty campaign id")
-	}
-	if campaignID[0] == '!' {
-		return fmt.Errorf("budget: campaign id %q begins with \"!\" (the mark of a refusal hint)", campaignID)
+	if err := validCampaign(campaignID); err != nil {
+		return err
 	}
 	if err := validDay(day); err != nil {
 		return err
@@ -79,17 +107,36 @@ func AddSpend(ctx context.Context, rdb redis.UniversalClient, mp, campaignID, da
 		ctx, cancel = context.WithTimeout(ctx, defaultWriteTimeout)
 		defer cancel()
 	}
-	dk := DayKey(mp, day)
+	k := SpendKey(mp, campaignID)
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HIncrBy(ctx, dk, campaignID, micros)
-		p.HIncrBy(ctx, TotalKey(mp), campaignID, micros)
-		p.Expire(ctx, dk, DayTTL)
+		p.HIncrBy(ctx, k, DayField(day), micros)
+		p.HIncrBy(ctx, k, TotalField, micros)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("budget: add spend for campaign %q in marketplace %q: %w", campaignID, mp, err)
 	}
 	return nil
+}
+
+// ReadSpend returns campaignID's spend in marketplace mp of local day day
+// and of all time, in micro-units, as Redis has them now (0 when none).
+func ReadSpend(ctx context.Context, rdb redis.UniversalClient, mp, campaignID, day string) (dayMicros, total int64, err error) {
+	v, err := rdb.HMGet(ctx, SpendKey(mp, campaignID), DayField(day), TotalField).Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("budget: read spend of campaign %q in marketplace %q: %w", campaignID, mp, err)
+	}
+	out := [2]int64{}
+	for i, x := range v {
+		if x == nil {
+			continue
+		}
+		s, _ := x.(string)
+		if out[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("budget: %s holds %q, not an integer", SpendKey(mp, campaignID), s)
+		}
+	}
+	return out[0], out[1], nil
 }
 
 // validMarketplace rejects ids that would break the key layout: empty, or
@@ -100,6 +147,18 @@ func validMarketplace(mp string) error {
 	}
 	if strings.ContainsAny(mp, "{}") {
 		return fmt.Errorf("budget: marketplace id %q contains a brace", mp)
+	}
+	return nil
+}
+
+// validCampaign rejects campaign ids the key layout cannot hold: empty, or
+// beginning with "!" (the mark of a refusal hint in the earlier layout).
+func validCampaign(id string) error {
+	if id == "" {
+		return errors.New("budget: empty campaign id")
+	}
+	if id[0] == '!' {
+		return fmt.Errorf("budget: campaign id %q begins with \"!\"", id)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -56,14 +57,16 @@ func portOf(hostport string) (int, error) {
 
 // cmdDev runs the whole system on the local stack: ClickHouse, Redis and the
 // S3 server as child processes, kfake in-process, and every target (or the
-// one --target names).
+// one --target names). With --redis-cluster it starts no Redis and uses the
+// cluster --redis-addr names; with --local-redis-cluster it starts one of
+// its own (three masters with a replica each) and uses that.
 func cmdDev(ctx context.Context, args []string) error {
 	var dir string
 	var chHTTPPort int
 	_, external := os.LookupEnv("ENDCAP_KAFKA_BROKERS")
 	var runKfake bool
 	var target string
-	var chLogs bool
+	var chLogs, localCluster bool
 	var mailSMTP, mailWeb int
 	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
 		fs.IntVar(&mailSMTP, "mail-smtp-port", 11025, "SMTP port of the local inbox (maildev) the console's invitation e-mails go to, unless ENDCAP_SMTP_ADDR is set")
@@ -73,6 +76,8 @@ func cmdDev(ctx context.Context, args []string) error {
 		fs.BoolVar(&chLogs, "clickhouse-system-logs", envOr("ENDCAP_DEV_CLICKHOUSE_LOGS", "") == "1",
 			"the local ClickHouse records every query in system.query_log and every part it writes or merges in system.part_log, for diagnosis (env ENDCAP_DEV_CLICKHOUSE_LOGS=1)")
 		fs.BoolVar(&runKfake, "kfake", !external, "run Kafka in-process (kfake) on the port of --kafka-brokers; default true unless ENDCAP_KAFKA_BROKERS is set")
+		fs.BoolVar(&localCluster, "local-redis-cluster", envOr("ENDCAP_DEV_REDIS_CLUSTER", "") == "1",
+			"run Redis as a local Redis Cluster of three masters and three replicas, on the port of --redis-addr and the five after it, data in <dir>/redis-cluster, and Endcap on it in cluster mode (env ENDCAP_DEV_REDIS_CLUSTER=1)")
 		fs.StringVar(&target, "target", "all", "what the Endcap process runs on the stack: all, or api alone (events then wait in Kafka until a process with every target starts: deploy/local/bench-projectors.sh CATCHUP=1)")
 	})
 	if err != nil {
@@ -92,9 +97,15 @@ func cmdDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--clickhouse-addr: %w", err)
 	}
-	redisPort, err := portOf(cfg.RedisAddr)
-	if err != nil {
-		return fmt.Errorf("--redis-addr: %w", err)
+	var redisPort int
+	switch {
+	case localCluster && cfg.RedisCluster:
+		return errors.New("--local-redis-cluster starts a cluster of its own; --redis-cluster names one that runs already: give one of them")
+	case !cfg.RedisCluster:
+		// The first address's port: the local Redis, or the first node of the local cluster.
+		if redisPort, err = portOf(strings.Split(cfg.RedisAddr, ",")[0]); err != nil {
+			return fmt.Errorf("--redis-addr: %w", err)
+		}
 	}
 	s3u, err := url.Parse(cfg.S3Endpoint)
 	if err != nil || s3u.Port() == "" {
@@ -117,6 +128,18 @@ func cmdDev(ctx context.Context, args []string) error {
 	default:
 		log.Warn("maildev is not installed (deploy/local/install.sh): no invitation e-mails; the console's Users page shows the links")
 	}
+	if cfg.RedisCluster {
+		opts.Redis = false // the cluster of --redis-addr
+	}
+	if localCluster {
+		opts.RedisCluster, opts.RedisReplicas, opts.RedisNodeTimeout = 3, 1, 5*time.Second
+		for i := range 6 {
+			if i > 0 {
+				opts.RedisNodePorts = append(opts.RedisNodePorts, redisPort+i)
+			}
+			opts.RedisBusPorts = append(opts.RedisBusPorts, redisPort+10_000+i) // Redis's default: the port + 10000
+		}
+	}
 	log.Info("starting the local stack", "dir", dir)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	stack, err := localstack.Start(sctx, opts)
@@ -129,6 +152,14 @@ func cmdDev(ctx context.Context, args []string) error {
 			log.Warn("stopping the local stack", "err", err)
 		}
 	}()
+	redisShown := stack.RedisAddr
+	switch {
+	case localCluster:
+		cfg.RedisAddr, cfg.RedisCluster = strings.Join(stack.RedisAddrs, ","), true
+		redisShown = "cluster " + cfg.RedisAddr + " (redis-cli -c -p " + strconv.Itoa(redisPort) + ")"
+	case cfg.RedisCluster:
+		redisShown = "cluster " + cfg.RedisAddr + " (not started by endcap dev)"
+	}
 
 	if runKfake {
 		cluster, err := startKfake(cfg, dir)
@@ -227,7 +258,7 @@ Endcap is running (Ctrl-C stops everything).
   console admin   %s  password %s
   credentials     %s
   master key      %s
-`, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.RedisAddr,
+`, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, redisShown,
 		stack.S3Endpoint, cfg.S3Bucket, inbox, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey,
 		cfg.HTTPAddr, creds.AdminEmail, creds.AdminPassword, credPath, masterKeySource(cfg))
 

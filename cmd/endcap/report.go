@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
@@ -53,7 +54,7 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	defer ch.Close()
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+	rdb := redisstore.Open(app.RedisOptions(cfg))
 	defer rdb.Close()
 	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
 	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)

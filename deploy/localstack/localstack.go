@@ -92,6 +92,20 @@ type Options struct {
 	ZooKeeperPort int
 	ZooKeeperBin  string
 
+	// RedisCluster, above 0, runs Redis as a Redis Cluster of that many masters (at least 3), each with
+	// RedisReplicas replicas: RedisCluster × (1 + RedisReplicas) nodes, node i (RedisService) on
+	// RedisPort for the first, RedisNodePorts[i-2] for the others (0 or missing: a free port), its data
+	// in Dir/redis-cluster/<i>. The first start forms the cluster (redis-cli --cluster create); the
+	// next ones find it in the nodes' data. RedisNodeTimeout is the cluster-node-timeout (default
+	// DefaultRedisNodeTimeout). RedisBusPorts are the cluster bus ports of node 1..N (0 or missing: a
+	// free port); the nodes find each other on them again after a restart of the stack only when they
+	// are the same. 0: one server without a cluster. Needs Redis.
+	RedisCluster     int
+	RedisReplicas    int
+	RedisNodeTimeout time.Duration
+	RedisNodePorts   []int
+	RedisBusPorts    []int
+
 	replicaPorts     []replicaPorts // native and HTTP ports of replicas 2..N
 	interserverPorts []int          // interserver HTTP port of replicas 1..N
 
@@ -134,13 +148,16 @@ type Stack struct {
 	ClickHouseHTTPAddrs []string
 	ClickHouseCluster   string
 	ZooKeeperAddr       string
-	RedisAddr           string // "127.0.0.1:19002"
-	S3Endpoint          string // "http://127.0.0.1:19100"
-	S3Region            string
-	S3AccessKey         string
-	S3SecretKey         string
-	MailSMTPAddr        string // "127.0.0.1:1025"
-	MailWebURL          string // "http://127.0.0.1:1080"
+	RedisAddr           string // "127.0.0.1:19002"; with Options.RedisCluster, the first node's
+	// RedisAddrs are the addresses of every node of a Redis Cluster (Options.RedisCluster), in the order of
+	// RedisService; with one server, RedisAddr alone.
+	RedisAddrs   []string
+	S3Endpoint   string // "http://127.0.0.1:19100"
+	S3Region     string
+	S3AccessKey  string
+	S3SecretKey  string
+	MailSMTPAddr string // "127.0.0.1:1025"
+	MailWebURL   string // "http://127.0.0.1:1080"
 
 	log      *slog.Logger
 	opts     Options
@@ -231,7 +248,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		specs = append(specs, sp)
 	}
-	if o.Redis {
+	if o.RedisCluster > 0 {
+		sps, err := redisNodeSpecs(o, bins.redis)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sps...)
+	} else if o.Redis {
 		sp, err := redisSpec(o, bins.redis)
 		if err != nil {
 			return nil, err
@@ -270,6 +293,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	if o.Redis {
 		s.RedisAddr = net.JoinHostPort(dial, strconv.Itoa(o.RedisPort))
+		s.RedisAddrs = []string{s.RedisAddr}
+	}
+	if o.RedisCluster > 0 {
+		s.RedisAddrs = redisClusterAddrs(o)
 	}
 	if o.S3 {
 		s.S3Endpoint = "http://" + net.JoinHostPort(dial, strconv.Itoa(o.S3Port))
@@ -305,6 +332,15 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			_ = s.Stop()
 			return nil, err
 		}
+	}
+	if o.RedisCluster > 0 {
+		start := time.Now()
+		if err := s.formRedisCluster(ctx, bins.redisCLI); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+		log.Info("localstack: redis cluster ready", "masters", o.RedisCluster, "replicas", o.RedisReplicas,
+			"nodes", s.RedisAddrs, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return s, nil
 }
@@ -409,6 +445,9 @@ func (o *Options) normalize() error {
 			return fmt.Errorf("localstack: Options.%s = %d is not a valid port", p.name, p.v)
 		}
 	}
+	if err := o.normalizeRedisCluster(); err != nil {
+		return err
+	}
 	return o.normalizeCluster()
 }
 
@@ -422,7 +461,11 @@ func (o *Options) services() []string {
 	} else if o.ClickHouse {
 		s = append(s, ServiceClickHouse)
 	}
-	if o.Redis {
+	if o.RedisCluster > 0 {
+		for i := 1; i <= o.redisNodes(); i++ {
+			s = append(s, RedisService(i))
+		}
+	} else if o.Redis {
 		s = append(s, ServiceRedis)
 	}
 	if o.S3 {
@@ -458,6 +501,7 @@ func (o *Options) portRequests() []portRequest {
 	if o.Mail {
 		r = append(r, portRequest{"maildev SMTP", "MailSMTPPort", &o.MailSMTPPort}, portRequest{"maildev web", "MailWebPort", &o.MailWebPort})
 	}
+	r = append(r, o.redisClusterPortRequests()...)
 	return append(r, o.clusterPortRequests()...)
 }
 

@@ -33,8 +33,8 @@ func xmlEscape(s string) string {
 }
 
 type binaries struct {
-	clickhouse, redis, versitygw, zookeeper string
-	node, maildev                           string
+	clickhouse, redis, redisCLI, versitygw, zookeeper string
+	node, maildev                                     string
 }
 
 // findBinaries locates the programs of the selected services. The error wraps ErrMissingBinary.
@@ -57,6 +57,11 @@ func findBinaries(o Options) (binaries, error) {
 		b.redis = findProgram(o.RedisBin, "redis-server", "/usr/bin/redis-server", "/usr/sbin/redis-server")
 		if b.redis == "" {
 			missing = append(missing, describeMissing("redis-server", o.RedisBin))
+		}
+		if o.RedisCluster > 0 {
+			if b.redisCLI = findRedisCLI(o); b.redisCLI == "" {
+				missing = append(missing, "redis-cli")
+			}
 		}
 	}
 	if o.S3 {
@@ -285,17 +290,22 @@ func clickHousePing(ctx context.Context, httpAddr string) error {
 // ---- Redis ----
 
 func redisSpec(o Options, bin string) (childSpec, error) {
-	dir := filepath.Join(o.Dir, "redis")
+	return redisNodeSpec(o, bin, ServiceRedis, filepath.Join(o.Dir, "redis"), o.RedisPort, nil)
+}
+
+// redisNodeSpec is a redis-server on port with its data in dir; extra are further settings (a cluster
+// node's).
+func redisNodeSpec(o Options, bin, name, dir string, port int, extra []string) (childSpec, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return childSpec{}, fmt.Errorf("localstack: redis: %w", err)
+		return childSpec{}, fmt.Errorf("localstack: %s: %w", name, err)
 	}
-	addr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(o.RedisPort))
+	addr := net.JoinHostPort(dialHost(o.Host), strconv.Itoa(port))
 	return childSpec{
-		name: ServiceRedis,
+		name: name,
 		path: bin,
-		args: []string{
+		args: append([]string{
 			"--bind", o.Host,
-			"--port", strconv.Itoa(o.RedisPort),
+			"--port", strconv.Itoa(port),
 			"--dir", dir,
 			"--appendonly", "yes",
 			"--appendfsync", "everysec",
@@ -309,7 +319,7 @@ func redisSpec(o Options, bin string) (childSpec, error) {
 			// blocking the server.
 			"--lazyfree-lazy-expire", "yes",
 			"--lazyfree-lazy-user-del", "yes",
-		},
+		}, extra...),
 		env:  childEnv(nil),
 		dir:  dir,
 		addr: addr,

@@ -48,6 +48,10 @@ type Config struct {
 	RedisAddr     string
 	RedisPassword string
 	RedisDB       int
+	RedisCluster  bool
+	// RedisWaitReplicas is how many replicas must have a charge before
+	// it counts (-1: auto, 1 on a cluster and 0 on one server).
+	RedisWaitReplicas int
 
 	S3Endpoint  string
 	S3Region    string
@@ -206,9 +210,46 @@ var settings = []setting{
 		c.ClickHouseCluster = v
 		return nil
 	}},
-	{"redis-addr", "ENDCAP_REDIS_ADDR", "127.0.0.1:16379", "Redis address", str(func(c *Config) *string { return &c.RedisAddr })},
+	{"redis-addr", "ENDCAP_REDIS_ADDR", "127.0.0.1:16379", "Redis address; with --redis-cluster, seed nodes of the cluster separated by commas (any one that answers is enough)", func(c *Config, v string) error {
+		var n int
+		for _, a := range strings.Split(v, ",") {
+			a = strings.TrimSpace(a)
+			if a == "" {
+				continue
+			}
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("%q is not a host:port", a)
+			}
+			n++
+		}
+		if n == 0 {
+			return fmt.Errorf("at least one address is required")
+		}
+		c.RedisAddr = v
+		return nil
+	}},
 	{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })},
-	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number", integer(func(c *Config) *int { return &c.RedisDB }, 0)},
+	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number (0 on a cluster)", integer(func(c *Config) *int { return &c.RedisDB }, 0)},
+	{"redis-cluster", "ENDCAP_REDIS_CLUSTER", "false", "Redis is a Redis Cluster (--redis-addr its seed nodes): every key goes to the master of its slot (docs/operations.md, Redis Cluster)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.RedisCluster = b
+		return nil
+	}},
+	{"redis-wait-replicas", "ENDCAP_REDIS_WAIT_REPLICAS", "auto", "replicas of a Redis master that must hold a batch's charges (WAIT) before the projector stores and commits it, at most as many as are attached; auto: 1 with --redis-cluster, else 0 (docs/operations.md, Redis failover)", func(c *Config, v string) error {
+		if v == "auto" {
+			c.RedisWaitReplicas = -1
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 16 {
+			return fmt.Errorf("must be auto or a number from 0 to 16, got %q", v)
+		}
+		c.RedisWaitReplicas = n
+		return nil
+	}},
 	{"s3-endpoint", "ENDCAP_S3_ENDPOINT", "http://127.0.0.1:19100", "S3-compatible endpoint URL (empty for AWS S3)", str(func(c *Config) *string { return &c.S3Endpoint })},
 	{"s3-region", "ENDCAP_S3_REGION", "us-east-1", "S3 region", str(func(c *Config) *string { return &c.S3Region })},
 	{"s3-bucket", "ENDCAP_S3_BUCKET", "endcap", "S3 bucket for exports and reports", str(func(c *Config) *string { return &c.S3Bucket })},
@@ -386,12 +427,30 @@ func Register(fs *flag.FlagSet) func() (Config, error) {
 
 // check rejects settings that are valid alone but not together.
 func (c Config) check() error {
+	if c.RedisCluster && c.RedisDB != 0 {
+		return fmt.Errorf("redis-db (%d) must be 0 with redis-cluster: a Redis Cluster has one database", c.RedisDB)
+	}
+	if !c.RedisCluster && strings.Contains(c.RedisAddr, ",") {
+		return fmt.Errorf("redis-addr %q lists several addresses: give one, or set redis-cluster for the seed nodes of a cluster", c.RedisAddr)
+	}
 	if c.KafkaRebalanceTimeout <= c.ProjectorFlushTimeout {
 		// A member holds rebalances while it folds a batch: the group would
 		// drop it at every rebalance that comes during a slow batch.
 		return fmt.Errorf("kafka-rebalance-timeout (%s) must be longer than projector-flush-timeout (%s)", c.KafkaRebalanceTimeout, c.ProjectorFlushTimeout)
 	}
 	return nil
+}
+
+// WaitReplicas is RedisWaitReplicas with auto resolved: 1 on a cluster,
+// 0 on one server.
+func (c Config) WaitReplicas() int {
+	if c.RedisWaitReplicas >= 0 {
+		return c.RedisWaitReplicas
+	}
+	if c.RedisCluster {
+		return 1
+	}
+	return 0
 }
 
 // Default returns the configuration with every default and no environment.

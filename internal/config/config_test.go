@@ -39,6 +39,23 @@ func TestPrecedence(t *testing.T) {
 			return c.KafkaSessionTimeout == 6*time.Second && c.ProjectorFlushTimeout == 20*time.Second && c.KafkaRebalanceTimeout == time.Minute && c.ProjectorStallTimeout == time.Minute
 		}, ""},
 		{"flush timeout not below the rebalance timeout", nil, []string{"--projector-flush-timeout", "60s"}, nil, "must be longer than projector-flush-timeout"},
+		{"one redis", nil, nil, func(c Config) bool {
+			return c.RedisAddr == "127.0.0.1:16379" && !c.RedisCluster && c.RedisWaitReplicas == -1 && c.WaitReplicas() == 0
+		}, ""},
+		{"redis cluster", map[string]string{"ENDCAP_REDIS_CLUSTER": "true"}, []string{"--redis-addr", "a:1, b:2,c:3"}, func(c Config) bool {
+			return c.RedisCluster && c.RedisAddr == "a:1, b:2,c:3" && c.WaitReplicas() == 1
+		}, ""},
+		{"wait replicas given", map[string]string{"ENDCAP_REDIS_CLUSTER": "true", "ENDCAP_REDIS_WAIT_REPLICAS": "0"}, nil, func(c Config) bool {
+			return c.WaitReplicas() == 0
+		}, ""},
+		{"wait replicas on one server", nil, []string{"--redis-wait-replicas", "2"}, func(c Config) bool { return c.WaitReplicas() == 2 }, ""},
+		{"bad wait replicas", nil, []string{"--redis-wait-replicas", "all"}, nil, "auto or a number from 0 to 16"},
+		{"negative wait replicas", nil, []string{"--redis-wait-replicas", "-1"}, nil, "auto or a number from 0 to 16"},
+		{"bad cluster flag", nil, []string{"--redis-cluster", "maybe"}, nil, "true or false"},
+		{"no redis address", nil, []string{"--redis-addr", " , "}, nil, "at least one address"},
+		{"redis address without port", nil, []string{"--redis-addr", "a:1,b"}, nil, `"b" is not a host:port`},
+		{"seed nodes without cluster", nil, []string{"--redis-addr", "a:1,b:2"}, nil, "set redis-cluster"},
+		{"database on a cluster", map[string]string{"ENDCAP_REDIS_CLUSTER": "1"}, []string{"--redis-db", "2"}, nil, "must be 0 with redis-cluster"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -30,6 +30,14 @@ var (
 		Name: "endcap_budget_marketplaces",
 		Help: "Marketplaces whose spend the budget cache holds.",
 	})
+	BudgetCampaigns = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "endcap_budget_campaigns",
+		Help: "Campaigns whose spend the budget cache holds (read from Redis at every refresh).",
+	})
+	ChargesUnreplicated = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "endcap_budget_charge_calls_unreplicated_total",
+		Help: "Charge script calls acknowledged by a Redis master with fewer replicas attached than ENDCAP_REDIS_WAIT_REPLICAS asks for (after a failover, until the failed node is back): lost if that master fails too.",
+	})
 )
 
 // BudgetSpendReads counts the reads of campaigns' spend for the management

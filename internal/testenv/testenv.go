@@ -8,6 +8,10 @@
 // When the servers are not installed, tests skip, unless
 // ENDCAP_TEST_REQUIRE_STACK=1 (as `make test` sets), which makes them fail.
 //
+// With ENDCAP_TEST_REDIS_CLUSTER=1, the shared Redis is a Redis Cluster of
+// three masters and three replicas (deploy/localstack, Options.RedisCluster),
+// and every Config and Redis client of the tests uses it in cluster mode.
+//
 // With ENDCAP_TEST_CHDB=1, every statement a test sends to the database of
 // its Config is replayed on ClickHouse 26 (chDB) when the test ends, and one
 // that 26 refuses fails the test (internal/chdb.CheckTest).
@@ -29,6 +33,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
@@ -36,15 +41,19 @@ import (
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/chdb"
 	"github.com/endcap/endcap/internal/config"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // Env is the set of running servers of one test binary.
 type Env struct {
 	ClickHouseAddr string
-	RedisAddr      string
-	S3Endpoint     string
-	S3AccessKey    string
-	S3SecretKey    string
+	// RedisAddr is the shared Redis: one address, or with RedisCluster the
+	// cluster's nodes separated by commas (what ENDCAP_REDIS_ADDR takes).
+	RedisAddr    string
+	RedisCluster bool
+	S3Endpoint   string
+	S3AccessKey  string
+	S3SecretKey  string
 
 	stack *localstack.Stack
 	dir   string
@@ -98,6 +107,7 @@ func start() (*Env, error) {
 		return &Env{
 			ClickHouseAddr: fs("ENDCAP_CLICKHOUSE_ADDR", d.ClickHouseAddr),
 			RedisAddr:      fs("ENDCAP_REDIS_ADDR", d.RedisAddr),
+			RedisCluster:   os.Getenv("ENDCAP_REDIS_CLUSTER") == "true",
 			S3Endpoint:     fs("ENDCAP_S3_ENDPOINT", d.S3Endpoint),
 			S3AccessKey:    fs("ENDCAP_S3_ACCESS_KEY", d.S3AccessKey),
 			S3SecretKey:    fs("ENDCAP_S3_SECRET_KEY", d.S3SecretKey),
@@ -108,6 +118,9 @@ func start() (*Env, error) {
 		return nil, err
 	}
 	opts := localstack.DefaultOptions(dir)
+	if RedisClusterMode() {
+		opts.RedisCluster, opts.RedisReplicas = 3, 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	st, err := localstack.Start(ctx, opts)
@@ -117,7 +130,8 @@ func start() (*Env, error) {
 	}
 	return &Env{
 		ClickHouseAddr: st.ClickHouseAddr,
-		RedisAddr:      st.RedisAddr,
+		RedisAddr:      strings.Join(st.RedisAddrs, ","),
+		RedisCluster:   opts.RedisCluster > 0,
 		S3Endpoint:     st.S3Endpoint,
 		S3AccessKey:    st.S3AccessKey,
 		S3SecretKey:    st.S3SecretKey,
@@ -141,6 +155,38 @@ func Get(t testing.TB) *Env {
 		t.Fatalf("start test stack: %v", initErr)
 	}
 	return shared
+}
+
+// RedisClusterMode says whether the tests run on a Redis Cluster
+// (ENDCAP_TEST_REDIS_CLUSTER=1).
+func RedisClusterMode() bool { return os.Getenv("ENDCAP_TEST_REDIS_CLUSTER") == "1" }
+
+// Redis returns a client of the shared Redis (a cluster client on a
+// cluster), closed when the test ends.
+func (e *Env) Redis(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	rdb := redisstore.Open(redisstore.Options{Addr: e.RedisAddr, Cluster: e.RedisCluster})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// Keys lists the keys matching pattern (KEYS) on every master of rdb, for
+// tests that look at what was written.
+func Keys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var out []string
+	err := redisstore.ForEachMaster(context.Background(), rdb, func(ctx context.Context, m *redis.Client) error {
+		ks, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		out = append(out, ks...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // ServerCPU returns the CPU time (user and system) a server of the stack has
@@ -208,6 +254,7 @@ func (e *Env) Config(t testing.TB, brokers []string) config.Config {
 	c.ClickHouseDatabase = "endcap_test_" + id
 	chdb.CheckTest(t, c.ClickHouseDatabase)
 	c.RedisAddr = e.RedisAddr
+	c.RedisCluster = e.RedisCluster
 	c.S3Endpoint = e.S3Endpoint
 	c.S3AccessKey = e.S3AccessKey
 	c.S3SecretKey = e.S3SecretKey

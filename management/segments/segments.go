@@ -149,14 +149,67 @@ func New(log *statelog.Log, rdb redis.UniversalClient, opts ...Option) *Service 
 // MaxFileBytes is the largest file an upload accepts.
 func (s *Service) MaxFileBytes() int64 { return s.maxFileBytes }
 
-// memberKey is the Redis SET of one generation of a segment's members. The
-// marketplace is the hash tag, so a marketplace's keys share a cluster slot.
+// memberKey is the Redis SET of one generation of a segment's members.
+// The marketplace and the segment are the hash tag: a segment's keys (its
+// generations and its lock, which one script renews together) share a
+// Redis Cluster slot, and the segments of a marketplace spread over the
+// cluster (the auction asks about several at once).
 func memberKey(mp, id, gen string) string {
-	return "ec:seg:{" + mp + "}:" + id + ":" + gen
+	return "ec:seg:{" + mp + ":" + id + "}:" + gen
 }
 
 func lockKey(mp, id string) string {
-	return "ec:seglock:{" + mp + "}:" + id
+	return "ec:seglock:{" + mp + ":" + id + "}"
+}
+
+// marketplaceMemberKey is memberKey in the layout of the builds before
+// 2026-11-26, which tagged the keys with the marketplace alone.
+func marketplaceMemberKey(mp, id, gen string) string {
+	return "ec:seg:{" + mp + "}:" + id + ":" + gen
+}
+
+// UpgradeKeys renames the member sets of marketplace mp's segments kept
+// under the keys of the builds before 2026-11-26 (marketplaceMemberKey) to
+// this build's (memberKey), with their expiry; a set already under the new
+// key stays (RENAMENX). It reports how many it renamed. Only one Redis
+// server can hold the old keys: on a cluster, it does nothing. Uploads made
+// through a process of the earlier build after this ran are not carried
+// over (docs/segments.md, Upgrading).
+func (s *Service) UpgradeKeys(ctx context.Context, mp string) (int, error) {
+	if redisstore.IsCluster(s.rdb) {
+		return 0, nil
+	}
+	renamed := 0
+	for after := ""; ; {
+		ids, vals, more := s.coll.Page(mp, after, 500, nil)
+		if len(ids) == 0 {
+			return renamed, nil
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.Exists(ctx, marketplaceMemberKey(mp, id, vals[i].Generation))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return renamed, unavailable(err)
+		}
+		for i, id := range ids {
+			if cmds[i].Val() == 0 {
+				continue
+			}
+			ok, err := s.rdb.RenameNX(ctx, marketplaceMemberKey(mp, id, vals[i].Generation), memberKey(mp, id, vals[i].Generation)).Result()
+			if err != nil && !strings.Contains(err.Error(), "no such key") { // gone meanwhile
+				return renamed, unavailable(err)
+			}
+			if ok {
+				renamed++
+			}
+		}
+		if !more {
+			return renamed, nil
+		}
+		after = ids[len(ids)-1]
+	}
 }
 
 func newGeneration() string {

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 type harness struct {
 	svc *Service
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	mp  string
 }
 
@@ -35,7 +35,7 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	log := testenv.Logger(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	var svc *Service
 	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: cfg.KafkaTopicPrefix, Log: log}, func(l *statelog.Log) {
@@ -105,10 +105,19 @@ func (h *harness) member(t *testing.T, id, user string) bool {
 	return ok
 }
 
-// keys lists the Redis member keys of a segment (every generation).
+// keys lists the Redis member keys of a segment (every generation; on a
+// cluster, from every master).
 func (h *harness) keys(t *testing.T, id string) []string {
 	t.Helper()
-	ks, err := h.rdb.Keys(context.Background(), memberKey(h.mp, id, "*")).Result()
+	var mu sync.Mutex
+	var ks []string
+	err := redisstore.ForEachMaster(context.Background(), h.rdb, func(ctx context.Context, m *redis.Client) error {
+		got, err := m.Keys(ctx, memberKey(h.mp, id, "*")).Result()
+		mu.Lock()
+		ks = append(ks, got...)
+		mu.Unlock()
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,5 +477,55 @@ func TestPutGetListDelete(t *testing.T) {
 	}
 	if _, err := h.svc.Get(ctx, h.mp, strings.Repeat("x", 256)); err == nil {
 		t.Fatal("long id accepted")
+	}
+}
+
+// TestUpgradeKeys: member sets an earlier build kept under the marketplace's
+// hash tag are renamed to the segment's keys, with their expiry, once; a
+// set the new key has already is kept, and a second run renames nothing.
+func TestUpgradeKeys(t *testing.T) {
+	if testenv.RedisClusterMode() {
+		t.Skip("a cluster never held the earlier keys")
+	}
+	h := newHarness(t)
+	ctx := context.Background()
+	name := "S"
+	gen := map[string]string{}
+	for _, id := range []string{"old", "both", "none"} {
+		if _, _, err := h.svc.Put(ctx, h.mp, id, Input{Name: &name}, 0); err != nil {
+			t.Fatal(err)
+		}
+		st, _, _ := h.svc.coll.Get(h.mp, id)
+		gen[id] = st.Generation
+	}
+	for k, members := range map[string][]any{
+		marketplaceMemberKey(h.mp, "old", gen["old"]):   {"u1", "u2"},
+		marketplaceMemberKey(h.mp, "both", gen["both"]): {"stale"},
+		memberKey(h.mp, "both", gen["both"]):            {"fresh"},
+	} {
+		if err := h.rdb.SAdd(ctx, k, members...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.rdb.Expire(ctx, marketplaceMemberKey(h.mp, "old", gen["old"]), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.svc.UpgradeKeys(ctx, h.mp); err != nil || n != 1 {
+		t.Fatalf("UpgradeKeys = %d, %v; want 1", n, err)
+	}
+	if !h.member(t, "old", "u1") || !h.member(t, "old", "u2") || h.total(t, "old") != 2 {
+		t.Error("the renamed segment lost members")
+	}
+	if ttl, _ := h.rdb.TTL(ctx, memberKey(h.mp, "old", gen["old"])).Result(); ttl <= 59*time.Minute {
+		t.Errorf("renamed set's TTL %s, want the old one's (1h)", ttl)
+	}
+	if !h.member(t, "both", "fresh") || h.member(t, "both", "stale") {
+		t.Error("a set under the new key was replaced by the old one")
+	}
+	if h.total(t, "none") != 0 {
+		t.Error("a segment without members got some")
+	}
+	if n, err := h.svc.UpgradeKeys(ctx, h.mp); err != nil || n != 0 {
+		t.Errorf("second UpgradeKeys = %d, %v; want 0", n, err)
 	}
 }

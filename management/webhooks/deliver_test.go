@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -243,8 +242,7 @@ func status(want string) func(webhooks.Delivery) error {
 func TestDeliveredOnce(t *testing.T) {
 	s := newStack(t)
 	p := s.start(testOptions())
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.Get(t).RedisAddr})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testenv.Get(t).Redis(t)
 	mp := uuid.NewString()
 	rc := newReceiver(t, nil)
 	w := createHook(t, p, mp, rc.srv.URL+"/hook", webhooks.TypeCampaignUpdated)

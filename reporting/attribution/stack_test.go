@@ -35,7 +35,7 @@ type stack struct {
 	topics  kafka.Topics
 	cl      *kgo.Client
 	conn    clickhouse.Conn
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	// window is the dedupe window of the fold's claims (an hour unless a
 	// test shortens it before start).
 	window time.Duration
@@ -60,7 +60,7 @@ func newStack(t *testing.T) *stack {
 	t.Cleanup(cancel)
 	cl, topics := testenv.Topics(t, ctx, cfg, brokers, 3)
 	conn := testenv.ClickHouse(t, ctx, cfg)
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: []byte("endcap-test-key-0123456789abcdef")}, 1)
 	if err != nil {

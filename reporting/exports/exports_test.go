@@ -62,7 +62,7 @@ func newStack(t *testing.T) *stack {
 	if err := st.s3.EnsureBucket(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	st.opts = Options{ClickHouse: st.ch, S3: st.s3, Redis: rdb, Kafka: st.kcl, JobsTopic: st.topics.Exports, DailyQuota: 100,
 		Log: testenv.Logger(t)}

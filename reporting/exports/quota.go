@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/bounded"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // quota counts the exports of each marketplace per UTC day in Redis, by
@@ -14,7 +15,9 @@ import (
 // with an Idempotency-Key, whose export id is the same) counts nothing:
 // a set ec:exports:quota-ids:<marketplace>:<YYYY-MM-DD>, kept two days.
 // The counter of the same day written by earlier versions
-// (ec:exports:quota:<marketplace>:<YYYY-MM-DD>) still counts.
+// (ec:exports:quota:<marketplace>:<YYYY-MM-DD>) still counts, on one Redis
+// server: a cluster never held it (and the two keys are in different
+// slots, which a script on a cluster cannot use together).
 type quota struct{ rdb redis.UniversalClient }
 
 const quotaTTL = 48 * time.Hour
@@ -24,7 +27,8 @@ const quotaTTL = 48 * time.Hour
 // quota is used.
 var takeScript = redis.NewScript(`
 if redis.call("SISMEMBER", KEYS[1], ARGV[3]) == 1 then return 1 end
-local n = redis.call("SCARD", KEYS[1]) + tonumber(redis.call("GET", KEYS[2]) or "0")
+local n = redis.call("SCARD", KEYS[1])
+if #KEYS > 1 then n = n + tonumber(redis.call("GET", KEYS[2]) or "0") end
 if n >= tonumber(ARGV[1]) then return 0 end
 redis.call("SADD", KEYS[1], ARGV[3])
 redis.call("PEXPIRE", KEYS[1], ARGV[2])
@@ -35,8 +39,12 @@ func legacyQuotaKey(mp, day string) string { return "ec:exports:quota:" + mp + "
 
 // take counts export id (bounded by ctx).
 func (q *quota) take(ctx context.Context, mp, day, id string, limit int) (bool, error) {
+	keys := []string{quotaKey(mp, day)}
+	if !redisstore.IsCluster(q.rdb) {
+		keys = append(keys, legacyQuotaKey(mp, day))
+	}
 	n, err := bounded.Call(ctx, func(ctx context.Context) (int, error) {
-		return takeScript.Run(ctx, q.rdb, []string{quotaKey(mp, day), legacyQuotaKey(mp, day)}, limit, quotaTTL.Milliseconds(), id).Int()
+		return takeScript.Run(ctx, q.rdb, keys, limit, quotaTTL.Milliseconds(), id).Int()
 	}, nil)
 	return n == 1, err
 }

@@ -33,7 +33,7 @@ type fixture struct {
 	ctx  context.Context
 	conn clickhouse.Conn
 	s3   *s3store.Store
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	svc  *Service
 }
 
@@ -48,7 +48,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := st.EnsureBucket(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr, Cluster: cfg.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return &fixture{ctx: ctx, conn: conn, s3: st, rdb: rdb, svc: New(conn, st, rdb, quiet)}
 }

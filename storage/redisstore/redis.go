@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,20 +18,63 @@ import (
 
 // Options say where Redis is.
 type Options struct {
+	// Addr is one address (host:port) of a Redis server or, with Cluster,
+	// the seed nodes of a Redis Cluster separated by commas (any of them
+	// is enough; the client learns the others from it).
 	Addr     string
 	Password string
-	DB       int
+	DB       int // 0 on a cluster
+	// Cluster makes the client a Redis Cluster client, which sends each
+	// command to the master of its key's slot and follows the cluster
+	// when slots move or a replica takes over a failed master.
+	Cluster bool
 }
 
-// Open returns a pooled client. Every command is bounded by the caller's
-// context deadline and by these socket timeouts, whichever comes first:
-// without ContextTimeoutEnabled go-redis would apply only the socket
-// timeouts to a reply being read, so a frozen Redis would hold a caller
-// that gave itself 150 ms for the full ReadTimeout. A context that is
-// cancelled without a deadline still waits for the socket timeout.
-func Open(o Options) *redis.Client {
+// Addrs are the addresses of Addr, without blanks and empty entries.
+func (o Options) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(o.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Open returns a pooled client: a *redis.Client for one server, a
+// *redis.ClusterClient with Options.Cluster. Every command is bounded by
+// the caller's context deadline and by these socket timeouts, whichever
+// comes first: without ContextTimeoutEnabled go-redis would apply only the
+// socket timeouts to a reply being read, so a frozen Redis would hold a
+// caller that gave itself 150 ms for the full ReadTimeout. A context that
+// is cancelled without a deadline still waits for the socket timeout.
+func Open(o Options) redis.UniversalClient {
+	if o.Cluster {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 o.Addrs(),
+			Password:              o.Password,
+			DialTimeout:           2 * time.Second,
+			ReadTimeout:           3 * time.Second,
+			WriteTimeout:          3 * time.Second,
+			ContextTimeoutEnabled: true,
+			PoolSize:              32, // per node
+			MaxRetries:            1,
+			// A command sent to a node that no longer serves its slot is
+			// redirected (MOVED, ASK) up to this many times; between
+			// attempts the client re-reads the cluster's layout.
+			MaxRedirects: 4,
+			// The layout is also read again this often (go-redis: 60 s).
+			ClusterStateReloadInterval: 10 * time.Second,
+		})
+		cc.AddHook(reloadOnFailure{cc})
+		return cc
+	}
+	addr := o.Addr
+	if a := o.Addrs(); len(a) > 0 {
+		addr = a[0]
+	}
 	return redis.NewClient(&redis.Options{
-		Addr:                  o.Addr,
+		Addr:                  addr,
 		Password:              o.Password,
 		DB:                    o.DB,
 		DialTimeout:           2 * time.Second,
@@ -40,6 +84,78 @@ func Open(o Options) *redis.Client {
 		PoolSize:              32,
 		MaxRetries:            1,
 	})
+}
+
+// reloadOnFailure makes a cluster client read the cluster's layout again
+// (in the background, coalesced) when a command or a pipeline fails to
+// reach a node: after a master failed and a replica took over its slots,
+// go-redis would send pipelines to the dead node until its periodic reload
+// (it reloads at once only on MOVED and on failures of single commands).
+type reloadOnFailure struct{ cc *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) check(ctx context.Context, err error) {
+	if ConnectionFailed(ctx, err) {
+		h.cc.ReloadState(ctx)
+	}
+}
+
+// ConnectionFailed says whether err is a failure to reach or hear from the
+// server (which another connection, or another node, may not meet), not an
+// error Redis answered, nor the end of ctx.
+func ConnectionFailed(ctx context.Context, err error) bool {
+	var rerr redis.Error
+	return err != nil && err != redis.Nil && ctx.Err() == nil && !errors.As(err, &rerr) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// IsCluster says whether rdb is a Redis Cluster client.
+func IsCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// ForEachMaster calls fn for every master: the server itself for a
+// *redis.Client, each master of the cluster (concurrently) for a
+// *redis.ClusterClient. It returns the first error.
+func ForEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, master *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return fn(ctx, c)
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	}
+	return fmt.Errorf("redisstore: unsupported client %T", rdb)
+}
+
+// MasterFor returns the client of the server that holds key: rdb itself
+// for a *redis.Client, the master of key's slot (as the cluster client
+// last learnt it) for a *redis.ClusterClient.
+func MasterFor(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	}
+	return nil, fmt.Errorf("redisstore: unsupported client %T", rdb)
 }
 
 // ErrSecret means the value at a shared secret's key cannot be used: it does

@@ -19,7 +19,7 @@ import (
 // rewritten wrapped; a master key rotation rewraps; a wrong master key or an
 // altered value is ErrSecret and leaves the value alone.
 func TestSharedSecret(t *testing.T) {
-	rdb := redisstore.Open(redisstore.Options{Addr: testenv.Get(t).RedisAddr})
+	rdb := testenv.Get(t).Redis(t)
 	defer rdb.Close()
 	ctx := t.Context()
 	mk := func() *masterkey.Keys {

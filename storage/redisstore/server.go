@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,6 +17,7 @@ const MinMajor, MinMinor = 7, 0
 
 // ServerInfo is what Endcap checks of the Redis it is given.
 type ServerInfo struct {
+	Addr    string // the server's address, as the client knows it
 	Version string // redis_version, e.g. "7.0.15"
 	Major   int
 	Minor   int
@@ -36,7 +38,8 @@ func (s ServerInfo) Supported() error {
 func (s ServerInfo) Evicts() bool { return s.MaxmemoryPolicy != "noeviction" }
 
 // Server reads the server's version and eviction policy (INFO server and
-// INFO memory; no CONFIG, which managed services often refuse).
+// INFO memory; no CONFIG, which managed services often refuse). On a
+// cluster it reads one node; Servers reads every master.
 func Server(ctx context.Context, rdb redis.UniversalClient) (ServerInfo, error) {
 	var text strings.Builder
 	for _, section := range []string{"server", "memory"} {
@@ -48,6 +51,25 @@ func Server(ctx context.Context, rdb redis.UniversalClient) (ServerInfo, error) 
 		text.WriteString("\n")
 	}
 	return ParseInfo(text.String())
+}
+
+// Servers reads Server of every master (the one server of a
+// *redis.Client), in no particular order.
+func Servers(ctx context.Context, rdb redis.UniversalClient) ([]ServerInfo, error) {
+	var mu sync.Mutex
+	var out []ServerInfo
+	err := ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error {
+		s, err := Server(ctx, m)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Options().Addr, err)
+		}
+		s.Addr = m.Options().Addr
+		mu.Lock()
+		out = append(out, s)
+		mu.Unlock()
+		return nil
+	})
+	return out, err
 }
 
 // ParseInfo reads ServerInfo from the text of INFO server and INFO memory.

@@ -20,7 +20,7 @@ func TestWritesGiveUpOnAHungBroker(t *testing.T) {
 	env := testenv.Get(t)
 	cluster, brokers := testenv.Kafka(t)
 	l, c := view(t, brokers)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr, Cluster: env.RedisCluster})
 	t.Cleanup(func() { _ = rdb.Close() })
 	l.SetLocker(redisstore.NewLocker(rdb, fmt.Sprintf("test:%d:", time.Now().UnixNano()), 10*time.Second))
 

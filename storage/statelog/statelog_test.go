@@ -125,7 +125,7 @@ func TestLastWriterWinsAcrossProcesses(t *testing.T) {
 func TestLockedWrites(t *testing.T) {
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
-	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr})
+	rdb := redisstore.Open(redisstore.Options{Addr: env.RedisAddr, Cluster: env.RedisCluster})
 	defer rdb.Close()
 	l1, c1 := view(t, brokers)
 	l2, c2 := view(t, brokers)
