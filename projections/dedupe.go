@@ -5,6 +5,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/storage/claimstore"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // Claim is the outcome of claiming an idempotency key for a Kafka record.
@@ -164,21 +166,29 @@ func LegacyClaimsUntil(ctx context.Context, rdb redis.UniversalClient, marker, l
 // legacySearchTimeout bounds LegacyClaimsUntil's search for an old claim.
 var legacySearchTimeout = 20 * time.Second
 
-// anyKey says whether a key starts with prefix. It scans until it finds one
-// or the keyspace ends; an error (ctx ended) says nothing.
+// anyKey says whether a key starts with prefix, on any master of a Redis
+// Cluster. It scans until it finds one or the keyspaces end; an error (ctx
+// ended) says nothing.
 func anyKey(ctx context.Context, rdb redis.UniversalClient, prefix string) (bool, error) {
-	var cursor uint64
-	for {
-		keys, next, err := rdb.Scan(ctx, cursor, prefix+"*", 10_000).Result()
-		if err != nil {
-			return false, err
+	errFound := errors.New("found")
+	err := redisstore.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error {
+		var cursor uint64
+		for {
+			keys, next, err := m.Scan(ctx, cursor, prefix+"*", 10_000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				return errFound
+			}
+			if next == 0 {
+				return nil
+			}
+			cursor = next
 		}
-		if len(keys) > 0 {
-			return true, nil
-		}
-		if next == 0 {
-			return false, nil
-		}
-		cursor = next
+	})
+	if errors.Is(err, errFound) {
+		return true, nil
 	}
+	return false, err
 }
