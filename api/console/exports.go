@@ -287,14 +287,32 @@ func (c *Console) downloadFile(ctx *gin.Context) {
 	}
 	vendor := scopeOf(v)
 	if vendor == "" {
+		body, err := c.o.ScoredFiles.Open(rctx, st)
+		if err != nil {
+			c.fail(ctx, err)
+			return
+		}
+		defer body.Close()
 		c.attachment(ctx, "application/vnd.apache.parquet", scoredfiles.FileName(st.Date), st.Size())
-		_, err = c.o.ScoredFiles.Copy(rctx, st, c.streamWriter(ctx))
-	} else {
-		c.attachment(ctx, "application/vnd.apache.parquet", scoredfiles.VendorFileName(st.Date, vendorid.String(v.Marketplace.ID, vendor)), -1)
-		_, err = c.o.ScoredFiles.CopyVendor(rctx, st, vendor, c.streamWriter(ctx))
+		_, err = io.Copy(c.streamWriter(ctx), body)
+		if err != nil {
+			c.o.Log.Warn("console: file download cut short", "day", st.Date, "err", err)
+			abortStream(ctx)
+		}
+		return
 	}
-	if err != nil {
-		c.o.Log.Warn("console: file download cut short", "day", st.Date, "err", err)
+	c.attachment(ctx, "application/vnd.apache.parquet", scoredfiles.VendorFileName(st.Date, vendorid.String(v.Marketplace.ID, vendor)), -1)
+	// Nothing is sent before the stored file's footer is read: a failure
+	// until then is an error page.
+	if _, err := c.o.ScoredFiles.CopyVendor(rctx, st, vendor, c.streamWriter(ctx)); err != nil {
+		if !ctx.Writer.Written() {
+			for _, h := range []string{"Content-Type", "Content-Disposition", "Content-Length"} {
+				ctx.Writer.Header().Del(h)
+			}
+			c.fail(ctx, err)
+			return
+		}
+		c.o.Log.Warn("console: file download cut short", "day", st.Date, "vendor", vendor, "err", err)
 		abortStream(ctx)
 	}
 }

@@ -310,11 +310,31 @@ func TestFiles(t *testing.T) {
 	if _, err := up.Complete(); err != nil {
 		t.Fatal(err)
 	}
+	// The day before: an object that is not a Parquet file.
+	bad, err := s.a.S3.NewUpload(ctx, scoredfiles.Key(s.mp.ID, day.AddDate(0, 0, -1)), "application/vnd.apache.parquet", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Write([]byte("not a parquet file")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Complete(); err != nil {
+		t.Fatal(err)
+	}
 	admin := s.client(t)
 	admin.login(adminEmail, adminPassword)
 	one := s.vendorUser(t, "v-1", "analyst@one.test")
 	two := s.vendorUser(t, "v-2", "analyst@two.test")
 	path := "/console/files/" + day.Format(time.DateOnly) + "/download"
+	badPath := "/console/files/" + day.AddDate(0, 0, -1).Format(time.DateOnly) + "/download"
+	// Stored as it is for the admin; for a vendor, a page saying so rather than a broken download.
+	if r := admin.do("GET", badPath, nil); r.status != 200 || r.body != "not a parquet file" {
+		t.Errorf("the admin's download of an unreadable file: %d %q", r.status, r.body)
+	}
+	if r := one.do("GET", badPath, nil); r.status != http.StatusServiceUnavailable || r.header.Get("Content-Disposition") != "" ||
+		!strings.Contains(r.header.Get("Content-Type"), "text/html") {
+		t.Errorf("a vendor's download of an unreadable file: %d %v", r.status, r.header)
+	}
 	for _, c := range []*client{admin, one} {
 		r := c.do("GET", "/console/files", nil)
 		if r.status != 200 || !strings.Contains(r.body, `href="`+path+`"`) || !strings.Contains(r.body, "Not produced yet") {

@@ -65,20 +65,21 @@ func (s *Service) Stored(ctx context.Context, marketplaceID string, day time.Tim
 // errReplaced: the stored file was replaced while it was read.
 var errReplaced = errkind.New(errkind.Conflict, "the file was replaced while it was read; download it again")
 
-// Copy writes the whole stored file to w, as a stream (ctx bounds the read).
-func (s *Service) Copy(ctx context.Context, st Stored, w io.Writer) (int64, error) {
+// Open opens the whole stored file for reading as a stream (ctx bounds
+// the read); close it. A file re-produced since st was read is an error.
+func (s *Service) Open(ctx context.Context, st Stored) (io.ReadCloser, error) {
 	obj, ok, err := s.s3.Get(ctx, st.Key)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if !ok {
-		return 0, errReplaced
+		return nil, errReplaced
 	}
-	defer obj.Body.Close()
 	if obj.ETag != st.info.ETag {
-		return 0, errReplaced
+		obj.Body.Close()
+		return nil, errReplaced
 	}
-	return io.Copy(w, obj.Body)
+	return obj.Body, nil
 }
 
 // CopyVendor writes to w a Parquet file of the stored file's rows credited
@@ -93,6 +94,9 @@ func (s *Service) CopyVendor(ctx context.Context, st Stored, vendor string, w io
 	}
 	rr := s.s3.NewRangeReader(ctx, st.Key, st.info, rangeBlock, rangeBlocks)
 	f, err := parquet.OpenFile(rr, rr.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true), parquet.ReadBufferSize(64<<10))
+	if errors.Is(err, s3store.ErrChanged) {
+		return 0, errReplaced
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: open %s: %w", ErrUnavailable, st.Key, err)
 	}
@@ -131,6 +135,9 @@ func (s *Service) CopyVendor(ctx context.Context, st Stored, vendor string, w io
 			}
 			if rerr != nil {
 				_ = r.Close()
+				if errors.Is(rerr, s3store.ErrChanged) {
+					return rows, errReplaced
+				}
 				return rows, fmt.Errorf("scoredfiles: read %s: %w", st.Key, rerr)
 			}
 			if ctx.Err() != nil {

@@ -325,6 +325,9 @@ func (s *Store) Get(ctx context.Context, key string) (Object, bool, error) {
 		ObjectInfo: ObjectInfo{Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified), Metadata: out.Metadata, ETag: aws.ToString(out.ETag)}}, true, nil
 }
 
+// ErrChanged: the object a RangeReader reads was replaced or removed.
+var ErrChanged = errors.New("s3: the object was replaced or removed while it was read")
+
 // RangeReader reads one version of an object (its ETag: a request after
 // the key was replaced fails) at random offsets (an
 // io.ReaderAt, for formats read from their end such as Parquet) with ranged
@@ -401,6 +404,10 @@ func (r *RangeReader) block(i int64) ([]byte, error) {
 	}
 	out, err := r.s.Client.GetObject(r.ctx, in)
 	if err != nil {
+		var re interface{ HTTPStatusCode() int }
+		if errors.As(err, &re) && (re.HTTPStatusCode() == http.StatusPreconditionFailed || re.HTTPStatusCode() == http.StatusNotFound) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrChanged, r.key, err)
+		}
 		return nil, fmt.Errorf("s3: get %s bytes %d-%d: %w", r.key, start, end, err)
 	}
 	defer out.Body.Close()
