@@ -279,6 +279,17 @@ func TestExports(t *testing.T) {
 			}
 		})
 	}
+	// A vendor's quota is its own (10 a day): v-2's eleventh export of the day is refused on the form, and the
+	// marketplace's requests still go through.
+	for i := 0; i < 9; i++ {
+		two.requestExport(exportForm(day, day))
+	}
+	f := exportForm(day, day)
+	f.Set("csrf", two.csrf("/console/exports"))
+	if r := two.do("POST", "/console/exports", f); r.status != http.StatusTooManyRequests || !strings.Contains(errorOf(r.body), "This vendor has requested its exports of the day") {
+		t.Errorf("v-2's eleventh export: %d %q", r.status, errorOf(r.body))
+	}
+	admin.requestExport(exportForm(day, day))
 }
 
 // The scored-attribution files: an admin downloads a day's stored file as
