@@ -173,7 +173,11 @@ func TestExports(t *testing.T) {
 
 	// The marketplace's export, the vendors' own ones.
 	mpExport := admin.requestExport(exportForm(day, day))
-	oneExport := one.requestExport(exportForm(day, day))
+	// The vendor is the session's: a vendor field in the form is ignored.
+	tampered := exportForm(day, day)
+	tampered.Set("vendor", "v-2")
+	tampered.Set("vendorId", "v-2")
+	oneExport := one.requestExport(tampered)
 	pq := exportForm(day, day)
 	pq.Set("format", "parquet")
 	twoExport := two.requestExport(pq)
