@@ -9,15 +9,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/reporting/rollups"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
 // consoleTools returns playwright-core's folder and the browser, installed
@@ -171,13 +176,22 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	local := time.Now().In(s.Marketplace.Location())
 	localDay := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
+	// Today's scored-attribution file and yesterday's (empty), made now (the schedule makes a day's once it
+	// has ended; the files page lists the days before today).
+	sf := scoredfiles.New(s.App.ClickHouse, s.App.S3, s.App.Redis, testenv.Logger(t))
+	for _, d := range []time.Time{localDay, localDay.AddDate(0, 0, -1)} {
+		if _, err := sf.Produce(ctx, scoredfiles.Marketplace{ID: s.Marketplace.ID, Location: s.Marketplace.Location()}, d); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	input := map[string]any{
 		"url": s.URL, "playwright": playwright, "chromium": chromium, "mailWeb": mailWeb, "shots": consoleShots(t),
 		"adminEmail": adminEmail, "adminPassword": adminPassword,
 		"vendorEmail": "analyst@alpha.test", "vendorPassword": "alpha analyst password", "vendorId": "v-alpha", "otherVendorId": "v-beta",
 		"ownCampaign": own, "otherCampaign": other, "ownCampaignName": "Alpha spring sale", "otherCampaignName": "Beta secret launch",
-		"ownClicks": ownClicks, "today": localDay.Format(time.DateOnly), "from90": localDay.AddDate(0, 0, -89).Format(time.DateOnly),
+		"ownClicks": ownClicks, "today": localDay.Format(time.DateOnly), "yesterday": localDay.AddDate(0, 0, -1).Format(time.DateOnly),
+		"vendorUUID": vendorid.String(s.Marketplace.ID, "v-alpha"), "from90": localDay.AddDate(0, 0, -89).Format(time.DateOnly),
 	}
 	arg, _ := json.Marshal(input)
 	rctx, rcancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -195,6 +209,8 @@ func TestConsoleBrowser(t *testing.T) {
 		MarketplaceKey string   `json:"marketplaceKey"`
 		ChartMs90      float64  `json:"chartMs90"`
 		InviteLink     string   `json:"inviteLink"`
+		AdminFile      []byte   `json:"adminFile"`  // the day's scored-attribution file, as the admin downloaded it
+		VendorFile     []byte   `json:"vendorFile"` // and as the vendor's user did
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &out); err != nil {
 		t.Fatalf("browser test output: %v\n%s", err, stdout.Bytes())
@@ -204,6 +220,26 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	t.Logf("browser test: %d checks in %s; 90-day charts drawn in %s ms; screenshots in %s", len(out.Checks),
 		time.Since(start).Round(time.Millisecond), strconv.FormatFloat(out.ChartMs90, 'f', 1, 64), input["shots"])
+
+	// The scored-attribution downloads: the admin's is the whole day, the vendor's its campaign's rows only.
+	for _, f := range []struct {
+		who     string
+		data    []byte
+		vendors []string
+	}{{"admin", out.AdminFile, []string{"v-alpha", "v-beta"}}, {"vendor", out.VendorFile, []string{"v-alpha"}}} {
+		pr := parquet.NewGenericReader[scoredfiles.Record](bytes.NewReader(f.data))
+		recs := make([]scoredfiles.Record, 10)
+		n, _ := pr.Read(recs)
+		_ = pr.Close()
+		var got []string
+		for _, r := range recs[:n] {
+			got = append(got, r.VendorID)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, f.vendors) {
+			t.Errorf("the %s's scored-attribution file: rows of %q, want %q", f.who, got, f.vendors)
+		}
+	}
 
 	// The key the browser was shown works on /v2.
 	ev := fmt.Sprintf(`{"impressions":[{"id":"console-key","occurredAt":%q,"opaqueUserId":"u","entity":{"type":"product","id":"p-alpha"}}]}`, ts(time.Now()))

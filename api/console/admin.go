@@ -18,7 +18,6 @@ import (
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/management/webhooks"
-	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
 // --- API keys ---
@@ -409,35 +408,6 @@ func (c *Console) webhookPage(ctx *gin.Context) {
 		}
 	}
 	c.render(ctx, http.StatusOK, "webhook", "Webhook", d)
-}
-
-// --- scored-attribution files ---
-
-type filesData struct {
-	Days []dayFiles
-}
-
-type dayFiles struct {
-	Day   string
-	Files []scoredfiles.File
-}
-
-func (c *Console) filesPage(ctx *gin.Context) {
-	m := viewerOf(ctx).Marketplace
-	today := c.o.Now().In(m.Location())
-	var d filesData
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
-	defer cancel()
-	for i := 1; i <= 14; i++ {
-		day := time.Date(today.Year(), today.Month(), today.Day()-i, 0, 0, 0, 0, time.UTC)
-		fs, err := c.o.ScoredFiles.Files(rctx, m.ID, day)
-		if err != nil {
-			c.fail(ctx, err)
-			return
-		}
-		d.Days = append(d.Days, dayFiles{Day: day.Format(time.DateOnly), Files: fs})
-	}
-	c.render(ctx, http.StatusOK, "files", "Scored-attribution files", d)
 }
 
 // --- audit log ---

@@ -28,6 +28,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/campaigns"
@@ -35,6 +36,7 @@ import (
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/management/webhooks"
+	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/performance"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 )
@@ -61,6 +63,8 @@ type Options struct {
 	Deliveries  *webhooks.Deliveries // nil: no delivery log in this process
 	Performance *performance.Reader
 	ScoredFiles *scoredfiles.Service
+	Exports     *exports.Service
+	Cursors     *pagination.Signer // the exports list's cursors
 	Health      *Sampler
 	// MailEnabled: invitations are e-mailed; otherwise the console shows
 	// each pending invitation's link to the admin.
@@ -123,6 +127,13 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	u.GET("/campaigns/:id", c.campaignPage)
 	u.GET("/performance", c.performancePage)
 	u.GET("/performance.csv", c.performanceCSV)
+	// Exports and files: an admin's are the marketplace's, a vendor user's
+	// its vendor's own (exports.go).
+	u.GET("/exports", c.exportsPage)
+	u.POST("/exports", c.createExport)
+	u.GET("/exports/:id/download", c.downloadExport)
+	u.GET("/files", c.filesPage)
+	u.GET("/files/:day/download", c.downloadFile)
 
 	a := u.Group("", c.adminOnly)
 	for _, r := range c.adminRoutes() {
@@ -155,7 +166,6 @@ func (c *Console) adminRoutes() []route {
 		{"POST", "/users/:id/enable", c.setUserDisabled(false)},
 		{"GET", "/webhooks", c.webhooksPage},
 		{"GET", "/webhooks/:id", c.webhookPage},
-		{"GET", "/files", c.filesPage},
 		{"GET", "/health", c.healthPage},
 		{"GET", "/audit", c.auditPage},
 	}
@@ -170,12 +180,13 @@ type navItem struct {
 // entry here.
 func nav(r users.Role) []navItem {
 	if r.IsVendor() {
-		return []navItem{{"/console/performance", "Performance"}, {"/console/campaigns", "Campaigns"}, {"/console/account", "Account"}}
+		return []navItem{{"/console/performance", "Performance"}, {"/console/campaigns", "Campaigns"}, {"/console/exports", "Exports"},
+			{"/console/files", "Files"}, {"/console/account", "Account"}}
 	}
 	return []navItem{
 		{"/console/keys", "API keys"}, {"/console/settings", "Settings"}, {"/console/vendors", "Vendors"},
 		{"/console/products", "Products"}, {"/console/campaigns", "Campaigns"}, {"/console/users", "Users"},
-		{"/console/webhooks", "Webhooks"}, {"/console/files", "Files"}, {"/console/health", "Health"},
+		{"/console/webhooks", "Webhooks"}, {"/console/exports", "Exports"}, {"/console/files", "Files"}, {"/console/health", "Health"},
 		{"/console/audit", "Audit log"}, {"/console/account", "Account"},
 	}
 }
@@ -337,6 +348,7 @@ var notices = map[string]string{
 	"invited":  "The invitation was created.",
 	"disabled": "The user was disabled: their sessions have ended.",
 	"enabled":  "The user was enabled.",
+	"export":   "The export was requested: it is listed below and can be downloaded once completed.",
 }
 
 // render writes a page with status.
@@ -485,6 +497,8 @@ func (c *Console) parse() error {
 		"acos":    func(t performance.Totals) string { return formatPct(t.ACOS()) },
 		"ctr":     func(t performance.Totals) string { return formatPct(t.CTR()) },
 		"num":     formatInt,
+		"deref":   func(b *bool) bool { return b != nil && *b },
+		"deref64": func(n *int64) int64 { return *n },
 		"join":    strings.Join,
 		"active":  func(cur, path string) bool { return cur == path || strings.HasPrefix(cur, path+"/") },
 	}

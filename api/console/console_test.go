@@ -26,9 +26,10 @@ import (
 
 // sys is an api process with a marketplace, an admin and two vendors.
 type sys struct {
-	a   *app.App
-	url string
-	mp  accounts.Marketplace
+	a       *app.App
+	url     string
+	mp      accounts.Marketplace
+	brokers []string
 }
 
 const adminEmail, adminPassword = "admin@handlers.test", "the admin's long password"
@@ -66,7 +67,7 @@ func start(t *testing.T) *sys {
 	if err := a.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	s := &sys{a: a, url: "http://" + addr.String()}
+	s := &sys{a: a, url: "http://" + addr.String(), brokers: brokers}
 	if s.mp, err = a.Accounts.CreateMarketplace(wctx, "Handlers", "EUR", "Europe/Paris"); err != nil {
 		t.Fatal(err)
 	}

@@ -106,9 +106,10 @@ pages = [
     (admin, "/console/products?q=p-000000012"), (admin, f"/console/products?vendor={args.vendor}&q=a"),
     (admin, f"/console/products?vendor={args.vendor}"),
     (admin, f"/console/campaigns/{campaign}"), (admin, "/console/users"), (admin, "/console/webhooks"), (admin, "/console/files"),
+    (admin, "/console/exports"), (admin, "/console/exports?status=completed"),
     (admin, "/console/health"), (admin, "/console/audit"), (admin, "/console/account"),
     (vendor, "/console/performance"), (vendor, f"/console/performance?from={d90}&to={today.isoformat()}"),
-    (vendor, "/console/campaigns"), (vendor, "/console/performance.csv"),
+    (vendor, "/console/campaigns"), (vendor, "/console/performance.csv"), (vendor, "/console/exports"), (vendor, "/console/files"),
 ]
 print(f"{'page':<72} {'who':<7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
 worst = 0

@@ -86,7 +86,7 @@ func TestExportThroughput(t *testing.T) {
 	if probs := r.Validate(time.Now()); len(probs) > 0 {
 		t.Fatalf("benchmark request is invalid: %+v", probs)
 	}
-	p, err := newPlan(mp, &r)
+	p, err := newPlan(mp, "", &r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,6 +104,7 @@ type rollupRow struct {
 	purchases                            []string
 	qty, amount                          int64
 	rImps, rClicks                       uint64 // refused for a budget
+	vendor                               string // "" is v1
 }
 
 func (st *stack) insert(t *testing.T, rows ...rollupRow) {
@@ -117,13 +118,17 @@ func (st *stack) insert(t *testing.T, rows ...rollupRow) {
 		for i, p := range r.pageValue {
 			pv[i] = "'" + p + "'"
 		}
+		vendor := r.vendor
+		if vendor == "" {
+			vendor = "v1"
+		}
 		q := fmt.Sprintf(`INSERT INTO rollup_daily (marketplace_id, day_local, currency_code, sponsored, vendor_id, campaign_id, campaign_name,
 			external_campaign_id, device_type, page_value, impressions, clicks, charged_impressions, charged_clicks,
 			ad_spent_impressions_micros, ad_spent_impressions_sub_micros, ad_spent_clicks_micros, ad_spent_clicks_sub_micros,
 			purchases, quantity, total_purchase_amount_micros, budget_refused_impressions, budget_refused_clicks)
-			SELECT toUUID('%s'), toDate('%s'), 'USD', %d, 'v1', '%s', '%s', '%s', '%s', [%s], %d, %d, %d, %d, %d, %d, %d, %d,
+			SELECT toUUID('%s'), toDate('%s'), 'USD', %d, '%s', '%s', '%s', '%s', '%s', [%s], %d, %d, %d, %d, %d, %d, %d, %d,
 			arrayReduce('uniqExactState', arrayFilter(x -> x != '', ['' %s])), %d, %d, %d, %d`,
-			r.mp, r.day, r.sponsored, r.campaign, r.name, r.ext, r.device, strings.Join(pv, ","), r.imps, r.clicks, r.cImps, r.cClicks,
+			r.mp, r.day, r.sponsored, vendor, r.campaign, r.name, r.ext, r.device, strings.Join(pv, ","), r.imps, r.clicks, r.cImps, r.cClicks,
 			r.spImp, r.spImpSub, r.spClk, r.spClk2Sub, prefixComma(ids), r.qty, r.amount, r.rImps, r.rClicks)
 		if err := st.ch.Exec(st.ctx, q); err != nil {
 			t.Fatal(err)

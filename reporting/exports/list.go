@@ -42,6 +42,9 @@ type ListQuery struct {
 	Limit                      int
 	// After continues the list after this export (nil: from the newest).
 	After *Position
+	// VendorID, when set, lists only the exports requested for that vendor
+	// (its users' list); "" lists every export of the marketplace.
+	VendorID string
 }
 
 // Position is a place in the list's order, newest first: createdAt (ms),
@@ -74,7 +77,11 @@ func parsePosition(s string) (Position, bool) {
 
 // scope ties a cursor to the list's filters.
 func (q ListQuery) scope() string {
-	return string(q.Status) + "|" + q.Dataset + "|" + strconv.FormatInt(q.CreatedFromMs, 10) + "|" + strconv.FormatInt(q.CreatedToMs, 10)
+	s := string(q.Status) + "|" + q.Dataset + "|" + strconv.FormatInt(q.CreatedFromMs, 10) + "|" + strconv.FormatInt(q.CreatedToMs, 10)
+	if q.VendorID != "" {
+		s += "|vendor:" + q.VendorID
+	}
+	return s
 }
 
 // NextPage is the cursor that continues q's list after last.
@@ -89,6 +96,13 @@ func (q ListQuery) NextPage(cursors *pagination.Signer, marketplaceID string, la
 // filters). A parameter given empty is absent; one given twice is refused.
 // Every problem is reported, in that order of parameters.
 func ParseListQuery(q url.Values, marketplaceID string, cursors *pagination.Signer) (ListQuery, []Problem) {
+	return ParseVendorListQuery(q, marketplaceID, "", cursors)
+}
+
+// ParseVendorListQuery is ParseListQuery for the list of one vendor's
+// exports (vendor "": every export of the marketplace); a cursor of one
+// vendor's list is not valid in another's.
+func ParseVendorListQuery(q url.Values, marketplaceID, vendor string, cursors *pagination.Signer) (ListQuery, []Problem) {
 	var probs []Problem
 	add := func(code, field, msg string, v any) {
 		probs = append(probs, Problem{Code: code, Field: field, Message: msg, Value: v})
@@ -104,7 +118,7 @@ func ParseListQuery(q url.Values, marketplaceID string, cursors *pagination.Sign
 		}
 		return vs[0], true
 	}
-	lq := ListQuery{Limit: DefaultListLimit}
+	lq := ListQuery{Limit: DefaultListLimit, VendorID: vendor}
 	if v, ok := get("status"); ok {
 		switch st := Status(v); st {
 		case StatusPending, StatusRunning, StatusCompleted, StatusFailed:
@@ -180,6 +194,7 @@ func (q ListQuery) keep(e Export) bool {
 	switch {
 	case q.Status != "" && e.Status != q.Status,
 		q.Dataset != "" && e.Dataset != q.Dataset,
+		q.VendorID != "" && e.VendorID != q.VendorID,
 		q.CreatedFromMs > 0 && ms < q.CreatedFromMs,
 		q.CreatedToMs > 0 && ms >= q.CreatedToMs,
 		q.After != nil && !q.After.before(positionOf(e)):

@@ -31,7 +31,7 @@ func ObjectKey(mp string, e *Export) string {
 // the upload is aborted: no object, or none that looks complete, is left.
 func (s *Service) produce(ctx context.Context, mp string, e *Export, wo *WorkerOptions) (result, error) {
 	start := s.o.Now().UTC()
-	p, err := newPlan(mp, &e.Request)
+	p, err := newPlan(mp, e.VendorID, &e.Request)
 	if err != nil {
 		return result{}, fmt.Errorf("%w: %w", errPermanent, err)
 	}

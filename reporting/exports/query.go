@@ -60,7 +60,10 @@ type Column struct {
 // GROUP BY on rollup_daily over the requested dimensions, rows in the order
 // of those dimensions. It reads the sponsored rows, and the organic rows
 // that carry an external campaign id (the marketplace's own campaigns).
-func newPlan(mp string, r *Request) (*plan, error) {
+//
+// With a vendor (its catalog id, as the rollup's vendor_id holds it), only
+// the rows of that vendor's campaigns are read.
+func newPlan(mp, vendor string, r *Request) (*plan, error) {
 	ds, ok := DatasetByName(r.Dataset)
 	if !ok {
 		return nil, fmt.Errorf("exports: unknown dataset %q", r.Dataset)
@@ -100,13 +103,18 @@ func newPlan(mp string, r *Request) (*plan, error) {
 		sel = append(sel, "count()")
 	}
 	dimList := strings.Join(cols, ", ")
+	p.args = []any{mp, r.StartDate, r.EndDate}
+	only := ""
+	if vendor != "" {
+		only = "\n  AND vendor_id = ?"
+		p.args = append(p.args, vendor)
+	}
 	p.sql = "SELECT " + strings.Join(sel, ", ") + `
 FROM rollup_daily
 WHERE marketplace_id = toUUID(?) AND day_local >= toDate(?) AND day_local <= toDate(?)
-  AND (sponsored = 1 OR external_campaign_id != '')
+  AND (sponsored = 1 OR external_campaign_id != '')` + only + `
 GROUP BY ` + dimList + `
 ORDER BY ` + dimList
-	p.args = []any{mp, r.StartDate, r.EndDate}
 	return p, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/endcap/endcap/internal/bounded"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/internal/vendorid"
 )
 
 // quota counts the exports of each marketplace per UTC day in Redis, by
@@ -33,6 +34,10 @@ if n >= tonumber(ARGV[1]) then return 0 end
 redis.call("SADD", KEYS[1], ARGV[3])
 redis.call("PEXPIRE", KEYS[1], ARGV[2])
 return 1`)
+
+// vendorQuotaScope counts a vendor's exports apart from its marketplace's
+// (by the vendor's UUID: a catalog id may hold any character).
+func vendorQuotaScope(mp, vendor string) string { return mp + ":vendor:" + vendorid.String(mp, vendor) }
 
 func quotaKey(mp, day string) string       { return "ec:exports:quota-ids:" + mp + ":" + day }
 func legacyQuotaKey(mp, day string) string { return "ec:exports:quota:" + mp + ":" + day }

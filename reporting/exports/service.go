@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -56,6 +57,11 @@ type Export struct {
 	// window's last day had not ended by then (or DataAsOf is unknown).
 	DataAsOf *time.Time `json:"dataAsOf,omitempty"`
 	Partial  *bool      `json:"partial,omitempty"`
+	// VendorID, when set, is the catalog id of the vendor the export was
+	// requested for (by one of its users, in the console): its file holds
+	// that vendor's rows only, and only that vendor's users (and the
+	// marketplace's operators) may read it.
+	VendorID string `json:"vendorId,omitempty"`
 }
 
 // TypeExport is the entity type of export records on the entities log.
@@ -70,6 +76,7 @@ type Job struct {
 // Defaults of Options.
 const (
 	DefaultDailyQuota     = 50
+	DefaultVendorQuota    = 10
 	DefaultURLLifetime    = time.Hour
 	DefaultProduceTimeout = 5 * time.Second
 )
@@ -83,6 +90,9 @@ type Options struct {
 	JobsTopic  string
 	// DailyQuota: exports a marketplace may request per UTC day.
 	DailyQuota int
+	// VendorDailyQuota: exports each vendor's users may request per UTC
+	// day, counted apart from the marketplace's.
+	VendorDailyQuota int
 	// URLLifetime of the presigned URLs of completed exports.
 	URLLifetime time.Duration
 	// ProduceTimeout bounds the append of a job.
@@ -106,6 +116,9 @@ func New(entities *statelog.Log, o Options) *Service {
 	if o.DailyQuota <= 0 {
 		o.DailyQuota = DefaultDailyQuota
 	}
+	if o.VendorDailyQuota <= 0 {
+		o.VendorDailyQuota = DefaultVendorQuota
+	}
 	if o.URLLifetime <= 0 {
 		o.URLLifetime = DefaultURLLifetime
 	}
@@ -125,6 +138,8 @@ func New(entities *statelog.Log, o Options) *Service {
 var (
 	// ErrQuota means the marketplace used its daily quota.
 	ErrQuota = errkind.New(errkind.TooMany, "this marketplace has requested its exports of the day (UTC)")
+	// ErrVendorQuota means the vendor used its daily quota.
+	ErrVendorQuota = errkind.New(errkind.TooMany, "this vendor has requested its exports of the day (UTC)")
 	// ErrUnavailable means Redis or the log could not take the export.
 	ErrUnavailable = errkind.New(errkind.Unavailable, "the export could not be accepted right now; nothing was queued; retry later")
 	// ErrUnconfirmed means the export's record or job was in flight when
@@ -144,6 +159,20 @@ func (e *InvalidError) Error() string {
 // DailyQuota is the number of exports a marketplace may request a day.
 func (s *Service) DailyQuota() int { return s.o.DailyQuota }
 
+// VendorDailyQuota is the number of exports a vendor may request a day.
+func (s *Service) VendorDailyQuota() int { return s.o.VendorDailyQuota }
+
+// CreateForVendor is Create for one vendor of mp (its catalog id): the
+// export's file holds the rows of that vendor's campaigns only, and the
+// export counts against the vendor's own daily quota (VendorDailyQuota),
+// not the marketplace's.
+func (s *Service) CreateForVendor(ctx context.Context, mp, vendor string, r Request) (Export, error) {
+	if vendor == "" {
+		return Export{}, errkind.New(errkind.Invalid, "no vendor")
+	}
+	return s.create(ctx, mp, vendor, r)
+}
+
 // Create validates a request, counts it against the marketplace's daily
 // quota, records the export as pending and queues its job. It returns the
 // pending export once both are in the log. On a failure that wrote nothing,
@@ -156,6 +185,10 @@ func (s *Service) DailyQuota() int { return s.o.DailyQuota }
 // exists gets that export (its job appended again when it is still
 // pending), and the quota counts it once.
 func (s *Service) Create(ctx context.Context, mp string, r Request) (Export, error) {
+	return s.create(ctx, mp, "", r)
+}
+
+func (s *Service) create(ctx context.Context, mp, vendor string, r Request) (Export, error) {
 	now := s.o.Now().UTC()
 	if probs := r.Validate(now); len(probs) > 0 {
 		return Export{}, &InvalidError{Problems: probs}
@@ -165,32 +198,39 @@ func (s *Service) Create(ctx context.Context, mp string, r Request) (Export, err
 		return Export{}, err
 	}
 	if keyed {
-		if e, _, ok := s.items.Get(mp, id); ok {
+		if e, _, ok := s.items.Get(mp, id); ok && e.VendorID == vendor {
 			return s.existing(ctx, mp, e), nil
 		}
 	}
 	day := now.Format(time.DateOnly)
-	ok, err := s.quota.take(ctx, mp, day, id, s.o.DailyQuota)
+	qscope, limit := mp, s.o.DailyQuota
+	if vendor != "" {
+		qscope, limit = vendorQuotaScope(mp, vendor), s.o.VendorDailyQuota
+	}
+	ok, err := s.quota.take(ctx, qscope, day, id, limit)
 	if err != nil {
 		return Export{}, fmt.Errorf("%w: quota: %w", ErrUnavailable, err)
+	}
+	if !ok && vendor != "" {
+		return Export{}, ErrVendorQuota
 	}
 	if !ok {
 		return Export{}, ErrQuota
 	}
-	e := Export{ID: id, Status: StatusPending, Dataset: r.Dataset, CreatedAt: now.Truncate(time.Millisecond), Request: r}
+	e := Export{ID: id, Status: StatusPending, Dataset: r.Dataset, CreatedAt: now.Truncate(time.Millisecond), Request: r, VendorID: vendor}
 	if _, err := s.items.Put(ctx, mp, e.ID, 0, e); err != nil {
 		switch {
 		case keyed && errors.Is(err, statelog.ErrConflict):
 			// The first attempt's record landed meanwhile, or is being
 			// written by it still.
-			if cur, _, ok := s.items.Get(mp, id); ok {
+			if cur, _, ok := s.items.Get(mp, id); ok && cur.VendorID == vendor {
 				return s.existing(ctx, mp, cur), nil
 			}
 			return Export{}, fmt.Errorf("%w: an earlier attempt of this request is still being written: %w", ErrUnconfirmed, err)
 		case errors.Is(err, statelog.ErrInFlight):
 			return Export{}, fmt.Errorf("%w: %w", ErrUnconfirmed, err) // it may land: the unit stays counted
 		}
-		s.quota.giveBack(context.WithoutCancel(ctx), mp, day, id)
+		s.quota.giveBack(context.WithoutCancel(ctx), qscope, day, id)
 		if errors.Is(err, statelog.ErrUnavailable) || errors.Is(err, statelog.ErrNotReady) {
 			return Export{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -204,7 +244,7 @@ func (s *Service) Create(ctx context.Context, mp string, r Request) (Export, err
 			// Nothing will run it; without a key the client's retry is a new
 			// export: this one is failed (so that the sweep does not run it)
 			// and its unit given back. With a key, the retry queues it.
-			s.quota.giveBack(context.WithoutCancel(ctx), mp, day, id)
+			s.quota.giveBack(context.WithoutCancel(ctx), qscope, day, id)
 			go s.failUnqueued(context.WithoutCancel(ctx), mp, e)
 			return Export{}, fmt.Errorf("%w: queue job: %w", ErrUnavailable, err)
 		}
@@ -274,6 +314,9 @@ type View struct {
 	URL          string          `json:"url,omitempty"`
 	URLExpiresAt *timestamp.Time `json:"urlExpiresAt,omitempty"`
 	Error        *ViewError      `json:"error,omitempty"`
+	// VendorID: the vendor an export was requested for (absent: the
+	// marketplace's).
+	VendorID string `json:"vendorId,omitempty"`
 }
 
 // ViewError says why an export failed.
@@ -297,7 +340,7 @@ func (s *Service) Get(ctx context.Context, mp, id string) (View, error) {
 func (s *Service) ViewOf(ctx context.Context, e Export) (View, error) {
 	v := View{ExportID: e.ID, Status: e.Status, Dataset: e.Dataset, CreatedAt: timestamp.Of(e.CreatedAt), Format: e.Request.Format,
 		Granularity: e.Request.Granularity, Dimensions: e.Request.Dimensions, Metrics: e.Request.Metrics,
-		StartDate: e.Request.StartDate, EndDate: e.Request.EndDate, StartedAt: timestamp.OptOf(e.StartedAt)}
+		StartDate: e.Request.StartDate, EndDate: e.Request.EndDate, StartedAt: timestamp.OptOf(e.StartedAt), VendorID: e.VendorID}
 	switch e.Status {
 	case StatusCompleted:
 		url, exp, err := s.o.S3.PresignGet(ctx, e.Key, s.o.URLLifetime)
@@ -312,4 +355,43 @@ func (s *Service) ViewOf(ctx context.Context, e Export) (View, error) {
 		v.Error = &ViewError{Code: CodeInternal, Message: e.Failure}
 	}
 	return v, nil
+}
+
+// ErrNotReady: the export has no file (yet): it is pending, running or failed.
+var ErrNotReady = errkind.New(errkind.Conflict, "the export has no file: it is not completed")
+
+var errFileUnavailable = errkind.New(errkind.Unavailable, "the export's file cannot be read right now; retry later")
+
+// File is a completed export's file being read.
+type File struct {
+	Export      Export
+	Name        string // a file name for a download: endcap-export-<id>.csv
+	ContentType string
+	Size        int64
+	Body        io.ReadCloser // close it
+}
+
+// Open opens the file of export id of mp for reading as a stream (ctx
+// bounds the read). vendor is who asks: "" for the marketplace (every
+// export), a vendor's catalog id for its users, who read only the exports
+// requested for that vendor; any other export is ErrNotFound to them, as
+// an unknown id is.
+func (s *Service) Open(ctx context.Context, mp, vendor, id string) (File, error) {
+	e, _, ok := s.items.Get(mp, id)
+	if !ok || (vendor != "" && e.VendorID != vendor) {
+		return File{}, ErrNotFound
+	}
+	if e.Status != StatusCompleted || e.Key == "" {
+		return File{}, ErrNotReady
+	}
+	obj, ok, err := s.o.S3.Get(ctx, e.Key)
+	if err != nil {
+		return File{}, fmt.Errorf("%w: %w", errFileUnavailable, err)
+	}
+	if !ok {
+		// Removed by the bucket's lifecycle rule.
+		return File{}, errkind.New(errkind.NotFound, "the export's file is no longer stored; request the export again")
+	}
+	return File{Export: e, Name: "endcap-export-" + e.ID + extension(e.Request.Format), ContentType: contentType(e.Request.Format),
+		Size: obj.Size, Body: obj.Body}, nil
 }

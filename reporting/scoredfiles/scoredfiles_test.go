@@ -67,6 +67,7 @@ type item struct {
 	reason     string
 	score      float64
 	version    uint64
+	vendor     string // the campaign's; "" is vend-1
 }
 
 func (f *fixture) insert(t *testing.T, items []item) {
@@ -80,12 +81,16 @@ func (f *fixture) insert(t *testing.T, items []item) {
 		t.Fatal(err)
 	}
 	for _, it := range items {
+		vendor := it.vendor
+		if vendor == "" {
+			vendor = "vend-1"
+		}
 		day, _ := time.Parse(time.DateOnly, it.day)
 		ia := it.at.Add(-time.Hour)
 		if err := b.Append(uuid.MustParse(it.mp), it.event, it.index, it.at.Truncate(time.Second), it.at.UnixMilli(), it.at.UnixMilli()+250,
 			day, "USD", it.user, "p-"+it.event, "v-1", it.qty, it.unitMicros, it.unitMicros*it.qty, it.attributed, it.reason, it.score,
 			uint32(7*86400), uuid.New(), "click", "ev-"+it.event, ia.Truncate(time.Second), ia.UnixMilli(), uuid.New(),
-			ia.Add(-time.Second).Truncate(time.Second), ia.Add(-time.Second).UnixMilli(), uint8(1), "listing", "camp-1", "vend-1",
+			ia.Add(-time.Second).Truncate(time.Second), ia.Add(-time.Second).UnixMilli(), uint8(1), "listing", "camp-1", vendor,
 			"product", "p-"+it.event, "CPC", it.version, time.Now().UTC().Truncate(time.Second)); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -264,6 +265,7 @@ type ObjectInfo struct {
 	Size         int64
 	LastModified time.Time
 	Metadata     map[string]string // user metadata, keys in lower case
+	ETag         string            // the object's version: a replaced object has another
 }
 
 // Head describes key; ok is false when the object does not exist.
@@ -275,7 +277,7 @@ func (s *Store) Head(ctx context.Context, key string) (ObjectInfo, bool, error) 
 		}
 		return ObjectInfo{}, false, fmt.Errorf("s3: head %s: %w", key, err)
 	}
-	return ObjectInfo{Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified), Metadata: out.Metadata}, true, nil
+	return ObjectInfo{Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified), Metadata: out.Metadata, ETag: aws.ToString(out.ETag)}, true, nil
 }
 
 func isNotFound(err error) bool {
@@ -299,4 +301,142 @@ func (s *Store) PresignGet(ctx context.Context, key string, lifetime time.Durati
 		return "", time.Time{}, fmt.Errorf("s3: presign %s: %w", key, err)
 	}
 	return req.URL, now.Add(lifetime).Truncate(time.Second), nil
+}
+
+// Object is an object being read: its body as a stream, and what a HEAD
+// tells about it. Close the body.
+type Object struct {
+	Body        io.ReadCloser
+	ContentType string
+	ObjectInfo
+}
+
+// Get opens key for reading as a stream (ctx bounds the whole read); ok is
+// false when the object does not exist.
+func (s *Store) Get(ctx context.Context, key string) (Object, bool, error) {
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	if err != nil {
+		if isNotFound(err) {
+			return Object{}, false, nil
+		}
+		return Object{}, false, fmt.Errorf("s3: get %s: %w", key, err)
+	}
+	return Object{Body: out.Body, ContentType: aws.ToString(out.ContentType),
+		ObjectInfo: ObjectInfo{Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified), Metadata: out.Metadata, ETag: aws.ToString(out.ETag)}}, true, nil
+}
+
+// ErrChanged: the object a RangeReader reads was replaced or removed.
+var ErrChanged = errors.New("s3: the object was replaced or removed while it was read")
+
+// RangeReader reads one version of an object (its ETag: a request after
+// the key was replaced fails) at random offsets (an
+// io.ReaderAt, for formats read from their end such as Parquet) with ranged
+// GETs of whole blocks, keeping the most recently used blocks: memory is at
+// most blocks × blockSize, and a reader that moves forward through a few
+// regions at once (a Parquet file's columns) makes one request per block.
+type RangeReader struct {
+	s         *Store
+	ctx       context.Context
+	key       string
+	etag      string
+	size      int64
+	blockSize int64
+	max       int
+
+	mu    sync.Mutex
+	cache map[int64][]byte
+	order []int64 // least recently used first
+}
+
+// NewRangeReader reads the version of key that info describes (a HEAD's),
+// in blocks of blockSize, keeping at most blocks of them. ctx bounds every
+// request.
+func (s *Store) NewRangeReader(ctx context.Context, key string, info ObjectInfo, blockSize, blocks int) *RangeReader {
+	return &RangeReader{s: s, ctx: ctx, key: key, etag: info.ETag, size: info.Size, blockSize: int64(blockSize), max: max(blocks, 1), cache: map[int64][]byte{}}
+}
+
+// Size is the object's size.
+func (r *RangeReader) Size() int64 { return r.size }
+
+// ReadAt implements io.ReaderAt.
+func (r *RangeReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("s3: negative offset")
+	}
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		if pos >= r.size {
+			return n, io.EOF
+		}
+		k, err := r.copyFrom(p[n:], pos)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// copyFrom copies into p what the block of pos holds from pos on (under
+// the lock: the block's buffer may be reused once it is evicted).
+func (r *RangeReader) copyFrom(p []byte, pos int64) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.block(pos / r.blockSize)
+	if err != nil {
+		return 0, err
+	}
+	return copy(p, b[pos%r.blockSize:]), nil
+}
+
+// block returns block i, read when it is not kept (r.mu held).
+func (r *RangeReader) block(i int64) ([]byte, error) {
+	if b, ok := r.cache[i]; ok {
+		r.touch(i)
+		return b, nil
+	}
+	start := i * r.blockSize
+	end := min(start+r.blockSize, r.size) - 1
+	in := &s3.GetObjectInput{Bucket: aws.String(r.s.Bucket), Key: aws.String(r.key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", start, end))}
+	if r.etag != "" {
+		in.IfMatch = aws.String(r.etag)
+	}
+	out, err := r.s.Client.GetObject(r.ctx, in)
+	if err != nil {
+		var re interface{ HTTPStatusCode() int }
+		if errors.As(err, &re) && (re.HTTPStatusCode() == http.StatusPreconditionFailed || re.HTTPStatusCode() == http.StatusNotFound) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrChanged, r.key, err)
+		}
+		return nil, fmt.Errorf("s3: get %s bytes %d-%d: %w", r.key, start, end, err)
+	}
+	defer out.Body.Close()
+	var b []byte
+	if len(r.order) >= r.max {
+		old := r.order[0]
+		b = r.cache[old][:0]
+		delete(r.cache, old)
+		r.order = r.order[1:]
+	}
+	if cap(b) < int(end-start+1) {
+		b = make([]byte, 0, r.blockSize)
+	}
+	b = b[:end-start+1]
+	if _, err := io.ReadFull(out.Body, b); err != nil {
+		return nil, fmt.Errorf("s3: read %s bytes %d-%d: %w", r.key, start, end, err)
+	}
+	r.cache[i] = b
+	r.order = append(r.order, i)
+	return b, nil
+}
+
+// touch makes block i the most recently used.
+func (r *RangeReader) touch(i int64) {
+	for k, j := range r.order {
+		if j == i {
+			copy(r.order[k:], r.order[k+1:])
+			r.order[len(r.order)-1] = i
+			return
+		}
+	}
 }

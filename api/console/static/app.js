@@ -19,4 +19,23 @@
       else { try { document.execCommand("copy"); done(); } catch (e) { /* select() left it selected */ } }
     });
   });
+  // A list that is still changing (exports pending or running): read the
+  // page again every few seconds and replace the list only, so that a form
+  // being filled in is left alone. Stops once nothing is pending.
+  var live = document.querySelector("[data-refresh]");
+  if (live && window.fetch && window.DOMParser) {
+    var every = Math.max(2, parseInt(live.getAttribute("data-refresh"), 10) || 5) * 1000;
+    var tick = function () {
+      fetch(window.location.pathname + window.location.search, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+        .then(function (html) {
+          var next = new DOMParser().parseFromString(html, "text/html").getElementById(live.id);
+          if (!next) return;
+          live.innerHTML = next.innerHTML;
+          if (next.hasAttribute("data-refresh")) window.setTimeout(tick, every);
+          else live.removeAttribute("data-refresh");
+        }, function () { window.setTimeout(tick, every * 2); });
+    };
+    window.setTimeout(tick, every);
+  }
 })();

@@ -3,6 +3,7 @@
 // on stdout with what the Go test checks further. Any failed check throws (exit 1, message on stderr).
 // Screenshots of every page go to input.shots.
 import { createRequire } from "node:module";
+import { readFileSync } from "node:fs";
 
 const input = JSON.parse(process.argv[2]);
 const require = createRequire(input.playwright + "/");
@@ -103,6 +104,49 @@ try {
   const audit = await (await a.goto(U("/console/audit"))).text();
   check(audit.includes("key.create") && audit.includes(input.adminEmail), "the audit log has the key's creation by the admin");
 
+  // Exports: a refused request (its message on the form), then one that runs; the list is read again while
+  // it runs and shows it completed; the download is the file.
+  const wanted = async (page, dims, mets) => {
+    await page.evaluate(() => document.querySelectorAll("form.export-form input[type=checkbox]").forEach((e) => { e.checked = false; }));
+    for (const n of dims) await page.check(`input[name=dimensions][value=${n}]`);
+    for (const n of mets) await page.check(`input[name=metrics][value=${n}]`);
+  };
+  const requestExport = async (page, shotName) => {
+    await page.goto(U("/console/exports"));
+    check((await unlabelled(page)).length === 0, "exports: every field has a label");
+    const before = await page.locator("tr[data-export]").count();
+    await page.fill("#startDate", input.today);
+    await page.fill("#endDate", input.today);
+    await wanted(page, ["vendor_id", "campaign_id"], ["impressions", "clicks"]);
+    await page.click("form.export-form button[type=submit]");
+    await page.waitForURL(U("/console/exports?done=export"));
+    check((await page.locator("tr[data-export]").count()) === before + 1, "the requested export is listed");
+    const id = await page.locator("tr[data-export]").first().getAttribute("data-export");
+    await shot(page, shotName + "-requested");
+    await page.waitForSelector(`tr[data-export="${id}"][data-status="completed"]`, { timeout: 90000 });
+    check(true, "the list shows the export completed without a reload");
+    await noOverflow(page, "/console/exports");
+    await shot(page, shotName + "-completed");
+    const [dl] = await Promise.all([page.waitForEvent("download"), page.click(`tr[data-export="${id}"] a[download]`)]);
+    check(dl.suggestedFilename() === `endcap-export-${id}.csv`, "the download is named after the export: " + dl.suggestedFilename());
+    return [id, readFileSync(await dl.path(), "utf8")];
+  };
+  await a.goto(U("/console/exports"));
+  await a.fill("#startDate", input.today);
+  await a.fill("#endDate", "2020-01-01");
+  await a.click("form.export-form button[type=submit]");
+  const refusal = await a.textContent("[role=alert]");
+  check(refusal.includes("Last day: endDate must be on or after startDate"), "an export whose last day is before its first is refused: " + refusal);
+  check((await a.inputValue("#endDate")) === "2020-01-01", "the refused form keeps what was sent");
+  await shot(a, "25-exports-refused");
+  const [adminExport, adminCSV] = await requestExport(a, "26-exports");
+  check(adminCSV.startsWith("vendor_id,campaign_id,impressions,clicks\n") && adminCSV.includes(input.ownCampaign) && adminCSV.includes(input.otherCampaign),
+    "the admin's export has both vendors' campaigns");
+  const adminFile = await a.request.get(U(`/console/files/${input.today}/download`));
+  check(adminFile.status() === 200 && adminFile.headers()["content-disposition"] === `attachment; filename=scored-attribution-${input.today}.parquet`,
+    "the admin downloads the day's scored-attribution file");
+  out.adminFile = (await adminFile.body()).toString("base64");
+
   // A 90-day chart: drawn in the browser in under a second.
   await a.goto(U(`/console/vendors/${input.vendorId}/performance?from=${input.from90}&to=${input.today}`));
   await a.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
@@ -170,7 +214,7 @@ try {
 
   // The server refuses the rest, whatever the browser asks.
   for (const path of ["/console/keys", "/console/settings", "/console/users", "/console/vendors", `/console/vendors/${input.otherVendorId}/performance`,
-    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/health", "/console/webhooks", "/console/files", "/console/products?q=a"]) {
+    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/health", "/console/webhooks", "/console/products?q=a"]) {
     const r = await v.goto(U(path));
     check(r.status() === 403, `vendor: ${path} is 403`);
   }
@@ -189,6 +233,24 @@ try {
   const csv = await (await v.request.get(U(`/console/performance.csv?from=${input.today}&to=${input.today}`))).text();
   check(csv.includes(input.ownCampaign) && !csv.includes(input.otherCampaign), "the vendor's CSV has only its campaigns");
 
+  // The vendor's own export and its rows of the day's scored-attribution file; the admin's export is not found.
+  const [vendorExport, vendorCSV] = await requestExport(v, "27-vendor-exports");
+  check(vendorCSV.includes(input.ownCampaign) && !vendorCSV.includes(input.otherCampaign) && !vendorCSV.includes(input.otherVendorId),
+    "the vendor's export has only its own campaign");
+  check(!(await v.content()).includes(adminExport), "the vendor's list has not the admin's export");
+  check((await v.request.get(U(`/console/exports/${adminExport}/download`))).status() === 404, "vendor: the admin's export is 404");
+  check((await a.request.get(U(`/console/exports/${vendorExport}/download`))).status() === 200, "admin: the vendor's export downloads");
+  const files = await v.goto(U("/console/files"));
+  check(files.status() === 200, "vendor: the files page answers 200");
+  await shot(v, "28-vendor-files");
+  const [fileDl] = await Promise.all([v.waitForEvent("download"), v.click(`tr[data-day="${input.yesterday}"] a[download]`)]);
+  check(fileDl.suggestedFilename() === `scored-attribution-${input.yesterday}-vendor-${input.vendorUUID}.parquet`,
+    "the vendor downloads its rows of a day's file from the files page: " + fileDl.suggestedFilename());
+  check(readFileSync(await fileDl.path()).subarray(0, 4).toString() === "PAR1", "the vendor's download is a Parquet file");
+  const vendorFile = await v.request.get(U(`/console/files/${input.today}/download`));
+  check(vendorFile.status() === 200 && vendorFile.headers()["content-type"] === "application/vnd.apache.parquet", "the vendor downloads its rows of the day's file");
+  out.vendorFile = (await vendorFile.body()).toString("base64");
+
   // At phone width.
   const mobile = await browser.newContext({ ...phone, storageState: await vendor.storageState() });
   const m = watch(await mobile.newPage());
@@ -198,7 +260,7 @@ try {
   await shot(m, "22-phone-performance");
   const ma = await browser.newContext({ ...phone, storageState: await admin.storageState() });
   const mp = await ma.newPage();
-  for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"]]) {
+  for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"], ["29-phone-exports", "/console/exports"]]) {
     await mp.goto(U(path));
     await noOverflow(mp, path + " (phone)");
     await shot(mp, name);
