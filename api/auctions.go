@@ -47,7 +47,7 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 		}
 		// Last: the results and records share the requests' strings.
 		defer auction.Release(reqs)
-		m := marketOf(&p.Marketplace)
+		m := MarketOf(&p.Marketplace)
 		results, err := h.d.Auctions.Run(c.Request.Context(), m, endpoint, reqs)
 		if err != nil {
 			h.d.Log.Error("auctions failed", "marketplace", m.ID, "err", err)
@@ -89,7 +89,7 @@ func (h *handlers) postAuctionsExplain(c *gin.Context) {
 		return
 	}
 	defer auction.Release(reqs) // after the answer: it shares the requests' strings
-	exps := h.d.Auctions.Explain(c.Request.Context(), marketOf(&p.Marketplace), auction.Auctions, reqs)
+	exps := h.d.Auctions.Explain(c.Request.Context(), MarketOf(&p.Marketplace), auction.Auctions, reqs)
 	c.Data(http.StatusOK, "application/json; charset=utf-8", appendExplanations(nil, exps))
 }
 
@@ -187,8 +187,8 @@ var auctionBodies = sync.Pool{New: func() any { return new([]byte) }}
 // maxPooledAuctionBody is the largest buffer auctionBodies keeps.
 const maxPooledAuctionBody = 256 << 10
 
-// marketOf is the auction's view of a marketplace.
-func marketOf(mp *accounts.Marketplace) *auction.Market {
+// MarketOf is the auction's view of a marketplace (the /v2 routes' and the console's explain page).
+func MarketOf(mp *accounts.Marketplace) *auction.Market {
 	id, _ := uuid.Parse(mp.ID)
 	return &auction.Market{
 		ID: mp.ID, UUID: id, Loc: mp.Location(),

@@ -199,11 +199,6 @@ func (c *Console) vendorsPage(ctx *gin.Context) {
 	c.render(ctx, http.StatusOK, "vendors", "Vendors", d)
 }
 
-type campaignRow struct {
-	campaigns.Campaign
-	Status string
-}
-
 type vendorData struct {
 	Vendor    catalog.VendorView
 	Products  int

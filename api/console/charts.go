@@ -14,6 +14,10 @@ type Chart struct {
 	// X: unix seconds (the axis shows dates or times).
 	X      []int64  `json:"x"`
 	Series []Series `json:"series"`
+	// Time: x is shown as times of day (HH:MM) rather than dates, in the
+	// time zone TZ (an IANA name; "" is the browser's).
+	Time bool   `json:"time,omitempty"`
+	TZ   string `json:"tz,omitempty"`
 }
 
 // Series is one line of a chart. Values are null where undefined.

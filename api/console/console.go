@@ -28,6 +28,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
@@ -64,8 +65,13 @@ type Options struct {
 	Performance *performance.Reader
 	ScoredFiles *scoredfiles.Service
 	Exports     *exports.Service
-	Cursors     *pagination.Signer // the exports list's cursors
 	Health      *Sampler
+	// Cursors signs the page links of the campaigns and exports lists
+	// (nil: a key of this process's own, so that a link works on this
+	// process only).
+	Cursors *pagination.Signer
+	// Auctions explains auctions (nil: the explain page says it cannot).
+	Auctions Explainer
 	// MailEnabled: invitations are e-mailed; otherwise the console shows
 	// each pending invitation's link to the admin.
 	MailEnabled bool
@@ -77,8 +83,9 @@ type Options struct {
 
 // Console serves the pages.
 type Console struct {
-	o     Options
-	pages map[string]*template.Template
+	o       Options
+	pages   map[string]*template.Template
+	cursors *pagination.Signer
 	// assets maps a static file's name to its versioned path.
 	assets map[string]string
 }
@@ -97,7 +104,10 @@ func New(o Options) (*Console, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Console{o: o}
+	c := &Console{o: o, cursors: o.Cursors}
+	if c.cursors == nil {
+		c.cursors = pagination.NewSigner([]byte(users.RandomToken()))
+	}
 	if err := c.loadAssets(); err != nil {
 		return nil, err
 	}
@@ -168,6 +178,8 @@ func (c *Console) adminRoutes() []route {
 		{"GET", "/webhooks/:id", c.webhookPage},
 		{"GET", "/health", c.healthPage},
 		{"GET", "/audit", c.auditPage},
+		{"GET", "/explain", c.explainPage},
+		{"POST", "/explain", c.explain},
 	}
 }
 
@@ -185,7 +197,7 @@ func nav(r users.Role) []navItem {
 	}
 	return []navItem{
 		{"/console/keys", "API keys"}, {"/console/settings", "Settings"}, {"/console/vendors", "Vendors"},
-		{"/console/products", "Products"}, {"/console/campaigns", "Campaigns"}, {"/console/users", "Users"},
+		{"/console/products", "Products"}, {"/console/campaigns", "Campaigns"}, {"/console/explain", "Auction explain"}, {"/console/users", "Users"},
 		{"/console/webhooks", "Webhooks"}, {"/console/exports", "Exports"}, {"/console/files", "Files"}, {"/console/health", "Health"},
 		{"/console/audit", "Audit log"}, {"/console/account", "Account"},
 	}
@@ -490,6 +502,10 @@ func (c *Console) home(ctx *gin.Context) {
 func (c *Console) parse() error {
 	funcs := template.FuncMap{
 		"money":   formatMicros,
+		"decimal": func(m int64) string { return money.Micros(m).String() }, // a number an attribute reads (<meter value>)
+		"spend":   spendCell,
+		"add":     func(a, b int) int { return a + b },
+		"quality": func(ppm int64) string { return money.Micros(ppm).String() }, // parts per million, as the API writes it
 		"time":    formatTime,
 		"timeptr": formatTimePtr,
 		"date":    func(t time.Time) string { return t.Format(time.DateOnly) },

@@ -121,7 +121,7 @@ func (c *Console) exportsData(ctx *gin.Context, form exportForm) exportsData {
 		d.ListProblem = sentence(strings.Join(bad, "; "))
 		return d
 	}
-	lq, probs := exports.ParseVendorListQuery(q, v.Marketplace.ID, vendor, c.o.Cursors)
+	lq, probs := exports.ParseVendorListQuery(q, v.Marketplace.ID, vendor, c.cursors)
 	if len(probs) > 0 {
 		d.ListProblem = problemsText(probs)
 		return d
@@ -139,7 +139,7 @@ func (c *Console) exportsData(ctx *gin.Context, form exportForm) exportsData {
 		d.Busy = d.Busy || !e.Status.Terminal()
 	}
 	if page.HasMore {
-		next := url.Values{"next_page": {lq.NextPage(c.o.Cursors, v.Marketplace.ID, page.Last)}}
+		next := url.Values{"next_page": {lq.NextPage(c.cursors, v.Marketplace.ID, page.Last)}}
 		for k, val := range map[string]string{"status": d.Filter.Status, "dataset": d.Filter.Dataset, "from": d.Filter.From, "to": d.Filter.To, "limit": ctx.Query("limit")} {
 			if val != "" {
 				next.Set(k, val)

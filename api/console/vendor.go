@@ -14,8 +14,6 @@ import (
 
 	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/validation"
-	"github.com/endcap/endcap/management/campaigns"
-	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/reporting/performance"
 )
 
@@ -25,7 +23,8 @@ func asValidation(err error) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	names := map[string]string{"vendorId": "Vendor", "vendorEmail": "E-mail", "targetUserRole": "Role"}
+	names := map[string]string{"vendorId": "Vendor", "vendorEmail": "E-mail", "targetUserRole": "Role",
+		"vendor_id": "Vendor", "status": "Status", "type": "Type", "name": "Name"} // the campaigns list's filters
 	var parts []string
 	for _, f := range v {
 		field := ""
@@ -39,65 +38,6 @@ func asValidation(err error) (string, bool) {
 		}
 	}
 	return strings.Join(parts, "; ") + ".", true
-}
-
-// --- campaigns ---
-
-type campaignsData struct {
-	Vendor    *catalog.VendorView // the vendor whose campaigns are listed
-	Campaigns []campaignRow
-	More      bool
-	Next      string
-}
-
-// campaignsPage lists the vendor user's campaigns; an admin picks a vendor
-// first (its campaigns are on the vendor's page).
-func (c *Console) campaignsPage(ctx *gin.Context) {
-	v := viewerOf(ctx)
-	if !v.User.Role.IsVendor() {
-		c.vendorsPage(ctx)
-		return
-	}
-	mp := v.Marketplace.ID
-	d := campaignsData{}
-	if vv, _, err := c.o.Catalog.GetVendor(mp, v.User.VendorID); err == nil {
-		d.Vendor = &vv
-	}
-	rows, more, err := c.vendorCampaigns(mp, v.User.VendorID, ctx.Query("after"))
-	if err != nil {
-		c.fail(ctx, err)
-		return
-	}
-	d.Campaigns, d.More = rows, more
-	if more && len(rows) > 0 {
-		d.Next = rows[len(rows)-1].ID
-	}
-	c.render(ctx, http.StatusOK, "campaigns", "Campaigns", d)
-}
-
-type campaignData struct {
-	C      campaigns.Campaign
-	Status string
-	Vendor string
-	Bids   []campaigns.Bid
-}
-
-// campaignPage shows a campaign: any of the marketplace's to an admin, only
-// its own vendor's to a vendor user (another's is not found).
-func (c *Console) campaignPage(ctx *gin.Context) {
-	v := viewerOf(ctx)
-	cp, _, ok := c.o.Campaigns.Campaign(v.Marketplace.ID, ctx.Param("id"))
-	if !ok || (v.User.Role.IsVendor() && cp.VendorID != v.User.VendorID) {
-		c.notFound(ctx, "The campaign")
-		return
-	}
-	d := campaignData{C: cp, Status: campaigns.Status(cp, c.o.Now()), Vendor: cp.VendorID}
-	bids := c.o.Campaigns.BidsOf(v.Marketplace.ID, cp.ID)
-	if len(bids) > 200 {
-		bids = bids[:200]
-	}
-	d.Bids = bids
-	c.render(ctx, http.StatusOK, "campaign", cp.Name, d)
 }
 
 // --- performance ---

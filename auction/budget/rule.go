@@ -93,12 +93,36 @@ func Allowed(daily int64, now time.Time, loc *time.Location) int64 {
 	return allowedAt(daily, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second))
 }
 
+// Even is the even spread of the daily budget by now, the line the pacing
+// curve runs an hour ahead of (Allowed):
+//
+//	floor(daily × min(1, s / D))
+//
+// with s and D as in Allowed. daily <= 0 gives 0.
+func Even(daily int64, now time.Time, loc *time.Location) int64 {
+	if daily <= 0 {
+		return 0
+	}
+	start, end := dayBounds(now, orUTC(loc))
+	return spreadAt(daily, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second), 0)
+}
+
+// DayBounds returns the first instant of the local day (in loc, nil means
+// UTC) holding t and the first instant of the next one: the day Allowed and
+// the day hashes count.
+func DayBounds(t time.Time, loc *time.Location) (start, end time.Time) {
+	return dayBounds(t, orUTC(loc))
+}
+
 // allowedAt is Allowed for s seconds into a day of d seconds (d > 0).
-func allowedAt(daily, s, d int64) int64 {
+func allowedAt(daily, s, d int64) int64 { return spreadAt(daily, s, d, pacingLeadSeconds) }
+
+// spreadAt is floor(daily × min(1, (s + lead) / d)) for d > 0.
+func spreadAt(daily, s, d, lead int64) int64 {
 	if s < 0 {
 		s = 0
 	}
-	num := s + pacingLeadSeconds
+	num := s + lead
 	if num >= d {
 		return daily
 	}

@@ -89,6 +89,40 @@ func TestAllowed(t *testing.T) {
 	}
 }
 
+func TestEven(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	tests := []struct {
+		name  string
+		daily int64
+		now   string
+		loc   *time.Location
+		want  int64
+	}{
+		{"midnight: nothing", 24_000_000, "2024-05-10T00:00:00Z", time.UTC, 0},
+		{"nil loc is UTC", 24_000_000, "2024-05-10T12:00:00Z", nil, 12_000_000},
+		{"noon: half", 24_000_000, "2024-05-10T12:00:00Z", time.UTC, 12_000_000},
+		{"an hour behind Allowed", 24_000_000, "2024-05-10T11:00:00Z", time.UTC, Allowed(24_000_000, utc("2024-05-10T10:00:00Z"), time.UTC)},
+		{"00:00:01 rounds down", 1_000_000, "2024-05-10T00:00:01Z", time.UTC, 11},
+		{"23:59:59", 86_400, "2024-05-10T23:59:59Z", time.UTC, 86_399},
+		{"Berlin DST start: 22:00 CEST is 21h of 23", 23_000_000, "2024-03-31T20:00:00Z", berlin, 21_000_000},
+		{"Berlin DST end: noon CET is 13h of 25", 25_000_000, "2024-10-27T11:00:00Z", berlin, 13_000_000},
+		{"MaxInt64 at noon", math.MaxInt64, "2024-05-10T12:00:00Z", time.UTC, math.MaxInt64 / 2},
+		{"zero daily", 0, "2024-05-10T12:00:00Z", time.UTC, 0},
+		{"negative daily", -5, "2024-05-10T12:00:00Z", time.UTC, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Even(tt.daily, utc(tt.now), tt.loc); got != tt.want {
+				t.Errorf("Even(%d, %s) = %d, want %d", tt.daily, tt.now, got, tt.want)
+			}
+		})
+	}
+	start, end := DayBounds(utc("2024-03-31T10:00:00Z"), berlin)
+	if !start.Equal(utc("2024-03-30T23:00:00Z")) || !end.Equal(utc("2024-03-31T22:00:00Z")) {
+		t.Fatalf("DayBounds: %s %s", start, end)
+	}
+}
+
 func TestDayBounds(t *testing.T) {
 	berlin := mustLoc(t, "Europe/Berlin")
 	havana := mustLoc(t, "America/Havana")

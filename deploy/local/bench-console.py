@@ -105,7 +105,9 @@ pages = [
     (admin, f"/console/vendors/{args.vendor}/performance?from={d90}&to={today.isoformat()}"),
     (admin, "/console/products?q=p-000000012"), (admin, f"/console/products?vendor={args.vendor}&q=a"),
     (admin, f"/console/products?vendor={args.vendor}"),
-    (admin, f"/console/campaigns/{campaign}"), (admin, "/console/users"), (admin, "/console/webhooks"), (admin, "/console/files"),
+    (admin, f"/console/campaigns/{campaign}"), (admin, "/console/campaigns"), (admin, "/console/campaigns?status=archived"),
+    (admin, "/console/campaigns?name=no-such-name"), (admin, f"/console/campaigns?vendor_id={args.vendor}&status=running"),
+    (admin, "NEXT /console/campaigns"), (admin, "/console/explain"), (admin, "/console/users"), (admin, "/console/webhooks"), (admin, "/console/files"),
     (admin, "/console/exports"), (admin, "/console/exports?status=completed"),
     (admin, "/console/health"), (admin, "/console/audit"), (admin, "/console/account"),
     (vendor, "/console/performance"), (vendor, f"/console/performance?from={d90}&to={today.isoformat()}"),
@@ -113,10 +115,22 @@ pages = [
 ]
 print(f"{'page':<72} {'who':<7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
 worst = 0
+# The second page of the campaigns list (its link carries a cursor).
+_, _, body, _ = admin.req("GET", "/console/campaigns")
+nxt = re.search(r'href="(/console/campaigns\?[^"]+)" rel="next"', body)
+nxt = nxt.group(1).replace("&amp;", "&") if nxt else "/console/campaigns"
+# The explain form: ten products, the first ten of the vendor's.
+_, _, body, _ = admin.req("GET", f"/console/products?vendor={args.vendor}")
+explain_ids = ", ".join(re.findall(r'<td class="mono">([^<]+)</td>', body)[:10]) or "p-1"
+explain_csrf = admin.csrf("/console/explain")
+pages.append((admin, "POST /console/explain"))
 for who, path in pages:
     ts = []
     for _ in range(args.n):
-        st, _, _, dt = who.req("GET", path)
+        if path == "POST /console/explain":
+            st, _, _, dt = who.req("POST", "/console/explain", {"csrf": explain_csrf, "type": "listings", "slots": "4", "products": explain_ids})
+        else:
+            st, _, _, dt = who.req("GET", nxt if path == "NEXT /console/campaigns" else path)
         if st != 200:
             sys.exit(f"{path}: {st}")
         ts.append(dt * 1000)

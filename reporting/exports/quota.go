@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/bounded"
-	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/internal/vendorid"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // quota counts the exports of each marketplace per UTC day in Redis, by

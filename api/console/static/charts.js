@@ -1,5 +1,5 @@
 // Endcap console: draws the charts a page describes in #chart-data (uPlot):
-// [{id, x: [unix seconds], series: [{label, values, axis: "left"|"right", color, format}]}]
+// [{id, x: [unix seconds], time, tz, series: [{label, values, axis: "left"|"right", color, format}]}]
 // (api/console/charts.go). The time taken is kept on document.body as data-chart-ms (the browser tests read it).
 (function () {
   "use strict";
@@ -27,7 +27,7 @@
     if (!node) return;
     // Points on the lines only when the days are few enough to tell apart.
     var dots = spec.x.length <= 31;
-    var series = [{ label: "Day", value: "{YYYY}-{MM}-{DD}" }];
+    var series = [spec.time ? { label: "Time", value: "{HH}:{mm}" } : { label: "Day", value: "{YYYY}-{MM}-{DD}" }];
     var axes = [{}];
     var scales = { x: { time: true } };
     var sides = {};
@@ -44,7 +44,10 @@
       }
     });
     var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
-    var plot = new uPlot({ width: width(node), height: 240, scales: scales, series: series, axes: axes, legend: { live: true } }, data, node);
+    var opts = { width: width(node), height: 240, scales: scales, series: series, axes: axes, legend: { live: true } };
+    // Times of day in the marketplace's zone, not the browser's.
+    if (spec.tz) opts.tzDate = function (ts) { return uPlot.tzDate(new Date(ts * 1e3), spec.tz); };
+    var plot = new uPlot(opts, data, node);
     plots.push({ node: node, plot: plot });
   });
   document.body.setAttribute("data-chart-ms", String(Math.round((performance.now() - t0) * 10) / 10));

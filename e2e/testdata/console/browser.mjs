@@ -93,6 +93,8 @@ try {
     ["07-vendor-performance", `/console/vendors/${input.vendorId}/performance`], ["08-products", `/console/products?vendor=${input.vendorId}&q=trail`],
     ["09-campaign", `/console/campaigns/${input.ownCampaign}`], ["10-users", "/console/users"], ["11-webhooks", "/console/webhooks"],
     ["12-files", "/console/files"], ["13-health", "/console/health"], ["14-audit", "/console/audit"], ["15-account", "/console/account"],
+    ["09a-campaigns", "/console/campaigns"], ["09b-campaigns-filtered", `/console/campaigns?vendor_id=${input.otherVendorId}&status=running&name=secret`],
+    ["09c-explain", "/console/explain"],
   ];
   for (const [name, path] of pages) {
     const r = await a.goto(U(path));
@@ -101,6 +103,35 @@ try {
     await noOverflow(a, path);
     await shot(a, name);
   }
+  // The operators' campaigns: every vendor's, with spend against budget; filtered by vendor.
+  const all = await (await a.goto(U("/console/campaigns"))).text();
+  check(all.includes(input.ownCampaignName) && all.includes(input.otherCampaignName), "admin: the campaigns list has every vendor's");
+  await a.goto(U(`/console/campaigns?vendor_id=${input.otherVendorId}`));
+  const opRows = await a.locator("[data-testid=campaigns] tbody tr").allTextContents();
+  check(opRows.length === 1 && opRows[0].includes(input.otherCampaignName), `admin: filtered by vendor, one campaign (${opRows.length})`);
+  check(!opRows[0].includes("unavailable") && (await a.locator("[data-testid=campaigns] meter").count()) >= 1, "admin: the campaign's spend against its budget");
+  // A campaign's pacing chart, drawn.
+  await a.goto(U(`/console/campaigns/${input.ownCampaign}`));
+  await a.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
+  check((await a.locator("#chart-pacing canvas").count()) === 1, "the campaign's pacing chart is drawn");
+  check((await a.textContent("[data-testid=status-reason]")).trim() !== "", "the campaign's status reason is shown");
+  await shot(a, "09d-campaign-pacing");
+  // The explain form, by keyboard-free filling: the own product wins.
+  await a.goto(U("/console/explain"));
+  await a.fill("#slots", "2");
+  await a.fill("#products", "p-alpha, p-beta, p-none");
+  await a.click("[data-testid=explain-form] button[type=submit]");
+  await a.waitForSelector("[data-testid=explain-result]");
+  const explained = await a.textContent("[data-testid=explain-result]");
+  check(explained.includes("won") && explained.includes(input.ownCampaignName) && explained.includes("product_not_found"), "the explain form shows the winners and the left-out product");
+  await noOverflow(a, "explain result");
+  await shot(a, "09e-explain-result");
+  // Bad input: the message on the form, the form again.
+  await a.fill("#slots", "many");
+  await a.click("[data-testid=explain-form] button[type=submit]");
+  await a.waitForSelector("p.error");
+  check((await a.textContent("p.error")).includes("whole number") && (await a.inputValue("#slots")) === "many", "the explain form shows a bad field's message and keeps the input");
+  await shot(a, "09f-explain-error");
   const audit = await (await a.goto(U("/console/audit"))).text();
   check(audit.includes("key.create") && audit.includes(input.adminEmail), "the audit log has the key's creation by the admin");
 
@@ -214,7 +245,7 @@ try {
 
   // The server refuses the rest, whatever the browser asks.
   for (const path of ["/console/keys", "/console/settings", "/console/users", "/console/vendors", `/console/vendors/${input.otherVendorId}/performance`,
-    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/health", "/console/webhooks", "/console/products?q=a"]) {
+    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/explain", "/console/health", "/console/webhooks", "/console/products?q=a"]) {
     const r = await v.goto(U(path));
     check(r.status() === 403, `vendor: ${path} is 403`);
   }
@@ -260,7 +291,8 @@ try {
   await shot(m, "22-phone-performance");
   const ma = await browser.newContext({ ...phone, storageState: await admin.storageState() });
   const mp = await ma.newPage();
-  for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"], ["29-phone-exports", "/console/exports"]]) {
+  for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"], ["30-phone-campaigns", "/console/campaigns"],
+    ["31-phone-campaign", `/console/campaigns/${input.ownCampaign}`], ["32-phone-explain", "/console/explain"], ["29-phone-exports", "/console/exports"]]) {
     await mp.goto(U(path));
     await noOverflow(mp, path + " (phone)");
     await shot(mp, name);
