@@ -265,7 +265,9 @@ func TestAuctionExplain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.App.Spend.Register(s.Marketplace.ID, loc) // the cache holds a marketplace from its first auction on
+	// The cache holds a campaign's spend from the first auction that asks
+	// for it on (or from the process's start): these were created since.
+	s.App.Spend.Register(s.Marketplace.ID, loc, total, daily, paced)
 	if err := s.App.Spend.RefreshNow(ctx); err != nil {
 		t.Fatal(err)
 	}
