@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -20,29 +21,70 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
-// freePorts returns n distinct free ports. Every listener stays open until
-// all n are picked: closed one by one, the kernel may hand the same port out
-// twice (it did: ClickHouse and Redis both got one).
+// freePorts returns n distinct ports that are free now, picked below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range): a port the
+// kernel hands out for a listener on :0 is also one it hands out for
+// outgoing connections, and one of the many this package's tests open took
+// such a port (maildev's) before the stack could bind it. A port is never
+// handed out twice in the process.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	low := ephemeralLow()
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 10_000 {
+			t.Fatalf("no free port below %d", low)
 		}
-		defer ln.Close()
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		p := portsFrom + rand.IntN(low-portsFrom)
+		if portsUsed[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		portsUsed[p] = true
+		ports = append(ports, p)
 	}
 	return ports
+}
+
+// portsFrom is the lowest port freePorts picks: above the local stack's
+// fixed ports (8080, 11025, 16379, 18123, 19000…19100).
+const portsFrom = 20_000
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	if v, err := strconv.Atoi(f[0]); err == nil && v > portsFrom+1000 {
+		return v
+	}
+	return 32768
 }
 
 // newDevStack is a devStack of the test's own: a fresh binary, directory
 // and ports.
 func newDevStack(t *testing.T, extra ...string) *devStack {
 	t.Helper()
+	bin := buildBinary(t) // first: the ports are picked just before they are bound
 	p := freePorts(t, 8)
-	return &devStack{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra,
+	return &devStack{t: t, bin: bin, dir: t.TempDir(), extra: extra,
 		http: p[0], kafka: p[1], ch: p[2], chHTTP: p[3], redis: p[4], s3: p[5], mailSMTP: p[6], mailWeb: p[7]}
 }
 

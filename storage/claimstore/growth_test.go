@@ -39,7 +39,14 @@ func TestGrowth(t *testing.T) {
 	}
 	cacheMB, _ := strconv.Atoi(os.Getenv("ENDCAP_CLAIMS_GROWTH_CACHE_MB"))
 	maxOpen, _ := strconv.Atoi(os.Getenv("ENDCAP_CLAIMS_GROWTH_MAX_OPEN_FILES"))
-	s, err := claimstore.Open(claimstore.Options{Dir: dir, CacheBytes: int64(cacheMB) << 20, MaxOpenFiles: maxOpen})
+	var trim time.Duration
+	if v := os.Getenv("ENDCAP_CLAIMS_GROWTH_TRIM"); v != "" {
+		var err error
+		if trim, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("ENDCAP_CLAIMS_GROWTH_TRIM: %v", err)
+		}
+	}
+	s, err := claimstore.Open(claimstore.Options{Dir: dir, CacheBytes: int64(cacheMB) << 20, MaxOpenFiles: maxOpen, TrimInterval: trim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +90,9 @@ func TestGrowth(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		st := s.Stats()
-		t.Logf("claims %4dM  %7.0f claims/s per core (%6.0f/s wall)  RSS %5d MiB  Go heap %4d MiB  cache %4d/%d MiB  memtables %3d MiB  disk %6.1f B/claim (%5.2f GiB, %d tables)",
+		t.Logf("claims %4dM  %7.0f claims/s per core (%6.0f/s wall)  RSS %5d MiB  Go heap %4d MiB (Go's memory not handed back %4d MiB)  cache %4d/%d MiB  memtables %3d MiB  disk %6.1f B/claim (%5.2f GiB, %d tables)",
 			done/1e6, float64(done-lastDone)/(cpu-lastCPU).Seconds(), float64(done)/time.Since(start).Seconds(),
-			rss()>>20, ms.HeapInuse>>20, st.CacheBytes>>20, st.CacheMax>>20, st.MemTableBytes>>20,
+			rss()>>20, ms.HeapInuse>>20, (ms.Sys-ms.HeapReleased)>>20, st.CacheBytes>>20, st.CacheMax>>20, st.MemTableBytes>>20,
 			float64(st.DiskBytes)/float64(done), float64(st.DiskBytes)/(1<<30), st.Tables)
 		lastCPU, lastDone = cpu, done
 		if done >= total {

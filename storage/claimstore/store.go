@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -49,6 +50,10 @@ type Options struct {
 	// MaxOpenFiles bounds the tables kept open, each with its reader's
 	// memory. Default Pebble's, 1,000.
 	MaxOpenFiles int
+	// TrimInterval is how often the free memory of the C allocator, in
+	// which Pebble keeps its block cache, is handed back to the OS
+	// (malloc_trim). Default 10 s; negative: never.
+	TrimInterval time.Duration
 	Log          *slog.Logger
 }
 
@@ -57,6 +62,7 @@ const (
 	DefaultCacheBytes      = 256 << 20
 	DefaultMemTableBytes   = 32 << 20
 	DefaultBloomBitsPerKey = 10
+	DefaultTrimInterval    = 10 * time.Second
 )
 
 // Store is a claim store on local disk. Its methods may be called
@@ -72,6 +78,9 @@ type Store struct {
 	cacheMax int64
 	// remove: Close deletes the directory (RemoveOnClose).
 	remove bool
+	// stopTrim ends the trimming goroutine (nil: none), which closes
+	// trimmed when it has returned.
+	stopTrim, trimmed chan struct{}
 }
 
 // RemoveOnClose has Close delete the store's directory (a temporary store).
@@ -131,11 +140,39 @@ func Open(o Options) (*Store, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("claim store: %w", err)
 	}
-	return &Store{db: db, opts: opts, cache: cache, dir: o.Dir, cacheMax: o.CacheBytes}, nil
+	s := &Store{db: db, opts: opts, cache: cache, dir: o.Dir, cacheMax: o.CacheBytes}
+	if o.TrimInterval == 0 {
+		o.TrimInterval = DefaultTrimInterval
+	}
+	if canTrim && o.TrimInterval > 0 {
+		s.stopTrim, s.trimmed = make(chan struct{}), make(chan struct{})
+		go s.trim(o.TrimInterval)
+	}
+	return s, nil
+}
+
+// trim hands the C allocator's free memory back to the OS every interval
+// until Close (trimC).
+func (s *Store) trim(interval time.Duration) {
+	defer close(s.trimmed)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopTrim:
+			return
+		case <-t.C:
+			trimC()
+		}
+	}
 }
 
 // Close closes the store (its write-ahead log keeps what was written).
 func (s *Store) Close() error {
+	if s.stopTrim != nil {
+		close(s.stopTrim)
+		<-s.trimmed
+	}
 	err := s.db.Close()
 	s.cache.Unref()
 	if s.remove {
