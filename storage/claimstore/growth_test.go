@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,7 @@ func TestGrowth(t *testing.T) {
 		if step > total {
 			step = total
 		}
+		var rsses []int64 // the RSS after each batch of the step
 		for done < step {
 			for p := range int32(parts) {
 				for i := range keys {
@@ -85,14 +87,16 @@ func TestGrowth(t *testing.T) {
 				}
 				done += int64(len(keys))
 			}
+			rsses = append(rsses, rss())
 		}
 		cpu := cpuTime()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		st := s.Stats()
-		t.Logf("claims %4dM  %7.0f claims/s per core (%6.0f/s wall)  RSS %5d MiB  Go heap %4d MiB (Go's memory not handed back %4d MiB)  cache %4d/%d MiB  memtables %3d MiB  disk %6.1f B/claim (%5.2f GiB, %d tables)",
+		slices.Sort(rsses)
+		t.Logf("claims %4dM  %7.0f claims/s per core (%6.0f/s wall)  RSS %5d MiB (through the step: median %d, max %d)  Go heap %4d MiB (Go's memory not handed back %4d MiB)  cache %4d/%d MiB  memtables %3d MiB  disk %6.1f B/claim (%5.2f GiB, %d tables)",
 			done/1e6, float64(done-lastDone)/(cpu-lastCPU).Seconds(), float64(done)/time.Since(start).Seconds(),
-			rss()>>20, ms.HeapInuse>>20, (ms.Sys-ms.HeapReleased)>>20, st.CacheBytes>>20, st.CacheMax>>20, st.MemTableBytes>>20,
+			rss()>>20, rsses[len(rsses)/2]>>20, rsses[len(rsses)-1]>>20, ms.HeapInuse>>20, (ms.Sys-ms.HeapReleased)>>20, st.CacheBytes>>20, st.CacheMax>>20, st.MemTableBytes>>20,
 			float64(st.DiskBytes)/float64(done), float64(st.DiskBytes)/(1<<30), st.Tables)
 		lastCPU, lastDone = cpu, done
 		if done >= total {
