@@ -1010,6 +1010,22 @@ func TestExportsList(t *testing.T) {
 // holds the events' rows, or says that its data stops before them
 // (partial, with a dataAsOf before the events): never a silent 0 rows.
 // Its export.completed webhook carries the export as GET answers it.
+// exOneWinner makes vendor v1 with product p1, a CPC campaign named name
+// bidding on it, and an auction that p1 wins: the campaign's id and the
+// winner's resolvedBidId.
+func exOneWinner(t *testing.T, s *system, key, name string) (camp, bid string) {
+	t.Helper()
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
+	camp = auCampaign(t, s, "v1", fmt.Sprintf(`{"name":%q,"type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`, name))
+	auBid(t, s, camp, "product", "p1", "0.03")
+	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
+	if len(res) != 1 || len(res[0].Winners) != 1 {
+		t.Fatalf("auction: %+v", res)
+	}
+	return camp, res[0].Winners[0].ResolvedBidID
+}
+
 func TestExportsFreshRequest(t *testing.T) {
 	cfg := exConfig(t)
 	cfg.WebhookAllowLoopback = true
@@ -1019,15 +1035,7 @@ func TestExportsFreshRequest(t *testing.T) {
 	r := cpDo(t, s, "POST", bwWhPath, key, fmt.Sprintf(`{"url": %q, "eventTypes": ["export.completed"]}`, rc.srv.URL+"/hooks"), nil)
 	cpStatus(t, r, 201)
 	hook := bwObj(t, r.Body)["id"].(string)
-	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
-	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
-	camp := auCampaign(t, s, "v1", `{"name":"Fresh","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
-	auBid(t, s, camp, "product", "p1", "0.03")
-	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
-	if len(res) != 1 || len(res[0].Winners) != 1 {
-		t.Fatalf("auction: %+v", res)
-	}
-	bid := res[0].Winners[0].ResolvedBidID
+	camp, bid := exOneWinner(t, s, key, "Fresh")
 
 	// Wait for a run of the rollup job that started less than 20 s ago:
 	// the next one is at least 40 s away.
@@ -1142,15 +1150,7 @@ func TestExportsProjectorBehind(t *testing.T) {
 	})
 	s := startSystem(t, cfg)
 	key := s.AdvancedKey
-	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
-	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[{"id":"p1","name":"P1","vendors":["v1"],"active":true}]}`, nil), 200)
-	camp := auCampaign(t, s, "v1", `{"name":"Behind","type":"listings","chargeType":"CPC","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`)
-	auBid(t, s, camp, "product", "p1", "0.03")
-	res := auRun(t, s, "/v2/auctions", `{"auctions":[{"type":"listings","slots":1,"products":{"ids":["p1"]}}]}`)
-	if len(res) != 1 || len(res[0].Winners) != 1 {
-		t.Fatalf("auction: %+v", res)
-	}
-	bid := res[0].Winners[0].ResolvedBidID
+	camp, bid := exOneWinner(t, s, key, "Behind")
 	l := time.Now().In(s.Marketplace.Location())
 	day := time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
 	exportDay := exWith("dimensions", []string{"day_local", "campaign_id"}, "metrics", []string{"impressions", "clicks"}, "startDate", day, "endDate", day)
