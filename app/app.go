@@ -294,7 +294,7 @@ func (a *App) checkProjectors(now time.Time) error {
 // groupOptions are the consumer-group timings of the projectors.
 func (a *App) groupOptions() projections.GroupOptions {
 	return projections.GroupOptions{SessionTimeout: a.cfg.KafkaSessionTimeout,
-		RebalanceTimeout: a.cfg.KafkaRebalanceTimeout, FlushTimeout: a.cfg.ProjectorFlushTimeout}
+		RebalanceTimeout: a.cfg.KafkaRebalanceTimeout, FlushTimeout: a.cfg.ProjectorFlushTimeout, StopGrace: a.cfg.ShutdownTimeout}
 }
 
 // Prepare creates what the process needs to exist (topics, the ClickHouse

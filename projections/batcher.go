@@ -32,6 +32,11 @@ type GroupOptions struct {
 	// attempt that fails or takes longer is abandoned: the batch is read
 	// again from the last commit after a backoff. Default 30 s.
 	FlushTimeout time.Duration
+	// StopGrace: how long a batch in flight when the process is stopped
+	// may still take to be folded and committed (within FlushTimeout); past
+	// it the attempt is abandoned and the partition's next owner folds the
+	// batch again. Default 5 s.
+	StopGrace time.Duration
 }
 
 // Default consumer-group timings.
@@ -39,6 +44,7 @@ const (
 	DefaultSessionTimeout   = 10 * time.Second
 	DefaultRebalanceTimeout = 60 * time.Second
 	DefaultFlushTimeout     = 30 * time.Second
+	DefaultStopGrace        = 5 * time.Second
 )
 
 func (o GroupOptions) withDefaults() GroupOptions {
@@ -50,6 +56,9 @@ func (o GroupOptions) withDefaults() GroupOptions {
 	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = DefaultFlushTimeout
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
 	}
 	return o
 }
@@ -82,6 +91,7 @@ type batcher struct {
 	maxRows       int
 	flushInterval time.Duration
 	flushTimeout  time.Duration
+	stopGrace     time.Duration
 	log           *slog.Logger
 	flush         func(ctx context.Context, batch []*kgo.Record) error
 
@@ -104,7 +114,7 @@ func newBatcher(brokers []string, group string, topics []string, maxRows int, fl
 	o GroupOptions, log *slog.Logger, flush func(context.Context, []*kgo.Record) error, hooks ...partitionHooks) (*batcher, error) {
 	o = o.withDefaults()
 	b := &batcher{group: group, topics: topics, maxRows: maxRows, flushInterval: flushInterval,
-		flushTimeout: o.FlushTimeout, log: log, flush: flush}
+		flushTimeout: o.FlushTimeout, stopGrace: o.StopGrace, log: log, flush: flush}
 	b.progress.Store(time.Now().UnixNano())
 	// A batch owed on partitions that moved away (a rebalance the member
 	// took part in) is their new owner's now; a new assignment means the
@@ -266,14 +276,26 @@ const (
 )
 
 // attempt folds the batch and commits its offsets, within flushTimeout.
+// A batch in flight when ctx ends (the process is being stopped) is still
+// folded and committed, for up to stopGrace more: else its partitions' next
+// owner folds it again.
 func (b *batcher) attempt(ctx context.Context, batch []*kgo.Record) error {
-	fctx, cancel := context.WithTimeout(ctx, b.flushTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.flushTimeout)
 	defer cancel()
+	stopping := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(b.stopGrace)
+		defer t.Stop()
+		select {
+		case <-fctx.Done():
+		case <-t.C:
+			cancel()
+		}
+	})
+	defer stopping()
 	if err := b.flush(fctx, batch); err != nil {
 		return err
 	}
-	// A batch written is committed even when the process is being stopped
-	// meanwhile: else the next owner writes it again.
+	// Once written, the batch is committed whatever happens meanwhile.
 	committing := time.Now()
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer ccancel()

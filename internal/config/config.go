@@ -377,7 +377,7 @@ var settings = []setting{
 	}},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
-	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit: for the HTTP requests in flight, then for each projector's batch in flight to be folded and committed", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-level", "ENDCAP_LOG_LEVEL", "info", "debug | info | warn | error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":
