@@ -49,6 +49,10 @@ type Deps struct {
 	// ConsoleNotFound answers the paths under /console that no route has.
 	Console         func(g *gin.RouterGroup)
 	ConsoleNotFound gin.HandlerFunc
+	// TrustedProxies: the reverse proxies (IPs or CIDRs) whose
+	// X-Forwarded-For or X-Real-IP names the client (gin.Context.ClientIP);
+	// nil: none, the client is the connection's address.
+	TrustedProxies []string
 }
 
 // New returns the HTTP handler of one process.
@@ -58,6 +62,12 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	r := gin.New()
+	// The configuration checks the list; one gin refuses all the same
+	// trusts no proxy.
+	if err := r.SetTrustedProxies(d.TrustedProxies); err != nil {
+		d.Log.Error("trusted proxies refused: no proxy is trusted", "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true

@@ -216,6 +216,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		RetryAfter:       cfg.RetryAfter,
 		Log:              log,
 		MetricsElsewhere: cfg.MetricsAddr != "",
+		TrustedProxies:   cfg.TrustedProxies,
 	}
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts

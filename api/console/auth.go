@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -30,16 +29,6 @@ func safeNext(n string) string {
 	return ""
 }
 
-// clientAddr is the client's address as the connection gives it (a proxy's
-// forwarding headers are not trusted here).
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 func (c *Console) login(ctx *gin.Context) {
 	email := strings.TrimSpace(ctx.PostForm("email"))
 	password := ctx.PostForm("password")
@@ -51,13 +40,13 @@ func (c *Console) login(ctx *gin.Context) {
 		c.formError(ctx, users.ErrBadPassword, again)
 		return
 	}
-	if err := c.o.Throttle.Allow(rctx, email, clientAddr(ctx.Request)); err != nil {
+	if err := c.o.Throttle.Allow(rctx, email, ctx.ClientIP()); err != nil {
 		c.formError(ctx, err, again)
 		return
 	}
 	u, err := c.o.Users.Authenticate(rctx, email, password)
 	if err != nil {
-		c.o.Log.Info("console: sign-in refused", "client", clientAddr(ctx.Request))
+		c.o.Log.Info("console: sign-in refused", "client", ctx.ClientIP())
 		c.formError(ctx, err, again)
 		return
 	}

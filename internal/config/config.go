@@ -101,6 +101,10 @@ type Config struct {
 	SMTPFrom             string
 	SMTPTLS              string
 
+	// TrustedProxies: the addresses (IPs or CIDRs) of the reverse proxies
+	// whose X-Forwarded-For and X-Real-IP name the client; nil: none.
+	TrustedProxies []string
+
 	MetricsAddr     string
 	DebugAddr       string
 	ShutdownTimeout time.Duration
@@ -164,6 +168,19 @@ var clusterName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var settings = []setting{
 	{"http-addr", "ENDCAP_HTTP_ADDR", "127.0.0.1:8080", "address the API listens on", str(func(c *Config) *string { return &c.HTTPAddr })},
+	{"trusted-proxies", "ENDCAP_TRUSTED_PROXIES", "", "comma-separated IPs or CIDRs of the reverse proxies in front of the API, whose X-Forwarded-For names the client (the console's per-client sign-in limit, logs); empty: none, the client is the connection's address", func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+				return fmt.Errorf("%q is neither an IP nor a CIDR", p)
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+		return nil
+	}},
 	{"kafka-brokers", "ENDCAP_KAFKA_BROKERS", "127.0.0.1:19092", "comma-separated Kafka bootstrap brokers", func(c *Config, v string) error {
 		c.KafkaBrokers = nil
 		for _, b := range strings.Split(v, ",") {

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,12 @@ func TestPrecedence(t *testing.T) {
 		{"no redis address", nil, []string{"--redis-addr", " , "}, nil, "at least one address"},
 		{"redis address without port", nil, []string{"--redis-addr", "a:1,b"}, nil, `"b" is not a host:port`},
 		{"seed nodes without cluster", nil, []string{"--redis-addr", "a:1,b:2"}, nil, "set redis-cluster"},
+		{"no trusted proxy", nil, nil, func(c Config) bool { return c.TrustedProxies == nil }, ""},
+		{"trusted proxies", map[string]string{"ENDCAP_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1,2001:db8::/32"}, nil, func(c Config) bool {
+			return slices.Equal(c.TrustedProxies, []string{"10.0.0.0/8", "192.0.2.1", "2001:db8::/32"})
+		}, ""},
+		{"a trusted proxy that is no address", nil, []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, nil, `"proxy.internal" is neither an IP nor a CIDR`},
+		{"a trusted proxy with a bad mask", nil, []string{"--trusted-proxies", "10.0.0.0/33"}, nil, `"10.0.0.0/33" is neither an IP nor a CIDR`},
 		{"database on a cluster", map[string]string{"ENDCAP_REDIS_CLUSTER": "1"}, []string{"--redis-db", "2"}, nil, "must be 0 with redis-cluster"},
 	}
 	for _, c := range cases {
