@@ -134,7 +134,7 @@ var monitoringMetrics = &Dataset{
 		{Name: "auction_search_query", Kind: KindString, Description: "Search query of the auction.", column: "auction_search_query"},
 		{Name: "auction_category", Kind: KindString, Description: "Category of the auction.", column: "auction_category"},
 		{Name: "currency_code", Kind: KindString, Description: "ISO 4217 currency of every amount of the row (the marketplace's).", column: "currency_code"},
-		{Name: "external_vendor_id", Kind: KindString, Description: "The vendor's global (external) id.", column: "external_vendor_id"},
+		{Name: "external_vendor_id", Kind: KindString, Description: "The vendor id the interaction's event gave (externalVendorId), else the vendor's catalog id.", column: "external_vendor_id"},
 		{Name: "vendor_name", Kind: KindString, Description: "The vendor's name when the interaction was recorded.", column: "vendor_name"},
 		{Name: "campaign_name", Kind: KindString, Description: "The campaign's name when the interaction was recorded.", column: "campaign_name"},
 		{Name: "external_campaign_id", Kind: KindString, Description: "Campaign id reported by the marketplace on events of its own (external) campaigns.", column: "external_campaign_id"},
