@@ -63,6 +63,7 @@ type exportFilter struct {
 
 type exportsData struct {
 	Vendor      string // the vendor user's vendor ("" for an admin)
+	RequestKey  string // the request form's key (newRequestKey)
 	Datasets    []*exports.Dataset
 	Form        exportForm
 	Filter      exportFilter
@@ -89,7 +90,7 @@ func (c *Console) defaultExportForm(ctx *gin.Context) exportForm {
 func (c *Console) exportsData(ctx *gin.Context, form exportForm) exportsData {
 	v := viewerOf(ctx)
 	vendor := scopeOf(v)
-	d := exportsData{Vendor: vendor, Datasets: exports.Datasets(), Form: form, Refresh: refreshSeconds,
+	d := exportsData{Vendor: vendor, RequestKey: newRequestKey(), Datasets: exports.Datasets(), Form: form, Refresh: refreshSeconds,
 		Statuses: []string{string(exports.StatusPending), string(exports.StatusRunning), string(exports.StatusCompleted), string(exports.StatusFailed)}}
 	d.Quota = c.o.Exports.DailyQuota()
 	if vendor != "" {
@@ -162,7 +163,9 @@ func (c *Console) exportsPage(ctx *gin.Context) {
 
 // createExport requests an export: the marketplace's for an admin, its
 // vendor's for a vendor user. The rules are the export service's (the
-// same as POST /public/v1/export-service/exports).
+// same as POST /public/v1/export-service/exports). The form's request key
+// makes a second submission of it (a double click, a reload after a lost
+// answer) the same export, counted once against the quota.
 func (c *Console) createExport(ctx *gin.Context) {
 	v := viewerOf(ctx)
 	if err := ctx.Request.ParseForm(); err != nil {
@@ -175,7 +178,7 @@ func (c *Console) createExport(ctx *gin.Context) {
 	form := exportForm{Dataset: req.Dataset, Granularity: req.Granularity, StartDate: req.StartDate, EndDate: req.EndDate, Format: req.Format,
 		Dimensions: set(req.Dimensions), Metrics: set(req.Metrics)}
 	again := func() { c.render(ctx, ctx.Writer.Status(), "exports", "Exports", c.exportsData(ctx, form)) }
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
+	rctx, cancel := context.WithTimeout(c.keyedRequest(ctx, pf), 10*time.Second)
 	defer cancel()
 	var err error
 	if vendor := scopeOf(v); vendor != "" {

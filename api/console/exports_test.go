@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -394,4 +396,91 @@ func TestFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+var requestKeyInput = regexp.MustCompile(`name="requestKey" value="([^"]*)"`)
+
+// The export form carries a request key: submitting the same form twice,
+// one after the other or at once, makes one export; the same key with other
+// values, or a key that is not one the console makes, is a new export.
+func TestExportFormSubmittedTwice(t *testing.T) {
+	s := start(t)
+	admin := s.client(t)
+	admin.login(adminEmail, adminPassword)
+	day := time.Now().In(s.mp.Location()).AddDate(0, 0, -1).Format(time.DateOnly)
+
+	listed := func() []string {
+		ids, _ := exportIDs(admin.do("GET", "/console/exports", nil).body)
+		return ids
+	}
+	// form renders the page and returns its form's values with f's.
+	form := func(f url.Values) url.Values {
+		m := requestKeyInput.FindStringSubmatch(admin.do("GET", "/console/exports", nil).body)
+		if m == nil || m[1] == "" {
+			t.Fatal("the export form has no request key")
+		}
+		f.Set("requestKey", m[1])
+		f.Set("csrf", admin.csrf("/console/exports"))
+		return f
+	}
+	post := func(c *client, f url.Values) int {
+		r := c.do("POST", "/console/exports", f)
+		if r.status != http.StatusSeeOther {
+			t.Errorf("submit: %d %s", r.status, errorOf(r.body))
+		}
+		return r.status
+	}
+	wantNew := func(before []string, n int, what string) []string {
+		t.Helper()
+		after := listed()
+		if got := len(after) - len(before); got != n {
+			t.Fatalf("%s: %d new exports, want %d", what, got, n)
+		}
+		return after
+	}
+
+	before := listed()
+	f := form(exportForm(day, day))
+	post(admin, f)
+	post(admin, f)
+	before = wantNew(before, 1, "the same form twice")
+
+	// Other values with the same key (the form edited after going back).
+	g := exportForm(day, day)
+	g.Set("format", "parquet")
+	g.Set("requestKey", f.Get("requestKey"))
+	g.Set("csrf", f.Get("csrf"))
+	post(admin, g)
+	before = wantNew(before, 1, "the same key with other values")
+
+	// Keys the console does not make: each submission its own export.
+	for _, k := range []string{"", "not-a-key", uuid.NewString(), "0190163d-8694-739b-aea5-966c26f8ad91" /* a UUIDv7 of 2024 */} {
+		h := exportForm(day, day)
+		h.Set("requestKey", k)
+		h.Set("csrf", f.Get("csrf"))
+		post(admin, h)
+		post(admin, h)
+		before = wantNew(before, 2, fmt.Sprintf("key %q twice", k))
+	}
+
+	// A double click: the same form at once, from the same session.
+	f = form(exportForm(day, day))
+	var wg sync.WaitGroup
+	statuses := make([]int, 2)
+	for i := range statuses {
+		c := &client{t: t, s: s, cookies: maps.Clone(admin.cookies)}
+		wg.Go(func() {
+			r := c.do("POST", "/console/exports", f)
+			statuses[i] = r.status
+		})
+	}
+	wg.Wait()
+	for _, st := range statuses {
+		// The second may find the first still writing: it asks to
+		// submit again, and creates nothing.
+		if st != http.StatusSeeOther && st != http.StatusServiceUnavailable {
+			t.Errorf("a double click: %v", statuses)
+		}
+	}
+	wantNew(before, 1, "a double click")
 }
