@@ -679,3 +679,56 @@ func TestRotationSignsWithBoth(t *testing.T) {
 		t.Fatalf("keys after a rotation without overlap: %d %v", len(keys), err)
 	}
 }
+
+// The sweep deletes the deliveries finished more than RecordRetention ago
+// and the failure streak of a deleted webhook; a webhook that still exists
+// keeps its streak, however old.
+func TestSweep(t *testing.T) {
+	s := newStack(t)
+	opts := func() webhooks.DispatcherOptions {
+		o := testOptions()
+		o.Schedule.Attempts = 3 // failed for good within a second
+		return o
+	}
+	p := s.start(opts())
+	mp := uuid.NewString()
+	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusServiceUnavailable })
+	gone, kept := createHook(t, p, mp, rc.srv.URL), createHook(t, p, mp, rc.srv.URL)
+	if err := p.router.Fanout(context.Background(), event(mp, webhooks.TypeBudgetExhausted)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []webhooks.Webhook{gone, kept} {
+		waitDelivery(t, p, mp, w.ID, 30*time.Second, status(webhooks.DeliveryFailed))
+		if p.dl.FailingSince(mp, w.ID) == nil {
+			t.Fatalf("webhook %s failed with no streak", w.ID)
+		}
+	}
+	if err := p.hooks.Delete(context.Background(), mp, gone.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A sweep now: the streaks are younger than an hour, the deliveries
+	// than RecordRetention; nothing goes.
+	p.stop()
+	p = s.start(opts())
+	time.Sleep(time.Second) // the sweep runs as the dispatcher starts: long done
+	if p.dl.FailingSince(mp, gone.ID) == nil || len(deliveriesOf(t, p, mp, kept.ID)) != 1 {
+		t.Fatal("the sweep deleted records of the last hour")
+	}
+	// A sweep a month later.
+	p.stop()
+	o := opts()
+	o.Now = func() time.Time { return time.Now().Add(webhooks.RecordRetention + time.Hour) }
+	p = s.start(o)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if p.dl.FailingSince(mp, gone.ID) != nil {
+			return errors.New("the deleted webhook's streak is still there")
+		}
+		if n := len(deliveriesOf(t, p, mp, kept.ID)); n != 0 {
+			return fmt.Errorf("%d old deliveries left", n)
+		}
+		return nil
+	})
+	if p.dl.FailingSince(mp, kept.ID) == nil {
+		t.Error("the live webhook's streak was deleted")
+	}
+}

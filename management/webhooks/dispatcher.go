@@ -51,6 +51,8 @@ type DispatcherOptions struct {
 	Log          *slog.Logger
 	// UserAgent of the requests.
 	UserAgent string
+	// Now is the clock of the sweep of old records (nil: time.Now).
+	Now func() time.Time
 }
 
 // Dispatcher sends the pending deliveries of the deliveries log. It keeps
@@ -91,6 +93,9 @@ func NewDispatcher(d *Deliveries, o DispatcherOptions) *Dispatcher {
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = "Endcap-Webhooks/1"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	tr := &http.Transport{
 		Proxy:               nil, // a proxy would be vetted instead of the endpoint
@@ -321,9 +326,12 @@ func (p *Dispatcher) gauges() {
 	telemetry.WebhookOverdue.Set(overdue.Seconds())
 }
 
-// sweep deletes the deliveries finished longer than RecordRetention ago.
+// sweep deletes the deliveries finished longer than RecordRetention ago,
+// and the failure streaks of webhooks that were deleted. A streak that
+// started within the last hour is left: its webhook may be one created
+// elsewhere that this process does not see yet.
 func (p *Dispatcher) sweep(ctx context.Context) {
-	now := time.Now()
+	now := p.o.Now()
 	for _, mp := range p.d.items.Marketplaces() {
 		var old []string
 		p.d.items.Each(mp, func(id string, x Delivery) bool {
@@ -332,17 +340,39 @@ func (p *Dispatcher) sweep(ctx context.Context) {
 			}
 			return true
 		})
-		for _, id := range old {
-			_, ver, ok := p.d.items.Get(mp, id)
-			if !ok {
-				continue
+		sweepRecords(ctx, p.o.Log, p.d.items, mp, old, "expired delivery")
+	}
+	for _, mp := range p.d.health.Marketplaces() {
+		var streaks []string
+		p.d.health.Each(mp, func(id string, h Health) bool {
+			if h.FailingSince == nil || now.Sub(*h.FailingSince) > time.Hour {
+				streaks = append(streaks, id)
 			}
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := p.d.items.Delete(dctx, mp, id, ver); err != nil && !errors.Is(err, statelog.ErrConflict) && ctx.Err() == nil {
-				p.o.Log.Warn("webhooks: expired delivery not deleted", "delivery", id, "err", err)
+			return true
+		})
+		var gone []string
+		for _, id := range streaks {
+			if _, _, ok := p.d.hooks.items.Get(mp, id); !ok {
+				gone = append(gone, id)
 			}
-			cancel()
 		}
+		sweepRecords(ctx, p.o.Log, p.d.health, mp, gone, "deleted webhook's failure streak")
+	}
+}
+
+// sweepRecords deletes the records ids of marketplace mp from c, each at
+// its current version (one changed meanwhile is left).
+func sweepRecords[T any](ctx context.Context, log *slog.Logger, c *statelog.Collection[T], mp string, ids []string, what string) {
+	for _, id := range ids {
+		_, ver, ok := c.Get(mp, id)
+		if !ok {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := c.Delete(dctx, mp, id, ver); err != nil && !errors.Is(err, statelog.ErrConflict) && ctx.Err() == nil {
+			log.Warn("webhooks: "+what+" not deleted", "marketplace", mp, "id", id, "err", err)
+		}
+		cancel()
 	}
 }
 
