@@ -51,26 +51,55 @@ func Valid(s string) bool {
 	return err == nil && Format(t) == s
 }
 
-// ErrInvalid is returned by Parse for text that is not an RFC 3339
-// date-time with a zone.
-var ErrInvalid = errors.New("not an RFC 3339 date-time with a time zone (e.g. 2026-11-26T08:21:03.510Z)")
+// Errors of Parse.
+var (
+	// ErrNoZone: a date, or a date-time without a zone.
+	ErrNoZone = errors.New("no time zone: add Z or an offset such as +01:00")
+	// ErrInvalid: anything else that is not an RFC 3339 date-time.
+	ErrInvalid = errors.New("not an RFC 3339 date-time with a time zone (e.g. 2026-11-26T08:21:03.510Z)")
+)
 
 // Parse reads an RFC 3339 date-time with a zone ("Z" or an offset), with or
-// without a fraction of any length; a lower-case "t" or "z" is taken too.
-// The result is in UTC.
+// without a fraction of any length. It also takes a lower-case "t" or "z",
+// a space between date and time, and a "+" offset that arrived as a space
+// (a "+" left unencoded in a query string). The result is in UTC. A date, or
+// a date-time without a zone, is ErrNoZone; anything else ErrInvalid.
 func Parse(s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if len(s) > 10 && s[10] == 't' {
-		s = s[:10] + "T" + s[11:]
+	n := normalize(strings.TrimSpace(s))
+	if t, err := time.Parse(time.RFC3339Nano, n); err == nil {
+		return t.UTC(), nil
 	}
-	if n := len(s); n > 0 && s[n-1] == 'z' {
-		s = s[:n-1] + "Z"
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
+		if _, err := time.Parse(layout, n); err == nil {
+			return time.Time{}, ErrNoZone
+		}
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, ErrInvalid
+	return time.Time{}, ErrInvalid
+}
+
+// normalize writes the forms Parse takes besides RFC 3339 as RFC 3339.
+func normalize(s string) string {
+	b := []byte(s)
+	if len(b) > 10 && (b[10] == 't' || b[10] == ' ') {
+		b[10] = 'T'
 	}
-	return t.UTC(), nil
+	if l := len(b); l > 0 && b[l-1] == 'z' {
+		b[l-1] = 'Z'
+	}
+	// "…T00:00:00 01:00": the "+" of the offset decoded as a space.
+	if l := len(b); l > 16 && b[l-6] == ' ' && b[l-3] == ':' && digits(b[l-5:l-3]) && digits(b[l-2:]) {
+		b[l-6] = '+'
+	}
+	return string(b)
+}
+
+func digits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // Time is an instant on the wire: it marshals as Format writes it, and has

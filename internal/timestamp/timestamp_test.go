@@ -128,3 +128,39 @@ func TestMalformed(t *testing.T) {
 		t.Errorf("Malformed of well-formed = %q", got)
 	}
 }
+
+// TestParseForms: the forms Parse takes, and which error the others are.
+func TestParseForms(t *testing.T) {
+	utc := func(s string) time.Time { x, _ := time.Parse(time.RFC3339Nano, s); return x }
+	for _, tc := range []struct {
+		in   string
+		want time.Time // zero: error
+		err  error
+	}{
+		{"2026-03-01T00:00:00Z", utc("2026-03-01T00:00:00Z"), nil},
+		{"2026-03-01T00:00:00+01:00", utc("2026-02-28T23:00:00Z"), nil},
+		{"2026-03-01T00:00:00-08:00", utc("2026-03-01T08:00:00Z"), nil},
+		{"2026-03-01T00:00:00+05:30", utc("2026-02-28T18:30:00Z"), nil},
+		{"2026-03-01T00:00:00.123456Z", utc("2026-03-01T00:00:00.123456Z"), nil},
+		{"2026-03-01t00:00:00z", utc("2026-03-01T00:00:00Z"), nil},
+		{"2026-03-01 00:00:00Z", utc("2026-03-01T00:00:00Z"), nil},
+		{"2026-03-01T00:00:00 01:00", utc("2026-02-28T23:00:00Z"), nil}, // "+" unencoded in the query
+		{"2026-03-01T00:00:00", time.Time{}, ErrNoZone},
+		{"2026-03-01T00:00:00.5", time.Time{}, ErrNoZone},
+		{"2026-03-01T00:00", time.Time{}, ErrNoZone},
+		{"2026-03-01", time.Time{}, ErrNoZone},
+		{"", time.Time{}, ErrInvalid},
+		{"yesterday", time.Time{}, ErrInvalid},
+		{"1709251200", time.Time{}, ErrInvalid},
+		{"2026-02-30T00:00:00Z", time.Time{}, ErrInvalid},
+		{"2026-03-01T24:00:00Z", time.Time{}, ErrInvalid},
+		{"2026-03-01T00:00:00+0100", time.Time{}, ErrInvalid},
+		{"2026-03-01T00:00:00+25:00", time.Time{}, ErrInvalid},
+		{"2026-03-01T00:00:00 EST", time.Time{}, ErrInvalid},
+	} {
+		got, err := Parse(tc.in)
+		if err != tc.err || !got.Equal(tc.want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v, %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}

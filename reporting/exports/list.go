@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/pagination"
-	"github.com/endcap/endcap/reporting/vendorcharges"
+	"github.com/endcap/endcap/internal/timestamp"
 )
 
 // Page sizes of GET /export-service/exports.
@@ -139,9 +139,9 @@ func ParseVendorListQuery(q url.Values, marketplaceID, vendor string, cursors *p
 		if !ok {
 			return 0, true
 		}
-		t, typ, _ := vendorcharges.ParseDateTime(v)
+		t, err := timestamp.Parse(v)
 		switch {
-		case typ != "":
+		case err != nil:
 			add(CodeInvalidDateTime, name, name+" must be an RFC 3339 date-time with a time zone (Z or an offset such as +01:00), e.g. 2026-03-01T00:00:00.000Z.", v)
 			return 0, false
 		case t.Year() < 1970 || t.Year() > 9999:

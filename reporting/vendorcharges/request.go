@@ -6,6 +6,7 @@
 package vendorcharges
 
 import (
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/pagination"
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
 )
 
@@ -178,62 +180,24 @@ func parseBound(q url.Values, name string, errs *validation.Errors) (time.Time, 
 		errs.Add(validation.Missing, "Field required", "query", name)
 		return time.Time{}, false
 	}
-	t, typ, msg := ParseDateTime(s)
-	if typ != "" {
-		errs.Add(typ, msg, "query", name)
+	t, err := timestamp.Parse(s)
+	switch {
+	case errors.Is(err, timestamp.ErrNoZone):
+		errs.Add(TypeTimezoneAware, "Input should have timezone info: add Z or an offset such as +01:00", "query", name)
+		return time.Time{}, false
+	case err != nil:
+		errs.Add(TypeDateTimeParsing, "Input should be a valid RFC 3339 datetime with a time zone (Z or an offset such as +01:00), e.g. 2026-03-01T00:00:00.000Z", "query", name)
 		return time.Time{}, false
 	}
 	return t, true
 }
 
-// Error types of ParseDateTime (pydantic's names, as the rest of the API).
+// Error types of a date-time parameter (pydantic's names, as the rest of
+// the API).
 const (
 	TypeDateTimeParsing = "datetime_parsing"
 	TypeTimezoneAware   = "timezone_aware"
 )
-
-// ParseDateTime reads an RFC 3339 date-time that must carry its time zone:
-// "Z" or a numeric offset. It also takes a lower-case "t" or "z", a space
-// between date and time, and a "+" offset that arrived as a space (a "+"
-// left unencoded in a query string). On failure it returns the error type
-// and message: TypeTimezoneAware for a date or date-time without a zone,
-// TypeDateTimeParsing for anything else.
-func ParseDateTime(s string) (t time.Time, errType, msg string) {
-	n := normalizeDateTime(s)
-	if t, err := time.Parse(time.RFC3339Nano, n); err == nil {
-		return t, "", ""
-	}
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
-		if _, err := time.Parse(layout, n); err == nil {
-			return time.Time{}, TypeTimezoneAware, "Input should have timezone info: add Z or an offset such as +01:00"
-		}
-	}
-	return time.Time{}, TypeDateTimeParsing, "Input should be a valid RFC 3339 datetime with a time zone (Z or an offset such as +01:00), e.g. 2026-03-01T00:00:00.000Z"
-}
-
-func normalizeDateTime(s string) string {
-	b := []byte(s)
-	if len(b) > 10 && (b[10] == 't' || b[10] == ' ') {
-		b[10] = 'T'
-	}
-	if l := len(b); l > 0 && b[l-1] == 'z' {
-		b[l-1] = 'Z'
-	}
-	// "…T00:00:00 01:00": the "+" of the offset decoded as a space.
-	if l := len(b); l > 16 && b[l-6] == ' ' && b[l-3] == ':' && digits(b[l-5:l-3]) && digits(b[l-2:]) {
-		b[l-6] = '+'
-	}
-	return string(b)
-}
-
-func digits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return len(b) > 0
-}
 
 // ceilMs is t in Unix milliseconds, rounded up.
 func ceilMs(t time.Time) int64 {

@@ -12,41 +12,6 @@ import (
 	"github.com/endcap/endcap/internal/validation"
 )
 
-func TestParseDateTime(t *testing.T) {
-	utc := func(s string) time.Time { x, _ := time.Parse(time.RFC3339Nano, s); return x }
-	for _, tc := range []struct {
-		in      string
-		want    time.Time // zero: error
-		errType string
-	}{
-		{"2026-03-01T00:00:00Z", utc("2026-03-01T00:00:00Z"), ""},
-		{"2026-03-01T00:00:00+01:00", utc("2026-02-28T23:00:00Z"), ""},
-		{"2026-03-01T00:00:00-08:00", utc("2026-03-01T08:00:00Z"), ""},
-		{"2026-03-01T00:00:00+05:30", utc("2026-02-28T18:30:00Z"), ""},
-		{"2026-03-01T00:00:00.123456Z", utc("2026-03-01T00:00:00.123456Z"), ""},
-		{"2026-03-01t00:00:00z", utc("2026-03-01T00:00:00Z"), ""},
-		{"2026-03-01 00:00:00Z", utc("2026-03-01T00:00:00Z"), ""},
-		{"2026-03-01T00:00:00 01:00", utc("2026-02-28T23:00:00Z"), ""}, // "+" unencoded in the query
-		{"2026-03-01T00:00:00", time.Time{}, TypeTimezoneAware},
-		{"2026-03-01T00:00:00.5", time.Time{}, TypeTimezoneAware},
-		{"2026-03-01T00:00", time.Time{}, TypeTimezoneAware},
-		{"2026-03-01", time.Time{}, TypeTimezoneAware},
-		{"", time.Time{}, TypeDateTimeParsing},
-		{"yesterday", time.Time{}, TypeDateTimeParsing},
-		{"1709251200", time.Time{}, TypeDateTimeParsing},
-		{"2026-02-30T00:00:00Z", time.Time{}, TypeDateTimeParsing},
-		{"2026-03-01T24:00:00Z", time.Time{}, TypeDateTimeParsing},
-		{"2026-03-01T00:00:00+0100", time.Time{}, TypeDateTimeParsing},
-		{"2026-03-01T00:00:00+25:00", time.Time{}, TypeDateTimeParsing},
-		{"2026-03-01T00:00:00 EST", time.Time{}, TypeDateTimeParsing},
-	} {
-		got, typ, msg := ParseDateTime(tc.in)
-		if typ != tc.errType || (typ == "" && !got.Equal(tc.want)) || (typ != "" && msg == "") {
-			t.Errorf("ParseDateTime(%q) = %v, %q, %q; want %v, %q", tc.in, got, typ, msg, tc.want, tc.errType)
-		}
-	}
-}
-
 func TestParseRequest(t *testing.T) {
 	signer := pagination.NewSigner([]byte("a test key of at least 16 bytes"))
 	win := Window{StartMs: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), EndMs: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).UnixMilli()}
