@@ -15,6 +15,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/endcap/endcap/api/openapi/openapitest"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/webhooks"
 )
@@ -29,11 +30,12 @@ type hookReceiver struct {
 }
 
 type hookRequest struct {
-	id   string
-	at   time.Time
-	err  error
-	body []byte // as received
-	msg  struct {
+	id     string
+	at     time.Time
+	err    error
+	header http.Header
+	body   []byte // as received
+	msg    struct {
 		Type      string          `json:"type"`
 		Timestamp time.Time       `json:"timestamp"`
 		Data      json.RawMessage `json:"data"`
@@ -44,7 +46,7 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 	h := &hookReceiver{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		g := hookRequest{id: r.Header.Get("webhook-id"), at: time.Now(), body: body}
+		g := hookRequest{id: r.Header.Get("webhook-id"), at: time.Now(), header: r.Header.Clone(), body: body}
 		h.mu.Lock()
 		if h.verify != nil {
 			g.err = h.verify.Verify(body, r.Header)
@@ -308,6 +310,25 @@ func TestWebhookDeliveries(t *testing.T) {
 	// Nothing went to B's webhook.
 	if n := len(rc.ofType("campaign.created")) + len(rc.ofType("campaign.updated")); n != updates+1 {
 		t.Fatalf("%d campaign events in all: another marketplace's webhook got some", n)
+	}
+	// Every request the receiver got is its event type's operation in the
+	// document's webhooks: headers and body.
+	val, err := openapitest.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	got := slices.Clone(rc.got)
+	rc.mu.Unlock()
+	types := map[string]int{}
+	for _, g := range got {
+		types[g.msg.Type]++
+		if err := val.ValidateWebhook(t.Context(), g.header, g.body); err != nil {
+			t.Errorf("%s %s: %s", g.msg.Type, g.id, openapitest.Pretty(err))
+		}
+	}
+	if len(types) != 4 {
+		t.Errorf("event types checked against the document: %v", types)
 	}
 }
 

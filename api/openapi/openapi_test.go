@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/endcap/endcap/api/openapi"
 	"github.com/endcap/endcap/api/openapi/openapitest"
+	"github.com/endcap/endcap/management/webhooks"
 )
 
 // TestDocumentIsOpenAPI31: the document loads and validates with
@@ -144,6 +146,36 @@ func TestDocumentRules(t *testing.T) {
 			}
 			if public && method == "POST" && !strings.HasSuffix(path, "/upload") && !takes(op, "Idempotency-Key") {
 				t.Errorf("%s: a POST of /public/v1 takes an Idempotency-Key", where)
+			}
+		}
+	}
+}
+
+// TestWebhooksDescribed: every event type a webhook can receive is an
+// operation of the document's webhooks, with its body and the signature's
+// headers.
+func TestWebhooksDescribed(t *testing.T) {
+	doc, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := append(slices.Clone(webhooks.EventTypes), webhooks.TypeTest)
+	if len(doc.Webhooks) != len(types) {
+		t.Errorf("%d webhooks described for %d event types", len(doc.Webhooks), len(types))
+	}
+	for _, typ := range types {
+		item := doc.Webhooks[typ]
+		if item == nil || item.Post == nil {
+			t.Errorf("event type %s: no webhook operation", typ)
+			continue
+		}
+		op := item.Post
+		if op.OperationID == "" || len(op.Tags) == 0 || op.Summary == "" || op.RequestBody == nil {
+			t.Errorf("%s: operationId, tags, summary and a body are required", typ)
+		}
+		for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature"} {
+			if !takes(op, h) {
+				t.Errorf("%s: no %s header", typ, h)
 			}
 		}
 	}

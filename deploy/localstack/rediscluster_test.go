@@ -87,8 +87,17 @@ func TestRedisCluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("%s took over from %s %s after the kill", heir.Service, victim.Service, time.Since(killed).Round(time.Millisecond))
-	if got, err := respDo(ctx, heir.Addr, "GET", keys[0]); err != nil || got != "v-"+keys[0] {
-		t.Fatalf("GET %s on the new master: %q %v", keys[0], got, err)
+	// The new master serves what its master acknowledged to WAIT (asked
+	// again for a few seconds: a node just promoted may still be settling).
+	var got string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if got, err = respDo(ctx, heir.Addr, "GET", keys[0]); (err == nil && got == "v-"+keys[0]) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || got != "v-"+keys[0] {
+		nodes, _ := s.RedisNodes(ctx)
+		t.Fatalf("GET %s on the new master %s: %q %v; nodes %+v", keys[0], heir.Addr, got, err, nodes)
 	}
 	if err := s.Restart(ctx, victim.Service); err != nil {
 		t.Fatal(err)

@@ -149,6 +149,26 @@ func (v *Validator) Validate(ctx context.Context, ex Exchange) (request, respons
 	return request, openapi3filter.ValidateResponse(ctx, out)
 }
 
+// ValidateWebhook checks a request Endcap sent to a webhook (its headers
+// and body) against the operation of its event type in the document's
+// webhooks.
+func (v *Validator) ValidateWebhook(ctx context.Context, header http.Header, body []byte) error {
+	var env struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return fmt.Errorf("webhook body: %w", err)
+	}
+	item := v.Doc.Webhooks[env.Type]
+	if item == nil || item.Post == nil {
+		return fmt.Errorf("webhook event type %q: no operation in the document's webhooks", env.Type)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	req.Header = header.Clone()
+	route := &routers.Route{Spec: v.Doc, Path: "/", PathItem: item, Method: http.MethodPost, Operation: item.Post}
+	return openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{Request: req, Route: route, Options: v.opts})
+}
+
 // sameRouteError reports whether err is the router error target (the
 // router returns copies of its sentinel errors, which errors.Is misses).
 func sameRouteError(err, target error) bool {
