@@ -339,10 +339,21 @@ func redisNodeSpec(o Options, bin, name, dir string, port int, extra []string) (
 // respDo sends one command over a new connection and returns a simple-string, integer or bulk reply as a
 // string; an error reply (such as -LOADING) is returned as an error.
 func respDo(ctx context.Context, addr string, args ...string) (string, error) {
+	out, err := respDoAll(ctx, addr, args)
+	if err != nil {
+		return "", err
+	}
+	return out[0], nil
+}
+
+// respDoAll sends commands one after the other over one new connection (what a command such as WAIT needs:
+// it waits for the writes of its own connection) and returns their replies as respDo does; the first error
+// reply ends it.
+func respDoAll(ctx context.Context, addr string, cmds ...[]string) ([]string, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -350,15 +361,28 @@ func respDo(ctx context.Context, addr string, args ...string) (string, error) {
 	} else {
 		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return "", err
-	}
 	r := bufio.NewReader(conn)
+	out := make([]string, 0, len(cmds))
+	for _, args := range cmds {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := io.WriteString(conn, b.String()); err != nil {
+			return out, err
+		}
+		reply, err := readReply(r)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, reply)
+	}
+	return out, nil
+}
+
+// readReply reads one simple-string, integer, bulk or error reply.
+func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
