@@ -32,7 +32,7 @@ const (
 func BillingRoutes(svc *billing.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &billingHandlers{svc: svc, p: p}
-		r := g.Group("/billing-service", p.Limits.Limit("default"))
+		r := g.Group("/billing-service", p.Limit("default"))
 		r.POST("/billing-contacts", h.create)
 		r.GET("/billing-contacts", h.list)
 		r.GET("/billing-contacts/:billing_contact_id", h.get)

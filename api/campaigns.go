@@ -15,7 +15,7 @@ import (
 func CampaignRoutes(svc *campaigns.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &campaignHandlers{svc: svc, p: p}
-		cs := g.Group("/campaign-service", p.Limits.Limit("default"))
+		cs := g.Group("/campaign-service", p.Limit("default"))
 		cs.POST("/vendors/:vendor_id/campaigns", h.create)
 		cs.GET("/vendors/:vendor_id/campaigns", h.list)
 		cs.GET("/campaigns", h.listAll)
@@ -28,7 +28,7 @@ func CampaignRoutes(svc *campaigns.Service) RouteSet {
 		cs.GET("/campaigns/:campaign_id/bids/:bid_id", h.getBid)
 		cs.PATCH("/campaigns/:campaign_id/bids/:bid_id", h.updateBid)
 		cs.DELETE("/campaigns/:campaign_id/bids/:bid_id", h.deleteBid)
-		au := g.Group("/automation", p.Limits.Limit("default"))
+		au := g.Group("/automation", p.Limit("default"))
 		au.GET("/campaigns/:campaign-id/bids", h.automatedBids)
 	}
 }

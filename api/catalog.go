@@ -28,7 +28,7 @@ const (
 func CatalogRoutes(svc *catalog.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &catalogHandlers{svc: svc, p: p}
-		r := g.Group("/catalog-search-service/catalogs", p.Limits.Limit("catalog"))
+		r := g.Group("/catalog-search-service/catalogs", p.Limit("catalog"))
 		r.PUT("/products", h.upsertProducts)
 		r.DELETE("/products", h.deleteProducts)
 		r.GET("/products/*product_id", h.getProduct)

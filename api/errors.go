@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -23,8 +22,7 @@ func abortV2(c *gin.Context, status int, code, msg string) {
 }
 
 func abortUnavailable(c *gin.Context, retryAfter time.Duration, msg string) {
-	secs := int(retryAfter.Round(time.Second) / time.Second)
-	c.Header("Retry-After", strconv.Itoa(max(secs, 1)))
+	setRetryAfter(c, retryAfter)
 	abortV2(c, http.StatusServiceUnavailable, "service_unavailable", msg)
 }
 

@@ -61,10 +61,10 @@ func ExportRoutes(svc *exports.Service) RouteSet {
 					[]exports.Problem{{Code: exports.CodeInvalidRequest, Field: header, Message: msg}})
 			},
 		})
-		g.POST("/export-service/exports", p.Limits.Limit("default"), h.create)
-		g.GET("/export-service/exports", p.Limits.Limit("default"), h.list)
-		g.GET("/export-service/exports/:exportId", p.Limits.Limit("default"), h.get)
-		g.GET("/export-service/datasets", p.Limits.Limit("default"), h.datasets)
+		g.POST("/export-service/exports", p.Limit("default"), h.create)
+		g.GET("/export-service/exports", p.Limit("default"), h.list)
+		g.GET("/export-service/exports/:exportId", p.Limit("default"), h.get)
+		g.GET("/export-service/datasets", p.Limit("default"), h.datasets)
 	}
 }
 

@@ -23,7 +23,7 @@ type ScoredFiles interface {
 // FileReportsRoutes returns the file-reports route set.
 func FileReportsRoutes(files ScoredFiles) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
-		g.GET("/reporting-service/file-reports/scored-attribution", p.Limits.Limit("default"), func(c *gin.Context) {
+		g.GET("/reporting-service/file-reports/scored-attribution", p.Limit("default"), func(c *gin.Context) {
 			day, err := parseReportDate(c.Query("report_date"), c.Request.URL.Query().Has("report_date"))
 			if err != nil {
 				p.Fail(c, err)

@@ -70,7 +70,8 @@ func TestHealth(t *testing.T) {
 
 // TestAuthWhileLoading: until the process has loaded its API keys, every
 // authenticated route answers 503 with Retry-After and a JSON body (which
-// clients retry), never 401 (which they do not).
+// clients retry), never 401 (which they do not); the exports routes in
+// their own error shape.
 func TestAuthWhileLoading(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sl, err := statelog.New("accounts", []string{"127.0.0.1:1"}, nil, quiet) // never run: still loading
@@ -79,7 +80,7 @@ func TestAuthWhileLoading(t *testing.T) {
 	}
 	defer sl.Close()
 	srv := New(Deps{Accounts: accounts.New(sl), Events: &ingest.Appender{}, RetryAfter: 2 * time.Second, Log: quiet,
-		Public: &Public{Log: quiet}})
+		Public: &Public{Log: quiet}, PublicRoutes: []RouteSet{ExportRoutes(nil)}})
 	for _, path := range []string{"/v2/events", "/public/v1/marketplace"} {
 		method := "POST"
 		if strings.HasPrefix(path, "/public") {
@@ -92,6 +93,17 @@ func TestAuthWhileLoading(t *testing.T) {
 		var body v2Error
 		if w.Code != 503 || w.Header().Get("Retry-After") != "2" || json.Unmarshal(w.Body.Bytes(), &body) != nil || body.ErrCode != "service_unavailable" {
 			t.Errorf("%s %s while loading: %d %v %s", method, path, w.Code, w.Header(), w.Body)
+		}
+	}
+	for _, path := range []string{"/public/v1/export-service/datasets", "/public/v1/export-service/exports"} {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer eca_anything")
+		srv.ServeHTTP(w, req)
+		var body exportError
+		if w.Code != 503 || w.Header().Get("Retry-After") != "2" || json.Unmarshal(w.Body.Bytes(), &body) != nil ||
+			body.Error.Code != "service_unavailable" || body.Error.Details == nil {
+			t.Errorf("GET %s while loading: %d %v %s", path, w.Code, w.Header(), w.Body)
 		}
 	}
 }

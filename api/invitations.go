@@ -19,7 +19,7 @@ import (
 func InvitationRoutes(svc *invitations.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &invitationHandlers{svc: svc, p: p}
-		r := g.Group("/invitation-service", p.Limits.Limit("default"))
+		r := g.Group("/invitation-service", p.Limit("default"))
 		r.POST("/invitations", h.create)
 		r.GET("/invitations", h.list)
 		r.GET("/invitations/:invitation_id", h.get)

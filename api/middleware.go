@@ -158,10 +158,15 @@ func bearer(c *gin.Context) (string, bool) {
 // 503 with Retry-After, which clients retry, and never 401, which they do
 // not: a key it has not read yet may well be valid, and one revoked
 // further on in the log must not pass either.
-func requireKey(acc *accounts.Service, want accounts.KeyType, retryAfter time.Duration, touch func(keyID string)) gin.HandlerFunc {
+//
+// abort answers the 503 (the route's error shape; 401 and 403 have the
+// authentication shape on every route).
+func requireKey(acc *accounts.Service, want accounts.KeyType, retryAfter time.Duration, touch func(keyID string),
+	abort func(c *gin.Context, status int, code, msg string)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !acc.Ready() {
-			abortUnavailable(c, retryAfter, "the service is starting and has not loaded its API keys yet; retry after the Retry-After delay")
+			setRetryAfter(c, retryAfter)
+			abort(c, http.StatusServiceUnavailable, "service_unavailable", "the service is starting and has not loaded its API keys yet; retry after the Retry-After delay")
 			return
 		}
 		token, ok := bearer(c)

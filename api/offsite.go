@@ -20,7 +20,7 @@ import (
 func OffsiteRoutes(svc *offsite.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &offsiteHandlers{svc: svc, p: p}
-		r := g.Group("/offsite-ads/ad-network", p.Limits.Limit("default"))
+		r := g.Group("/offsite-ads/ad-network", p.Limit("default"))
 		r.PUT("/advertisers/:vendor-id/domain", h.put)
 		r.GET("/advertisers/:vendor-id/domain", h.get)
 		r.DELETE("/advertisers/:vendor-id/domain", h.delete)

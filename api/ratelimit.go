@@ -132,7 +132,10 @@ func (r *RateLimiter) allow(ctx context.Context, key string, lim redis_rate.Limi
 // available again); a 429 also carries Retry-After. When Redis cannot be
 // asked (slow, down, or the breaker is open) the request is let through
 // without these headers (fail open).
-func (r *RateLimiter) Limit(class string) gin.HandlerFunc {
+func (r *RateLimiter) Limit(class string) gin.HandlerFunc { return r.LimitWith(class, abortV2) }
+
+// LimitWith is Limit answering its 429 with abort (a route's error shape).
+func (r *RateLimiter) LimitWith(class string, abort func(c *gin.Context, status int, code, msg string)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		lim, ok := r.classes[class]
 		if !ok || r.limiter == nil {
@@ -157,7 +160,7 @@ func (r *RateLimiter) Limit(class string) gin.HandlerFunc {
 		h.Set("X-RateLimit-Reset", strconv.Itoa(ceilSeconds(res.ResetAfter)))
 		if res.Allowed == 0 {
 			h.Set("Retry-After", strconv.Itoa(max(ceilSeconds(res.RetryAfter), 1)))
-			abortV2(c, http.StatusTooManyRequests, "too_many_requests", "rate limit of "+strconv.Itoa(lim.Rate)+" requests per "+lim.Period.String()+" exceeded for this API key; retry after the Retry-After delay")
+			abort(c, http.StatusTooManyRequests, "too_many_requests", "rate limit of "+strconv.Itoa(lim.Rate)+" requests per "+lim.Period.String()+" exceeded for this API key; retry after the Retry-After delay")
 			return
 		}
 		c.Next()

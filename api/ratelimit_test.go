@@ -73,6 +73,17 @@ func TestRateLimits(t *testing.T) {
 	if w := get("/d", "a"); w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "45" {
 		t.Errorf("the default class shares the catalog budget: %d %v", w.Code, w.Header())
 	}
+	// The exports routes answer their 429 in their own error shape.
+	p := &Public{Limits: rl, Log: quietLog}
+	ExportRoutes(nil)(r.Group("/public/v1"), p)
+	for i := 0; i <= 45; i++ {
+		w = get("/public/v1/export-service/datasets", "e")
+	}
+	var ebody exportError
+	if err := json.Unmarshal(w.Body.Bytes(), &ebody); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" ||
+		err != nil || ebody.Error.Code != "too_many_requests" || ebody.Error.Details == nil {
+		t.Errorf("the 46th export request: %d %v %s", w.Code, w.Header(), w.Body)
+	}
 	time.Sleep(1100 * time.Millisecond)
 	if w := get("/c", "a"); w.Code != 200 {
 		t.Errorf("after a second: %d", w.Code)

@@ -16,7 +16,7 @@ import (
 func SegmentRoutes(svc *segments.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &segmentHandlers{svc: svc, p: p}
-		r := g.Group("/segment-service/segments", p.Limits.Limit("default"))
+		r := g.Group("/segment-service/segments", p.Limit("default"))
 		r.GET("", h.list)
 		r.GET("/:id", h.get)
 		r.PUT("/:id", h.put)

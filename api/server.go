@@ -103,7 +103,7 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
 		v2.OPTIONS("/auctions/explain")
-		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage)
+		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage, abortV2)
 		v2.POST("/events", mkey, h.postEvents)
 		if d.Auctions != nil {
 			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
@@ -112,7 +112,11 @@ func New(d Deps) http.Handler {
 			v2.POST("/auctions/explain", mkey, h.postAuctionsExplain)
 		}
 
-		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage))
+		pubAbort := abortV2
+		if d.Public != nil {
+			pubAbort = d.Public.abort
+		}
+		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, pubAbort))
 		if d.Public != nil {
 			pub.Use(d.Public.Writes())
 		}

@@ -26,7 +26,7 @@ const vcPageTimeout = 25 * time.Second
 func VendorChargesRoutes(store *vendorcharges.Store) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &vendorChargeHandlers{store: store, p: p}
-		g.GET("/billing-service/vendor-charges", p.Limits.Limit("default"), h.list)
+		g.GET("/billing-service/vendor-charges", p.Limit("default"), h.list)
 	}
 }
 

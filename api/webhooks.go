@@ -28,7 +28,7 @@ import (
 func WebhookRoutes(svc *webhooks.Service, deliveries *webhooks.Deliveries) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &webhookHandlers{svc: svc, dl: deliveries, p: p}
-		r := g.Group("/webhooks", p.Limits.Limit("default"))
+		r := g.Group("/webhooks", p.Limit("default"))
 		r.POST("/webhooks", h.create)
 		r.GET("/webhooks", h.list)
 		r.GET("/webhooks/:webhook_id", h.get)

@@ -63,6 +63,17 @@ func (p *Public) setErrorStyle(prefix string, style errorStyle) {
 	p.styles[prefix] = style
 }
 
+// Limit is the rate limit of a class ("catalog", "default") on a route of
+// /public/v1: its 429 in the route's error shape.
+func (p *Public) Limit(class string) gin.HandlerFunc {
+	return p.Limits.LimitWith(class, p.abort)
+}
+
+// abort answers an error in the route's shape (setErrorStyle).
+func (p *Public) abort(c *gin.Context, status int, code, msg string) {
+	p.style(c).abort(c, status, code, msg)
+}
+
 func (p *Public) style(c *gin.Context) errorStyle {
 	route := c.FullPath()
 	for prefix, s := range p.styles {
