@@ -18,12 +18,13 @@ func (a *App) runsWebhooks() bool { return a.target.runs(TargetAPI) || a.target.
 // dispatcherOptions are the delivery settings of the configuration.
 func (a *App) dispatcherOptions() webhooks.DispatcherOptions {
 	return webhooks.DispatcherOptions{
-		Guard:        &webhooks.Guard{AllowLoopback: a.cfg.WebhookAllowLoopback},
-		Timeout:      a.cfg.WebhookTimeout,
-		MaxInFlight:  a.cfg.WebhookMaxInFlight,
-		Schedule:     webhooks.Schedule{Base: a.cfg.WebhookRetryBase},
-		DisableAfter: a.cfg.WebhookDisableAfter,
-		Log:          a.log,
+		Guard:           &webhooks.Guard{AllowLoopback: a.cfg.WebhookAllowLoopback},
+		Timeout:         a.cfg.WebhookTimeout,
+		MaxInFlight:     a.cfg.WebhookMaxInFlight,
+		Schedule:        webhooks.Schedule{Base: a.cfg.WebhookRetryBase},
+		DisableAfter:    a.cfg.WebhookDisableAfter,
+		RecordRetention: a.cfg.WebhookRetention,
+		Log:             a.log,
 	}
 }
 

@@ -321,8 +321,15 @@ func TestWebhookDeliveries(t *testing.T) {
 	got := slices.Clone(rc.got)
 	rc.mu.Unlock()
 	types := map[string]int{}
+	sizes := map[string][2]int{} // per type, smallest and largest body
 	for _, g := range got {
 		types[g.msg.Type]++
+		sz, n := sizes[g.msg.Type], len(g.body)
+		if sz[0] == 0 || n < sz[0] {
+			sz[0] = n
+		}
+		sz[1] = max(sz[1], n)
+		sizes[g.msg.Type] = sz
 		if err := val.ValidateWebhook(t.Context(), g.header, g.body); err != nil {
 			t.Errorf("%s %s: %s", g.msg.Type, g.id, openapitest.Pretty(err))
 		}
@@ -330,6 +337,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	if len(types) != 4 {
 		t.Errorf("event types checked against the document: %v", types)
 	}
+	t.Logf("bodies received, smallest and largest by type (bytes): %v", sizes)
 }
 
 func decodeJSONBody(t *testing.T, b []byte, v any) {

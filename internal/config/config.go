@@ -91,6 +91,7 @@ type Config struct {
 	WebhookRetryBase     time.Duration
 	WebhookMaxInFlight   int
 	WebhookDisableAfter  time.Duration
+	WebhookRetention     time.Duration
 
 	ConsoleURL           string
 	ConsoleSecureCookies bool
@@ -327,6 +328,14 @@ var settings = []setting{
 	{"webhook-timeout", "ENDCAP_WEBHOOK_TIMEOUT", "10s", "longest webhook delivery attempt (connection, request, response); a slower endpoint's attempt fails and is retried", duration(func(c *Config) *time.Duration { return &c.WebhookTimeout })},
 	{"webhook-retry-base", "ENDCAP_WEBHOOK_RETRY_BASE", "5s", "first delay of the webhook retry schedule; the n-th is base×4^(n−1), at most base×5760, ±20 % jitter, 10 attempts (5s: about 23.6 h; see docs/webhooks.md)", duration(func(c *Config) *time.Duration { return &c.WebhookRetryBase })},
 	{"webhook-max-in-flight", "ENDCAP_WEBHOOK_MAX_IN_FLIGHT", "3", "webhook delivery attempts in flight at once per endpoint and exporter process", integer(func(c *Config) *int { return &c.WebhookMaxInFlight }, 1)},
+	{"webhook-delivery-retention", "ENDCAP_WEBHOOK_DELIVERY_RETENTION", "720h", "a finished webhook delivery (its log entry, status and body) is deleted this long after it finished; every api and exporter process holds the deliveries kept in memory (docs/webhooks.md, Retention)", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Hour {
+			return fmt.Errorf("must be a duration of at least 1h, got %q", v)
+		}
+		c.WebhookRetention = d
+		return nil
+	}},
 	{"webhook-disable-after", "ENDCAP_WEBHOOK_DISABLE_AFTER", "120h", "a webhook whose delivery attempts have all failed for this long is disabled (its GET says why; PATCH status \"enabled\" turns it on again)", duration(func(c *Config) *time.Duration { return &c.WebhookDisableAfter })},
 	{"export-daily-quota", "ENDCAP_EXPORT_DAILY_QUOTA", "50", "exports a marketplace may request per UTC day (429 quota_exceeded above)", integer(func(c *Config) *int { return &c.ExportDailyQuota }, 1)},
 	{"export-workers", "ENDCAP_EXPORT_WORKERS", "1", "exports an exporter process runs at once (members of the exporter consumer group; each running export holds up to about 130 MB)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},

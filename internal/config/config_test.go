@@ -56,6 +56,8 @@ func TestPrecedence(t *testing.T) {
 		{"no redis address", nil, []string{"--redis-addr", " , "}, nil, "at least one address"},
 		{"redis address without port", nil, []string{"--redis-addr", "a:1,b"}, nil, `"b" is not a host:port`},
 		{"seed nodes without cluster", nil, []string{"--redis-addr", "a:1,b:2"}, nil, "set redis-cluster"},
+		{"webhook delivery retention", map[string]string{"ENDCAP_WEBHOOK_DELIVERY_RETENTION": "168h"}, nil, func(c Config) bool { return c.WebhookRetention == 168*time.Hour }, ""},
+		{"webhook delivery retention under an hour", nil, []string{"--webhook-delivery-retention", "30m"}, nil, "at least 1h"},
 		{"no trusted proxy", nil, nil, func(c Config) bool { return c.TrustedProxies == nil }, ""},
 		{"trusted proxies", map[string]string{"ENDCAP_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1,2001:db8::/32"}, nil, func(c Config) bool {
 			return slices.Equal(c.TrustedProxies, []string{"10.0.0.0/8", "192.0.2.1", "2001:db8::/32"})

@@ -680,9 +680,9 @@ func TestRotationSignsWithBoth(t *testing.T) {
 	}
 }
 
-// The sweep deletes the deliveries finished more than RecordRetention ago
-// and the failure streak of a deleted webhook; a webhook that still exists
-// keeps its streak, however old.
+// The sweep deletes the deliveries finished more than the retention ago
+// (the default, or the one configured) and the failure streak of a deleted
+// webhook; a webhook that still exists keeps its streak, however old.
 func TestSweep(t *testing.T) {
 	s := newStack(t)
 	opts := func() webhooks.DispatcherOptions {
@@ -714,21 +714,50 @@ func TestSweep(t *testing.T) {
 	if p.dl.FailingSince(mp, gone.ID) == nil || len(deliveriesOf(t, p, mp, kept.ID)) != 1 {
 		t.Fatal("the sweep deleted records of the last hour")
 	}
-	// A sweep a month later.
+	// Two hours later: the deleted webhook's streak goes; the deliveries
+	// stay for the retention (30 days by default).
+	later := func(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
 	p.stop()
 	o := opts()
-	o.Now = func() time.Time { return time.Now().Add(webhooks.RecordRetention + time.Hour) }
+	o.Now = later(2 * time.Hour)
 	p = s.start(o)
 	testenv.Eventually(t, 20*time.Second, func() error {
 		if p.dl.FailingSince(mp, gone.ID) != nil {
 			return errors.New("the deleted webhook's streak is still there")
 		}
-		if n := len(deliveriesOf(t, p, mp, kept.ID)); n != 0 {
-			return fmt.Errorf("%d old deliveries left", n)
-		}
 		return nil
 	})
-	if p.dl.FailingSince(mp, kept.ID) == nil {
-		t.Error("the live webhook's streak was deleted")
+	if n := len(deliveriesOf(t, p, mp, kept.ID)); n != 1 {
+		t.Fatalf("%d deliveries two hours on, want 1", n)
+	}
+	// With a retention of an hour (ENDCAP_WEBHOOK_DELIVERY_RETENTION), and
+	// a month later with the default: the deliveries go; the live webhook
+	// keeps its streak.
+	for _, c := range []struct {
+		retention, later time.Duration
+	}{{time.Hour, 2 * time.Hour}, {0, webhooks.DefaultRecordRetention + time.Hour}} {
+		if err := p.router.Fanout(context.Background(), event(mp, webhooks.TypeBudgetExhausted)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 30*time.Second, func() error {
+			xs := deliveriesOf(t, p, mp, kept.ID)
+			if len(xs) == 0 || xs[0].Status != webhooks.DeliveryFailed {
+				return fmt.Errorf("%d deliveries, the newest not failed yet", len(xs))
+			}
+			return nil
+		})
+		p.stop()
+		o := opts()
+		o.RecordRetention, o.Now = c.retention, later(c.later)
+		p = s.start(o)
+		testenv.Eventually(t, 20*time.Second, func() error {
+			if n := len(deliveriesOf(t, p, mp, kept.ID)); n != 0 {
+				return fmt.Errorf("retention %s, %s later: %d deliveries left", c.retention, c.later, n)
+			}
+			return nil
+		})
+		if p.dl.FailingSince(mp, kept.ID) == nil {
+			t.Error("the live webhook's streak was deleted")
+		}
 	}
 }

@@ -22,9 +22,10 @@ const (
 	DeliveryFailed    = "failed"    // given up: attempts used, 410, or the webhook disabled or deleted
 )
 
-// RecordRetention: a finished delivery is deleted from the log (and from
-// the delivery log of the API) this long after it finished.
-const RecordRetention = 30 * 24 * time.Hour
+// DefaultRecordRetention: a finished delivery is deleted from the log (and
+// from the delivery log of the API) this long after it finished, unless
+// DispatcherOptions.RecordRetention says otherwise.
+const DefaultRecordRetention = 30 * 24 * time.Hour
 
 // Delivery is one event's delivery to one webhook, with the state of its
 // attempts. It is an entity ("webhook_delivery", keyed by marketplace and

@@ -51,6 +51,10 @@ type DispatcherOptions struct {
 	Log          *slog.Logger
 	// UserAgent of the requests.
 	UserAgent string
+	// RecordRetention: a finished delivery is deleted this long after it
+	// finished (0: DefaultRecordRetention). Every api and exporter process
+	// holds the deliveries of the log in memory, bodies included.
+	RecordRetention time.Duration
 	// Now is the clock of the sweep of old records (nil: time.Now).
 	Now func() time.Time
 }
@@ -96,6 +100,9 @@ func NewDispatcher(d *Deliveries, o DispatcherOptions) *Dispatcher {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.RecordRetention <= 0 {
+		o.RecordRetention = DefaultRecordRetention
 	}
 	tr := &http.Transport{
 		Proxy:               nil, // a proxy would be vetted instead of the endpoint
@@ -335,7 +342,7 @@ func (p *Dispatcher) sweep(ctx context.Context) {
 	for _, mp := range p.d.items.Marketplaces() {
 		var old []string
 		p.d.items.Each(mp, func(id string, x Delivery) bool {
-			if x.FinishedAt != nil && now.Sub(*x.FinishedAt) > RecordRetention {
+			if x.FinishedAt != nil && now.Sub(*x.FinishedAt) > p.o.RecordRetention {
 				old = append(old, id)
 			}
 			return true

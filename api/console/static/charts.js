@@ -1,6 +1,7 @@
 // Endcap console: draws the charts a page describes in #chart-data (uPlot):
 // [{id, x: [unix seconds], time, tz, series: [{label, values, axis: "left"|"right", color, format}]}]
-// (api/console/charts.go). The time taken is kept on document.body as data-chart-ms (the browser tests read it).
+// (api/console/charts.go). The time taken is kept on document.body as data-chart-ms, and each chart's time-axis
+// labels on its node as data-x-labels (the browser tests read them).
 (function () {
   "use strict";
   var el = document.getElementById("chart-data");
@@ -16,6 +17,8 @@
     if (a >= 1e4) return (v / 1e3).toFixed(a >= 1e5 ? 0 : 1) + "k";
     return String(Math.round(v * 100) / 100);
   }
+  var isoDay = uPlot.fmtDate("{YYYY}-{MM}-{DD}"), monthDay = uPlot.fmtDate("{MM}-{DD}"),
+    dayTime = uPlot.fmtDate("{MM}-{DD} {HH}:{mm}"), hourMin = uPlot.fmtDate("{HH}:{mm}");
   var formats = {
     int: function (v) { return Math.round(v).toLocaleString("en"); },
     money: function (v) { return v.toFixed(2); },
@@ -28,7 +31,17 @@
     // Points on the lines only when the days are few enough to tell apart.
     var dots = spec.x.length <= 31;
     var series = [spec.time ? { label: "Time", value: "{HH}:{mm}" } : { label: "Day", value: "{YYYY}-{MM}-{DD}" }];
-    var axes = [{}];
+    // The time axis in 24-hour time and ISO dates (uPlot's own labels are
+    // 12-hour, month/day), in the marketplace's zone.
+    var toDate = spec.tz ? function (ts) { return uPlot.tzDate(new Date(ts * 1e3), spec.tz); } : function (ts) { return new Date(ts * 1e3); };
+    var axes = [{ values: function (u, splits, ax, space, incr) {
+      var first = true;
+      return splits.map(function (ts) {
+        var d = toDate(ts), f = incr >= 86400 ? (first ? isoDay : monthDay) : (first ? dayTime : hourMin);
+        first = false;
+        return f(d);
+      });
+    } }];
     var scales = { x: { time: true } };
     var sides = {};
     spec.series.forEach(function (s) {
@@ -44,9 +57,11 @@
       }
     });
     var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
-    var opts = { width: width(node), height: 240, scales: scales, series: series, axes: axes, legend: { live: true } };
+    var opts = { width: width(node), height: 240, scales: scales, series: series, axes: axes, legend: { live: true },
+      // The time axis's labels as drawn, on the chart (the browser tests read them).
+      hooks: { draw: [function (u) { node.setAttribute("data-x-labels", (u.axes[0]._values || []).join("|")); }] } };
     // Times of day in the marketplace's zone, not the browser's.
-    if (spec.tz) opts.tzDate = function (ts) { return uPlot.tzDate(new Date(ts * 1e3), spec.tz); };
+    if (spec.tz) opts.tzDate = toDate;
     var plot = new uPlot(opts, data, node);
     plots.push({ node: node, plot: plot });
   });

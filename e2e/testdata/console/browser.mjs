@@ -114,6 +114,9 @@ try {
   await a.goto(U(`/console/campaigns/${input.ownCampaign}`));
   await a.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
   check((await a.locator("#chart-pacing canvas").count()) === 1, "the campaign's pacing chart is drawn");
+  const xLabels = ((await a.getAttribute("#chart-pacing", "data-x-labels")) || "").split("|").filter(Boolean);
+  check(xLabels.length > 1 && xLabels.every((l) => /^(\d\d-\d\d )?\d\d:\d\d$/.test(l)),
+    "the pacing chart's time axis is in 24-hour time: " + xLabels.join(", "));
   check((await a.textContent("[data-testid=status-reason]")).trim() !== "", "the campaign's status reason is shown");
   await shot(a, "09d-campaign-pacing");
   // The explain form, by keyboard-free filling: the own product wins.
