@@ -18,7 +18,8 @@
     return String(Math.round(v * 100) / 100);
   }
   var isoDay = uPlot.fmtDate("{YYYY}-{MM}-{DD}"), monthDay = uPlot.fmtDate("{MM}-{DD}"),
-    dayTime = uPlot.fmtDate("{MM}-{DD} {HH}:{mm}"), hourMin = uPlot.fmtDate("{HH}:{mm}");
+    dayTime = uPlot.fmtDate("{MM}-{DD} {HH}:{mm}"), hourMin = uPlot.fmtDate("{HH}:{mm}"),
+    endOfDay = function () { return "24:00"; };
   var formats = {
     int: function (v) { return Math.round(v).toLocaleString("en"); },
     money: function (v) { return v.toFixed(2); },
@@ -34,11 +35,17 @@
     // The time axis in 24-hour time and ISO dates (uPlot's own labels are
     // 12-hour, month/day), in the marketplace's zone.
     var toDate = spec.tz ? function (ts) { return uPlot.tzDate(new Date(ts * 1e3), spec.tz); } : function (ts) { return new Date(ts * 1e3); };
+    // A label says the date (days: the year) where it changes from the
+    // previous one, and at the first; the midnight that ends the chart is
+    // 24:00.
     var axes = [{ values: function (u, splits, ax, space, incr) {
-      var first = true;
-      return splits.map(function (ts) {
-        var d = toDate(ts), f = incr >= 86400 ? (first ? isoDay : monthDay) : (first ? dayTime : hourMin);
-        first = false;
+      var prev = null;
+      return splits.map(function (ts, i) {
+        var d = toDate(ts), f;
+        if (incr >= 86400) f = !prev || prev.getFullYear() !== d.getFullYear() ? isoDay : monthDay;
+        else if (prev && i === splits.length - 1 && d.getHours() === 0 && d.getMinutes() === 0) f = endOfDay;
+        else f = !prev || prev.toDateString() !== d.toDateString() ? dayTime : hourMin;
+        prev = d;
         return f(d);
       });
     } }];
