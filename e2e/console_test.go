@@ -77,6 +77,13 @@ func consoleMail(t *testing.T) (smtp, web string) {
 // ENDCAP_TEST_ARTIFACTS/console).
 func consoleShots(t *testing.T) string {
 	t.Helper()
+	return artifacts(t, "console")
+}
+
+// artifacts is a directory kept after the tests, for what a reader looks at
+// afterwards: .endcap/artifacts/<sub> (or ENDCAP_TEST_ARTIFACTS/<sub>).
+func artifacts(t *testing.T, sub string) string {
+	t.Helper()
 	base := os.Getenv("ENDCAP_TEST_ARTIFACTS")
 	if base == "" {
 		root, err := localstack.RepoRoot()
@@ -85,7 +92,7 @@ func consoleShots(t *testing.T) string {
 		}
 		base = filepath.Join(root, ".endcap", "artifacts")
 	}
-	dir := filepath.Join(base, "console")
+	dir := filepath.Join(base, sub)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -126,6 +126,7 @@ func TestFaults(t *testing.T) {
 			ld.setPhase(name + "-check")
 			if err := s.waitCaughtUp(ld, name+"-check", catchUpBound); err != nil {
 				t.Errorf("not caught up within %s of the fault's end: %v", catchUpBound, err)
+				s.diagnose(t)
 			} else {
 				t.Logf("caught up %s after the fault's end (%d events acknowledged during it, %d in the 5 s after)",
 					time.Since(ended).Round(100*time.Millisecond), ld.ackedByPhase()[name], ld.ackedByPhase()[name+"-after"])

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -52,6 +54,7 @@ type faultStack struct {
 
 	admin *kgo.Client // the test's own Kafka client (offsets, lag)
 	ch    clickhouse.Conn
+	procs []*osProc // every process started, for the diagnostics of a failure
 }
 
 // osProc is one process of the stack.
@@ -77,6 +80,7 @@ func newFaultStackWith(t *testing.T, opts func(*localstack.Options)) *faultStack
 		bin = buildBinary(t)
 	}
 	s := &faultStack{t: t, bin: bin, dir: t.TempDir()}
+	t.Cleanup(s.keepLogsOnFailure)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	o := localstack.DefaultOptions(filepath.Join(s.dir, "stack"))
@@ -128,6 +132,7 @@ func (s *faultStack) start(name string, args, env []string) *osProc {
 	s.t.Helper()
 	p := &osProc{name: name, args: args, env: env}
 	s.run(p)
+	s.procs = append(s.procs, p)
 	s.t.Cleanup(func() { p.stop(s.t) })
 	return p
 }
@@ -407,6 +412,67 @@ func (s *faultStack) offsets(group, topic string) (committed, ends map[int32]int
 		}
 	})
 	return committed, ends, nil
+}
+
+// keepLogsOnFailure copies every process's log to the test artifacts
+// (.endcap/artifacts/faults/<test>-<time>) when the test failed.
+func (s *faultStack) keepLogsOnFailure() {
+	if !s.t.Failed() {
+		return
+	}
+	dir := filepath.Join(artifacts(s.t, "faults"), strings.ReplaceAll(s.t.Name(), "/", "_")+"-"+time.Now().UTC().Format("20060102T150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.t.Log(err)
+		return
+	}
+	for _, p := range s.procs {
+		matches, _ := filepath.Glob(filepath.Join(s.dir, p.name+"-*.log"))
+		for _, m := range matches {
+			if b, err := os.ReadFile(m); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(m)), b, 0o644)
+			}
+		}
+	}
+	s.t.Logf("the processes' logs are in %s", dir)
+}
+
+// diagnose logs what a failed wait needs to be understood: per partition of
+// the events topic, the projectors' committed offset against the end, and
+// the warnings and errors each serve process logged last.
+func (s *faultStack) diagnose(t *testing.T) {
+	t.Helper()
+	committed, ends, err := s.offsets(projections.EventsGroup, "endcap.events")
+	if err != nil {
+		t.Logf("offsets of %s: %v", projections.EventsGroup, err)
+	} else {
+		var behind []string
+		for p, end := range ends {
+			if committed[p] < end {
+				behind = append(behind, fmt.Sprintf("%d: %d of %d", p, committed[p], end))
+			}
+		}
+		sort.Strings(behind)
+		t.Logf("partitions of endcap.events not committed to their end: %v", behind)
+	}
+	if rows, err := s.query("SELECT table, toString(count()) FROM system.parts WHERE active AND database = 'endcap' GROUP BY table ORDER BY count() DESC LIMIT 5"); err == nil {
+		t.Logf("ClickHouse tables with the most active parts: %v", rows)
+	}
+	for _, p := range s.procs {
+		if p.port == 0 {
+			continue
+		}
+		b, _ := os.ReadFile(p.log)
+		var notable []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				notable = append(notable, line)
+			}
+		}
+		if len(notable) > 25 {
+			notable = notable[len(notable)-25:]
+		}
+		t.Logf("%s: last warnings and errors:\n%s", p.name, strings.Join(notable, "\n"))
+	}
 }
 
 // redis is a client of the stack's Redis (of its cluster, when it runs one),

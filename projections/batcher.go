@@ -1,10 +1,13 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +104,9 @@ type batcher struct {
 	// (cleared when a batch is committed, or at a rebalance).
 	progress atomic.Int64
 	owed     atomic.Bool
+	// attempting is when the attempt in flight began (Unix ns; 0: none),
+	// for the stall warnings of watch.
+	attempting atomic.Int64
 }
 
 // partitionHooks are told of the partitions a member is assigned and those
@@ -280,6 +286,8 @@ const (
 // folded and committed, for up to stopGrace more: else its partitions' next
 // owner folds it again.
 func (b *batcher) attempt(ctx context.Context, batch []*kgo.Record) error {
+	b.attempting.Store(time.Now().UnixNano())
+	defer b.attempting.Store(0)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.flushTimeout)
 	defer cancel()
 	stopping := context.AfterFunc(ctx, func() {
@@ -363,19 +371,38 @@ const watchInterval = 5 * time.Second
 // from the broker (end offset − the group's committed offset), whoever owns
 // the partition: those of a member that died, or that no member owns, are
 // counted too. Each process running the group reports the same figures:
-// aggregate them with max, not sum.
+// aggregate them with max, not sum. A partition with records waiting whose
+// committed offset has not moved for stallWarnAfter is logged as a warning
+// (once a stall), and again when it moves.
 func (b *batcher) watch(ctx context.Context) {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	adm := kadm.NewClient(b.client)
+	stalls := stallTracker{after: stallWarnAfter}
 	for {
-		telemetry.ProjectorStalledSeconds.WithLabelValues(b.group).Set(b.StalledFor(time.Now()).Seconds())
+		now := time.Now()
+		telemetry.ProjectorStalledSeconds.WithLabelValues(b.group).Set(b.StalledFor(now).Seconds())
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		lags, err := groupLag(lctx, adm, b.group, b.topics)
 		cancel()
 		if err == nil {
 			for k, l := range lags {
-				telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(l))
+				telemetry.ConsumerLag.WithLabelValues(k.topic, b.group, strconv.Itoa(int(k.partition))).Set(float64(l.records))
+			}
+			stalled, moved := stalls.observe(now, lags)
+			for _, s := range stalled {
+				attempt := time.Duration(0)
+				if at := b.attempting.Load(); at != 0 {
+					attempt = now.Sub(time.Unix(0, at)).Round(time.Millisecond)
+				}
+				b.log.Warn("projector: a partition with records waiting has not been folded (whoever owns it)",
+					"group", b.group, "topic", s.topic, "partition", s.partition, "records_waiting", s.records,
+					"committed", s.committed, "for", s.stalled.Round(time.Second),
+					"this_member_batch_in_flight_for", attempt, "this_member_without_progress_for", b.StalledFor(now).Round(time.Second))
+			}
+			for _, s := range moved {
+				b.log.Info("projector: a stalled partition is folded again",
+					"group", b.group, "topic", s.topic, "partition", s.partition, "after", s.stalled.Round(time.Second))
 			}
 		}
 		select {
@@ -386,10 +413,82 @@ func (b *batcher) watch(ctx context.Context) {
 	}
 }
 
+// stallWarnAfter is how long a partition with records waiting may keep its
+// committed offset before watch logs it: longer than a flush attempt
+// (FlushTimeout) and a rebalance usually take.
+const stallWarnAfter = 45 * time.Second
+
+// stallTracker follows, per partition, since when its committed offset has
+// not moved while records were waiting.
+type stallTracker struct {
+	after time.Duration
+	since map[partitionKey]*stallState
+}
+
+type stallState struct {
+	committed int64
+	from      time.Time
+	warned    bool
+}
+
+// stall is a partition that has not moved for stalled (records waiting,
+// at committed).
+type stall struct {
+	partitionKey
+	records, committed int64
+	stalled            time.Duration
+}
+
+// observe takes the lags read at now and returns the partitions that have
+// just been stalled for the tracker's bound, and those that were reported
+// and have moved since (or have nothing waiting any more).
+func (s *stallTracker) observe(now time.Time, lags map[partitionKey]partitionLag) (stalled, moved []stall) {
+	if s.since == nil {
+		s.since = map[partitionKey]*stallState{}
+	}
+	for k, st := range s.since {
+		l, ok := lags[k]
+		if !ok || (l.records > 0 && l.committed == st.committed) {
+			continue // not read this time, or still where it was
+		}
+		if st.warned {
+			moved = append(moved, stall{partitionKey: k, records: l.records, committed: l.committed, stalled: now.Sub(st.from)})
+		}
+		delete(s.since, k)
+	}
+	for k, l := range lags {
+		if l.records == 0 {
+			continue
+		}
+		st := s.since[k]
+		if st == nil {
+			s.since[k] = &stallState{committed: l.committed, from: now}
+			continue
+		}
+		if !st.warned && now.Sub(st.from) >= s.after {
+			st.warned = true
+			stalled = append(stalled, stall{partitionKey: k, records: l.records, committed: l.committed, stalled: now.Sub(st.from)})
+		}
+	}
+	sortStalls(stalled)
+	sortStalls(moved)
+	return stalled, moved
+}
+
+func sortStalls(ss []stall) {
+	slices.SortFunc(ss, func(a, b stall) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+}
+
+// partitionLag is a partition's records waiting (end offset − the offset
+// the group starts from) and that offset.
+type partitionLag struct{ records, committed int64 }
+
 // groupLag is, for every partition of topics, its end offset minus the
 // group's committed offset (minus its start offset where the group has
-// committed nothing: the group starts there).
-func groupLag(ctx context.Context, adm *kadm.Client, group string, topics []string) (map[partitionKey]int64, error) {
+// committed nothing: the group starts there), and that offset.
+func groupLag(ctx context.Context, adm *kadm.Client, group string, topics []string) (map[partitionKey]partitionLag, error) {
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return nil, err
@@ -402,7 +501,7 @@ func groupLag(ctx context.Context, adm *kadm.Client, group string, topics []stri
 	if err != nil {
 		return nil, err
 	}
-	out := map[partitionKey]int64{}
+	out := map[partitionKey]partitionLag{}
 	ends.Each(func(e kadm.ListedOffset) {
 		if e.Err != nil || e.Offset < 0 {
 			return
@@ -414,7 +513,7 @@ func groupLag(ctx context.Context, adm *kadm.Client, group string, topics []stri
 			from = s.Offset
 		}
 		if from >= 0 {
-			out[partitionKey{e.Topic, e.Partition}] = max(0, e.Offset-from)
+			out[partitionKey{e.Topic, e.Partition}] = partitionLag{records: max(0, e.Offset-from), committed: from}
 		}
 	})
 	return out, nil

@@ -110,3 +110,77 @@ func TestBatcherStop(t *testing.T) {
 		})
 	}
 }
+
+// TestStallTracker: a partition with records waiting whose committed offset
+// does not move is reported once, when it has not moved for the bound, and
+// again when it moves or has nothing left; one that moves, or has nothing
+// waiting, never is.
+func TestStallTracker(t *testing.T) {
+	p0, p1 := partitionKey{"ev", 0}, partitionKey{"ev", 1}
+	type look struct {
+		at             time.Duration // since the first look
+		lags           map[partitionKey]partitionLag
+		stalled, moved []int32 // partitions reported
+	}
+	tests := []struct {
+		name  string
+		looks []look
+	}{
+		{"caught up", []look{
+			{0, map[partitionKey]partitionLag{p0: {0, 10}}, nil, nil},
+			{60 * time.Second, map[partitionKey]partitionLag{p0: {0, 10}}, nil, nil},
+		}},
+		{"moving with records waiting", []look{
+			{0, map[partitionKey]partitionLag{p0: {5, 10}}, nil, nil},
+			{30 * time.Second, map[partitionKey]partitionLag{p0: {5, 11}}, nil, nil},
+			{60 * time.Second, map[partitionKey]partitionLag{p0: {5, 12}}, nil, nil},
+		}},
+		{"stalled, reported once, then moves", []look{
+			{0, map[partitionKey]partitionLag{p0: {5, 10}, p1: {3, 7}}, nil, nil},
+			{44 * time.Second, map[partitionKey]partitionLag{p0: {6, 10}, p1: {0, 10}}, nil, nil},
+			{45 * time.Second, map[partitionKey]partitionLag{p0: {7, 10}, p1: {0, 10}}, []int32{0}, nil},
+			{50 * time.Second, map[partitionKey]partitionLag{p0: {8, 10}}, nil, nil},
+			{55 * time.Second, map[partitionKey]partitionLag{p0: {1, 17}}, nil, []int32{0}},
+			{60 * time.Second, map[partitionKey]partitionLag{p0: {1, 17}}, nil, nil},
+		}},
+		{"stalled until nothing is left", []look{
+			{0, map[partitionKey]partitionLag{p1: {3, 7}}, nil, nil},
+			{50 * time.Second, map[partitionKey]partitionLag{p1: {3, 7}}, []int32{1}, nil},
+			{55 * time.Second, map[partitionKey]partitionLag{p1: {0, 7}}, nil, []int32{1}},
+		}},
+		{"a look that misses the partition keeps its stall", []look{
+			{0, map[partitionKey]partitionLag{p0: {5, 10}}, nil, nil},
+			{20 * time.Second, map[partitionKey]partitionLag{}, nil, nil},
+			{45 * time.Second, map[partitionKey]partitionLag{p0: {5, 10}}, []int32{0}, nil},
+		}},
+		{"two at once, in partition order", []look{
+			{0, map[partitionKey]partitionLag{p1: {3, 7}, p0: {5, 10}}, nil, nil},
+			{45 * time.Second, map[partitionKey]partitionLag{p1: {3, 7}, p0: {5, 10}}, []int32{0, 1}, nil},
+			{50 * time.Second, map[partitionKey]partitionLag{p1: {0, 10}, p0: {0, 15}}, nil, []int32{0, 1}},
+		}},
+	}
+	partitions := func(ss []stall) []int32 {
+		var out []int32
+		for _, s := range ss {
+			out = append(out, s.partition)
+		}
+		return out
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := stallTracker{after: 45 * time.Second}
+			for i, l := range tc.looks {
+				stalled, moved := tr.observe(start.Add(l.at), l.lags)
+				if fmt.Sprint(partitions(stalled)) != fmt.Sprint(l.stalled) || fmt.Sprint(partitions(moved)) != fmt.Sprint(l.moved) {
+					t.Errorf("look %d (%s): stalled %v moved %v, want %v and %v", i, l.at, partitions(stalled), partitions(moved), l.stalled, l.moved)
+				}
+				for _, s := range stalled {
+					if s.stalled < 45*time.Second || s.records != l.lags[s.partitionKey].records {
+						t.Errorf("look %d: reported %+v", i, s)
+					}
+				}
+			}
+		})
+	}
+}

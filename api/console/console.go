@@ -431,16 +431,24 @@ func statusOf(err error) (int, string) {
 		return http.StatusServiceUnavailable, "The service did not answer in time; try again."
 	}
 	// A domain's own error (*errkind.Error) or a kind wrapped with a message
-	// (fmt.Errorf("%w: ...", errkind.Invalid)).
-	msg := err.Error()
-	if e, ok := errkind.Of(err); ok {
-		msg = e.Msg
-	}
-	for _, k := range []struct {
+	// (fmt.Errorf("%w: ...", errkind.Invalid)). Of an error that wraps
+	// several, the outermost *errkind.Error decides, as in the API
+	// (an export not confirmed yet is unavailable, whatever it wraps).
+	statuses := []struct {
 		kind   errkind.Kind
 		status int
 	}{{errkind.Invalid, http.StatusUnprocessableEntity}, {errkind.NotFound, http.StatusNotFound}, {errkind.Conflict, http.StatusConflict},
-		{errkind.Unavailable, http.StatusServiceUnavailable}, {errkind.Forbidden, http.StatusForbidden}, {errkind.TooMany, http.StatusTooManyRequests}} {
+		{errkind.Unavailable, http.StatusServiceUnavailable}, {errkind.Forbidden, http.StatusForbidden}, {errkind.TooMany, http.StatusTooManyRequests}}
+	msg := err.Error()
+	if e, ok := errkind.Of(err); ok {
+		msg = e.Msg
+		for _, k := range statuses {
+			if e.Kind == k.kind {
+				return k.status, cleanInvalid(msg)
+			}
+		}
+	}
+	for _, k := range statuses {
 		if errors.Is(err, k.kind) {
 			return k.status, cleanInvalid(msg)
 		}

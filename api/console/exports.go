@@ -187,8 +187,14 @@ func (c *Console) createExport(ctx *gin.Context) {
 		_, err = c.o.Exports.Create(rctx, v.Marketplace.ID, req)
 	}
 	var inv *exports.InvalidError
-	if errors.As(err, &inv) {
+	switch {
+	case errors.As(err, &inv):
 		err = errkind.New(errkind.Invalid, problemsText(inv.Problems))
+	case errors.Is(err, exports.ErrUnconfirmed):
+		// A double click's second submission while the first is being
+		// written, or an answer that came too late: the form's key makes
+		// submitting it again the same export.
+		err = errkind.New(errkind.Unavailable, "the export was not confirmed in time; submit the form again to see it (it will not make a second export)")
 	}
 	if err != nil {
 		c.formError(ctx, err, again)
