@@ -137,6 +137,7 @@ func TestClickHouseCluster(t *testing.T) {
 			ld.setPhase(name + "-check")
 			if err := s.waitCaughtUp(ld, name+"-check", catchUpBound); err != nil {
 				t.Errorf("not caught up within %s of the restart: %v", catchUpBound, err)
+				s.diagnose(t)
 			}
 			for _, v := range ld.violations(from) {
 				t.Error(v)

@@ -125,7 +125,9 @@ func TestFaults(t *testing.T) {
 			time.Sleep(5 * time.Second)
 			ld.setPhase(name + "-check")
 			if err := s.waitCaughtUp(ld, name+"-check", catchUpBound); err != nil {
-				t.Errorf("not caught up within %s of the fault's end: %v", catchUpBound, err)
+				// Whether the broker took events meanwhile tells a stalled
+				// fold from a stalled broker.
+				t.Errorf("not caught up within %s of the fault's end: %v (since the fault's end: %s)", catchUpBound, err, ld.summary(ended))
 				s.diagnose(t)
 			} else {
 				t.Logf("caught up %s after the fault's end (%d events acknowledged during it, %d in the 5 s after)",
@@ -356,12 +358,23 @@ func (s *faultStack) caughtUp(ld *load, current string) error {
 	return nil
 }
 
+// waitCaughtUp waits up to d for caughtUp. Its error says when the count
+// last moved: a fold that stalled from the start, or one that was slow.
 func (s *faultStack) waitCaughtUp(ld *load, current string, d time.Duration) error {
-	deadline := time.Now().Add(d)
+	began := time.Now()
+	deadline := began.Add(d)
+	var last string
+	var moved time.Time
 	for {
 		err := s.caughtUp(ld, current)
-		if err == nil || time.Now().After(deadline) {
-			return err
+		if err == nil {
+			return nil
+		}
+		if err.Error() != last {
+			last, moved = err.Error(), time.Now()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w (as it read %s into the wait, the last change)", err, moved.Sub(began).Round(100*time.Millisecond))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -137,6 +137,7 @@ func TestRedisCluster(t *testing.T) {
 	t.Logf("%d winners clicked before the kill clicked again after the failover", again)
 	if err := s.waitCaughtUp(ld, "after the failover", catchUpBound); err != nil {
 		t.Errorf("not caught up within %s of the failover: %v", catchUpBound, err)
+		s.diagnose(t)
 	} else {
 		t.Logf("every event acknowledged up to the failover folded %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 	}
