@@ -116,7 +116,8 @@ func TestThrottleOnlyFailures(t *testing.T) {
 // TestThrottleAccountCeiling: failures from many unfamiliar addresses slow
 // every unfamiliar address of the account past Account.Free, but not an
 // address the owner signed in from before; a client's failures on many
-// accounts slow that client past Client.Free.
+// accounts slow that client past Client.Free, but not on an account it
+// signed in to before (behind a proxy that is not trusted, its users).
 func TestThrottleAccountCeiling(t *testing.T) {
 	tt := newTestThrottle(t)
 	tt.Account = Delay{Free: 3, Base: time.Second, Cap: time.Minute, Forget: time.Hour}
@@ -139,6 +140,11 @@ func TestThrottleAccountCeiling(t *testing.T) {
 	// Another account is not slowed by this one's ceiling; the client's
 	// own count is.
 	spray := "192.0.2.66"
+	// A user who signed in through the same address before (a proxy
+	// that is not trusted: every user shares its address).
+	if w := tt.try(t, "f@throttle.test", spray, nil); w != 0 {
+		t.Fatal(w)
+	}
 	for i, a := range []string{"a@throttle.test", "b@throttle.test", "c@throttle.test", "d@throttle.test"} {
 		if w := tt.try(t, a, spray, ErrBadPassword); w != 0 {
 			t.Fatalf("account %d from one client: %s", i+1, w)
@@ -146,6 +152,9 @@ func TestThrottleAccountCeiling(t *testing.T) {
 	}
 	if w := tt.try(t, "e@throttle.test", spray, ErrBadPassword); w != time.Second {
 		t.Fatalf("a fifth account from one client: %s, want 1s", w)
+	}
+	if w := tt.try(t, "f@throttle.test", spray, nil); w != 0 {
+		t.Fatalf("a user familiar with the address after its failures on other accounts: %s", w)
 	}
 }
 
