@@ -24,14 +24,16 @@ import (
 //     failure makes the pair wait Pair.Base, doubling per failure up to
 //     Pair.Cap; a success resets the pair. Someone who mistypes their
 //     password is not held back; one client guesses a few passwords an hour.
+//     The defaults (5 free, 1 s doubling to 15 min) are AWS Cognito's, which
+//     OWASP's testing guide (Testing for Weak Lock Out Mechanism) gives as a
+//     lockout that stops brute force without a lasting denial of service.
 //   - Per account, from unfamiliar clients: past Account.Free failures from
 //     clients that never signed in to the account, those clients wait, with
 //     the same doubling. A client that signed in to the account in the last
 //     Familiar is not subject to it: an attacker who sprays the account from
 //     many addresses is slowed, and its owner, from where they usually sign
-//     in, is not locked out (the familiar locations of Azure AD's smart
-//     lockout; OWASP's authentication cheat sheet prefers such delays to a
-//     lock).
+//     in, is not locked out (the familiar and unfamiliar locations of
+//     Azure AD's smart lockout).
 //   - Per client, on accounts unfamiliar to it: past Client.Free failures
 //     (on any accounts), the client waits; against one address trying
 //     passwords on many accounts.
