@@ -41,6 +41,7 @@ func (a *App) buildConsole(deps *api.Deps) error {
 		ScoredFiles: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime),
 		Exports:     a.Exports, Cursors: a.Cursors, Auctions: deps.Auctions,
 		Health: a.sampler, MailEnabled: mail, SecureCookies: a.cfg.ConsoleSecureCookies, Log: a.log,
+		Downloads: users.NewSlots(a.Redis, a.cfg.KafkaTopicPrefix, a.cfg.ConsoleDownloads, console.DownloadHold),
 	})
 	if err != nil {
 		return err

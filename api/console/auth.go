@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ func (c *Console) login(ctx *gin.Context) {
 		return
 	}
 	u, err := c.o.Users.Authenticate(rctx, email, password)
+	c.recordAttempt(rctx, email, ctx.ClientIP(), err)
 	if err != nil {
 		c.o.Log.Info("console: sign-in refused", "client", ctx.ClientIP())
 		c.formError(ctx, err, again)
@@ -148,10 +150,21 @@ func (c *Console) changePassword(ctx *gin.Context) {
 	again := func() { c.render(ctx, ctx.Writer.Status(), "account", "Account", nil) }
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
 	defer cancel()
-	if _, err := c.o.Users.Authenticate(rctx, v.User.Email, ctx.PostForm("current")); err != nil {
+	// The current password is guessed like a sign-in's: throttled alike.
+	if err := c.o.Throttle.Allow(rctx, v.User.Email, ctx.ClientIP()); err != nil {
+		c.formError(ctx, err, again)
+		return
+	}
+	_, err := c.o.Users.Authenticate(rctx, v.User.Email, ctx.PostForm("current"))
+	c.recordAttempt(rctx, v.User.Email, ctx.ClientIP(), err)
+	if errors.Is(err, users.ErrBadPassword) {
 		ctx.Set("console.error", "The current password is wrong.")
 		ctx.Status(http.StatusUnprocessableEntity)
 		again()
+		return
+	}
+	if err != nil {
+		c.fail(ctx, err)
 		return
 	}
 	if ctx.PostForm("password") != ctx.PostForm("password2") {

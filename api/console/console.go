@@ -75,7 +75,11 @@ type Options struct {
 	// MailEnabled: invitations are e-mailed; otherwise the console shows
 	// each pending invitation's link to the admin.
 	MailEnabled bool
-	// SecureCookies marks the cookies Secure (HTTPS only).
+	// Downloads bounds the downloads a user runs at once.
+	Downloads *users.Slots
+	// SecureCookies marks the cookies Secure (HTTPS only), names them
+	// __Host-… (Path=/, no Domain: no other host or plain-HTTP page can
+	// set them) and makes every answer ask for HTTPS (HSTS).
 	SecureCookies bool
 	Log           *slog.Logger
 	Now           func() time.Time
@@ -90,11 +94,15 @@ type Console struct {
 	assets map[string]string
 }
 
-// Cookie names.
+// Cookie names (with the __Host- prefix when the cookies are Secure).
 const (
 	sessionCookie = "endcap_session"
 	csrfCookie    = "endcap_csrf" // the anonymous forms' double-submit token
 )
+
+// hsts is the Strict-Transport-Security of the answers when the cookies
+// are Secure: a year, this host only.
+const hsts = "max-age=31536000"
 
 // New builds the console.
 func New(o Options) (*Console, error) {
@@ -119,7 +127,7 @@ func New(o Options) (*Console, error) {
 
 // Install adds the console's routes under g (the /console group).
 func (c *Console) Install(g *gin.RouterGroup) {
-	g.Use(c.headers, c.sameOrigin)
+	g.Use(c.headers, c.sameOrigin, c.formLimit)
 	g.GET("/static/*file", c.static)
 	g.GET("", c.home)
 	g.GET("/login", c.loginPage)
@@ -205,11 +213,14 @@ func nav(r users.Role) []navItem {
 
 // headers sets the security headers of every console answer.
 func (c *Console) headers(ctx *gin.Context) {
-	setHeaders(ctx.Writer.Header())
+	c.setHeaders(ctx.Writer.Header())
 	ctx.Next()
 }
 
-func setHeaders(h http.Header) {
+func (c *Console) setHeaders(h http.Header) {
+	if c.o.SecureCookies {
+		h.Set("Strict-Transport-Security", hsts)
+	}
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
 		"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
 	h.Set("X-Frame-Options", "DENY")
@@ -242,7 +253,7 @@ func (c *Console) sameOrigin(ctx *gin.Context) {
 // anonCSRF checks the double-submit token of the forms shown before
 // sign-in (login, invitation): the form's field equals the cookie.
 func (c *Console) anonCSRF(ctx *gin.Context) {
-	ck, err := ctx.Cookie(csrfCookie)
+	ck, err := c.cookie(ctx, csrfCookie)
 	if err != nil || ck == "" || subtle.ConstantTimeCompare([]byte(ck), []byte(ctx.PostForm("csrf"))) != 1 {
 		c.forbidden(ctx, "The form expired: reload the page and try again.")
 		return
@@ -252,7 +263,7 @@ func (c *Console) anonCSRF(ctx *gin.Context) {
 
 // anonToken returns the double-submit token, setting its cookie when new.
 func (c *Console) anonToken(ctx *gin.Context) string {
-	if ck, err := ctx.Cookie(csrfCookie); err == nil && len(ck) >= 32 && len(ck) <= 64 {
+	if ck, err := c.cookie(ctx, csrfCookie); err == nil && len(ck) >= 32 && len(ck) <= 64 {
 		return ck
 	}
 	t := users.RandomToken()
@@ -260,8 +271,25 @@ func (c *Console) anonToken(ctx *gin.Context) string {
 	return t
 }
 
+// cookieName is the name of a cookie: __Host-name when Secure (a browser
+// keeps such a cookie only if it is Secure, of Path=/ and of no Domain).
+func (c *Console) cookieName(name string) string {
+	if c.o.SecureCookies {
+		return "__Host-" + name
+	}
+	return name
+}
+
+func (c *Console) cookie(ctx *gin.Context, name string) (string, error) {
+	return ctx.Cookie(c.cookieName(name))
+}
+
 func (c *Console) setCookie(ctx *gin.Context, name, value string, maxAge int) {
-	http.SetCookie(ctx.Writer, &http.Cookie{Name: name, Value: value, Path: "/console", MaxAge: maxAge,
+	path := "/console"
+	if c.o.SecureCookies {
+		path = "/"
+	}
+	http.SetCookie(ctx.Writer, &http.Cookie{Name: c.cookieName(name), Value: value, Path: path, MaxAge: maxAge,
 		HttpOnly: true, Secure: c.o.SecureCookies, SameSite: http.SameSiteLaxMode})
 }
 
@@ -283,8 +311,14 @@ func viewerOf(ctx *gin.Context) *viewer {
 
 // session finds the request's live session, or sends the browser to the
 // sign-in page. The user's changes of the request are audited as theirs.
+// While the users are still being read, a request with a session waits
+// (503, the session kept): it may well be valid.
 func (c *Console) session(ctx *gin.Context) {
-	token, _ := ctx.Cookie(sessionCookie)
+	token, _ := c.cookie(ctx, sessionCookie)
+	if token != "" && !c.o.Users.Ready() {
+		c.starting(ctx)
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 2*time.Second)
 	sess, ok, err := c.o.Sessions.Get(rctx, token)
 	cancel()
@@ -416,7 +450,7 @@ func (c *Console) fail(ctx *gin.Context, err error) {
 	if status == http.StatusInternalServerError {
 		c.o.Log.Error("console: request failed", "path", ctx.Request.URL.Path, "err", err)
 	}
-	if status == http.StatusServiceUnavailable {
+	if !setRetryAfter(ctx, err) && status == http.StatusServiceUnavailable {
 		ctx.Header("Retry-After", "2")
 	}
 	c.errorPage(ctx, status, msg)
@@ -424,8 +458,9 @@ func (c *Console) fail(ctx *gin.Context, err error) {
 
 func statusOf(err error) (int, string) {
 	var te *users.ThrottledError
-	if errors.As(err, &te) {
-		return http.StatusTooManyRequests, te.Error() + "."
+	var be *users.BusyError
+	if errors.As(err, &te) || errors.As(err, &be) {
+		return http.StatusTooManyRequests, sentence(err.Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return http.StatusServiceUnavailable, "The service did not answer in time; try again."
@@ -464,6 +499,7 @@ func (c *Console) formError(ctx *gin.Context, err error, again func()) {
 		c.fail(ctx, err)
 		return
 	}
+	setRetryAfter(ctx, err)
 	ctx.Set("console.error", msg)
 	ctx.Status(status)
 	again()
@@ -483,13 +519,13 @@ func cleanInvalid(msg string) string {
 
 // NotFound answers a path under /console that no page has, as a page.
 func (c *Console) NotFound(ctx *gin.Context) {
-	setHeaders(ctx.Writer.Header())
+	c.setHeaders(ctx.Writer.Header())
 	c.errorPage(ctx, http.StatusNotFound, "There is no such page.")
 }
 
 // home sends the browser to the user's first page.
 func (c *Console) home(ctx *gin.Context) {
-	token, _ := ctx.Cookie(sessionCookie)
+	token, _ := c.cookie(ctx, sessionCookie)
 	if token == "" {
 		ctx.Redirect(http.StatusSeeOther, "/console/login")
 		return

@@ -1,9 +1,12 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/endcap/endcap/api/console"
 	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/campaigns"
@@ -27,6 +31,7 @@ import (
 // sys is an api process with a marketplace, an admin and two vendors.
 type sys struct {
 	a       *app.App
+	cfg     config.Config
 	url     string
 	mp      accounts.Marketplace
 	brokers []string
@@ -34,12 +39,18 @@ type sys struct {
 
 const adminEmail, adminPassword = "admin@handlers.test", "the admin's long password"
 
-func start(t *testing.T) *sys {
+func start(t *testing.T) *sys { t.Helper(); return startWith(t, nil) }
+
+// startWith starts the process with the configuration set changes.
+func startWith(t *testing.T, set func(*config.Config)) *sys {
 	t.Helper()
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.ConsoleSecureCookies = true
+	if set != nil {
+		set(&cfg)
+	}
 	a, err := app.New(cfg, app.TargetAPI, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +78,7 @@ func start(t *testing.T) *sys {
 	if err := a.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	s := &sys{a: a, url: "http://" + addr.String(), brokers: brokers}
+	s := &sys{a: a, cfg: cfg, url: "http://" + addr.String(), brokers: brokers}
 	if s.mp, err = a.Accounts.CreateMarketplace(wctx, "Handlers", "EUR", "Europe/Paris"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +110,16 @@ type client struct {
 	s       *sys
 	cookies map[string]*http.Cookie
 	origin  string
+	// from, when set, is the client's address a trusted proxy forwards
+	// (X-Forwarded-For).
+	from string
+	// contentType and body, when set, replace the form's.
+	contentType string
+	body        []byte
 }
+
+// sessionCookie is the session's cookie name (the cookies are Secure).
+const sessionCookie = "__Host-endcap_session"
 
 func (s *sys) client(t *testing.T) *client {
 	return &client{t: t, s: s, cookies: map[string]*http.Cookie{}}
@@ -117,12 +137,21 @@ func (c *client) do(method, path string, form url.Values) answer {
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
+	if c.body != nil {
+		body = bytes.NewReader(c.body)
+	}
 	req, err := http.NewRequest(method, c.s.url+path, body)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
+	}
+	if c.from != "" {
+		req.Header.Set("X-Forwarded-For", c.from)
 	}
 	if c.origin != "" {
 		req.Header.Set("Origin", c.origin)
@@ -187,22 +216,26 @@ func TestSignIn(t *testing.T) {
 			t.Fatalf("sign-in %q: %d", tc.email, r.status)
 		}
 	}
-	if _, ok := c.cookies["endcap_session"]; ok {
+	if _, ok := c.cookies[sessionCookie]; ok {
 		t.Fatal("a refused sign-in set a session")
 	}
 	r = c.login(adminEmail, adminPassword)
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("sign-in: %d %s", r.status, r.body)
 	}
-	ck := c.cookies["endcap_session"]
-	if ck == nil || !ck.HttpOnly || !ck.Secure || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/console" {
+	ck := c.cookies[sessionCookie]
+	if ck == nil || !ck.HttpOnly || !ck.Secure || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Domain != "" {
 		t.Fatalf("session cookie %+v", ck)
+	}
+	if ck := c.cookies["__Host-endcap_csrf"]; ck == nil || !ck.Secure || ck.Path != "/" {
+		t.Fatalf("the sign-in form's cookie %+v", ck)
 	}
 	if r := c.do("GET", "/console/no-such-page", nil); r.status != http.StatusNotFound || !strings.Contains(r.header.Get("Content-Type"), "text/html") {
 		t.Fatalf("an unknown console page: %d %s", r.status, r.header.Get("Content-Type"))
 	}
 	r = c.do("GET", "/console/keys", nil)
-	if r.status != 200 || !strings.Contains(r.header.Get("Content-Security-Policy"), "default-src 'self'") || r.header.Get("X-Frame-Options") != "DENY" {
+	if r.status != 200 || !strings.Contains(r.header.Get("Content-Security-Policy"), "default-src 'self'") || r.header.Get("X-Frame-Options") != "DENY" ||
+		r.header.Get("Strict-Transport-Security") != "max-age=31536000" {
 		t.Fatalf("keys: %d %v", r.status, r.header)
 	}
 	// A form of the session without the session's token.
@@ -217,32 +250,138 @@ func TestSignIn(t *testing.T) {
 	if r := c.do("POST", "/console/logout", url.Values{"csrf": {c.csrf("/console/keys")}}); r.status != http.StatusSeeOther {
 		t.Fatalf("logout: %d", r.status)
 	}
-	c.cookies["endcap_session"] = &old
+	c.cookies[sessionCookie] = &old
 	if r := c.do("GET", "/console/keys", nil); r.status != http.StatusSeeOther {
 		t.Fatalf("the old session after logout: %d", r.status)
 	}
 }
 
+// TestSignInThrottled: failures slow the client that makes them, for the
+// account they try, with delays; the account's owner, from another
+// address, signs in all the same; an IPv6 client is its /64; the current
+// password of a password change is throttled alike.
 func TestSignInThrottled(t *testing.T) {
-	s := start(t)
-	c := s.client(t)
-	for i := 0; i < users.DefaultPerEmail.Burst; i++ {
-		if r := c.login(adminEmail, "not the password"); r.status != http.StatusUnprocessableEntity {
-			t.Fatalf("attempt %d: %d", i, r.status)
+	s := startWith(t, func(c *config.Config) { c.TrustedProxies = []string{"127.0.0.1", "::1"} })
+	from := func(addr string) *client { c := s.client(t); c.from = addr; return c }
+	// Twelve failures from three addresses: none is slowed (five each
+	// are free).
+	for _, addr := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+		c := from(addr)
+		for i := 0; i < 4; i++ {
+			if r := c.login(adminEmail, "not the password"); r.status != http.StatusUnprocessableEntity {
+				t.Fatalf("%s, failure %d: %d", addr, i+1, r.status)
+			}
 		}
 	}
-	// Over the limit, even the right password waits.
-	if r := c.login(adminEmail, adminPassword); r.status != http.StatusTooManyRequests || !strings.Contains(r.body, "too many sign-in attempts") {
-		t.Fatalf("attempt over the limit: %d", r.status)
+	// The owner, from their own address, is not locked out.
+	owner := from("198.51.100.7")
+	if r := owner.login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
+		t.Fatalf("the owner after the others' failures: %d", r.status)
 	}
-	// Another address is not held back by this one's attempts.
+	// The fifth failure of one address makes it wait, even with the right
+	// password.
+	c := from("192.0.2.1")
+	if r := c.login(adminEmail, "not the password"); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("fifth failure: %d", r.status)
+	}
+	for _, p := range []string{"not the password", adminPassword} {
+		r := c.login(adminEmail, p)
+		if r.status != http.StatusTooManyRequests || !strings.Contains(r.body, "Too many sign-in attempts") || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("past the free failures: %d %q", r.status, r.header.Get("Retry-After"))
+		}
+	}
+	// Another address of the same IPv6 /64 is the same client.
+	for i := 0; i < 5; i++ {
+		if r := from(fmt.Sprintf("2001:db8:5:5::%x", i+1)).login(adminEmail, "not the password"); r.status != http.StatusUnprocessableEntity {
+			t.Fatalf("IPv6 failure %d: %d", i+1, r.status)
+		}
+	}
+	if r := from("2001:db8:5:5::ffff").login(adminEmail, adminPassword); r.status != http.StatusTooManyRequests {
+		t.Fatalf("another address of the /64: %d", r.status)
+	}
+	if r := from("2001:db8:5:6::1").login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
+		t.Fatalf("an address of another /64: %d", r.status)
+	}
+	// The current password of a password change.
+	tok := owner.csrf("/console/account")
+	for i := 0; i < 5; i++ {
+		r := owner.do("POST", "/console/account/password", url.Values{"csrf": {tok}, "current": {"not the password"}, "password": {"a new long password"}, "password2": {"a new long password"}})
+		if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "current password is wrong") {
+			t.Fatalf("password change %d with a wrong current password: %d", i+1, r.status)
+		}
+	}
+	r := owner.do("POST", "/console/account/password", url.Values{"csrf": {tok}, "current": {adminPassword}, "password": {"a new long password"}, "password2": {"a new long password"}})
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("password change past the free failures: %d", r.status)
+	}
+}
+
+// TestFormLimits: a form's body is capped (413, a page), a larger one is
+// accepted where the form needs it, and only URL-encoded forms are read
+// (a multipart body is 415).
+func TestFormLimits(t *testing.T) {
+	s := start(t)
+	c := s.client(t)
+	tok := c.csrf("/console/login")
+	big := url.Values{"csrf": {tok}, "email": {adminEmail}, "password": {"x"}, "pad": {strings.Repeat("p", 64<<10)}}
+	if r := c.do("POST", "/console/login", big); r.status != http.StatusRequestEntityTooLarge || !strings.Contains(r.header.Get("Content-Type"), "text/html") {
+		t.Fatalf("a sign-in form of 64 KB: %d", r.status)
+	}
+	var mp bytes.Buffer
+	w := multipart.NewWriter(&mp)
+	for k, v := range map[string]string{"csrf": tok, "email": adminEmail, "password": adminPassword} {
+		_ = w.WriteField(k, v)
+	}
+	_ = w.Close()
+	c.contentType, c.body = w.FormDataContentType(), mp.Bytes()
+	if r := c.do("POST", "/console/login", nil); r.status != http.StatusUnsupportedMediaType {
+		t.Fatalf("a multipart sign-in: %d", r.status)
+	}
+	c.contentType, c.body = "", nil
+	if r := c.login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", r.status)
+	}
+	// The explain form takes an auction's JSON, up to 256 KB.
+	tok = c.csrf("/console/explain")
+	json := `{"auctions":[{"products":[` + strings.Repeat(`{"id":"p"},`, 20000) + `{"id":"p"}]}]}`
+	r := c.do("POST", "/console/explain", url.Values{"csrf": {tok}, "mode": {"json"}, "json": {json}})
+	if r.status == http.StatusRequestEntityTooLarge || r.status == http.StatusForbidden {
+		t.Fatalf("an explain form of %d KB: %d", len(json)>>10, r.status)
+	}
+	if r := c.do("POST", "/console/keys", url.Values{"csrf": {tok}, "name": {strings.Repeat("n", 70<<10)}}); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a key form of 70 KB: %d", r.status)
+	}
+}
+
+// TestDownloadsPerUser: a user runs ENDCAP_CONSOLE_DOWNLOADS_PER_USER
+// downloads at once; one more is 429 with Retry-After.
+func TestDownloadsPerUser(t *testing.T) {
+	s := start(t)
+	c := s.client(t)
+	if r := c.login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
+		t.Fatal(r.status)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.a.Users.CreateAdmin(ctx, s.mp.ID, "second@handlers.test", adminPassword); err != nil {
-		t.Fatal(err)
+	u, _ := s.a.Users.ByEmail(adminEmail)
+	slots := users.NewSlots(s.a.Redis, s.cfg.KafkaTopicPrefix, s.cfg.ConsoleDownloads, console.DownloadHold)
+	var releases []func()
+	for i := 0; i < s.cfg.ConsoleDownloads; i++ {
+		release, err := slots.Take(ctx, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
 	}
-	if r := c.login("second@handlers.test", adminPassword); r.status != http.StatusSeeOther {
-		t.Fatalf("another address: %d", r.status)
+	path := "/console/exports/01a00000-0000-7000-8000-000000000000/download"
+	for _, p := range []string{path, "/console/files/2026-01-01/download"} {
+		if r := c.do("GET", p, nil); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "downloads running") {
+			t.Fatalf("%s with every slot taken: %d %q", p, r.status, r.header.Get("Retry-After"))
+		}
+	}
+	releases[0]()
+	if r := c.do("GET", path, nil); r.status != http.StatusNotFound {
+		t.Fatalf("with a slot free: %d", r.status)
 	}
 }
 

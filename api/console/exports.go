@@ -40,6 +40,10 @@ const (
 	refreshSeconds = 3
 )
 
+// DownloadHold is the longest a download holds one of its user's slots (a
+// process that stops mid-download gives none back).
+const DownloadHold = downloadTimeout + idleWrite
+
 // scopeOf is the vendor whose files the viewer reads: its own for a vendor
 // user, "" (every file of the marketplace) for an admin.
 func scopeOf(v *viewer) string {
@@ -213,6 +217,11 @@ func (c *Console) downloadExport(ctx *gin.Context) {
 		c.notFound(ctx, "The export")
 		return
 	}
+	release, ok := c.download(ctx, v)
+	if !ok {
+		return
+	}
+	defer release()
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), downloadTimeout)
 	defer cancel()
 	f, err := c.o.Exports.Open(rctx, v.Marketplace.ID, scopeOf(v), u.String())
@@ -283,6 +292,11 @@ func (c *Console) downloadFile(ctx *gin.Context) {
 		c.notFound(ctx, "The file")
 		return
 	}
+	release, ok := c.download(ctx, v)
+	if !ok {
+		return
+	}
+	defer release()
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), downloadTimeout)
 	defer cancel()
 	st, ok, err := c.o.ScoredFiles.Stored(rctx, v.Marketplace.ID, day)

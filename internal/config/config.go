@@ -96,6 +96,8 @@ type Config struct {
 	ConsoleURL           string
 	ConsoleSecureCookies bool
 	ConsoleSessionIdle   time.Duration
+	// ConsoleDownloads: the downloads a console user runs at once.
+	ConsoleDownloads int
 	SMTPAddr             string
 	SMTPUser             string
 	SMTPPassword         string
@@ -169,14 +171,26 @@ var clusterName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var settings = []setting{
 	{"http-addr", "ENDCAP_HTTP_ADDR", "127.0.0.1:8080", "address the API listens on", str(func(c *Config) *string { return &c.HTTPAddr })},
-	{"trusted-proxies", "ENDCAP_TRUSTED_PROXIES", "", "comma-separated IPs or CIDRs of the reverse proxies in front of the API, whose X-Forwarded-For names the client (the console's per-client sign-in limit, logs); empty: none, the client is the connection's address", func(c *Config, v string) error {
+	{"trusted-proxies", "ENDCAP_TRUSTED_PROXIES", "", "comma-separated IPs or CIDRs (none wider than a /8 of IPv4 or a /32 of IPv6) of the reverse proxies in front of the API, whose X-Forwarded-For names the client (the console's sign-in throttle, logs); empty: none, the client is the connection's address", func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for _, p := range strings.Split(v, ",") {
 			if p = strings.TrimSpace(p); p == "" {
 				continue
 			}
-			if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			_, n, err := net.ParseCIDR(p)
+			if err != nil && net.ParseIP(p) == nil {
 				return fmt.Errorf("%q is neither an IP nor a CIDR", p)
+			}
+			if n != nil {
+				// A range that wide holds clients, whose forwarded
+				// addresses would then be believed.
+				ones, bits := n.Mask.Size()
+				if bits == 128 && n.IP.To4() != nil {
+					ones, bits = ones-96, 32 // ::ffff:a.b.c.d/n
+				}
+				if (bits == 32 && ones < 8) || (bits == 128 && ones < 32) {
+					return fmt.Errorf("%q is too wide for a range of reverse proxies (at most a /8 of IPv4, a /32 of IPv6)", p)
+				}
 			}
 			c.TrustedProxies = append(c.TrustedProxies, p)
 		}
@@ -374,6 +388,7 @@ var settings = []setting{
 		c.ConsoleSecureCookies = b
 		return nil
 	}},
+	{"console-downloads-per-user", "ENDCAP_CONSOLE_DOWNLOADS_PER_USER", "2", "downloads (exports, scored-attribution files) one console user runs at once, across the API processes; one more is answered 429", integer(func(c *Config) *int { return &c.ConsoleDownloads }, 1)},
 	{"console-session-idle", "ENDCAP_CONSOLE_SESSION_IDLE", "12h", "a console session ends after this long without a request (and 7 days after sign-in in any case)", duration(func(c *Config) *time.Duration { return &c.ConsoleSessionIdle })},
 	{"smtp-addr", "ENDCAP_SMTP_ADDR", "", "host:port of the SMTP server that sends invitation e-mails (empty: none are sent; the console shows each invitation's link to the admin instead)", func(c *Config, v string) error {
 		if v != "" {

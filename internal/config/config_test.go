@@ -64,6 +64,14 @@ func TestPrecedence(t *testing.T) {
 		}, ""},
 		{"a trusted proxy that is no address", nil, []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, nil, `"proxy.internal" is neither an IP nor a CIDR`},
 		{"a trusted proxy with a bad mask", nil, []string{"--trusted-proxies", "10.0.0.0/33"}, nil, `"10.0.0.0/33" is neither an IP nor a CIDR`},
+		{"trusted proxies as wide as allowed", nil, []string{"--trusted-proxies", "10.0.0.0/8,2001:db8::/32,::ffff:10.0.0.0/104"}, func(c Config) bool { return len(c.TrustedProxies) == 3 }, ""},
+		{"every IPv4 address a trusted proxy", nil, []string{"--trusted-proxies", "0.0.0.0/0"}, nil, `"0.0.0.0/0" is too wide`},
+		{"every IPv6 address a trusted proxy", nil, []string{"--trusted-proxies", "10.0.0.1,::/0"}, nil, `"::/0" is too wide`},
+		{"a trusted IPv4 range wider than a /8", nil, []string{"--trusted-proxies", "10.0.0.0/7"}, nil, `"10.0.0.0/7" is too wide`},
+		{"a trusted IPv6 range wider than a /32", nil, []string{"--trusted-proxies", "2001:db8::/31"}, nil, `"2001:db8::/31" is too wide`},
+		{"a trusted mapped IPv4 range wider than a /8", nil, []string{"--trusted-proxies", "::ffff:0:0/96"}, nil, `"::ffff:0:0/96" is too wide`},
+		{"downloads per user", nil, nil, func(c Config) bool { return c.ConsoleDownloads == 2 }, ""},
+		{"no download per user", nil, []string{"--console-downloads-per-user", "0"}, nil, "at least 1"},
 		{"database on a cluster", map[string]string{"ENDCAP_REDIS_CLUSTER": "1"}, []string{"--redis-db", "2"}, nil, "must be 0 with redis-cluster"},
 	}
 	for _, c := range cases {

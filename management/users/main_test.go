@@ -3,7 +3,7 @@ package users
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/endcap/endcap/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 
@@ -26,17 +27,32 @@ const (
 )
 
 // hashing bounds the hashes computed at once (each holds argonMemoryKiB):
-// a burst of sign-ins waits here instead of taking the process's memory.
+// a burst of sign-ins waits here instead of taking the process's memory,
+// for hashSlotWait at most: a flood of attempts is answered "busy" at once
+// rather than holding every request behind it for its whole deadline.
 var hashing = make(chan struct{}, 4)
 
-// ErrBusy means the process could not start a hash before ctx ended.
+// hashSlotWait is the longest wait for a hashing slot (a hash takes about
+// 30 ms: four slots serve about 130 a second).
+const hashSlotWait = 250 * time.Millisecond
+
+// ErrBusy means the process could not start a hash within hashSlotWait
+// (or before ctx ended).
 var ErrBusy = errkind.New(errkind.Unavailable, "too many sign-ins at once; retry in a moment")
 
 func withHashSlot(ctx context.Context, fn func()) error {
 	select {
 	case hashing <- struct{}{}:
-	case <-ctx.Done():
-		return ErrBusy
+	default:
+		wait := time.NewTimer(hashSlotWait)
+		defer wait.Stop()
+		select {
+		case hashing <- struct{}{}:
+		case <-wait.C:
+			return ErrBusy
+		case <-ctx.Done():
+			return ErrBusy
+		}
 	}
 	defer func() { <-hashing }()
 	fn()

@@ -68,6 +68,9 @@ var (
 	ErrNotFound          = errkind.New(errkind.NotFound, "no such user")
 	ErrEmailTaken        = errkind.New(errkind.Conflict, "a user with this e-mail address exists already")
 	ErrBadPassword       = errkind.New(errkind.Invalid, "wrong e-mail address or password")
+	// ErrLoading: the users are still being read (the process is
+	// starting); no password is checked meanwhile.
+	ErrLoading = errkind.New(errkind.Unavailable, "the console is starting; retry in a moment")
 )
 
 // Service is the view of the users and their operations.
@@ -200,6 +203,9 @@ func (s *Service) write(ctx context.Context, u User, expected int64, action, det
 // Authenticate checks an e-mail address and password. It takes as long for
 // an unknown address as for a wrong password.
 func (s *Service) Authenticate(ctx context.Context, email, password string) (User, error) {
+	if !s.Ready() {
+		return User{}, ErrLoading
+	}
 	u, ok := s.ByEmail(email)
 	hash := u.PasswordHash
 	if !ok || hash == "" {

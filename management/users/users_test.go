@@ -45,6 +45,14 @@ func TestPasswordHash(t *testing.T) {
 	if _, err := HashPassword(cctx, "whatever password"); err != ErrBusy {
 		t.Errorf("hash with no slot: %v, want ErrBusy", err)
 	}
+	// Nor does a request with a long deadline wait long: a busy process
+	// says so within hashSlotWait.
+	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer lcancel()
+	start := time.Now()
+	if _, err := VerifyPassword(lctx, "whatever password", h); err != ErrBusy || time.Since(start) > time.Second {
+		t.Errorf("verify with no slot and 5 s to go: %v after %s, want ErrBusy within a second", err, time.Since(start))
+	}
 	for i := 0; i < cap(hashing); i++ {
 		<-hashing
 	}
