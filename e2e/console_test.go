@@ -258,7 +258,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if len(invs) != 1 || invs[0].Status != invitations.StatusAccepted || invs[0].AcceptedAt == nil {
 		t.Fatalf("invitations of v-alpha: %+v", invs)
 	}
-	u, ok := s.App.Users.ByEmail("analyst@alpha.test")
+	u, ok := s.App.Users.Lookup(s.Marketplace.ID, "analyst@alpha.test")
 	if !ok || u.VendorID != "v-alpha" || u.Role != "vendor_analyst" || u.MarketplaceID != s.Marketplace.ID {
 		t.Fatalf("the vendor's user: %+v %v", u, ok)
 	}

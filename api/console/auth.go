@@ -15,10 +15,16 @@ import (
 type loginData struct {
 	Email string
 	Next  string
+	// Marketplace: the account to sign in to (a per-marketplace link's
+	// ?marketplace=); empty: whichever the password matches (signin.go).
+	Marketplace string
+	// SSO: single sign-on is configured (oidc.go).
+	SSO bool
 }
 
 func (c *Console) loginPage(ctx *gin.Context) {
-	c.render(ctx, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(ctx.Query("next"))})
+	c.render(ctx, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(ctx.Query("next")),
+		Email: ctx.Query("email"), Marketplace: safeMarketplace(ctx.Query("marketplace"))})
 }
 
 // safeNext keeps a post-sign-in destination only when it is a console page.
@@ -32,7 +38,7 @@ func safeNext(n string) string {
 func (c *Console) login(ctx *gin.Context) {
 	email := strings.TrimSpace(ctx.PostForm("email"))
 	password := ctx.PostForm("password")
-	data := loginData{Email: email, Next: safeNext(ctx.PostForm("next"))}
+	data := loginData{Email: email, Next: safeNext(ctx.PostForm("next")), Marketplace: safeMarketplace(ctx.PostForm("marketplace"))}
 	again := func() { c.render(ctx, ctx.Writer.Status(), "login", "Sign in", data) }
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
 	defer cancel()
@@ -44,24 +50,16 @@ func (c *Console) login(ctx *gin.Context) {
 		c.formError(ctx, err, again)
 		return
 	}
-	u, err := c.o.Users.Authenticate(rctx, email, password)
+	matched, err := c.o.Users.Authenticate(rctx, data.Marketplace, email, password)
+	if err == nil {
+		matched, err = c.passwordAllowed(matched)
+	}
 	if err != nil {
 		c.o.Log.Info("console: sign-in refused", "client", ctx.ClientIP())
 		c.formError(ctx, err, again)
 		return
 	}
-	token, _, err := c.o.Sessions.Create(rctx, u)
-	if err != nil {
-		c.fail(ctx, err)
-		return
-	}
-	c.setCookie(ctx, sessionCookie, token, 0)
-	c.o.Log.Info("console: signed in", "user", u.ID, "role", u.Role)
-	next := data.Next
-	if next == "" {
-		next = "/console"
-	}
-	ctx.Redirect(http.StatusSeeOther, next)
+	c.signedIn(ctx, rctx, matched, data.Next)
 }
 
 func (c *Console) logout(ctx *gin.Context) {
@@ -148,7 +146,11 @@ func (c *Console) changePassword(ctx *gin.Context) {
 	again := func() { c.render(ctx, ctx.Writer.Status(), "account", "Account", nil) }
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
 	defer cancel()
-	if _, err := c.o.Users.Authenticate(rctx, v.User.Email, ctx.PostForm("current")); err != nil {
+	if v.Marketplace.SSOOnly {
+		c.formError(ctx, errSSOOnly, again)
+		return
+	}
+	if err := c.o.Users.CheckCurrentPassword(rctx, v.User.ID, ctx.PostForm("current")); err != nil {
 		ctx.Set("console.error", "The current password is wrong.")
 		ctx.Status(http.StatusUnprocessableEntity)
 		again()

@@ -124,6 +124,7 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	g.GET("", c.home)
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.anonCSRF, c.login)
+	g.POST("/login/choose", c.anonCSRF, c.choose)
 	g.GET("/invite/:mp/:id/:sig", c.invitePage)
 	g.POST("/invite/:mp/:id/:sig", c.anonCSRF, c.acceptInvite)
 

@@ -324,7 +324,7 @@ func TestInvitationLink(t *testing.T) {
 	if r := c2.do("POST", link2, url.Values{"csrf": {tok}, "password": {"another password"}, "password2": {"another password"}}); r.status != http.StatusConflict {
 		t.Fatalf("a second account for the address: %d", r.status)
 	}
-	if u, _ := s.a.Users.ByEmail("one@vendor.test"); u.VendorID != "v-1" {
+	if u, _ := s.a.Users.Lookup(s.mp.ID, "one@vendor.test"); u.VendorID != "v-1" {
 		t.Fatalf("user %+v", u)
 	}
 }
@@ -383,7 +383,7 @@ func TestVendorScope(t *testing.T) {
 		t.Fatalf("performance page: %d", r.status)
 	}
 	// Disabling the user ends its session at once.
-	u, _ := s.a.Users.ByEmail("analyst@one.test")
+	u, _ := s.a.Users.Lookup(s.mp.ID, "analyst@one.test")
 	if _, err := s.a.Users.SetDisabled(ctx, s.mp.ID, u.ID, true); err != nil {
 		t.Fatal(err)
 	}

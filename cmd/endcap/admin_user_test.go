@@ -53,7 +53,7 @@ func TestAdminUser(t *testing.T) {
 	if err != nil || o.Role != users.RoleAdmin || len(o.Password) != 24 || strings.Contains(raw, "argon2") {
 		t.Fatalf("create: %+v %v\n%s", o, err, raw)
 	}
-	if _, err := us.Authenticate(ctx, "ops@example.com", o.Password); err != nil {
+	if _, err := us.Authenticate(ctx, m.ID, "ops@example.com", o.Password); err != nil {
 		t.Fatalf("the printed password does not sign in: %v", err)
 	}
 	if _, _, err := run("create", "ops@example.com", ""); err == nil {
@@ -66,7 +66,7 @@ func TestAdminUser(t *testing.T) {
 	if o, _, err = run("set-password", "ops@example.com", file); err != nil || o.Password != "" {
 		t.Fatalf("set-password: %+v %v", o, err)
 	}
-	if _, err := us.Authenticate(ctx, "ops@example.com", "a password from a file"); err != nil {
+	if _, err := us.Authenticate(ctx, m.ID, "ops@example.com", "a password from a file"); err != nil {
 		t.Fatalf("the file's password does not sign in: %v", err)
 	}
 	if _, _, err := run("set-password", "nobody@example.com", file); err == nil {

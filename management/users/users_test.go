@@ -71,8 +71,12 @@ func TestCheckPassword(t *testing.T) {
 }
 
 func TestIDOf(t *testing.T) {
-	if IDOf("Me@Example.com") != IDOf(" me@example.com ") || IDOf("a@b.c") == IDOf("a@b.d") || len(IDOf("a@b.c")) != 32 {
+	if IDOf("m1", "Me@Example.com") != IDOf("m1", " me@example.com ") || IDOf("m1", "a@b.c") == IDOf("m1", "a@b.d") || len(IDOf("m1", "a@b.c")) != 32 {
 		t.Fatal("IDOf: case and spaces are not the address, and different addresses differ")
+	}
+	// One address, one id per marketplace, none the legacy id of the address alone.
+	if IDOf("m1", "a@b.c") == IDOf("m2", "a@b.c") || IDOf("m1", "a@b.c") == LegacyIDOf("a@b.c") || LegacyIDOf("A@b.c ") != LegacyIDOf("a@b.c") {
+		t.Fatal("IDOf: the marketplace is not part of the id")
 	}
 }
 
