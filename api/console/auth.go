@@ -24,7 +24,7 @@ type loginData struct {
 
 func (c *Console) loginPage(ctx *gin.Context) {
 	c.render(ctx, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(ctx.Query("next")),
-		Email: ctx.Query("email"), Marketplace: safeMarketplace(ctx.Query("marketplace"))})
+		Email: ctx.Query("email"), Marketplace: safeMarketplace(ctx.Query("marketplace")), SSO: c.o.SSO != nil})
 }
 
 // safeNext keeps a post-sign-in destination only when it is a console page.
@@ -38,7 +38,7 @@ func safeNext(n string) string {
 func (c *Console) login(ctx *gin.Context) {
 	email := strings.TrimSpace(ctx.PostForm("email"))
 	password := ctx.PostForm("password")
-	data := loginData{Email: email, Next: safeNext(ctx.PostForm("next")), Marketplace: safeMarketplace(ctx.PostForm("marketplace"))}
+	data := loginData{Email: email, Next: safeNext(ctx.PostForm("next")), Marketplace: safeMarketplace(ctx.PostForm("marketplace")), SSO: c.o.SSO != nil}
 	again := func() { c.render(ctx, ctx.Writer.Status(), "login", "Sign in", data) }
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/endcap/endcap/api/console"
 	"github.com/endcap/endcap/app"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/campaigns"
@@ -34,12 +35,19 @@ type sys struct {
 
 const adminEmail, adminPassword = "admin@handlers.test", "the admin's long password"
 
-func start(t *testing.T) *sys {
+func start(t *testing.T) *sys { t.Helper(); return startWith(t, nil) }
+
+// startWith is start with changes to the configuration, made before the
+// process starts (with the brokers of its logs).
+func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	t.Helper()
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.ConsoleSecureCookies = true
+	if change != nil {
+		change(&cfg, brokers)
+	}
 	a, err := app.New(cfg, app.TargetAPI, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/mail"
 	"sort"
@@ -328,6 +329,36 @@ func (s *Service) CheckCurrentPassword(ctx context.Context, id, password string)
 		return ErrBadPassword
 	}
 	return nil
+}
+
+// ProvisionSSO makes the account of an address on marketplace mp what a
+// single sign-on maps it to: created (without a password) the first time,
+// its role and vendor updated, and its sessions ended, when the mapping
+// changed since. A disabled user stays disabled.
+func (s *Service) ProvisionSSO(ctx context.Context, mp, email string, role Role, vendorID string) (User, error) {
+	for attempt := 0; ; attempt++ {
+		u, ok := s.Lookup(mp, email)
+		if !ok {
+			n := User{ID: IDOf(mp, email), Email: email, MarketplaceID: mp, Role: role, VendorID: vendorID, SSO: true,
+				CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
+			created, err := s.insert(ctx, n, "user.create", fmt.Sprintf("%s by single sign-on", role))
+			if errors.Is(err, ErrEmailTaken) && attempt == 0 {
+				continue // created meanwhile by another sign-in: update it
+			}
+			return created, err
+		}
+		if u.Role == role && u.VendorID == vendorID {
+			return u, nil
+		}
+		detail := fmt.Sprintf("role %s → %s by single sign-on", u.Role, role)
+		u.Role, u.VendorID = role, vendorID
+		u.Epoch++
+		err := s.write(ctx, u, s.log.Version(typeUser, u.ID), "user.role", detail)
+		if errkind.KindOf(err) == errkind.Conflict && attempt == 0 {
+			continue
+		}
+		return u, err
+	}
 }
 
 // SetPassword changes a user's password and ends its other sessions.

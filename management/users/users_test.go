@@ -135,3 +135,47 @@ func TestSMTPCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRoleMap(t *testing.T) {
+	got, err := ParseRoleMap(" ops = mp-1:marketplace_admin , sellers-a=mp-1:vendor_analyst:v-a,sellers-a=mp-2:vendor_admin:v-b,")
+	want := []RoleRule{{"ops", "mp-1", RoleAdmin, ""}, {"sellers-a", "mp-1", RoleVendorAnalyst, "v-a"}, {"sellers-a", "mp-2", RoleVendorAdmin, "v-b"}}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("ParseRoleMap: %+v %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("rule %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"ops", "ops=mp-1", "=mp-1:marketplace_admin", "ops=:marketplace_admin", "ops=mp-1:root", "ops=mp-1:vendor_analyst",
+		"ops=mp-1:marketplace_admin:v-a", "ops=mp-1:vendor_admin:v-a:x"} {
+		if _, err := ParseRoleMap(bad); err == nil {
+			t.Errorf("ParseRoleMap(%q): no error", bad)
+		}
+	}
+	s := &SSO{cfg: SSOConfig{Rules: want, Marketplace: func(id string) bool { return id != "mp-gone" }}}
+	for _, tc := range []struct {
+		claim any
+		mp    string
+		want  int
+	}{{"ops", "", 1}, {[]any{"sellers-a", "ops"}, "", 2}, {[]any{"sellers-a", 3}, "mp-2", 1}, {"nobody", "", 0}, {nil, "", 0}, {[]any{"ops"}, "mp-2", 0}} {
+		g := s.grants(claimValues(tc.claim), tc.mp)
+		if len(g) != tc.want {
+			t.Errorf("grants of %v on %q: %+v, want %d", tc.claim, tc.mp, g, tc.want)
+		}
+	}
+	// Of two rules of one marketplace, the first.
+	if g := s.grants([]string{"sellers-a", "ops"}, "mp-1"); len(g) != 1 || g[0].Role != RoleAdmin {
+		t.Errorf("first rule of mp-1: %+v", g)
+	}
+	for _, v := range []any{true, "true"} {
+		if !claimTrue(v) {
+			t.Errorf("claimTrue(%v)", v)
+		}
+	}
+	for _, v := range []any{false, "false", nil, 1, "yes"} {
+		if claimTrue(v) {
+			t.Errorf("claimTrue(%v)", v)
+		}
+	}
+}
