@@ -71,6 +71,10 @@ func TestSameAddressTwoMarketplaces(t *testing.T) {
 	}
 	const vendorPassword = "the vendor user's password"
 	v := s.client(t)
+	// The invitation's page links to the sign-in of its marketplace, the address prefilled.
+	if p := v.do("GET", m[1], nil); !strings.Contains(p.body, `href="/console/login?marketplace=`+b.ID+`&amp;email=`+url.QueryEscape(adminEmail)+`"`) {
+		t.Fatalf("the invitation page has no sign-in link of its marketplace:\n%s", p.body)
+	}
 	if r := v.do("POST", m[1], url.Values{"csrf": {v.csrf(m[1])}, "password": {vendorPassword}, "password2": {vendorPassword}}); r.status != http.StatusSeeOther {
 		t.Fatalf("accept B's invitation: %d %s", r.status, r.body)
 	}

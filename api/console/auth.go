@@ -77,6 +77,9 @@ func (c *Console) logout(ctx *gin.Context) {
 type inviteData struct {
 	Invitation  invitations.Invitation
 	Marketplace string
+	// MarketplaceID prefills the sign-in link of an address that has an
+	// account on the marketplace already.
+	MarketplaceID string
 }
 
 // invitation finds the pending invitation of a link, or answers.
@@ -102,7 +105,7 @@ func (c *Console) invitePage(ctx *gin.Context) {
 	m, _ := c.o.Accounts.Marketplace(mp)
 	// The link is a credential: keep it out of the Referer of any request.
 	ctx.Header("Referrer-Policy", "no-referrer")
-	c.render(ctx, http.StatusOK, "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name})
+	c.render(ctx, http.StatusOK, "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name, MarketplaceID: mp})
 }
 
 func (c *Console) acceptInvite(ctx *gin.Context) {
@@ -112,7 +115,7 @@ func (c *Console) acceptInvite(ctx *gin.Context) {
 	}
 	m, _ := c.o.Accounts.Marketplace(mp)
 	again := func() {
-		c.render(ctx, ctx.Writer.Status(), "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name})
+		c.render(ctx, ctx.Writer.Status(), "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name, MarketplaceID: mp})
 	}
 	p1, p2 := ctx.PostForm("password"), ctx.PostForm("password2")
 	if p1 != p2 {
