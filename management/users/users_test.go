@@ -179,3 +179,25 @@ func TestParseRoleMap(t *testing.T) {
 		}
 	}
 }
+
+func TestNewSSOChecksItsSettings(t *testing.T) {
+	rules := []RoleRule{{"ops", "mp-1", RoleAdmin, ""}}
+	for _, tc := range []struct {
+		name string
+		cfg  SSOConfig
+		ok   bool
+	}{
+		{"complete", SSOConfig{Issuer: "https://sso.example.com/realms/r", ClientID: "c", Rules: rules}, true},
+		{"no role map", SSOConfig{Issuer: "https://sso.example.com", ClientID: "c"}, false},
+		{"no client id", SSOConfig{Issuer: "https://sso.example.com", Rules: rules}, false},
+		{"not a URL", SSOConfig{Issuer: "sso.example.com", ClientID: "c", Rules: rules}, false},
+	} {
+		s, err := NewSSO(tc.cfg, nil, nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err == nil && (s.cfg.RoleClaim != "groups" || s.cfg.Scopes[0] != "openid" || s.cfg.Timeout != 10*time.Second) {
+			t.Errorf("%s: defaults %+v", tc.name, s.cfg)
+		}
+	}
+}
