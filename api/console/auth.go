@@ -24,7 +24,15 @@ type loginData struct {
 
 func (c *Console) loginPage(ctx *gin.Context) {
 	c.render(ctx, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(ctx.Query("next")),
-		Email: ctx.Query("email"), Marketplace: safeMarketplace(ctx.Query("marketplace")), SSO: c.o.SSO != nil})
+		Email: prefill(ctx.Query("email")), Marketplace: safeMarketplace(ctx.Query("marketplace")), SSO: c.o.SSO != nil})
+}
+
+// prefill keeps an address of a link when it could be one.
+func prefill(email string) string {
+	if len(email) > users.MaxEmail {
+		return ""
+	}
+	return email
 }
 
 // safeNext keeps a post-sign-in destination only when it is a console page.
