@@ -133,6 +133,7 @@ type App struct {
 	Audit       *audit.Log
 	KeyUsage    *accounts.Usage
 	links       *users.Links
+	sso         *users.SSO
 	mailer      *users.InviteMailer
 	sampler     *console.Sampler
 

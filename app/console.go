@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/endcap/endcap/api"
@@ -33,7 +37,12 @@ func (a *App) buildConsole(deps *api.Deps) error {
 			MarketplaceName: func(mp string) string { m, _ := a.Accounts.Marketplace(mp); return m.Name }}
 		a.mailer.Register()
 	}
+	sso, err := a.buildSSO()
+	if err != nil {
+		return err
+	}
 	cons, err := console.New(console.Options{
+		SSO:      sso,
 		Accounts: a.Accounts, KeyUsage: a.KeyUsage, Users: a.Users,
 		Sessions: users.NewSessions(a.Redis, a.cfg.ConsoleSessionIdle, 0), Throttle: users.NewThrottle(a.Redis, a.cfg.KafkaTopicPrefix),
 		Links: a.links, Audit: a.Audit, Catalog: a.Catalog, Campaigns: a.Campaigns, Invitations: a.Invitations,
@@ -83,6 +92,55 @@ func (a *App) setConsoleURL(addr net.Addr) {
 		host = "127.0.0.1"
 	}
 	a.links.SetBase("http://" + net.JoinHostPort(host, port) + "/console")
+	if a.sso != nil {
+		a.sso.SetRedirectURL("http://" + net.JoinHostPort(host, port) + "/console/sso/callback")
+	}
+}
+
+// buildSSO builds the console's single sign-on when ENDCAP_OIDC_ISSUER is
+// set (nil otherwise): its client secret read from its file, its role map
+// checked now.
+func (a *App) buildSSO() (*users.SSO, error) {
+	c := a.cfg
+	if c.OIDCIssuer == "" {
+		return nil, nil
+	}
+	if c.OIDCClientID == "" {
+		return nil, errors.New("ENDCAP_OIDC_ISSUER is set without ENDCAP_OIDC_CLIENT_ID")
+	}
+	var secret string
+	if c.OIDCClientSecretFile != "" {
+		b, err := os.ReadFile(c.OIDCClientSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("ENDCAP_OIDC_CLIENT_SECRET_FILE: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if secret = strings.TrimSpace(line); secret == "" {
+			return nil, fmt.Errorf("ENDCAP_OIDC_CLIENT_SECRET_FILE %s: the first line is empty", c.OIDCClientSecretFile)
+		}
+	}
+	rules, err := users.ParseRoleMap(c.OIDCRoleMap)
+	if err != nil {
+		return nil, fmt.Errorf("ENDCAP_OIDC_ROLE_MAP: %w", err)
+	}
+	redirect := c.OIDCRedirectURL
+	if redirect == "" && c.ConsoleURL != "" {
+		redirect = c.ConsoleURL + "/sso/callback"
+	}
+	var scopes []string
+	for _, sc := range strings.Split(c.OIDCScopes, ",") {
+		if sc = strings.TrimSpace(sc); sc != "" {
+			scopes = append(scopes, sc)
+		}
+	}
+	sso, err := users.NewSSO(users.SSOConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: secret, RedirectURL: redirect,
+		Scopes: scopes, RoleClaim: c.OIDCRoleClaim, Rules: rules,
+		Marketplace: func(id string) bool { _, ok := a.Accounts.Marketplace(id); return ok }}, a.Redis, a.Users)
+	if err != nil {
+		return nil, err
+	}
+	a.sso = sso
+	return sso, nil
 }
 
 // loadLinkKey derives the key that signs invitation links from the list

@@ -20,9 +20,12 @@ import (
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
+	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/invitations"
+	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/storage/statelog"
 )
 
 // consoleTools returns playwright-core's folder and the browser, installed
@@ -142,6 +145,24 @@ func TestConsoleBrowser(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	cfg.SMTPAddr = smtp
 	cfg.ConsoleSecureCookies = false
+	// Single sign-on through a real OpenID provider (zitadel's example provider, tools/oidcdev): its
+	// user "sso-admin" is the admin of a marketplace of its own, made before the system starts (the
+	// role map names it); "sso-stranger" has no role.
+	const ssoEmail, ssoPassword = "sso-admin@console.test", "the provider's own password"
+	idp := testenv.OIDC(t, []testenv.OIDCUser{
+		{ID: "u1", Username: "sso-admin", Password: ssoPassword, Email: ssoEmail, EmailVerified: true},
+		{ID: "u2", Username: "sso-stranger", Password: ssoPassword, Email: "stranger@console.test", EmailVerified: true},
+	})
+	var acc *accounts.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: cfg.KafkaTopicPrefix, Accounts: true}, func(l *statelog.Log) { acc = accounts.New(l) })
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	partner, err := acc.CreateMarketplace(pctx, "Partner Market", "USD", "UTC")
+	pcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OIDCIssuer, cfg.OIDCClientID, cfg.OIDCClientSecretFile = idp.Issuer, idp.ClientID, idp.SecretFile
+	cfg.OIDCRoleClaim, cfg.OIDCRoleMap = "preferred_username", "sso-admin="+partner.ID+":marketplace_admin"
 	s := startSystem(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -199,6 +220,7 @@ func TestConsoleBrowser(t *testing.T) {
 		"ownCampaign": own, "otherCampaign": other, "ownCampaignName": "Alpha spring sale", "otherCampaignName": "Beta secret launch",
 		"ownClicks": ownClicks, "today": localDay.Format(time.DateOnly), "yesterday": localDay.AddDate(0, 0, -1).Format(time.DateOnly),
 		"vendorUUID": vendorid.String(s.Marketplace.ID, "v-alpha"), "from90": localDay.AddDate(0, 0, -89).Format(time.DateOnly),
+		"oidcIssuer": idp.Issuer, "ssoUser": "sso-admin", "ssoStranger": "sso-stranger", "ssoPassword": ssoPassword, "ssoEmail": ssoEmail,
 	}
 	arg, _ := json.Marshal(input)
 	rctx, rcancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -258,8 +280,16 @@ func TestConsoleBrowser(t *testing.T) {
 	if len(invs) != 1 || invs[0].Status != invitations.StatusAccepted || invs[0].AcceptedAt == nil {
 		t.Fatalf("invitations of v-alpha: %+v", invs)
 	}
-	u, ok := s.App.Users.ByEmail("analyst@alpha.test")
+	u, ok := s.App.Users.Lookup(s.Marketplace.ID, "analyst@alpha.test")
 	if !ok || u.VendorID != "v-alpha" || u.Role != "vendor_analyst" || u.MarketplaceID != s.Marketplace.ID {
 		t.Fatalf("the vendor's user: %+v %v", u, ok)
+	}
+	// The single sign-on made its user, the partner marketplace's admin, without a password; the
+	// stranger has none.
+	if u, ok := s.App.Users.Lookup(partner.ID, ssoEmail); !ok || !u.SSO || u.Role != users.RoleAdmin || u.PasswordHash != "" {
+		t.Fatalf("the single sign-on's user: %+v %v", u, ok)
+	}
+	if n := len(s.App.Users.Accounts("stranger@console.test")); n != 0 {
+		t.Fatalf("the stranger has %d accounts", n)
 	}
 }

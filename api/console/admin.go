@@ -310,7 +310,9 @@ func (c *Console) invite(ctx *gin.Context) {
 		d.Email, d.VendorID, d.Role = email, vendor, role
 		c.render(ctx, ctx.Writer.Status(), "users", "Users", d)
 	}
-	if _, ok := c.o.Users.ByEmail(email); ok && email != "" {
+	// The marketplace's own users only: whether the address has an account
+	// on another marketplace is none of its business.
+	if _, ok := c.o.Users.Lookup(mp, email); ok && email != "" {
 		c.formError(ctx, users.ErrEmailTaken, again)
 		return
 	}

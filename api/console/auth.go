@@ -16,10 +16,24 @@ import (
 type loginData struct {
 	Email string
 	Next  string
+	// Marketplace: the account to sign in to (a per-marketplace link's
+	// ?marketplace=); empty: whichever the password matches (signin.go).
+	Marketplace string
+	// SSO: single sign-on is configured (oidc.go).
+	SSO bool
 }
 
 func (c *Console) loginPage(ctx *gin.Context) {
-	c.render(ctx, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(ctx.Query("next"))})
+	c.render(ctx, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(ctx.Query("next")),
+		Email: prefill(ctx.Query("email")), Marketplace: safeMarketplace(ctx.Query("marketplace")), SSO: c.o.SSO != nil})
+}
+
+// prefill keeps an address of a link when it could be one.
+func prefill(email string) string {
+	if len(email) > users.MaxEmail {
+		return ""
+	}
+	return email
 }
 
 // safeNext keeps a post-sign-in destination only when it is a console page.
@@ -33,7 +47,7 @@ func safeNext(n string) string {
 func (c *Console) login(ctx *gin.Context) {
 	email := strings.TrimSpace(ctx.PostForm("email"))
 	password := ctx.PostForm("password")
-	data := loginData{Email: email, Next: safeNext(ctx.PostForm("next"))}
+	data := loginData{Email: email, Next: safeNext(ctx.PostForm("next")), Marketplace: safeMarketplace(ctx.PostForm("marketplace")), SSO: c.o.SSO != nil}
 	again := func() { c.render(ctx, ctx.Writer.Status(), "login", "Sign in", data) }
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
 	defer cancel()
@@ -45,25 +59,17 @@ func (c *Console) login(ctx *gin.Context) {
 		c.formError(ctx, err, again)
 		return
 	}
-	u, err := c.o.Users.Authenticate(rctx, email, password)
+	matched, err := c.o.Users.Authenticate(rctx, data.Marketplace, email, password)
 	c.recordAttempt(rctx, email, ctx.ClientIP(), err)
+	if err == nil {
+		matched, err = c.passwordAllowed(matched)
+	}
 	if err != nil {
 		c.o.Log.Info("console: sign-in refused", "client", ctx.ClientIP())
 		c.formError(ctx, err, again)
 		return
 	}
-	token, _, err := c.o.Sessions.Create(rctx, u)
-	if err != nil {
-		c.fail(ctx, err)
-		return
-	}
-	c.setCookie(ctx, sessionCookie, token, 0)
-	c.o.Log.Info("console: signed in", "user", u.ID, "role", u.Role)
-	next := data.Next
-	if next == "" {
-		next = "/console"
-	}
-	ctx.Redirect(http.StatusSeeOther, next)
+	c.signedIn(ctx, rctx, matched, data.Next)
 }
 
 func (c *Console) logout(ctx *gin.Context) {
@@ -81,6 +87,9 @@ func (c *Console) logout(ctx *gin.Context) {
 type inviteData struct {
 	Invitation  invitations.Invitation
 	Marketplace string
+	// MarketplaceID prefills the sign-in link of an address that has an
+	// account on the marketplace already.
+	MarketplaceID string
 }
 
 // invitation finds the pending invitation of a link, or answers.
@@ -106,7 +115,7 @@ func (c *Console) invitePage(ctx *gin.Context) {
 	m, _ := c.o.Accounts.Marketplace(mp)
 	// The link is a credential: keep it out of the Referer of any request.
 	ctx.Header("Referrer-Policy", "no-referrer")
-	c.render(ctx, http.StatusOK, "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name})
+	c.render(ctx, http.StatusOK, "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name, MarketplaceID: mp})
 }
 
 func (c *Console) acceptInvite(ctx *gin.Context) {
@@ -116,7 +125,7 @@ func (c *Console) acceptInvite(ctx *gin.Context) {
 	}
 	m, _ := c.o.Accounts.Marketplace(mp)
 	again := func() {
-		c.render(ctx, ctx.Writer.Status(), "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name})
+		c.render(ctx, ctx.Writer.Status(), "invite", "Accept your invitation", inviteData{Invitation: inv, Marketplace: m.Name, MarketplaceID: mp})
 	}
 	p1, p2 := ctx.PostForm("password"), ctx.PostForm("password2")
 	if p1 != p2 {
@@ -150,12 +159,16 @@ func (c *Console) changePassword(ctx *gin.Context) {
 	again := func() { c.render(ctx, ctx.Writer.Status(), "account", "Account", nil) }
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
 	defer cancel()
+	if v.Marketplace.SSOOnly {
+		c.formError(ctx, errSSOOnly, again)
+		return
+	}
 	// The current password is guessed like a sign-in's: throttled alike.
 	if err := c.o.Throttle.Allow(rctx, v.User.Email, ctx.ClientIP()); err != nil {
 		c.formError(ctx, err, again)
 		return
 	}
-	_, err := c.o.Users.Authenticate(rctx, v.User.Email, ctx.PostForm("current"))
+	err := c.o.Users.CheckCurrentPassword(rctx, v.User.ID, ctx.PostForm("current"))
 	c.recordAttempt(rctx, v.User.Email, ctx.ClientIP(), err)
 	if errors.Is(err, users.ErrBadPassword) {
 		ctx.Set("console.error", "The current password is wrong.")

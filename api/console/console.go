@@ -56,6 +56,7 @@ type Options struct {
 	Sessions    *users.Sessions
 	Throttle    *users.Throttle
 	Links       *users.Links
+	SSO         *users.SSO // nil: no single sign-on
 	Audit       *audit.Log
 	Catalog     *catalog.Service
 	Campaigns   *campaigns.Service
@@ -132,6 +133,9 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	g.GET("", c.home)
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.anonCSRF, c.login)
+	g.POST("/login/choose", c.anonCSRF, c.choose)
+	g.GET("/sso/start", c.ssoStart)
+	g.GET("/sso/callback", c.ssoCallback)
 	g.GET("/invite/:mp/:id/:sig", c.invitePage)
 	g.POST("/invite/:mp/:id/:sig", c.anonCSRF, c.acceptInvite)
 

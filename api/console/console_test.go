@@ -41,15 +41,16 @@ const adminEmail, adminPassword = "admin@handlers.test", "the admin's long passw
 
 func start(t *testing.T) *sys { t.Helper(); return startWith(t, nil) }
 
-// startWith starts the process with the configuration set changes.
-func startWith(t *testing.T, set func(*config.Config)) *sys {
+// startWith is start with changes to the configuration, made before the
+// process starts (with the brokers of its logs).
+func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	t.Helper()
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.ConsoleSecureCookies = true
-	if set != nil {
-		set(&cfg)
+	if change != nil {
+		change(&cfg, brokers)
 	}
 	a, err := app.New(cfg, app.TargetAPI, testenv.Logger(t))
 	if err != nil {
@@ -261,7 +262,7 @@ func TestSignIn(t *testing.T) {
 // address, signs in all the same; an IPv6 client is its /64; the current
 // password of a password change is throttled alike.
 func TestSignInThrottled(t *testing.T) {
-	s := startWith(t, func(c *config.Config) { c.TrustedProxies = []string{"127.0.0.1", "::1"} })
+	s := startWith(t, func(c *config.Config, _ []string) { c.TrustedProxies = []string{"127.0.0.1", "::1"} })
 	from := func(addr string) *client { c := s.client(t); c.from = addr; return c }
 	// Twelve failures from three addresses: none is slowed (five each
 	// are free).
@@ -363,7 +364,7 @@ func TestDownloadsPerUser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	u, _ := s.a.Users.ByEmail(adminEmail)
+	u, _ := s.a.Users.Lookup(s.mp.ID, adminEmail)
 	slots := users.NewSlots(s.a.Redis, s.cfg.KafkaTopicPrefix, s.cfg.ConsoleDownloads, console.DownloadHold)
 	var releases []func()
 	for i := 0; i < s.cfg.ConsoleDownloads; i++ {
@@ -463,7 +464,7 @@ func TestInvitationLink(t *testing.T) {
 	if r := c2.do("POST", link2, url.Values{"csrf": {tok}, "password": {"another password"}, "password2": {"another password"}}); r.status != http.StatusConflict {
 		t.Fatalf("a second account for the address: %d", r.status)
 	}
-	if u, _ := s.a.Users.ByEmail("one@vendor.test"); u.VendorID != "v-1" {
+	if u, _ := s.a.Users.Lookup(s.mp.ID, "one@vendor.test"); u.VendorID != "v-1" {
 		t.Fatalf("user %+v", u)
 	}
 }
@@ -522,7 +523,7 @@ func TestVendorScope(t *testing.T) {
 		t.Fatalf("performance page: %d", r.status)
 	}
 	// Disabling the user ends its session at once.
-	u, _ := s.a.Users.ByEmail("analyst@one.test")
+	u, _ := s.a.Users.Lookup(s.mp.ID, "analyst@one.test")
 	if _, err := s.a.Users.SetDisabled(ctx, s.mp.ID, u.ID, true); err != nil {
 		t.Fatal(err)
 	}

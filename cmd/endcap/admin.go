@@ -71,7 +71,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys, endcap admin report scored-attribution, endcap admin spend check|fix (endcap help)")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys, endcap admin report scored-attribution, endcap admin spend check|fix (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	// Changes made here are audited as the CLI's (management/audit).
@@ -92,6 +92,7 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		name, currency, tz, marketplace, keyType, keyID string
 		reserveCPC, reserveCPM                          string
 		attr                                            attributionFlags
+		ssoOnly                                         string
 	)
 	cfg, fs, err := parse("admin "+what+" "+verb, rest, func(fs *flag.FlagSet) {
 		switch what + " " + verb {
@@ -106,6 +107,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		case "marketplace set-attribution":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			attr.register(fs)
+		case "marketplace set-sso-only":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+			fs.StringVar(&ssoOnly, "sso-only", "", "on: the marketplace's console users sign in by single sign-on only; off: passwords too (required)")
 		case "key create":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
@@ -131,6 +135,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	}
 	if what+" "+verb == "marketplace set-attribution" {
 		return setAttribution(wctx, sess.acc, os.Stdout, marketplace, attr)
+	}
+	if what+" "+verb == "marketplace set-sso-only" {
+		return setSSOOnly(wctx, sess.acc, os.Stdout, marketplace, ssoOnly)
 	}
 	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID)
 }
@@ -159,6 +166,23 @@ func setReserve(ctx context.Context, acc *accounts.Service, out io.Writer, marke
 		return err
 	}
 	m, err := acc.SetReserve(ctx, marketplace, cpcMicros, cpmMicros)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
+}
+
+// setSSOOnly is `admin marketplace set-sso-only`.
+func setSSOOnly(ctx context.Context, acc *accounts.Service, out io.Writer, marketplace, on string) error {
+	if marketplace == "" {
+		return errors.New("--marketplace is required")
+	}
+	if on != "on" && on != "off" {
+		return fmt.Errorf("--sso-only %q: want on or off", on)
+	}
+	m, err := acc.SetSSOOnly(ctx, marketplace, on == "on")
 	if err != nil {
 		return err
 	}
@@ -368,6 +392,7 @@ func cmdUser(ctx context.Context, verb string, args []string) error {
 		case "list":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 		case "set-password":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id of the user (required when the address has accounts on several)")
 			fs.StringVar(&email, "email", "", "e-mail address of the user (required)")
 			fs.StringVar(&passwordFile, "password-file", "", "file whose first line is the password (empty: a random one, printed once)")
 		}
@@ -435,9 +460,25 @@ func runUser(ctx context.Context, acc *accounts.Service, us *users.Service, out 
 		if email == "" {
 			return errors.New("--email is required")
 		}
-		u, ok := us.ByEmail(email)
-		if !ok {
-			return fmt.Errorf("no user %s", email)
+		var u users.User
+		if marketplace != "" {
+			var ok bool
+			if u, ok = us.Lookup(marketplace, email); !ok {
+				return fmt.Errorf("no user %s on marketplace %s", email, marketplace)
+			}
+		} else {
+			switch accts := us.Accounts(email); len(accts) {
+			case 0:
+				return fmt.Errorf("no user %s", email)
+			case 1:
+				u = accts[0]
+			default:
+				mps := make([]string, len(accts))
+				for i, a := range accts {
+					mps[i] = a.MarketplaceID
+				}
+				return fmt.Errorf("%s has accounts on %d marketplaces (%s): give --marketplace", email, len(accts), strings.Join(mps, ", "))
+			}
 		}
 		if u, err = us.SetPassword(ctx, u.ID, password); err != nil {
 			return err

@@ -53,7 +53,7 @@ func TestAdminUser(t *testing.T) {
 	if err != nil || o.Role != users.RoleAdmin || len(o.Password) != 24 || strings.Contains(raw, "argon2") {
 		t.Fatalf("create: %+v %v\n%s", o, err, raw)
 	}
-	if _, err := us.Authenticate(ctx, "ops@example.com", o.Password); err != nil {
+	if _, err := us.Authenticate(ctx, m.ID, "ops@example.com", o.Password); err != nil {
 		t.Fatalf("the printed password does not sign in: %v", err)
 	}
 	if _, _, err := run("create", "ops@example.com", ""); err == nil {
@@ -66,7 +66,7 @@ func TestAdminUser(t *testing.T) {
 	if o, _, err = run("set-password", "ops@example.com", file); err != nil || o.Password != "" {
 		t.Fatalf("set-password: %+v %v", o, err)
 	}
-	if _, err := us.Authenticate(ctx, "ops@example.com", "a password from a file"); err != nil {
+	if _, err := us.Authenticate(ctx, m.ID, "ops@example.com", "a password from a file"); err != nil {
 		t.Fatalf("the file's password does not sign in: %v", err)
 	}
 	if _, _, err := run("set-password", "nobody@example.com", file); err == nil {
@@ -74,6 +74,29 @@ func TestAdminUser(t *testing.T) {
 	}
 	if _, raw, err = run("list", "", ""); err != nil || !strings.Contains(raw, "Ops@Example.com") || strings.Contains(raw, "argon2") {
 		t.Fatalf("list: %v\n%s", err, raw)
+	}
+	// The address on a second marketplace: set-password then needs --marketplace.
+	m2, err := acc.CreateMarketplace(ctx, "m2", "USD", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUser(ctx, acc, us, io.Discard, "create", m2.ID, "ops@example.com", file); err != nil {
+		t.Fatalf("the address on a second marketplace: %v", err)
+	}
+	if err := runUser(ctx, acc, us, io.Discard, "set-password", "", "ops@example.com", file); err == nil || !strings.Contains(err.Error(), "--marketplace") {
+		t.Fatalf("set-password of an address on two marketplaces without --marketplace: %v", err)
+	}
+	if err := runUser(ctx, acc, us, io.Discard, "set-password", m2.ID, "ops@example.com", file); err != nil {
+		t.Fatalf("set-password --marketplace: %v", err)
+	}
+	if err := setSSOOnly(ctx, acc, io.Discard, m2.ID, "maybe"); err == nil {
+		t.Fatal("set-sso-only maybe")
+	}
+	if err := setSSOOnly(ctx, acc, io.Discard, m2.ID, "on"); err != nil {
+		t.Fatal(err)
+	}
+	if mm, _ := acc.Marketplace(m2.ID); !mm.SSOOnly {
+		t.Fatal("set-sso-only on did not set it")
 	}
 	es, _ := log.Page(m.ID, "", 10)
 	if len(es) != 2 || es[0].Action != "user.password" || es[1].Action != "user.create" || es[0].Actor.Kind != "cli" {

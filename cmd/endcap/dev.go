@@ -307,17 +307,10 @@ func ensureDemo(ctx context.Context, acc *accounts.Service, us *users.Service, p
 	if c.AdminEmail == "" {
 		c.AdminEmail = demoAdmin
 	}
-	if u, err := us.Authenticate(ctx, c.AdminEmail, c.AdminPassword); err != nil || u.MarketplaceID != c.MarketplaceID {
+	if _, err := us.Authenticate(ctx, c.MarketplaceID, c.AdminEmail, c.AdminPassword); err != nil {
 		pw := users.RandomToken()[:20]
-		if old, ok := us.ByEmail(c.AdminEmail); ok && old.MarketplaceID == c.MarketplaceID {
+		if old, ok := us.Lookup(c.MarketplaceID, c.AdminEmail); ok {
 			if _, err := us.SetPassword(ctx, old.ID, pw); err != nil {
-				return c, err
-			}
-		} else if ok {
-			// The address belongs to another marketplace's user (an older demo):
-			// a new address for this one.
-			c.AdminEmail = "admin-" + c.MarketplaceID[:8] + "@demo.example"
-			if _, err := us.CreateAdmin(ctx, c.MarketplaceID, c.AdminEmail, pw); err != nil {
 				return c, err
 			}
 		} else if _, err := us.CreateAdmin(ctx, c.MarketplaceID, c.AdminEmail, pw); err != nil {

@@ -29,12 +29,13 @@ Usage:
   endcap admin marketplace create --name N --currency USD --timezone America/New_York
   endcap admin marketplace list
   endcap admin marketplace set-reserve --marketplace ID --cpc 0.05 --cpm 1.50
+  endcap admin marketplace set-sso-only --marketplace ID --sso-only on|off   # on: console sign-in by single sign-on only
   endcap admin key create --marketplace ID --type marketplace|advanced
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID
   endcap admin user create --marketplace ID --email E [--password-file F]   # a console admin; a random password is printed once
   endcap admin user list --marketplace ID
-  endcap admin user set-password --email E [--password-file F]
+  endcap admin user set-password --email E [--marketplace ID] [--password-file F]   # --marketplace when E has accounts on several
   endcap admin secrets bid-keys                                 print the resolvedBidId key kept in Redis as ENDCAP_BID_SIGNING_KEYS
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap admin spend check|fix --marketplace ID                 compare the campaigns' Redis spend with the ClickHouse charges; fix sets it to them

@@ -103,6 +103,13 @@ type Config struct {
 	SMTPPassword         string
 	SMTPFrom             string
 	SMTPTLS              string
+	OIDCIssuer           string
+	OIDCClientID         string
+	OIDCClientSecretFile string
+	OIDCRedirectURL      string
+	OIDCScopes           string
+	OIDCRoleClaim        string
+	OIDCRoleMap          string
 
 	// TrustedProxies: the addresses (IPs or CIDRs) of the reverse proxies
 	// whose X-Forwarded-For and X-Real-IP name the client; nil: none.
@@ -390,6 +397,25 @@ var settings = []setting{
 	}},
 	{"console-downloads-per-user", "ENDCAP_CONSOLE_DOWNLOADS_PER_USER", "2", "downloads (exports, scored-attribution files) one console user runs at once, across the API processes; one more is answered 429", integer(func(c *Config) *int { return &c.ConsoleDownloads }, 1)},
 	{"console-session-idle", "ENDCAP_CONSOLE_SESSION_IDLE", "12h", "a console session ends after this long without a request (and 7 days after sign-in in any case)", duration(func(c *Config) *time.Duration { return &c.ConsoleSessionIdle })},
+	{"oidc-issuer", "ENDCAP_OIDC_ISSUER", "", "issuer URL of the OpenID Connect provider of the console's single sign-on (discovery at <issuer>/.well-known/openid-configuration); empty: no single sign-on; see docs/console.md", func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
+		}
+		c.OIDCIssuer = v
+		return nil
+	}},
+	{"oidc-client-id", "ENDCAP_OIDC_CLIENT_ID", "", "the console's client id at the OpenID Connect provider", str(func(c *Config) *string { return &c.OIDCClientID })},
+	{"oidc-client-secret-file", "ENDCAP_OIDC_CLIENT_SECRET_FILE", "", "file whose first line is the console's client secret at the OpenID Connect provider (empty: a public client, PKCE only)", str(func(c *Config) *string { return &c.OIDCClientSecretFile })},
+	{"oidc-redirect-url", "ENDCAP_OIDC_REDIRECT_URL", "", "the callback URL registered at the provider (empty: <ENDCAP_CONSOLE_URL>/sso/callback, or http://<the API's address>/console/sso/callback)", func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
+		}
+		c.OIDCRedirectURL = v
+		return nil
+	}},
+	{"oidc-scopes", "ENDCAP_OIDC_SCOPES", "openid,email,profile", "comma-separated scopes asked of the provider (add groups, or the scope that brings the role claim, when the provider needs one)", str(func(c *Config) *string { return &c.OIDCScopes })},
+	{"oidc-role-claim", "ENDCAP_OIDC_ROLE_CLAIM", "groups", "the claim (a string or a list of strings, from the ID token or the userinfo) whose values ENDCAP_OIDC_ROLE_MAP maps to roles", str(func(c *Config) *string { return &c.OIDCRoleClaim })},
+	{"oidc-role-map", "ENDCAP_OIDC_ROLE_MAP", "", "comma-separated rules <claim value>=<marketplace id>:<role>[:<vendor id>], role marketplace_admin, vendor_admin or vendor_analyst (vendor roles name the vendor); of the rules matching a user, the first of each marketplace gives its role there; required with ENDCAP_OIDC_ISSUER", str(func(c *Config) *string { return &c.OIDCRoleMap })},
 	{"smtp-addr", "ENDCAP_SMTP_ADDR", "", "host:port of the SMTP server that sends invitation e-mails (empty: none are sent; the console shows each invitation's link to the admin instead)", func(c *Config, v string) error {
 		if v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {

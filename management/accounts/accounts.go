@@ -63,6 +63,9 @@ type Marketplace struct {
 	// Attribution overrides the default purchase-attribution rules
 	// (docs/attribution.md); nil: the defaults.
 	Attribution *AttributionSettings `json:"attribution,omitempty"`
+	// SSOOnly: the marketplace's console users sign in by single sign-on
+	// only; passwords are refused (docs/console.md).
+	SSOOnly bool `json:"ssoOnly,omitempty"`
 
 	loc *time.Location
 }
@@ -253,6 +256,23 @@ func (s *Service) SetReserve(ctx context.Context, marketplaceID string, cpcMicro
 	m.ReserveCPCMicros, m.ReserveCPMMicros = cpcMicros, cpmMicros
 	detail := fmt.Sprintf("reserve CPC %d → %d micros, CPM %d → %d micros", old.ReserveCPCMicros, cpcMicros, old.ReserveCPMMicros, cpmMicros)
 	if err := s.writeMarketplace(ctx, m, "settings.reserve", detail); err != nil {
+		return Marketplace{}, err
+	}
+	return m, nil
+}
+
+// SetSSOOnly turns the marketplace's password sign-in off (on: its console
+// users sign in by single sign-on only) or back on.
+func (s *Service) SetSSOOnly(ctx context.Context, marketplaceID string, on bool) (Marketplace, error) {
+	m, ok := s.Marketplace(marketplaceID)
+	if !ok {
+		return Marketplace{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
+	}
+	if m.SSOOnly == on {
+		return m, nil
+	}
+	m.SSOOnly = on
+	if err := s.writeMarketplace(ctx, m, "settings.sso_only", fmt.Sprintf("single sign-on only: %v", on)); err != nil {
 		return Marketplace{}, err
 	}
 	return m, nil

@@ -108,3 +108,60 @@ func (s *Sessions) Delete(ctx context.Context, token string) error {
 	}
 	return s.rdb.Del(ctx, sessionKey(token)).Err()
 }
+
+// ChoiceTTL is how long a sign-in that matched accounts on several
+// marketplaces waits for the user to pick one.
+const ChoiceTTL = 5 * time.Minute
+
+// choice is the accounts a sign-in matched, kept under the SHA-256 of the
+// token the choosing form carries.
+type choice struct {
+	Users  []string `json:"u"`
+	Epochs []int64  `json:"e"`
+}
+
+func choiceKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "ec:console:choice:" + hex.EncodeToString(sum[:])
+}
+
+// SaveChoice keeps the accounts a sign-in matched (their password, or a
+// single sign-on, checked) until the user picks one, and returns the token
+// of the choice. It can be taken once, within ChoiceTTL.
+func (s *Sessions) SaveChoice(ctx context.Context, us []User) (string, error) {
+	var c choice
+	for _, u := range us {
+		c.Users, c.Epochs = append(c.Users, u.ID), append(c.Epochs, u.Epoch)
+	}
+	token := RandomToken()
+	b, _ := json.Marshal(c)
+	if err := s.rdb.Set(ctx, choiceKey(token), b, ChoiceTTL).Err(); err != nil {
+		return "", errors.Join(ErrUnavailable, err)
+	}
+	return token, nil
+}
+
+// TakeChoice returns, and forgets, the accounts of a choice: user id →
+// its epoch when the sign-in checked it. ok is false when there is no such
+// choice (expired, taken, or never made).
+func (s *Sessions) TakeChoice(ctx context.Context, token string) (map[string]int64, bool, error) {
+	if token == "" || len(token) > 100 {
+		return nil, false, nil
+	}
+	b, err := s.rdb.GetDel(ctx, choiceKey(token)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, errors.Join(ErrUnavailable, err)
+	}
+	var c choice
+	if json.Unmarshal(b, &c) != nil || len(c.Users) != len(c.Epochs) {
+		return nil, false, nil
+	}
+	out := make(map[string]int64, len(c.Users))
+	for i, id := range c.Users {
+		out[id] = c.Epochs[i]
+	}
+	return out, true, nil
+}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/mail"
 	"sort"
@@ -52,9 +53,12 @@ type User struct {
 	// InvitationID is the invitation the user accepted (vendor users).
 	InvitationID string     `json:"invitationId,omitempty"`
 	DisabledAt   *time.Time `json:"disabledAt,omitempty"`
-	// Epoch grows with every password change and every disable: a session
-	// opened at an older epoch is over.
+	// Epoch grows with every password change, every disable and every
+	// change of role: a session opened at an older epoch is over.
 	Epoch int64 `json:"epoch"`
+	// SSO: the user was created by a single sign-on (sso.go); it has no
+	// password until it sets one.
+	SSO bool `json:"sso,omitempty"`
 }
 
 // Active says whether the user may sign in.
@@ -81,12 +85,15 @@ type Service struct {
 
 	mu   sync.RWMutex
 	byID map[string]*User
+	// byEmail finds the accounts of an address: its lower-cased form →
+	// marketplace → user id (ids of either derivation, IDOf or LegacyIDOf).
+	byEmail map[string]map[string]string
 }
 
 // New registers the users on log (the accounts log) before it runs. invs,
 // when not nil, is where invitations are accepted.
 func New(log *statelog.Log, invs *invitations.Service) *Service {
-	s := &Service{log: log, invs: invs, now: time.Now, byID: map[string]*User{}}
+	s := &Service{log: log, invs: invs, now: time.Now, byID: map[string]*User{}, byEmail: map[string]map[string]string{}}
 	log.Register(typeUser, s.apply)
 	return s
 }
@@ -97,6 +104,9 @@ func (s *Service) Ready() bool { return s.log.Ready() }
 func (s *Service) apply(r statelog.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if old, ok := s.byID[r.ID]; ok {
+		s.unindex(old, r.ID)
+	}
 	if r.Deleted {
 		delete(s.byID, r.ID)
 		return
@@ -106,12 +116,39 @@ func (s *Service) apply(r statelog.Record) {
 		return
 	}
 	s.byID[r.ID] = &u
+	k := emailKey(u.Email)
+	if s.byEmail[k] == nil {
+		s.byEmail[k] = map[string]string{}
+	}
+	s.byEmail[k][u.MarketplaceID] = r.ID
 }
 
-// IDOf is the id of the user with an e-mail address: derived from the
-// address (case-insensitive), so that two users can never share one.
-func IDOf(email string) string {
-	sum := sha256.Sum256([]byte("endcap-user\x00" + strings.ToLower(strings.TrimSpace(email))))
+func (s *Service) unindex(u *User, id string) {
+	k := emailKey(u.Email)
+	if m := s.byEmail[k]; m != nil && m[u.MarketplaceID] == id {
+		delete(m, u.MarketplaceID)
+		if len(m) == 0 {
+			delete(s.byEmail, k)
+		}
+	}
+}
+
+func emailKey(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// IDOf is the id of a new user of marketplace mp with an e-mail address:
+// derived from both (the address case-insensitive), so that an address has
+// at most one account on each marketplace (the log's expected version 0 on
+// the id refuses a second) and may have one on several.
+func IDOf(mp, email string) string {
+	sum := sha256.Sum256([]byte("endcap-user\x00" + mp + "\x00" + emailKey(email)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// LegacyIDOf is the id older users were given, derived from the address
+// alone. Their records keep it: the index by address finds them as it
+// finds the others, and their sessions name it.
+func LegacyIDOf(email string) string {
+	sum := sha256.Sum256([]byte("endcap-user\x00" + emailKey(email)))
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -126,8 +163,37 @@ func (s *Service) Get(id string) (User, bool) {
 	return *u, true
 }
 
-// ByEmail returns the user with an e-mail address.
-func (s *Service) ByEmail(email string) (User, bool) { return s.Get(IDOf(email)) }
+// Lookup returns the user of marketplace mp with an e-mail address
+// (case-insensitive), whichever way its id was derived.
+func (s *Service) Lookup(mp, email string) (User, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.byEmail[emailKey(email)][mp]
+	if !ok {
+		return User{}, false
+	}
+	u, ok := s.byID[id]
+	if !ok {
+		return User{}, false
+	}
+	return *u, true
+}
+
+// Accounts returns the users of an e-mail address on every marketplace,
+// by marketplace id. Only sign-in and the operator's CLI may ask this: a
+// marketplace's pages ask Lookup with their own marketplace.
+func (s *Service) Accounts(email string) []User {
+	s.mu.RLock()
+	var out []User
+	for _, id := range s.byEmail[emailKey(email)] {
+		if u, ok := s.byID[id]; ok {
+			out = append(out, *u)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].MarketplaceID < out[j].MarketplaceID })
+	return out
+}
 
 // List returns the users of a marketplace by e-mail address.
 func (s *Service) List(mp string) []User {
@@ -164,7 +230,7 @@ func (s *Service) CreateAdmin(ctx context.Context, mp, email, password string) (
 	if err := CheckEmail(email); err != nil {
 		return User{}, err
 	}
-	u := User{ID: IDOf(email), Email: email, MarketplaceID: mp, Role: RoleAdmin, CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
+	u := User{ID: IDOf(mp, email), Email: email, MarketplaceID: mp, Role: RoleAdmin, CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
 	return s.create(ctx, u, password, "user.create", "marketplace admin "+email)
 }
 
@@ -172,14 +238,21 @@ func (s *Service) create(ctx context.Context, u User, password, action, detail s
 	if err := CheckPassword(password, u.Email); err != nil {
 		return User{}, err
 	}
-	if _, ok := s.Get(u.ID); ok {
-		return User{}, ErrEmailTaken
-	}
 	h, err := HashPassword(ctx, password)
 	if err != nil {
 		return User{}, err
 	}
 	u.PasswordHash = h
+	return s.insert(ctx, u, action, detail)
+}
+
+// insert writes a new user: ErrEmailTaken when its marketplace has a user
+// with the address already (a legacy id is found by the index, a new one
+// by the log's expected version).
+func (s *Service) insert(ctx context.Context, u User, action, detail string) (User, error) {
+	if _, ok := s.Lookup(u.MarketplaceID, u.Email); ok {
+		return User{}, ErrEmailTaken
+	}
 	if err := s.write(ctx, u, 0, action, detail); err != nil {
 		if errkind.KindOf(err) == errkind.Conflict {
 			return User{}, ErrEmailTaken
@@ -200,25 +273,98 @@ func (s *Service) write(ctx context.Context, u User, expected int64, action, det
 	return err
 }
 
-// Authenticate checks an e-mail address and password. It takes as long for
-// an unknown address as for a wrong password.
-func (s *Service) Authenticate(ctx context.Context, email, password string) (User, error) {
+// MaxSignInAccounts bounds the accounts (one argon2 hash each) a sign-in
+// without a marketplace checks the password against; an address with more
+// signs in with its marketplace's link (?marketplace=).
+const MaxSignInAccounts = 8
+
+// Authenticate checks an e-mail address and password against the address's
+// account on marketplace mp, or, with mp empty, on every marketplace (at
+// most MaxSignInAccounts), and returns the active accounts it matches, by
+// marketplace id. It takes as long for an unknown address as for a wrong
+// password; an account with no password (single sign-on) matches none.
+func (s *Service) Authenticate(ctx context.Context, mp, email, password string) ([]User, error) {
 	if !s.Ready() {
-		return User{}, ErrLoading
+		return nil, ErrLoading
 	}
-	u, ok := s.ByEmail(email)
-	hash := u.PasswordHash
-	if !ok || hash == "" {
-		hash = dummyHash()
+	var accts []User
+	if mp != "" {
+		if u, ok := s.Lookup(mp, email); ok {
+			accts = append(accts, u)
+		}
+	} else {
+		accts = s.Accounts(email)
+		if len(accts) > MaxSignInAccounts {
+			accts = accts[:MaxSignInAccounts]
+		}
 	}
-	match, err := VerifyPassword(ctx, password, hash)
+	var matched []User
+	for i := 0; i < max(1, len(accts)); i++ {
+		hash, u := dummyHash(), User{}
+		if i < len(accts) {
+			if u = accts[i]; u.PasswordHash != "" {
+				hash = u.PasswordHash
+			}
+		}
+		match, err := VerifyPassword(ctx, password, hash)
+		if err != nil {
+			return nil, err
+		}
+		if match && u.ID != "" && u.PasswordHash != "" && u.Active() {
+			matched = append(matched, u)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, ErrBadPassword
+	}
+	return matched, nil
+}
+
+// CheckCurrentPassword says whether password is the password of user id
+// (ErrBadPassword when not).
+func (s *Service) CheckCurrentPassword(ctx context.Context, id, password string) error {
+	u, ok := s.Get(id)
+	if !ok {
+		return ErrNotFound
+	}
+	got, err := s.Authenticate(ctx, u.MarketplaceID, u.Email, password)
 	if err != nil {
-		return User{}, err
+		return err
 	}
-	if !ok || !match || !u.Active() {
-		return User{}, ErrBadPassword
+	if len(got) != 1 || got[0].ID != id {
+		return ErrBadPassword
 	}
-	return u, nil
+	return nil
+}
+
+// ProvisionSSO makes the account of an address on marketplace mp what a
+// single sign-on maps it to: created (without a password) the first time,
+// its role and vendor updated, and its sessions ended, when the mapping
+// changed since. A disabled user stays disabled.
+func (s *Service) ProvisionSSO(ctx context.Context, mp, email string, role Role, vendorID string) (User, error) {
+	for attempt := 0; ; attempt++ {
+		u, ok := s.Lookup(mp, email)
+		if !ok {
+			n := User{ID: IDOf(mp, email), Email: email, MarketplaceID: mp, Role: role, VendorID: vendorID, SSO: true,
+				CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
+			created, err := s.insert(ctx, n, "user.create", fmt.Sprintf("%s by single sign-on", role))
+			if errors.Is(err, ErrEmailTaken) && attempt == 0 {
+				continue // created meanwhile by another sign-in: update it
+			}
+			return created, err
+		}
+		if u.Role == role && u.VendorID == vendorID {
+			return u, nil
+		}
+		detail := fmt.Sprintf("role %s → %s by single sign-on", u.Role, role)
+		u.Role, u.VendorID = role, vendorID
+		u.Epoch++
+		err := s.write(ctx, u, s.log.Version(typeUser, u.ID), "user.role", detail)
+		if errkind.KindOf(err) == errkind.Conflict && attempt == 0 {
+			continue
+		}
+		return u, err
+	}
 }
 
 // SetPassword changes a user's password and ends its other sessions.
@@ -285,12 +431,12 @@ func (s *Service) Accept(ctx context.Context, mp, invitationID, password string)
 	if inv.StatusAt(s.invs.Now()) != invitations.StatusPending {
 		return User{}, invitations.ErrNotPending
 	}
-	u := User{ID: IDOf(inv.VendorEmail), Email: inv.VendorEmail, MarketplaceID: mp, Role: Role(inv.TargetUserRole),
+	u := User{ID: IDOf(mp, inv.VendorEmail), Email: inv.VendorEmail, MarketplaceID: mp, Role: Role(inv.TargetUserRole),
 		VendorID: inv.VendorID, InvitationID: inv.ID, CreatedAt: s.now().UTC().Truncate(time.Second), Epoch: 1}
 	if !u.Role.IsVendor() {
 		return User{}, fmt.Errorf("%w: the invitation's role %q is not a vendor role", ErrInvalid, inv.TargetUserRole)
 	}
-	if _, ok := s.Get(u.ID); ok {
+	if _, ok := s.Lookup(mp, u.Email); ok {
 		return User{}, ErrInvitationTaken
 	}
 	// The accepting person is the actor of their own account's creation.

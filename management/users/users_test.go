@@ -79,8 +79,12 @@ func TestCheckPassword(t *testing.T) {
 }
 
 func TestIDOf(t *testing.T) {
-	if IDOf("Me@Example.com") != IDOf(" me@example.com ") || IDOf("a@b.c") == IDOf("a@b.d") || len(IDOf("a@b.c")) != 32 {
+	if IDOf("m1", "Me@Example.com") != IDOf("m1", " me@example.com ") || IDOf("m1", "a@b.c") == IDOf("m1", "a@b.d") || len(IDOf("m1", "a@b.c")) != 32 {
 		t.Fatal("IDOf: case and spaces are not the address, and different addresses differ")
+	}
+	// One address, one id per marketplace, none the legacy id of the address alone.
+	if IDOf("m1", "a@b.c") == IDOf("m2", "a@b.c") || IDOf("m1", "a@b.c") == LegacyIDOf("a@b.c") || LegacyIDOf("A@b.c ") != LegacyIDOf("a@b.c") {
+		t.Fatal("IDOf: the marketplace is not part of the id")
 	}
 }
 
@@ -136,6 +140,72 @@ func TestSMTPCheck(t *testing.T) {
 	for _, bad := range []SMTP{{Addr: "smtp.example.com", From: ok.From, TLS: TLSNone}, {Addr: ok.Addr, From: "not an address", TLS: TLSNone}, {Addr: ok.Addr, From: ok.From, TLS: "ssl"}} {
 		if err := bad.Check(); err == nil {
 			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+func TestParseRoleMap(t *testing.T) {
+	got, err := ParseRoleMap(" ops = mp-1:marketplace_admin , sellers-a=mp-1:vendor_analyst:v-a,sellers-a=mp-2:vendor_admin:v-b,")
+	want := []RoleRule{{"ops", "mp-1", RoleAdmin, ""}, {"sellers-a", "mp-1", RoleVendorAnalyst, "v-a"}, {"sellers-a", "mp-2", RoleVendorAdmin, "v-b"}}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("ParseRoleMap: %+v %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("rule %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"ops", "ops=mp-1", "=mp-1:marketplace_admin", "ops=:marketplace_admin", "ops=mp-1:root", "ops=mp-1:vendor_analyst",
+		"ops=mp-1:marketplace_admin:v-a", "ops=mp-1:vendor_admin:v-a:x"} {
+		if _, err := ParseRoleMap(bad); err == nil {
+			t.Errorf("ParseRoleMap(%q): no error", bad)
+		}
+	}
+	s := &SSO{cfg: SSOConfig{Rules: want, Marketplace: func(id string) bool { return id != "mp-gone" }}}
+	for _, tc := range []struct {
+		claim any
+		mp    string
+		want  int
+	}{{"ops", "", 1}, {[]any{"sellers-a", "ops"}, "", 2}, {[]any{"sellers-a", 3}, "mp-2", 1}, {"nobody", "", 0}, {nil, "", 0}, {[]any{"ops"}, "mp-2", 0}} {
+		g := s.grants(claimValues(tc.claim), tc.mp)
+		if len(g) != tc.want {
+			t.Errorf("grants of %v on %q: %+v, want %d", tc.claim, tc.mp, g, tc.want)
+		}
+	}
+	// Of two rules of one marketplace, the first.
+	if g := s.grants([]string{"sellers-a", "ops"}, "mp-1"); len(g) != 1 || g[0].Role != RoleAdmin {
+		t.Errorf("first rule of mp-1: %+v", g)
+	}
+	for _, v := range []any{true, "true"} {
+		if !claimTrue(v) {
+			t.Errorf("claimTrue(%v)", v)
+		}
+	}
+	for _, v := range []any{false, "false", nil, 1, "yes"} {
+		if claimTrue(v) {
+			t.Errorf("claimTrue(%v)", v)
+		}
+	}
+}
+
+func TestNewSSOChecksItsSettings(t *testing.T) {
+	rules := []RoleRule{{"ops", "mp-1", RoleAdmin, ""}}
+	for _, tc := range []struct {
+		name string
+		cfg  SSOConfig
+		ok   bool
+	}{
+		{"complete", SSOConfig{Issuer: "https://sso.example.com/realms/r", ClientID: "c", Rules: rules}, true},
+		{"no role map", SSOConfig{Issuer: "https://sso.example.com", ClientID: "c"}, false},
+		{"no client id", SSOConfig{Issuer: "https://sso.example.com", Rules: rules}, false},
+		{"not a URL", SSOConfig{Issuer: "sso.example.com", ClientID: "c", Rules: rules}, false},
+	} {
+		s, err := NewSSO(tc.cfg, nil, nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err == nil && (s.cfg.RoleClaim != "groups" || s.cfg.Scopes[0] != "openid" || s.cfg.Timeout != 10*time.Second) {
+			t.Errorf("%s: defaults %+v", tc.name, s.cfg)
 		}
 	}
 }

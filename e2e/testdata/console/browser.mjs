@@ -307,6 +307,38 @@ try {
   const r2 = await g.goto(link);
   check(r2.status() === 410, "the invitation link works once (410 after)");
 
+  // --- single sign-on, through the OpenID provider's own login form ---
+  const sso = await browser.newContext(desktop);
+  sso.setDefaultTimeout(15000);
+  const so = await sso.newPage();
+  await so.goto(U("/console/login"));
+  await so.click("#sso");
+  await so.waitForURL((u) => u.toString().startsWith(input.oidcIssuer));
+  check(so.url().includes("code_challenge_method=S256") || (await so.content()).includes("username"), "single sign-on: the browser is at the provider's login form");
+  await shot(so, "33-sso-provider");
+  await so.fill("#username", input.ssoUser);
+  await so.fill("#password", input.ssoPassword);
+  await so.click("button[type=submit]");
+  await so.waitForURL(U("/console/keys"));
+  const ssoWho = await so.textContent(".who");
+  check(ssoWho.includes("Partner Market") && ssoWho.includes(input.ssoEmail), "single sign-on: the provider's user is the partner marketplace's admin: " + ssoWho.trim());
+  check(!(await so.content()).includes(input.ownCampaignName), "single sign-on: the partner marketplace sees nothing of the other marketplace");
+  await shot(so, "34-sso-signed-in");
+  // A user of the provider the role map gives no role: a clear refusal, no session.
+  const stranger = await browser.newContext(desktop);
+  stranger.setDefaultTimeout(15000);
+  const st = await stranger.newPage();
+  await st.goto(U("/console/login"));
+  await st.click("#sso");
+  await st.waitForURL((u) => u.toString().startsWith(input.oidcIssuer));
+  await st.fill("#username", input.ssoStranger);
+  await st.fill("#password", input.ssoPassword);
+  await st.click("button[type=submit]");
+  await st.waitForURL((u) => u.toString().startsWith(U("/console/sso/callback")));
+  check((await st.textContent("[role=alert]")).includes("no role in this console"), "single sign-on: a user with no role is refused with a clear page");
+  check(!(await stranger.cookies()).some((c) => c.name === "endcap_session"), "single sign-on: the refused user has no session");
+  await shot(st, "35-sso-no-role");
+
   // Sign-out ends the session.
   await v.goto(U("/console/account"));
   await v.click("form.logout button");
