@@ -541,3 +541,56 @@ func TestManyCampaigns(t *testing.T) {
 		}
 	}
 }
+
+// TestCampaignUseFolded: a campaign the auction reads from the snapshot
+// (its uses marked there, not in the registry) stays cached past IdleAfter
+// as long as it is asked for, its uses folded in at each refresh, a use
+// just before a snapshot is replaced included; once it is no longer asked
+// for, it is dropped IdleAfter after its last use.
+func TestCampaignUseFolded(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	start := clk.now()
+	add(t, rdb, "mp1", "used", "2024-05-10", 3)
+	add(t, rdb, "mp1", "other", "2024-05-10", 4)
+	c.Register("mp1", time.UTC, "used", "other")
+	refresh(t, c)
+	m := c.reg.Load().m["mp1"]
+	for step := 1; step <= 4; step++ { // 4 × 6 minutes: past IdleAfter twice
+		clk.add(6 * time.Minute)
+		wantSpend(t, c, "mp1", time.UTC, "used", clk.now(), 3, 3)
+		wantSpend(t, c, "mp1", time.UTC, "other", clk.now(), 4, 4)
+		refresh(t, c)
+	}
+	cp, ok := m.camps.Load("used")
+	if !ok {
+		t.Fatal("a campaign asked for every 6 minutes was dropped")
+	}
+	if got, want := cp.(*campaign).lastUsed.Load(), start.Add(24*time.Minute).Unix(); got != want {
+		t.Errorf("lastUsed = %d, want %d (its last Spend)", got, want)
+	}
+	// A use marked in a snapshot after RefreshNow folded it, just before the
+	// snapshot is replaced, is folded once it is replaced.
+	s := m.snap.Load()
+	last := start.Add(25 * time.Minute)
+	s.entries[s.idx["other"]].lastUsed.Store(last.Unix())
+	m.touch(time.UTC, last) // as that Spend did
+	clk.set(last)
+	if err := c.load(t.Context(), m, last); err != nil {
+		t.Fatal(err)
+	}
+	cpo, _ := m.camps.Load("other")
+	if got := cpo.(*campaign).lastUsed.Load(); got != last.Unix() {
+		t.Errorf("other: lastUsed = %d, want %d (the use on the replaced snapshot)", got, last.Unix())
+	}
+	// "used" is no longer asked for: dropped IdleAfter after its last use,
+	// "other" after its own.
+	clk.set(start.Add(24*time.Minute + IdleAfter + time.Second))
+	refresh(t, c)
+	if _, ok := m.camps.Load("used"); ok {
+		t.Error("used still cached IdleAfter after its last use")
+	}
+	if _, ok := m.camps.Load("other"); !ok {
+		t.Error("other dropped before IdleAfter after its last use")
+	}
+}
