@@ -194,11 +194,11 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	return &benchWorld{engine: eng, market: m, products: nProducts, build: time.Since(start), cat: cat, camps: camps, cs: cs, bs: bs}, nil
 }
 
+// benchGate is the service's budget gate (app's budgetGate).
 type benchGate struct{ c *budget.Cache }
 
 func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
-	day, total := g.c.Spend(m.ID, m.Loc, campaignID, at)
-	switch budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc) {
+	switch g.c.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at) {
 	case budget.OK:
 		return auction.BudgetOK
 	case budget.TotalExhausted:

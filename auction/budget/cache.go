@@ -140,11 +140,30 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // write only when the second changed), which the refresh folds into the
 // campaign registry; only a campaign not loaded yet looks the registry up.
 func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64) {
+	day, total, _ = c.spend(mp, orUTC(loc), campaignID, now)
+	return day, total
+}
+
+// Check is the budget rule (budget.Check) for campaignID of mp, of budgets
+// l, on its spend as Spend reads it, at now in loc (nil means UTC). When the
+// snapshot's local day holds now in loc's zone, the pacing step uses that
+// day's bounds instead of working them out for every campaign.
+func (c *Cache) Check(mp string, loc *time.Location, campaignID string, l Limits, now time.Time) Verdict {
 	loc = orUTC(loc)
+	day, total, s := c.spend(mp, loc, campaignID, now)
+	if s != nil {
+		return checkInDay(l, day, total, now, s.start, s.end)
+	}
+	return Check(l, day, total, now, loc)
+}
+
+// spend is Spend, loc not nil; in, when not nil, is the snapshot read, whose
+// local day [in.start, in.end), in loc's zone, holds now.
+func (c *Cache) spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64, in *snapshot) {
 	m := c.reg.Load().m[mp]
 	if m == nil {
 		c.register(mp, loc, now, campaignID)
-		return 0, 0
+		return 0, 0, nil
 	}
 	m.touch(loc, now)
 	if s := m.snap.Load(); s != nil {
@@ -153,20 +172,23 @@ func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time
 			if sec := now.Unix(); e.lastUsed.Load() < sec {
 				e.lastUsed.Store(sec)
 			}
+			if s.inDay(now, loc) {
+				return e.day, e.total, s
+			}
 			if s.holds(now, loc) {
 				day = e.day
 			}
-			return day, e.total
+			return day, e.total, nil
 		}
 	}
 	// Not loaded yet: registered since the last load, or new.
 	cp, ok := m.camps.Load(campaignID)
 	if !ok {
 		c.addCampaigns(m, now, campaignID)
-		return 0, 0
+		return 0, 0, nil
 	}
 	cp.(*campaign).touch(now)
-	return 0, 0
+	return 0, 0, nil
 }
 
 // Register adds mp (in time zone loc; nil means UTC) and the given
@@ -489,4 +511,10 @@ func (s *snapshot) holds(now time.Time, loc *time.Location) bool {
 		return !now.Before(s.start) && now.Before(s.end)
 	}
 	return DayOf(now, loc) == s.day // zone changed since the load: rare, allocates
+}
+
+// inDay reports whether the snapshot was read in loc's zone and its local
+// day, [s.start, s.end), holds now.
+func (s *snapshot) inDay(now time.Time, loc *time.Location) bool {
+	return loc.String() == s.zone && !now.Before(s.start) && now.Before(s.end)
 }
