@@ -38,7 +38,7 @@ type perfWorkload struct {
 	reqs [][]auction.Request
 }
 
-func newPerfWorkload(t *testing.T, redisAddr string) *perfWorkload {
+func newPerfWorkload(t testing.TB, redisAddr string) *perfWorkload {
 	t.Helper()
 	w, err := buildWorld(t, perfProducts, perfCampaigns)
 	if err != nil {
@@ -89,7 +89,7 @@ func newPerfWorkload(t *testing.T, redisAddr string) *perfWorkload {
 }
 
 // run runs the workload's auctions once; it returns the winners.
-func (p *perfWorkload) run(t *testing.T) int {
+func (p *perfWorkload) run(t testing.TB) int {
 	winners := 0
 	for _, r := range p.reqs {
 		res, err := p.w.engine.Run(context.Background(), p.w.market, auction.Auctions, r)
@@ -128,3 +128,17 @@ func TestPerfBudgetAuction(t *testing.T) {
 // perfBudgetGate is the engine's call of the budget gate (the spend cache
 // and the budget rule), once per campaign of an auction.
 const perfBudgetGate = "github.com/endcap/endcap/auction.(*auctionEnv).budgetAllows"
+
+// BenchmarkPerfWorkload is the budget test's workload in wall-clock time
+// (ns per auction; docs/performance.md): noisy on a shared machine, for the
+// docs, never a gate.
+func BenchmarkPerfWorkload(b *testing.B) {
+	r := testenv.OwnRedis(b)
+	p := newPerfWorkload(b, r.Addr)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.run(b)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perfAuctions, "ns/auction")
+}
