@@ -49,6 +49,12 @@ type Deps struct {
 	// ConsoleNotFound answers the paths under /console that no route has.
 	Console         func(g *gin.RouterGroup)
 	ConsoleNotFound gin.HandlerFunc
+	// MaxEventsInFlight and MaxAuctionsInFlight bound the /v2/events and
+	// /v2/auctions requests (the explain and other auction routes included)
+	// this process works on at once; past them a request is answered 503
+	// with Retry-After at once (0: no bound).
+	MaxEventsInFlight   int
+	MaxAuctionsInFlight int
 	// TrustedProxies: the reverse proxies (IPs or CIDRs) whose
 	// X-Forwarded-For or X-Real-IP names the client (gin.Context.ClientIP);
 	// nil: none, the client is the connection's address.
@@ -104,12 +110,14 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions/travel")
 		v2.OPTIONS("/auctions/explain")
 		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage, abortV2)
-		v2.POST("/events", mkey, h.postEvents)
+		events := newAdmission("events", d.MaxEventsInFlight).handler(&h.d)
+		auctions := newAdmission("auctions", d.MaxAuctionsInFlight).handler(&h.d)
+		v2.POST("/events", events, mkey, h.postEvents)
 		if d.Auctions != nil {
-			v2.POST("/auctions", mkey, h.postAuctions(auction.Auctions))
-			v2.POST("/auctions/sponsored-brand", mkey, h.postAuctions(auction.SponsoredBrand))
-			v2.POST("/auctions/travel", mkey, h.postAuctions(auction.Travel))
-			v2.POST("/auctions/explain", mkey, h.postAuctionsExplain)
+			v2.POST("/auctions", auctions, mkey, h.postAuctions(auction.Auctions))
+			v2.POST("/auctions/sponsored-brand", auctions, mkey, h.postAuctions(auction.SponsoredBrand))
+			v2.POST("/auctions/travel", auctions, mkey, h.postAuctions(auction.Travel))
+			v2.POST("/auctions/explain", auctions, mkey, h.postAuctionsExplain)
 		}
 
 		pubAbort := abortV2

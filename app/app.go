@@ -212,12 +212,14 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 
 	a.health = api.NewHealth(a.checks())
 	deps := api.Deps{
-		Health:           a.health,
-		MaxBodyBytes:     cfg.MaxBodyBytes,
-		RetryAfter:       cfg.RetryAfter,
-		Log:              log,
-		MetricsElsewhere: cfg.MetricsAddr != "",
-		TrustedProxies:   cfg.TrustedProxies,
+		Health:              a.health,
+		MaxBodyBytes:        cfg.MaxBodyBytes,
+		MaxEventsInFlight:   cfg.MaxEventsInFlight,
+		MaxAuctionsInFlight: cfg.MaxAuctionsInFlight,
+		RetryAfter:          cfg.RetryAfter,
+		Log:                 log,
+		MetricsElsewhere:    cfg.MetricsAddr != "",
+		TrustedProxies:      cfg.TrustedProxies,
 	}
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts

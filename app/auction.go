@@ -21,15 +21,14 @@ func (a *App) auctionEngine() *auction.Engine {
 }
 
 // budgetGate answers the engine's budget question from the spend cache with
-// budget.Check (budget left, pacing). It only reads.
+// the budget rule (budget left, pacing: budget.Cache.Check). It only reads.
 type budgetGate struct{ spend *budget.Cache }
 
 func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
 	if dailyMicros == 0 && totalMicros == 0 {
 		return auction.BudgetOK
 	}
-	day, total := g.spend.Spend(m.ID, m.Loc, campaignID, at)
-	return budgetVerdict(budget.Check(budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, day, total, at, m.Loc))
+	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at))
 }
 
 // budgetVerdict is the engine's name of a budget verdict.

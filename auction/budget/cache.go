@@ -72,18 +72,30 @@ type market struct {
 
 // campaign is one cached campaign of a market.
 type campaign struct {
-	lastUsed atomic.Int64 // unix seconds of the latest Spend call
+	// lastUsed is the unix second of the latest Spend call, as of the last
+	// refresh pass: a Spend that finds the campaign in the snapshot marks
+	// the snapshot's entry, and the refresh folds the marks in here.
+	lastUsed atomic.Int64
 }
 
 // snapshot is the spend of one marketplace's cached campaigns as read from
 // Redis at loaded.
 type snapshot struct {
-	day        string    // the local day whose hash was read, YYYY-MM-DD
-	zone       string    // the name of the time zone day is in
-	start, end time.Time // that local day is [start, end)
-	daySpend   map[string]int64
-	total      map[string]int64
+	day        string           // the local day whose hash was read, YYYY-MM-DD
+	zone       string           // the name of the time zone day is in
+	start, end time.Time        // that local day is [start, end)
+	idx        map[string]int32 // campaign id → its entry
+	entries    []spendEntry
 	loaded     time.Time // refresh clock at the start of the load
+}
+
+// spendEntry is one campaign of a snapshot: its spend, and its uses. The
+// auction's Spend calls read it and mark it (a shared write only when the
+// second changed); the campaign registry is not touched on that path.
+type spendEntry struct {
+	day, total int64
+	lastUsed   atomic.Int64 // unix seconds of the latest Spend call that read it
+	c          *campaign    // the registry's campaign, whose lastUsed the refresh advances
 }
 
 // NewCache returns a cache reading from rdb. Call Run to keep it fresh.
@@ -122,28 +134,61 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // until the next refresh), day spend reads 0. now also marks mp and
 // campaignID as in use: a marketplace or campaign not asked for in
 // IdleAfter is dropped.
+//
+// It is the auction's call, once per campaign of an auction: a loaded
+// campaign costs a map lookup in the snapshot and a mark in its entry (a
+// write only when the second changed), which the refresh folds into the
+// campaign registry; only a campaign not loaded yet looks the registry up.
 func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64) {
+	day, total, _ = c.spend(mp, orUTC(loc), campaignID, now)
+	return day, total
+}
+
+// Check is the budget rule (budget.Check) for campaignID of mp, of budgets
+// l, on its spend as Spend reads it, at now in loc (nil means UTC). When the
+// snapshot's local day holds now in loc's zone, the pacing step uses that
+// day's bounds instead of working them out for every campaign.
+func (c *Cache) Check(mp string, loc *time.Location, campaignID string, l Limits, now time.Time) Verdict {
 	loc = orUTC(loc)
+	day, total, s := c.spend(mp, loc, campaignID, now)
+	if s != nil {
+		return checkInDay(l, day, total, now, s.start, s.end)
+	}
+	return Check(l, day, total, now, loc)
+}
+
+// spend is Spend, loc not nil; in, when not nil, is the snapshot read, whose
+// local day [in.start, in.end), in loc's zone, holds now.
+func (c *Cache) spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64, in *snapshot) {
 	m := c.reg.Load().m[mp]
 	if m == nil {
 		c.register(mp, loc, now, campaignID)
-		return 0, 0
+		return 0, 0, nil
 	}
 	m.touch(loc, now)
+	if s := m.snap.Load(); s != nil {
+		if i, ok := s.idx[campaignID]; ok {
+			e := &s.entries[i]
+			if sec := now.Unix(); e.lastUsed.Load() < sec {
+				e.lastUsed.Store(sec)
+			}
+			if s.inDay(now, loc) {
+				return e.day, e.total, s
+			}
+			if s.holds(now, loc) {
+				day = e.day
+			}
+			return day, e.total, nil
+		}
+	}
+	// Not loaded yet: registered since the last load, or new.
 	cp, ok := m.camps.Load(campaignID)
 	if !ok {
 		c.addCampaigns(m, now, campaignID)
-		return 0, 0
+		return 0, 0, nil
 	}
 	cp.(*campaign).touch(now)
-	s := m.snap.Load()
-	if s == nil {
-		return 0, 0
-	}
-	if s.holds(now, loc) {
-		day = s.daySpend[campaignID]
-	}
-	return day, s.total[campaignID]
+	return 0, 0, nil
 }
 
 // Register adds mp (in time zone loc; nil means UTC) and the given
@@ -201,6 +246,9 @@ func (c *Cache) RefreshNow(ctx context.Context) error {
 	c.pass.Lock()
 	defer c.pass.Unlock()
 	began := c.now()
+	for _, m := range c.reg.Load().m {
+		m.snap.Load().foldUses()
+	}
 	markets := c.dropIdle(began)
 	errs := make([]error, len(markets))
 	var wg sync.WaitGroup
@@ -325,12 +373,17 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	var ids []string
-	m.camps.Range(func(id, _ any) bool {
+	var (
+		ids   []string
+		camps []*campaign
+	)
+	m.camps.Range(func(id, cp any) bool {
 		ids = append(ids, id.(string))
+		camps = append(camps, cp.(*campaign))
 		return true
 	})
-	daySpend, total, err := c.read(ctx, m.id, day, ids)
+	entries := make([]spendEntry, len(ids))
+	err := c.read(ctx, m.id, day, ids, entries)
 	if err != nil && parent.Err() != nil {
 		return err // shutting down: not a Redis failure
 	}
@@ -345,19 +398,40 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	if m.failing.Swap(false) {
 		c.log.Info("budget: spend refresh recovered", "marketplace", m.id)
 	}
-	m.snap.Store(&snapshot{day: day, zone: loc.String(), start: start, end: end,
-		daySpend: daySpend, total: total, loaded: now})
+	idx := make(map[string]int32, len(ids))
+	for i, id := range ids {
+		idx[id] = int32(i)
+		entries[i].c = camps[i]
+	}
+	prev := m.snap.Swap(&snapshot{day: day, zone: loc.String(), start: start, end: end,
+		idx: idx, entries: entries, loaded: now})
+	// The uses of the replaced snapshot since RefreshNow folded them (a
+	// Spend that loaded it just before the swap).
+	prev.foldUses()
 	return nil
 }
 
-// read reads the spend hashes of campaigns ids of marketplace mp: each
-// campaign's spend of day and of all time, each at least its refusal hint
-// (the spend the campaign's last charge refused for that budget would have
-// made, set by the charge script). One HMGET per campaign, readChunk of
-// them pipelined per round trip (on a cluster, split by master). A missing
-// hash or field is 0.
-func (c *Cache) read(ctx context.Context, mp, day string, ids []string) (daySpend, total map[string]int64, err error) {
-	daySpend, total = make(map[string]int64, len(ids)), make(map[string]int64, len(ids))
+// foldUses advances the registry's campaigns' lastUsed to the uses marked in
+// s's entries. s may be nil.
+func (s *snapshot) foldUses() {
+	if s == nil {
+		return
+	}
+	for i := range s.entries {
+		e := &s.entries[i]
+		if sec := e.lastUsed.Load(); sec != 0 {
+			e.c.touchAt(sec)
+		}
+	}
+}
+
+// read reads the spend hashes of campaigns ids of marketplace mp into
+// into[i] (len(ids) of them): each campaign's spend of day and of all time,
+// each at least its refusal hint (the spend the campaign's last charge
+// refused for that budget would have made, set by the charge script). One
+// HMGET per campaign, readChunk of them pipelined per round trip (on a
+// cluster, split by master). A missing hash or field is 0.
+func (c *Cache) read(ctx context.Context, mp, day string, ids []string, into []spendEntry) error {
 	df := DayField(day)
 	for from := 0; from < len(ids); from += readChunk {
 		chunk := ids[from:min(from+readChunk, len(ids))]
@@ -367,7 +441,7 @@ func (c *Cache) read(ctx context.Context, mp, day string, ids []string) (daySpen
 			cmds[i] = pipe.HMGet(ctx, SpendKey(mp, id), df, TotalField, "!"+df, "!"+TotalField)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, nil, fmt.Errorf("HMGET of %d spend hashes: %w", len(chunk), err)
+			return fmt.Errorf("HMGET of %d spend hashes: %w", len(chunk), err)
 		}
 		for i, id := range chunk {
 			var v [4]int64
@@ -376,19 +450,16 @@ func (c *Cache) read(ctx context.Context, mp, day string, ids []string) (daySpen
 					continue
 				}
 				s, _ := x.(string)
+				var err error
 				if v[j], err = strconv.ParseInt(s, 10, 64); err != nil {
-					return nil, nil, fmt.Errorf("%s: field %q holds %q, not an integer", SpendKey(mp, id), cmds[i].Args()[2+j], s)
+					return fmt.Errorf("%s: field %q holds %q, not an integer", SpendKey(mp, id), cmds[i].Args()[2+j], s)
 				}
 			}
-			if d := max(v[0], v[2]); d != 0 {
-				daySpend[id] = d
-			}
-			if t := max(v[1], v[3]); t != 0 {
-				total[id] = t
-			}
+			e := &into[from+i]
+			e.day, e.total = max(v[0], v[2]), max(v[1], v[3])
 		}
 	}
-	return daySpend, total, nil
+	return nil
 }
 
 // observeAges sets the max-age gauge over the marketplaces of a pass.
@@ -419,9 +490,17 @@ func (m *market) touch(loc *time.Location, now time.Time) {
 
 // touch records a use of the campaign at now (a shared write only when the
 // second changed).
-func (cp *campaign) touch(now time.Time) {
-	if sec := now.Unix(); cp.lastUsed.Load() < sec {
-		cp.lastUsed.Store(sec)
+func (cp *campaign) touch(now time.Time) { cp.touchAt(now.Unix()) }
+
+// touchAt records a use of the campaign at unix second sec, unless a later
+// one is recorded. Spend (a campaign not loaded yet) and the refresh's fold
+// may record at once: the latest stays.
+func (cp *campaign) touchAt(sec int64) {
+	for {
+		cur := cp.lastUsed.Load()
+		if cur >= sec || cp.lastUsed.CompareAndSwap(cur, sec) {
+			return
+		}
 	}
 }
 
@@ -432,4 +511,10 @@ func (s *snapshot) holds(now time.Time, loc *time.Location) bool {
 		return !now.Before(s.start) && now.Before(s.end)
 	}
 	return DayOf(now, loc) == s.day // zone changed since the load: rare, allocates
+}
+
+// inDay reports whether the snapshot was read in loc's zone and its local
+// day, [s.start, s.end), holds now.
+func (s *snapshot) inDay(now time.Time, loc *time.Location) bool {
+	return loc.String() == s.zone && !now.Before(s.start) && now.Before(s.end)
 }

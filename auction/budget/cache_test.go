@@ -541,3 +541,113 @@ func TestManyCampaigns(t *testing.T) {
 		}
 	}
 }
+
+// TestCampaignUseFolded: a campaign the auction reads from the snapshot
+// (its uses marked there, not in the registry) stays cached past IdleAfter
+// as long as it is asked for, its uses folded in at each refresh, a use
+// just before a snapshot is replaced included; once it is no longer asked
+// for, it is dropped IdleAfter after its last use.
+func TestCampaignUseFolded(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	start := clk.now()
+	add(t, rdb, "mp1", "used", "2024-05-10", 3)
+	add(t, rdb, "mp1", "other", "2024-05-10", 4)
+	c.Register("mp1", time.UTC, "used", "other")
+	refresh(t, c)
+	m := c.reg.Load().m["mp1"]
+	for step := 1; step <= 4; step++ { // 4 × 6 minutes: past IdleAfter twice
+		clk.add(6 * time.Minute)
+		wantSpend(t, c, "mp1", time.UTC, "used", clk.now(), 3, 3)
+		wantSpend(t, c, "mp1", time.UTC, "other", clk.now(), 4, 4)
+		refresh(t, c)
+	}
+	cp, ok := m.camps.Load("used")
+	if !ok {
+		t.Fatal("a campaign asked for every 6 minutes was dropped")
+	}
+	if got, want := cp.(*campaign).lastUsed.Load(), start.Add(24*time.Minute).Unix(); got != want {
+		t.Errorf("lastUsed = %d, want %d (its last Spend)", got, want)
+	}
+	// A use marked in a snapshot after RefreshNow folded it, just before the
+	// snapshot is replaced, is folded once it is replaced.
+	s := m.snap.Load()
+	last := start.Add(25 * time.Minute)
+	s.entries[s.idx["other"]].lastUsed.Store(last.Unix())
+	m.touch(time.UTC, last) // as that Spend did
+	clk.set(last)
+	if err := c.load(t.Context(), m, last); err != nil {
+		t.Fatal(err)
+	}
+	cpo, _ := m.camps.Load("other")
+	if got := cpo.(*campaign).lastUsed.Load(); got != last.Unix() {
+		t.Errorf("other: lastUsed = %d, want %d (the use on the replaced snapshot)", got, last.Unix())
+	}
+	// "used" is no longer asked for: dropped IdleAfter after its last use,
+	// "other" after its own.
+	clk.set(start.Add(24*time.Minute + IdleAfter + time.Second))
+	refresh(t, c)
+	if _, ok := m.camps.Load("used"); ok {
+		t.Error("used still cached IdleAfter after its last use")
+	}
+	if _, ok := m.camps.Load("other"); !ok {
+		t.Error("other dropped before IdleAfter after its last use")
+	}
+}
+
+// TestCacheCheckAgreesWithCheck: the cache's Check, which paces with its
+// snapshot's local day, gives budget.Check's verdict on the spend Spend
+// reads, in zones with and without daylight saving, on the days it starts
+// and ends, after the snapshot's day and after a change of zone.
+func TestCacheCheckAgreesWithCheck(t *testing.T) {
+	berlin, havana := mustLoc(t, "Europe/Berlin"), mustLoc(t, "America/Havana")
+	for _, tc := range []struct {
+		name   string
+		loc    *time.Location
+		loaded string // the refresh clock of the load
+		at     []string
+	}{
+		{"utc", time.UTC, "2024-05-10T00:30:00Z", []string{"2024-05-10T00:00:00Z", "2024-05-10T06:00:00Z", "2024-05-10T12:00:00Z", "2024-05-10T23:59:59Z", "2024-05-11T00:00:01Z"}},
+		{"berlin, summer time starts", berlin, "2024-03-31T00:30:00+01:00", []string{"2024-03-31T01:59:59+01:00", "2024-03-31T03:00:00+02:00", "2024-03-31T12:00:00+02:00", "2024-03-31T23:59:00+02:00"}},
+		{"berlin, summer time ends", berlin, "2024-10-27T00:30:00+02:00", []string{"2024-10-27T02:30:00+02:00", "2024-10-27T02:30:00+01:00", "2024-10-27T18:00:00+01:00"}},
+		{"havana, no midnight", havana, "2024-03-10T01:30:00-04:00", []string{"2024-03-10T01:00:00-04:00", "2024-03-10T13:00:00-04:00", "2024-03-09T23:00:00-05:00"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loaded := utc(tc.loaded)
+			clk := newClock(loaded)
+			_, rdb, c := setup(t, clk)
+			day := DayOf(loaded, tc.loc)
+			spends := []int64{0, 1_000, 20_000, 45_000, 60_000, 99_999, 100_000, 150_000}
+			ids := make([]string, len(spends))
+			for i, sp := range spends {
+				ids[i] = fmt.Sprintf("c%d", i)
+				if sp != 0 {
+					add(t, rdb, "mp", ids[i], day, sp)
+				}
+			}
+			c.Register("mp", tc.loc, ids...)
+			refresh(t, c)
+			for _, at := range tc.at {
+				now := utc(at)
+				for _, l := range []Limits{{DailyMicros: 100_000}, {DailyMicros: 100_000, TotalMicros: 120_000}, {TotalMicros: 50_000}, {DailyMicros: 10}} {
+					for _, id := range ids {
+						d, tot := c.Spend("mp", tc.loc, id, now)
+						want := Check(l, d, tot, now, tc.loc)
+						if got := c.Check("mp", tc.loc, id, l, now); got != want {
+							t.Errorf("at %s, %+v, %s (spend %d, %d): Check = %v, budget.Check = %v", at, l, id, d, tot, got, want)
+						}
+					}
+				}
+			}
+			// Another zone than the snapshot's: the same verdicts too.
+			for _, id := range ids {
+				now := loaded.Add(3 * time.Hour)
+				d, tot := c.Spend("mp", time.UTC, id, now)
+				l := Limits{DailyMicros: 100_000}
+				if got, want := c.Check("mp", time.UTC, id, l, now), Check(l, d, tot, now, time.UTC); got != want {
+					t.Errorf("zone changed, %s: Check = %v, budget.Check = %v", id, got, want)
+				}
+			}
+		})
+	}
+}

@@ -72,8 +72,8 @@ func TestRealRedis(t *testing.T) {
 		}
 	}
 	m := c.reg.Load().m[mp]
-	if s := m.snap.Load(); len(s.daySpend) != campaigns+1 || len(s.total) != campaigns+1 {
-		t.Errorf("snapshot holds %d day and %d total campaigns, want %d", len(s.daySpend), len(s.total), campaigns+1)
+	if s := m.snap.Load(); len(s.idx) != campaigns+1 || len(s.entries) != campaigns+1 {
+		t.Errorf("snapshot holds %d campaigns (%d entries), want %d", len(s.idx), len(s.entries), campaigns+1)
 	}
 	if age, ok := c.Age(mp); !ok || age < 0 || age > 10*time.Second {
 		t.Errorf("Age = %s, %v", age, ok)

@@ -55,26 +55,49 @@ const pacingLeadSeconds = 3600
 //  3. Paced when DailyMicros is set and daySpent >= Allowed(DailyMicros, now, loc);
 //  4. OK otherwise.
 func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Location) Verdict {
+	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
+		return v
+	}
+	if daySpent >= Allowed(l.DailyMicros, now, loc) {
+		return Paced
+	}
+	return OK
+}
+
+// checkInDay is Check with the local day holding now already known, [start,
+// end): the spend cache's snapshot knows it, and the auction asks for every
+// campaign at one instant.
+func checkInDay(l Limits, daySpent, totalSpent int64, now, start, end time.Time) Verdict {
+	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
+		return v
+	}
+	if daySpent >= allowedAt(l.DailyMicros, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second)) {
+		return Paced
+	}
+	return OK
+}
+
+// checkBeforePacing is the budget rule's steps that need no clock; decided is
+// false when only the pacing step (daySpent against Allowed, with a daily
+// budget above 0) can tell.
+func checkBeforePacing(l Limits, daySpent, totalSpent int64) (v Verdict, decided bool) {
 	if l.TotalMicros != 0 && totalSpent >= l.TotalMicros {
-		return TotalExhausted
+		return TotalExhausted, true
 	}
 	if l.DailyMicros == 0 {
-		return OK
+		return OK, true
 	}
 	if daySpent >= l.DailyMicros {
-		return DailyExhausted
+		return DailyExhausted, true
 	}
 	// Nothing spent today: Allowed is at least floor(daily / 25) (the first
 	// hour of the longest day), so a daily budget of 25 µ or more is not
 	// paced, and the time-zone arithmetic is not needed (most campaigns of
 	// most auctions).
 	if daySpent <= 0 && l.DailyMicros >= 25 {
-		return OK
+		return OK, true
 	}
-	if daySpent >= Allowed(l.DailyMicros, now, loc) {
-		return Paced
-	}
-	return OK
+	return 0, false
 }
 
 // Allowed is how much of the daily budget may have been spent by now:

@@ -13,7 +13,9 @@
 #   - chromium (Debian's) and playwright-core (npm, pinned below) into .endcap/playwright, for the
 #     console's browser tests (e2e/console_test.go): playwright drives Debian's browser, never one of its own;
 #   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
-#     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so.
+#     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so;
+#   - valgrind (Debian's), whose callgrind counts the instructions of the performance budget tests
+#     (internal/perfbudget, docs/performance.md).
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
 # packages come with are never used, and are stopped and disabled right after this script installs them.
@@ -87,6 +89,8 @@ if [ "$tests" -eq 1 ]; then
 	apt_install --no-install-recommends -- zookeeper
 	# The browser of the console's tests (headless, driven by playwright-core).
 	[ -x /usr/bin/chromium ] || apt_install --no-install-recommends -- chromium
+	# callgrind, for the instruction budgets of the performance tests.
+	command -v valgrind >/dev/null 2>&1 || apt_install --no-install-recommends -- valgrind
 fi
 
 # Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;

@@ -59,10 +59,12 @@ type Config struct {
 	S3AccessKey string
 	S3SecretKey string
 
-	ProduceTimeout     time.Duration
-	PublicWriteTimeout time.Duration
-	RetryAfter         time.Duration
-	MaxBodyBytes       int64
+	ProduceTimeout      time.Duration
+	PublicWriteTimeout  time.Duration
+	RetryAfter          time.Duration
+	MaxBodyBytes        int64
+	MaxEventsInFlight   int
+	MaxAuctionsInFlight int
 
 	MaxPublicBodyBytes int64
 	RateLimitCatalog   string
@@ -305,6 +307,8 @@ var settings = []setting{
 		c.MaxBodyBytes = n
 		return nil
 	}},
+	{"max-events-in-flight", "ENDCAP_MAX_EVENTS_IN_FLIGHT", "256", "most /v2/events requests one API process works on at once; past it a request is answered 503 with Retry-After at once, unread (0: no bound; the bodies in memory stay under this times max-body-bytes)", integer(func(c *Config) *int { return &c.MaxEventsInFlight }, 0)},
+	{"max-auctions-in-flight", "ENDCAP_MAX_AUCTIONS_IN_FLIGHT", "64", "most /v2/auctions requests (every auction route) one API process works on at once; past it a request is answered 503 with Retry-After at once, unread (0: no bound)", integer(func(c *Config) *int { return &c.MaxAuctionsInFlight }, 0)},
 	{"max-public-body-bytes", "ENDCAP_MAX_PUBLIC_BODY_BYTES", "16777216", "largest accepted /public/v1 request body (413 above)", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1024 {

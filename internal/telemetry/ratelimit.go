@@ -14,3 +14,9 @@ var (
 		Name: "endcap_rate_limit_breaker_open", Help: "1 while the rate limiter's circuit breaker is open (Redis failing: /public/v1 is not rate-limited), else 0.",
 	})
 )
+
+// AdmissionShed counts the /v2 requests answered 503 at once because their
+// kind's in-flight bound was reached (docs/operations.md, Admission).
+var AdmissionShed = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "endcap_admission_shed_total", Help: "/v2 requests answered 503 unread because the in-flight bound of their kind (events, auctions) was reached.",
+}, []string{"kind"})

@@ -1,0 +1,144 @@
+package auction_test
+
+// The auction's performance budget: what a fixed workload costs in
+// allocations and in instructions (callgrind), compared with the figures of
+// internal/perfbudget/budgets.txt. Neither count depends on how busy the
+// machine is, so a change that makes the hot path dearer fails here, in
+// make test, and not only in a benchmark someone has to remember to run.
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/internal/perfbudget"
+	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/storage/redisstore"
+)
+
+// The workload: perfAuctions listings auctions of 500 ids and 5 slots (half
+// drawn uniformly, half by popularity) over a catalog of perfProducts
+// products and perfCampaigns campaigns, every campaign with a daily budget
+// and a third of them paced (spend read from Redis by the budget cache).
+const (
+	perfProducts  = 5_000
+	perfCampaigns = 500
+	perfAuctions  = 200
+)
+
+// perfRedisEnv passes the test's Redis to its run under callgrind.
+const perfRedisEnv = "ENDCAP_PERF_REDIS"
+
+type perfWorkload struct {
+	w    *benchWorld
+	reqs [][]auction.Request
+}
+
+func newPerfWorkload(t testing.TB, redisAddr string) *perfWorkload {
+	t.Helper()
+	w, err := buildWorld(t, perfProducts, perfCampaigns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Noon of today (UTC), so that the budget cache's snapshot, of today,
+	// holds it, and the pacing curve is the same at every run.
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	at := day.Add(12 * time.Hour)
+	ctx := context.Background()
+	rdb := redisstore.Open(redisstore.Options{Addr: redisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ids := make([]string, len(w.cs))
+	for i, c := range w.cs {
+		ids[i] = c.ID
+		var spent int64
+		switch i % 3 {
+		case 0:
+			spent = c.DailyBudgetMicros / 10 // well within its pacing
+		case 1:
+			spent = c.DailyBudgetMicros * 8 / 10 // ahead of the curve at noon: paced
+		default:
+			continue
+		}
+		if err := rdb.HSet(ctx, budget.SpendKey(benchMP, c.ID), budget.DayField(budget.DayOf(at, time.UTC)), spent, budget.TotalField, spent).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spend := budget.NewCache(rdb, budget.Options{})
+	spend.Register(benchMP, time.UTC, ids...)
+	if err := spend.RefreshNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.engine.Budget = benchGate{spend}
+	w.engine.Now = func() time.Time { return at }
+
+	p := &perfWorkload{w: w}
+	rng := rand.New(rand.NewPCG(7, 7))
+	z := rand.NewZipf(rand.New(rand.NewPCG(8, 8)), 1.1, 1, uint64(perfProducts-1))
+	for i := 0; i < perfAuctions; i++ {
+		if i%2 == 0 {
+			p.reqs = append(p.reqs, randomRequest(rng, perfProducts, 500, 5))
+		} else {
+			p.reqs = append(p.reqs, zipfRequest(z, 500, 5))
+		}
+	}
+	return p
+}
+
+// run runs the workload's auctions once; it returns the winners.
+func (p *perfWorkload) run(t testing.TB) int {
+	winners := 0
+	for _, r := range p.reqs {
+		res, err := p.w.engine.Run(context.Background(), p.w.market, auction.Auctions, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		winners += len(res[0].Winners)
+		auction.ReleaseResults(res)
+	}
+	return winners
+}
+
+// TestPerfBudgetAuction: allocations and instructions per auction of the
+// workload above, within 10 % of their budgets.
+func TestPerfBudgetAuction(t *testing.T) {
+	if perfbudget.InCallgrind() {
+		p := newPerfWorkload(t, os.Getenv(perfRedisEnv))
+		p.run(t) // pools filled, every campaign seen
+		perfbudget.Measure(func() { p.run(t) })
+		return
+	}
+	r := testenv.OwnRedis(t)
+	p := newPerfWorkload(t, r.Addr)
+	if w := p.run(t); w < perfAuctions {
+		t.Fatalf("%d winners in %d auctions: the workload does not exercise the auction", w, perfAuctions)
+	}
+	allocs := testing.AllocsPerRun(3, func() { p.run(t) })
+	perfbudget.Check(t, "auction.allocs-per-auction", allocs/perfAuctions)
+	n := perfbudget.Instructions(t, "TestPerfBudgetAuction", []string{perfRedisEnv + "=" + r.Addr}, perfBudgetGate)
+	perfbudget.Check(t, "auction.instructions-per-auction", float64(n.Total)/perfAuctions)
+	// The budget gate on its own too: its share of the whole is small in a
+	// small world, so that it could grow severalfold within the whole's 10 %.
+	perfbudget.Check(t, "auction.budget-gate-instructions-per-auction", float64(n.Inclusive[perfBudgetGate])/perfAuctions)
+}
+
+// perfBudgetGate is the engine's call of the budget gate (the spend cache
+// and the budget rule), once per campaign of an auction.
+const perfBudgetGate = "github.com/endcap/endcap/auction.(*auctionEnv).budgetAllows"
+
+// BenchmarkPerfWorkload is the budget test's workload in wall-clock time
+// (ns per auction; docs/performance.md): noisy on a shared machine, for the
+// docs, never a gate.
+func BenchmarkPerfWorkload(b *testing.B) {
+	r := testenv.OwnRedis(b)
+	p := newPerfWorkload(b, r.Addr)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.run(b)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perfAuctions, "ns/auction")
+}

@@ -1,0 +1,6 @@
+package perfbudget
+
+//go:noescape
+func clientRequest(args *[6]uintptr) uintptr
+
+const callgrindSupported = true
