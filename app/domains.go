@@ -35,6 +35,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Webhooks on the entities log, their deliveries on a log of their own
 	// (api and exporter), sent by the exporter (docs/webhooks.md).
 	a.Webhooks = webhooks.New(a.Entities)
+	a.Webhooks.Guard = &webhooks.Guard{AllowLoopback: a.cfg.WebhookAllowLoopback}
 	if a.Deliveries != nil {
 		a.WebhookDeliveries = webhooks.NewDeliveries(a.Deliveries, a.Webhooks)
 		if a.target.runs(TargetExporter) {

@@ -149,6 +149,11 @@ type Input struct {
 type Service struct {
 	items *statelog.Collection[Webhook]
 	now   func() time.Time
+	// Guard refuses, when a URL is registered, a host that is an address
+	// deliveries may not reach or a name that resolves only to such
+	// addresses (nil: a Guard that allows no loopback). It should be the
+	// dispatcher's, which checks again at every connection.
+	Guard *Guard
 }
 
 // New registers the webhooks collection on log (before the log runs).
@@ -177,7 +182,7 @@ func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int
 	w := Webhook{}
 	if in.URL == nil {
 		errs.Add(validation.Missing, "Field required", "body", "url")
-	} else if u, msg := checkURL(*in.URL); msg != "" {
+	} else if u, msg := s.checkURL(ctx, *in.URL); msg != "" {
 		errs.Add(validation.ValueError, msg, "body", "url")
 	} else {
 		w.URL = u
@@ -232,7 +237,7 @@ func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, in I
 	}
 	var errs validation.Errors
 	if in.URL != nil {
-		if u, msg := checkURL(*in.URL); msg != "" {
+		if u, msg := s.checkURL(ctx, *in.URL); msg != "" {
 			errs.Add(validation.ValueError, msg, "body", "url")
 		} else {
 			w.URL = u
@@ -437,6 +442,26 @@ func checkURL(raw string) (string, string) {
 		return "", "URL must use https"
 	}
 	return raw, ""
+}
+
+// checkURL is checkURL, then the Guard's check of the URL's host.
+func (s *Service) checkURL(ctx context.Context, raw string) (string, string) {
+	u, msg := checkURL(raw)
+	if msg != "" {
+		return "", msg
+	}
+	g := s.Guard
+	if g == nil {
+		g = &Guard{}
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", "URL is not valid"
+	}
+	if msg := g.CheckHost(ctx, pu.Hostname()); msg != "" {
+		return "", msg
+	}
+	return u, ""
 }
 
 func isLoopback(host string) bool {
