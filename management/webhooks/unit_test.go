@@ -8,9 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sync/atomic"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
