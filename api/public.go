@@ -43,8 +43,9 @@ type Public struct {
 	// the header is ignored).
 	Idempotency *idempotency.Store
 
-	styles map[string]errorStyle // by route prefix
-	noKey  map[string]bool       // POST routes without Idempotency-Key
+	styles  map[string]errorStyle // by route prefix
+	noKey   map[string]bool       // POST routes without Idempotency-Key
+	refills map[string]Refiller   // by idempotency.Refill kind
 }
 
 // Marketplace is the marketplace of the authenticated key.

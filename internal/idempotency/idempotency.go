@@ -92,6 +92,70 @@ type Result struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"-"` // kept as is, in a field of its own
+	// Refill, when the answer showed a secret: the body is kept without it
+	// and a replay puts it back (Unseal).
+	Refill *Refill `json:"refill,omitempty"`
+}
+
+// Refill says how a replay gets back the secret a kept answer showed: the
+// secret is never kept (in Redis), only where it stood in the body and
+// which secret it was, and the replay reads it again from where it lives
+// (for a webhook's signing secret: the entities log's view).
+type Refill struct {
+	// Kind names who gives the secret back (e.g. "webhook-secret"); Args
+	// are its arguments (e.g. the webhook's id).
+	Kind string   `json:"kind"`
+	Args []string `json:"args,omitempty"`
+	// Sum identifies the secret without revealing it (SecretSum).
+	Sum string `json:"sum"`
+	// At are the offsets in the kept body where the secret stood.
+	At []int `json:"at"`
+}
+
+// SecretSum identifies a secret: the first 16 bytes of its SHA-256, in
+// hex. It tells which of a few secrets a kept answer showed; it is no way
+// back to a secret of 32 random bytes.
+func SecretSum(secret string) string {
+	sum := sha256.Sum256([]byte("endcap idempotency refill\x00" + secret))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Seal takes every occurrence of secret out of body: what is kept, and
+// the offsets where it stood. ok is false when body does not hold it.
+func Seal(body []byte, secret string) (kept []byte, at []int, ok bool) {
+	if secret == "" {
+		return nil, nil, false
+	}
+	sec := []byte(secret)
+	rest := body
+	for {
+		i := bytes.Index(rest, sec)
+		if i < 0 {
+			break
+		}
+		kept = append(kept, rest[:i]...)
+		at = append(at, len(kept))
+		rest = rest[i+len(sec):]
+	}
+	if len(at) == 0 {
+		return nil, nil, false
+	}
+	return append(kept, rest...), at, true
+}
+
+// Unseal puts secret back at the offsets at of a kept body.
+func Unseal(kept []byte, at []int, secret string) ([]byte, error) {
+	out := make([]byte, 0, len(kept)+len(at)*len(secret))
+	prev := 0
+	for _, i := range at {
+		if i < prev || i > len(kept) {
+			return nil, fmt.Errorf("idempotency: refill offset %d out of order or past the body (%d bytes)", i, len(kept))
+		}
+		out = append(out, kept[prev:i]...)
+		out = append(out, secret...)
+		prev = i
+	}
+	return append(out, kept[prev:]...), nil
 }
 
 // Outcome says what Begin found.

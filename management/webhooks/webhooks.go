@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/storage/statelog"
@@ -327,6 +328,43 @@ func (s *Service) RotateSecret(ctx context.Context, mp, id string, ifMatch int64
 		return Webhook{}, 0, err
 	}
 	return w, v, nil
+}
+
+// ErrSecretReplaced: the replay of a create or rotate-secret with an
+// Idempotency-Key cannot show the secret its first answer showed, as the
+// webhook no longer has it (rotated twice since, or deleted).
+var ErrSecretReplaced = errkind.New(errkind.Conflict, "the secret this request's first answer showed has been replaced since (the webhook's secret was rotated again, or the webhook was deleted), so that answer cannot be repeated; read the webhook, or rotate its secret").WithCode("idempotency_secret_replaced")
+
+// SecretFor returns the webhook's current or previous secret, whichever is
+// the one match accepts: what the replay of an answer that showed a secret
+// shows again (the answers with an Idempotency-Key are kept without their
+// secret). A webhook or secret this process's view does not hold yet is
+// looked for again once the view has caught up with the log.
+func (s *Service) SecretFor(ctx context.Context, mp, id string, match func(secret string) bool) (string, error) {
+	find := func() (string, bool) {
+		w, _, ok := s.items.Get(mp, id)
+		switch {
+		case !ok:
+			return "", false
+		case match(w.Secret):
+			return w.Secret, true
+		case w.PreviousSecret != "" && match(w.PreviousSecret):
+			return w.PreviousSecret, true
+		}
+		return "", false
+	}
+	if sec, ok := find(); ok {
+		return sec, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.items.Log().CatchUp(cctx); err != nil {
+		return "", statelog.ErrUnavailable
+	}
+	if sec, ok := find(); ok {
+		return sec, nil
+	}
+	return "", ErrSecretReplaced
 }
 
 // NewSecret returns a signing secret as the Standard Webhooks libraries
