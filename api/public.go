@@ -126,6 +126,11 @@ func (p *Public) Fail(c *gin.Context, err error) {
 		abortUnavailable(c, p.RetryAfter, e.Msg)
 	case errkind.NotFound:
 		abortV2(c, status, code, err.Error())
+	case errkind.TooMany:
+		if e.RetryAfter > 0 {
+			setRetryAfter(c, e.RetryAfter)
+		}
+		abortV2(c, status, code, e.Msg)
 	default:
 		abortV2(c, status, code, e.Msg)
 	}

@@ -276,6 +276,10 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 	case idempotency.InProgress:
 		st.abort(c, http.StatusConflict, "idempotency_key_in_use", "a request with this Idempotency-Key is in progress; retry once it has finished to get its result")
 		return
+	case idempotency.Full:
+		setRetryAfter(c, begun.RetryAfter)
+		st.abort(c, http.StatusTooManyRequests, "too_many_requests", "this marketplace keeps as many results of requests with an Idempotency-Key as it may (the oldest expire 24 h after their request), so the request was not run; retry after Retry-After")
+		return
 	case idempotency.Mismatch:
 		st.abort(c, http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used for a different request (method, path or body) in the last 24 h; use a new key for a new request")
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -327,4 +328,33 @@ func leaks(v, secret string) bool {
 	}
 	key, err := base64.StdEncoding.DecodeString(b64)
 	return err == nil && len(key) > 0 && strings.Contains(v, string(key))
+}
+
+// TestWebhookCaps: the caps of a marketplace over HTTP: the webhooks it may
+// have (422 at body), its test deliveries per hour (429 too_many_requests
+// with Retry-After).
+func TestWebhookCaps(t *testing.T) {
+	env := testenv.Get(t)
+	_, brokers := testenv.Kafka(t)
+	cfg := env.Config(t, brokers)
+	cfg.RateLimitDefault = "5000/1s"
+	cfg.WebhooksPerMarket = 2
+	cfg.WebhookTestsPerHour = 1
+	s := startSystem(t, cfg)
+	A := s.AdvancedKey
+	var id string
+	for range 2 {
+		r := bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://hooks.example.com/endcap"}`, nil)
+		bwStatus(t, r, 201)
+		id = bwObj(t, r.Body)["id"].(string)
+	}
+	expect422Locs(t, bwDo(t, s, "POST", bwWhPath, A, `{"url": "https://hooks.example.com/endcap"}`, nil), "body")
+	bwStatus(t, bwDo(t, s, "POST", bwWhPath+"/"+id+"/test", A, nil, nil), 202)
+	r := bwDo(t, s, "POST", bwWhPath+"/"+id+"/test", A, nil, nil)
+	if r.Status != 429 || bwObj(t, r.Body)["errCode"] != "too_many_requests" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("second test within the hour: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra < 3500 || ra > 3600 {
+		t.Fatalf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
 }

@@ -21,6 +21,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/webhooks"
@@ -764,4 +765,72 @@ func TestSweep(t *testing.T) {
 			t.Error("the live webhook's streak was deleted")
 		}
 	}
+}
+
+// Test deliveries are capped per marketplace per hour and per day (429
+// with the time until the oldest leaves the window), and a marketplace
+// keeps at most Kept of them: a new test deletes the oldest finished ones.
+func TestTestDeliveryLimits(t *testing.T) {
+	s := newStack(t)
+	p := s.start(testOptions())
+	p.dl.Tests = webhooks.TestLimits{PerHour: 2, PerDay: 3, Kept: 3}
+	base := time.Now().UTC().Add(-30 * time.Hour).Truncate(time.Millisecond)
+	now := base
+	webhooks.SetNow(p.dl, func() time.Time { return now })
+	mp := uuid.NewString()
+	rc := newReceiver(t, nil)
+	w := createHook(t, p, mp, rc.srv.URL)
+	ctx := context.Background()
+	test := func() error {
+		t.Helper()
+		_, err := p.dl.Test(ctx, mp, w.ID)
+		return err
+	}
+	tooMany := func(err error, wait time.Duration) {
+		t.Helper()
+		e, ok := errkind.Of(err)
+		if !ok || e.Kind != errkind.TooMany || e.RetryAfter != wait {
+			t.Fatalf("%v (%+v), want a 429 with Retry-After %s", err, e, wait)
+		}
+	}
+	for range 2 {
+		if err := test(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tooMany(test(), time.Hour)
+	now = base.Add(61 * time.Minute)
+	if err := test(); err != nil {
+		t.Fatal(err)
+	}
+	tooMany(test(), 24*time.Hour-61*time.Minute)
+	countTests := func() (n, finished int) {
+		xs, _, _ := p.dl.List(mp, w.ID, "", "", 100)
+		for _, x := range xs {
+			if x.EventType == webhooks.TypeTest {
+				n++
+				if x.Status != webhooks.DeliveryPending {
+					finished++
+				}
+			}
+		}
+		return
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n, f := countTests(); n != 3 || f != 3 {
+			return fmt.Errorf("%d tests, %d finished", n, f)
+		}
+		return nil
+	})
+	// A day later: allowed again, and the oldest test makes room.
+	now = base.Add(25 * time.Hour)
+	if err := test(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n, _ := countTests(); n != 3 {
+			return fmt.Errorf("%d tests kept, want 3", n)
+		}
+		return nil
+	})
 }

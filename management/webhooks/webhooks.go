@@ -155,7 +155,17 @@ type Service struct {
 	// addresses (nil: a Guard that allows no loopback). It should be the
 	// dispatcher's, which checks again at every connection.
 	Guard *Guard
+	// MaxPerMarketplace is how many webhooks a marketplace may have
+	// (0: DefaultMaxPerMarketplace).
+	MaxPerMarketplace int
 }
+
+// DefaultMaxPerMarketplace is how many webhooks a marketplace may have by
+// default: Stripe's limit of endpoints per account and mode. Every event
+// becomes one delivery per subscribed webhook, kept in memory by every api
+// and exporter process for the delivery retention, so the count bounds
+// what one event costs.
+const DefaultMaxPerMarketplace = 16
 
 // New registers the webhooks collection on log (before the log runs).
 func New(log *statelog.Log) *Service {
@@ -178,6 +188,13 @@ func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int
 		if w, v, ok := s.items.Get(mp, id); ok {
 			return w, v, nil
 		}
+	}
+	limit := s.MaxPerMarketplace
+	if limit <= 0 {
+		limit = DefaultMaxPerMarketplace
+	}
+	if n := s.items.Len(mp); n >= limit {
+		return Webhook{}, 0, validation.New(validation.ValueError, fmt.Sprintf("a marketplace may have at most %d webhooks, and this one has %d: delete one first (one webhook can subscribe to several event types)", limit, n), "body")
 	}
 	var errs validation.Errors
 	w := Webhook{}

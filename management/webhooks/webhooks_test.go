@@ -156,6 +156,7 @@ func TestLifecycle(t *testing.T) {
 // stays the guard).
 func TestRegistrationRefusesInternalHosts(t *testing.T) {
 	svc := open(t)
+	svc.MaxPerMarketplace = 1000
 	ctx := context.Background()
 	strict := &webhooks.Guard{Resolve: testResolve}
 	dev := &webhooks.Guard{AllowLoopback: true, Resolve: testResolve}
@@ -234,5 +235,34 @@ func TestRegistrationRefusesInternalHosts(t *testing.T) {
 	}
 	if got, gv, _ := svc.Get("mp", w.ID); got.URL != "https://example.com/hook" || gv != v {
 		t.Fatalf("after refused updates: %s v%d", got.URL, gv)
+	}
+}
+
+// A marketplace has at most MaxPerMarketplace webhooks: the next create is a
+// 422 at body, until one is deleted; other marketplaces are not concerned.
+func TestWebhooksPerMarketplace(t *testing.T) {
+	svc := open(t)
+	svc.MaxPerMarketplace = 3
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		w, _, err := svc.Create(ctx, "mp", webhooks.Input{URL: str("https://example.com/hook")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, w.ID)
+	}
+	_, _, err := svc.Create(ctx, "mp", webhooks.Input{URL: str("https://example.com/hook")})
+	if render(err) != "body:value_error" || !strings.Contains(err.Error(), "at most 3 webhooks") {
+		t.Fatalf("the fourth: %q %v", render(err), err)
+	}
+	if _, _, err := svc.Create(ctx, "other", webhooks.Input{URL: str("https://example.com/hook")}); err != nil {
+		t.Fatalf("another marketplace: %v", err)
+	}
+	if err := svc.Delete(ctx, "mp", ids[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Create(ctx, "mp", webhooks.Input{URL: str("https://example.com/hook")}); err != nil {
+		t.Fatalf("after a delete: %v", err)
 	}
 }
