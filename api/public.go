@@ -43,8 +43,9 @@ type Public struct {
 	// the header is ignored).
 	Idempotency *idempotency.Store
 
-	styles map[string]errorStyle // by route prefix
-	noKey  map[string]bool       // POST routes without Idempotency-Key
+	styles  map[string]errorStyle // by route prefix
+	noKey   map[string]bool       // POST routes without Idempotency-Key
+	refills map[string]Refiller   // by idempotency.Refill kind
 }
 
 // Marketplace is the marketplace of the authenticated key.
@@ -125,6 +126,11 @@ func (p *Public) Fail(c *gin.Context, err error) {
 		abortUnavailable(c, p.RetryAfter, e.Msg)
 	case errkind.NotFound:
 		abortV2(c, status, code, err.Error())
+	case errkind.TooMany:
+		if e.RetryAfter > 0 {
+			setRetryAfter(c, e.RetryAfter)
+		}
+		abortV2(c, status, code, e.Msg)
 	default:
 		abortV2(c, status, code, e.Msg)
 	}

@@ -2,11 +2,13 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/webhooks"
 )
@@ -28,6 +30,12 @@ import (
 func WebhookRoutes(svc *webhooks.Service, deliveries *webhooks.Deliveries) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &webhookHandlers{svc: svc, dl: deliveries, p: p}
+		p.setRefiller(refillWebhookSecret, func(c *gin.Context, args []string, sum string) (string, error) {
+			if len(args) != 1 {
+				return "", fmt.Errorf("webhook secret refill: %d arguments", len(args))
+			}
+			return svc.SecretFor(c.Request.Context(), Marketplace(c).ID, args[0], func(s string) bool { return idempotency.SecretSum(s) == sum })
+		})
 		r := g.Group("/webhooks", p.Limit("default"))
 		r.POST("/webhooks", h.create)
 		r.GET("/webhooks", h.list)
@@ -41,6 +49,10 @@ func WebhookRoutes(svc *webhooks.Service, deliveries *webhooks.Deliveries) Route
 		r.POST("/webhooks/:webhook_id/deliveries/:delivery_id/retry", h.retry)
 	}
 }
+
+// refillWebhookSecret: the answers of create and rotate-secret are kept for
+// their Idempotency-Key without the secret, which a replay reads again.
+const refillWebhookSecret = "webhook-secret"
 
 type webhookHandlers struct {
 	svc *webhooks.Service
@@ -111,6 +123,7 @@ func (h *webhookHandlers) create(c *gin.Context) {
 	}
 	setETag(c, v)
 	c.Header("Cache-Control", "no-store")
+	answersSecret(c, w.Secret, refillWebhookSecret, w.ID)
 	c.JSON(http.StatusCreated, h.webhookJSON(c, w, true))
 }
 
@@ -187,6 +200,7 @@ func (h *webhookHandlers) rotate(c *gin.Context) {
 	}
 	setETag(c, v)
 	c.Header("Cache-Control", "no-store")
+	answersSecret(c, w.Secret, refillWebhookSecret, w.ID)
 	c.JSON(http.StatusOK, h.webhookJSON(c, w, true))
 }
 

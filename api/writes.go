@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -82,6 +83,34 @@ func (p *Public) style(c *gin.Context) errorStyle {
 		}
 	}
 	return defaultErrorStyle
+}
+
+// Refiller gives back, to the replay of a kept answer, the secret that
+// answer showed (idempotency.Refill): args and sum as the handler gave them
+// to AnswersSecret. An error (errkind) is answered instead of the replay.
+type Refiller func(c *gin.Context, args []string, sum string) (string, error)
+
+// setRefiller registers the Refiller of a kind (route sets call it while
+// they install their routes).
+func (p *Public) setRefiller(kind string, fn Refiller) {
+	if p.refills == nil {
+		p.refills = map[string]Refiller{}
+	}
+	p.refills[kind] = fn
+}
+
+const secretAnswerKey = "endcap.secretAnswer"
+
+type secretAnswer struct {
+	secret string
+	refill idempotency.Refill
+}
+
+// answersSecret says that the answer the handler is writing shows secret:
+// when the request has an Idempotency-Key, its result is kept without the
+// secret, and a replay gets it back from the Refiller of kind.
+func answersSecret(c *gin.Context, secret, kind string, args ...string) {
+	c.Set(secretAnswerKey, secretAnswer{secret: secret, refill: idempotency.Refill{Kind: kind, Args: args, Sum: idempotency.SecretSum(secret)}})
 }
 
 // withoutIdempotencyKey marks a POST route that takes no Idempotency-Key:
@@ -242,10 +271,14 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 	}
 	switch begun.Outcome {
 	case idempotency.Replay:
-		replay(c, begun.Result)
+		p.replay(c, begun.Result)
 		return
 	case idempotency.InProgress:
 		st.abort(c, http.StatusConflict, "idempotency_key_in_use", "a request with this Idempotency-Key is in progress; retry once it has finished to get its result")
+		return
+	case idempotency.Full:
+		setRetryAfter(c, begun.RetryAfter)
+		st.abort(c, http.StatusTooManyRequests, "too_many_requests", "this marketplace keeps as many results of requests with an Idempotency-Key as it may (the oldest expire 24 h after their request), so the request was not run; retry after Retry-After")
 		return
 	case idempotency.Mismatch:
 		st.abort(c, http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used for a different request (method, path or body) in the last 24 h; use a new key for a new request")
@@ -266,8 +299,25 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 	keep := rec.status < 500 && rec.status != http.StatusTooManyRequests && rec.body.Len() <= idempotency.MaxResultBytes
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
+	var res idempotency.Result
 	if keep {
-		res := idempotency.Result{Status: rec.status, Header: keptHeader(real.Header()), Body: rec.body.Bytes()}
+		res = idempotency.Result{Status: rec.status, Header: keptHeader(real.Header()), Body: rec.body.Bytes()}
+		// An answer that shows a secret is kept without it: the
+		// secret lives in the entities log only.
+		if v, ok := c.Get(secretAnswerKey); ok {
+			sa := v.(secretAnswer)
+			kept, at, found := idempotency.Seal(res.Body, sa.secret)
+			switch _, known := p.refills[sa.refill.Kind]; {
+			case !known:
+				keep = false // never keep a secret
+			case found:
+				r := sa.refill
+				r.At = at
+				res.Body, res.Refill = kept, &r
+			}
+		}
+	}
+	if keep {
 		if err := p.Idempotency.Complete(ectx, claim, res); err != nil {
 			p.Log.Warn("idempotent result not kept; a retry runs the request again", "path", c.Request.URL.Path, "err", err)
 		}
@@ -330,7 +380,25 @@ func keptHeader(h http.Header) http.Header {
 	return out
 }
 
-func replay(c *gin.Context, r *idempotency.Result) {
+func (p *Public) replay(c *gin.Context, r *idempotency.Result) {
+	if r.Refill != nil {
+		fn := p.refills[r.Refill.Kind]
+		if fn == nil {
+			p.Fail(c, fmt.Errorf("idempotency: no refiller of kind %q", r.Refill.Kind))
+			return
+		}
+		secret, err := fn(c, r.Refill.Args, r.Refill.Sum)
+		if err != nil {
+			p.Fail(c, err)
+			return
+		}
+		body, err := idempotency.Unseal(r.Body, r.Refill.At, secret)
+		if err != nil {
+			p.Fail(c, err)
+			return
+		}
+		r.Body = body
+	}
 	h := c.Writer.Header()
 	for k, v := range r.Header {
 		h[k] = v

@@ -238,7 +238,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 			WriteTimeout: cfg.PublicWriteTimeout,
 			// A claim outlives the write it covers (a process that dies
 			// holding one frees the key when it runs out).
-			Idempotency: idempotency.NewStore(a.Redis, 2*cfg.PublicWriteTimeout+5*time.Second),
+			Idempotency: a.idempotencyStore(),
 		}
 		deps.PublicRoutes = routes
 		if err := a.buildConsole(&deps); err != nil {
@@ -777,4 +777,11 @@ func (a *App) verifyBid(marketplaceID, token string) error {
 	}
 	_, err = kr.Decode(token, mp)
 	return err
+}
+
+// idempotencyStore keeps the results of Idempotency-Key requests.
+func (a *App) idempotencyStore() *idempotency.Store {
+	st := idempotency.NewStore(a.Redis, 2*a.cfg.PublicWriteTimeout+5*time.Second)
+	st.MaxBytes = a.cfg.IdempotencyMaxBytes
+	return st
 }

@@ -35,8 +35,11 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Webhooks on the entities log, their deliveries on a log of their own
 	// (api and exporter), sent by the exporter (docs/webhooks.md).
 	a.Webhooks = webhooks.New(a.Entities)
+	a.Webhooks.Guard = &webhooks.Guard{AllowLoopback: a.cfg.WebhookAllowLoopback}
+	a.Webhooks.MaxPerMarketplace = a.cfg.WebhooksPerMarket
 	if a.Deliveries != nil {
 		a.WebhookDeliveries = webhooks.NewDeliveries(a.Deliveries, a.Webhooks)
+		a.WebhookDeliveries.Tests = webhooks.TestLimits{PerHour: a.cfg.WebhookTestsPerHour, PerDay: a.cfg.WebhookTestsPerDay, Kept: a.cfg.WebhookTestsKept}
 		if a.target.runs(TargetExporter) {
 			a.dispatcher = webhooks.NewDispatcher(a.WebhookDeliveries, a.dispatcherOptions())
 		}

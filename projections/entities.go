@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,63 @@ const EntitiesGroup = "endcap-projector-entities"
 // excludedTypes never leave Kafka: API keys and console users (key and
 // password hashes) have no place in reporting.
 var excludedTypes = map[string]bool{"apikey": true, "user": true}
+
+// redactedFields are the members of an entity type's state that never leave
+// Kafka: a webhook's signing secrets (current and previous). Besides them,
+// every top-level member whose name holds "secret", "password" or "token"
+// (any case) is removed from the state of every type, so that a secret a
+// type adds later is not copied by default.
+var redactedFields = map[string][]string{
+	"webhook": {"secret", "previousSecret"},
+}
+
+// secretWords make a member secret by its name (lower case).
+var secretWords = []string{"secret", "password", "token"}
+
+// Redact returns the state of an entity of type typ as it is copied to
+// ClickHouse: without its secret members (redactedFields and secretWords).
+// A state that is not a JSON object is returned as it is; one that cannot
+// be decoded is not copied at all (ok false).
+func Redact(typ string, state []byte) (out []byte, ok bool) {
+	trimmed := bytes.TrimSpace(state)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return state, true
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &m); err != nil {
+		return nil, false
+	}
+	drop := false
+	for k := range m {
+		if isSecretMember(typ, k) {
+			delete(m, k)
+			drop = true
+		}
+	}
+	if !drop {
+		return state, true
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+func isSecretMember(typ, name string) bool {
+	for _, f := range redactedFields[typ] {
+		if f == name {
+			return true
+		}
+	}
+	low := strings.ToLower(name)
+	for _, w := range secretWords {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // EntitiesProjector copies entity state from the changelog topics into
 // ClickHouse table entity_state_raw (view entity_state), for reporting
@@ -68,7 +126,11 @@ func (p *EntitiesProjector) flush(ctx context.Context, batch []*kgo.Record) erro
 		if rec.Deleted {
 			del = 1
 		}
-		typ, mp, id, state = append(typ, rec.Type), append(mp, m), append(id, eid), append(state, string(rec.State))
+		st, ok := Redact(rec.Type, rec.State)
+		if !ok {
+			continue
+		}
+		typ, mp, id, state = append(typ, rec.Type), append(mp, m), append(id, eid), append(state, string(st))
 		version, deleted, at = append(version, rec.Version), append(deleted, del), append(at, time.UnixMilli(rec.AtMs).UTC())
 	}
 	if len(typ) == 0 {

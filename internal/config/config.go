@@ -94,6 +94,12 @@ type Config struct {
 	WebhookMaxInFlight   int
 	WebhookDisableAfter  time.Duration
 	WebhookRetention     time.Duration
+	WebhooksPerMarket    int
+	WebhookTestsPerHour  int
+	WebhookTestsPerDay   int
+	WebhookTestsKept     int
+
+	IdempotencyMaxBytes int64
 
 	ConsoleURL           string
 	ConsoleSecureCookies bool
@@ -353,6 +359,18 @@ var settings = []setting{
 	{"webhook-timeout", "ENDCAP_WEBHOOK_TIMEOUT", "10s", "longest webhook delivery attempt (connection, request, response); a slower endpoint's attempt fails and is retried", duration(func(c *Config) *time.Duration { return &c.WebhookTimeout })},
 	{"webhook-retry-base", "ENDCAP_WEBHOOK_RETRY_BASE", "5s", "first delay of the webhook retry schedule; the n-th is base×4^(n−1), at most base×5760, ±20 % jitter, 10 attempts (5s: about 23.6 h; see docs/webhooks.md)", duration(func(c *Config) *time.Duration { return &c.WebhookRetryBase })},
 	{"webhook-max-in-flight", "ENDCAP_WEBHOOK_MAX_IN_FLIGHT", "3", "webhook delivery attempts in flight at once per endpoint and exporter process", integer(func(c *Config) *int { return &c.WebhookMaxInFlight }, 1)},
+	{"webhooks-per-marketplace", "ENDCAP_WEBHOOKS_PER_MARKETPLACE", "16", "webhooks a marketplace may have (a create past it is a 422); each event becomes a delivery per webhook", integer(func(c *Config) *int { return &c.WebhooksPerMarket }, 1)},
+	{"webhook-tests-per-hour", "ENDCAP_WEBHOOK_TESTS_PER_HOUR", "20", "test deliveries (POST …/test) a marketplace may make in any hour (429 with Retry-After past it)", integer(func(c *Config) *int { return &c.WebhookTestsPerHour }, 1)},
+	{"webhook-tests-per-day", "ENDCAP_WEBHOOK_TESTS_PER_DAY", "100", "test deliveries a marketplace may make in any 24 hours (429 with Retry-After past it)", integer(func(c *Config) *int { return &c.WebhookTestsPerDay }, 1)},
+	{"webhook-tests-kept", "ENDCAP_WEBHOOK_TESTS_KEPT", "100", "test deliveries of a marketplace kept (in memory by every api and exporter process); a new test deletes the oldest finished ones past it; never fewer than the daily cap", integer(func(c *Config) *int { return &c.WebhookTestsKept }, 1)},
+	{"idempotency-max-bytes", "ENDCAP_IDEMPOTENCY_MAX_BYTES", "67108864", "bytes of Idempotency-Key results one marketplace may keep in Redis at once (24 h each); a new keyed request past it is a 429 and does not run", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1<<20 {
+			return fmt.Errorf("must be an integer of at least 1048576, got %q", v)
+		}
+		c.IdempotencyMaxBytes = n
+		return nil
+	}},
 	{"webhook-delivery-retention", "ENDCAP_WEBHOOK_DELIVERY_RETENTION", "720h", "a finished webhook delivery (its log entry, status and body) is deleted this long after it finished; every api and exporter process holds the deliveries kept in memory (docs/webhooks.md, Retention)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Hour {

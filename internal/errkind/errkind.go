@@ -13,6 +13,7 @@ package errkind
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind is a kind of failure.
@@ -55,6 +56,9 @@ type Error struct {
 	Kind Kind
 	Code string
 	Msg  string
+	// RetryAfter, on a TooMany, is when the request may succeed again (the
+	// API's Retry-After; 0: none said).
+	RetryAfter time.Duration
 }
 
 // New returns an error of kind k whose message, shown to API clients, is msg.
@@ -66,7 +70,14 @@ func Newf(k Kind, format string, args ...any) *Error {
 }
 
 // WithCode returns the error with the API's errCode code.
-func (e *Error) WithCode(code string) *Error { return &Error{Kind: e.Kind, Code: code, Msg: e.Msg} }
+func (e *Error) WithCode(code string) *Error {
+	return &Error{Kind: e.Kind, Code: code, Msg: e.Msg, RetryAfter: e.RetryAfter}
+}
+
+// WithRetryAfter returns the error with a RetryAfter.
+func (e *Error) WithRetryAfter(d time.Duration) *Error {
+	return &Error{Kind: e.Kind, Code: e.Code, Msg: e.Msg, RetryAfter: d}
+}
 
 func (e *Error) Error() string { return e.Msg }
 

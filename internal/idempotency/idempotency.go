@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,6 +93,70 @@ type Result struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"-"` // kept as is, in a field of its own
+	// Refill, when the answer showed a secret: the body is kept without it
+	// and a replay puts it back (Unseal).
+	Refill *Refill `json:"refill,omitempty"`
+}
+
+// Refill says how a replay gets back the secret a kept answer showed: the
+// secret is never kept (in Redis), only where it stood in the body and
+// which secret it was, and the replay reads it again from where it lives
+// (for a webhook's signing secret: the entities log's view).
+type Refill struct {
+	// Kind names who gives the secret back (e.g. "webhook-secret"); Args
+	// are its arguments (e.g. the webhook's id).
+	Kind string   `json:"kind"`
+	Args []string `json:"args,omitempty"`
+	// Sum identifies the secret without revealing it (SecretSum).
+	Sum string `json:"sum"`
+	// At are the offsets in the kept body where the secret stood.
+	At []int `json:"at"`
+}
+
+// SecretSum identifies a secret: the first 16 bytes of its SHA-256, in
+// hex. It tells which of a few secrets a kept answer showed; it is no way
+// back to a secret of 32 random bytes.
+func SecretSum(secret string) string {
+	sum := sha256.Sum256([]byte("endcap idempotency refill\x00" + secret))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Seal takes every occurrence of secret out of body: what is kept, and
+// the offsets where it stood. ok is false when body does not hold it.
+func Seal(body []byte, secret string) (kept []byte, at []int, ok bool) {
+	if secret == "" {
+		return nil, nil, false
+	}
+	sec := []byte(secret)
+	rest := body
+	for {
+		i := bytes.Index(rest, sec)
+		if i < 0 {
+			break
+		}
+		kept = append(kept, rest[:i]...)
+		at = append(at, len(kept))
+		rest = rest[i+len(sec):]
+	}
+	if len(at) == 0 {
+		return nil, nil, false
+	}
+	return append(kept, rest...), at, true
+}
+
+// Unseal puts secret back at the offsets at of a kept body.
+func Unseal(kept []byte, at []int, secret string) ([]byte, error) {
+	out := make([]byte, 0, len(kept)+len(at)*len(secret))
+	prev := 0
+	for _, i := range at {
+		if i < prev || i > len(kept) {
+			return nil, fmt.Errorf("idempotency: refill offset %d out of order or past the body (%d bytes)", i, len(kept))
+		}
+		out = append(out, kept[prev:i]...)
+		out = append(out, secret...)
+		prev = i
+	}
+	return append(out, kept[prev:]...), nil
 }
 
 // Outcome says what Begin found.
@@ -107,18 +172,31 @@ const (
 	InProgress
 	// Mismatch: the key was used with another request.
 	Mismatch
+	// Full: the marketplace's kept results use all of MaxBytes; the
+	// request did not run (Begun.RetryAfter: when the oldest is dropped).
+	Full
 )
+
+// DefaultMaxBytes is how many bytes of kept results (and the records of
+// their keys) one marketplace may hold in Redis at once by default.
+const DefaultMaxBytes = 64 << 20
+
+// keyOverhead is what a key's record costs besides its result (fingerprint,
+// seed, state, token, the key itself).
+const keyOverhead = 256
 
 // Begun is Begin's answer.
 type Begun struct {
-	Outcome Outcome
-	Claim   *Claim  // when Claimed
-	Result  *Result // when Replay
+	Outcome    Outcome
+	Claim      *Claim        // when Claimed
+	Result     *Result       // when Replay
+	RetryAfter time.Duration // when Full
 }
 
 // Claim is the right to run a request with a key until Lease ends.
 type Claim struct {
 	key   string
+	scope string
 	token string
 	// Seed is when the key was first seen: the time of the ids derived
 	// from it, the same for every attempt.
@@ -129,10 +207,18 @@ type Claim struct {
 // (ec:idem:<scope>:<sha-256 of the key>) with the request's fingerprint, the
 // first time the key was seen, its state (running until a time, released,
 // or done with the result), kept for Retention after the first request.
+//
+// Each marketplace's kept results are counted in a sorted set
+// (ec:idem-usage:{<scope>}: one member per kept result, "<key hash>|<bytes>",
+// scored by when it expires) and their total in ec:idem-usage:{<scope>}:total;
+// a new claim is refused (Full) while that total is MaxBytes or more.
 type Store struct {
 	rdb   redis.UniversalClient
 	lease time.Duration
 	now   func() time.Time
+	// MaxBytes bounds the bytes of results one scope keeps at once (0:
+	// DefaultMaxBytes).
+	MaxBytes int64
 }
 
 // NewStore returns a store whose claims run for at most lease (past it, a
@@ -167,6 +253,44 @@ var endScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "token") ~= ARGV[1] then return 0 end
 redis.call("HSET", KEYS[1], "state", ARGV[2], "result", ARGV[3], "body", ARGV[4], "token", "")
 return 1`)
+
+// usageScript drops the expired results of a scope's count and says
+// whether it is below ARGV[2] bytes. KEYS: the set, the total; ARGV: now
+// (ms), the bound. It returns {1, 0} (below) or {0, expiry of the oldest}.
+var usageScript = redis.NewScript(`
+local old = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, 500)
+if #old > 0 then
+  local freed = 0
+  for _, m in ipairs(old) do freed = freed + (tonumber(string.match(m, "|(%d+)$")) or 0) end
+  redis.call("ZREM", KEYS[1], unpack(old))
+  redis.call("DECRBY", KEYS[2], freed)
+end
+local total = tonumber(redis.call("GET", KEYS[2]) or "0")
+if total < tonumber(ARGV[2]) then return {1, 0} end
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+return {0, first[2] or ARGV[1]}`)
+
+// countScript counts a kept result. KEYS: the set, the total; ARGV: the
+// member, its expiry (ms), its bytes, how long the keys live (ms).
+var countScript = redis.NewScript(`
+if redis.call("ZADD", KEYS[1], "NX", ARGV[2], ARGV[1]) == 1 then
+  redis.call("INCRBY", KEYS[2], ARGV[3])
+end
+redis.call("PEXPIRE", KEYS[1], ARGV[4])
+redis.call("PEXPIRE", KEYS[2], ARGV[4])
+return 1`)
+
+func usageKeys(scope string) []string {
+	k := "ec:idem-usage:{" + scope + "}"
+	return []string{k, k + ":total"}
+}
+
+func (s *Store) maxBytes() int64 {
+	if s.MaxBytes > 0 {
+		return s.MaxBytes
+	}
+	return DefaultMaxBytes
+}
 
 func redisKey(scope, key string) string {
 	sum := sha256.Sum256([]byte(key))
@@ -207,7 +331,18 @@ func (s *Store) Begin(ctx context.Context, scope, key, fp string) (Begun, error)
 	}
 	switch outcome {
 	case "claimed":
-		return Begun{Outcome: Claimed, Claim: &Claim{key: rk, token: token, Seed: time.UnixMilli(seedMs)}}, nil
+		c := &Claim{key: rk, scope: scope, token: token, Seed: time.UnixMilli(seedMs)}
+		if wait, full, err := s.full(ctx, scope, now); err != nil || full {
+			// The claim is given up: the request does not run.
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = s.Release(ectx, c)
+			if err != nil {
+				return Begun{}, err
+			}
+			return Begun{Outcome: Full, RetryAfter: wait}, nil
+		}
+		return Begun{Outcome: Claimed, Claim: c}, nil
 	case "running":
 		return Begun{Outcome: InProgress}, nil
 	case "mismatch":
@@ -225,13 +360,48 @@ func (s *Store) Begin(ctx context.Context, scope, key, fp string) (Begun, error)
 	return Begun{}, fmt.Errorf("%w: unexpected answer %q", ErrUnavailable, outcome)
 }
 
-// Complete keeps r as the key's result.
+// full says whether scope keeps MaxBytes of results or more, and then how
+// long until the oldest of them is dropped.
+func (s *Store) full(ctx context.Context, scope string, now time.Time) (time.Duration, bool, error) {
+	res, err := bounded.Call(ctx, func(ctx context.Context) ([]any, error) {
+		return usageScript.Run(ctx, s.rdb, usageKeys(scope), now.UnixMilli(), s.maxBytes()).Slice()
+	}, nil)
+	if err != nil || len(res) != 2 {
+		return 0, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if ok, _ := res[0].(int64); ok == 1 {
+		return 0, false, nil
+	}
+	var exp int64
+	switch v := res[1].(type) {
+	case string:
+		exp, _ = strconv.ParseInt(v, 10, 64)
+	case int64:
+		exp = v
+	}
+	return max(time.UnixMilli(exp).Sub(now), time.Second), true, nil
+}
+
+// Complete keeps r as the key's result, and counts it against its scope's
+// MaxBytes until it expires.
 func (s *Store) Complete(ctx context.Context, c *Claim, r Result) error {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.end(ctx, c, "done", string(raw), r.Body)
+	if err := s.end(ctx, c, "done", string(raw), r.Body); err != nil {
+		return err
+	}
+	size := int64(len(raw) + len(r.Body) + keyOverhead)
+	exp := c.Seed.Add(Retention)
+	_, err = bounded.Call(ctx, func(ctx context.Context) (int64, error) {
+		return countScript.Run(ctx, s.rdb, usageKeys(c.scope), c.key[strings.LastIndexByte(c.key, ':')+1:]+"|"+strconv.FormatInt(size, 10),
+			exp.UnixMilli(), size, (Retention + time.Hour).Milliseconds()).Int64()
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
 }
 
 // Release gives the key up without a result: the next request with it runs

@@ -60,3 +60,30 @@ func TestFingerprint(t *testing.T) {
 		t.Error("path and query run together")
 	}
 }
+
+func TestSealUnseal(t *testing.T) {
+	sec := "whsec_MfKQ9r2/pZ+abc="
+	for _, body := range []string{
+		`{"secret":"` + sec + `","x":1}`,
+		sec,
+		`{"a":"` + sec + `","b":"` + sec + sec + `"}`,
+	} {
+		kept, at, ok := Seal([]byte(body), sec)
+		if !ok || strings.Contains(string(kept), "MfKQ9r2") {
+			t.Fatalf("%s: kept %s %v", body, kept, ok)
+		}
+		back, err := Unseal(kept, at, sec)
+		if err != nil || string(back) != body {
+			t.Fatalf("%s: back %s %v", body, back, err)
+		}
+	}
+	if _, _, ok := Seal([]byte(`{"x":1}`), sec); ok {
+		t.Fatal("sealed a body without the secret")
+	}
+	if _, err := Unseal([]byte("ab"), []int{5}, sec); err == nil {
+		t.Fatal("an offset past the body")
+	}
+	if SecretSum(sec) == SecretSum(sec+"x") || strings.Contains(SecretSum(sec), "MfKQ") {
+		t.Fatal("sums")
+	}
+}

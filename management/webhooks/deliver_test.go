@@ -21,6 +21,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/webhooks"
@@ -84,6 +85,7 @@ func (s *stack) start(o webhooks.DispatcherOptions) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{hooks: webhooks.New(ent)}
+	p.hooks.Guard = o.Guard
 	p.dl = webhooks.NewDeliveries(dlog, p.hooks)
 	disp := webhooks.NewDispatcher(p.dl, o)
 	if p.router, err = webhooks.NewRouter(p.dl, webhooks.RouterOptions{Brokers: s.brokers, Entities: s.topics.Entities,
@@ -578,6 +580,7 @@ func TestSSRF(t *testing.T) {
 		}
 	}()
 	internal := "http://" + ln.Addr().String() + "/"
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	o := testOptions()
 	o.Schedule.Attempts = 1
 	o.Guard = &webhooks.Guard{Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -588,27 +591,29 @@ func TestSSRF(t *testing.T) {
 			return []netip.Addr{netip.MustParseAddr("::ffff:169.254.169.254")}, nil
 		case "loop.example":
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		case "zoned.example":
+			return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1%lo")}, nil
 		}
 		return nil, fmt.Errorf("no such host %s", host)
 	}}
 	p := s.start(o)
+	// The names resolve at delivery only (as a name that changes its
+	// address after it was registered does), and the literals are
+	// registered with loopback allowed: here the check at each connection
+	// is the guard.
+	p.hooks.Guard = &webhooks.Guard{AllowLoopback: true, Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		return nil, errors.New("not resolved at registration")
+	}}
 	mp := uuid.NewString()
-	cases := []struct{ url, want string }{
-		{"http://127.0.0.1:6379/", "refused: 127.0.0.1 is a loopback address"},
-		{internal, "refused: 127.0.0.1 is a loopback address"},
-		{"http://[::1]:6379/", "refused: ::1 is a loopback address"},
-		{"https://internal.example/hook", "refused: internal.example resolves to 10.0.0.7, a private address"},
-		{"https://mapped.example/hook", "refused: mapped.example resolves to 169.254.169.254, a link-local (cloud metadata) address"},
-		{"https://loop.example:6379/", "refused: loop.example resolves to 127.0.0.1, a loopback address"},
-	}
-	for _, tc := range cases {
-		w := createHook(t, p, mp, tc.url)
+	for _, url := range []string{"http://127.0.0.1:6379/", internal, "http://[::1]:6379/", "http://[::ffff:127.0.0.1]:" + port + "/",
+		"https://internal.example/hook", "https://mapped.example/hook", "https://loop.example:6379/", "https://zoned.example:" + port + "/"} {
+		w := createHook(t, p, mp, url)
 		if err := p.router.Fanout(context.Background(), event(mp, webhooks.TypeCampaignCreated)); err != nil {
 			t.Fatal(err)
 		}
 		x := waitDelivery(t, p, mp, w.ID, 10*time.Second, status(webhooks.DeliveryFailed))
-		if x.LastError != tc.want || x.LastStatusCode != 0 {
-			t.Errorf("%s: %q (status %d), want %q", tc.url, x.LastError, x.LastStatusCode, tc.want)
+		if x.LastError != webhooks.MsgRefused || x.LastStatusCode != 0 {
+			t.Errorf("%s: %q (status %d), want %q", url, x.LastError, x.LastStatusCode, webhooks.MsgRefused)
 		}
 		if err := p.hooks.Delete(context.Background(), mp, w.ID, 0); err != nil {
 			t.Fatal(err)
@@ -760,4 +765,72 @@ func TestSweep(t *testing.T) {
 			t.Error("the live webhook's streak was deleted")
 		}
 	}
+}
+
+// Test deliveries are capped per marketplace per hour and per day (429
+// with the time until the oldest leaves the window), and a marketplace
+// keeps at most Kept of them: a new test deletes the oldest finished ones.
+func TestTestDeliveryLimits(t *testing.T) {
+	s := newStack(t)
+	p := s.start(testOptions())
+	p.dl.Tests = webhooks.TestLimits{PerHour: 2, PerDay: 3, Kept: 3}
+	base := time.Now().UTC().Add(-30 * time.Hour).Truncate(time.Millisecond)
+	now := base
+	webhooks.SetNow(p.dl, func() time.Time { return now })
+	mp := uuid.NewString()
+	rc := newReceiver(t, nil)
+	w := createHook(t, p, mp, rc.srv.URL)
+	ctx := context.Background()
+	test := func() error {
+		t.Helper()
+		_, err := p.dl.Test(ctx, mp, w.ID)
+		return err
+	}
+	tooMany := func(err error, wait time.Duration) {
+		t.Helper()
+		e, ok := errkind.Of(err)
+		if !ok || e.Kind != errkind.TooMany || e.RetryAfter != wait {
+			t.Fatalf("%v (%+v), want a 429 with Retry-After %s", err, e, wait)
+		}
+	}
+	for range 2 {
+		if err := test(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tooMany(test(), time.Hour)
+	now = base.Add(61 * time.Minute)
+	if err := test(); err != nil {
+		t.Fatal(err)
+	}
+	tooMany(test(), 24*time.Hour-61*time.Minute)
+	countTests := func() (n, finished int) {
+		xs, _, _ := p.dl.List(mp, w.ID, "", "", 100)
+		for _, x := range xs {
+			if x.EventType == webhooks.TypeTest {
+				n++
+				if x.Status != webhooks.DeliveryPending {
+					finished++
+				}
+			}
+		}
+		return
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n, f := countTests(); n != 3 || f != 3 {
+			return fmt.Errorf("%d tests, %d finished", n, f)
+		}
+		return nil
+	})
+	// A day later: allowed again, and the oldest test makes room.
+	now = base.Add(25 * time.Hour)
+	if err := test(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n, _ := countTests(); n != 3 {
+			return fmt.Errorf("%d tests kept, want 3", n)
+		}
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,38 @@ type Health struct {
 	FailingSince *time.Time `json:"failingSince,omitempty"`
 }
 
+// Defaults of TestLimits.
+const (
+	DefaultTestsPerHour = 20
+	DefaultTestsPerDay  = 100
+	DefaultTestsKept    = 100
+)
+
+// TestLimits bound the test deliveries (POST …/test) of a marketplace, which
+// every api and exporter process keeps in memory like any delivery.
+type TestLimits struct {
+	// PerHour and PerDay: test deliveries a marketplace may make in any
+	// hour and any 24 hours (429 past them).
+	PerHour, PerDay int
+	// Kept: test deliveries of a marketplace that are kept; past it the
+	// oldest finished ones are deleted. At least PerDay.
+	Kept int
+}
+
+func (l TestLimits) withDefaults() TestLimits {
+	if l.PerHour <= 0 {
+		l.PerHour = DefaultTestsPerHour
+	}
+	if l.PerDay <= 0 {
+		l.PerDay = DefaultTestsPerDay
+	}
+	if l.Kept <= 0 {
+		l.Kept = DefaultTestsKept
+	}
+	l.Kept = max(l.Kept, l.PerDay)
+	return l
+}
+
 // Deliveries is the view of the deliveries log and the delivery log's API
 // operations.
 type Deliveries struct {
@@ -78,6 +111,8 @@ type Deliveries struct {
 	health *statelog.Collection[Health]
 	hooks  *Service
 	now    func() time.Time
+	// Tests bounds the test deliveries of each marketplace.
+	Tests TestLimits
 }
 
 // NewDeliveries registers the deliveries collection on log (before it
@@ -188,8 +223,16 @@ func (d *Deliveries) Retry(ctx context.Context, mp, webhookID, id string) (Deliv
 	return x, nil
 }
 
+type testRef struct {
+	id       string
+	at       time.Time
+	finished bool
+}
+
 // Test creates a delivery of a webhook.test event to one webhook, sent at
-// once whatever the webhook subscribed to.
+// once whatever the webhook subscribed to, within the marketplace's
+// TestLimits (counted on the view: two tests at the same moment on two
+// processes may both pass the last place).
 func (d *Deliveries) Test(ctx context.Context, mp, webhookID string) (Delivery, error) {
 	w, _, ok := d.hooks.items.Get(mp, webhookID)
 	if !ok {
@@ -199,14 +242,54 @@ func (d *Deliveries) Test(ctx context.Context, mp, webhookID string) (Delivery, 
 		return Delivery{}, ErrDisabled
 	}
 	now := d.now()
+	lim := d.Tests.withDefaults()
+	var tests []testRef
+	d.items.Each(mp, func(id string, x Delivery) bool {
+		if x.EventType == TypeTest {
+			tests = append(tests, testRef{id: id, at: x.CreatedAt, finished: x.Status != DeliveryPending})
+		}
+		return true
+	})
+	slices.SortFunc(tests, func(a, b testRef) int { return a.at.Compare(b.at) })
+	for _, win := range []struct {
+		d    time.Duration
+		max  int
+		name string
+	}{{time.Hour, lim.PerHour, "hour"}, {24 * time.Hour, lim.PerDay, "24 hours"}} {
+		var in []time.Time
+		for _, t := range tests {
+			if t.at.After(now.Add(-win.d)) {
+				in = append(in, t.at)
+			}
+		}
+		if len(in) >= win.max {
+			// Free again when the oldest test of the window leaves it.
+			after := in[len(in)-win.max].Add(win.d).Sub(now)
+			return Delivery{}, errkind.Newf(errkind.TooMany, "a marketplace may send %d test deliveries per %s; retry in %s", win.max, win.name, after.Round(time.Second)).WithRetryAfter(after)
+		}
+	}
 	data, _ := marshal(map[string]any{"webhookId": w.ID, "url": w.URL,
 		"message": "A test event sent through POST /public/v1/webhooks/webhooks/" + w.ID + "/test."})
 	ev := Event{ID: uuid.NewString(), Type: TypeTest, MarketplaceID: mp, Timestamp: now, Subject: w.ID, Data: data}
 	x, err := d.create(ctx, ev, w.ID)
-	if errors.Is(err, statelog.ErrConflict) {
+	if err != nil {
 		return Delivery{}, err
 	}
-	return x, err
+	// Past Kept, the oldest finished tests go (a failed deletion is done
+	// by the next test).
+	excess := len(tests) + 1 - lim.Kept
+	for _, t := range tests {
+		if excess <= 0 {
+			break
+		}
+		if !t.finished {
+			continue
+		}
+		if _, ver, ok := d.items.Get(mp, t.id); ok && d.items.Delete(ctx, mp, t.id, ver) == nil {
+			excess--
+		}
+	}
+	return x, nil
 }
 
 // create writes the pending delivery of ev to a webhook, due now. It

@@ -457,6 +457,9 @@ func (p *Dispatcher) attempt(ctx context.Context, key, id string, due time.Time)
 			outcome = "failed"
 		}
 	}
+	if res.refused {
+		p.o.Log.Info("webhooks: delivery refused: its destination is not a public address", "marketplace", mp, "webhook", webhookID, "delivery", id, "detail", res.detail)
+	}
 	if res.refused && outcome == "retry" {
 		telemetry.WebhookAttempts.WithLabelValues("refused").Inc()
 	} else {
@@ -540,6 +543,7 @@ type result struct {
 	response string
 	latency  time.Duration
 	refused  bool
+	detail   string // of a refusal: the address and why (logged, never shown)
 }
 
 func (r result) ok() bool { return r.status >= 200 && r.status < 300 }
@@ -569,7 +573,7 @@ func (p *Dispatcher) send(ctx context.Context, w Webhook, x *Delivery, now time.
 		r := result{latency: time.Since(start)}
 		switch rf, refused := refusal(err); {
 		case refused:
-			r.err, r.refused = rf.Error(), true
+			r.err, r.refused, r.detail = rf.Error(), true, rf.Detail()
 		case ctx.Err() == nil && (actx.Err() != nil || isTimeout(err)):
 			r.err = "timed out after " + p.o.Timeout.String()
 		default:

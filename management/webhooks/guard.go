@@ -29,18 +29,27 @@ type Guard struct {
 }
 
 // RefusedError means the destination's every address is not allowed: no
-// connection was made.
+// connection was made. Its text, which the delivery log shows, names
+// neither the address nor what the host resolved to (an internal DNS
+// answer is not for the API's clients to read); Detail does, for the
+// operators' log.
 type RefusedError struct {
 	Host   string
 	Addr   netip.Addr
 	Reason string
 }
 
-func (e *RefusedError) Error() string {
+// MsgRefused is the text of every RefusedError.
+const MsgRefused = "refused: address not allowed"
+
+func (e *RefusedError) Error() string { return MsgRefused }
+
+// Detail says which address was refused and why.
+func (e *RefusedError) Detail() string {
 	if e.Host != "" && e.Host != e.Addr.String() {
-		return fmt.Sprintf("refused: %s resolves to %s, a %s address", e.Host, e.Addr, e.Reason)
+		return fmt.Sprintf("%s resolves to %s, a %s address", e.Host, e.Addr, e.Reason)
 	}
-	return fmt.Sprintf("refused: %s is a %s address", e.Addr, e.Reason)
+	return fmt.Sprintf("%s is a %s address", e.Addr, e.Reason)
 }
 
 type blockRange struct {
@@ -73,8 +82,18 @@ var (
 	sixToFo = netip.MustParsePrefix("2002::/16")
 )
 
-// Check returns why a is not allowed, or "".
+// Check returns why a is not allowed, or "". An address with an IPv6 zone
+// (fe80::1%eth0, ::1%lo) is never allowed: a zone names an interface of
+// this host, which no public destination needs, and the ranges below do
+// not match a zoned address; the reason is that of the address without it.
 func (g *Guard) Check(a netip.Addr) string {
+	if a.Zone() != "" {
+		why := g.Check(a.WithZone(""))
+		if why == "" {
+			why = "scoped"
+		}
+		return why + " (with a zone)"
+	}
 	a = a.Unmap() // ::ffff:10.0.0.1 is 10.0.0.1
 	if !a.IsValid() {
 		return "invalid"
@@ -114,16 +133,8 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
-	} else {
-		resolve := g.Resolve
-		if resolve == nil {
-			resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-			}
-		}
-		if addrs, err = resolve(ctx, host); err != nil {
-			return nil, err
-		}
+	} else if addrs, err = g.resolve(ctx, host); err != nil {
+		return nil, err
 	}
 	var refused *RefusedError
 	d := net.Dialer{Timeout: g.DialTimeout, Control: g.control}
@@ -154,6 +165,56 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		return nil, refused
 	}
 	return nil, fmt.Errorf("%s has no address", host)
+}
+
+func (g *Guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if g.Resolve != nil {
+		return g.Resolve(ctx, host)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		// Without the resolver's address, which is internal.
+		switch {
+		case de.IsNotFound:
+			return nil, fmt.Errorf("the host %s was not found (DNS)", host)
+		case de.IsTimeout:
+			return nil, fmt.Errorf("the DNS lookup of %s timed out", host)
+		}
+		return nil, fmt.Errorf("the DNS lookup of %s failed", host)
+	}
+	return addrs, err
+}
+
+// RegistrationTimeout bounds the resolution of a webhook's host when its
+// URL is registered.
+const RegistrationTimeout = 2 * time.Second
+
+// CheckHost says why a webhook whose URL has host may not be registered
+// (""; it may): an IP literal that is not allowed, or a name whose every
+// address is not allowed. A name that does not resolve (within
+// RegistrationTimeout) is accepted: the check at each connection stays the
+// guard, and it is also what stops a name that resolves elsewhere later.
+// The message names no address the name resolved to.
+func (g *Guard) CheckHost(ctx context.Context, host string) string {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if why := g.Check(ip); why != "" {
+			return fmt.Sprintf("URL must reach a public address: %s is a %s address", host, why)
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, RegistrationTimeout)
+	defer cancel()
+	addrs, err := g.resolve(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return ""
+	}
+	for _, a := range addrs {
+		if g.Check(a) == "" {
+			return ""
+		}
+	}
+	return fmt.Sprintf("URL must reach a public address: %s resolves only to addresses that are not allowed (loopback, private or other internal networks)", host)
 }
 
 // control is the dialer's last check, on the address the socket is about

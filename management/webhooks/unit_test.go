@@ -1,11 +1,16 @@
 package webhooks_test
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +55,14 @@ func TestGuardCheck(t *testing.T) {
 		{"64:ff9b::808:808", "", ""},                                                                                    // NAT64 of 8.8.8.8
 		{"2002:a9fe:a9fe::1", "link-local (cloud metadata) (inside IPv6)", "link-local (cloud metadata) (inside IPv6)"}, // 6to4 of 169.254.169.254
 		{"::127.0.0.1", "reserved", "reserved"},                                                                         // IPv4-compatible
+		// An address with a zone is never allowed.
+		{"::1%lo", "loopback (with a zone)", "scoped (with a zone)"},
+		{"::1%1", "loopback (with a zone)", "scoped (with a zone)"},
+		{"fe80::1%eth0", "link-local (cloud metadata) (with a zone)", "link-local (cloud metadata) (with a zone)"},
+		{"fd00:ec2::254%1", "unique-local (with a zone)", "unique-local (with a zone)"},
+		{"::ffff:127.0.0.1%lo", "loopback (with a zone)", "scoped (with a zone)"},
+		{"::ffff:10.0.0.1%eth0", "private (with a zone)", "private (with a zone)"},
+		{"2606:4700:4700::1111%eth0", "scoped (with a zone)", "scoped (with a zone)"},
 	}
 	strict, dev := &webhooks.Guard{}, &webhooks.Guard{AllowLoopback: true}
 	for _, tc := range cases {
@@ -155,5 +168,67 @@ func TestDeliveryIDs(t *testing.T) {
 	}
 	if once, again := webhooks.EventID("x", "1"), webhooks.EventID("x", "1"); once != again || once == webhooks.EventID("x1") {
 		t.Fatal("event ids")
+	}
+}
+
+// A zoned address, as a literal or as what a name resolves to, is refused
+// before any connection, even where loopback is allowed; the error names no
+// address.
+func TestGuardDialRefusesZones(t *testing.T) {
+	var conns atomic.Int32
+	listen := func(addr string) string {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return ""
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conns.Add(1)
+				c.Close()
+			}
+		}()
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		return port
+	}
+	p4 := listen("127.0.0.1:0")
+	p6 := listen("[::1]:0")
+	if p6 == "" {
+		p6 = p4
+	}
+	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "zoned.example":
+			return []netip.Addr{netip.MustParseAddr("::1%lo")}, nil
+		case "mapped.example":
+			return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1%lo")}, nil
+		}
+		return nil, fmt.Errorf("no such host %s", host)
+	}
+	addrs := []string{
+		"[::1%lo]:" + p6, "[::1%1]:" + p6, "[::ffff:127.0.0.1%lo]:" + p4, "[fe80::1%lo]:" + p6, "[fd00:ec2::254%1]:" + p6,
+		"zoned.example:" + p6, "mapped.example:" + p4,
+	}
+	for _, g := range []*webhooks.Guard{{Resolve: resolve}, {AllowLoopback: true, Resolve: resolve}} {
+		for _, a := range addrs {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			c, err := g.DialContext(ctx, "tcp", a)
+			cancel()
+			if c != nil {
+				c.Close()
+			}
+			var rf *webhooks.RefusedError
+			if !errors.As(err, &rf) || err.Error() != webhooks.MsgRefused {
+				t.Errorf("%s (loopback allowed %v): %v, want a refusal", a, g.AllowLoopback, err)
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connections reached the loopback listeners", n)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/storage/statelog"
@@ -149,7 +150,22 @@ type Input struct {
 type Service struct {
 	items *statelog.Collection[Webhook]
 	now   func() time.Time
+	// Guard refuses, when a URL is registered, a host that is an address
+	// deliveries may not reach or a name that resolves only to such
+	// addresses (nil: a Guard that allows no loopback). It should be the
+	// dispatcher's, which checks again at every connection.
+	Guard *Guard
+	// MaxPerMarketplace is how many webhooks a marketplace may have
+	// (0: DefaultMaxPerMarketplace).
+	MaxPerMarketplace int
 }
+
+// DefaultMaxPerMarketplace is how many webhooks a marketplace may have by
+// default: Stripe's limit of endpoints per account and mode. Every event
+// becomes one delivery per subscribed webhook, kept in memory by every api
+// and exporter process for the delivery retention, so the count bounds
+// what one event costs.
+const DefaultMaxPerMarketplace = 16
 
 // New registers the webhooks collection on log (before the log runs).
 func New(log *statelog.Log) *Service {
@@ -173,11 +189,18 @@ func (s *Service) Create(ctx context.Context, mp string, in Input) (Webhook, int
 			return w, v, nil
 		}
 	}
+	limit := s.MaxPerMarketplace
+	if limit <= 0 {
+		limit = DefaultMaxPerMarketplace
+	}
+	if n := s.items.Len(mp); n >= limit {
+		return Webhook{}, 0, validation.New(validation.ValueError, fmt.Sprintf("a marketplace may have at most %d webhooks, and this one has %d: delete one first (one webhook can subscribe to several event types)", limit, n), "body")
+	}
 	var errs validation.Errors
 	w := Webhook{}
 	if in.URL == nil {
 		errs.Add(validation.Missing, "Field required", "body", "url")
-	} else if u, msg := checkURL(*in.URL); msg != "" {
+	} else if u, msg := s.checkURL(ctx, *in.URL); msg != "" {
 		errs.Add(validation.ValueError, msg, "body", "url")
 	} else {
 		w.URL = u
@@ -232,7 +255,7 @@ func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, in I
 	}
 	var errs validation.Errors
 	if in.URL != nil {
-		if u, msg := checkURL(*in.URL); msg != "" {
+		if u, msg := s.checkURL(ctx, *in.URL); msg != "" {
 			errs.Add(validation.ValueError, msg, "body", "url")
 		} else {
 			w.URL = u
@@ -322,6 +345,43 @@ func (s *Service) RotateSecret(ctx context.Context, mp, id string, ifMatch int64
 		return Webhook{}, 0, err
 	}
 	return w, v, nil
+}
+
+// ErrSecretReplaced: the replay of a create or rotate-secret with an
+// Idempotency-Key cannot show the secret its first answer showed, as the
+// webhook no longer has it (rotated twice since, or deleted).
+var ErrSecretReplaced = errkind.New(errkind.Conflict, "the secret this request's first answer showed has been replaced since (the webhook's secret was rotated again, or the webhook was deleted), so that answer cannot be repeated; read the webhook, or rotate its secret").WithCode("idempotency_secret_replaced")
+
+// SecretFor returns the webhook's current or previous secret, whichever is
+// the one match accepts: what the replay of an answer that showed a secret
+// shows again (the answers with an Idempotency-Key are kept without their
+// secret). A webhook or secret this process's view does not hold yet is
+// looked for again once the view has caught up with the log.
+func (s *Service) SecretFor(ctx context.Context, mp, id string, match func(secret string) bool) (string, error) {
+	find := func() (string, bool) {
+		w, _, ok := s.items.Get(mp, id)
+		switch {
+		case !ok:
+			return "", false
+		case match(w.Secret):
+			return w.Secret, true
+		case w.PreviousSecret != "" && match(w.PreviousSecret):
+			return w.PreviousSecret, true
+		}
+		return "", false
+	}
+	if sec, ok := find(); ok {
+		return sec, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.items.Log().CatchUp(cctx); err != nil {
+		return "", statelog.ErrUnavailable
+	}
+	if sec, ok := find(); ok {
+		return sec, nil
+	}
+	return "", ErrSecretReplaced
 }
 
 // NewSecret returns a signing secret as the Standard Webhooks libraries
@@ -437,6 +497,26 @@ func checkURL(raw string) (string, string) {
 		return "", "URL must use https"
 	}
 	return raw, ""
+}
+
+// checkURL is checkURL, then the Guard's check of the URL's host.
+func (s *Service) checkURL(ctx context.Context, raw string) (string, string) {
+	u, msg := checkURL(raw)
+	if msg != "" {
+		return "", msg
+	}
+	g := s.Guard
+	if g == nil {
+		g = &Guard{}
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", "URL is not valid"
+	}
+	if msg := g.CheckHost(ctx, pu.Hostname()); msg != "" {
+		return "", msg
+	}
+	return u, ""
 }
 
 func isLoopback(host string) bool {
