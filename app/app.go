@@ -210,6 +210,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	}
 
 	a.health = api.NewHealth(a.checks())
+	a.health.Detail, a.health.Log = cfg.ReadyzDetail, log
 	deps := api.Deps{
 		Health:           a.health,
 		MaxBodyBytes:     cfg.MaxBodyBytes,

@@ -106,12 +106,18 @@ type Config struct {
 	// whose X-Forwarded-For and X-Real-IP name the client; nil: none.
 	TrustedProxies []string
 
+	// ReadyzDetail: /readyz answers the error text of failing checks.
+	ReadyzDetail bool
+
 	MetricsAddr     string
 	DebugAddr       string
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	LogFormat       string
 }
+
+// MinCursorSecret is the shortest ENDCAP_CURSOR_SECRET accepted, in bytes.
+const MinCursorSecret = 32
 
 type setting struct {
 	flag, env, def, usage string
@@ -294,7 +300,13 @@ var settings = []setting{
 	}},
 	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
-	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis, wrapped with the master key)", str(func(c *Config) *string { return &c.CursorSecret })},
+	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
+		if v != "" && len(v) < MinCursorSecret {
+			return fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))
+		}
+		c.CursorSecret = v
+		return nil
+	}},
 	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
 	{"secret-key-file", "ENDCAP_SECRET_KEY_FILE", "", "file holding the master key (32 random bytes in base64; several lines while rotating, the first wraps) that wraps the secrets kept in Redis; required by the api unless both keys above are set (endcap dev makes one in its data dir); see docs/operations.md, Secrets", str(func(c *Config) *string { return &c.SecretKeyFile })},
 	{"secret-key", "ENDCAP_SECRET_KEY", "", "the master key itself, instead of --secret-key-file (prefer the file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.SecretKey })},
@@ -400,6 +412,14 @@ var settings = []setting{
 			return nil
 		}
 		return fmt.Errorf("must be starttls, tls or none, got %q", v)
+	}},
+	{"readyz-detail", "ENDCAP_READYZ_DETAIL", "false", "/readyz gives the error text of a failing check (addresses, the dependency's messages) instead of only \"failing\"; the text is logged either way (docs/operations.md, Health)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.ReadyzDetail = b
+		return nil
 	}},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},

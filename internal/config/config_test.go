@@ -64,6 +64,10 @@ func TestPrecedence(t *testing.T) {
 		}, ""},
 		{"a trusted proxy that is no address", nil, []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, nil, `"proxy.internal" is neither an IP nor a CIDR`},
 		{"a trusted proxy with a bad mask", nil, []string{"--trusted-proxies", "10.0.0.0/33"}, nil, `"10.0.0.0/33" is neither an IP nor a CIDR`},
+		{"cursor secret of 32 bytes", map[string]string{"ENDCAP_CURSOR_SECRET": strings.Repeat("k", 32)}, nil, func(c Config) bool { return len(c.CursorSecret) == 32 }, ""},
+		{"short cursor secret", map[string]string{"ENDCAP_CURSOR_SECRET": strings.Repeat("k", 31)}, nil, nil, "cursor-secret (ENDCAP_CURSOR_SECRET): must be at least 32 bytes"},
+		{"no cursor secret", nil, nil, func(c Config) bool { return c.CursorSecret == "" && !c.ReadyzDetail }, ""},
+		{"readyz detail", nil, []string{"--readyz-detail", "true"}, func(c Config) bool { return c.ReadyzDetail }, ""},
 		{"database on a cluster", map[string]string{"ENDCAP_REDIS_CLUSTER": "1"}, []string{"--redis-db", "2"}, nil, "must be 0 with redis-cluster"},
 	}
 	for _, c := range cases {
