@@ -67,6 +67,9 @@ type Config struct {
 	MaxPublicBodyBytes int64
 	RateLimitCatalog   string
 	RateLimitDefault   string
+	RateLimitExplain   string
+	// ExplainMaxCandidates bounds the candidates of one explain request.
+	ExplainMaxCandidates int
 	CursorSecret       string
 	BidSigningKeys     string
 	SecretKeyFile      string
@@ -300,6 +303,8 @@ var settings = []setting{
 	}},
 	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
+	{"rate-limit-explain", "ENDCAP_RATE_LIMIT_EXPLAIN", "2/1s", "requests per period and advanced API key on POST /v2/auctions/explain", rateLimit(func(c *Config) *string { return &c.RateLimitExplain })},
+	{"explain-max-candidates", "ENDCAP_EXPLAIN_MAX_CANDIDATES", "5000", "candidates POST /v2/auctions/explain (and the console's explain page) lists for one request at most, over all its auctions; past it the answer is 422 too_many_candidates (docs/auction-ranking.md, Explain)", integer(func(c *Config) *int { return &c.ExplainMaxCandidates }, 1)},
 	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
 		if v != "" && len(v) < MinCursorSecret {
 			return fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))
