@@ -46,6 +46,9 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
 	a.Invitations = invitations.New(a.Entities, cat)
+	if a.cfg.SMTPAddr != "" {
+		a.Invitations.SetDailyMailCap(a.Redis, a.cfg.InvitationMailsPerDay)
+	}
 	routes = append(routes,
 		api.BillingRoutes(bill),
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)

@@ -104,6 +104,8 @@ type Config struct {
 	SMTPPassword         string
 	SMTPFrom             string
 	SMTPTLS              string
+	// InvitationMailsPerDay caps a marketplace's invitation e-mails a UTC day.
+	InvitationMailsPerDay int
 
 	// TrustedProxies: the addresses (IPs or CIDRs) of the reverse proxies
 	// whose X-Forwarded-For and X-Real-IP name the client; nil: none.
@@ -426,6 +428,7 @@ var settings = []setting{
 		c.ReadyzDetail = b
 		return nil
 	}},
+	{"invitation-emails-per-day", "ENDCAP_INVITATION_EMAILS_PER_DAY", "1000", "invitation e-mails a marketplace may have sent per UTC day when ENDCAP_SMTP_ADDR is set; a request that would pass it creates nothing and is 429 with Retry-After (docs/billing-webhooks-invitations-offsite.md)", integer(func(c *Config) *int { return &c.InvitationMailsPerDay }, 1)},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
 	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit: for the HTTP requests in flight, then for each projector's batch in flight to be folded and committed", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
