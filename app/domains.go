@@ -60,7 +60,9 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	)
 	// Segments: metadata on the entities log, members in Redis. segs is an
 	// entityref.Segments (SegmentExists) and answers IsMember for auctions.
-	segs := segments.New(a.Entities, a.Redis, segments.WithLogger(a.log))
+	segs := segments.New(a.Entities, a.Redis, segments.WithLogger(a.log), segments.WithCaps(segments.Caps{
+		SegmentMembers: a.cfg.SegmentMaxMembers, SegmentBytes: a.cfg.SegmentMaxBytes,
+		MarketplaceMembers: a.cfg.SegmentsMaxMembers, MarketplaceBytes: a.cfg.SegmentsMaxBytes}))
 	routes = append(routes, api.SegmentRoutes(segs))
 
 	// Campaigns and bids; automated-campaign bids. camps answers the

@@ -104,6 +104,9 @@ type Config struct {
 	SMTPPassword         string
 	SMTPFrom             string
 	SMTPTLS              string
+	// Segment caps: members and Redis bytes of one segment, and of all
+	// the segments of a marketplace (0: no cap).
+	SegmentMaxMembers, SegmentMaxBytes, SegmentsMaxMembers, SegmentsMaxBytes int64
 	// InvitationMailsPerDay caps a marketplace's invitation e-mails a UTC day.
 	InvitationMailsPerDay int
 
@@ -141,6 +144,17 @@ func integer(p func(*Config) *int, min int) func(*Config, string) error {
 		}
 		if n < min {
 			return fmt.Errorf("must be at least %d, got %d", min, n)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func int64Setting(p func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("must be an integer of 0 or more, got %q", v)
 		}
 		*p(c) = n
 		return nil
@@ -428,6 +442,10 @@ var settings = []setting{
 		c.ReadyzDetail = b
 		return nil
 	}},
+	{"segment-max-members", "ENDCAP_SEGMENT_MAX_MEMBERS", "20000000", "members one segment may hold; an upload that would pass it is refused whole, 422 segment_too_large (0: no cap; docs/segments.md, Limits)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxMembers })},
+	{"segment-max-bytes", "ENDCAP_SEGMENT_MAX_BYTES", "1073741824", "bytes of Redis one segment's members may take (Redis's MEMORY USAGE estimate); past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxBytes })},
+	{"segments-max-members", "ENDCAP_SEGMENTS_MAX_MEMBERS", "100000000", "members all the segments of one marketplace may hold together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxMembers })},
+	{"segments-max-bytes", "ENDCAP_SEGMENTS_MAX_BYTES", "5368709120", "bytes of Redis all the segments of one marketplace may take together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxBytes })},
 	{"invitation-emails-per-day", "ENDCAP_INVITATION_EMAILS_PER_DAY", "1000", "invitation e-mails a marketplace may have sent per UTC day when ENDCAP_SMTP_ADDR is set; a request that would pass it creates nothing and is 429 with Retry-After (docs/billing-webhooks-invitations-offsite.md)", integer(func(c *Config) *int { return &c.InvitationMailsPerDay }, 1)},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
