@@ -212,4 +212,3 @@ func optFloat(f float64, ok bool) string {
 	}
 	return strconv.FormatFloat(f, 'f', 4, 64)
 }
-

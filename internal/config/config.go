@@ -70,10 +70,10 @@ type Config struct {
 	RateLimitExplain   string
 	// ExplainMaxCandidates bounds the candidates of one explain request.
 	ExplainMaxCandidates int
-	CursorSecret       string
-	BidSigningKeys     string
-	SecretKeyFile      string
-	SecretKey          string
+	CursorSecret         string
+	BidSigningKeys       string
+	SecretKeyFile        string
+	SecretKey            string
 
 	ProjectorBatchRows     int
 	EventsBatchRows        int

@@ -155,8 +155,8 @@ func TestFormatsAgreeManyRows(t *testing.T) {
 func TestFormulaSafe(t *testing.T) {
 	for in, want := range map[string]string{
 		"=1+1": "'=1+1", "+1": "'+1", "-1": "'-1", "@SUM(A1)": "'@SUM(A1)", "\tx": "'\tx", "\r=1": "'\r=1",
-		`=HYPERLINK("https://evil.example")`: `'=HYPERLINK("https://evil.example")`,
-		"": "", "shoes": "shoes", " =1": " =1", "a=1": "a=1", "'=1": "'=1", "1-2": "1-2", "\n=1": "\n=1", "é=": "é=",
+		"=HYPERLINK(\"https://evil.example\")": "'=HYPERLINK(\"https://evil.example\")",
+		"":                                     "", "shoes": "shoes", " =1": " =1", "a=1": "a=1", "'=1": "'=1", "1-2": "1-2", "\n=1": "\n=1", "é=": "é=",
 	} {
 		if got := FormulaSafe(in); got != want {
 			t.Errorf("FormulaSafe(%q) = %q, want %q", in, got, want)
