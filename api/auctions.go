@@ -19,7 +19,7 @@ import (
 // Auctioneer runs and explains auctions (auction.Engine).
 type Auctioneer interface {
 	Run(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) ([]auction.Result, error)
-	Explain(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) []auction.Explanation
+	Explain(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request, maxCandidates int) ([]auction.Explanation, error)
 }
 
 // postAuctions serves POST /v2/auctions, /v2/auctions/sponsored-brand and
@@ -76,7 +76,10 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 // /v2/auctions, validated the same way (the same 400s), run as a dry run
 // (auction.Engine.Explain: nothing recorded, charged or signed), answered
 // 200 with every candidate of each auction and what happened to it
-// (docs/auction-ranking.md, "Explain").
+// (docs/auction-ranking.md, "Explain"); 422 too_many_candidates when the
+// request's auctions have more than Deps.ExplainMaxCandidates. It lists
+// every advertiser's bids and budget state: the advanced key only, without
+// CORS, rate-limited (api.New).
 func (h *handlers) postAuctionsExplain(c *gin.Context) {
 	p := principal(c)
 	body, ok := readBodyInto(c, h.d.MaxBodyBytes, nil)
@@ -89,7 +92,11 @@ func (h *handlers) postAuctionsExplain(c *gin.Context) {
 		return
 	}
 	defer auction.Release(reqs) // after the answer: it shares the requests' strings
-	exps := h.d.Auctions.Explain(c.Request.Context(), MarketOf(&p.Marketplace), auction.Auctions, reqs)
+	exps, err := h.d.Auctions.Explain(c.Request.Context(), MarketOf(&p.Marketplace), auction.Auctions, reqs, h.d.ExplainMaxCandidates)
+	if err != nil { // *auction.TooManyCandidatesError, the one error Explain returns
+		abortV2(c, http.StatusUnprocessableEntity, "too_many_candidates", err.Error())
+		return
+	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", appendExplanations(nil, exps))
 }
 

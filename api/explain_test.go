@@ -23,6 +23,8 @@ type fakeAuctioneer struct {
 	runs, explains int
 	market         auction.Market
 	reqs           []auction.Request
+	max            int   // the limit of the last Explain
+	err            error // Explain's error
 }
 
 func (f *fakeAuctioneer) Run(context.Context, *auction.Market, auction.EndpointKind, []auction.Request) ([]auction.Result, error) {
@@ -30,14 +32,18 @@ func (f *fakeAuctioneer) Run(context.Context, *auction.Market, auction.EndpointK
 	return nil, nil
 }
 
-func (f *fakeAuctioneer) Explain(_ context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) []auction.Explanation {
+func (f *fakeAuctioneer) Explain(_ context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request, maxCandidates int) ([]auction.Explanation, error) {
 	f.explains++
+	f.max = maxCandidates
 	f.market = *m
 	f.reqs = append([]auction.Request(nil), reqs...)
 	if endpoint != auction.Auctions {
 		panic("explain of another endpoint")
 	}
-	return f.exps
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.exps, nil
 }
 
 type countingRecorder struct{ n int }
@@ -48,7 +54,7 @@ func (r *countingRecorder) Record(*auction.Record) { r.n++ }
 // as requireKey sets it.
 func explainServer(f *fakeAuctioneer, rec *countingRecorder) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
-	h := &handlers{d: Deps{Auctions: f, AuctionRecorder: rec, MaxBodyBytes: 4096, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	h := &handlers{d: Deps{Auctions: f, AuctionRecorder: rec, MaxBodyBytes: 4096, ExplainMaxCandidates: 77, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	r := gin.New()
 	r.Use(func(c *gin.Context) {
 		c.Set(principalKey, accounts.Principal{Marketplace: accounts.Marketplace{ID: "0193a5b0-0000-7000-8000-0000000000aa", Timezone: "UTC",
@@ -142,5 +148,19 @@ func TestExplainHandlerRejects(t *testing.T) {
 	}
 	if f.explains != 0 || f.runs != 0 || rec.n != 0 {
 		t.Fatalf("explains %d, runs %d, records %d", f.explains, f.runs, rec.n)
+	}
+}
+
+// TestExplainTooManyCandidates: the handler passes its limit to the engine,
+// and the engine's TooManyCandidatesError is a 422 too_many_candidates in
+// the /v2 error shape, its message naming the limit.
+func TestExplainTooManyCandidates(t *testing.T) {
+	f := &fakeAuctioneer{err: &auction.TooManyCandidatesError{Limit: 77, Auction: 1}}
+	r := explainServer(f, &countingRecorder{})
+	w := post(r, "/v2/auctions/explain", `{"auctions":[{"type":"listings","slots":2,"products":{"ids":["a"]}},{"type":"listings","slots":2,"products":{"ids":["b"]}}]}`)
+	var body v2Error
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 422 || body.ErrCode != "too_many_candidates" ||
+		!strings.Contains(body.Message, "more than 77 candidates") || body.DocURL == "" || f.max != 77 {
+		t.Fatalf("%d %s (limit passed: %d)", w.Code, w.Body, f.max)
 	}
 }

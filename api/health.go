@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -18,6 +19,14 @@ type Check struct {
 // results, so that /readyz answers at once from memory however long a
 // dependency takes to answer (a frozen broker, a hung Redis).
 type Health struct {
+	// Detail: a failing check reads as its error text (addresses, a
+	// dependency's own messages); otherwise as "failing", and the text is
+	// only logged (ENDCAP_READYZ_DETAIL).
+	Detail bool
+	// Log takes each check's error when it starts failing or its text
+	// changes, and the recovery (nil: not logged).
+	Log *slog.Logger
+
 	checks   []Check
 	interval time.Duration // between the end of one run of a check and the next
 	timeout  time.Duration // of one run
@@ -61,8 +70,10 @@ func (h *Health) Run(ctx context.Context) error {
 					return
 				}
 				h.mu.Lock()
+				prev, seen := h.results[c.Name]
 				h.results[c.Name] = checkResult{err: err, at: time.Now()}
 				h.mu.Unlock()
+				h.logChange(c.Name, prev.err, seen, err)
 				select {
 				case <-ctx.Done():
 					return
@@ -75,8 +86,22 @@ func (h *Health) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// logChange logs a check that starts failing, fails with another error,
+// or recovers: the error text /readyz does not show goes to the log, once
+// a change rather than every second.
+func (h *Health) logChange(name string, prev error, seen bool, err error) {
+	switch {
+	case h.Log == nil:
+	case err != nil && (prev == nil || prev.Error() != err.Error()):
+		h.Log.Warn("readiness check failing", "check", name, "err", err)
+	case err == nil && seen && prev != nil:
+		h.Log.Info("readiness check passes again", "check", name)
+	}
+}
+
 // Report returns whether every check passed recently, and each check's
-// state ("ok" or why not).
+// state: "ok", "failing" (its error text instead with Detail), "no answer
+// for …" or "not checked yet".
 func (h *Health) Report(now time.Time) (bool, map[string]string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -93,8 +118,10 @@ func (h *Health) Report(now time.Time) (bool, map[string]string) {
 			}
 		case now.Sub(r.at) > h.stale:
 			state = fmt.Sprintf("no answer for %s", now.Sub(r.at).Round(time.Second))
-		case r.err != nil:
+		case r.err != nil && h.Detail:
 			state = r.err.Error()
+		case r.err != nil:
+			state = "failing"
 		default:
 			state = "ok"
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,11 +25,14 @@ import (
 func TestHealth(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
+	const secret = "dial tcp 10.1.2.3:6379: WRONGPASS invalid username-password pair"
 	h := NewHealth([]Check{
 		{Name: "ok", Fn: func(context.Context) error { return nil }},
-		{Name: "down", Fn: func(context.Context) error { return errors.New("connection refused") }},
+		{Name: "down", Fn: func(context.Context) error { return errors.New(secret) }},
 		{Name: "frozen", Fn: func(context.Context) error { <-release; return nil }}, // ignores its deadline
 	})
+	var logged syncBuffer
+	h.Log = slog.New(slog.NewTextHandler(&logged, nil))
 	h.interval, h.timeout, h.stale = 20*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond
 	if ready, got := h.Report(time.Now()); ready || got["ok"] != "not checked yet" {
 		t.Fatalf("before Run: ready=%v %v", ready, got)
@@ -37,7 +42,7 @@ func TestHealth(t *testing.T) {
 	go func() { done <- h.Run(ctx) }()
 	time.Sleep(400 * time.Millisecond)
 	ready, got := h.Report(time.Now())
-	want := map[string]string{"ok": "ok", "down": "connection refused"}
+	want := map[string]string{"ok": "ok", "down": "failing"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("check %s: %q, want %q", k, got[k], v)
@@ -58,8 +63,20 @@ func TestHealth(t *testing.T) {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
 	}
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 503 || body.Status != "not_ready" || body.Checks["down"] != "connection refused" {
-		t.Errorf("/readyz: %d %s", w.Code, w.Body)
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 503 || body.Status != "not_ready" || body.Checks["down"] != "failing" ||
+		strings.Contains(w.Body.String(), "10.1.2.3") || strings.Contains(w.Body.String(), "WRONGPASS") {
+		t.Errorf("/readyz without detail: %d %s", w.Code, w.Body)
+	}
+	// The text is logged instead, once (not at every run of the check).
+	if l := logged.String(); strings.Count(l, "WRONGPASS") != 1 || !strings.Contains(l, "check=down") {
+		t.Errorf("log: %s", l)
+	}
+	// With ENDCAP_READYZ_DETAIL the answer carries the text.
+	h.Detail = true
+	w = httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 503 || body.Checks["down"] != secret {
+		t.Errorf("/readyz with detail: %d %s", w.Code, w.Body)
 	}
 	cancel()
 	go func() { release <- struct{}{} }() // let the frozen check return so that Run ends
@@ -129,4 +146,22 @@ func TestPathText(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d", c.path, w.Code, w.Body, c.want)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger written from goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -77,6 +80,9 @@ func (h *invitationHandlers) create(c *gin.Context) {
 		return
 	}
 	invs, err := h.svc.Create(c.Request.Context(), Marketplace(c).ID, in.Invites)
+	if capErr, ok := errors.AsType[*invitations.CapError](err); ok {
+		c.Header("Retry-After", strconv.Itoa(max(ceilSeconds(time.Until(capErr.Reset)), 1)))
+	}
 	if err != nil {
 		h.p.Fail(c, err)
 		return

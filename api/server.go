@@ -33,6 +33,9 @@ type Deps struct {
 	// nil: the auction endpoints are not served).
 	Auctions        Auctioneer
 	AuctionRecorder auction.Recorder
+	// ExplainMaxCandidates bounds the candidates POST /v2/auctions/explain
+	// lists for one request (0: no limit).
+	ExplainMaxCandidates int
 	// VerifyBid checks a resolvedBidId for a marketplace (nil: unchecked).
 	VerifyBid func(marketplaceID, token string) error
 	// Public and PublicRoutes serve /public/v1 (advanced key).
@@ -108,7 +111,6 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions")
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
-		v2.OPTIONS("/auctions/explain")
 		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage, abortV2)
 		events := newAdmission("events", d.MaxEventsInFlight).handler(&h.d)
 		auctions := newAdmission("auctions", d.MaxAuctionsInFlight).handler(&h.d)
@@ -117,7 +119,18 @@ func New(d Deps) http.Handler {
 			v2.POST("/auctions", auctions, mkey, h.postAuctions(auction.Auctions))
 			v2.POST("/auctions/sponsored-brand", auctions, mkey, h.postAuctions(auction.SponsoredBrand))
 			v2.POST("/auctions/travel", auctions, mkey, h.postAuctions(auction.Travel))
-			v2.POST("/auctions/explain", auctions, mkey, h.postAuctionsExplain)
+		}
+		if d.Auctions != nil {
+			// Explain lists every advertiser's bids, campaigns and budget
+			// state: not for the key a storefront ships to browsers. The
+			// advanced key only, outside the /v2 group's CORS (a browser
+			// page of another origin cannot call it), rate-limited per key,
+			// and within the auctions' admission bound.
+			explain := []gin.HandlerFunc{auctions, requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, abortV2)}
+			if d.Public != nil && d.Public.Limits != nil {
+				explain = append(explain, d.Public.Limits.Limit("explain"))
+			}
+			r.POST("/v2/auctions/explain", append(explain, h.postAuctionsExplain)...)
 		}
 
 		pubAbort := abortV2

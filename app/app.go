@@ -209,8 +209,13 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	if err != nil {
 		return nil, err
 	}
+	explainLimit, err := api.ParseLimit(cfg.RateLimitExplain)
+	if err != nil {
+		return nil, err
+	}
 
 	a.health = api.NewHealth(a.checks())
+	a.health.Detail, a.health.Log = cfg.ReadyzDetail, log
 	deps := api.Deps{
 		Health:              a.health,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
@@ -226,10 +231,11 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		deps.Events = ingest.NewAppender(a.Kafka, a.Topics.Events, cfg.ProduceTimeout)
 		deps.VerifyBid = a.verifyBid
 		deps.Auctions = a.auctionEngine()
+		deps.ExplainMaxCandidates = cfg.ExplainMaxCandidates
 		deps.AuctionRecorder = ingest.NewAuctionPublisher(a.auctionsKafka, a.Topics.Auctions, log)
 		deps.Public = &api.Public{
 			Limits: api.NewRateLimiter(redis_rate.NewLimiter(a.Redis), map[string]redis_rate.Limit{
-				"catalog": catalogLimit, "default": defaultLimit,
+				"catalog": catalogLimit, "default": defaultLimit, "explain": explainLimit,
 			}, log),
 			Cursors:      a.Cursors,
 			MaxBodyBytes: cfg.MaxPublicBodyBytes,

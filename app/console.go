@@ -48,7 +48,7 @@ func (a *App) buildConsole(deps *api.Deps) error {
 		Links: a.links, Audit: a.Audit, Catalog: a.Catalog, Campaigns: a.Campaigns, Invitations: a.Invitations,
 		Webhooks: a.Webhooks, Deliveries: a.WebhookDeliveries, Performance: performance.New(a.ClickHouse),
 		ScoredFiles: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime),
-		Exports:     a.Exports, Cursors: a.Cursors, Auctions: deps.Auctions,
+		Exports:     a.Exports, Cursors: a.Cursors, Auctions: deps.Auctions, ExplainMaxCandidates: deps.ExplainMaxCandidates,
 		Health: a.sampler, MailEnabled: mail, SecureCookies: a.cfg.ConsoleSecureCookies, Log: a.log,
 		Downloads: users.NewSlots(a.Redis, a.cfg.KafkaTopicPrefix, a.cfg.ConsoleDownloads, console.DownloadHold),
 	})

@@ -49,6 +49,9 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
 	a.Invitations = invitations.New(a.Entities, cat)
+	if a.cfg.SMTPAddr != "" {
+		a.Invitations.SetDailyMailCap(a.Redis, a.cfg.InvitationMailsPerDay)
+	}
 	routes = append(routes,
 		api.BillingRoutes(bill),
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
@@ -60,7 +63,9 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	)
 	// Segments: metadata on the entities log, members in Redis. segs is an
 	// entityref.Segments (SegmentExists) and answers IsMember for auctions.
-	segs := segments.New(a.Entities, a.Redis, segments.WithLogger(a.log))
+	segs := segments.New(a.Entities, a.Redis, segments.WithLogger(a.log), segments.WithCaps(segments.Caps{
+		SegmentMembers: a.cfg.SegmentMaxMembers, SegmentBytes: a.cfg.SegmentMaxBytes,
+		MarketplaceMembers: a.cfg.SegmentsMaxMembers, MarketplaceBytes: a.cfg.SegmentsMaxBytes}))
 	routes = append(routes, api.SegmentRoutes(segs))
 
 	// Campaigns and bids; automated-campaign bids. camps answers the

@@ -18,7 +18,7 @@ const (
 	cursorKeyName = "ec:cursor-key"
 )
 
-var errNoMasterKey = errors.New("a master key is required (ENDCAP_SECRET_KEY_FILE or ENDCAP_SECRET_KEY): without both ENDCAP_BID_SIGNING_KEYS and ENDCAP_CURSOR_SECRET the resolvedBidId and list cursor keys are kept in Redis, and Redis holds them only wrapped with it. Make one with `head -c 32 /dev/urandom | base64 > secret.key` (mode 0600) and give every api process the same file; a plaintext key an earlier version left in Redis is kept and wrapped (docs/operations.md, Secrets)")
+var errNoMasterKey = errors.New("a master key is required (ENDCAP_SECRET_KEY_FILE or ENDCAP_SECRET_KEY): without both ENDCAP_BID_SIGNING_KEYS and ENDCAP_CURSOR_SECRET the resolvedBidId and list cursor keys are kept in Redis, and Redis holds them only wrapped with it. Make one with `head -c 32 /dev/urandom | base64 > secret.key` (mode 0600) and give every api process the same file; a plaintext key an earlier version left in Redis is refused until `endcap admin secrets wrap-plaintext` wraps it (docs/operations.md, Secrets)")
 
 // sharedSecret returns the secret every API process shares through Redis
 // under name, wrapped with the master key. A value that no master key
@@ -26,6 +26,11 @@ var errNoMasterKey = errors.New("a master key is required (ENDCAP_SECRET_KEY_FIL
 // new secret would silently invalidate everything signed with the old one.
 func (a *App) sharedSecret(ctx context.Context, name, what string) ([]byte, error) {
 	key, err := redisstore.SharedSecret(ctx, a.Redis, name, a.master)
+	if errors.Is(err, redisstore.ErrPlaintextSecret) {
+		return nil, permanentError{fmt.Errorf("%w, and a plaintext key is refused: whoever can write Redis could have planted it. "+
+			"If an earlier version of Endcap wrote it, run `endcap admin secrets wrap-plaintext` once with this configuration (it wraps it with the master key, and what it signed stays valid); "+
+			"otherwise delete %s from Redis (a new %s key is made, and every one signed with the old key stops verifying)", err, name, what)}
+	}
 	if errors.Is(err, redisstore.ErrSecret) {
 		return nil, permanentError{fmt.Errorf("%w. Start with the master key that wrapped it (while rotating, list it after the new one). Deleting %s from Redis makes a new %s key, and every one signed with the old key stops verifying", err, name, what)}
 	}
@@ -57,4 +62,30 @@ func SharedBidKeys(ctx context.Context, cfg config.Config) (string, error) {
 		return "", err
 	}
 	return "1:" + base64.RawURLEncoding.EncodeToString(key), nil
+}
+
+// WrapPlaintextSecrets wraps with the master key the shared secrets an
+// earlier version left in Redis in plaintext, which the api otherwise
+// refuses to start with, and returns the names of those it wrapped.
+func WrapPlaintextSecrets(ctx context.Context, cfg config.Config) ([]string, error) {
+	master, err := masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	if master == nil {
+		return nil, errNoMasterKey
+	}
+	rdb := redisstore.Open(RedisOptions(cfg))
+	defer rdb.Close()
+	var wrapped []string
+	for _, name := range []string{bidKeyName, cursorKeyName} {
+		ok, err := redisstore.WrapPlaintextSecret(ctx, rdb, name, master)
+		if err != nil {
+			return wrapped, err
+		}
+		if ok {
+			wrapped = append(wrapped, name)
+		}
+	}
+	return wrapped, nil
 }

@@ -314,7 +314,7 @@ func BenchmarkEngine500Explain(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		ex := w.engine.Explain(ctx, w.market, auction.Auctions, reqs[i%len(reqs)])
+		ex, _ := w.engine.Explain(ctx, w.market, auction.Auctions, reqs[i%len(reqs)], 0)
 		lat = append(lat, time.Since(t0))
 		cands += len(ex[0].Candidates)
 	}

@@ -191,7 +191,11 @@ type ExcludedProduct struct {
 // says for each what happened to every candidate. It is a dry run: no
 // resolvedBidId is signed (no signing key is needed), no auction record is
 // made, and no budget or pacing state changes.
-func (e *Engine) Explain(ctx context.Context, m *Market, endpoint EndpointKind, reqs []Request) []Explanation {
+//
+// maxCandidates (0: no limit) bounds the candidates listed over all the
+// auctions of the request: past it Explain stops and returns a
+// *TooManyCandidatesError, having kept no more than maxCandidates of them.
+func (e *Engine) Explain(ctx context.Context, m *Market, endpoint EndpointKind, reqs []Request, maxCandidates int) ([]Explanation, error) {
 	now := time.Now
 	if e.Now != nil {
 		now = e.Now
@@ -202,16 +206,37 @@ func (e *Engine) Explain(ctx context.Context, m *Market, endpoint EndpointKind, 
 		st = newState()
 	}
 	defer e.pool.Put(st)
+	var left *int
+	if maxCandidates > 0 {
+		n := maxCandidates
+		left = &n
+	}
 	out := make([]Explanation, len(reqs))
 	for i := range reqs {
-		tr := &tracer{}
+		tr := &tracer{left: left}
 		res := e.runOne(ctx, st, nil, nil, m, endpoint, &reqs[i], i, at, tr)
+		if tr.over {
+			return nil, &TooManyCandidatesError{Limit: maxCandidates, Auction: i}
+		}
 		out[i] = Explanation{Kind: reqs[i].Kind, Slots: reqs[i].Slots, Error: res.Error}
 		if !res.Error {
 			out[i].Candidates, out[i].ExcludedProducts = tr.candidates(), tr.excluded
 		}
 	}
-	return out
+	return out, nil
+}
+
+// TooManyCandidatesError: the request's auctions have more candidates than
+// the explain may list (Limit); Auction is the index of the auction at
+// which the count passed it.
+type TooManyCandidatesError struct {
+	Limit   int
+	Auction int
+}
+
+func (e *TooManyCandidatesError) Error() string {
+	return "the auctions of this request have more than " + strconv.Itoa(e.Limit) + " candidates to explain (the count passed it at auctions[" +
+		strconv.Itoa(e.Auction) + "]); explain fewer auctions, fewer products or a narrower context"
 }
 
 // tracer collects what happens to the candidates of one explained auction.
@@ -221,6 +246,24 @@ type tracer struct {
 	excluded []ExcludedProduct
 	leftOut  map[string]bool // ids of excluded
 	kwOut    []kwOut         // keyword-only auctions: bids dropped before their product is chosen
+	// left: how many more candidates the request may list (nil: no
+	// limit), shared by its auctions; over: a candidate found none left.
+	left *int
+	over bool
+}
+
+// admit takes room for one more listed candidate: false (and over) when
+// the request's limit is reached, and the candidate is not kept.
+func (tr *tracer) admit() bool {
+	if tr.left == nil {
+		return true
+	}
+	if *tr.left <= 0 {
+		tr.over = true
+		return false
+	}
+	*tr.left--
+	return true
 }
 
 // traceRec is a candidate dropped before the ranking.
@@ -278,7 +321,9 @@ func (a *auctionEnv) traceBid(pk int32, productID string, info *index.CampInfo, 
 			why = p.why
 		}
 	}
-	a.tr.recs = append(a.tr.recs, traceRec{productID: productID, quality: quality, info: info, bidID: bidID, spec: spec, amount: amount, why: why})
+	if a.tr.admit() {
+		a.tr.recs = append(a.tr.recs, traceRec{productID: productID, quality: quality, info: info, bidID: bidID, spec: spec, amount: amount, why: why})
+	}
 }
 
 // campaignWhy is why campaign ce may not compete (a.campaign returned -1),
@@ -376,7 +421,9 @@ func (a *auctionEnv) traceDropped(b *bidRef, c *camp, p *prod) {
 		why = c.why
 	}
 	info := c.c
-	a.tr.recs = append(a.tr.recs, traceRec{productID: p.id, quality: p.quality, info: info, bidID: b.bidID, spec: b.spec, amount: b.amount, why: why})
+	if a.tr.admit() {
+		a.tr.recs = append(a.tr.recs, traceRec{productID: p.id, quality: p.quality, info: info, bidID: b.bidID, spec: b.spec, amount: b.amount, why: why})
+	}
 }
 
 // traceKeywordOnlyOut records the keyword bids of a keyword-only auction
@@ -411,7 +458,7 @@ func (a *auctionEnv) traceLandingPageBid(c *index.Camp, b *index.Bid, why Reason
 	if p := a.ix.Product(b.B.Target); p != nil && p.Known {
 		quality = qualityPPM(p.QualityScore)
 	}
-	if c.Info == nil {
+	if c.Info == nil || !a.tr.admit() {
 		return
 	}
 	a.tr.recs = append(a.tr.recs, traceRec{productID: b.B.Target, quality: quality, info: c.Info, bidID: b.B.ID,
@@ -435,6 +482,9 @@ func (a *auctionEnv) traceRanking(places []Placement) {
 			break
 		}
 		ranked[ci] = true
+		if !a.tr.admit() {
+			return
+		}
 		ec := a.explained(int(ci))
 		ec.Position = pos + 1
 		if pl, ok := won[int(ci)]; ok {
@@ -453,6 +503,9 @@ func (a *auctionEnv) traceRanking(places []Placement) {
 	n := len(a.tr.ranked)
 	for i := range st.cands {
 		if !ranked[i] {
+			if !a.tr.admit() {
+				return
+			}
 			ec := a.explained(i)
 			ec.Outcome, ec.Reason = Lost, ReasonBelowReserve
 			a.tr.ranked = append(a.tr.ranked, ec)

@@ -159,7 +159,10 @@ func (w *exWorld) explain(endpoint auction.EndpointKind, body string) []auction.
 		w.t.Fatalf("%s: %v", body, verr)
 	}
 	defer auction.Release(reqs)
-	out := w.engine.Explain(context.Background(), w.market, endpoint, reqs)
+	out, err := w.engine.Explain(context.Background(), w.market, endpoint, reqs, 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	for i := range out { // the requests' strings are released: keep copies
 		for j := range out[i].Candidates {
 			c := &out[i].Candidates[j]
@@ -467,7 +470,10 @@ func TestExplainAgreesWithRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ex := w.engine.Explain(ctx, w.market, auction.Auctions, reqs)
+		ex, err := w.engine.Explain(ctx, w.market, auction.Auctions, reqs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var got, want []string
 		ranked := 0
 		for _, c := range ex[0].Candidates {
@@ -492,6 +498,42 @@ func TestExplainAgreesWithRun(t *testing.T) {
 	}
 	if winners < 100 {
 		t.Fatalf("%d winners in 100 auctions: too few to mean anything", winners)
+	}
+}
+
+// TestExplainCandidateLimit: the limit counts the candidates the explain
+// lists, over every auction of the request: at the count the explanation is
+// the unlimited one, one below it is a TooManyCandidatesError naming the
+// limit and the auction where the count passed it.
+func TestExplainCandidateLimit(t *testing.T) {
+	w := smallWorld(t)
+	at := time.Now()
+	w.engine.Now = func() time.Time { return at }
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 7))
+	reqs := append(randomRequest(rng, w.products, 200, 3), randomRequest(rng, w.products, 200, 3)...)
+	full, err := w.engine.Explain(ctx, w.market, auction.Auctions, reqs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, total := len(full[0].Candidates), len(full[0].Candidates)+len(full[1].Candidates)
+	if first < 10 || total == first {
+		t.Fatalf("candidates %d then %d: too few to mean anything", first, total-first)
+	}
+	for _, c := range []struct {
+		limit   int
+		auction int // -1: no error
+	}{{0, -1}, {total, -1}, {total + 1, -1}, {total - 1, 1}, {first, 1}, {first - 1, 0}, {1, 0}} {
+		got, err := w.engine.Explain(ctx, w.market, auction.Auctions, reqs, c.limit)
+		var tm *auction.TooManyCandidatesError
+		switch {
+		case c.auction < 0 && err != nil:
+			t.Errorf("limit %d: %v", c.limit, err)
+		case c.auction < 0 && (len(got) != 2 || !slices.Equal(got[0].Candidates, full[0].Candidates) || !slices.Equal(got[1].Candidates, full[1].Candidates)):
+			t.Errorf("limit %d: another explanation than without a limit", c.limit)
+		case c.auction >= 0 && (!errors.As(err, &tm) || tm.Limit != c.limit || tm.Auction != c.auction || got != nil):
+			t.Errorf("limit %d: %v %v, want the count past it at auction %d", c.limit, len(got), err, c.auction)
+		}
 	}
 }
 

@@ -31,12 +31,22 @@ func cpVendor(id string) string   { return cpBase + "/vendors/" + id + "/campaig
 // cpStart starts a system whose rate limits do not get in the way.
 func cpStart(t *testing.T) (*system, config.Config) {
 	t.Helper()
+	return cpStartWith(t, nil)
+}
+
+// cpStartWith is cpStart with edit applied to the configuration first.
+func cpStartWith(t *testing.T, edit func(*config.Config)) (*system, config.Config) {
+	t.Helper()
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.RateLimitDefault = "5000/1s"
 	cfg.RateLimitCatalog = "5000/1s"
+	cfg.RateLimitExplain = "5000/1s"
 	cfg.SpendReadTimeout = 10 * time.Second // the tests compare spend: a loaded machine must not drop it
+	if edit != nil {
+		edit(&cfg)
+	}
 	return startSystem(t, cfg), cfg
 }
 

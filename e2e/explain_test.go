@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/segments"
@@ -87,7 +88,7 @@ func exStart(t *testing.T) *system {
 // the answer and its results.
 func exExplain(t *testing.T, s *system, body string) (response, []exResult) {
 	t.Helper()
-	r := s.request(t, "POST", "/v2/auctions/explain", s.MarketplaceKey, []byte(body), nil)
+	r := s.request(t, "POST", "/v2/auctions/explain", s.AdvancedKey, []byte(body), nil)
 	if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		t.Fatalf("explain: status %d (%s): %s", r.Status, r.Header.Get("Content-Type"), r.Body)
 	}
@@ -389,10 +390,12 @@ func TestAuctionExplain(t *testing.T) {
 	}
 
 	// 6. Validation: every error of POST /v2/auctions, the same on explain.
-	keys := map[string]string{"missing_key": "", "unknown_key": "ecm_0000000000000000000000000000000000000000", "advanced_key": s.AdvancedKey}
+	// (The advanced key, which explain takes; a missing or unknown key is
+	// refused as on /v2/auctions.)
+	keys := map[string]string{"missing_key": "", "unknown_key": "ecm_0000000000000000000000000000000000000000"}
 	n := 0
 	for _, c := range auctionCases {
-		if c.ep != "auctions" || c.code() == "success" || c.method != "" || c.path != "" {
+		if c.ep != "auctions" || c.code() == "success" || c.method != "" || c.path != "" || c.name == "invalid_api_key--advanced_key" {
 			continue
 		}
 		req, err := os.ReadFile(filepath.Join("testdata", c.file(".request.json")))
@@ -403,7 +406,7 @@ func TestAuctionExplain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := s.MarketplaceKey
+		k := s.AdvancedKey
 		if c.code() == "invalid_api_key" {
 			_, variant, _ := strings.Cut(c.name, "--")
 			k = keys[variant]
@@ -426,7 +429,90 @@ func TestAuctionExplain(t *testing.T) {
 	if n < 30 {
 		t.Fatalf("only %d error cases replayed", n)
 	}
-	if r := s.request(t, "GET", "/v2/auctions/explain", s.MarketplaceKey, nil, nil); r.Status != 405 {
+	if r := s.request(t, "GET", "/v2/auctions/explain", s.AdvancedKey, nil, nil); r.Status != 405 {
 		t.Errorf("GET: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestAuctionExplainAccess: explain lists every advertiser's bids, so the
+// marketplace key (the one a storefront ships to browsers) is refused with
+// 403 in the authentication shape; no answer carries CORS headers and a
+// preflight is not granted; the advanced key is rate-limited (its own
+// class, 429 with Retry-After in the /v2 shape); a request whose auctions
+// have more candidates than ENDCAP_EXPLAIN_MAX_CANDIDATES is 422
+// too_many_candidates, and one at the limit is explained.
+func TestAuctionExplainAccess(t *testing.T) {
+	s, _ := cpStartWith(t, func(c *config.Config) {
+		c.RateLimitExplain = "3/1m"
+		c.ExplainMaxCandidates = 4
+	})
+	key := s.AdvancedKey
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key,
+		`{"vendors":[{"id":"v1","name":"V1"},{"id":"v2","name":"V2"}]}`, nil), 200)
+	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/products", key, `{"products":[
+		{"id":"P1","name":"P1","vendors":["v1","v2"],"active":true},{"id":"P2","name":"P2","vendors":["v1","v2"],"active":true}]}`, nil), 200)
+	listings := `{"name":"x","type":"listings","dailyBudget":100,"startDate":"2020-01-01T00:00:00Z"}`
+	for _, v := range []string{"v1", "v2"} {
+		c := auCampaign(t, s, v, listings)
+		auBid(t, s, c, "product", "P1", "1")
+		auBid(t, s, c, "product", "P2", "1")
+	}
+	atLimit := `{"auctions":[{"type":"listings","slots":2,"products":{"ids":["P1"]}},{"type":"listings","slots":2,"products":{"ids":["P2"]}}]}`
+	over := `{"auctions":[{"type":"listings","slots":2,"products":{"ids":["P1"]}},{"type":"listings","slots":2,"products":{"ids":["P1","P2"]}}]}`
+	one := `{"auctions":[{"type":"listings","slots":2,"products":{"ids":["P1"]}}]}`
+	origin := map[string]string{"Origin": "https://shop.example"}
+	noCORS := func(what string, r response) {
+		t.Helper()
+		for h := range r.Header {
+			if strings.HasPrefix(h, "Access-Control-") {
+				t.Errorf("%s: CORS header %s: %s", what, h, r.Header.Get(h))
+			}
+		}
+	}
+
+	// The marketplace key: 403 in the documented shape, before anything
+	// is read or limited.
+	r := s.request(t, "POST", "/v2/auctions/explain", s.MarketplaceKey, []byte(one), origin)
+	var authErr struct{ Error, ErrCode, DocURL, Message string }
+	if err := json.Unmarshal(r.Body, &authErr); err != nil || r.Status != 403 || authErr.ErrCode != "wrong_key_type" || authErr.Error != "wrong_key_type" ||
+		authErr.DocURL == "" || authErr.Message == "" || r.Header.Get("X-RateLimit-Limit") != "" {
+		t.Errorf("marketplace key: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	noCORS("marketplace key", r)
+	// A browser's preflight from another origin is not granted.
+	r = s.request(t, "OPTIONS", "/v2/auctions/explain", "", nil, map[string]string{"Origin": "https://shop.example",
+		"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"})
+	if r.Status/100 == 2 {
+		t.Errorf("preflight granted: %d %v", r.Status, r.Header)
+	}
+	noCORS("preflight", r)
+	// /v2/auctions keeps its CORS.
+	if r := s.request(t, "OPTIONS", "/v2/auctions", "", nil, origin); r.Status != 204 || r.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("/v2/auctions preflight: %d %v", r.Status, r.Header)
+	}
+
+	// The advanced key: at the limit (two auctions, two campaigns on
+	// each product: 4 candidates), over it (6), then rate-limited.
+	r = s.request(t, "POST", "/v2/auctions/explain", key, []byte(atLimit), origin)
+	var ok struct {
+		Results []exResult `json:"results"`
+	}
+	if err := json.Unmarshal(r.Body, &ok); err != nil || r.Status != 200 || r.Header.Get("X-RateLimit-Limit") != "3" ||
+		len(ok.Results) != 2 || len(ok.Results[0].Candidates)+len(ok.Results[1].Candidates) != 4 {
+		t.Fatalf("advanced key: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	noCORS("advanced key", r)
+	var v2 struct{ ErrCode, DocURL, Message string }
+	r = s.request(t, "POST", "/v2/auctions/explain", key, []byte(over), nil)
+	if err := json.Unmarshal(r.Body, &v2); err != nil || r.Status != 422 || v2.ErrCode != "too_many_candidates" || v2.DocURL == "" ||
+		!strings.Contains(v2.Message, "more than 4 candidates") || !strings.Contains(v2.Message, "auctions[1]") {
+		t.Errorf("over the candidate limit: %d %s", r.Status, r.Body)
+	}
+	if r := s.request(t, "POST", "/v2/auctions/explain", key, []byte(one), nil); r.Status != 200 {
+		t.Errorf("one product: %d %s", r.Status, r.Body)
+	}
+	r = s.request(t, "POST", "/v2/auctions/explain", key, []byte(one), nil)
+	if err := json.Unmarshal(r.Body, &v2); err != nil || r.Status != 429 || v2.ErrCode != "too_many_requests" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("past the rate limit: %d %v %s", r.Status, r.Header, r.Body)
 	}
 }

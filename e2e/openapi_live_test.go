@@ -114,7 +114,7 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	env := testenv.Get(t)
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
-	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
+	cfg.RateLimitDefault, cfg.RateLimitCatalog, cfg.RateLimitExplain = "5000/1s", "5000/1s", "5000/1s"
 	s := startSystem(t, cfg)
 	c := &contract{s: s, v: v, seen: map[string]bool{}}
 	A, M := s.AdvancedKey, s.MarketplaceKey
@@ -151,7 +151,6 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	c.do(t, "OPTIONS", "/v2/auctions", "", "", nil, 204)
 	c.do(t, "OPTIONS", "/v2/auctions/sponsored-brand", "", "", nil, 204)
 	c.do(t, "OPTIONS", "/v2/auctions/travel", "", "", nil, 204)
-	c.do(t, "OPTIONS", "/v2/auctions/explain", "", "", nil, 204)
 	c.do(t, "POST", "/v2/events", M, fmt.Sprintf(`{"impressions": [{"id": "live-1", "occurredAt": %q, "opaqueUserId": "u-1", "entity": {"type": "product", "id": "p-1"}}],
 		"purchases": [{"id": "live-2", "occurredAt": %q, "opaqueUserId": "u-1", "items": [{"productId": "p-1", "unitPrice": 12.5, "quantity": 2}]}]}`, ts(now), ts(now)), nil, 200)
 	c.do(t, "POST", "/v2/events", M, `{}`, nil, 400)
@@ -160,9 +159,10 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	c.do(t, "POST", "/v2/auctions", M, `{"auctions": []}`, nil, 400)
 	c.do(t, "POST", "/v2/auctions/sponsored-brand", M, `{"auctions": [{"winners": 1, "placementId": "top", "triggers": {"searchQuery": "shoes"}}]}`, nil, 201)
 	c.do(t, "POST", "/v2/auctions/travel", M, `{"auctions": [{"type": "hotels", "slots": 1, "products": [{"id": "h-1"}], "travelContext": {"site": "t.example"}}]}`, nil, 201)
-	c.do(t, "POST", "/v2/auctions/explain", M, `{"auctions": [{"type": "listings", "slots": 2, "products": {"ids": ["p-1", "p-2", "p-404"]}}, {"type": "banners", "slots": 1, "slotId": "top"}]}`, nil, 200)
-	c.do(t, "POST", "/v2/auctions/explain", M, `{"auctions": []}`, nil, 400)
-	c.do(t, "POST", "/v2/auctions/explain", A, `{"auctions": []}`, nil, 401)
+	c.do(t, "POST", "/v2/auctions/explain", A, `{"auctions": [{"type": "listings", "slots": 2, "products": {"ids": ["p-1", "p-2", "p-404"]}}, {"type": "banners", "slots": 1, "slotId": "top"}]}`, nil, 200)
+	c.do(t, "POST", "/v2/auctions/explain", A, `{"auctions": []}`, nil, 400)
+	c.do(t, "POST", "/v2/auctions/explain", M, `{"auctions": []}`, nil, 403)
+	c.do(t, "POST", "/v2/auctions/explain", "", `{"auctions": []}`, nil, 401)
 	c.do(t, "GET", "/v2/auctions", M, "", nil, 405)
 	c.do(t, "POST", "/v2/nothing", M, "{}", nil, 404)
 

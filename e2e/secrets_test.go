@@ -24,7 +24,8 @@ import (
 
 // TestSecretsAtRest runs the api on a Redis of its own, without configured
 // signing keys: an api without a master key refuses to start; an earlier
-// version's plaintext keys are read, rewritten wrapped, and what they signed
+// version's plaintext keys (or planted ones) stop the start until `endcap
+// admin secrets wrap-plaintext` wraps them, and then what they signed
 // (resolvedBidIds, cursors) stays valid; a restart with the same master key
 // finds the same keys; another master key, or an altered wrapped value,
 // stops the start with a clear error and changes nothing in Redis; `endcap
@@ -82,6 +83,21 @@ func TestSecretsAtRest(t *testing.T) {
 		return rdb.Get(ctx, "ec:bid-signing-key:1").Val(), rdb.Get(ctx, "ec:cursor-key").Val()
 	}
 
+	// Plaintext keys in Redis (an earlier version's, or planted by whoever
+	// can write Redis) stop the start with what to do; nothing is rewritten.
+	plainBid, plainCur := stored()
+	if err := runExpectingFailure(t, cfg); !strings.Contains(err.Error(), "ec:bid-signing-key:1") ||
+		!strings.Contains(err.Error(), "plaintext") || !strings.Contains(err.Error(), "endcap admin secrets wrap-plaintext") {
+		t.Errorf("plaintext keys: %v", err)
+	}
+	if b, c := stored(); b != plainBid || c != plainCur {
+		t.Fatal("a start refused for plaintext keys changed them")
+	}
+	// The operator adopts them deliberately: wrapped, what they signed
+	// stays valid.
+	if names, err := app.WrapPlaintextSecrets(ctx, cfg); err != nil || len(names) != 2 {
+		t.Fatalf("WrapPlaintextSecrets: %v %v", names, err)
+	}
 	a := runUntilKeys(t, cfg)
 	checkKeys(a.App)
 	a.stop()

@@ -71,8 +71,11 @@ type Options struct {
 	// (nil: a key of this process's own, so that a link works on this
 	// process only).
 	Cursors *pagination.Signer
-	// Auctions explains auctions (nil: the explain page says it cannot).
-	Auctions Explainer
+	// Auctions explains auctions (nil: the explain page says it cannot),
+	// listing at most ExplainMaxCandidates candidates a request (0: no
+	// limit), as POST /v2/auctions/explain.
+	Auctions             Explainer
+	ExplainMaxCandidates int
 	// MailEnabled: invitations are e-mailed; otherwise the console shows
 	// each pending invitation's link to the admin.
 	MailEnabled bool

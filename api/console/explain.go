@@ -18,7 +18,7 @@ import (
 // Explainer explains auctions (auction.Engine.Explain, the code behind
 // POST /v2/auctions/explain).
 type Explainer interface {
-	Explain(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request) []auction.Explanation
+	Explain(ctx context.Context, m *auction.Market, endpoint auction.EndpointKind, reqs []auction.Request, maxCandidates int) ([]auction.Explanation, error)
 }
 
 // explainForm is the explain page's form: one auction from simple fields,
@@ -93,7 +93,11 @@ func (c *Console) explain(ctx *gin.Context) {
 	defer auction.Release(reqs) // after the page: the results share the requests' strings
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
 	defer cancel()
-	exps := c.o.Auctions.Explain(rctx, api.MarketOf(&v.Marketplace), auction.Auctions, reqs)
+	exps, err := c.o.Auctions.Explain(rctx, api.MarketOf(&v.Marketplace), auction.Auctions, reqs, c.o.ExplainMaxCandidates)
+	if err != nil { // too many candidates: the one error Explain returns
+		c.formError(ctx, errkind.New(errkind.Invalid, err.Error()), again)
+		return
+	}
 	names := map[string]string{}
 	for _, e := range exps {
 		r := explainResult{Explanation: e}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/validation"
+	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/performance"
 )
 
@@ -199,7 +200,7 @@ func (c *Console) writeCSV(ctx *gin.Context, vendor string) {
 		t.Add(r)
 		roas, ok1 := t.ROAS()
 		acos, ok2 := t.ACOS()
-		_ = w.Write([]string{r.Day.Format(time.DateOnly), r.CampaignID, csvSafe(r.Campaign), strconv.FormatUint(r.Impressions, 10), strconv.FormatUint(r.Clicks, 10),
+		_ = w.Write([]string{r.Day.Format(time.DateOnly), exports.FormulaSafe(r.CampaignID), exports.FormulaSafe(r.Campaign), strconv.FormatUint(r.Impressions, 10), strconv.FormatUint(r.Clicks, 10),
 			money.Micros(r.SpendMicros).String(), money.Micros(r.SalesMicros).String(), optFloat(roas, ok1), optFloat(acos, ok2), v.Marketplace.Currency})
 	}
 	w.Flush()
@@ -210,12 +211,4 @@ func optFloat(f float64, ok bool) string {
 		return ""
 	}
 	return strconv.FormatFloat(f, 'f', 4, 64)
-}
-
-// csvSafe keeps a spreadsheet from reading a cell as a formula.
-func csvSafe(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }

@@ -71,7 +71,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys, endcap admin report scored-attribution, endcap admin spend check|fix (endcap help)")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin spend check|fix (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	// Changes made here are audited as the CLI's (management/audit).
@@ -359,16 +359,30 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 // key kept in Redis (unwrapped with the master key) in the form of
 // ENDCAP_BID_SIGNING_KEYS, so that an installation can move to configured
 // keys and rotate them (docs/resolved-bid-id.md, Rotation).
+//
+// `endcap admin secrets wrap-plaintext` wraps with the master key the keys
+// an earlier version left in Redis in plaintext, which the api refuses to
+// start with (docs/operations.md, Secrets).
 func cmdSecrets(ctx context.Context, verb string, args []string) error {
-	if verb != "bid-keys" {
-		return fmt.Errorf("usage: endcap admin secrets bid-keys [flags]; unknown %q", verb)
+	if verb != "bid-keys" && verb != "wrap-plaintext" {
+		return fmt.Errorf("usage: endcap admin secrets bid-keys|wrap-plaintext [flags]; unknown %q", verb)
 	}
-	cfg, _, err := parse("admin secrets bid-keys", args, nil)
+	cfg, _, err := parse("admin secrets "+verb, args, nil)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	if verb == "wrap-plaintext" {
+		wrapped, err := app.WrapPlaintextSecrets(ctx, cfg)
+		for _, name := range wrapped {
+			fmt.Println("wrapped", name)
+		}
+		if err == nil && len(wrapped) == 0 {
+			fmt.Println("no plaintext key in Redis")
+		}
+		return err
+	}
 	spec, err := app.SharedBidKeys(ctx, cfg)
 	if err != nil {
 		return err

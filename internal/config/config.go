@@ -69,10 +69,13 @@ type Config struct {
 	MaxPublicBodyBytes int64
 	RateLimitCatalog   string
 	RateLimitDefault   string
-	CursorSecret       string
-	BidSigningKeys     string
-	SecretKeyFile      string
-	SecretKey          string
+	RateLimitExplain   string
+	// ExplainMaxCandidates bounds the candidates of one explain request.
+	ExplainMaxCandidates int
+	CursorSecret         string
+	BidSigningKeys       string
+	SecretKeyFile        string
+	SecretKey            string
 
 	ProjectorBatchRows     int
 	EventsBatchRows        int
@@ -118,10 +121,18 @@ type Config struct {
 	OIDCScopes           string
 	OIDCRoleClaim        string
 	OIDCRoleMap          string
+	// Segment caps: members and Redis bytes of one segment, and of all
+	// the segments of a marketplace (0: no cap).
+	SegmentMaxMembers, SegmentMaxBytes, SegmentsMaxMembers, SegmentsMaxBytes int64
+	// InvitationMailsPerDay caps a marketplace's invitation e-mails a UTC day.
+	InvitationMailsPerDay int
 
 	// TrustedProxies: the addresses (IPs or CIDRs) of the reverse proxies
 	// whose X-Forwarded-For and X-Real-IP name the client; nil: none.
 	TrustedProxies []string
+
+	// ReadyzDetail: /readyz answers the error text of failing checks.
+	ReadyzDetail bool
 
 	MetricsAddr     string
 	DebugAddr       string
@@ -129,6 +140,9 @@ type Config struct {
 	LogLevel        string
 	LogFormat       string
 }
+
+// MinCursorSecret is the shortest ENDCAP_CURSOR_SECRET accepted, in bytes.
+const MinCursorSecret = 32
 
 type setting struct {
 	flag, env, def, usage string
@@ -147,6 +161,17 @@ func integer(p func(*Config) *int, min int) func(*Config, string) error {
 		}
 		if n < min {
 			return fmt.Errorf("must be at least %d, got %d", min, n)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func int64Setting(p func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("must be an integer of 0 or more, got %q", v)
 		}
 		*p(c) = n
 		return nil
@@ -325,7 +350,15 @@ var settings = []setting{
 	}},
 	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
-	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors (empty: a random key shared through Redis, wrapped with the master key)", str(func(c *Config) *string { return &c.CursorSecret })},
+	{"rate-limit-explain", "ENDCAP_RATE_LIMIT_EXPLAIN", "2/1s", "requests per period and advanced API key on POST /v2/auctions/explain", rateLimit(func(c *Config) *string { return &c.RateLimitExplain })},
+	{"explain-max-candidates", "ENDCAP_EXPLAIN_MAX_CANDIDATES", "5000", "candidates POST /v2/auctions/explain (and the console's explain page) lists for one request at most, over all its auctions; past it the answer is 422 too_many_candidates (docs/auction-ranking.md, Explain)", integer(func(c *Config) *int { return &c.ExplainMaxCandidates }, 1)},
+	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
+		if v != "" && len(v) < MinCursorSecret {
+			return fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))
+		}
+		c.CursorSecret = v
+		return nil
+	}},
 	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
 	{"secret-key-file", "ENDCAP_SECRET_KEY_FILE", "", "file holding the master key (32 random bytes in base64; several lines while rotating, the first wraps) that wraps the secrets kept in Redis; required by the api unless both keys above are set (endcap dev makes one in its data dir); see docs/operations.md, Secrets", str(func(c *Config) *string { return &c.SecretKeyFile })},
 	{"secret-key", "ENDCAP_SECRET_KEY", "", "the master key itself, instead of --secret-key-file (prefer the file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.SecretKey })},
@@ -464,6 +497,19 @@ var settings = []setting{
 		}
 		return fmt.Errorf("must be starttls, tls or none, got %q", v)
 	}},
+	{"readyz-detail", "ENDCAP_READYZ_DETAIL", "false", "/readyz gives the error text of a failing check (addresses, the dependency's messages) instead of only \"failing\"; the text is logged either way (docs/operations.md, Health)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.ReadyzDetail = b
+		return nil
+	}},
+	{"segment-max-members", "ENDCAP_SEGMENT_MAX_MEMBERS", "20000000", "members one segment may hold; an upload that would pass it is refused whole, 422 segment_too_large (0: no cap; docs/segments.md, Limits)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxMembers })},
+	{"segment-max-bytes", "ENDCAP_SEGMENT_MAX_BYTES", "1073741824", "bytes of Redis one segment's members may take (Redis's MEMORY USAGE estimate); past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxBytes })},
+	{"segments-max-members", "ENDCAP_SEGMENTS_MAX_MEMBERS", "100000000", "members all the segments of one marketplace may hold together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxMembers })},
+	{"segments-max-bytes", "ENDCAP_SEGMENTS_MAX_BYTES", "5368709120", "bytes of Redis all the segments of one marketplace may take together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxBytes })},
+	{"invitation-emails-per-day", "ENDCAP_INVITATION_EMAILS_PER_DAY", "1000", "invitation e-mails a marketplace may have sent per UTC day when ENDCAP_SMTP_ADDR is set; a request that would pass it creates nothing and is 429 with Retry-After (docs/billing-webhooks-invitations-offsite.md)", integer(func(c *Config) *int { return &c.InvitationMailsPerDay }, 1)},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
 	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit: for the HTTP requests in flight, then for each projector's batch in flight to be folded and committed", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},

@@ -72,6 +72,10 @@ func TestPrecedence(t *testing.T) {
 		{"a trusted mapped IPv4 range wider than a /8", nil, []string{"--trusted-proxies", "::ffff:0:0/96"}, nil, `"::ffff:0:0/96" is too wide`},
 		{"downloads per user", nil, nil, func(c Config) bool { return c.ConsoleDownloads == 2 }, ""},
 		{"no download per user", nil, []string{"--console-downloads-per-user", "0"}, nil, "at least 1"},
+		{"cursor secret of 32 bytes", map[string]string{"ENDCAP_CURSOR_SECRET": strings.Repeat("k", 32)}, nil, func(c Config) bool { return len(c.CursorSecret) == 32 }, ""},
+		{"short cursor secret", map[string]string{"ENDCAP_CURSOR_SECRET": strings.Repeat("k", 31)}, nil, nil, "cursor-secret (ENDCAP_CURSOR_SECRET): must be at least 32 bytes"},
+		{"no cursor secret", nil, nil, func(c Config) bool { return c.CursorSecret == "" && !c.ReadyzDetail }, ""},
+		{"readyz detail", nil, []string{"--readyz-detail", "true"}, func(c Config) bool { return c.ReadyzDetail }, ""},
 		{"database on a cluster", map[string]string{"ENDCAP_REDIS_CLUSTER": "1"}, []string{"--redis-db", "2"}, nil, "must be 0 with redis-cluster"},
 	}
 	for _, c := range cases {

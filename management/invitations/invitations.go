@@ -81,6 +81,7 @@ type Service struct {
 	items *statelog.Collection[Invitation]
 	cat   entityref.Catalog
 	now   func() time.Time
+	cap   *mailCap // nil: invitation e-mails are not counted
 }
 
 // New registers the invitations collection on log (before the log runs).
@@ -189,7 +190,15 @@ func (s *Service) Create(ctx context.Context, mp string, list *[]Invite) ([]Invi
 			ws = append(ws, statelog.Write[Invitation]{ID: inv.ID, Expected: 0, Value: inv})
 		}
 	}
+	if s.cap != nil && len(ws) > 0 {
+		if err := s.cap.take(ctx, mp, len(ws), now); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.items.PutMany(ctx, mp, ws); err != nil {
+		if s.cap != nil && len(ws) > 0 && errors.Is(err, statelog.ErrConflict) { // nothing written (an unconfirmed write stays counted)
+			s.cap.giveBack(ctx, mp, len(ws), now)
+		}
 		if keyed && errors.Is(err, statelog.ErrConflict) {
 			if created() == len(out) {
 				return out, nil

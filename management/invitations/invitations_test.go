@@ -2,10 +2,16 @@ package invitations_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/internal/vendorid"
@@ -132,5 +138,66 @@ func TestCreateAndList(t *testing.T) {
 	}
 	if s := out[0].StatusAt(out[0].ExpiresAt); s != "expired" {
 		t.Fatalf("status at expiry %q", s)
+	}
+}
+
+// TestDailyMailCap: with a cap, a marketplace's invitations of a UTC day
+// (one e-mail each) are counted: a request that would pass the cap creates
+// nothing and is a CapError (TooMany, with the next day's start), another
+// marketplace counts apart, and the retry of a request with an idempotency
+// key that created its invitations counts nothing more.
+func TestDailyMailCap(t *testing.T) {
+	mp, mp2, mp3 := "mp-"+uuid.NewString(), "mp2-"+uuid.NewString(), "mp3-"+uuid.NewString()
+	svc := open(t, fakeCatalog{mp + "/v-1": true, mp2 + "/v-1": true, mp3 + "/v-1": true})
+	rdb := testenv.Get(t).Redis(t)
+	defer rdb.Close()
+	svc.SetDailyMailCap(rdb, 5)
+	batch := func(prefix string, n int) *[]invitations.Invite {
+		in := make([]invitations.Invite, n)
+		for i := range in {
+			in[i] = inv("v-1", fmt.Sprintf("%s%d@example.com", prefix, i), "vendor_analyst")
+		}
+		return &in
+	}
+	ctx := context.Background()
+	if _, err := svc.Create(ctx, mp, batch("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.Create(ctx, mp, batch("b", 3)) // 6 > 5
+	capErr, ok := errors.AsType[*invitations.CapError](err)
+	if !ok || errkind.KindOf(err) != errkind.TooMany || capErr.Limit != 5 || !capErr.Reset.Equal(time.Now().UTC().Truncate(24*time.Hour).Add(24*time.Hour)) {
+		t.Fatalf("past the cap: %v", err)
+	}
+	if invs, _ := svc.List(mp, "", "", 100); len(invs) != 3 {
+		t.Fatalf("%d invitations stored, want 3", len(invs))
+	}
+	if _, err := svc.Create(ctx, mp, batch("c", 6)); errkind.KindOf(err) != errkind.TooMany {
+		t.Fatalf("more than the cap in one request: %v", err)
+	}
+	// Up to the cap; another marketplace apart.
+	if _, err := svc.Create(ctx, mp, batch("d", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Create(ctx, mp, batch("e", 1)); errkind.KindOf(err) != errkind.TooMany {
+		t.Fatalf("one past the cap: %v", err)
+	}
+	if _, err := svc.Create(ctx, mp2, batch("a", 5)); err != nil {
+		t.Fatalf("another marketplace: %v", err)
+	}
+	// A keyed request replayed after it created its invitations: not
+	// counted again.
+	kctx := idempotency.WithRequest(ctx, mp3, "key-1", "fp", time.Now())
+	first, err := svc.Create(kctx, mp3, batch("k", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := svc.Create(kctx, mp3, batch("k", 2)); err != nil || again[0].ID != first[0].ID {
+		t.Fatalf("replay: %v", err)
+	}
+	if _, err := svc.Create(ctx, mp3, batch("l", 3)); err != nil {
+		t.Fatalf("the replay was counted: %v", err)
+	}
+	if _, err := svc.Create(ctx, mp3, batch("m", 1)); errkind.KindOf(err) != errkind.TooMany {
+		t.Fatalf("mp3 past its cap: %v", err)
 	}
 }

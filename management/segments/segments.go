@@ -105,6 +105,7 @@ type Service struct {
 	stagingTTL   time.Duration
 	oldGrace     time.Duration
 	log          *slog.Logger
+	caps         Caps
 }
 
 // Option configures a Service.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/endcap/endcap/internal/bounded"
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/internal/validation"
@@ -68,8 +70,18 @@ func (s *Service) Upload(ctx context.Context, mp, id string, action Action, file
 		return 0, statelog.ErrConflict
 	}
 	staged := !exists || action == ActionReplace
+	// With caps, an add to an existing segment is staged too: the file's
+	// ids that are not members go to a set of their own, measured with the
+	// segment before any of them becomes a member (capped, below).
+	addStaged := !staged && action == ActionAdd && s.caps != (Caps{})
 	var write func(ctx context.Context, ids []any) error
 	switch {
+	case addStaged:
+		key, live := memberKey(mp, id, gen), memberKey(mp, id, st.Generation)
+		write = func(ctx context.Context, ids []any) error {
+			args := append([]any{s.stagingTTL.Milliseconds()}, ids...)
+			return stageNewScript.Run(ctx, s.rdb, []string{key, live}, args...).Err()
+		}
 	case staged:
 		if action == ActionRemove {
 			break // a new segment has nothing to remove: validate only
@@ -90,10 +102,32 @@ func (s *Service) Upload(ctx context.Context, mp, id string, action Action, file
 		write = func(ctx context.Context, ids []any) error { return s.rdb.SRem(ctx, key, ids...).Err() }
 	}
 	if err := s.stream(l.ctx, file, write); err != nil {
-		if staged {
+		if staged || addStaged {
 			s.discard(ctx, memberKey(mp, id, gen))
 		}
 		return 0, err
+	}
+	if staged || addStaged {
+		keys := []string{memberKey(mp, id, gen)}
+		if addStaged {
+			keys = append(keys, memberKey(mp, id, st.Generation))
+		}
+		u, err := s.measure(l.ctx, keys)
+		if err == nil {
+			err = s.checkCaps(l.ctx, mp, id, u)
+		} else {
+			err = unavailable(err)
+		}
+		if err != nil {
+			s.discard(ctx, memberKey(mp, id, gen))
+			return 0, err
+		}
+	}
+	if addStaged {
+		if err := s.merge(l.ctx, memberKey(mp, id, gen), memberKey(mp, id, st.Generation)); err != nil {
+			return 0, err
+		}
+		s.discard(ctx, memberKey(mp, id, gen))
 	}
 	if !staged {
 		_, ver, _ = s.coll.Get(mp, id) // a PUT may have run meanwhile
@@ -101,6 +135,40 @@ func (s *Service) Upload(ctx context.Context, mp, id string, action Action, file
 	}
 	l.unstage()
 	return s.commit(ctx, mp, id, gen, ifMatch)
+}
+
+// stageNewScript adds to KEYS[1] the ids (ARGV[2:]) that are not members
+// of KEYS[2] (the segment's members), and sets KEYS[1]'s TTL (ARGV[1] ms).
+var stageNewScript = redis.NewScript(`
+for i = 2, #ARGV do
+  if redis.call("SISMEMBER", KEYS[2], ARGV[i]) == 0 then redis.call("SADD", KEYS[1], ARGV[i]) end
+end
+redis.call("PEXPIRE", KEYS[1], ARGV[1])
+return 1`)
+
+// merge adds the members of staged to live, a chunk a round trip (SSCAN,
+// SADD: Redis is never blocked on the whole set). It fails like an add
+// that fails midway: the chunks added stay added.
+func (s *Service) merge(ctx context.Context, staged, live string) error {
+	var cursor uint64
+	for {
+		ids, next, err := s.rdb.SScan(ctx, staged, cursor, "", int64(s.chunk)).Result()
+		if err != nil {
+			return unavailable(err)
+		}
+		if len(ids) > 0 {
+			args := make([]any, len(ids))
+			for i, id := range ids {
+				args[i] = id
+			}
+			if err := s.rdb.SAdd(ctx, live, args...).Err(); err != nil {
+				return unavailable(err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // stream reads the file's ids and hands them to write in chunks, from a

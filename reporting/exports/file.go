@@ -90,7 +90,10 @@ func (cw *csvWriter) Write(row []cell) error {
 
 func (cw *csvWriter) Close() error { return cw.w.Flush() }
 
-// appendText appends a cell as text; csv quotes it when needed.
+// appendText appends a cell as text; csv quotes it when needed, and
+// neutralises a string a spreadsheet would run as a formula (FormulaSafe;
+// the other kinds are numbers, dates, booleans and JSON arrays, which
+// never begin with a formula's character but for a negative number).
 func appendText(b []byte, k Kind, c *cell, csv bool) []byte {
 	if c.null {
 		return b
@@ -98,7 +101,7 @@ func appendText(b []byte, k Kind, c *cell, csv bool) []byte {
 	switch k {
 	case KindString:
 		if csv {
-			return appendCSVField(b, c.s)
+			return appendCSVField(b, FormulaSafe(c.s))
 		}
 		return append(b, c.s...)
 	case KindStrings:

@@ -3,6 +3,7 @@ package exports
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -19,6 +20,11 @@ func TestFormatsAgree(t *testing.T) {
 			{m: moneyOf(0, 250)}, {f: 0.25}, {s: "x"}},
 		{{i: 0}, {s: ""}, {i: 0}, {ss: nil}, {b: false}, {m: moneyOf(2_345, 670)}, {null: true}, {null: true}, {s: "line\nbreak"}},
 		{{i: -3}, {s: "ünïcode 🛒"}, {i: -1}, {ss: []string{""}}, {b: true}, {m: moneyOf(-1_500_000, 0)}, {m: moneyOf(9_000_000_000_000_000, 999)}, {f: 1.0 / 3}, {s: " "}},
+		// Formulas in text cells (a spreadsheet would run them); the
+		// negative numbers stay numbers.
+		{{i: -4}, {s: `=HYPERLINK("https://evil.example","x")`}, {i: 1}, {ss: []string{"=1+1"}}, {b: false}, {m: moneyOf(-2_000_000, 0)}, {null: true}, {f: -0.5}, {s: "@SUM(A1)"}},
+		{{i: 1}, {s: "+1"}, {i: 1}, {ss: nil}, {b: false}, {m: moneyOf(0, 0)}, {null: true}, {null: true}, {s: "-2+3"}},
+		{{i: 1}, {s: "\tx"}, {i: 1}, {ss: nil}, {b: false}, {m: moneyOf(0, 0)}, {null: true}, {null: true}, {s: "\r=1"}},
 	}
 	files := map[string][]byte{}
 	for _, format := range []string{FormatCSV, FormatParquet} {
@@ -56,9 +62,20 @@ func TestFormatsAgree(t *testing.T) {
 		{"7", `Summer, "big" sale`, "2026-11-21", `["shoes","red"]`, "true", "5.55556", "0.00000025", "0.25", "x"},
 		{"0", "", "1970-01-01", "[]", "false", "0.00234567", "", "", "line\nbreak"},
 		{"-3", "ünïcode 🛒", "1969-12-31", `[""]`, "true", "-1.5", "9000000000.000000999", "0.3333333333333333", " "},
+		{"-4", `=HYPERLINK("https://evil.example","x")`, "1970-01-02", `["=1+1"]`, "false", "-2", "", "-0.5", "@SUM(A1)"},
+		{"1", "+1", "1970-01-02", "[]", "false", "0", "", "", "-2+3"},
+		{"1", "\tx", "1970-01-02", "[]", "false", "0", "", "", "\r=1"},
 	}
-	if !reflect.DeepEqual(rc, want) {
-		t.Errorf("csv rows\n%q\nwant\n%q", rc, want)
+	// Parquet holds the values as they are (typed columns, no formulas);
+	// CSV's text cells that a spreadsheet would run get an apostrophe.
+	wantCSV := slices.Clone(want)
+	for i, r := range want[3:] {
+		r = slices.Clone(r)
+		r[1], r[8] = "'"+r[1], "'"+r[8]
+		wantCSV[3+i] = r
+	}
+	if !reflect.DeepEqual(rc, wantCSV) {
+		t.Errorf("csv rows\n%q\nwant\n%q", rc, wantCSV)
 	}
 	if !reflect.DeepEqual(rp, want) {
 		t.Errorf("parquet rows\n%q\nwant\n%q", rp, want)
@@ -129,5 +146,20 @@ func TestFormatsAgreeManyRows(t *testing.T) {
 	}
 	if rc[n-1][1] != moneyOf(int64(n-1)*1_234_567, uint64((n-1)%1000)).String() {
 		t.Errorf("last row %q", rc[n-1])
+	}
+}
+
+// TestFormulaSafe: the characters that make a spreadsheet read a cell as a
+// formula (OWASP, CSV injection) get an apostrophe in front; nothing else
+// is touched.
+func TestFormulaSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"=1+1": "'=1+1", "+1": "'+1", "-1": "'-1", "@SUM(A1)": "'@SUM(A1)", "\tx": "'\tx", "\r=1": "'\r=1",
+		"=HYPERLINK(\"https://evil.example\")": "'=HYPERLINK(\"https://evil.example\")",
+		"":                                     "", "shoes": "shoes", " =1": " =1", "a=1": "a=1", "'=1": "'=1", "1-2": "1-2", "\n=1": "\n=1", "é=": "é=",
+	} {
+		if got := FormulaSafe(in); got != want {
+			t.Errorf("FormulaSafe(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

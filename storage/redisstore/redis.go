@@ -160,19 +160,32 @@ func MasterFor(ctx context.Context, rdb redis.UniversalClient, key string) (*red
 
 // ErrSecret means the value at a shared secret's key cannot be used: it does
 // not unwrap with the master keys (wrapped with another master key, or
-// altered), or it is neither wrapped nor a plaintext secret of an earlier
-// version. Waiting does not fix it.
+// altered), or it is not a wrapped secret at all. Waiting does not fix it.
 var ErrSecret = errors.New("unusable shared secret")
 
+// ErrPlaintextSecret (an ErrSecret) means the value at a shared secret's key
+// is a secret in plaintext (the form of earlier versions, 64 hexadecimal
+// digits). It is refused: whoever can write Redis could plant a key of
+// their choosing, and rewrapping it would make it the processes' own.
+// WrapPlaintextSecret adopts one deliberately.
+var ErrPlaintextSecret = fmt.Errorf("%w: a plaintext secret", ErrSecret)
+
 var replaceScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("SET", KEYS[1], ARGV[2]) return 1 else return 0 end`)
+
+// plaintextSecret decodes v when it is a secret in the plaintext form of
+// earlier versions.
+func plaintextSecret(v string) ([]byte, bool) {
+	b, err := hex.DecodeString(v)
+	return b, err == nil && len(b) == 32
+}
 
 // SharedSecret returns the 32-byte secret stored at key, creating it with
 // random bytes when absent (SET NX), so that every process shares it. Redis
 // holds it only wrapped with the master keys (package masterkey, the key's
-// name as additional data). A value found in the plaintext form of earlier
-// versions (64 hexadecimal digits), or wrapped with a master key other
-// than the first, is returned and rewritten wrapped with the first, so
-// that what was signed with it stays valid.
+// name as additional data). A value wrapped with a master key other than
+// the first is returned and rewritten wrapped with the first, so that what
+// was signed with it stays valid. A plaintext value is ErrPlaintextSecret
+// and is left as it is.
 func SharedSecret(ctx context.Context, rdb redis.UniversalClient, key string, keys *masterkey.Keys) ([]byte, error) {
 	if keys == nil {
 		return nil, fmt.Errorf("%w: %s: no master key to wrap it with", ErrSecret, key)
@@ -195,8 +208,10 @@ func SharedSecret(ctx context.Context, rdb redis.UniversalClient, key string, ke
 			if secret, current, err = keys.Unwrap(key, v); err != nil {
 				return nil, fmt.Errorf("%w: %s in Redis %w", ErrSecret, key, err)
 			}
-		} else if secret, err = hex.DecodeString(v); err != nil || len(secret) != 32 {
-			return nil, fmt.Errorf("%w: %s in Redis is neither a wrapped secret nor a plaintext one of an earlier version", ErrSecret, key)
+		} else if _, ok := plaintextSecret(v); ok {
+			return nil, fmt.Errorf("%w: %s in Redis is not wrapped with the master key", ErrPlaintextSecret, key)
+		} else {
+			return nil, fmt.Errorf("%w: %s in Redis is not a wrapped secret", ErrSecret, key)
 		}
 		if current {
 			return secret, nil
@@ -211,4 +226,34 @@ func SharedSecret(ctx context.Context, rdb redis.UniversalClient, key string, ke
 			return secret, nil
 		}
 	}
+}
+
+// WrapPlaintextSecret rewrites the plaintext secret at key (the form of
+// earlier versions) wrapped with the first master key, so that what it
+// signed stays valid: the operator's deliberate adoption of a key that
+// SharedSecret refuses. It reports whether it rewrote one; an absent or
+// already wrapped value is left alone.
+func WrapPlaintextSecret(ctx context.Context, rdb redis.UniversalClient, key string, keys *masterkey.Keys) (bool, error) {
+	if keys == nil {
+		return false, fmt.Errorf("%w: %s: no master key to wrap it with", ErrSecret, key)
+	}
+	v, err := rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	secret, ok := plaintextSecret(v)
+	if !ok {
+		return false, nil
+	}
+	n, err := replaceScript.Run(ctx, rdb, []string{key}, v, keys.Wrap(key, secret)).Int()
+	if err != nil {
+		return false, err
+	}
+	if n != 1 {
+		return false, fmt.Errorf("%s changed while it was being wrapped; run the command again", key)
+	}
+	return true, nil
 }

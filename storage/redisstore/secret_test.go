@@ -15,8 +15,8 @@ import (
 )
 
 // TestSharedSecret: the secret is kept in Redis only wrapped; every caller
-// gets the same one; a plaintext secret of an earlier version is kept and
-// rewritten wrapped; a master key rotation rewraps; a wrong master key or an
+// gets the same one; a plaintext secret (an earlier version's, or planted)
+// is refused and left alone until WrapPlaintextSecret adopts it; a master key rotation rewraps; a wrong master key or an
 // altered value is ErrSecret and leaves the value alone.
 func TestSharedSecret(t *testing.T) {
 	rdb := testenv.Get(t).Redis(t)
@@ -56,19 +56,33 @@ func TestSharedSecret(t *testing.T) {
 		}
 	})
 
-	t.Run("plaintext of an earlier version", func(t *testing.T) {
+	t.Run("plaintext is refused until wrapped deliberately", func(t *testing.T) {
 		k, key := mk(), name()
 		old := []byte(strings.Repeat("p", 32))
-		rdb.Set(ctx, key, hex.EncodeToString(old), 0)
+		plain := hex.EncodeToString(old)
+		rdb.Set(ctx, key, plain, 0)
 		got, err := redisstore.SharedSecret(ctx, rdb, key, k)
-		if err != nil || string(got) != string(old) {
-			t.Fatalf("%q %v", got, err)
+		if !errors.Is(err, redisstore.ErrPlaintextSecret) || !errors.Is(err, redisstore.ErrSecret) || got != nil || !strings.Contains(err.Error(), key) {
+			t.Fatalf("a plaintext secret: %q %v", got, err)
 		}
-		if v := stored(key); !masterkey.Wrapped(v) {
+		if v := stored(key); v != plain {
+			t.Fatalf("the refused value was changed: %q", v)
+		}
+		if ok, err := redisstore.WrapPlaintextSecret(ctx, rdb, key, k); !ok || err != nil {
+			t.Fatalf("WrapPlaintextSecret: %v %v", ok, err)
+		}
+		if v := stored(key); !masterkey.Wrapped(v) || strings.Contains(v, plain) {
 			t.Errorf("not rewritten wrapped: %q", v)
 		}
 		if got, err := redisstore.SharedSecret(ctx, rdb, key, k); err != nil || string(got) != string(old) {
-			t.Errorf("read again: %q %v", got, err)
+			t.Errorf("read once wrapped: %q %v", got, err)
+		}
+		// Wrapped already, or absent: nothing to do.
+		if ok, err := redisstore.WrapPlaintextSecret(ctx, rdb, key, k); ok || err != nil {
+			t.Errorf("wrapping a wrapped secret: %v %v", ok, err)
+		}
+		if ok, err := redisstore.WrapPlaintextSecret(ctx, rdb, name(), k); ok || err != nil {
+			t.Errorf("wrapping an absent secret: %v %v", ok, err)
 		}
 	})
 
