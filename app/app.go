@@ -210,7 +210,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		return nil, err
 	}
 
-	a.health = api.NewHealth(a.checks())
+	a.health = api.NewHealth(redactChecks(a.checks(), cfg.Secrets()))
 	deps := api.Deps{
 		Health:              a.health,
 		MaxBodyBytes:        cfg.MaxBodyBytes,

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -74,7 +76,7 @@ func main() {
 	case "admin":
 		err = cmdAdmin(ctx, args)
 	case "config":
-		printConfig(args)
+		printConfig(os.Stdout, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -117,11 +119,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.InsecureDefaults(); err != nil {
+		return err
+	}
 	t, err := app.ParseTarget(target)
 	if err != nil {
 		return err
 	}
-	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log := newLogger(cfg, cfg.LogLevel)
 	gomem.Tune(memoryRole(t), log)
 	a, err := app.New(cfg, t, log)
 	if err != nil {
@@ -151,7 +156,7 @@ func envOr(k, def string) string {
 
 // printConfig lists every setting; with --markdown as the table of
 // docs/operations.md.
-func printConfig(args []string) {
+func printConfig(w io.Writer, args []string) {
 	md := len(args) > 0 && args[0] == "--markdown"
 	for _, row := range config.EnvTable() {
 		def := row[2]
@@ -159,9 +164,15 @@ func printConfig(args []string) {
 			if def == "" {
 				def = "(empty)"
 			}
-			fmt.Printf("| `%s` | `%s` | `%s` | %s |\n", row[0], row[1], def, strings.ReplaceAll(row[3], "|", "or"))
+			fmt.Fprintf(w, "| `%s` | `%s` | `%s` | %s |\n", row[0], row[1], def, strings.ReplaceAll(row[3], "|", "or"))
 			continue
 		}
-		fmt.Printf("%-28s %-34s %-24s %s\n", row[0], row[1], def, row[3])
+		fmt.Fprintf(w, "%-28s %-34s %-24s %s\n", row[0], row[1], def, row[3])
 	}
+}
+
+// newLogger is the process's logger at this level, every secret of the
+// configuration blanked out of its lines.
+func newLogger(cfg config.Config, level string) *slog.Logger {
+	return telemetry.NewRedactor(cfg.Secrets()).Logger(telemetry.NewLogger(os.Stderr, level, cfg.LogFormat))
 }
