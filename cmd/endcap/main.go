@@ -42,6 +42,7 @@ Usage:
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap admin spend check|fix --marketplace ID                 compare the campaigns' Redis spend with the ClickHouse charges; fix sets it to them
   endcap config [--markdown]                                    list every setting and its variable
+  endcap config check [--timeout 5s] [flags]                    reach Kafka, ClickHouse, Redis, S3 (and SMTP) with these settings, a line each; exit 1 if any fails
 %s
 Every command takes the configuration flags; each flag also reads an ENDCAP_* variable
 (run 'endcap config' for the list).
@@ -76,6 +77,10 @@ func main() {
 	case "admin":
 		err = cmdAdmin(ctx, args)
 	case "config":
+		if len(args) > 0 && args[0] == "check" {
+			err = cmdConfigCheck(ctx, os.Stdout, args[1:])
+			break
+		}
 		printConfig(os.Stdout, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)

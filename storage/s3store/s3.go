@@ -3,9 +3,11 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -89,4 +91,29 @@ func defaultChain(region string) aws.CredentialsProvider {
 		})
 	}
 	return ac.Credentials
+}
+
+// Probe writes an object under key, reads it back and deletes it: that the
+// bucket takes writes, reads and deletes with these credentials.
+func (s *Store) Probe(ctx context.Context, key string) error {
+	body := []byte("endcap probe " + key)
+	if _, err := s.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+		return fmt.Errorf("s3: write %s/%s: %w", s.Bucket, key, err)
+	}
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return fmt.Errorf("s3: read %s/%s: %w", s.Bucket, key, err)
+	}
+	got, err := io.ReadAll(io.LimitReader(out.Body, int64(len(body))+1))
+	_ = out.Body.Close()
+	if err != nil {
+		return fmt.Errorf("s3: read %s/%s: %w", s.Bucket, key, err)
+	}
+	if !bytes.Equal(got, body) {
+		return fmt.Errorf("s3: read %s/%s: %d bytes that are not those written", s.Bucket, key, len(got))
+	}
+	if _, err := s.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)}); err != nil {
+		return fmt.Errorf("s3: delete %s/%s: %w", s.Bucket, key, err)
+	}
+	return nil
 }
