@@ -214,7 +214,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		return nil, err
 	}
 
-	a.health = api.NewHealth(a.checks())
+	a.health = api.NewHealth(redactChecks(a.checks(), cfg.Secrets()))
 	a.health.Detail, a.health.Log = cfg.ReadyzDetail, log
 	deps := api.Deps{
 		Health:              a.health,

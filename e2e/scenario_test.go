@@ -25,6 +25,7 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
@@ -55,6 +56,9 @@ func (d *scStack) flags() []string {
 		"--clickhouse-addr", fmt.Sprintf("127.0.0.1:%d", d.ch),
 		"--redis-addr", fmt.Sprintf("127.0.0.1:%d", d.redis),
 		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3),
+		// The local S3 server's keys, which are not defaults: what endcap
+		// dev gives its server, and the commands need to reach it.
+		"--s3-access-key", localstack.DefaultS3AccessKey, "--s3-secret-key", localstack.DefaultS3SecretKey,
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/campaigns"
@@ -38,7 +37,7 @@ type adminSession struct {
 }
 
 func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
-	log := telemetry.NewLogger(os.Stderr, "warn", cfg.LogFormat)
+	log := newLogger(cfg, "warn")
 	cl, err := kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-admin"))
 	if err != nil {
 		return nil, err

@@ -23,7 +23,6 @@ import (
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/gomem"
 	"github.com/endcap/endcap/internal/masterkey"
-	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/users"
 )
@@ -87,7 +86,7 @@ func cmdDev(ctx context.Context, args []string) error {
 	if t != app.TargetAll && t != app.TargetAPI {
 		return fmt.Errorf("--target %q: endcap dev runs all or api", target)
 	}
-	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log := newLogger(cfg, cfg.LogLevel)
 	gomem.Tune(memoryRole(t), log)
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err
@@ -115,6 +114,11 @@ func cmdDev(ctx context.Context, args []string) error {
 
 	opts := localstack.DefaultOptions(dir)
 	opts.ClickHousePort, opts.ClickHouseHTTPPort, opts.RedisPort, opts.S3Port = chPort, chHTTPPort, redisPort, s3Port
+	if cfg.S3AccessKey == "" && cfg.S3SecretKey == "" {
+		// The local S3 server's keys: not defaults of the configuration,
+		// so that no other process uses them by omission.
+		cfg.S3AccessKey, cfg.S3SecretKey = localstack.DefaultS3AccessKey, localstack.DefaultS3SecretKey
+	}
 	opts.S3AccessKey, opts.S3SecretKey = cfg.S3AccessKey, cfg.S3SecretKey
 	opts.ClickHouseSystemLogs = chLogs
 	opts.Logger = log
@@ -388,7 +392,7 @@ func cmdKafka(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log := newLogger(cfg, cfg.LogLevel)
 	cluster, err := startKfake(cfg, dir)
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,6 +43,7 @@ Usage:
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap admin spend check|fix --marketplace ID                 compare the campaigns' Redis spend with the ClickHouse charges; fix sets it to them
   endcap config [--markdown]                                    list every setting and its variable
+  endcap config check [--timeout 5s] [flags]                    reach Kafka, ClickHouse, Redis, S3 (and SMTP) with these settings, a line each; exit 1 if any fails
 %s
 Every command takes the configuration flags; each flag also reads an ENDCAP_* variable
 (run 'endcap config' for the list).
@@ -75,7 +78,11 @@ func main() {
 	case "admin":
 		err = cmdAdmin(ctx, args)
 	case "config":
-		printConfig(args)
+		if len(args) > 0 && args[0] == "check" {
+			err = cmdConfigCheck(ctx, os.Stdout, args[1:])
+			break
+		}
+		printConfig(os.Stdout, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -118,11 +125,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.InsecureDefaults(); err != nil {
+		return err
+	}
 	t, err := app.ParseTarget(target)
 	if err != nil {
 		return err
 	}
-	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log := newLogger(cfg, cfg.LogLevel)
 	gomem.Tune(memoryRole(t), log)
 	a, err := app.New(cfg, t, log)
 	if err != nil {
@@ -152,7 +162,7 @@ func envOr(k, def string) string {
 
 // printConfig lists every setting; with --markdown as the table of
 // docs/operations.md.
-func printConfig(args []string) {
+func printConfig(w io.Writer, args []string) {
 	md := len(args) > 0 && args[0] == "--markdown"
 	for _, row := range config.EnvTable() {
 		def := row[2]
@@ -160,9 +170,15 @@ func printConfig(args []string) {
 			if def == "" {
 				def = "(empty)"
 			}
-			fmt.Printf("| `%s` | `%s` | `%s` | %s |\n", row[0], row[1], def, strings.ReplaceAll(row[3], "|", "or"))
+			fmt.Fprintf(w, "| `%s` | `%s` | `%s` | %s |\n", row[0], row[1], def, strings.ReplaceAll(row[3], "|", "or"))
 			continue
 		}
-		fmt.Printf("%-28s %-34s %-24s %s\n", row[0], row[1], def, row[3])
+		fmt.Fprintf(w, "%-28s %-34s %-24s %s\n", row[0], row[1], def, row[3])
 	}
+}
+
+// newLogger is the process's logger at this level, every secret of the
+// configuration blanked out of its lines.
+func newLogger(cfg config.Config, level string) *slog.Logger {
+	return telemetry.NewRedactor(cfg.Secrets()).Logger(telemetry.NewLogger(os.Stderr, level, cfg.LogFormat))
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -15,7 +13,7 @@ func cmdMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log := newLogger(cfg, cfg.LogLevel)
 	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
 		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -57,7 +56,7 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 	rdb := redisstore.Open(app.RedisOptions(cfg))
 	defer rdb.Close()
 	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
-	log := telemetry.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log := newLogger(cfg, cfg.LogLevel)
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	res, err := scoredfiles.New(ch, st, rdb, log).Produce(rctx, scoredfiles.Marketplace{ID: m.ID, Location: m.Location()}, day)

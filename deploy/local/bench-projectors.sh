@@ -66,6 +66,8 @@ CH_LOGS="${CH_LOGS:-0}"
 [ "$CH_LOGS" = 1 ] && export ENDCAP_DEV_CLICKHOUSE_LOGS=1
 SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}" PROJECTOR_ENV="${PROJECTOR_ENV:-}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
+# The local S3 server's keys (endcap dev's; not defaults of the configuration).
+export ENDCAP_S3_ACCESS_KEY="${ENDCAP_S3_ACCESS_KEY:-endcap}" ENDCAP_S3_SECRET_KEY="${ENDCAP_S3_SECRET_KEY:-endcap-dev-secret}"
 mint_keys=""
 if [ "$MINT" = 1 ]; then
 	if [ -z "${ENDCAP_BID_SIGNING_KEYS:-}" ] && [ "$START" = 1 ] && ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then

@@ -5,12 +5,15 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/mail"
+	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +79,9 @@ type Config struct {
 	BidSigningKeys       string
 	SecretKeyFile        string
 	SecretKey            string
+	// AllowInsecureDefaults lets serve start with development credentials
+	// against endpoints off loopback (InsecureDefaults).
+	AllowInsecureDefaults bool
 
 	ProjectorBatchRows     int
 	EventsBatchRows        int
@@ -108,7 +114,7 @@ type Config struct {
 	ConsoleSecureCookies bool
 	ConsoleSessionIdle   time.Duration
 	// ConsoleDownloads: the downloads a console user runs at once.
-	ConsoleDownloads int
+	ConsoleDownloads     int
 	SMTPAddr             string
 	SMTPUser             string
 	SMTPPassword         string
@@ -139,6 +145,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	LogFormat       string
+
+	// secrets: the values of the secret settings (Secrets).
+	secrets []string
 }
 
 // MinCursorSecret is the shortest ENDCAP_CURSOR_SECRET accepted, in bytes.
@@ -265,7 +274,7 @@ var settings = []setting{
 	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address, or several separated by commas (replicas: the first that answers is used, the next ones when it fails)", str(func(c *Config) *string { return &c.ClickHouseAddr })},
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
 	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
-	{"clickhouse-password", "ENDCAP_CLICKHOUSE_PASSWORD", "", "ClickHouse password", str(func(c *Config) *string { return &c.ClickHousePassword })},
+	secret(setting{"clickhouse-password", "ENDCAP_CLICKHOUSE_PASSWORD", "", "ClickHouse password", str(func(c *Config) *string { return &c.ClickHousePassword })}),
 	{"clickhouse-tls", "ENDCAP_CLICKHOUSE_TLS", "false", "connect to ClickHouse over TLS (the secure native port: 9440 on ClickHouse Cloud); the server's certificate is verified", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -300,7 +309,7 @@ var settings = []setting{
 		c.RedisAddr = v
 		return nil
 	}},
-	{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })},
+	secret(setting{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })}),
 	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number (0 on a cluster)", integer(func(c *Config) *int { return &c.RedisDB }, 0)},
 	{"redis-cluster", "ENDCAP_REDIS_CLUSTER", "false", "Redis is a Redis Cluster (--redis-addr its seed nodes): every key goes to the master of its slot (docs/operations.md, Redis Cluster)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
@@ -325,8 +334,8 @@ var settings = []setting{
 	{"s3-endpoint", "ENDCAP_S3_ENDPOINT", "http://127.0.0.1:19100", "S3-compatible endpoint URL (empty for AWS S3)", str(func(c *Config) *string { return &c.S3Endpoint })},
 	{"s3-region", "ENDCAP_S3_REGION", "us-east-1", "S3 region", str(func(c *Config) *string { return &c.S3Region })},
 	{"s3-bucket", "ENDCAP_S3_BUCKET", "endcap", "S3 bucket for exports and reports", str(func(c *Config) *string { return &c.S3Bucket })},
-	{"s3-access-key", "ENDCAP_S3_ACCESS_KEY", "endcap", "S3 access key id", str(func(c *Config) *string { return &c.S3AccessKey })},
-	{"s3-secret-key", "ENDCAP_S3_SECRET_KEY", "endcap-dev-secret", "S3 secret access key", str(func(c *Config) *string { return &c.S3SecretKey })},
+	{"s3-access-key", "ENDCAP_S3_ACCESS_KEY", "", "S3 access key id (empty, with the secret key empty too: the AWS SDK's default credential chain: AWS_* variables, web identity of a Kubernetes service account, instance profile; docs/operations.md, S3)", str(func(c *Config) *string { return &c.S3AccessKey })},
+	secret(setting{"s3-secret-key", "ENDCAP_S3_SECRET_KEY", "", "S3 secret access key (with --s3-access-key)", str(func(c *Config) *string { return &c.S3SecretKey })}),
 	{"produce-timeout", "ENDCAP_PRODUCE_TIMEOUT", "1s", "how long a request waits for Kafka to acknowledge its records before answering 503", duration(func(c *Config) *time.Duration { return &c.ProduceTimeout })},
 	{"public-write-timeout", "ENDCAP_PUBLIC_WRITE_TIMEOUT", "5s", "longest a /public/v1 write (POST, PUT, PATCH, DELETE) waits for Kafka, Redis and the entity view, counted from the end of its body, before answering 503 (the write may or may not have been applied)", duration(func(c *Config) *time.Duration { return &c.PublicWriteTimeout })},
 	{"retry-after", "ENDCAP_RETRY_AFTER", "2s", "Retry-After sent with 503 responses", duration(func(c *Config) *time.Duration { return &c.RetryAfter })},
@@ -352,16 +361,24 @@ var settings = []setting{
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
 	{"rate-limit-explain", "ENDCAP_RATE_LIMIT_EXPLAIN", "2/1s", "requests per period and advanced API key on POST /v2/auctions/explain", rateLimit(func(c *Config) *string { return &c.RateLimitExplain })},
 	{"explain-max-candidates", "ENDCAP_EXPLAIN_MAX_CANDIDATES", "5000", "candidates POST /v2/auctions/explain (and the console's explain page) lists for one request at most, over all its auctions; past it the answer is 422 too_many_candidates (docs/auction-ranking.md, Explain)", integer(func(c *Config) *int { return &c.ExplainMaxCandidates }, 1)},
-	{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
+	secret(setting{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
 		if v != "" && len(v) < MinCursorSecret {
 			return fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))
 		}
 		c.CursorSecret = v
 		return nil
-	}},
-	{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })},
+	}}),
+	secret(setting{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })}),
 	{"secret-key-file", "ENDCAP_SECRET_KEY_FILE", "", "file holding the master key (32 random bytes in base64; several lines while rotating, the first wraps) that wraps the secrets kept in Redis; required by the api unless both keys above are set (endcap dev makes one in its data dir); see docs/operations.md, Secrets", str(func(c *Config) *string { return &c.SecretKeyFile })},
-	{"secret-key", "ENDCAP_SECRET_KEY", "", "the master key itself, instead of --secret-key-file (prefer the file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.SecretKey })},
+	secret(setting{"secret-key", "ENDCAP_SECRET_KEY", "", "the master key itself, instead of --secret-key-file (prefer the file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.SecretKey })}),
+	{"allow-insecure-defaults", "ENDCAP_ALLOW_INSECURE_DEFAULTS", "false", "let endcap serve start with the development stack's S3 secret key, or an empty ClickHouse password, against an endpoint that is not on loopback (refused otherwise; docs/operations.md, Secrets)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.AllowInsecureDefaults = b
+		return nil
+	}},
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "records per batch of the entities and auctions projectors at most (one ClickHouse insert per table a batch)", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
 	{"projector-events-batch-rows", "ENDCAP_PROJECTOR_EVENTS_BATCH_ROWS", "100000", "records per batch of the events fold at most (larger batches: fewer parts for ClickHouse to merge, a larger heap; see docs/projector.md, Batching)", integer(func(c *Config) *int { return &c.EventsBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
@@ -481,7 +498,7 @@ var settings = []setting{
 		return nil
 	}},
 	{"smtp-user", "ENDCAP_SMTP_USER", "", "SMTP user (empty: no authentication); the password is sent only over TLS, or to a server on loopback", str(func(c *Config) *string { return &c.SMTPUser })},
-	{"smtp-password", "ENDCAP_SMTP_PASSWORD", "", "SMTP password", str(func(c *Config) *string { return &c.SMTPPassword })},
+	secret(setting{"smtp-password", "ENDCAP_SMTP_PASSWORD", "", "SMTP password", str(func(c *Config) *string { return &c.SMTPPassword })}),
 	{"smtp-from", "ENDCAP_SMTP_FROM", "Endcap <no-reply@localhost>", "sender of the e-mails (an address, or Name <address>)", func(c *Config, v string) error {
 		if _, err := mail.ParseAddress(v); err != nil {
 			return fmt.Errorf("must be an e-mail address, got %q", v)
@@ -530,50 +547,219 @@ var settings = []setting{
 	}},
 }
 
+// secretFlags are the settings secret marks.
+var secretFlags = map[string]bool{}
+
+// secret marks a row as a secret: its value never shows (Config.Secrets,
+// endcap config), and it gets a file form of its own, --<flag>-file and
+// <VARIABLE>_FILE, whose content is the value (a Kubernetes secret mounted
+// as a file), unless a row of that name exists already.
+func secret(s setting) setting {
+	secretFlags[s.flag] = true
+	return s
+}
+
+// row is a setting as the flag set and the docs see it: the rows of
+// settings, each secret followed by its file form (fileOf: the secret).
+type row struct {
+	setting
+	fileOf *setting
+}
+
+func rows() []row {
+	names := map[string]bool{}
+	for _, s := range settings {
+		names[s.flag] = true
+	}
+	out := make([]row, 0, len(settings)+len(secretFlags))
+	for i := range settings {
+		s := &settings[i]
+		out = append(out, row{setting: *s})
+		if !secretFlags[s.flag] || names[s.flag+"-file"] {
+			continue
+		}
+		out = append(out, row{setting: setting{
+			flag:  s.flag + "-file",
+			env:   s.env + "_FILE",
+			usage: "file whose content (a final newline dropped) is --" + s.flag + ", instead of it",
+		}, fileOf: s})
+	}
+	return out
+}
+
 // Register adds every setting as a flag of fs and returns a function that
-// resolves the configuration once fs has been parsed.
+// resolves the configuration once fs has been parsed. The function reports
+// every problem of the configuration at once, each naming its flag and
+// where its value came from.
 func Register(fs *flag.FlagSet) func() (Config, error) {
-	vals := make([]*string, len(settings))
-	for i, s := range settings {
+	all := rows()
+	vals := make([]*string, len(all))
+	for i, s := range all {
 		vals[i] = fs.String(s.flag, "", s.usage+" (env "+s.env+", default "+quoteDefault(s.def)+")")
 	}
 	return func() (Config, error) {
 		explicit := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-		var c Config
-		for i, s := range settings {
-			v, src := s.def, "default"
+		source := func(i int) (v, src string) {
+			s := all[i]
+			v, src = s.def, "default"
 			if e, ok := os.LookupEnv(s.env); ok {
 				v, src = e, s.env
 			}
 			if explicit[s.flag] {
 				v, src = *vals[i], "--"+s.flag
 			}
+			return v, src
+		}
+		var c Config
+		var errs []string
+		for i, s := range all {
+			if s.fileOf != nil {
+				continue
+			}
+			v, src := source(i)
+			if i+1 < len(all) && all[i+1].fileOf != nil {
+				if fv, fsrc := source(i + 1); fv != "" {
+					if src != "default" {
+						errs = append(errs, fmt.Sprintf("%s (%s): set twice: give it or %s (%s), not both", s.flag, src, all[i+1].flag, fsrc))
+						_ = s.set(&c, s.def)
+						continue
+					}
+					b, err := os.ReadFile(fv)
+					if err != nil {
+						errs = append(errs, fmt.Sprintf("%s (%s): %v", all[i+1].flag, fsrc, err))
+						_ = s.set(&c, s.def)
+						continue
+					}
+					v, src = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), fsrc
+					if v == "" {
+						errs = append(errs, fmt.Sprintf("%s (%s): the file %s is empty", all[i+1].flag, fsrc, fv))
+						continue
+					}
+				}
+			}
+			if secretFlags[s.flag] && v != "" {
+				c.secrets = append(c.secrets, v)
+				for _, part := range strings.Split(v, ",") {
+					if _, key, ok := strings.Cut(part, ":"); ok && len(key) >= 8 {
+						c.secrets = append(c.secrets, key)
+					}
+				}
+			}
 			if err := s.set(&c, v); err != nil {
-				return Config{}, fmt.Errorf("%s (%s): %w", s.flag, src, err)
+				msg := err.Error()
+				if secretFlags[s.flag] {
+					msg = "invalid value (not shown: a secret)"
+				}
+				errs = append(errs, fmt.Sprintf("%s (%s): %s", s.flag, src, msg))
+				// The default, so that the checks of several settings
+				// together see no problem this one has caused.
+				_ = s.set(&c, s.def)
 			}
 		}
-		if err := c.check(); err != nil {
+		for _, err := range c.check() {
+			errs = append(errs, err.Error())
+		}
+		if err := joinErrors(errs); err != nil {
 			return Config{}, err
 		}
 		return c, nil
 	}
 }
 
-// check rejects settings that are valid alone but not together.
-func (c Config) check() error {
+// joinErrors is the one error of several problems: the problem itself when
+// there is one, else a count and one problem a line.
+func joinErrors(errs []string) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errors.New(errs[0])
+	}
+	return fmt.Errorf("%d problems in the configuration:\n  %s", len(errs), strings.Join(errs, "\n  "))
+}
+
+// check lists the problems of settings that are valid alone but not
+// together.
+func (c Config) check() []error {
+	var errs []error
 	if c.RedisCluster && c.RedisDB != 0 {
-		return fmt.Errorf("redis-db (%d) must be 0 with redis-cluster: a Redis Cluster has one database", c.RedisDB)
+		errs = append(errs, fmt.Errorf("redis-db (%d) must be 0 with redis-cluster: a Redis Cluster has one database", c.RedisDB))
 	}
 	if !c.RedisCluster && strings.Contains(c.RedisAddr, ",") {
-		return fmt.Errorf("redis-addr %q lists several addresses: give one, or set redis-cluster for the seed nodes of a cluster", c.RedisAddr)
+		errs = append(errs, fmt.Errorf("redis-addr %q lists several addresses: give one, or set redis-cluster for the seed nodes of a cluster", c.RedisAddr))
 	}
 	if c.KafkaRebalanceTimeout <= c.ProjectorFlushTimeout {
 		// A member holds rebalances while it folds a batch: the group would
 		// drop it at every rebalance that comes during a slow batch.
-		return fmt.Errorf("kafka-rebalance-timeout (%s) must be longer than projector-flush-timeout (%s)", c.KafkaRebalanceTimeout, c.ProjectorFlushTimeout)
+		errs = append(errs, fmt.Errorf("kafka-rebalance-timeout (%s) must be longer than projector-flush-timeout (%s)", c.KafkaRebalanceTimeout, c.ProjectorFlushTimeout))
 	}
-	return nil
+	if (c.S3AccessKey == "") != (c.S3SecretKey == "") {
+		errs = append(errs, fmt.Errorf("s3-access-key and s3-secret-key go together: give both, or neither for the AWS SDK's default credential chain"))
+	}
+	return errs
+}
+
+// Secrets returns the values of the secret settings that are set (and the
+// parts of those that are lists), for whatever shows text to others (logs,
+// /readyz) to blank them out.
+func (c Config) Secrets() []string { return slices.Clone(c.secrets) }
+
+// DevS3SecretKey is the S3 secret key of the development stack (endcap dev,
+// the tests' stack): known to everyone, so never one of a real endpoint.
+const DevS3SecretKey = "endcap-dev-secret"
+
+// InsecureDefaults lists, as one error, the development credentials used
+// against an endpoint off loopback: the development stack's S3 secret key,
+// an empty ClickHouse password. endcap serve refuses to start with them,
+// unless AllowInsecureDefaults.
+func (c Config) InsecureDefaults() error {
+	if c.AllowInsecureDefaults {
+		return nil
+	}
+	var errs []string
+	const how = "; or set ENDCAP_ALLOW_INSECURE_DEFAULTS=true to start anyway"
+	if c.S3SecretKey == DevS3SecretKey && !s3Loopback(c.S3Endpoint) {
+		errs = append(errs, "s3-secret-key (ENDCAP_S3_SECRET_KEY) is the development stack's known secret, against the S3 endpoint "+s3Shown(c.S3Endpoint)+" that is not on loopback: give the endpoint's own keys, or none for the AWS SDK's default credential chain"+how)
+	}
+	if c.ClickHousePassword == "" {
+		for _, a := range strings.Split(c.ClickHouseAddr, ",") {
+			if a = strings.TrimSpace(a); a != "" && !hostLoopback(a) {
+				errs = append(errs, "clickhouse-password (ENDCAP_CLICKHOUSE_PASSWORD or ENDCAP_CLICKHOUSE_PASSWORD_FILE) is empty, against the ClickHouse server "+a+" that is not on loopback: give the user's password"+how)
+				break
+			}
+		}
+	}
+	return joinErrors(errs)
+}
+
+// hostLoopback says whether host:port (or a host) names this machine:
+// localhost or a loopback IP.
+func hostLoopback(addr string) bool {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func s3Loopback(endpoint string) bool {
+	if endpoint == "" {
+		return false // AWS S3
+	}
+	u, err := url.Parse(endpoint)
+	return err == nil && u.Host != "" && hostLoopback(u.Host)
+}
+
+func s3Shown(endpoint string) string {
+	if endpoint == "" {
+		return "(AWS S3)"
+	}
+	return endpoint
 }
 
 // WaitReplicas is RedisWaitReplicas with auto resolved: 1 on a cluster,
@@ -601,9 +787,14 @@ func Default() Config {
 
 // EnvTable lists the settings (flag, variable, default, meaning) for docs.
 func EnvTable() [][4]string {
-	out := make([][4]string, 0, len(settings))
-	for _, s := range settings {
-		out = append(out, [4]string{"--" + s.flag, s.env, s.def, s.usage})
+	all := rows()
+	out := make([][4]string, 0, len(all))
+	for _, s := range all {
+		usage := s.usage
+		if secretFlags[s.flag] {
+			usage += "; a secret: never shown, and --" + s.flag + "-file reads it from a file"
+		}
+		out = append(out, [4]string{"--" + s.flag, s.env, s.def, usage})
 	}
 	return out
 }

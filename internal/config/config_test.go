@@ -126,3 +126,194 @@ func TestDocumented(t *testing.T) {
 		}
 	}
 }
+
+// resolveWith resolves the configuration of these variables and arguments.
+func resolveWith(t *testing.T, env map[string]string, args []string) (Config, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	resolve := Register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return resolve()
+}
+
+// Every problem of the configuration is in the one error, each naming its
+// setting and where its value came from; a bad value does not bring about a
+// second, false problem of settings checked together.
+func TestEveryErrorAtOnce(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+		not  []string
+	}{
+		{"one problem alone", map[string]string{"ENDCAP_PRODUCE_TIMEOUT": "soon"}, nil,
+			[]string{"produce-timeout (ENDCAP_PRODUCE_TIMEOUT): not a duration"}, []string{"problems in the configuration"}},
+		{"three settings", map[string]string{"ENDCAP_PRODUCE_TIMEOUT": "soon", "ENDCAP_LOG_LEVEL": "loud"}, []string{"--kafka-events-partitions", "0"},
+			[]string{"3 problems in the configuration", "produce-timeout (ENDCAP_PRODUCE_TIMEOUT)", "log-level (ENDCAP_LOG_LEVEL)", "kafka-events-partitions (--kafka-events-partitions)"}, nil},
+		{"settings and a combination", map[string]string{"ENDCAP_REDIS_CLUSTER": "yes"}, []string{"--projector-flush-timeout", "90s", "--max-body-bytes", "1"},
+			[]string{"3 problems", "redis-cluster (ENDCAP_REDIS_CLUSTER)", "max-body-bytes (--max-body-bytes)", "must be longer than projector-flush-timeout (1m30s)"}, nil},
+		{"a bad value is not a combination's problem too", nil, []string{"--kafka-rebalance-timeout", "never", "--log-format", "xml"},
+			[]string{"2 problems", "kafka-rebalance-timeout (--kafka-rebalance-timeout)", "log-format (--log-format)"}, []string{"must be longer than"}},
+		{"several combinations", map[string]string{"ENDCAP_REDIS_ADDR": "a:1,b:2", "ENDCAP_S3_ACCESS_KEY": "AKIA"}, []string{"--projector-flush-timeout", "2m"},
+			[]string{"3 problems", "set redis-cluster", "must be longer than", "s3-access-key and s3-secret-key go together"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := resolveWith(t, c.env, c.args)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("error has %q:\n%v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// Every secret setting has a file form; the value never shows in an error.
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pw := file("pw", "s3cr3t-ch\n")
+	s3 := file("s3", "s3cr3t-s3")
+	empty := file("empty", "")
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(c Config) bool
+		wantErr string
+	}{
+		{"variable", map[string]string{"ENDCAP_CLICKHOUSE_PASSWORD_FILE": pw}, nil, func(c Config) bool { return c.ClickHousePassword == "s3cr3t-ch" }, ""},
+		{"flag", nil, []string{"--s3-secret-key-file", s3, "--s3-access-key", "AKIA"}, func(c Config) bool { return c.S3SecretKey == "s3cr3t-s3" }, ""},
+		{"every kind", map[string]string{"ENDCAP_REDIS_PASSWORD_FILE": pw, "ENDCAP_SMTP_PASSWORD_FILE": pw, "ENDCAP_CURSOR_SECRET_FILE": s3, "ENDCAP_BID_SIGNING_KEYS_FILE": s3}, nil, func(c Config) bool {
+			return c.RedisPassword == "s3cr3t-ch" && c.SMTPPassword == "s3cr3t-ch" && c.CursorSecret == "s3cr3t-s3" && c.BidSigningKeys == "s3cr3t-s3"
+		}, ""},
+		{"both forms", map[string]string{"ENDCAP_REDIS_PASSWORD": "x", "ENDCAP_REDIS_PASSWORD_FILE": pw}, nil, nil, "redis-password (ENDCAP_REDIS_PASSWORD): set twice: give it or redis-password-file (ENDCAP_REDIS_PASSWORD_FILE), not both"},
+		{"both forms by flag", nil, []string{"--smtp-password", "x", "--smtp-password-file", pw}, nil, "not both"},
+		{"no such file", map[string]string{"ENDCAP_CLICKHOUSE_PASSWORD_FILE": dir + "/none"}, nil, nil, "clickhouse-password-file (ENDCAP_CLICKHOUSE_PASSWORD_FILE): open"},
+		{"an empty file", nil, []string{"--cursor-secret-file", empty}, nil, "is empty"},
+		{"the master key keeps its own file setting", map[string]string{"ENDCAP_SECRET_KEY_FILE": pw}, nil, func(c Config) bool { return c.SecretKeyFile == pw && c.SecretKey == "" }, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := resolveWith(t, c.env, c.args)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				if strings.Contains(err.Error(), "s3cr3t") {
+					t.Errorf("the error shows a secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.check(cfg) {
+				t.Errorf("unexpected config %+v", cfg)
+			}
+			for _, s := range cfg.Secrets() {
+				if !strings.HasPrefix(s, "s3cr3t") {
+					t.Errorf("Secrets has %q", s)
+				}
+			}
+			if len(cfg.Secrets()) == 0 && cfg.SecretKeyFile == "" {
+				t.Error("Secrets is empty")
+			}
+		})
+	}
+}
+
+// A secret's bad value is named, not shown.
+func TestSecretNotInErrors(t *testing.T) {
+	_, err := resolveWith(t, map[string]string{"ENDCAP_S3_SECRET_KEY": "s3cr3t"}, nil)
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "go together") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// Every setting named like a secret is marked secret (secret(...)), so
+// that it has its file form and never shows; a new setting has to be too.
+func TestSecretsMarked(t *testing.T) {
+	for _, s := range settings {
+		name := strings.TrimSuffix(s.flag, "-file")
+		looks := strings.Contains(name, "password") || strings.Contains(name, "secret") || strings.HasSuffix(name, "-keys") || strings.HasSuffix(name, "-token")
+		if looks && name == s.flag && !secretFlags[s.flag] && s.flag != "s3-access-key" {
+			t.Errorf("%s looks like a secret: mark its row secret(...)", s.flag)
+		}
+	}
+	for _, row := range EnvTable() {
+		if secretFlags[strings.TrimPrefix(row[0], "--")] && row[2] != "" {
+			t.Errorf("%s: a secret has no default, got %q", row[0], row[2])
+		}
+		if strings.Contains(row[2], DevS3SecretKey) {
+			t.Errorf("%s: the development S3 secret is a default", row[0])
+		}
+	}
+}
+
+// serve refuses development credentials against endpoints off loopback,
+// naming the setting, unless told to allow them.
+func TestInsecureDefaults(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string // empty: accepted
+	}{
+		{"the local stack", map[string]string{"ENDCAP_S3_ACCESS_KEY": "endcap", "ENDCAP_S3_SECRET_KEY": DevS3SecretKey}, nil},
+		{"localhost", map[string]string{"ENDCAP_CLICKHOUSE_ADDR": "localhost:9000", "ENDCAP_S3_ENDPOINT": "http://[::1]:9100", "ENDCAP_S3_ACCESS_KEY": "endcap", "ENDCAP_S3_SECRET_KEY": DevS3SecretKey}, nil},
+		{"dev S3 secret on AWS", map[string]string{"ENDCAP_S3_ENDPOINT": "", "ENDCAP_S3_ACCESS_KEY": "endcap", "ENDCAP_S3_SECRET_KEY": DevS3SecretKey},
+			[]string{"s3-secret-key (ENDCAP_S3_SECRET_KEY) is the development stack's known secret", "(AWS S3)", "ENDCAP_ALLOW_INSECURE_DEFAULTS=true"}},
+		{"dev S3 secret on a remote endpoint", map[string]string{"ENDCAP_S3_ENDPOINT": "https://minio.internal:9000", "ENDCAP_S3_ACCESS_KEY": "endcap", "ENDCAP_S3_SECRET_KEY": DevS3SecretKey},
+			[]string{"https://minio.internal:9000 that is not on loopback"}},
+		{"empty ClickHouse password on a remote server", map[string]string{"ENDCAP_CLICKHOUSE_ADDR": "127.0.0.1:9000,ch-2.internal:9000"},
+			[]string{"clickhouse-password (ENDCAP_CLICKHOUSE_PASSWORD or ENDCAP_CLICKHOUSE_PASSWORD_FILE) is empty", "ch-2.internal:9000"}},
+		{"both", map[string]string{"ENDCAP_CLICKHOUSE_ADDR": "10.0.0.5:9000", "ENDCAP_S3_ENDPOINT": "", "ENDCAP_S3_ACCESS_KEY": "endcap", "ENDCAP_S3_SECRET_KEY": DevS3SecretKey},
+			[]string{"2 problems", "clickhouse-password", "s3-secret-key"}},
+		{"a password on a remote server", map[string]string{"ENDCAP_CLICKHOUSE_ADDR": "10.0.0.5:9000", "ENDCAP_CLICKHOUSE_PASSWORD": "pw", "ENDCAP_S3_ENDPOINT": ""}, nil},
+		{"allowed", map[string]string{"ENDCAP_CLICKHOUSE_ADDR": "10.0.0.5:9000", "ENDCAP_S3_ENDPOINT": "", "ENDCAP_S3_ACCESS_KEY": "endcap", "ENDCAP_S3_SECRET_KEY": DevS3SecretKey, "ENDCAP_ALLOW_INSECURE_DEFAULTS": "true"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := resolveWith(t, c.env, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.InsecureDefaults()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}

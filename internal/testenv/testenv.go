@@ -109,8 +109,8 @@ func start() (*Env, error) {
 			RedisAddr:      fs("ENDCAP_REDIS_ADDR", d.RedisAddr),
 			RedisCluster:   os.Getenv("ENDCAP_REDIS_CLUSTER") == "true",
 			S3Endpoint:     fs("ENDCAP_S3_ENDPOINT", d.S3Endpoint),
-			S3AccessKey:    fs("ENDCAP_S3_ACCESS_KEY", d.S3AccessKey),
-			S3SecretKey:    fs("ENDCAP_S3_SECRET_KEY", d.S3SecretKey),
+			S3AccessKey:    fs("ENDCAP_S3_ACCESS_KEY", localstack.DefaultS3AccessKey),
+			S3SecretKey:    fs("ENDCAP_S3_SECRET_KEY", localstack.DefaultS3SecretKey),
 		}, nil
 	}
 	dir, err := os.MkdirTemp("", "endcap-test-stack-")

@@ -66,7 +66,6 @@ func (c SMTP) Send(ctx context.Context, m Message) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	host, _, _ := net.SplitHostPort(c.Addr)
 	from, err := mail.ParseAddress(c.From)
 	if err != nil {
 		return err
@@ -75,38 +74,11 @@ func (c SMTP) Send(ctx context.Context, m Message) error {
 	if err != nil {
 		return err
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", c.Addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	dl, _ := ctx.Deadline()
-	_ = conn.SetDeadline(dl)
-	tlsCfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-	if c.TLS == TLSImplicit {
-		conn = tls.Client(conn, tlsCfg)
-	}
-	cl, err := smtp.NewClient(conn, host)
+	cl, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if c.TLS == TLSStartTLS {
-		if ok, _ := cl.Extension("STARTTLS"); ok {
-			if err := cl.StartTLS(tlsCfg); err != nil {
-				return err
-			}
-		} else if !isLoopback(host) {
-			return fmt.Errorf("smtp server %s does not offer STARTTLS (set ENDCAP_SMTP_TLS=tls or none)", c.Addr)
-		}
-	}
-	if c.User != "" {
-		// PlainAuth refuses to send the password unencrypted, but to loopback.
-		if err := cl.Auth(smtp.PlainAuth("", c.User, c.Password, host)); err != nil {
-			return err
-		}
-	}
 	if err := cl.Mail(from.Address); err != nil {
 		return err
 	}
@@ -124,6 +96,68 @@ func (c SMTP) Send(ctx context.Context, m Message) error {
 		return err
 	}
 	return cl.Quit()
+}
+
+// Probe connects, says EHLO, upgrades to TLS as configured and
+// authenticates, within ctx's deadline and c.Timeout, and quits: that mail
+// can be sent (endcap config check).
+func (c SMTP) Probe(ctx context.Context) error {
+	if c.Timeout <= 0 {
+		c.Timeout = 15 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return cl.Quit()
+}
+
+// dial opens a session with the server, TLS and authentication done, the
+// connection's deadline ctx's.
+func (c SMTP) dial(ctx context.Context) (*smtp.Client, error) {
+	host, _, _ := net.SplitHostPort(c.Addr)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", c.Addr)
+	if err != nil {
+		return nil, err
+	}
+	dl, _ := ctx.Deadline()
+	_ = conn.SetDeadline(dl)
+	tlsCfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	if c.TLS == TLSImplicit {
+		conn = tls.Client(conn, tlsCfg)
+	}
+	cl, err := smtp.NewClient(conn, host)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if err := cl.Hello("localhost"); err != nil {
+		_ = cl.Close()
+		return nil, err
+	}
+	if c.TLS == TLSStartTLS {
+		if ok, _ := cl.Extension("STARTTLS"); ok {
+			if err := cl.StartTLS(tlsCfg); err != nil {
+				_ = cl.Close()
+				return nil, err
+			}
+		} else if !isLoopback(host) {
+			_ = cl.Close()
+			return nil, fmt.Errorf("smtp server %s does not offer STARTTLS (set ENDCAP_SMTP_TLS=tls or none)", c.Addr)
+		}
+	}
+	if c.User != "" {
+		// PlainAuth refuses to send the password unencrypted, but to loopback.
+		if err := cl.Auth(smtp.PlainAuth("", c.User, c.Password, host)); err != nil {
+			_ = cl.Close()
+			return nil, err
+		}
+	}
+	return cl, nil
 }
 
 func isLoopback(host string) bool {

@@ -3,17 +3,24 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // Options say where the object store is. An empty Endpoint means AWS S3.
+// Empty AccessKey and SecretKey mean the AWS SDK's default credential chain:
+// the AWS_* variables, the web identity of a Kubernetes service account
+// (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN), the shared files, the ECS
+// task role, the EC2 instance profile.
 type Options struct {
 	Endpoint  string
 	Region    string
@@ -28,11 +35,16 @@ type Store struct {
 	Bucket string
 }
 
-// Open builds a client. It does no network call.
+// Open builds a client. It does no network call: the default chain's
+// credentials are fetched at the first request (an error then if there are
+// none).
 func Open(o Options) *Store {
 	cfg := aws.Config{
 		Region:      o.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, ""),
+	}
+	if o.AccessKey == "" && o.SecretKey == "" {
+		cfg.Credentials = defaultChain(o.Region)
 	}
 	cl := s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if o.Endpoint != "" {
@@ -64,6 +76,44 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 	var exists *types.BucketAlreadyExists
 	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {
 		return fmt.Errorf("s3: create bucket %s: %w", s.Bucket, err)
+	}
+	return nil
+}
+
+// defaultChain is the AWS SDK's default credential chain. Loading it reads
+// the variables and shared files only; a failure to load is the error of
+// every request.
+func defaultChain(region string) aws.CredentialsProvider {
+	ac, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRegion(region))
+	if err != nil {
+		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{}, fmt.Errorf("s3: the AWS default credential chain (no --s3-access-key): %w", err)
+		})
+	}
+	return ac.Credentials
+}
+
+// Probe writes an object under key, reads it back and deletes it: that the
+// bucket takes writes, reads and deletes with these credentials.
+func (s *Store) Probe(ctx context.Context, key string) error {
+	body := []byte("endcap probe " + key)
+	if _, err := s.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+		return fmt.Errorf("s3: write %s/%s: %w", s.Bucket, key, err)
+	}
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return fmt.Errorf("s3: read %s/%s: %w", s.Bucket, key, err)
+	}
+	got, err := io.ReadAll(io.LimitReader(out.Body, int64(len(body))+1))
+	_ = out.Body.Close()
+	if err != nil {
+		return fmt.Errorf("s3: read %s/%s: %w", s.Bucket, key, err)
+	}
+	if !bytes.Equal(got, body) {
+		return fmt.Errorf("s3: read %s/%s: %d bytes that are not those written", s.Bucket, key, len(got))
+	}
+	if _, err := s.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)}); err != nil {
+		return fmt.Errorf("s3: delete %s/%s: %w", s.Bucket, key, err)
 	}
 	return nil
 }

@@ -362,3 +362,33 @@ func TestAbortStale(t *testing.T) {
 		t.Errorf("uploads left: %q, want the newer stale/a and stale/ab", left)
 	}
 }
+
+// Without static keys the client takes its credentials from the AWS SDK's
+// default chain (here its first link, the AWS_* variables; a Kubernetes
+// service account's web identity or an instance profile come after it).
+func TestDefaultCredentialChain(t *testing.T) {
+	_, o := open(t)
+	cases := []struct {
+		name       string
+		key, value string
+		ok         bool
+	}{
+		{"the keys in the environment", o.AccessKey, o.SecretKey, true},
+		{"a wrong secret in the environment", o.AccessKey, o.SecretKey + "x", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", c.key)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", c.value)
+			t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+			t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+			chain := o
+			chain.AccessKey, chain.SecretKey = "", ""
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if err := s3store.Open(chain).Ping(ctx); (err == nil) != c.ok {
+				t.Fatalf("ping: %v, want success %v", err, c.ok)
+			}
+		})
+	}
+}
