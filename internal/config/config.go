@@ -150,6 +150,13 @@ type Config struct {
 	secrets []string
 }
 
+// valueNotQuoted is the error of a secret setting that says what is wrong
+// without quoting the value (its length, say): shown as it is, where other
+// errors of a secret setting are not.
+type valueNotQuoted struct{ error }
+
+func (e valueNotQuoted) Unwrap() error { return e.error }
+
 // MinCursorSecret is the shortest ENDCAP_CURSOR_SECRET accepted, in bytes.
 const MinCursorSecret = 32
 
@@ -363,7 +370,7 @@ var settings = []setting{
 	{"explain-max-candidates", "ENDCAP_EXPLAIN_MAX_CANDIDATES", "5000", "candidates POST /v2/auctions/explain (and the console's explain page) lists for one request at most, over all its auctions; past it the answer is 422 too_many_candidates (docs/auction-ranking.md, Explain)", integer(func(c *Config) *int { return &c.ExplainMaxCandidates }, 1)},
 	secret(setting{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
 		if v != "" && len(v) < MinCursorSecret {
-			return fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))
+			return valueNotQuoted{fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))}
 		}
 		c.CursorSecret = v
 		return nil
@@ -648,7 +655,8 @@ func Register(fs *flag.FlagSet) func() (Config, error) {
 			}
 			if err := s.set(&c, v); err != nil {
 				msg := err.Error()
-				if secretFlags[s.flag] {
+				var shown valueNotQuoted
+				if secretFlags[s.flag] && !errors.As(err, &shown) {
 					msg = "invalid value (not shown: a secret)"
 				}
 				errs = append(errs, fmt.Sprintf("%s (%s): %s", s.flag, src, msg))

@@ -195,6 +195,7 @@ func TestSecretFiles(t *testing.T) {
 	}
 	pw := file("pw", "s3cr3t-ch\n")
 	s3 := file("s3", "s3cr3t-s3")
+	long := file("long", "s3cr3t-"+strings.Repeat("k", 32))
 	empty := file("empty", "")
 	cases := []struct {
 		name    string
@@ -205,8 +206,8 @@ func TestSecretFiles(t *testing.T) {
 	}{
 		{"variable", map[string]string{"ENDCAP_CLICKHOUSE_PASSWORD_FILE": pw}, nil, func(c Config) bool { return c.ClickHousePassword == "s3cr3t-ch" }, ""},
 		{"flag", nil, []string{"--s3-secret-key-file", s3, "--s3-access-key", "AKIA"}, func(c Config) bool { return c.S3SecretKey == "s3cr3t-s3" }, ""},
-		{"every kind", map[string]string{"ENDCAP_REDIS_PASSWORD_FILE": pw, "ENDCAP_SMTP_PASSWORD_FILE": pw, "ENDCAP_CURSOR_SECRET_FILE": s3, "ENDCAP_BID_SIGNING_KEYS_FILE": s3}, nil, func(c Config) bool {
-			return c.RedisPassword == "s3cr3t-ch" && c.SMTPPassword == "s3cr3t-ch" && c.CursorSecret == "s3cr3t-s3" && c.BidSigningKeys == "s3cr3t-s3"
+		{"every kind", map[string]string{"ENDCAP_REDIS_PASSWORD_FILE": pw, "ENDCAP_SMTP_PASSWORD_FILE": pw, "ENDCAP_CURSOR_SECRET_FILE": long, "ENDCAP_BID_SIGNING_KEYS_FILE": s3}, nil, func(c Config) bool {
+			return c.RedisPassword == "s3cr3t-ch" && c.SMTPPassword == "s3cr3t-ch" && c.CursorSecret == "s3cr3t-"+strings.Repeat("k", 32) && c.BidSigningKeys == "s3cr3t-s3"
 		}, ""},
 		{"both forms", map[string]string{"ENDCAP_REDIS_PASSWORD": "x", "ENDCAP_REDIS_PASSWORD_FILE": pw}, nil, nil, "redis-password (ENDCAP_REDIS_PASSWORD): set twice: give it or redis-password-file (ENDCAP_REDIS_PASSWORD_FILE), not both"},
 		{"both forms by flag", nil, []string{"--smtp-password", "x", "--smtp-password-file", pw}, nil, "not both"},
