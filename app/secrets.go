@@ -43,7 +43,10 @@ func SharedBidKeys(ctx context.Context, cfg config.Config) (string, error) {
 	if master == nil {
 		return "", errNoMasterKey
 	}
-	rdb := redisstore.Open(RedisOptions(cfg))
+	rdb, err := OpenRedis(cfg)
+	if err != nil {
+		return "", err
+	}
 	defer rdb.Close()
 	v, err := rdb.Exists(ctx, bidKeyName).Result()
 	if err != nil {

@@ -30,6 +30,13 @@ func TestPrecedence(t *testing.T) {
 		{"empty brokers", map[string]string{"ENDCAP_KAFKA_BROKERS": " , "}, nil, nil, "at least one broker"},
 		{"tiny body limit", nil, []string{"--max-body-bytes", "10"}, nil, "at least 1024"},
 		{"bad log level", nil, []string{"--log-level", "loud"}, nil, "debug, info, warn or error"},
+		{"redis tls and acl user", map[string]string{"ENDCAP_REDIS_TLS": "true", "ENDCAP_REDIS_TLS_CA": "/ca.pem", "ENDCAP_REDIS_USER": "endcap",
+			"ENDCAP_REDIS_PASSWORD_FILE": "/run/secrets/redis"}, nil, func(c Config) bool {
+			return c.RedisTLS && c.RedisTLSCA == "/ca.pem" && c.RedisUser == "endcap" && c.RedisPasswordFile == "/run/secrets/redis" && c.RedisPassword == ""
+		}, ""},
+		{"redis tls not a bool", map[string]string{"ENDCAP_REDIS_TLS": "yes please"}, nil, nil, "redis-tls (ENDCAP_REDIS_TLS)"},
+		{"redis password twice", map[string]string{"ENDCAP_REDIS_PASSWORD": "p", "ENDCAP_REDIS_PASSWORD_FILE": "/f"}, nil, nil, "redis-password and redis-password-file"},
+		{"redis ca without tls", map[string]string{"ENDCAP_REDIS_TLS_CA": "/ca.pem"}, nil, nil, "redis-tls-ca is set without redis-tls"},
 		{"rollup share", map[string]string{"ENDCAP_ROLLUP_MAX_SHARE": "0.5"}, nil, func(c Config) bool {
 			return c.RollupMaxShare == 0.5 && c.RollupInterval == time.Minute && c.RollupFullInterval == time.Hour
 		}, ""},

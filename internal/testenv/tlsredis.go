@@ -1,0 +1,212 @@
+package testenv
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/endcap/endcap/storage/redisstore"
+)
+
+// TLSRedis is a redis-server of one test's own that speaks TLS only, with
+// the users of an ACL file and the default user off.
+type TLSRedis struct {
+	Addr string // 127.0.0.1:port, TLS
+	// CA is the PEM file of the authority that signed the server's
+	// certificate (for 127.0.0.1 and localhost); OtherCA one that did not.
+	CA, OtherCA string
+	// Admin is a client of the user "admin", who may run every command
+	// (to look at what the test did, ACL LOG).
+	Admin redis.UniversalClient
+}
+
+// OwnTLSRedis starts, for one test, Debian's redis-server with TLS on a
+// free port (no plaintext port), certificates made for it, and an ACL file
+// of the user "admin" (every command; password adminPassword) and of the
+// given lines (e.g. "user endcap on >secret ~ec:* -@all +get"). It is
+// stopped when the test ends. It skips or fails like Get when redis-server
+// is not installed.
+func OwnTLSRedis(t testing.TB, adminPassword string, users ...string) *TLSRedis {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs redis-server (not in -short)")
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		bin = "/usr/bin/redis-server"
+		if _, serr := os.Stat(bin); serr != nil {
+			if os.Getenv("ENDCAP_TEST_REQUIRE_STACK") != "1" {
+				t.Skipf("redis-server not installed (run deploy/local/install.sh): %v", err)
+			}
+			t.Fatalf("redis-server: %v", err)
+		}
+	}
+	dir := t.TempDir()
+	caPEM, caCert, caKey := makeCA(t, "endcap test redis CA")
+	otherPEM, _, _ := makeCA(t, "another CA")
+	srvCert, srvKey := makeLeaf(t, caCert, caKey)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	r := &TLSRedis{CA: write("ca.pem", caPEM), OtherCA: write("other-ca.pem", otherPEM)}
+	acl := append([]string{"user default off", "user admin on >" + adminPassword + " ~* &* +@all"}, users...)
+	aclFile := write("users.acl", []byte(strings.Join(acl, "\n")+"\n"))
+	port := freePort(t)
+	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	logf, err := os.Create(filepath.Join(dir, "redis.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", write("server.pem", srvCert), "--tls-key-file", write("server-key.pem", srvKey),
+		"--tls-ca-cert-file", r.CA, "--tls-auth-clients", "no", "--aclfile", aclFile,
+		"--dir", dir, "--save", "", "--appendonly", "no", "--daemonize", "no", "--set-proc-title", "no")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done); _ = logf.Close() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	tc, err := redisstore.TLSConfig(r.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Admin = redisstore.Open(redisstore.Options{Addr: r.Addr, Username: "admin", Password: adminPassword, TLS: tc})
+	t.Cleanup(func() { _ = r.Admin.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		err := r.Admin.Ping(pctx).Err()
+		pcancel()
+		if err == nil {
+			return r
+		}
+		select {
+		case <-done:
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			t.Fatalf("redis-server with TLS exited: %s", log)
+		case <-ctx.Done():
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			t.Fatalf("redis-server with TLS not ready: %v\n%s", err, log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// makeCA returns a self-signed authority: its certificate in PEM, parsed,
+// and its key.
+func makeCA(t testing.TB, name string) ([]byte, *x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert, key
+}
+
+// makeLeaf returns a server certificate for 127.0.0.1 and localhost signed
+// by the authority, and its key, in PEM.
+func makeLeaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
+}
+
+// ACLLog returns the entries of the server's ACL LOG (commands and keys
+// refused to a user), each as "user: reason object".
+func (r *TLSRedis) ACLLog(ctx context.Context) ([]string, error) {
+	v, err := r.Admin.Do(ctx, "ACL", "LOG").Slice()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range v {
+		var fields map[string]any
+		switch m := e.(type) {
+		case map[any]any:
+			fields = map[string]any{}
+			for k, v := range m {
+				fields[k.(string)] = v
+			}
+		case []any:
+			fields = map[string]any{}
+			for i := 0; i+1 < len(m); i += 2 {
+				fields[m[i].(string)] = m[i+1]
+			}
+		default:
+			return nil, errors.New("ACL LOG: unexpected entry")
+		}
+		out = append(out, strings.TrimSpace(fmtAny(fields["username"])+": "+fmtAny(fields["reason"])+" "+fmtAny(fields["object"])+" ("+fmtAny(fields["context"])+")"))
+	}
+	return out, nil
+}
+
+func fmtAny(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
