@@ -18,6 +18,7 @@ import (
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/projections"
 )
 
 // documentedACLRule is the ACL rule docs/operations.md (Managed services,
@@ -64,8 +65,10 @@ func tlsRedisConfig(t *testing.T, r *testenv.TLSRedis, password string) config.C
 
 // TestRedisTLSACLUser runs the system on redis-server with TLS only (its
 // certificate signed by an authority the test makes, ENDCAP_REDIS_TLS_CA)
-// as the ACL user of exactly the rule docs/operations.md gives: catalog,
-// auctions, events, their charges, the campaign's spend read back, the
+// and a replica, as the ACL user of exactly the rule docs/operations.md
+// gives: catalog,
+// auctions, events, their charges (held until the replica has them), the
+// campaign's spend read back and checked against the charges, an export, the
 // console's sign-in (a refused password, the throttle, a session, a page of
 // the session, sign-out), an Idempotency-Key write answered twice, and the
 // signing keys shared through Redis. Every command or key the rule does
@@ -73,9 +76,9 @@ func tlsRedisConfig(t *testing.T, r *testenv.TLSRedis, password string) config.C
 // empty at the end: the rule is the least Endcap needs, proven by running.
 func TestRedisTLSACLUser(t *testing.T) {
 	const password = "endcap-acl-test-password"
-	r := testenv.OwnTLSRedis(t, "admin-test-password", documentedACLRule(t, password))
+	r := testenv.OwnTLSRedis(t, "admin-test-password", 1, documentedACLRule(t, password))
 	cfg := tlsRedisConfig(t, r, password)
-	cfg.ExportMaxStaleness = 0
+	cfg.RedisWaitReplicas = 1 // the charges wait for the replica (ROLE, WAIT)
 	s := startSystem(t, cfg)
 	key, mp := s.AdvancedKey, s.Marketplace.ID
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -125,6 +128,15 @@ func TestRedisTLSACLUser(t *testing.T) {
 		return nil
 	})
 
+	// `endcap admin spend check` as the same user: the spend equals the
+	// charges.
+	if diffs, err := projections.ReconcileSpend(ctx, s.App.ClickHouse, s.App.Redis, mp, time.Now(), false); err != nil || len(diffs) != 0 {
+		t.Errorf("spend check: %v %+v", err, diffs)
+	}
+
+	// An export (its quota and its worker's lock are in Redis).
+	exCompleted(t, s, exAccepted(t, exCreate(t, s, key, exRequest())))
+
 	// An Idempotency-Key write, and its retry answered from Redis.
 	body := `{"name":"Keyed","type":"listings","chargeType":"CPC","dailyBudget":5,"startDate":"2020-01-01T00:00:00Z"}`
 	hdr := map[string]string{"Idempotency-Key": "tls-acl-1"}
@@ -163,6 +175,20 @@ func TestRedisTLSACLUser(t *testing.T) {
 	for _, e := range entries {
 		t.Errorf("Redis refused the documented ACL user: %s", e)
 	}
+	// What the rule allows and this run did not call (INFO commandstats
+	// counts the commands of scripts too): paths the scenario does not
+	// take, for the reader of the log.
+	stats, err := r.Admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uncalled []string
+	for _, tok := range strings.Fields(documentedACLRule(t, password)) {
+		if c, ok := strings.CutPrefix(tok, "+"); ok && !strings.Contains(stats, "cmdstat_"+c+":calls=") {
+			uncalled = append(uncalled, c)
+		}
+	}
+	t.Logf("commands of the rule this run did not call: %v", uncalled)
 	n, err := r.Admin.DBSize(ctx).Result()
 	if err != nil || n == 0 {
 		t.Errorf("keys in the TLS Redis: %d (%v): the system did not use it", n, err)
@@ -237,7 +263,7 @@ func (c *tlsConsole) login(email, password string) int {
 // retrying for ever.
 func TestRedisStartRefused(t *testing.T) {
 	const password = "endcap-acl-test-password"
-	r := testenv.OwnTLSRedis(t, "admin-test-password", documentedACLRule(t, password))
+	r := testenv.OwnTLSRedis(t, "admin-test-password", 0, documentedACLRule(t, password))
 	for _, tc := range []struct {
 		name  string
 		tweak func(c *config.Config)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,10 +41,11 @@ type TLSRedis struct {
 // OwnTLSRedis starts, for one test, Debian's redis-server with TLS on a
 // free port (no plaintext port), certificates made for it, and an ACL file
 // of the user "admin" (every command; password adminPassword) and of the
-// given lines (e.g. "user endcap on >secret ~ec:* -@all +get"). It is
-// stopped when the test ends. It skips or fails like Get when redis-server
+// given lines (e.g. "user endcap on >secret ~ec:* -@all +get"), with that
+// many replicas (TLS replication, as admin) attached before it returns. They
+// are stopped when the test ends. It skips or fails like Get when redis-server
 // is not installed.
-func OwnTLSRedis(t testing.TB, adminPassword string, users ...string) *TLSRedis {
+func OwnTLSRedis(t testing.TB, adminPassword string, replicas int, users ...string) *TLSRedis {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs redis-server (not in -short)")
@@ -72,26 +74,36 @@ func OwnTLSRedis(t testing.TB, adminPassword string, users ...string) *TLSRedis 
 	r := &TLSRedis{CA: write("ca.pem", caPEM), OtherCA: write("other-ca.pem", otherPEM)}
 	acl := append([]string{"user default off", "user admin on >" + adminPassword + " ~* &* +@all"}, users...)
 	aclFile := write("users.acl", []byte(strings.Join(acl, "\n")+"\n"))
+	srvPEM, keyPEM := write("server.pem", srvCert), write("server-key.pem", srvKey)
+	start := func(name string, port int, extra ...string) (done chan struct{}, log string) {
+		d := filepath.Join(dir, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		log = filepath.Join(d, "redis.log")
+		logf, err := os.Create(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", "0", "--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", srvPEM, "--tls-key-file", keyPEM, "--tls-ca-cert-file", r.CA, "--tls-auth-clients", "no",
+			"--aclfile", aclFile, "--dir", d, "--save", "", "--appendonly", "no", "--daemonize", "no", "--set-proc-title", "no"}, extra...)...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone with the test binary, however it ends
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start redis-server: %v", err)
+		}
+		done = make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done); _ = logf.Close() }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-done
+		})
+		return done, log
+	}
 	port := freePort(t)
 	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	logf, err := os.Create(filepath.Join(dir, "redis.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", "0", "--tls-port", strconv.Itoa(port),
-		"--tls-cert-file", write("server.pem", srvCert), "--tls-key-file", write("server-key.pem", srvKey),
-		"--tls-ca-cert-file", r.CA, "--tls-auth-clients", "no", "--aclfile", aclFile,
-		"--dir", dir, "--save", "", "--appendonly", "no", "--daemonize", "no", "--set-proc-title", "no")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done); _ = logf.Close() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	done, logFile := start("master", port)
 	tc, err := redisstore.TLSConfig(r.CA)
 	if err != nil {
 		t.Fatal(err)
@@ -100,23 +112,43 @@ func OwnTLSRedis(t testing.TB, adminPassword string, users ...string) *TLSRedis 
 	t.Cleanup(func() { _ = r.Admin.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		err := r.Admin.Ping(pctx).Err()
-		pcancel()
-		if err == nil {
-			return r
-		}
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server with TLS exited: %s", log)
-		case <-ctx.Done():
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server with TLS not ready: %v\n%s", err, log)
-		case <-time.After(50 * time.Millisecond):
+	ready := func(ok func(context.Context) error) {
+		for {
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			err := ok(pctx)
+			pcancel()
+			if err == nil {
+				return
+			}
+			select {
+			case <-done:
+				log, _ := os.ReadFile(logFile)
+				t.Fatalf("redis-server with TLS exited: %s", log)
+			case <-ctx.Done():
+				log, _ := os.ReadFile(logFile)
+				t.Fatalf("redis-server with TLS not ready: %v\n%s", err, log)
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
+	ready(func(ctx context.Context) error { return r.Admin.Ping(ctx).Err() })
+	for i := range replicas {
+		start(fmt.Sprintf("replica-%d", i+1), freePort(t), "--replicaof", "127.0.0.1", strconv.Itoa(port),
+			"--tls-replication", "yes", "--masteruser", "admin", "--masterauth", adminPassword)
+	}
+	if replicas > 0 {
+		ready(func(ctx context.Context) error {
+			info, err := r.Admin.Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			if n := strings.Count(info, ",state=online,"); n < replicas {
+				return fmt.Errorf("%d of %d replicas in sync", n, replicas)
+			}
+			return nil
+		})
+	}
+	return r
 }
 
 // freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
