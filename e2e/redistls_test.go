@@ -11,14 +11,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // documentedACLRule is the ACL rule docs/operations.md (Managed services,
@@ -79,6 +83,24 @@ func TestRedisTLSACLUser(t *testing.T) {
 	r := testenv.OwnTLSRedis(t, "admin-test-password", 1, documentedACLRule(t, password))
 	cfg := tlsRedisConfig(t, r, password)
 	cfg.RedisWaitReplicas = 1 // the charges wait for the replica (ROLE, WAIT)
+	aclScenario(t, r, cfg, password)
+}
+
+// TestRedisTLSACLUserCluster is TestRedisTLSACLUser on a Redis Cluster of
+// three masters speaking TLS (ENDCAP_REDIS_CLUSTER): the same rule, on
+// every node, lets the cluster client learn the slots (CLUSTER SLOTS) and
+// the commands' keys (COMMAND).
+func TestRedisTLSACLUserCluster(t *testing.T) {
+	const password = "endcap-acl-test-password"
+	r := testenv.OwnTLSRedisCluster(t, "admin-test-password", 3, documentedACLRule(t, password))
+	cfg := tlsRedisConfig(t, r, password)
+	cfg.RedisCluster, cfg.RedisWaitReplicas = true, 0 // no replicas
+	aclScenario(t, r, cfg, password)
+}
+
+// aclScenario runs the system on r with cfg and fails on any refusal in
+// r's ACL LOG.
+func aclScenario(t *testing.T, r *testenv.TLSRedis, cfg config.Config, password string) {
 	s := startSystem(t, cfg)
 	key, mp := s.AdvancedKey, s.Marketplace.ID
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -178,13 +200,20 @@ func TestRedisTLSACLUser(t *testing.T) {
 	// What the rule allows and this run did not call (INFO commandstats
 	// counts the commands of scripts too): paths the scenario does not
 	// take, for the reader of the log.
-	stats, err := r.Admin.Info(ctx, "commandstats").Result()
-	if err != nil {
+	var stats strings.Builder
+	var mu sync.Mutex
+	if err := redisstore.ForEachMaster(ctx, r.Admin, func(ctx context.Context, m *redis.Client) error {
+		st, err := m.Info(ctx, "commandstats").Result()
+		mu.Lock()
+		stats.WriteString(st)
+		mu.Unlock()
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	var uncalled []string
 	for _, tok := range strings.Fields(documentedACLRule(t, password)) {
-		if c, ok := strings.CutPrefix(tok, "+"); ok && !strings.Contains(stats, "cmdstat_"+c+":calls=") {
+		if c, ok := strings.CutPrefix(tok, "+"); ok && !strings.Contains(stats.String(), "cmdstat_"+c+":calls=") {
 			uncalled = append(uncalled, c)
 		}
 	}

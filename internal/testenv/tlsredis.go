@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +47,19 @@ type TLSRedis struct {
 // are stopped when the test ends. It skips or fails like Get when redis-server
 // is not installed.
 func OwnTLSRedis(t testing.TB, adminPassword string, replicas int, users ...string) *TLSRedis {
+	t.Helper()
+	return ownTLSRedis(t, adminPassword, replicas, 0, users)
+}
+
+// OwnTLSRedisCluster is OwnTLSRedis as a Redis Cluster of that many
+// masters (at least 3, no replicas) that speak TLS to clients and to each
+// other; Addr lists them separated by commas and Admin is a cluster client.
+func OwnTLSRedisCluster(t testing.TB, adminPassword string, masters int, users ...string) *TLSRedis {
+	t.Helper()
+	return ownTLSRedis(t, adminPassword, 0, masters, users)
+}
+
+func ownTLSRedis(t testing.TB, adminPassword string, replicas, masters int, users []string) *TLSRedis {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs redis-server (not in -short)")
@@ -103,15 +117,49 @@ func OwnTLSRedis(t testing.TB, adminPassword string, replicas int, users ...stri
 	}
 	port := freePort(t)
 	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	done, logFile := start("master", port)
+	var clusterArgs []string
+	if masters > 0 {
+		clusterArgs = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--tls-cluster", "yes", "--cluster-node-timeout", "2000"}
+	}
+	bus := func() []string {
+		if masters == 0 {
+			return nil
+		}
+		return append([]string{"--cluster-port", strconv.Itoa(freePort(t))}, clusterArgs...)
+	}
+	done, logFile := start("master", port, bus()...)
+	addrs := []string{r.Addr}
+	for i := 2; i <= masters; i++ {
+		p := freePort(t)
+		start(fmt.Sprintf("master-%d", i), p, bus()...)
+		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	}
 	tc, err := redisstore.TLSConfig(r.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Admin = redisstore.Open(redisstore.Options{Addr: r.Addr, Username: "admin", Password: adminPassword, TLS: tc})
-	t.Cleanup(func() { _ = r.Admin.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if masters > 0 {
+		for _, a := range addrs {
+			node := redisstore.Open(redisstore.Options{Addr: a, Username: "admin", Password: adminPassword, TLS: tc})
+			for node.Ping(ctx).Err() != nil && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+			_ = node.Close()
+		}
+		args := append([]string{"--tls", "--cacert", r.CA, "--user", "admin", "--pass", adminPassword, "--no-auth-warning", "--cluster", "create"}, addrs...)
+		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+		out, err := exec.CommandContext(cctx, "redis-cli", append(args, "--cluster-yes")...).CombinedOutput()
+		ccancel()
+		if err != nil {
+			log, _ := os.ReadFile(logFile)
+			t.Fatalf("redis-cli --cluster create: %v\n%s\n%s", err, out, log)
+		}
+		r.Addr = strings.Join(addrs, ",")
+	}
+	r.Admin = redisstore.Open(redisstore.Options{Addr: r.Addr, Username: "admin", Password: adminPassword, TLS: tc, Cluster: masters > 0})
+	t.Cleanup(func() { _ = r.Admin.Close() })
 	ready := func(ok func(context.Context) error) {
 		for {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
@@ -132,6 +180,17 @@ func OwnTLSRedis(t testing.TB, adminPassword string, replicas int, users ...stri
 		}
 	}
 	ready(func(ctx context.Context) error { return r.Admin.Ping(ctx).Err() })
+	if masters > 0 {
+		ready(func(ctx context.Context) error {
+			return redisstore.ForEachMaster(ctx, r.Admin, func(ctx context.Context, m *redis.Client) error {
+				info, err := m.ClusterInfo(ctx).Result()
+				if err == nil && !strings.Contains(info, "cluster_state:ok") {
+					err = errors.New("cluster not ready")
+				}
+				return err
+			})
+		})
+	}
 	for i := range replicas {
 		start(fmt.Sprintf("replica-%d", i+1), freePort(t), "--replicaof", "127.0.0.1", strconv.Itoa(port),
 			"--tls-replication", "yes", "--masteruser", "admin", "--masterauth", adminPassword)
@@ -195,7 +254,7 @@ func makeLeaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (cert
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}} // the cluster bus: a client too
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
@@ -207,10 +266,18 @@ func makeLeaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (cert
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
 }
 
-// ACLLog returns the entries of the server's ACL LOG (commands and keys
+// ACLLog returns the entries of the ACL LOG of every master (commands and keys
 // refused to a user), each as "user: reason object".
 func (r *TLSRedis) ACLLog(ctx context.Context) ([]string, error) {
-	v, err := r.Admin.Do(ctx, "ACL", "LOG").Slice()
+	var v []any
+	var mu sync.Mutex
+	err := redisstore.ForEachMaster(ctx, r.Admin, func(ctx context.Context, m *redis.Client) error {
+		entries, err := m.Do(ctx, "ACL", "LOG").Slice()
+		mu.Lock()
+		v = append(v, entries...)
+		mu.Unlock()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
