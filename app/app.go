@@ -5,6 +5,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,7 +179,9 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
 		return nil, err
 	}
-	a.Redis = redisstore.Open(RedisOptions(cfg))
+	if a.Redis, err = OpenRedis(cfg); err != nil {
+		return nil, err
+	}
 	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
 	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log); err != nil {
 		return nil, err
@@ -314,6 +319,9 @@ func (a *App) Prepare(ctx context.Context) error {
 		name string
 		fn   func(context.Context) error
 	}{
+		// Redis first: a refused password or an untrusted certificate
+		// ends the process at once, whatever the other dependencies do.
+		{"redis server", a.checkRedis},
 		{"kafka topics", func(ctx context.Context) error {
 			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention))
 		}},
@@ -325,7 +333,6 @@ func (a *App) Prepare(ctx context.Context) error {
 			return err
 		}},
 		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
-		{"redis server", a.checkRedis},
 		{"redis key layout", func(ctx context.Context) error {
 			at, err := budget.Upgrade(ctx, a.Redis, a.log)
 			a.upgradedAt = at
@@ -381,6 +388,9 @@ type permanentError struct{ error }
 func (a *App) checkRedis(ctx context.Context) error {
 	servers, err := redisstore.Servers(ctx, a.Redis)
 	if err != nil {
+		if setting := redisSetting(err); setting != "" {
+			return permanentError{fmt.Errorf("%s: %w", setting, err)}
+		}
 		return err
 	}
 	for _, s := range servers {
@@ -393,6 +403,27 @@ func (a *App) checkRedis(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// redisSetting names the settings to mend when err is a failure that
+// waiting cannot fix: Redis refused the user or password, its certificate
+// is not trusted, or the ACL user may not run a command Endcap needs. It is empty for any other error.
+func redisSetting(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &invalid), errors.As(err, &verify):
+		return "ENDCAP_REDIS_TLS_CA (Redis's certificate is not trusted, or is not for its address)"
+	case strings.HasPrefix(msg, "WRONGPASS") || strings.Contains(msg, " WRONGPASS") || strings.Contains(msg, "NOAUTH") ||
+		strings.Contains(msg, "invalid password") || strings.Contains(msg, "invalid username-password"):
+		return "ENDCAP_REDIS_USER, ENDCAP_REDIS_PASSWORD or ENDCAP_REDIS_PASSWORD_FILE (Redis refused them)"
+	case strings.Contains(msg, "NOPERM"):
+		return "ENDCAP_REDIS_USER (its ACL rule lacks a command or key Endcap needs; docs/operations.md, Managed services)"
+	}
+	return ""
 }
 
 // upgradeSegmentKeys renames the segments' member sets kept under the keys
@@ -424,9 +455,33 @@ func (a *App) upgradeSegmentKeys(ctx context.Context) error {
 	return nil
 }
 
-// RedisOptions are the Redis client options of cfg.
-func RedisOptions(cfg config.Config) redisstore.Options {
-	return redisstore.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB, Cluster: cfg.RedisCluster}
+// RedisOptions are the Redis client options of cfg; an error names the
+// setting it comes from (ENDCAP_REDIS_TLS_CA).
+func RedisOptions(cfg config.Config) (redisstore.Options, error) {
+	o := redisstore.Options{Addr: cfg.RedisAddr, Username: cfg.RedisUser, Password: cfg.RedisPassword, PasswordFile: cfg.RedisPasswordFile,
+		DB: cfg.RedisDB, Cluster: cfg.RedisCluster}
+	if cfg.RedisTLS {
+		tc, err := redisstore.TLSConfig(cfg.RedisTLSCA)
+		if err != nil {
+			return o, fmt.Errorf("ENDCAP_REDIS_TLS_CA: %w", err)
+		}
+		o.TLS = tc
+	}
+	if cfg.RedisPasswordFile != "" {
+		if _, err := redisstore.ReadPasswordFile(cfg.RedisPasswordFile); err != nil {
+			return o, fmt.Errorf("ENDCAP_REDIS_PASSWORD_FILE: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// OpenRedis returns the Redis client of cfg (redisstore.Open).
+func OpenRedis(cfg config.Config) (redis.UniversalClient, error) {
+	o, err := RedisOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return redisstore.Open(o), nil
 }
 
 // Listen binds the HTTP address, and the metrics address when one is

@@ -18,7 +18,6 @@ import (
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
-	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
 )
 
@@ -184,7 +183,10 @@ var redisCommands = [][]any{
 }
 
 func checkRedis(ctx context.Context, cfg config.Config, _ *slog.Logger) (string, error) {
-	rdb := redisstore.Open(RedisOptions(cfg))
+	rdb, err := OpenRedis(cfg)
+	if err != nil {
+		return "", err
+	}
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return "", fmt.Errorf("PING %s: %w", cfg.RedisAddr, err)

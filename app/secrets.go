@@ -48,7 +48,10 @@ func SharedBidKeys(ctx context.Context, cfg config.Config) (string, error) {
 	if master == nil {
 		return "", errNoMasterKey
 	}
-	rdb := redisstore.Open(RedisOptions(cfg))
+	rdb, err := OpenRedis(cfg)
+	if err != nil {
+		return "", err
+	}
 	defer rdb.Close()
 	v, err := rdb.Exists(ctx, bidKeyName).Result()
 	if err != nil {
@@ -75,7 +78,10 @@ func WrapPlaintextSecrets(ctx context.Context, cfg config.Config) ([]string, err
 	if master == nil {
 		return nil, errNoMasterKey
 	}
-	rdb := redisstore.Open(RedisOptions(cfg))
+	rdb, err := OpenRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
 	defer rdb.Close()
 	var wrapped []string
 	for _, name := range []string{bidKeyName, cursorKeyName} {

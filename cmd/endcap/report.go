@@ -12,7 +12,6 @@ import (
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
 )
 
@@ -53,7 +52,10 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	defer ch.Close()
-	rdb := redisstore.Open(app.RedisOptions(cfg))
+	rdb, err := app.OpenRedis(cfg)
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
 	log := newLogger(cfg, cfg.LogLevel)

@@ -12,7 +12,6 @@ import (
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
-	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // cmdSpend is `endcap admin spend check|fix --marketplace ID`: compare the
@@ -38,7 +37,10 @@ func cmdSpend(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	defer ch.Close()
-	rdb := redisstore.Open(app.RedisOptions(cfg))
+	rdb, err := app.OpenRedis(cfg)
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()

@@ -55,6 +55,11 @@ type Config struct {
 	// RedisWaitReplicas is how many replicas must have a charge before
 	// it counts (-1: auto, 1 on a cluster and 0 on one server).
 	RedisWaitReplicas int
+	// The Redis ACL user, the password read from a file, and TLS.
+	RedisUser         string
+	RedisPasswordFile string
+	RedisTLS          bool
+	RedisTLSCA        string
 
 	S3Endpoint  string
 	S3Region    string
@@ -317,6 +322,17 @@ var settings = []setting{
 		return nil
 	}},
 	secret(setting{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })}),
+	{"redis-password-file", "ENDCAP_REDIS_PASSWORD_FILE", "", "file whose first line is the Redis password, read again for each new connection (instead of --redis-password)", str(func(c *Config) *string { return &c.RedisPasswordFile })},
+	{"redis-user", "ENDCAP_REDIS_USER", "", "Redis ACL user (empty: the default user); the rule it needs is in docs/operations.md, Managed services", str(func(c *Config) *string { return &c.RedisUser })},
+	{"redis-tls", "ENDCAP_REDIS_TLS", "false", "connect to Redis (every node of a cluster) over TLS; the server's certificate and host name are verified", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.RedisTLS = b
+		return nil
+	}},
+	{"redis-tls-ca", "ENDCAP_REDIS_TLS_CA", "", "PEM file of the certificate authorities that sign Redis's certificate (empty: the system's); needs --redis-tls", str(func(c *Config) *string { return &c.RedisTLSCA })},
 	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number (0 on a cluster)", integer(func(c *Config) *int { return &c.RedisDB }, 0)},
 	{"redis-cluster", "ENDCAP_REDIS_CLUSTER", "false", "Redis is a Redis Cluster (--redis-addr its seed nodes): every key goes to the master of its slot (docs/operations.md, Redis Cluster)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
@@ -696,6 +712,12 @@ func (c Config) check() []error {
 	}
 	if !c.RedisCluster && strings.Contains(c.RedisAddr, ",") {
 		errs = append(errs, fmt.Errorf("redis-addr %q lists several addresses: give one, or set redis-cluster for the seed nodes of a cluster", c.RedisAddr))
+	}
+	if c.RedisPassword != "" && c.RedisPasswordFile != "" {
+		errs = append(errs, fmt.Errorf("redis-password and redis-password-file are both set: give one"))
+	}
+	if c.RedisTLSCA != "" && !c.RedisTLS {
+		errs = append(errs, fmt.Errorf("redis-tls-ca is set without redis-tls: set ENDCAP_REDIS_TLS=true to connect to Redis over TLS"))
 	}
 	if c.KafkaRebalanceTimeout <= c.ProjectorFlushTimeout {
 		// A member holds rebalances while it folds a batch: the group would

@@ -30,6 +30,13 @@ func TestPrecedence(t *testing.T) {
 		{"empty brokers", map[string]string{"ENDCAP_KAFKA_BROKERS": " , "}, nil, nil, "at least one broker"},
 		{"tiny body limit", nil, []string{"--max-body-bytes", "10"}, nil, "at least 1024"},
 		{"bad log level", nil, []string{"--log-level", "loud"}, nil, "debug, info, warn or error"},
+		{"redis tls and acl user", map[string]string{"ENDCAP_REDIS_TLS": "true", "ENDCAP_REDIS_TLS_CA": "/ca.pem", "ENDCAP_REDIS_USER": "endcap",
+			"ENDCAP_REDIS_PASSWORD_FILE": "/run/secrets/redis"}, nil, func(c Config) bool {
+			return c.RedisTLS && c.RedisTLSCA == "/ca.pem" && c.RedisUser == "endcap" && c.RedisPasswordFile == "/run/secrets/redis" && c.RedisPassword == ""
+		}, ""},
+		{"redis tls not a bool", map[string]string{"ENDCAP_REDIS_TLS": "yes please"}, nil, nil, "redis-tls (ENDCAP_REDIS_TLS)"},
+		{"redis password twice", map[string]string{"ENDCAP_REDIS_PASSWORD": "p", "ENDCAP_REDIS_PASSWORD_FILE": "/f"}, nil, nil, "redis-password and redis-password-file"},
+		{"redis ca without tls", map[string]string{"ENDCAP_REDIS_TLS_CA": "/ca.pem"}, nil, nil, "redis-tls-ca is set without redis-tls"},
 		{"rollup share", map[string]string{"ENDCAP_ROLLUP_MAX_SHARE": "0.5"}, nil, func(c Config) bool {
 			return c.RollupMaxShare == 0.5 && c.RollupInterval == time.Minute && c.RollupFullInterval == time.Hour
 		}, ""},
@@ -207,9 +214,9 @@ func TestSecretFiles(t *testing.T) {
 		{"variable", map[string]string{"ENDCAP_CLICKHOUSE_PASSWORD_FILE": pw}, nil, func(c Config) bool { return c.ClickHousePassword == "s3cr3t-ch" }, ""},
 		{"flag", nil, []string{"--s3-secret-key-file", s3, "--s3-access-key", "AKIA"}, func(c Config) bool { return c.S3SecretKey == "s3cr3t-s3" }, ""},
 		{"every kind", map[string]string{"ENDCAP_REDIS_PASSWORD_FILE": pw, "ENDCAP_SMTP_PASSWORD_FILE": pw, "ENDCAP_CURSOR_SECRET_FILE": long, "ENDCAP_BID_SIGNING_KEYS_FILE": s3}, nil, func(c Config) bool {
-			return c.RedisPassword == "s3cr3t-ch" && c.SMTPPassword == "s3cr3t-ch" && c.CursorSecret == "s3cr3t-"+strings.Repeat("k", 32) && c.BidSigningKeys == "s3cr3t-s3"
+			return c.RedisPasswordFile == pw && c.SMTPPassword == "s3cr3t-ch" && c.CursorSecret == "s3cr3t-"+strings.Repeat("k", 32) && c.BidSigningKeys == "s3cr3t-s3"
 		}, ""},
-		{"both forms", map[string]string{"ENDCAP_REDIS_PASSWORD": "x", "ENDCAP_REDIS_PASSWORD_FILE": pw}, nil, nil, "redis-password (ENDCAP_REDIS_PASSWORD): set twice: give it or redis-password-file (ENDCAP_REDIS_PASSWORD_FILE), not both"},
+		{"both forms", map[string]string{"ENDCAP_REDIS_PASSWORD": "x", "ENDCAP_REDIS_PASSWORD_FILE": pw}, nil, nil, "redis-password and redis-password-file are both set: give one"},
 		{"both forms by flag", nil, []string{"--smtp-password", "x", "--smtp-password-file", pw}, nil, "not both"},
 		{"no such file", map[string]string{"ENDCAP_CLICKHOUSE_PASSWORD_FILE": dir + "/none"}, nil, nil, "clickhouse-password-file (ENDCAP_CLICKHOUSE_PASSWORD_FILE): open"},
 		{"an empty file", nil, []string{"--cursor-secret-file", empty}, nil, "is empty"},

@@ -5,9 +5,12 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -21,9 +24,19 @@ type Options struct {
 	// Addr is one address (host:port) of a Redis server or, with Cluster,
 	// the seed nodes of a Redis Cluster separated by commas (any of them
 	// is enough; the client learns the others from it).
-	Addr     string
+	Addr string
+	// Username is the ACL user (empty: the default user, as with a
+	// password alone).
+	Username string
 	Password string
-	DB       int // 0 on a cluster
+	// PasswordFile, when set, is a file whose first line is the password;
+	// it is read again for every new connection, so a rotated secret is
+	// taken without a restart. It replaces Password.
+	PasswordFile string
+	DB           int // 0 on a cluster
+	// TLS, when set, makes every connection (to each node of a cluster)
+	// TLS, verifying the server's certificate (TLSConfig).
+	TLS *tls.Config
 	// Cluster makes the client a Redis Cluster client, which sends each
 	// command to the master of its key's slot and follows the cluster
 	// when slots move or a replica takes over a failed master.
@@ -49,16 +62,27 @@ func (o Options) Addrs() []string {
 // caller that gave itself 150 ms for the full ReadTimeout. A context that
 // is cancelled without a deadline still waits for the socket timeout.
 func Open(o Options) redis.UniversalClient {
+	var creds func(context.Context) (string, string, error)
+	if o.PasswordFile != "" {
+		creds = func(context.Context) (string, string, error) {
+			pw, err := ReadPasswordFile(o.PasswordFile)
+			return o.Username, pw, err
+		}
+	}
 	if o.Cluster {
 		cc := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 o.Addrs(),
-			Password:              o.Password,
-			DialTimeout:           2 * time.Second,
-			ReadTimeout:           3 * time.Second,
-			WriteTimeout:          3 * time.Second,
-			ContextTimeoutEnabled: true,
-			PoolSize:              32, // per node
-			MaxRetries:            1,
+			Addrs:                      o.Addrs(),
+			Username:                   o.Username,
+			Password:                   o.Password,
+			CredentialsProviderContext: creds,
+			TLSConfig:                  o.TLS,
+			DisableIdentity:            true, // no CLIENT SETINFO (Redis 7.2+), which the ACL rule would have to allow
+			DialTimeout:                2 * time.Second,
+			ReadTimeout:                3 * time.Second,
+			WriteTimeout:               3 * time.Second,
+			ContextTimeoutEnabled:      true,
+			PoolSize:                   32, // per node
+			MaxRetries:                 1,
 			// A command sent to a node that no longer serves its slot is
 			// redirected (MOVED, ASK) up to this many times; between
 			// attempts the client re-reads the cluster's layout.
@@ -74,16 +98,53 @@ func Open(o Options) redis.UniversalClient {
 		addr = a[0]
 	}
 	return redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		Password:              o.Password,
-		DB:                    o.DB,
-		DialTimeout:           2 * time.Second,
-		ReadTimeout:           3 * time.Second,
-		WriteTimeout:          3 * time.Second,
-		ContextTimeoutEnabled: true,
-		PoolSize:              32,
-		MaxRetries:            1,
+		Addr:                       addr,
+		Username:                   o.Username,
+		Password:                   o.Password,
+		CredentialsProviderContext: creds,
+		TLSConfig:                  o.TLS,
+		DisableIdentity:            true, // no CLIENT SETINFO (Redis 7.2+), which the ACL rule would have to allow
+		DB:                         o.DB,
+		DialTimeout:                2 * time.Second,
+		ReadTimeout:                3 * time.Second,
+		WriteTimeout:               3 * time.Second,
+		ContextTimeoutEnabled:      true,
+		PoolSize:                   32,
+		MaxRetries:                 1,
 	})
+}
+
+// TLSConfig is the TLS configuration of connections to Redis: TLS 1.2 or
+// later, the server's certificate verified against the authorities of the
+// PEM file ca (empty: the system's) and the host name of each address.
+func TLSConfig(ca string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca == "" {
+		return c, nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, fmt.Errorf("redis: TLS authorities: %w", err)
+	}
+	c.RootCAs = x509.NewCertPool()
+	if !c.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("redis: TLS authorities: no certificate in %s", ca)
+	}
+	return c, nil
+}
+
+// ReadPasswordFile returns the first line of the file at path, which must
+// not be empty.
+func ReadPasswordFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("redis password file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimRight(line, "\r"); line == "" {
+		return "", fmt.Errorf("redis password file %s: the first line is empty", path)
+	}
+	return line, nil
 }
 
 // reloadOnFailure makes a cluster client read the cluster's layout again
