@@ -115,6 +115,7 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.RateLimitDefault, cfg.RateLimitCatalog, cfg.RateLimitExplain = "5000/1s", "5000/1s", "5000/1s"
+	cfg.WebhookAllowLoopback = true // the tour's webhook is on loopback; a refused address is a 422 below
 	s := startSystem(t, cfg)
 	c := &contract{s: s, v: v, seen: map[string]bool{}}
 	A, M := s.AdvancedKey, s.MarketplaceKey
@@ -252,6 +253,7 @@ func TestOpenAPILiveExchanges(t *testing.T) {
 
 	// Webhooks.
 	wh := "/public/v1/webhooks/webhooks"
+	c.do(t, "POST", wh, A, `{"url": "https://10.0.0.5/hook", "eventTypes": ["campaign.updated"]}`, nil, 422)
 	r = c.do(t, "POST", wh, A, `{"url": "http://127.0.0.1:9/hook", "eventTypes": ["campaign.updated"]}`, nil, 201)
 	hook := jsonField(t, r, "id")
 	c.do(t, "GET", wh, A, "", nil, 200)

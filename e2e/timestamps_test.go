@@ -159,6 +159,10 @@ type wireNorm struct {
 	ids   map[string]string
 	fixed map[string]string
 	now   time.Time
+	// localDay is the marketplace's day today: a campaign's spend.day,
+	// which is the UTC yesterday of fixed in the hours the marketplace's
+	// zone is behind UTC (it becomes today's stand-in).
+	localDay string
 }
 
 var (
@@ -171,6 +175,9 @@ var (
 )
 
 func (n *wireNorm) apply(b []byte) []byte {
+	if n.localDay != "" {
+		b = bytes.ReplaceAll(b, []byte(`"day":"`+n.localDay+`"`), []byte(`"day":"`+n.fixed[exDay(0)]+`"`))
+	}
 	for k, v := range n.fixed { // whole strings only
 		b = bytes.ReplaceAll(b, []byte(`"`+k+`"`), []byte(`"`+v+`"`))
 	}
@@ -235,7 +242,11 @@ func TestWireTimestamps(t *testing.T) {
 	s := startSystem(t, cfg)
 	A := s.AdvancedKey
 	rc := newHookReceiver(t)
-	n := &wireNorm{ids: map[string]string{}, now: time.Now(),
+	loc, err := time.LoadLocation(s.Marketplace.Timezone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &wireNorm{ids: map[string]string{}, now: time.Now(), localDay: time.Now().In(loc).Format(time.DateOnly),
 		fixed: map[string]string{exDay(-1): "2026-01-01", exDay(0): "2026-01-02"}}
 	do := func(name, method, path string, body string, status int) response {
 		t.Helper()
