@@ -251,13 +251,18 @@ func (w *connWatch) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net
 
 // OnBrokerE2E sees the SASL exchange: a broker that refuses credentials
 // either answers an error code (settingOf) or closes the connection.
+// A TLS 1.3 broker that refuses the client's certificate says so at the
+// first read, which this sees too.
 func (w *connWatch) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 	err := e2e.Err()
-	if err == nil || (key != kmsg.SASLHandshake.Int16() && key != kmsg.SASLAuthenticate.Int16()) {
+	if err == nil {
 		return
 	}
 	se := settingOf(err)
 	if se == nil {
+		if key != kmsg.SASLHandshake.Int16() && key != kmsg.SASLAuthenticate.Int16() {
+			return
+		}
 		se = &SettingError{"ENDCAP_KAFKA_SASL_USER / ENDCAP_KAFKA_SASL_PASSWORD / ENDCAP_KAFKA_SASL_MECHANISM (the brokers closed the connection during SASL authentication: the credentials or the mechanism were refused)", err}
 	}
 	w.set(se)

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,11 +16,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/endcap/endcap/internal/testenv"
-	. "github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/kafka"
 )
 
 // mechanism is the SASL mechanism of the clients s makes.
-func mechanism(t *testing.T, s Security) sasl.Mechanism {
+func mechanism(t *testing.T, s kafka.Security) sasl.Mechanism {
 	t.Helper()
 	conn, err := s.Conn(context.Background())
 	if err != nil {
@@ -55,19 +56,19 @@ func TestSecurity(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	good := Security{TLS: true, TLSCA: files.CA, Mechanism: "scram-sha-512", User: "endcap", Password: "s3cret"}
+	good := kafka.Security{TLS: true, TLSCA: files.CA, Mechanism: "scram-sha-512", User: "endcap", Password: "s3cret"}
 	for _, tc := range []struct {
 		name    string
-		mutate  func(*Security)
+		mutate  func(*kafka.Security)
 		setting string // "" when the connection works
 	}{
-		{"scram-sha-512 over tls", func(*Security) {}, ""},
-		{"plain over tls, password file", func(s *Security) { s.Mechanism, s.Password, s.PasswordFile = "plain", "", pwFile }, ""},
-		{"wrong password", func(s *Security) { s.Password = "wrong" }, "ENDCAP_KAFKA_SASL_PASSWORD"},
-		{"unknown user", func(s *Security) { s.User = "nobody" }, "ENDCAP_KAFKA_SASL_USER"},
-		{"mechanism the broker lacks", func(s *Security) { s.Mechanism = "scram-sha-256" }, "ENDCAP_KAFKA_SASL"},
-		{"untrusted authority", func(s *Security) { s.TLSCA = other.CA }, "ENDCAP_KAFKA_TLS_CA"},
-		{"system authorities", func(s *Security) { s.TLSCA = "" }, "ENDCAP_KAFKA_TLS_CA"},
+		{"scram-sha-512 over tls", func(*kafka.Security) {}, ""},
+		{"plain over tls, password file", func(s *kafka.Security) { s.Mechanism, s.Password, s.PasswordFile = "plain", "", pwFile }, ""},
+		{"wrong password", func(s *kafka.Security) { s.Password = "wrong" }, "ENDCAP_KAFKA_SASL_PASSWORD"},
+		{"unknown user", func(s *kafka.Security) { s.User = "nobody" }, "ENDCAP_KAFKA_SASL_USER"},
+		{"mechanism the broker lacks", func(s *kafka.Security) { s.Mechanism = "scram-sha-256" }, "ENDCAP_KAFKA_SASL"},
+		{"untrusted authority", func(s *kafka.Security) { s.TLSCA = other.CA }, "ENDCAP_KAFKA_TLS_CA"},
+		{"system authorities", func(s *kafka.Security) { s.TLSCA = "" }, "ENDCAP_KAFKA_TLS_CA"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := good
@@ -77,7 +78,7 @@ func TestSecurity(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			err = Check(context.Background(), c.ListenAddrs(), conn, 5*time.Second)
+			err = kafka.Check(context.Background(), c.ListenAddrs(), conn, 5*time.Second)
 			if took := time.Since(start); took > 8*time.Second {
 				t.Errorf("Check took %s", took)
 			}
@@ -85,7 +86,7 @@ func TestSecurity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cl, err := NewClient(c.ListenAddrs(), nil, conn.With(kgo.DefaultProduceTopic("t"))...)
+				cl, err := kafka.NewClient(c.ListenAddrs(), nil, conn.With(kgo.DefaultProduceTopic("t"))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -98,7 +99,7 @@ func TestSecurity(t *testing.T) {
 				return
 			}
 			t.Log(err)
-			var se *SettingError
+			var se *kafka.SettingError
 			if !errors.As(err, &se) || !strings.Contains(se.Error(), tc.setting) {
 				t.Fatalf("Check: %v, want an error naming %s", err, tc.setting)
 			}
@@ -109,9 +110,9 @@ func TestSecurity(t *testing.T) {
 	}
 	t.Run("plaintext client", func(t *testing.T) {
 		start := time.Now()
-		err := Check(context.Background(), c.ListenAddrs(), nil, 3*time.Second)
+		err := kafka.Check(context.Background(), c.ListenAddrs(), nil, 3*time.Second)
 		t.Log(err)
-		var se *SettingError
+		var se *kafka.SettingError
 		if !errors.As(err, &se) || !strings.Contains(se.Setting, "ENDCAP_KAFKA_TLS") || time.Since(start) > 6*time.Second {
 			t.Fatalf("Check of a plaintext client on a TLS broker: %v after %s", err, time.Since(start))
 		}
@@ -124,13 +125,13 @@ func TestSecurityFiles(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	for _, tc := range []struct {
-		s       Security
+		s       kafka.Security
 		setting string
 	}{
-		{Security{TLS: true, TLSCA: missing}, "ENDCAP_KAFKA_TLS_CA"},
-		{Security{TLS: true, TLSCert: missing, TLSKey: missing}, "ENDCAP_KAFKA_TLS_CERT"},
-		{Security{Mechanism: "scram-sha-256", User: "u", PasswordFile: missing}, "ENDCAP_KAFKA_SASL_PASSWORD_FILE"},
-		{Security{Mechanism: "oauthbearer", TokenFile: missing}, "ENDCAP_KAFKA_SASL_TOKEN_FILE"},
+		{kafka.Security{TLS: true, TLSCA: missing}, "ENDCAP_KAFKA_TLS_CA"},
+		{kafka.Security{TLS: true, TLSCert: missing, TLSKey: missing}, "ENDCAP_KAFKA_TLS_CERT"},
+		{kafka.Security{Mechanism: "scram-sha-256", User: "u", PasswordFile: missing}, "ENDCAP_KAFKA_SASL_PASSWORD_FILE"},
+		{kafka.Security{Mechanism: "oauthbearer", TokenFile: missing}, "ENDCAP_KAFKA_SASL_TOKEN_FILE"},
 	} {
 		if _, err := tc.s.Conn(context.Background()); err == nil || !strings.Contains(err.Error(), tc.setting) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.s, err, tc.setting)
@@ -141,7 +142,7 @@ func TestSecurityFiles(t *testing.T) {
 	if err := os.WriteFile(token, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := mechanism(t, Security{Mechanism: "oauthbearer", TokenFile: token})
+	m := mechanism(t, kafka.Security{Mechanism: "oauthbearer", TokenFile: token})
 	first := func() string {
 		_, msg, err := m.Authenticate(context.Background(), "broker:9092")
 		if err != nil {
@@ -168,7 +169,7 @@ func TestSecurityMSKIAM(t *testing.T) {
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	m := mechanism(t, Security{TLS: true, Mechanism: "aws-msk-iam"})
+	m := mechanism(t, kafka.Security{TLS: true, Mechanism: "aws-msk-iam"})
 	if m.Name() != "AWS_MSK_IAM" {
 		t.Fatalf("mechanism %s", m.Name())
 	}
@@ -178,5 +179,47 @@ func TestSecurityMSKIAM(t *testing.T) {
 	}
 	if !strings.Contains(string(msg), "AKIDENDCAPTEST") || !strings.Contains(string(msg), "eu-west-1") {
 		t.Fatalf("first message %s: not signed with the environment's key for the broker's region", msg)
+	}
+}
+
+// TestSecurityMutualTLS: a client certificate (ENDCAP_KAFKA_TLS_CERT,
+// _KEY) is shown to a broker that requires one; without it the check names
+// the setting.
+func TestSecurityMutualTLS(t *testing.T) {
+	files := testenv.MakeTLSFiles(t)
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(files.CA)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("the test authority", err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{files.Server},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		s       kafka.Security
+		setting string
+	}{
+		{kafka.Security{TLS: true, TLSCA: files.CA, TLSCert: files.Cert, TLSKey: files.Key}, ""},
+		{kafka.Security{TLS: true, TLSCA: files.CA}, "ENDCAP_KAFKA_TLS_CERT"},
+	} {
+		conn, err := tc.s.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = kafka.Check(context.Background(), c.ListenAddrs(), conn, 5*time.Second)
+		t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+		if tc.setting == "" {
+			if err != nil {
+				t.Errorf("with the client certificate: %v", err)
+			}
+			continue
+		}
+		if se := (*kafka.SettingError)(nil); !errors.As(err, &se) || !strings.Contains(se.Setting, tc.setting) || time.Since(start) > 4*time.Second {
+			t.Errorf("without the client certificate: %v after %s, want an error naming %s at once", err, time.Since(start), tc.setting)
+		}
 	}
 }
