@@ -193,11 +193,29 @@ func (f *secretFile) get() (string, error) {
 // its own, within timeout, and says which setting is wrong when the brokers
 // refuse the client's credentials or the client refuses the brokers'
 // certificate: waiting cannot mend those, and such an error (a
-// *SettingError) comes as soon as the first connection fails. Any other
-// failure (the brokers unreachable, still starting) is returned as it is
-// when timeout runs out.
+// *SettingError) comes as soon as the first connection fails. Brokers that
+// close every connection at once (TLS or SASL missing, or a proxy with no
+// broker behind it) are asked again until timeout, and are then a
+// *SettingError too. Any other failure (the brokers unreachable, still
+// starting) is returned as it is when timeout runs out.
 func Check(ctx context.Context, brokers []string, conn Conn, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := checkOnce(ctx, brokers, conn, timeout)
+		if _, closed := errors.AsType[*kgo.ErrFirstReadEOF](err); !closed {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func checkOnce(ctx context.Context, brokers []string, conn Conn, timeout time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &connWatch{cancel: cancel}
 	cl, err := kgo.NewClient(conn.With(kgo.SeedBrokers(brokers...), kgo.DialTimeout(min(2*time.Second, timeout)),
