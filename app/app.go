@@ -89,6 +89,7 @@ type App struct {
 	// slow Kafka fills it (and records are dropped) without ever making
 	// /v2/events wait for room in the events producer's buffer.
 	auctionsKafka *kgo.Client
+	kafkaConn     kafka.Conn // how every Kafka client of the process connects (TLS, SASL)
 	ClickHouse    clickhouse.Conn
 	Redis         redis.UniversalClient
 	S3            *s3store.Store
@@ -169,11 +170,14 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 			a.close()
 		}
 	}()
-	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-"+string(target)), kgo.ProducerLinger(cfg.KafkaLinger)); err != nil {
+	if a.kafkaConn, err = KafkaSecurity(cfg).Conn(context.Background()); err != nil {
 		return nil, err
 	}
-	if a.auctionsKafka, err = kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-auction-records"), kgo.ProducerLinger(max(cfg.KafkaLinger, 5*time.Millisecond)),
-		kgo.MaxBufferedRecords(100_000), kgo.RecordDeliveryTimeout(30*time.Second)); err != nil {
+	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, a.kafkaConn.With(kgo.ClientID("endcap-"+string(target)), kgo.ProducerLinger(cfg.KafkaLinger))...); err != nil {
+		return nil, err
+	}
+	if a.auctionsKafka, err = kafka.NewClient(cfg.KafkaBrokers, log, a.kafkaConn.With(kgo.ClientID("endcap-auction-records"), kgo.ProducerLinger(max(cfg.KafkaLinger, 5*time.Millisecond)),
+		kgo.MaxBufferedRecords(100_000), kgo.RecordDeliveryTimeout(30*time.Second))...); err != nil {
 		return nil, err
 	}
 	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
@@ -183,19 +187,19 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		return nil, err
 	}
 	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
-	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log); err != nil {
+	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log, a.kafkaConn...); err != nil {
 		return nil, err
 	}
 	a.Accounts = accounts.New(a.StateLog)
 	if target.runs(TargetAPI) {
 		a.Audit = audit.New(a.StateLog)
 	}
-	if a.Entities, err = statelog.New(a.Topics.Entities, cfg.KafkaBrokers, a.Kafka, log); err != nil {
+	if a.Entities, err = statelog.New(a.Topics.Entities, cfg.KafkaBrokers, a.Kafka, log, a.kafkaConn...); err != nil {
 		return nil, err
 	}
 	a.Entities.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
 	if a.runsWebhooks() {
-		if a.Deliveries, err = statelog.New(a.Topics.WebhookDeliveries, cfg.KafkaBrokers, a.Kafka, log); err != nil {
+		if a.Deliveries, err = statelog.New(a.Topics.WebhookDeliveries, cfg.KafkaBrokers, a.Kafka, log, a.kafkaConn...); err != nil {
 			return nil, err
 		}
 		a.Deliveries.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
@@ -308,7 +312,7 @@ func (a *App) checkProjectors(now time.Time) error {
 
 // groupOptions are the consumer-group timings of the projectors.
 func (a *App) groupOptions() projections.GroupOptions {
-	return projections.GroupOptions{SessionTimeout: a.cfg.KafkaSessionTimeout,
+	return projections.GroupOptions{Conn: a.kafkaConn, SessionTimeout: a.cfg.KafkaSessionTimeout,
 		RebalanceTimeout: a.cfg.KafkaRebalanceTimeout, FlushTimeout: a.cfg.ProjectorFlushTimeout, StopGrace: a.cfg.ShutdownTimeout}
 }
 
@@ -319,9 +323,18 @@ func (a *App) Prepare(ctx context.Context) error {
 		name string
 		fn   func(context.Context) error
 	}{
-		// Redis first: a refused password or an untrusted certificate
-		// ends the process at once, whatever the other dependencies do.
+		// Redis and Kafka first: a refused password or an untrusted
+		// certificate ends the process at once, whatever the others do.
 		{"redis server", a.checkRedis},
+		{"kafka connection", func(ctx context.Context) error {
+			// Credentials the brokers refuse, or brokers whose certificate
+			// is not trusted, end the process, naming the setting.
+			err := kafka.Check(ctx, a.cfg.KafkaBrokers, a.kafkaConn, 5*time.Second)
+			if se := (*kafka.SettingError)(nil); errors.As(err, &se) {
+				return permanentError{err}
+			}
+			return err
+		}},
 		{"kafka topics", func(ctx context.Context) error {
 			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention))
 		}},
@@ -453,6 +466,13 @@ func (a *App) upgradeSegmentKeys(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// KafkaSecurity is how cfg's Kafka clients connect (TLS, SASL).
+func KafkaSecurity(cfg config.Config) kafka.Security {
+	return kafka.Security{TLS: cfg.KafkaTLS, TLSCA: cfg.KafkaTLSCA, TLSCert: cfg.KafkaTLSCert, TLSKey: cfg.KafkaTLSKey,
+		Mechanism: cfg.KafkaSASLMechanism, User: cfg.KafkaSASLUser, Password: cfg.KafkaSASLPassword,
+		PasswordFile: cfg.KafkaSASLPasswordFile, TokenFile: cfg.KafkaSASLTokenFile}
 }
 
 // RedisOptions are the Redis client options of cfg; an error names the
@@ -682,7 +702,7 @@ func (a *App) Run(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				return a.Exports.RunWorkers(ctx, exports.WorkerOptions{Brokers: a.cfg.KafkaBrokers, Workers: a.cfg.ExportWorkers,
+				return a.Exports.RunWorkers(ctx, exports.WorkerOptions{Brokers: a.cfg.KafkaBrokers, Conn: a.kafkaConn, Workers: a.cfg.ExportWorkers,
 					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness, SessionTimeout: a.cfg.KafkaSessionTimeout,
 					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err }})
 			})

@@ -77,7 +77,16 @@ func CheckDependencies(ctx context.Context, cfg config.Config, timeout time.Dura
 }
 
 func checkKafka(ctx context.Context, cfg config.Config, log *slog.Logger) (string, error) {
-	cl, err := kafka.NewClient(cfg.KafkaBrokers, log)
+	conn, err := KafkaSecurity(cfg).Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := kafka.Check(ctx, cfg.KafkaBrokers, conn, 5*time.Second); err != nil {
+		if se := (*kafka.SettingError)(nil); errors.As(err, &se) {
+			return "", err
+		}
+	}
+	cl, err := kafka.NewClient(cfg.KafkaBrokers, log, conn...)
 	if err != nil {
 		return "", err
 	}

@@ -138,7 +138,7 @@ func (a *App) openClaims(ctx context.Context) (*projections.Claims, error) {
 			"until", legacy.Until().UTC().Format(time.RFC3339))
 	}
 	return projections.OpenClaims(actx, projections.ClaimsOptions{Dir: a.cfg.ProjectorStateDir,
-		CacheBytes: int64(a.cfg.ProjectorStateCacheMB) << 20, Brokers: a.cfg.KafkaBrokers, EventsTopic: a.Topics.Events,
+		CacheBytes: int64(a.cfg.ProjectorStateCacheMB) << 20, Brokers: a.cfg.KafkaBrokers, Conn: a.kafkaConn, EventsTopic: a.Topics.Events,
 		Topic: a.Topics.Claims, Replication: a.cfg.KafkaReplicationFactor, Window: a.cfg.DedupeWindow, Legacy: legacy, Log: a.log})
 }
 

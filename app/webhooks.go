@@ -39,7 +39,7 @@ func (a *App) runWebhooks(ctx context.Context, run func(string, func(context.Con
 			return err
 		}
 		r, err := webhooks.NewRouter(a.WebhookDeliveries, webhooks.RouterOptions{
-			Brokers: a.cfg.KafkaBrokers, Entities: a.Topics.Entities, Events: a.Topics.WebhookEvents,
+			Brokers: a.cfg.KafkaBrokers, Conn: a.kafkaConn, Entities: a.Topics.Entities, Events: a.Topics.WebhookEvents,
 			Campaigns: a.Campaigns, Location: a.location, Exports: a.Exports, SessionTimeout: a.cfg.KafkaSessionTimeout, Log: a.log,
 			Sync: a.Entities.CatchUp,
 		})

@@ -40,6 +40,8 @@ type GroupOptions struct {
 	// it the attempt is abandoned and the partition's next owner folds the
 	// batch again. Default 5 s.
 	StopGrace time.Duration
+	// Conn: how the group's client connects (TLS, SASL).
+	Conn kafka.Conn
 }
 
 // Default consumer-group timings.
@@ -144,7 +146,7 @@ func newBatcher(brokers []string, group string, topics []string, maxRows int, fl
 			}
 		}
 	}
-	cl, err := kafka.NewClient(brokers, log,
+	cl, err := kafka.NewClient(brokers, log, o.Conn.With(
 		kgo.ClientID(group),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),
@@ -159,7 +161,7 @@ func newBatcher(brokers []string, group string, topics []string, maxRows int, fl
 		kgo.OnPartitionsLost(lost),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.FetchMaxBytes(64<<20),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,7 @@ type ClaimsOptions struct {
 	// topic's claims, created when missing (EnsureClaimsTopic) with
 	// Replication.
 	Brokers     []string
+	Conn        kafka.Conn // how the client connects (TLS, SASL)
 	EventsTopic string
 	Topic       string
 	Replication int
@@ -92,9 +93,9 @@ func OpenClaims(ctx context.Context, o ClaimsOptions) (*Claims, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	cl, err := kafka.NewClient(o.Brokers, o.Log, kgo.ClientID("endcap-claims"),
+	cl, err := kafka.NewClient(o.Brokers, o.Log, o.Conn.With(kgo.ClientID("endcap-claims"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.FetchMaxBytes(64<<20), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		kgo.FetchMaxBytes(64<<20), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return nil, err
 	}

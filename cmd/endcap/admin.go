@@ -38,7 +38,16 @@ type adminSession struct {
 
 func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 	log := newLogger(cfg, "warn")
-	cl, err := kafka.NewClient(cfg.KafkaBrokers, log, kgo.ClientID("endcap-admin"))
+	conn, err := app.KafkaSecurity(cfg).Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := kafka.Check(ctx, cfg.KafkaBrokers, conn, 5*time.Second); err != nil {
+		if se := (*kafka.SettingError)(nil); errors.As(err, &se) {
+			return nil, err
+		}
+	}
+	cl, err := kafka.NewClient(cfg.KafkaBrokers, log, conn.With(kgo.ClientID("endcap-admin"))...)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +59,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 		cl.Close()
 		return nil, fmt.Errorf("kafka at %v: %w", cfg.KafkaBrokers, err)
 	}
-	sl, err := statelog.New(topics.Accounts, cfg.KafkaBrokers, cl, log)
+	sl, err := statelog.New(topics.Accounts, cfg.KafkaBrokers, cl, log, conn...)
 	if err != nil {
 		cl.Close()
 		return nil, err

@@ -365,16 +365,16 @@ func ensureMasterKey(path string) (string, error) {
 
 // startKfake starts the local stack's Kafka (kfake) on the port of the first
 // of --kafka-brokers, keeping its data in dir/kafka.
-func startKfake(cfg config.Config, dir string) (*kfake.Cluster, error) {
+func startKfake(cfg config.Config, dir string, opts ...kfake.Opt) (*kfake.Cluster, error) {
 	kport, err := portOf(cfg.KafkaBrokers[0])
 	if err != nil {
 		return nil, fmt.Errorf("--kafka-brokers: %w", err)
 	}
-	cluster, err := kfake.NewCluster(
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{
 		kfake.Ports(kport),
 		kfake.DataDir(filepath.Join(dir, "kafka")),
 		kfake.DefaultNumPartitions(cfg.KafkaEventsPartitions),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("start Kafka (kfake) on port %d: %w", kport, err)
 	}
@@ -385,19 +385,27 @@ func startKfake(cfg config.Config, dir string) (*kfake.Cluster, error) {
 // for `endcap dev --kfake=false`, so that the broker's work and garbage are
 // not in the API's process (as in production, where Kafka runs elsewhere).
 func cmdKafka(ctx context.Context, args []string) error {
-	var dir string
+	var dir, saslUser, tlsCert, tlsKey string
 	cfg, _, err := parse("kafka", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR); the broker keeps its data in <dir>/kafka")
+		fs.StringVar(&saslUser, "sasl-user", "", "USER:PASSWORD: the broker requires SASL and takes this user with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+		fs.StringVar(&tlsCert, "tls-cert", "", "PEM file of the broker's certificate: the broker listens with TLS only (with --tls-key)")
+		fs.StringVar(&tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
 	})
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, cfg.LogLevel)
-	cluster, err := startKfake(cfg, dir)
+	secure, err := localstack.KafkaSecurity(saslUser, tlsCert, tlsKey)
 	if err != nil {
 		return err
 	}
-	log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"))
+	log := newLogger(cfg, cfg.LogLevel)
+	cluster, err := startKfake(cfg, dir, secure...)
+	if err != nil {
+		return err
+	}
+	log.Info("kafka (kfake) listening", "addrs", cluster.ListenAddrs(), "data", filepath.Join(dir, "kafka"),
+		"tls", tlsCert != "", "sasl", saslUser != "")
 	<-ctx.Done()
 	cluster.Close()
 	return nil

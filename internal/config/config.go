@@ -40,6 +40,18 @@ type Config struct {
 	KafkaSessionTimeout    time.Duration
 	KafkaRebalanceTimeout  time.Duration
 
+	// How every Kafka client connects (storage/kafka.Security): TLS, and
+	// SASL with one of KafkaSASLMechanisms.
+	KafkaTLS              bool
+	KafkaTLSCA            string
+	KafkaTLSCert          string
+	KafkaTLSKey           string
+	KafkaSASLMechanism    string
+	KafkaSASLUser         string
+	KafkaSASLPassword     string
+	KafkaSASLPasswordFile string
+	KafkaSASLTokenFile    string
+
 	ClickHouseAddr     string
 	ClickHouseDatabase string
 	ClickHouseUser     string
@@ -283,6 +295,29 @@ var settings = []setting{
 	}},
 	{"kafka-session-timeout", "ENDCAP_KAFKA_SESSION_TIMEOUT", "10s", "how long the broker waits for a projector's or exporter's heartbeats before it hands its partitions to the others: the longest a crashed process's partitions wait (the broker must allow it: group.min.session.timeout.ms)", duration(func(c *Config) *time.Duration { return &c.KafkaSessionTimeout })},
 	{"kafka-rebalance-timeout", "ENDCAP_KAFKA_REBALANCE_TIMEOUT", "60s", "how long the broker waits for every projector to rejoin its group at a rebalance (must exceed --projector-flush-timeout)", duration(func(c *Config) *time.Duration { return &c.KafkaRebalanceTimeout })},
+	{"kafka-tls", "ENDCAP_KAFKA_TLS", "false", "connect to Kafka over TLS; the brokers' certificates are verified", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.KafkaTLS = b
+		return nil
+	}},
+	{"kafka-tls-ca", "ENDCAP_KAFKA_TLS_CA", "", "PEM file of the certificate authorities that sign the Kafka brokers' certificates (empty: the system's)", str(func(c *Config) *string { return &c.KafkaTLSCA })},
+	{"kafka-tls-cert", "ENDCAP_KAFKA_TLS_CERT", "", "PEM file of the client certificate shown to the Kafka brokers (mutual TLS; with --kafka-tls-key)", str(func(c *Config) *string { return &c.KafkaTLSCert })},
+	{"kafka-tls-key", "ENDCAP_KAFKA_TLS_KEY", "", "PEM file of the private key of --kafka-tls-cert", str(func(c *Config) *string { return &c.KafkaTLSKey })},
+	{"kafka-sasl-mechanism", "ENDCAP_KAFKA_SASL_MECHANISM", "", "SASL mechanism: plain, scram-sha-256, scram-sha-512 (with the user and password), oauthbearer (a token file), aws-msk-iam (the AWS default credential chain); empty: no SASL", func(c *Config, v string) error {
+		v = strings.ToLower(strings.TrimSpace(v))
+		if v != "" && !slices.Contains(KafkaSASLMechanisms, v) {
+			return fmt.Errorf("must be one of %s (or empty), got %q", strings.Join(KafkaSASLMechanisms, ", "), v)
+		}
+		c.KafkaSASLMechanism = v
+		return nil
+	}},
+	{"kafka-sasl-user", "ENDCAP_KAFKA_SASL_USER", "", "SASL user (plain and scram-*)", str(func(c *Config) *string { return &c.KafkaSASLUser })},
+	secret(setting{"kafka-sasl-password", "ENDCAP_KAFKA_SASL_PASSWORD", "", "SASL password (plain and scram-*; prefer --kafka-sasl-password-file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.KafkaSASLPassword })}),
+	{"kafka-sasl-password-file", "ENDCAP_KAFKA_SASL_PASSWORD_FILE", "", "file whose first line is the SASL password, instead of --kafka-sasl-password (read again when it changes, for new connections)", str(func(c *Config) *string { return &c.KafkaSASLPasswordFile })},
+	{"kafka-sasl-token-file", "ENDCAP_KAFKA_SASL_TOKEN_FILE", "", "file whose first line is the OAuth bearer token (oauthbearer; read again when it changes, for new connections)", str(func(c *Config) *string { return &c.KafkaSASLTokenFile })},
 	{"clickhouse-addr", "ENDCAP_CLICKHOUSE_ADDR", "127.0.0.1:19000", "ClickHouse native-protocol address, or several separated by commas (replicas: the first that answers is used, the next ones when it fails)", str(func(c *Config) *string { return &c.ClickHouseAddr })},
 	{"clickhouse-database", "ENDCAP_CLICKHOUSE_DATABASE", "endcap", "ClickHouse database", str(func(c *Config) *string { return &c.ClickHouseDatabase })},
 	{"clickhouse-user", "ENDCAP_CLICKHOUSE_USER", "default", "ClickHouse user", str(func(c *Config) *string { return &c.ClickHouseUser })},
@@ -719,6 +754,9 @@ func (c Config) check() []error {
 	if c.RedisTLSCA != "" && !c.RedisTLS {
 		errs = append(errs, fmt.Errorf("redis-tls-ca is set without redis-tls: set ENDCAP_REDIS_TLS=true to connect to Redis over TLS"))
 	}
+	if err := c.checkKafkaSecurity(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.KafkaRebalanceTimeout <= c.ProjectorFlushTimeout {
 		// A member holds rebalances while it folds a batch: the group would
 		// drop it at every rebalance that comes during a slow batch.
@@ -790,6 +828,42 @@ func s3Shown(endpoint string) string {
 		return "(AWS S3)"
 	}
 	return endpoint
+}
+
+// KafkaSASLMechanisms are the values --kafka-sasl-mechanism accepts.
+var KafkaSASLMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthbearer", "aws-msk-iam"}
+
+// checkKafkaSecurity rejects Kafka TLS and SASL settings that cannot work
+// together, naming the settings.
+func (c Config) checkKafkaSecurity() error {
+	if (c.KafkaTLSCert == "") != (c.KafkaTLSKey == "") {
+		return fmt.Errorf("kafka-tls-cert and kafka-tls-key go together: set both or neither")
+	}
+	if !c.KafkaTLS && (c.KafkaTLSCA != "" || c.KafkaTLSCert != "") {
+		return fmt.Errorf("kafka-tls-ca, kafka-tls-cert and kafka-tls-key need kafka-tls=true")
+	}
+	if c.KafkaSASLPassword != "" && c.KafkaSASLPasswordFile != "" {
+		return fmt.Errorf("kafka-sasl-password and kafka-sasl-password-file: set one, not both")
+	}
+	switch c.KafkaSASLMechanism {
+	case "":
+		if c.KafkaSASLUser != "" || c.KafkaSASLPassword != "" || c.KafkaSASLPasswordFile != "" || c.KafkaSASLTokenFile != "" {
+			return fmt.Errorf("kafka-sasl-user, -password and -token-file need kafka-sasl-mechanism")
+		}
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if c.KafkaSASLUser == "" || (c.KafkaSASLPassword == "" && c.KafkaSASLPasswordFile == "") {
+			return fmt.Errorf("kafka-sasl-mechanism %s needs kafka-sasl-user and kafka-sasl-password (or kafka-sasl-password-file)", c.KafkaSASLMechanism)
+		}
+	case "oauthbearer":
+		if c.KafkaSASLTokenFile == "" {
+			return fmt.Errorf("kafka-sasl-mechanism oauthbearer needs kafka-sasl-token-file")
+		}
+	case "aws-msk-iam":
+		if !c.KafkaTLS {
+			return fmt.Errorf("kafka-sasl-mechanism aws-msk-iam needs kafka-tls=true (Amazon MSK takes IAM on its TLS listener, port 9098)")
+		}
+	}
+	return nil
 }
 
 // WaitReplicas is RedisWaitReplicas with auto resolved: 1 on a cluster,

@@ -25,6 +25,7 @@ const DefaultRouterGroup = "endcap-webhooks"
 // RouterOptions configure a Router.
 type RouterOptions struct {
 	Brokers []string
+	Conn    kafka.Conn // how the router's client connects (TLS, SASL)
 	Group   string
 	// Entities is the entities changelog (campaign and export changes);
 	// Events the webhook events topic (events other components emit).
@@ -79,7 +80,7 @@ func NewRouter(d *Deliveries, o RouterOptions) (*Router, error) {
 	if o.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(o.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, o.SessionTimeout/3)))
 	}
-	cl, err := kafka.NewClient(o.Brokers, o.Log, opts...)
+	cl, err := kafka.NewClient(o.Brokers, o.Log, o.Conn.With(opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ const (
 // WorkerOptions configure RunWorkers.
 type WorkerOptions struct {
 	Brokers []string
+	Conn    kafka.Conn // how the workers' clients connect (TLS, SASL)
 	Group   string
 	// Workers: exports this process runs at once (one group member each).
 	Workers int
@@ -91,7 +92,7 @@ func (s *Service) RunWorkers(ctx context.Context, wo WorkerOptions) error {
 	defer cancel(nil)
 	var wg sync.WaitGroup
 	for i := range wo.Workers {
-		opts := []kgo.Opt{}
+		opts := wo.Conn.With()
 		if wo.SessionTimeout > 0 {
 			opts = append(opts, kgo.SessionTimeout(wo.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, wo.SessionTimeout/3)))
 		}

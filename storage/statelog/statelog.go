@@ -120,14 +120,15 @@ type Log struct {
 }
 
 // New returns a view of topic. producer is used for appends; a consumer of
-// its own is created from brokers. Register appliers before Run.
-func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger) (*Log, error) {
-	consumer, err := kafka.NewClient(brokers, log,
+// its own is created from brokers, connecting with conn (the process's
+// kafka.Conn: TLS, SASL). Register appliers before Run.
+func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger, conn ...kgo.Opt) (*Log, error) {
+	consumer, err := kafka.NewClient(brokers, log, kafka.Conn(conn).With(
 		kgo.ClientID("endcap-view-"+topic),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
