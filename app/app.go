@@ -258,20 +258,37 @@ func (a *App) chOptions() clickhouse.Options {
 // Handler is the process's HTTP handler.
 func (a *App) Handler() http.Handler { return a.handler }
 
+// checks are the readiness checks of the process's target: only what the
+// target needs to do its work (docs/operations.md, Health). The API needs
+// its entity state and Kafka (writes); ClickHouse, Redis and S3 serve some
+// of its routes only, which answer 503 on their own while they are down, so
+// an outage of one of them pulls no API replica from its load balancer. The
+// projector needs ClickHouse and Redis (charges) and its consume loops
+// moving; the exporter ClickHouse, S3 and Redis (its leases).
 func (a *App) checks() []api.Check {
-	return []api.Check{
-		{Name: "kafka", Fn: func(ctx context.Context) error { return a.Kafka.Ping(ctx) }},
-		{Name: "clickhouse", Fn: func(ctx context.Context) error { return a.ClickHouse.Ping(ctx) }},
-		{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
-		{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }},
-		{Name: "state", Fn: func(context.Context) error {
-			if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() || (a.Deliveries != nil && !a.Deliveries.Ready()) {
-				return errors.New("entity state is still loading from Kafka")
-			}
-			return nil
-		}},
-		{Name: "projectors", Fn: func(context.Context) error { return a.checkProjectors(time.Now()) }},
+	kafkaCheck := api.Check{Name: "kafka", Fn: func(ctx context.Context) error { return a.Kafka.Ping(ctx) }}
+	clickhouseCheck := api.Check{Name: "clickhouse", Fn: func(ctx context.Context) error { return a.ClickHouse.Ping(ctx) }}
+	redisCheck := api.Check{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }}
+	s3Check := api.Check{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }}
+	stateCheck := api.Check{Name: "state", Fn: func(context.Context) error {
+		if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() || (a.Deliveries != nil && !a.Deliveries.Ready()) {
+			return errors.New("entity state is still loading from Kafka")
+		}
+		return nil
+	}}
+	projectorsCheck := api.Check{Name: "projectors", Fn: func(context.Context) error { return a.checkProjectors(time.Now()) }}
+
+	checks := []api.Check{kafkaCheck, stateCheck}
+	if a.target.runs(TargetProjector) || a.target.runs(TargetExporter) {
+		checks = append(checks, clickhouseCheck, redisCheck)
 	}
+	if a.target.runs(TargetExporter) {
+		checks = append(checks, s3Check)
+	}
+	if a.target.runs(TargetProjector) {
+		checks = append(checks, projectorsCheck)
+	}
+	return checks
 }
 
 // watchProjector adds a consume loop to the projectors /readyz watches.
