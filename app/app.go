@@ -336,7 +336,14 @@ func (a *App) Prepare(ctx context.Context) error {
 			_, err := a.chOptions().Schema().Migrate(ctx, a.ClickHouse, a.log)
 			return err
 		}},
-		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
+		// The bucket is the exporter's, which writes it: an API process
+		// that starts while S3 is down serves all but its downloads.
+		{"s3 bucket", func(ctx context.Context) error {
+			if !a.target.runs(TargetExporter) {
+				return nil
+			}
+			return a.S3.EnsureBucket(ctx)
+		}},
 		{"redis server", a.checkRedis},
 		{"redis key layout", func(ctx context.Context) error {
 			at, err := budget.Upgrade(ctx, a.Redis, a.log)

@@ -63,21 +63,22 @@ func readyz(url string) (int, string) {
 // nothing answered): an export fails its attempts within the S3 deadlines
 // and ends failed within seconds, not after ENDCAP_EXPORT_TIMEOUT; the
 // process that runs exports reports `s3` not ready; an API process stays
-// ready all along (docs/operations.md, Health and Deadlines of the object
-// store).
+// ready all along, and one that starts meanwhile becomes ready
+// (docs/operations.md, Health and Deadlines of the object store).
 func TestS3FrozenDuringExport(t *testing.T) {
 	cfg := exConfig(t)
 	s3 := testenv.OwnS3(t)
 	cfg.S3Endpoint, cfg.S3Region, cfg.S3AccessKey, cfg.S3SecretKey = s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey
 	cfg.S3ConnectTimeout, cfg.S3RequestTimeout, cfg.S3PartTimeout = time.Second, time.Second, 2*time.Second
 	s := startSystem(t, cfg) // every target, exports included
-	api := startTarget(t, cfg, app.TargetAPI)
 
 	if err := s3.Freeze(); err != nil {
 		t.Fatal(err)
 	}
 	defer s3.Thaw()
 	frozen := time.Now()
+	// An API process that starts while S3 hangs becomes ready.
+	api := startTarget(t, cfg, app.TargetAPI)
 
 	// The API process is probed four times a second until the test ends.
 	var mu sync.Mutex
