@@ -274,7 +274,11 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 		p.replay(c, begun.Result)
 		return
 	case idempotency.InProgress:
-		st.abort(c, http.StatusConflict, "idempotency_key_in_use", "a request with this Idempotency-Key is in progress; retry once it has finished to get its result")
+		// Retry-After: when the first request's claim ends, it having
+		// finished (its result kept) or died with its process (the key
+		// free again).
+		setRetryAfterCeil(c, begun.RetryAfter)
+		st.abort(c, http.StatusConflict, "idempotency_key_in_progress", "a request with this Idempotency-Key is in progress, or stopped without an answer; retry after Retry-After seconds to get its result (or to run it, if it never finished)")
 		return
 	case idempotency.Full:
 		setRetryAfter(c, begun.RetryAfter)
@@ -413,6 +417,12 @@ func (p *Public) replay(c *gin.Context, r *idempotency.Result) {
 
 func setRetryAfter(c *gin.Context, d time.Duration) {
 	c.Header("Retry-After", strconv.Itoa(max(int(d.Round(time.Second)/time.Second), 1)))
+}
+
+// setRetryAfterCeil is setRetryAfter rounded up: a retry after it comes
+// after d.
+func setRetryAfterCeil(c *gin.Context, d time.Duration) {
+	setRetryAfter(c, (d + time.Second - 1).Truncate(time.Second))
 }
 
 // recorder holds a handler's response until its result is kept.

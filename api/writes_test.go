@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,12 +339,13 @@ func TestIdempotencyKey(t *testing.T) {
 		var wg sync.WaitGroup
 		codes := make([]int, 5)
 		bodies := make([]string, 5)
+		retryAfters := make([]string, 5)
 		for i := range codes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				w := serve(r, idemRequest("/public/v1/things", mp, k, `{"c":1}`))
-				codes[i], bodies[i] = w.Code, w.Body.String()
+				codes[i], bodies[i], retryAfters[i] = w.Code, w.Body.String(), w.Header().Get("Retry-After")
 			}()
 		}
 		testenv.Eventually(t, 5*time.Second, func() error {
@@ -361,7 +363,11 @@ func TestIdempotencyKey(t *testing.T) {
 			switch {
 			case c == 201:
 				created++
-			case c == 409 && strings.Contains(bodies[i], "idempotency_key_in_use"):
+			case c == 409 && strings.Contains(bodies[i], "idempotency_key_in_progress"):
+				// Retry-After: the claim's time left (its lease is 5 s).
+				if n, err := strconv.Atoi(retryAfters[i]); err != nil || n < 1 || n > 5 {
+					t.Fatalf("409 with Retry-After %q, want 1 to 5", retryAfters[i])
+				}
 				inUse++
 			default:
 				t.Fatalf("answer %d %s", c, bodies[i])

@@ -186,7 +186,8 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	if a.Redis, err = OpenRedis(cfg); err != nil {
 		return nil, err
 	}
-	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
+	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
+		ConnectTimeout: cfg.S3ConnectTimeout, RequestTimeout: cfg.S3RequestTimeout, PartTimeout: cfg.S3PartTimeout})
 	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log, a.kafkaConn...); err != nil {
 		return nil, err
 	}
@@ -272,20 +273,37 @@ func (a *App) chOptions() clickhouse.Options {
 // Handler is the process's HTTP handler.
 func (a *App) Handler() http.Handler { return a.handler }
 
+// checks are the readiness checks of the process's target: only what the
+// target needs to do its work (docs/operations.md, Health). The API needs
+// its entity state and Kafka (writes); ClickHouse, Redis and S3 serve some
+// of its routes only, which answer 503 on their own while they are down, so
+// an outage of one of them pulls no API replica from its load balancer. The
+// projector needs ClickHouse and Redis (charges) and its consume loops
+// moving; the exporter ClickHouse, S3 and Redis (its leases).
 func (a *App) checks() []api.Check {
-	return []api.Check{
-		{Name: "kafka", Fn: func(ctx context.Context) error { return a.Kafka.Ping(ctx) }},
-		{Name: "clickhouse", Fn: func(ctx context.Context) error { return a.ClickHouse.Ping(ctx) }},
-		{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
-		{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }},
-		{Name: "state", Fn: func(context.Context) error {
-			if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() || (a.Deliveries != nil && !a.Deliveries.Ready()) {
-				return errors.New("entity state is still loading from Kafka")
-			}
-			return nil
-		}},
-		{Name: "projectors", Fn: func(context.Context) error { return a.checkProjectors(time.Now()) }},
+	kafkaCheck := api.Check{Name: "kafka", Fn: func(ctx context.Context) error { return a.Kafka.Ping(ctx) }}
+	clickhouseCheck := api.Check{Name: "clickhouse", Fn: func(ctx context.Context) error { return a.ClickHouse.Ping(ctx) }}
+	redisCheck := api.Check{Name: "redis", Fn: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }}
+	s3Check := api.Check{Name: "s3", Fn: func(ctx context.Context) error { return a.S3.Ping(ctx) }}
+	stateCheck := api.Check{Name: "state", Fn: func(context.Context) error {
+		if !a.StateLog.Ready() || !a.Entities.Ready() || !a.settled.Load() || (a.Deliveries != nil && !a.Deliveries.Ready()) {
+			return errors.New("entity state is still loading from Kafka")
+		}
+		return nil
+	}}
+	projectorsCheck := api.Check{Name: "projectors", Fn: func(context.Context) error { return a.checkProjectors(time.Now()) }}
+
+	checks := []api.Check{kafkaCheck, stateCheck}
+	if a.target.runs(TargetProjector) || a.target.runs(TargetExporter) {
+		checks = append(checks, clickhouseCheck, redisCheck)
 	}
+	if a.target.runs(TargetExporter) {
+		checks = append(checks, s3Check)
+	}
+	if a.target.runs(TargetProjector) {
+		checks = append(checks, projectorsCheck)
+	}
+	return checks
 }
 
 // watchProjector adds a consume loop to the projectors /readyz watches.
@@ -345,7 +363,14 @@ func (a *App) Prepare(ctx context.Context) error {
 			_, err := a.chOptions().Schema().Migrate(ctx, a.ClickHouse, a.log)
 			return err
 		}},
-		{"s3 bucket", func(ctx context.Context) error { return a.S3.EnsureBucket(ctx) }},
+		// The bucket is the exporter's, which writes it: an API process
+		// that starts while S3 is down serves all but its downloads.
+		{"s3 bucket", func(ctx context.Context) error {
+			if !a.target.runs(TargetExporter) {
+				return nil
+			}
+			return a.S3.EnsureBucket(ctx)
+		}},
 		{"redis key layout", func(ctx context.Context) error {
 			at, err := budget.Upgrade(ctx, a.Redis, a.log)
 			a.upgradedAt = at

@@ -184,7 +184,18 @@ func TestFaults(t *testing.T) {
 		s.restart(s.kafka)
 	})
 
+	// An outage of ClickHouse, Redis or S3 pulls no API replica from its
+	// load balancer: the API's /readyz checks only its state and Kafka
+	// (docs/operations.md, Health).
+	apiStaysReady := func(t *testing.T, from time.Time) {
+		t.Helper()
+		if bad := pr.notReady(api.name, from); len(bad) > 0 {
+			t.Errorf("the API's /readyz was not 200 during the fault: %v", bad)
+		}
+	}
+
 	phase("clickhouse frozen while a projector joins", func(t *testing.T) {
+		defer apiStaysReady(t, time.Now())
 		resume := s.pause(s.pid(localstack.ServiceClickHouse))
 		time.Sleep(5 * time.Second)
 		p3 := s.serve("projector-3", "projector")
@@ -197,6 +208,7 @@ func TestFaults(t *testing.T) {
 	})
 
 	phase("redis frozen", func(t *testing.T) {
+		defer apiStaysReady(t, time.Now())
 		resume := s.pause(s.pid(localstack.ServiceRedis))
 		time.Sleep(3 * time.Second)
 		// The /public/v1 rate limiter lets reads through at once when Redis
@@ -218,6 +230,39 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		time.Sleep(12 * time.Second)
+		resume()
+	})
+
+	// S3 hangs during an export: the export's attempts fail within the S3
+	// deadlines (the stack's: 2 s a request, 5 s a part) and it ends
+	// failed, rather than staying running for ENDCAP_EXPORT_TIMEOUT.
+	phase("s3 frozen during an export", func(t *testing.T) {
+		defer apiStaysReady(t, time.Now())
+		resume := s.pause(s.pid(localstack.ServiceS3))
+		defer resume()
+		frozen := time.Now()
+		day := time.Now().UTC().Format("2006-01-02")
+		b := must("POST", "/public/v1/export-service/exports", `{"dataset":"monitoring_metrics","dimensions":["day_local"],"metrics":["impressions"],`+
+			`"granularity":"day_local","startDate":"`+day+`","endDate":"`+day+`","format":"csv"}`, 202)
+		var e struct {
+			ExportID string `json:"exportId"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 90*time.Second, func() error {
+			var v struct {
+				Status string `json:"status"`
+			}
+			if err := json.Unmarshal(must("GET", "/public/v1/export-service/exports/"+e.ExportID, "", 200), &v); err != nil {
+				return err
+			}
+			if v.Status != "failed" {
+				return fmt.Errorf("export %s with S3 frozen for %s", v.Status, time.Since(frozen).Round(time.Second))
+			}
+			return nil
+		})
+		t.Logf("the export failed %s after S3 froze", time.Since(frozen).Round(100*time.Millisecond))
 		resume()
 	})
 
@@ -463,6 +508,7 @@ type answer struct {
 	at     time.Time
 	status int // 0: no answer
 	took   time.Duration
+	proc   string // of a /readyz probe: the process asked
 }
 
 type violation struct {
@@ -526,7 +572,7 @@ func (l *load) record(msg string) {
 func (l *load) judge(what string, st int, body []byte, err error, took time.Duration, success int) bool {
 	if strings.HasPrefix(what, "POST /v2/events") && (err == nil || !isRefused(err)) {
 		l.mu.Lock()
-		l.answers = append(l.answers, answer{time.Now(), st, took})
+		l.answers = append(l.answers, answer{at: time.Now(), status: st, took: took})
 		l.mu.Unlock()
 	}
 	switch {
@@ -684,7 +730,7 @@ func startProbes(procs []*osProc) *probes {
 				took := time.Since(start)
 				if err == nil || !isRefused(err) {
 					pr.mu.Lock()
-					pr.took = append(pr.took, answer{start, st, took})
+					pr.took = append(pr.took, answer{start, st, took, p.name})
 					pr.mu.Unlock()
 				}
 				if (err == nil || !isRefused(err)) && took > readyzBound {
@@ -699,6 +745,20 @@ func startProbes(procs []*osProc) *probes {
 	var once sync.Once
 	pr.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	return pr
+}
+
+// notReady lists the /readyz answers of process name since a time that
+// were not 200.
+func (pr *probes) notReady(name string, since time.Time) []string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var out []string
+	for _, a := range pr.took {
+		if a.proc == name && !a.at.Before(since) && a.status != 200 {
+			out = append(out, fmt.Sprintf("%s %d", a.at.Format("15:04:05.000"), a.status))
+		}
+	}
+	return out
 }
 
 // slowest is the slowest /readyz answer since a time.

@@ -104,6 +104,8 @@ func newFaultStackWith(t *testing.T, opts func(*localstack.Options)) *faultStack
 		"ENDCAP_S3_ENDPOINT=" + st.S3Endpoint,
 		"ENDCAP_S3_ACCESS_KEY=" + st.S3AccessKey,
 		"ENDCAP_S3_SECRET_KEY=" + st.S3SecretKey,
+		"ENDCAP_S3_REQUEST_TIMEOUT=2s",
+		"ENDCAP_S3_PART_TIMEOUT=5s",
 		"ENDCAP_PROJECTOR_FLUSH_INTERVAL=200ms",
 		"ENDCAP_BUDGET_REFRESH=200ms",
 		"ENDCAP_RATE_LIMIT_DEFAULT=5000/1s",

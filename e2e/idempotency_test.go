@@ -258,7 +258,7 @@ func TestIdempotencyKeys(t *testing.T) {
 			case 201:
 				ids[cpID(t, r)] = true
 			case 409:
-				if !strings.Contains(string(r.Body), `"errCode":"idempotency_key_in_use"`) {
+				if !strings.Contains(string(r.Body), `"errCode":"idempotency_key_in_progress"`) || r.Header.Get("Retry-After") == "" {
 					t.Fatalf("409 %s", r.Body)
 				}
 			default:

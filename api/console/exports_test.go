@@ -26,6 +26,12 @@ import (
 // exportWorkers runs export workers beside the api process until the test
 // ends (no recomputation of the rollup first: the test writes its rows).
 func (s *sys) exportWorkers(t *testing.T) {
+	// The bucket, as an exporter creates it (an api process does not).
+	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer bcancel()
+	if err := s.a.S3.EnsureBucket(bctx); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.a.Exports.RunWorkers(ctx, exports.WorkerOptions{Brokers: s.brokers, Workers: 1}) }()
@@ -312,6 +318,11 @@ func TestFiles(t *testing.T) {
 	for i, v := range []string{"v-1", "v-2", "v-1", "v-22", "v-2"} {
 		recs = append(recs, scoredfiles.Record{MarketplaceID: s.mp.ID, PurchaseEventID: fmt.Sprintf("pur-%d", i), ItemIndex: int32(i),
 			VendorID: v, ItemVendorID: "v-2", CampaignID: "c-" + v, AmountMicros: int64(i+1) * 1_000_000, Amount: fmt.Sprint(i + 1)})
+	}
+	// The bucket is the exporter's, which writes the files: this API
+	// process does not create it.
+	if err := s.a.S3.EnsureBucket(ctx); err != nil {
+		t.Fatal(err)
 	}
 	up, err := s.a.S3.NewUpload(ctx, scoredfiles.Key(s.mp.ID, day), "application/vnd.apache.parquet", map[string]string{"final": "false", "produced-at": "2026-03-08T08:00:02.512Z"}, 0)
 	if err != nil {

@@ -57,7 +57,8 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
+	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
+		ConnectTimeout: cfg.S3ConnectTimeout, RequestTimeout: cfg.S3RequestTimeout, PartTimeout: cfg.S3PartTimeout})
 	log := newLogger(cfg, cfg.LogLevel)
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()

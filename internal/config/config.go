@@ -23,6 +23,11 @@ import (
 type Config struct {
 	HTTPAddr string
 
+	// Deadlines of the calls to the object store (storage/s3store).
+	S3ConnectTimeout time.Duration
+	S3RequestTimeout time.Duration
+	S3PartTimeout    time.Duration
+
 	KafkaBrokers           []string
 	KafkaTopicPrefix       string
 	ExportDailyQuota       int
@@ -491,6 +496,9 @@ var settings = []setting{
 	{"export-daily-quota", "ENDCAP_EXPORT_DAILY_QUOTA", "50", "exports a marketplace may request per UTC day (429 quota_exceeded above)", integer(func(c *Config) *int { return &c.ExportDailyQuota }, 1)},
 	{"export-workers", "ENDCAP_EXPORT_WORKERS", "1", "exports an exporter process runs at once (members of the exporter consumer group; each running export holds up to about 130 MB)", integer(func(c *Config) *int { return &c.ExportWorkers }, 1)},
 	{"export-timeout", "ENDCAP_EXPORT_TIMEOUT", "30m", "longest run of one attempt of an export", duration(func(c *Config) *time.Duration { return &c.ExportTimeout })},
+	{"s3-connect-timeout", "ENDCAP_S3_CONNECT_TIMEOUT", "5s", "longest wait to open a connection to the object store (TCP and TLS)", duration(func(c *Config) *time.Duration { return &c.S3ConnectTimeout })},
+	{"s3-request-timeout", "ENDCAP_S3_REQUEST_TIMEOUT", "30s", "longest run of one request to the object store (its retries included) other than an upload's part, and longest wait for any read of an object's body", duration(func(c *Config) *time.Duration { return &c.S3RequestTimeout })},
+	{"s3-part-timeout", "ENDCAP_S3_PART_TIMEOUT", "2m", "longest run of the upload of one part (8 MiB) of an export or a scored-attribution file, its retries included; a hung object store fails the export's attempt within this", duration(func(c *Config) *time.Duration { return &c.S3PartTimeout })},
 	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "0s", "an export first recomputes the rollup days of its window (those not final) whose watermark is more than this before it was requested (0: every day that does not count everything acknowledged before the request; docs/exports.md, Freshness)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {

@@ -168,7 +168,9 @@ const (
 	Claimed Outcome = iota
 	// Replay: the request already ran; its Result is to be answered again.
 	Replay
-	// InProgress: a request with the key is running now.
+	// InProgress: a request with the key holds its claim: it is running,
+	// or its process died and the claim has not run out yet
+	// (Begun.RetryAfter: when it does).
 	InProgress
 	// Mismatch: the key was used with another request.
 	Mismatch
@@ -190,7 +192,7 @@ type Begun struct {
 	Outcome    Outcome
 	Claim      *Claim        // when Claimed
 	Result     *Result       // when Replay
-	RetryAfter time.Duration // when Full
+	RetryAfter time.Duration // when Full or InProgress
 }
 
 // Claim is the right to run a request with a key until Lease ends.
@@ -233,7 +235,7 @@ var ErrUnavailable = errkind.New(errkind.Unavailable, "the Idempotency-Key canno
 // beginScript claims a key (new, released, or whose claim ran out) or
 // reports what holds it. KEYS[1] the hash; ARGV fingerprint, now (ms),
 // claim end (ms), retention (ms), token. It returns {outcome, seed, result,
-// body}.
+// body}; for a running claim, {"running", seed, its end (ms), ""}.
 var beginScript = redis.NewScript(`
 local h = redis.call("HMGET", KEYS[1], "fp", "state", "until", "seed", "result", "body")
 if not h[1] then
@@ -243,7 +245,7 @@ if not h[1] then
 end
 if h[1] ~= ARGV[1] then return {"mismatch", h[4], "", ""} end
 if h[2] == "done" then return {"done", h[4], h[5], h[6] or ""} end
-if h[2] == "running" and tonumber(h[3]) > tonumber(ARGV[2]) then return {"running", h[4], "", ""} end
+if h[2] == "running" and tonumber(h[3]) > tonumber(ARGV[2]) then return {"running", h[4], h[3], ""} end
 redis.call("HSET", KEYS[1], "state", "running", "until", ARGV[3], "token", ARGV[5])
 return {"claimed", h[4], "", ""}`)
 
@@ -344,7 +346,16 @@ func (s *Store) Begin(ctx context.Context, scope, key, fp string) (Begun, error)
 		}
 		return Begun{Outcome: Claimed, Claim: c}, nil
 	case "running":
-		return Begun{Outcome: InProgress}, nil
+		// The claim's holder may be running still, or have died with its
+		// process: either way the key is free, or its result kept, once
+		// the claim ends.
+		b := Begun{Outcome: InProgress, RetryAfter: time.Second}
+		if end, _ := res[2].(string); end != "" {
+			if ms, err := strconv.ParseInt(end, 10, 64); err == nil {
+				b.RetryAfter = max(time.UnixMilli(ms).Sub(now), time.Second)
+			}
+		}
+		return b, nil
 	case "mismatch":
 		return Begun{Outcome: Mismatch}, nil
 	case "done":

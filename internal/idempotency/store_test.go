@@ -75,3 +75,29 @@ func TestStoreMaxBytes(t *testing.T) {
 }
 
 func redisZ(member string) redis.Z { return redis.Z{Score: 1, Member: member} }
+
+// A claim whose request died with its process (never completed nor
+// released): the key answers InProgress with the time left on the claim,
+// and once that has passed the next request takes the key over, with the
+// first one's seed (the same ids).
+func TestStoreClaimOfADeadRequest(t *testing.T) {
+	rdb := testenv.Get(t).Redis(t)
+	const lease = 2 * time.Second
+	st := idempotency.NewStore(rdb, lease)
+	ctx := context.Background()
+	mp := uuid.NewString()
+	first, err := st.Begin(ctx, mp, "k", "fp")
+	if err != nil || first.Outcome != idempotency.Claimed {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	// The first request's process dies here: its claim stays.
+	b, err := st.Begin(ctx, mp, "k", "fp")
+	if err != nil || b.Outcome != idempotency.InProgress || b.RetryAfter <= lease-time.Second || b.RetryAfter > lease {
+		t.Fatalf("while the claim holds: %+v %v, want InProgress with RetryAfter in (%s, %s]", b, err, lease-time.Second, lease)
+	}
+	time.Sleep(b.RetryAfter)
+	b, err = st.Begin(ctx, mp, "k", "fp")
+	if err != nil || b.Outcome != idempotency.Claimed || !b.Claim.Seed.Equal(first.Claim.Seed) {
+		t.Fatalf("after RetryAfter: %+v %v, want the key taken over with the first seed", b, err)
+	}
+}

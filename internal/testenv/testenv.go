@@ -350,6 +350,48 @@ func (r *PrivateRedis) Freeze() error { return syscall.Kill(r.PID, syscall.SIGST
 // Thaw resumes a frozen server (SIGCONT).
 func (r *PrivateRedis) Thaw() { _ = syscall.Kill(r.PID, syscall.SIGCONT) }
 
+// PrivateS3 is an S3 server (versitygw, which checks signatures) of one
+// test's own, which the test may freeze and thaw like a PrivateRedis.
+type PrivateS3 struct {
+	Endpoint, Region, AccessKey, SecretKey string
+	PID                                    int
+	stack                                  *localstack.Stack
+}
+
+// OwnS3 starts an S3 server for one test on a free port; it is thawed and
+// stopped when the test ends. It skips or fails like Get when versitygw is
+// not installed.
+func OwnS3(t testing.TB) *PrivateS3 {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs versitygw (not in -short)")
+	}
+	opts := localstack.Options{Dir: t.TempDir(), Host: localstack.DefaultHost, S3: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := localstack.Start(ctx, opts)
+	if err != nil {
+		if errors.Is(err, localstack.ErrMissingBinary) && os.Getenv("ENDCAP_TEST_REQUIRE_STACK") != "1" {
+			t.Skipf("versitygw not installed (run deploy/local/install.sh): %v", err)
+		}
+		t.Fatalf("start versitygw: %v", err)
+	}
+	s := &PrivateS3{Endpoint: st.S3Endpoint, Region: st.S3Region, AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey,
+		PID: st.PIDs()[localstack.ServiceS3], stack: st}
+	t.Cleanup(func() {
+		s.Thaw()
+		_ = st.Stop()
+	})
+	return s
+}
+
+// Freeze stops the server's process (SIGSTOP): connections open and are
+// accepted by the kernel, and nothing answers, as a hung store does.
+func (s *PrivateS3) Freeze() error { return syscall.Kill(s.PID, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *PrivateS3) Thaw() { _ = syscall.Kill(s.PID, syscall.SIGCONT) }
+
 // OwnClickHouseCluster starts, for one test, a replicated ClickHouse: a
 // ZooKeeper and one shard of n replicas, cluster
 // localstack.DefaultClickHouseCluster (deploy/localstack,

@@ -23,10 +23,6 @@ const MinPartSize = 5 << 20
 // held by one upload is about this much.
 const DefaultPartSize = 8 << 20
 
-// abortTimeout bounds the abort of a failed upload, which runs on its own
-// context (the caller's may be the reason for the failure).
-const abortTimeout = 10 * time.Second
-
 // Upload is a multipart upload to one key, written as a stream. Full parts
 // are sent by a background goroutine while the writer fills the next one,
 // so a producer is not paused for each part's round trip; at most three
@@ -66,7 +62,9 @@ func (s *Store) NewUpload(ctx context.Context, key, contentType string, meta map
 	if partSize <= 0 {
 		partSize = DefaultPartSize
 	}
-	out, err := s.Client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	out, err := s.Client.CreateMultipartUpload(rctx, &s3.CreateMultipartUploadInput{
 		Bucket:      aws.String(s.Bucket),
 		Key:         aws.String(key),
 		ContentType: aws.String(contentType),
@@ -100,7 +98,9 @@ func (u *Upload) uploadPart(part []byte) {
 	u.mu.Lock()
 	num := int32(len(u.parts) + 1)
 	u.mu.Unlock()
-	out, err := u.s.Client.UploadPart(u.ctx, &s3.UploadPartInput{
+	ctx, cancel := context.WithTimeout(u.ctx, u.s.partTimeout)
+	defer cancel()
+	out, err := u.s.Client.UploadPart(ctx, &s3.UploadPartInput{
 		Bucket:        aws.String(u.s.Bucket),
 		Key:           aws.String(u.key),
 		UploadId:      aws.String(u.id),
@@ -199,12 +199,14 @@ func (u *Upload) Complete() (int64, error) {
 		u.mu.Lock()
 		parts := u.parts
 		u.mu.Unlock()
-		_, err = u.s.Client.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{
+		ctx, cancel := u.s.request(u.ctx)
+		_, err = u.s.Client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 			Bucket:          aws.String(u.s.Bucket),
 			Key:             aws.String(u.key),
 			UploadId:        aws.String(u.id),
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		})
+		cancel()
 		if err != nil {
 			err = fmt.Errorf("s3: complete upload of %s: %w", u.key, err)
 		}
@@ -233,7 +235,8 @@ func (u *Upload) Abort() {
 	}
 	u.mu.Unlock()
 	u.stop()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), abortTimeout)
+	// On a context of its own: the caller's may be why the upload failed.
+	ctx, cancel := u.s.request(context.WithoutCancel(u.ctx))
 	defer cancel()
 	_, _ = u.s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
 		Bucket: aws.String(u.s.Bucket), Key: aws.String(u.key), UploadId: aws.String(u.id),
@@ -243,7 +246,9 @@ func (u *Upload) Abort() {
 // AbortStale aborts the unfinished multipart uploads of exactly key that
 // began before the given time (left by a process that died mid-upload).
 func (s *Store) AbortStale(ctx context.Context, key string, before time.Time) error {
-	out, err := s.Client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(key)})
+	lctx, cancel := s.request(ctx)
+	defer cancel()
+	out, err := s.Client.ListMultipartUploads(lctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(key)})
 	if err != nil {
 		return fmt.Errorf("s3: list uploads of %s: %w", key, err)
 	}
@@ -251,9 +256,12 @@ func (s *Store) AbortStale(ctx context.Context, key string, before time.Time) er
 		if aws.ToString(up.Key) != key || up.Initiated == nil || !up.Initiated.Before(before) {
 			continue
 		}
-		if _, err := s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		actx, cancel := s.request(ctx)
+		_, err := s.Client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
 			Bucket: aws.String(s.Bucket), Key: up.Key, UploadId: up.UploadId,
-		}); err != nil {
+		})
+		cancel()
+		if err != nil {
 			return fmt.Errorf("s3: abort stale upload of %s: %w", key, err)
 		}
 	}
@@ -270,6 +278,8 @@ type ObjectInfo struct {
 
 // Head describes key; ok is false when the object does not exist.
 func (s *Store) Head(ctx context.Context, key string) (ObjectInfo, bool, error) {
+	ctx, cancel := s.request(ctx)
+	defer cancel()
 	out, err := s.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
 	if err != nil {
 		if isNotFound(err) {
@@ -312,16 +322,26 @@ type Object struct {
 }
 
 // Get opens key for reading as a stream (ctx bounds the whole read); ok is
-// false when the object does not exist.
+// false when the object does not exist. Opening it, and each Read of the
+// body, fail after the request timeout without an answer; the time between
+// Reads does not count.
 func (s *Store) Get(ctx context.Context, key string) (Object, bool, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stall := time.AfterFunc(s.requestTimeout, func() { cancel(errStalled) })
 	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	stall.Stop()
 	if err != nil {
+		cancel(nil)
+		if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		if isNotFound(err) {
 			return Object{}, false, nil
 		}
 		return Object{}, false, fmt.Errorf("s3: get %s: %w", key, err)
 	}
-	return Object{Body: out.Body, ContentType: aws.ToString(out.ContentType),
+	body := &stallBody{ReadCloser: out.Body, timer: stall, d: s.requestTimeout, cancel: cancel, ctx: ctx}
+	return Object{Body: body, ContentType: aws.ToString(out.ContentType),
 		ObjectInfo: ObjectInfo{Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified), Metadata: out.Metadata, ETag: aws.ToString(out.ETag)}}, true, nil
 }
 
@@ -402,7 +422,9 @@ func (r *RangeReader) block(i int64) ([]byte, error) {
 	if r.etag != "" {
 		in.IfMatch = aws.String(r.etag)
 	}
-	out, err := r.s.Client.GetObject(r.ctx, in)
+	ctx, cancel := r.s.request(r.ctx) // the request and the read of its body
+	defer cancel()
+	out, err := r.s.Client.GetObject(ctx, in)
 	if err != nil {
 		var re interface{ HTTPStatusCode() int }
 		if errors.As(err, &re) && (re.HTTPStatusCode() == http.StatusPreconditionFailed || re.HTTPStatusCode() == http.StatusNotFound) {
@@ -439,4 +461,36 @@ func (r *RangeReader) touch(i int64) {
 			return
 		}
 	}
+}
+
+// errStalled: the object store did not answer within the request timeout.
+var errStalled = errors.New("s3: no answer within the request timeout")
+
+// stallBody is an object's body whose every Read fails once it has waited
+// the request timeout for the store (ctx is cancelled with errStalled).
+type stallBody struct {
+	io.ReadCloser
+	timer  *time.Timer
+	d      time.Duration
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.d)
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, errStalled) {
+		if cause := context.Cause(b.ctx); errors.Is(cause, errStalled) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+	}
+	return n, err
+}
+
+func (b *stallBody) Close() error {
+	b.timer.Stop()
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }

@@ -4,12 +4,17 @@ package s3store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -27,21 +32,55 @@ type Options struct {
 	Bucket    string
 	AccessKey string
 	SecretKey string
+
+	// ConnectTimeout bounds opening a connection (TCP and TLS); 0 means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// RequestTimeout bounds each request but an upload's parts, retries
+	// included, and each read of an object's body that makes no progress; 0
+	// means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// PartTimeout bounds the upload of one part of a multipart upload,
+	// retries included; 0 means DefaultPartTimeout.
+	PartTimeout time.Duration
 }
 
-// Store is a client bound to one bucket.
+// Default deadlines of the calls to the object store.
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultPartTimeout    = 2 * time.Minute
+)
+
+// Store is a client bound to one bucket. Every call it makes has a deadline
+// (Options): a hung object store fails the call, it never waits for it.
 type Store struct {
 	Client *s3.Client
 	Bucket string
+
+	requestTimeout time.Duration
+	partTimeout    time.Duration
 }
 
 // Open builds a client. It does no network call: the default chain's
 // credentials are fetched at the first request (an error then if there are
 // none).
 func Open(o Options) *Store {
+	connect := cmp.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	request := cmp.Or(o.RequestTimeout, DefaultRequestTimeout)
+	hc := awshttp.NewBuildableClient().
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = connect }).
+		WithTransportOptions(func(t *http.Transport) {
+			t.TLSHandshakeTimeout = connect
+			// The answer to a request fully sent: a server that took it
+			// and hangs fails the attempt (an upload's part is bounded by
+			// PartTimeout as a whole).
+			t.ResponseHeaderTimeout = request
+		})
 	cfg := aws.Config{
 		Region:      o.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, ""),
+		HTTPClient:  hc,
 	}
 	if o.AccessKey == "" && o.SecretKey == "" {
 		cfg.Credentials = defaultChain(o.Region)
@@ -54,11 +93,18 @@ func Open(o Options) *Store {
 		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	return &Store{Client: cl, Bucket: o.Bucket}
+	return &Store{Client: cl, Bucket: o.Bucket, requestTimeout: request, partTimeout: cmp.Or(o.PartTimeout, DefaultPartTimeout)}
+}
+
+// request bounds one request (with its retries) by the request timeout.
+func (s *Store) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.requestTimeout)
 }
 
 // Ping checks that the bucket answers with these credentials.
 func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.request(ctx)
+	defer cancel()
 	_, err := s.Client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.Bucket)})
 	if err != nil {
 		return fmt.Errorf("s3: head bucket %s: %w", s.Bucket, err)
@@ -71,6 +117,8 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 	if s.Ping(ctx) == nil {
 		return nil
 	}
+	ctx, cancel := s.request(ctx)
+	defer cancel()
 	_, err := s.Client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Bucket)})
 	var owned *types.BucketAlreadyOwnedByYou
 	var exists *types.BucketAlreadyExists
