@@ -67,7 +67,8 @@ func tlsRedisConfig(t *testing.T, r *testenv.TLSRedis, password string) config.C
 	return cfg
 }
 
-// TestRedisTLSACLUser runs the system on redis-server with TLS only (its
+// TestRedisTLSACLUser runs the system, its Kafka a broker that requires TLS
+// and SCRAM-SHA-512, on redis-server with TLS only (its
 // certificate signed by an authority the test makes, ENDCAP_REDIS_TLS_CA)
 // and a replica, as the ACL user of exactly the rule docs/operations.md
 // gives: catalog,
@@ -83,6 +84,11 @@ func TestRedisTLSACLUser(t *testing.T) {
 	r := testenv.OwnTLSRedis(t, "admin-test-password", 1, documentedACLRule(t, password))
 	cfg := tlsRedisConfig(t, r, password)
 	cfg.RedisWaitReplicas = 1 // the charges wait for the replica (ROLE, WAIT)
+	// and Kafka as a managed one is reached: over TLS, with SCRAM-SHA-512
+	// (endcap kafka --sasl-user --tls-cert --tls-key).
+	k, _ := ksBroker(t)
+	cfg.KafkaBrokers, cfg.KafkaTLS, cfg.KafkaTLSCA = k.KafkaBrokers, k.KafkaTLS, k.KafkaTLSCA
+	cfg.KafkaSASLMechanism, cfg.KafkaSASLUser, cfg.KafkaSASLPassword = k.KafkaSASLMechanism, k.KafkaSASLUser, k.KafkaSASLPassword
 	aclScenario(t, r, cfg, password)
 }
 

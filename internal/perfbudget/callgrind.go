@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,7 +80,7 @@ func Instructions(t testing.TB, test string, env []string, funcs ...string) Coun
 	bin := filepath.Join(dir, "pkg.test")
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("perfbudget: the go command is needed to build the measured binary: %v", err)
 	}
 	if b, err := exec.CommandContext(ctx, goCmd, "test", "-c", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("perfbudget: go test -c: %v\n%s", err, b)
