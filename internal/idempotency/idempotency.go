@@ -352,7 +352,10 @@ func (s *Store) Begin(ctx context.Context, scope, key, fp string) (Begun, error)
 		b := Begun{Outcome: InProgress, RetryAfter: time.Second}
 		if end, _ := res[2].(string); end != "" {
 			if ms, err := strconv.ParseInt(end, 10, 64); err == nil {
-				b.RetryAfter = max(time.UnixMilli(ms).Sub(now), time.Second)
+				// At most the lease: now was read before the script ran, and
+				// a claim made by a request that read its clock after this
+				// one's ends up to that gap more than a lease from now.
+				b.RetryAfter = min(max(time.UnixMilli(ms).Sub(now), time.Second), max(s.lease, time.Second))
 			}
 		}
 		return b, nil
