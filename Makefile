@@ -4,12 +4,22 @@ BIN     := bin/endcap
 GOFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: run test build deps test-deps unit lint bench-events bench-auctions clean-dev
+.PHONY: run test build image chart deps test-deps unit lint bench-events bench-auctions clean-dev
 
 ## build: the development binary into bin/endcap (with dev, kafka and loadgen: -tags dev); the
 ## production binary is a plain `go build ./cmd/endcap`
 build:
 	$(GO) build -tags dev -o $(BIN) ./cmd/endcap
+
+## image: the OCI image dist/endcap-oci.tar of the production binary, without a container engine
+## (tools/image; docker load, podman load, crane push; docs/deploy.md)
+image:
+	cd tools/image && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run . -src ../.. -out ../../dist/endcap-oci.tar
+
+## chart: put deploy/monitoring's rule files in the Helm chart (files/rules/) before it is packaged
+chart:
+	rm -f deploy/helm/endcap/files/rules/*.rules.yml
+	if ls deploy/monitoring/*.rules.yml >/dev/null 2>&1; then cp deploy/monitoring/*.rules.yml deploy/helm/endcap/files/rules/; fi
 
 ## deps: install what the local stack needs (ClickHouse, Redis, versitygw); idempotent
 deps:
@@ -23,6 +33,10 @@ test-deps:
 run: deps build
 	./$(BIN) dev
 
+# The modules of their own that make test runs too (go test ./... does not enter them): the image
+# builder, and the Helm chart's render tests (Helm and k8s.io/* stay out of the production module).
+TEST_MODULES := tools/image deploy/helm
+
 # The packages whose integration tests run a second time on a Redis Cluster (make test).
 REDIS_CLUSTER_PKGS := ./storage/redisstore ./storage/statelog ./auction/budget ./management/segments ./reporting/exports ./api ./projections
 
@@ -34,6 +48,7 @@ test: test-deps
 	$(GO) vet -tags dev ./cmd/endcap
 	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_CHDB=1 $(GO) test -count=1 -timeout 40m ./...
 	ENDCAP_TEST_REQUIRE_STACK=1 ENDCAP_TEST_REDIS_CLUSTER=1 $(GO) test -count=1 -timeout 20m $(REDIS_CLUSTER_PKGS)
+	$(foreach m,$(TEST_MODULES),$(GO) -C $(m) vet ./... && $(GO) -C $(m) test -count=1 -timeout 10m ./... &&) true
 
 ## lint: golangci-lint with .golangci.yml (vet, staticcheck, errcheck, depguard's import rules, …)
 lint:
