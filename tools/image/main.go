@@ -59,6 +59,7 @@ func main() {
 	flag.StringVar(&o.Out, "out", "../../dist/endcap-oci.tar", "the OCI layout tarball to write")
 	flag.StringVar(&o.Version, "version", "", "the image's version label and tag (empty: git describe --tags --always --dirty of -src)")
 	flag.StringVar(&o.HostRoot, "host-root", "/", "the file system the run-time files (libraries, certificates, zoneinfo) are taken from")
+	flag.BoolVar(&o.Trimpath, "trimpath", true, "build the binary with -trimpath (the same bytes from any checkout directory); false shares the build cache of go test")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -69,6 +70,7 @@ func main() {
 // Options are the inputs of one build.
 type Options struct {
 	Binary, Src, Out, Version, HostRoot string
+	Trimpath                            bool
 	Created                             time.Time // zero: SOURCE_DATE_EPOCH, else the Unix epoch
 }
 
@@ -96,7 +98,7 @@ func run(ctx context.Context, o Options) error {
 		}
 		defer os.RemoveAll(tmp)
 		o.Binary = filepath.Join(tmp, "endcap")
-		if err := buildBinary(ctx, o.Src, o.Binary); err != nil {
+		if err := buildBinary(ctx, o.Src, o.Binary, o.Trimpath); err != nil {
 			return err
 		}
 	}
@@ -137,8 +139,12 @@ func run(ctx context.Context, o Options) error {
 // buildBinary builds the production binary: no build tag, so neither the
 // local stack nor the load generator; cgo as the default build has it (the
 // H3 library), hence the C libraries in the image.
-func buildBinary(ctx context.Context, src, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, "./cmd/endcap")
+func buildBinary(ctx context.Context, src, out string, trimpath bool) error {
+	args := []string{"build", "-buildvcs=false", "-o", out}
+	if trimpath {
+		args = append(args, "-trimpath")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/endcap")...)
 	cmd.Dir = src
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
