@@ -91,7 +91,7 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		return cmdReport(ctx, verb, rest) // report.go
 	}
 	if what == "privacy" {
-		return cmdPrivacy(ctx, verb, rest) // privacy.go
+		return cmdPrivacy(ctx, os.Stdout, verb, rest) // privacy.go
 	}
 	if what == "secrets" {
 		return cmdSecrets(ctx, verb, rest)

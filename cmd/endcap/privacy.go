@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
+	"io"
 	"time"
 
 	"github.com/endcap/endcap/app"
@@ -17,7 +17,7 @@ const privacyTimeout = 6 * time.Hour
 // cmdPrivacy is `endcap admin privacy run`: apply every pending deletion
 // request of shoppers now, as the exporter's job does every
 // ENDCAP_PRIVACY_INTERVAL (docs/privacy.md). It prints what it did.
-func cmdPrivacy(ctx context.Context, verb string, args []string) error {
+func cmdPrivacy(ctx context.Context, out io.Writer, verb string, args []string) error {
 	if verb != "run" {
 		return errors.New("usage: endcap admin privacy run")
 	}
@@ -36,7 +36,7 @@ func cmdPrivacy(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)
 }
