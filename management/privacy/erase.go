@@ -2,10 +2,13 @@ package privacy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -329,9 +332,32 @@ func (e *Eraser) apply(ctx context.Context, batch []item) error {
 	return nil
 }
 
+// The statements name the ids only by their SHA-256: a mutation's text
+// stays in system.mutations (and in the server's query log, when it keeps
+// one) after the rows are gone.
+const userMatch = "hex(SHA256(opaque_user_id)) IN ?"
+
+// hashes is the GroupSet of the ids' SHA-256 in hexadecimal, as ClickHouse's
+// hex(SHA256(…)) writes them (upper case), and how long its text is.
+func hashes(ids []string) (ch.GroupSet, int) {
+	set := make([]any, len(ids))
+	for i, id := range ids {
+		sum := sha256.Sum256([]byte(id))
+		set[i] = strings.ToUpper(hex.EncodeToString(sum[:]))
+	}
+	return ch.GroupSet{Value: set}, len(ids) * 68
+}
+
+// condition is the condition that selects the rows of one request in a
+// table whose receipt time is the column at, and its arguments: the
+// marketplace's ids received at or before the request's time.
+func condition(at string, it item) (string, []any, int) {
+	set, n := hashes(it.d.OpaqueUserIDs)
+	return "marketplace_id = toUUID(?) AND " + userMatch + " AND " + at + " <= ?", []any{it.mp, set, it.d.RequestedAt.UnixMilli()}, n
+}
+
 // where is the condition that selects the rows of the batch's requests in
-// table t, and its arguments: a marketplace's ids received at or before the
-// request's time, for each request.
+// table t, its arguments, and the length of the statement it makes.
 func where(t target, batch []item) (string, []any, int) {
 	var b strings.Builder
 	var args []any
@@ -340,13 +366,10 @@ func where(t target, batch []item) (string, []any, int) {
 		if i > 0 {
 			b.WriteString(" OR ")
 		}
-		b.WriteString("(marketplace_id = toUUID(?) AND opaque_user_id IN ? AND " + t.at + " <= ?)")
-		set := make([]any, len(it.d.OpaqueUserIDs))
-		for j, id := range it.d.OpaqueUserIDs {
-			set[j] = id
-			size += 2*len(id) + 4
-		}
-		args = append(args, it.mp, ch.GroupSet{Value: set}, it.d.RequestedAt.UnixMilli())
+		c, a, n := condition(t.at, it)
+		b.WriteString("(" + c + ")")
+		args = append(args, a...)
+		size += n
 	}
 	return b.String(), args, size + b.Len() + 64<<10
 }
@@ -359,13 +382,10 @@ func which(t target, batch []item) (string, []any, int) {
 	size := 0
 	b.WriteString("multiIf(")
 	for i, it := range batch {
-		b.WriteString("marketplace_id = toUUID(?) AND opaque_user_id IN ? AND " + t.at + " <= ?, " + fmt.Sprint(i) + ", ")
-		set := make([]any, len(it.d.OpaqueUserIDs))
-		for j, id := range it.d.OpaqueUserIDs {
-			set[j] = id
-			size += 2*len(id) + 4
-		}
-		args = append(args, it.mp, ch.GroupSet{Value: set}, it.d.RequestedAt.UnixMilli())
+		c, a, n := condition(t.at, it)
+		b.WriteString(c + ", " + strconv.Itoa(i) + ", ")
+		args = append(args, a...)
+		size += n
 	}
 	b.WriteString("-1)")
 	return b.String(), args, size + b.Len() + 64<<10

@@ -229,6 +229,14 @@ func TestErase(t *testing.T) {
 			t.Errorf("%s after the erasure:\n got %v\nwant %v", table, got, want[table])
 		}
 	}
+	// The mutations ClickHouse keeps name the id only by its hash.
+	var mutations, naming uint64
+	if err := conn.QueryRow(ctx, "SELECT toUInt64(count()), toUInt64(countIf(position(command, ?) > 0)) FROM system.mutations WHERE database = currentDatabase()", erased).Scan(&mutations, &naming); err != nil {
+		t.Fatal(err)
+	}
+	if mutations != uint64(len(tableRows)) || naming != 0 {
+		t.Errorf("%d mutations, %d of them name the erased id", mutations, naming)
+	}
 	// Segments: the erased shopper is in no segment of mp; the other
 	// marketplace's and the kept shopper's memberships stay.
 	for _, c := range []struct {
