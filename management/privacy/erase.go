@@ -180,13 +180,18 @@ func (e *Eraser) RunPending(ctx context.Context) (RunResult, error) {
 	ctx = lctx
 	var todo []item
 	for _, mp := range e.s.items.Marketplaces() {
+		var ids []string
 		e.s.items.Each(mp, func(id string, d Deletion) bool {
 			if !d.Status.Terminal() {
-				_, ver, _ := e.s.items.Get(mp, id)
-				todo = append(todo, item{mp: mp, d: d, version: ver})
+				ids = append(ids, id)
 			}
 			return true
 		})
+		for _, id := range ids {
+			if d, ver, ok := e.s.items.Get(mp, id); ok && !d.Status.Terminal() {
+				todo = append(todo, item{mp: mp, d: d, version: ver})
+			}
+		}
 	}
 	if len(todo) == 0 {
 		return res, nil
@@ -271,11 +276,15 @@ func (e *Eraser) apply(ctx context.Context, batch []item) error {
 	now := time.Now().UTC()
 	for i := range batch {
 		it := &batch[i]
-		d := it.d
+		d := it.d // the view's value: its slices and Removed are copied before they change
 		d.Status, d.Attempts, d.StartedAt, d.Failure = StatusRunning, d.Attempts+1, &now, ""
 		if d.Removed == nil {
 			d.Removed = &Removed{ClickHouse: counts[i]}
+		} else {
+			r := *d.Removed
+			d.Removed = &r
 		}
+		d.Days = slices.Clone(d.Days)
 		for _, day := range days[i] {
 			if !slices.Contains(d.Days, day) {
 				d.Days = append(d.Days, day)
