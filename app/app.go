@@ -789,7 +789,7 @@ func (a *App) eraser() *privacy.Eraser {
 	fold := a.foldWatermark()
 	return a.Privacy.Eraser(privacy.EraserOptions{ClickHouse: a.ClickHouse, Redis: a.Redis, Segments: a.Segments,
 		Scored: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log), Interval: a.cfg.PrivacyInterval,
-		MutationTimeout: a.cfg.PrivacyMutationTimeout, Log: a.log,
+		MutationTimeout: a.cfg.PrivacyMutationTimeout, Log: a.log, LockKey: "ec:lock:privacy:" + a.cfg.ClickHouseDatabase,
 		Folded: func(ctx context.Context) (time.Time, error) {
 			at, _, err := fold.Wait(ctx, 30*time.Second)
 			return at, err

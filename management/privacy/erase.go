@@ -64,8 +64,8 @@ type EraserOptions struct {
 	// BatchIDs bounds the ids of one batch (DefaultBatchIDs).
 	BatchIDs int
 	Log      *slog.Logger
-	// LockKey is the Redis lock of the job (one run at a time across
-	// processes); "" means "ec:lock:privacy".
+	// LockKey is the Redis lock of the job (one run at a time across the
+	// processes of a database); "" means "ec:lock:privacy".
 	LockKey string
 }
 
@@ -269,10 +269,12 @@ func (e *Eraser) apply(ctx context.Context, batch []item) error {
 	// removed (a request retried after a failed run keeps its first
 	// counts), and the days of its scored-attribution files; record the
 	// requests as running with them.
+	start := time.Now()
 	counts, days, err := e.count(ctx, batch)
 	if err != nil {
 		return err
 	}
+	e.o.Log.Debug("privacy: batch counted", "requests", len(batch), "took", time.Since(start).Round(time.Millisecond))
 	now := time.Now().UTC()
 	for i := range batch {
 		it := &batch[i]
