@@ -42,6 +42,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/invitations"
+	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/management/webhooks"
@@ -125,6 +126,7 @@ type App struct {
 	Segments  *segments.Service
 	Billing   *billing.Service
 	Webhooks  *webhooks.Service
+	Privacy   *privacy.Service
 
 	WebhookDeliveries *webhooks.Deliveries
 	dispatcher        *webhooks.Dispatcher // exporter only
@@ -733,6 +735,15 @@ func (a *App) Run(ctx context.Context) error {
 			})
 			// Webhooks (docs/webhooks.md): events into deliveries, sent.
 			a.runWebhooks(ctx, run)
+			// Deletion requests of shoppers (docs/privacy.md): the pending
+			// ones applied as a batch every ENDCAP_PRIVACY_INTERVAL. A Redis
+			// lock lets one process apply them at a time.
+			run("privacy deletions", func(ctx context.Context) error {
+				if err := a.WaitReady(ctx); err != nil {
+					return err
+				}
+				return a.eraser().Run(ctx)
+			})
 			// Daily scored-attribution files (docs/scored-attribution.md):
 			// each marketplace-local day once closed plus the grace, again
 			// once its attribution is final. A Redis lock per day lets
@@ -769,6 +780,53 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Wait()
 	a.close()
 	return runErr
+}
+
+// eraser is the job that applies the deletion requests of shoppers: to
+// ClickHouse once the projectors have folded what was acknowledged before
+// each request, to the segments' members, to the scored-attribution files.
+func (a *App) eraser() *privacy.Eraser {
+	fold := a.foldWatermark()
+	return a.Privacy.Eraser(privacy.EraserOptions{ClickHouse: a.ClickHouse, Redis: a.Redis, Segments: a.Segments,
+		Scored: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log), Interval: a.cfg.PrivacyInterval,
+		MutationTimeout: a.cfg.PrivacyMutationTimeout, Log: a.log, LockKey: "ec:lock:privacy:" + a.cfg.ClickHouseDatabase,
+		Folded: func(ctx context.Context) (time.Time, error) {
+			at, _, err := fold.Wait(ctx, 30*time.Second)
+			return at, err
+		}})
+}
+
+// ApplyDeletions applies the pending deletion requests now, in this running
+// process (tests; operators use endcap admin privacy run).
+func (a *App) ApplyDeletions(ctx context.Context) (privacy.RunResult, error) {
+	return a.eraser().RunPending(ctx)
+}
+
+// RunPrivacyDeletions applies the pending deletion requests once, now
+// (endcap admin privacy run): it prepares the dependencies (Prepare), loads
+// the entity state, runs the exporter's job once, and closes the App.
+func (a *App) RunPrivacyDeletions(ctx context.Context) (privacy.RunResult, error) {
+	defer a.close()
+	if err := a.Prepare(ctx); err != nil {
+		return privacy.RunResult{}, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range []*statelog.Log{a.StateLog, a.Entities} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = l.Run(lctx) }()
+	}
+	defer wg.Wait()
+	defer cancel()
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	for _, l := range []*statelog.Log{a.StateLog, a.Entities} {
+		if err := l.WaitReady(wctx); err != nil {
+			return privacy.RunResult{}, fmt.Errorf("entity state: %w", err)
+		}
+	}
+	return a.eraser().RunPending(ctx)
 }
 
 // rollupsLock is the lock of the rollup recomputations of the database

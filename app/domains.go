@@ -11,6 +11,7 @@ import (
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/management/offsite"
+	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/reporting/exports"
@@ -67,6 +68,11 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		SegmentMembers: a.cfg.SegmentMaxMembers, SegmentBytes: a.cfg.SegmentMaxBytes,
 		MarketplaceMembers: a.cfg.SegmentsMaxMembers, MarketplaceBytes: a.cfg.SegmentsMaxBytes}))
 	routes = append(routes, api.SegmentRoutes(segs))
+
+	// Erasure of shoppers (docs/privacy.md): requests on the entities log,
+	// applied by the exporter's job.
+	a.Privacy = privacy.New(a.Entities)
+	routes = append(routes, api.PrivacyRoutes(a.Privacy))
 
 	// Campaigns and bids; automated-campaign bids. camps answers the
 	// auction's reads (EachCampaign, LiveBids); the accounts' reserve

@@ -24,12 +24,15 @@ const EntitiesGroup = "endcap-projector-entities"
 var excludedTypes = map[string]bool{"apikey": true, "user": true}
 
 // redactedFields are the members of an entity type's state that never leave
-// Kafka: a webhook's signing secrets (current and previous). Besides them,
+// Kafka: a webhook's signing secrets (current and previous), the opaque
+// user ids of a shopper's deletion request (management/privacy: the ids
+// the request erases are not copied anywhere else). Besides them,
 // every top-level member whose name holds "secret", "password" or "token"
 // (any case) is removed from the state of every type, so that a secret a
 // type adds later is not copied by default.
 var redactedFields = map[string][]string{
-	"webhook": {"secret", "previousSecret"},
+	"webhook":          {"secret", "previousSecret"},
+	"privacy_deletion": {"opaqueUserIds"},
 }
 
 // secretWords make a member secret by its name (lower case).

@@ -19,13 +19,14 @@ func TestRedact(t *testing.T) {
 		{"newtype", `{"id":"n","clientSecret":"s3cr","Password":"pw","n":12345678901234567890}`, `{"id":"n","n":12345678901234567890}`},
 		{"export", `{"id":"e","key":"exports/e.csv"}`, `{"id":"e","key":"exports/e.csv"}`},
 		{"campaign", `null`, `null`},
+		{"privacy_deletion", `{"deletionId":"d","status":"pending","opaqueUserIds":["shopper-1"],"idCount":1}`, `{"deletionId":"d","idCount":1,"status":"pending"}`},
 	}
 	for _, tc := range cases {
 		got, ok := Redact(tc.typ, []byte(tc.in))
 		if !ok || string(got) != tc.want {
 			t.Errorf("%s %s: %s %v, want %s", tc.typ, tc.in, got, ok, tc.want)
 		}
-		for _, s := range []string{"whsec_", "t0k", "s3cr", `"pw"`} {
+		for _, s := range []string{"whsec_", "t0k", "s3cr", `"pw"`, "shopper-1"} {
 			if strings.Contains(string(got), s) {
 				t.Errorf("%s: %s left in %s", tc.typ, s, got)
 			}

@@ -79,7 +79,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin spend check|fix (endcap help)")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin privacy run, endcap admin spend check|fix (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	// Changes made here are audited as the CLI's (management/audit).
@@ -89,6 +89,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	}
 	if what == "report" {
 		return cmdReport(ctx, verb, rest) // report.go
+	}
+	if what == "privacy" {
+		return cmdPrivacy(ctx, os.Stdout, verb, rest) // privacy.go
 	}
 	if what == "secrets" {
 		return cmdSecrets(ctx, verb, rest)

@@ -41,6 +41,7 @@ Usage:
   endcap admin secrets bid-keys                                 print the resolvedBidId key kept in Redis as ENDCAP_BID_SIGNING_KEYS
   endcap admin secrets wrap-plaintext                           wrap with the master key the keys an earlier version left in Redis in plaintext
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
+  endcap admin privacy run                                      apply the pending deletion requests of shoppers now
   endcap admin spend check|fix --marketplace ID                 compare the campaigns' Redis spend with the ClickHouse charges; fix sets it to them
   endcap config [--markdown]                                    list every setting and its variable
   endcap config check [--timeout 5s] [flags]                    reach Kafka, ClickHouse, Redis, S3 (and SMTP) with these settings, a line each; exit 1 if any fails

@@ -119,6 +119,9 @@ type Config struct {
 	ScoredAttributionGrace time.Duration
 	ReportURLLifetime      time.Duration
 
+	PrivacyInterval        time.Duration
+	PrivacyMutationTimeout time.Duration
+
 	WebhookAllowLoopback bool
 	WebhookTimeout       time.Duration
 	WebhookRetryBase     time.Duration
@@ -452,6 +455,8 @@ var settings = []setting{
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
 	{"projector-state-cache-mb", "ENDCAP_PROJECTOR_STATE_CACHE_MB", "256", "block cache of the events fold's claim store in MiB (besides it: at most 64 MiB of memtables and the C allocator's slack; the Bloom filters of the window need not fit, they are read through the OS page cache; docs/operations.md, Capacity per 1,000 events/s)", integer(func(c *Config) *int { return &c.ProjectorStateCacheMB }, 8)},
+	{"privacy-interval", "ENDCAP_PRIVACY_INTERVAL", "24h", "how often the exporter applies the pending deletion requests of shoppers, as one batch (docs/privacy.md); endcap admin privacy run applies them at once", duration(func(c *Config) *time.Duration { return &c.PrivacyInterval })},
+	{"privacy-mutation-timeout", "ENDCAP_PRIVACY_MUTATION_TIMEOUT", "1h", "longest wait for one table's ClickHouse mutation of a batch of deletions; past it the batch fails and is retried at the next run", duration(func(c *Config) *time.Duration { return &c.PrivacyMutationTimeout })},
 	{"scored-attribution-grace", "ENDCAP_SCORED_ATTRIBUTION_GRACE", "3h", "how long after a marketplace-local day ends the exporter first writes its scored-attribution file (late events; see docs/scored-attribution.md)", duration(func(c *Config) *time.Duration { return &c.ScoredAttributionGrace })},
 	{"report-url-lifetime", "ENDCAP_REPORT_URL_LIFETIME", "1h", "lifetime of the presigned URLs of report files (1s to 168h)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)

@@ -534,3 +534,35 @@ func (s *Service) acquire(ctx context.Context, mp, id, staged string) (*lease, e
 func isRetryable(err error) bool {
 	return errors.Is(err, statelog.ErrConflict) || errors.Is(err, redisstore.ErrLocked)
 }
+
+// RemoveMembers removes the users ids from every segment of marketplace mp
+// (the members of each segment's current generation), a chunk of ids per
+// round trip, and returns how many memberships it removed (an erasure:
+// docs/privacy.md). A segment uploaded again later holds what its new file
+// lists.
+func (s *Service) RemoveMembers(ctx context.Context, mp string, ids []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var keys []string
+	s.coll.Each(mp, func(id string, st state) bool {
+		keys = append(keys, memberKey(mp, id, st.Generation))
+		return true
+	})
+	var removed int64
+	for _, key := range keys {
+		for i := 0; i < len(ids); i += s.chunk {
+			chunk := ids[i:min(i+s.chunk, len(ids))]
+			members := make([]any, len(chunk))
+			for j, id := range chunk {
+				members[j] = id
+			}
+			n, err := s.rdb.SRem(ctx, key, members...).Result()
+			if err != nil {
+				return removed, unavailable(err)
+			}
+			removed += n
+		}
+	}
+	return removed, nil
+}

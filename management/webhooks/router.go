@@ -14,6 +14,7 @@ import (
 
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
@@ -200,10 +201,11 @@ func (r *Router) Fanout(ctx context.Context, ev Event) error {
 }
 
 // entityTypes are the entity types whose changes make events.
-var entityTypes = map[string]bool{"campaign": true, exports.TypeExport: true}
+var entityTypes = map[string]bool{"campaign": true, exports.TypeExport: true, privacy.TypeDeletion: true}
 
 // entityEvents are the events of one entities-log record: a campaign's
-// creation or change, an export's completion or failure.
+// creation or change, an export's completion or failure, a deletion
+// request's completion.
 func (r *Router) entityEvents(ctx context.Context, value []byte) ([]Event, error) {
 	// Most records are of other types (catalog, bids...): look at the type
 	// before decoding the whole record.
@@ -272,6 +274,17 @@ func (r *Router) entityEvents(ctx context.Context, value []byte) ([]Event, error
 		if err != nil {
 			return nil, err
 		}
+		return []Event{{ID: evID(typ), Type: typ, MarketplaceID: mp, Timestamp: at, Subject: id, Data: data}}, nil
+	case privacy.TypeDeletion:
+		var d privacy.Deletion
+		if err := json.Unmarshal(rec.State, &d); err != nil || d.Status != privacy.StatusCompleted {
+			return nil, nil
+		}
+		data, err := marshal(privacy.ViewOf(d))
+		if err != nil {
+			return nil, err
+		}
+		typ := TypePrivacyDeletionDone
 		return []Event{{ID: evID(typ), Type: typ, MarketplaceID: mp, Timestamp: at, Subject: id, Data: data}}, nil
 	}
 	return nil, nil

@@ -52,6 +52,7 @@ const (
 	TypeCampaignUpdated        = "campaign.updated"
 	TypeExportCompleted        = "export.completed"
 	TypeExportFailed           = "export.failed"
+	TypePrivacyDeletionDone    = "privacy.deletion.completed"
 	TypeScoredAttributionReady = "scored_attribution.ready"
 	// TypeTest is the event of POST .../test: sent to that webhook only,
 	// whatever it subscribed to.
@@ -66,6 +67,7 @@ var EventTypes = []string{
 	TypeCampaignUpdated,
 	TypeExportCompleted,
 	TypeExportFailed,
+	TypePrivacyDeletionDone,
 	TypeScoredAttributionReady,
 }
 

@@ -92,6 +92,16 @@ func (s *Service) CopyVendor(ctx context.Context, st Stored, vendor string, w io
 	if vendor == "" {
 		return 0, errors.New("scoredfiles: no vendor")
 	}
+	return s.copyRows(ctx, st, w, []string{"endcap.vendor_id", vendor}, func(r *Record) bool { return r.VendorID == vendor })
+}
+
+// copyRows writes to w a Parquet file of the stored file's rows that keep
+// accepts (keep may change a row before it is written): the same columns,
+// compression and key-value metadata, plus the key-value pairs of extra. It
+// reads the stored file with ranged requests and writes a row group at a
+// time: memory is bounded by the read blocks and one row group, whatever
+// the file's size. It returns the rows written.
+func (s *Service) copyRows(ctx context.Context, st Stored, w io.Writer, extra []string, keep func(*Record) bool) (int64, error) {
 	rr := s.s3.NewRangeReader(ctx, st.Key, st.info, rangeBlock, rangeBlocks)
 	f, err := parquet.OpenFile(rr, rr.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true), parquet.ReadBufferSize(64<<10))
 	if errors.Is(err, s3store.ErrChanged) {
@@ -105,30 +115,33 @@ func (s *Service) CopyVendor(ctx context.Context, st Stored, vendor string, w io
 		rgRows = DefaultRowGroupRows
 	}
 	opts := []parquet.WriterOption{parquet.MaxRowsPerRowGroup(rgRows), parquet.Compression(&zstd.Codec{}),
-		parquet.CreatedBy("endcap", "scored-attribution", SchemaVersion), parquet.KeyValueMetadata("endcap.vendor_id", vendor)}
+		parquet.CreatedBy("endcap", "scored-attribution", SchemaVersion)}
+	for i := 0; i+1 < len(extra); i += 2 {
+		opts = append(opts, parquet.KeyValueMetadata(extra[i], extra[i+1]))
+	}
 	for _, kv := range f.Metadata().KeyValueMetadata {
 		opts = append(opts, parquet.KeyValueMetadata(kv.Key, kv.Value))
 	}
 	out := parquet.NewGenericWriter[Record](w, opts...)
 	var rows int64
 	batch := make([]Record, writeBatch)
-	keep := make([]Record, 0, writeBatch)
+	kept := make([]Record, 0, writeBatch)
 	for _, rg := range f.RowGroups() {
 		r := parquet.NewGenericRowGroupReader[Record](rg)
 		for {
 			n, rerr := r.Read(batch)
-			keep = keep[:0]
+			kept = kept[:0]
 			for i := range batch[:n] {
-				if batch[i].VendorID == vendor {
-					keep = append(keep, batch[i])
+				if keep(&batch[i]) {
+					kept = append(kept, batch[i])
 				}
 			}
-			if len(keep) > 0 {
-				if _, err := out.Write(keep); err != nil {
+			if len(kept) > 0 {
+				if _, err := out.Write(kept); err != nil {
 					_ = r.Close()
-					return rows, fmt.Errorf("scoredfiles: write vendor rows: %w", err)
+					return rows, fmt.Errorf("scoredfiles: write rows: %w", err)
 				}
-				rows += int64(len(keep))
+				rows += int64(len(kept))
 			}
 			if rerr == io.EOF {
 				break
@@ -150,7 +163,7 @@ func (s *Service) CopyVendor(ctx context.Context, st Stored, vendor string, w io
 		}
 	}
 	if err := out.Close(); err != nil {
-		return rows, fmt.Errorf("scoredfiles: finish vendor file: %w", err)
+		return rows, fmt.Errorf("scoredfiles: finish file: %w", err)
 	}
 	return rows, nil
 }
