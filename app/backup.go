@@ -458,8 +458,8 @@ func backupTables(ctx context.Context, ch clickhouse.Conn, db string) ([]chTable
 // chPartition is a partition as system.parts describes it.
 type chPartition struct {
 	id, value, parts string
-	names          []string
-	rows           uint64
+	names            []string
+	rows             uint64
 }
 
 func tableParts(ctx context.Context, ch clickhouse.Conn, db, table string) ([]chPartition, error) {
