@@ -354,7 +354,7 @@ func CreateBackup(ctx context.Context, cfg config.Config, url string, o BackupOp
 	ends, err := kafka.EndOffsets(sctx, d.kcl, d.topics.Events)
 	cancel()
 	if err != nil {
-		return m, fmt.Errorf("kafka: %w", err)
+		return m, fmt.Errorf("kafka: topic %s (ENDCAP_KAFKA_TOPIC_PREFIX %q): %w", d.topics.Events, cfg.KafkaTopicPrefix, err)
 	}
 	m.Kafka.EventsPartitions = int32(len(ends))
 	for _, topic := range stateTopics(d.topics) {
@@ -618,6 +618,9 @@ func (d *backupDeps) backupObjects(ctx context.Context, m *BackupManifest, prev 
 	sctx, cancel := context.WithTimeout(ctx, step)
 	objs, err := d.s3.List(sctx, "")
 	cancel()
+	if errors.Is(err, s3store.ErrNoBucket) {
+		return nil // nothing exported yet
+	}
 	if err != nil {
 		return err
 	}
@@ -860,7 +863,7 @@ func (d *backupDeps) nonEmpty(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	objs, err := d.s3.List(ctx, "")
-	if err != nil && !strings.Contains(err.Error(), "NoSuchBucket") {
+	if err != nil && !errors.Is(err, s3store.ErrNoBucket) {
 		return nil, err
 	}
 	if len(objs) > 0 {

@@ -495,6 +495,9 @@ func (b *stallBody) Close() error {
 	return err
 }
 
+// ErrNoBucket: the bucket does not exist.
+var ErrNoBucket = errors.New("no such bucket")
+
 // Listed is an object of a listing.
 type Listed struct {
 	Key  string
@@ -512,6 +515,10 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Listed, error) {
 		page, err := s.Client.ListObjectsV2(rctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix), ContinuationToken: token})
 		cancel()
 		if err != nil {
+			var nb *types.NoSuchBucket
+			if errors.As(err, &nb) {
+				return nil, fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, ErrNoBucket)
+			}
 			return nil, fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
