@@ -540,24 +540,37 @@ func (d *backupDeps) backupClickHouse(ctx context.Context, m *BackupManifest, pr
 			}
 		}
 	}
+	cancel()
 	for _, t := range tables {
-		cols, types, err := tableColumns(sctx, d.ch, db, t.name)
+		tctx, cancel := context.WithTimeout(ctx, step)
+		cols, types, err := tableColumns(tctx, d.ch, db, t.name)
+		cancel()
 		if err != nil {
 			return err
 		}
 		bt := BackupTable{Name: t.name, Columns: cols, Types: types}
 		sameCols := prevCols[t.name] == strings.Join(types, ",")+"|"+strings.Join(cols, ",")
+		copied := map[string]BackupPartition{} // this backup's copies, kept when another partition is read again
 		for attempt := 0; ; attempt++ {
-			parts, err := tableParts(sctx, d.ch, db, t.name)
+			tctx, cancel := context.WithTimeout(ctx, step)
+			parts, err := tableParts(tctx, d.ch, db, t.name)
+			cancel()
 			if err != nil {
 				return err
 			}
-			bt.Partitions, err = d.backupPartitions(ctx, m, t, cols, parts, prevParts, sameCols, step)
+			bt.Partitions, err = d.backupPartitions(ctx, t, cols, parts, prevParts, copied, sameCols, step)
 			if err == nil {
 				break
 			}
 			if !errors.Is(err, errPartsMoved) || attempt == 5 {
 				return err
+			}
+		}
+		for _, p := range bt.Partitions {
+			if p.Reused {
+				m.Reused += p.Bytes
+			} else {
+				m.Bytes += p.Bytes
 			}
 		}
 		m.ClickHouse.Tables = append(m.ClickHouse.Tables, bt)
@@ -567,14 +580,17 @@ func (d *backupDeps) backupClickHouse(ctx context.Context, m *BackupManifest, pr
 
 var errPartsMoved = errors.New("the partition's parts were merged while it was read")
 
-func (d *backupDeps) backupPartitions(ctx context.Context, m *BackupManifest, t chTable, cols []string, parts []chPartition,
-	prevParts map[string]BackupPartition, sameCols bool, step time.Duration) ([]BackupPartition, error) {
+func (d *backupDeps) backupPartitions(ctx context.Context, t chTable, cols []string, parts []chPartition,
+	prevParts, copied map[string]BackupPartition, sameCols bool, step time.Duration) ([]BackupPartition, error) {
 	var out []BackupPartition
 	for _, p := range parts {
+		if done, ok := copied[p.id]; ok && done.Parts == p.parts && done.Rows == p.rows {
+			out = append(out, done)
+			continue
+		}
 		if old, ok := prevParts[t.name+"/"+p.id]; ok && sameCols && old.Parts == p.parts && old.Rows == p.rows {
 			old.Reused = true
 			out = append(out, old)
-			m.Reused += old.Bytes
 			continue
 		}
 		names := make([]string, len(p.names))
@@ -604,8 +620,9 @@ func (d *backupDeps) backupPartitions(ctx context.Context, m *BackupManifest, t 
 		if still != p.rows {
 			return nil, errPartsMoved
 		}
-		out = append(out, BackupPartition{ID: p.id, Value: p.value, Rows: p.rows, Parts: p.parts, BackupFile: f})
-		m.Bytes += f.Bytes
+		bp := BackupPartition{ID: p.id, Value: p.value, Rows: p.rows, Parts: p.parts, BackupFile: f}
+		copied[p.id] = bp
+		out = append(out, bp)
 		d.log.Info("backup: partition copied", "table", t.name, "partition", p.id, "rows", p.rows, "bytes", f.Bytes)
 	}
 	return out, nil
@@ -749,9 +766,13 @@ func RestoreBackup(ctx context.Context, cfg config.Config, url string, o Restore
 	if v < m.ClickHouse.SchemaVersion {
 		return rep, fmt.Errorf("the backup's ClickHouse schema is version %d, this build's %d: restore with a build at least as new as the one that made it", m.ClickHouse.SchemaVersion, v)
 	}
+	secrets, clash, err := d.readSecrets(sctx, m.Redis)
+	if err != nil {
+		return rep, err
+	}
 	if problems, err := d.nonEmpty(sctx); err != nil {
 		return rep, err
-	} else if len(problems) > 0 && !o.Force {
+	} else if problems = append(problems, clash...); len(problems) > 0 && !o.Force {
 		return rep, fmt.Errorf("%w (%s): restore into an empty system, or give --force to restore over it", ErrTargetNotEmpty, strings.Join(problems, "; "))
 	}
 	cancel()
@@ -785,7 +806,7 @@ func RestoreBackup(ctx context.Context, cfg config.Config, url string, o Restore
 		rep.Objects++
 	}
 	// 4. Redis: the shared secrets, then what is rebuilt from ClickHouse.
-	if err := d.restoreSecrets(ctx, m.Redis, o.Force, step); err != nil {
+	if err := d.restoreSecrets(ctx, secrets, step); err != nil {
 		return rep, err
 	}
 	now := time.Now()
@@ -1004,12 +1025,12 @@ func (d *backupDeps) restoreObject(ctx context.Context, o BackupObject, step tim
 	return err
 }
 
-func (d *backupDeps) restoreSecrets(ctx context.Context, r BackupRedis, force bool, step time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, step)
-	defer cancel()
+// readSecrets reads the backup's Redis secrets, and lists those Redis
+// already holds with another value.
+func (d *backupDeps) readSecrets(ctx context.Context, r BackupRedis) (map[string]string, []string, error) {
 	rc, err := d.get(ctx, r.BackupFile)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var secrets map[string]string
 	err = json.NewDecoder(rc).Decode(&secrets)
@@ -1017,26 +1038,37 @@ func (d *backupDeps) restoreSecrets(ctx context.Context, r BackupRedis, force bo
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("backup: %s: %w", r.File, err)
+		return nil, nil, fmt.Errorf("backup: %s: %w", r.File, err)
 	}
+	var clash []string
 	for _, k := range sharedSecretKeys {
 		v, ok := secrets[k]
 		if !ok {
 			continue
 		}
-		if force {
-			err = d.rdb.Set(ctx, k, v, 0).Err()
-		} else {
-			var set bool
-			if set, err = d.rdb.SetNX(ctx, k, v, 0).Result(); err == nil && !set {
-				var have string
-				if have, err = d.rdb.Get(ctx, k).Result(); err == nil && have != v {
-					return fmt.Errorf("%w (Redis key %s holds another secret): give --force to replace it", ErrTargetNotEmpty, k)
-				}
-			}
+		have, err := d.rdb.Get(ctx, k).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("redis: %s: %w", k, err)
+			return nil, nil, fmt.Errorf("redis: %s: %w", k, err)
+		}
+		if have != v {
+			clash = append(clash, "Redis key "+k+" holds another secret")
+		}
+	}
+	return secrets, clash, nil
+}
+
+// restoreSecrets writes the backup's Redis secrets.
+func (d *backupDeps) restoreSecrets(ctx context.Context, secrets map[string]string, step time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	for _, k := range sharedSecretKeys {
+		if v, ok := secrets[k]; ok {
+			if err := d.rdb.Set(ctx, k, v, 0).Err(); err != nil {
+				return fmt.Errorf("redis: %s: %w", k, err)
+			}
 		}
 	}
 	return nil
