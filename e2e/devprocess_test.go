@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,7 +175,7 @@ func (d *devStack) start() *devProc {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				if _, err := os.Stat(filepath.Join(d.dir, "dev", "credentials.json")); err == nil {
+				if _, err := os.Stat(filepath.Join(d.dir, "dev", "credentials.json")); err == nil || slices.Contains(d.extra, "--no-demo") {
 					return p
 				}
 			}
@@ -429,4 +431,28 @@ func TestDevWithSeparateKafka(t *testing.T) {
 	}
 	stop("endcap dev", p.cmd, p.done)
 	stop("endcap kafka", kcmd, kdone)
+}
+
+// TestDevNoDemo: `endcap dev --no-demo` starts the stack empty: no demo
+// marketplace, keys or credentials file; endcap admin sees no marketplace.
+func TestDevNoDemo(t *testing.T) {
+	testenv.Get(t)
+	d := newDevStack(t, "--no-demo")
+	p := d.start()
+	if _, err := os.Stat(filepath.Join(d.dir, "dev", "credentials.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("credentials.json: %v, want none", err)
+	}
+	cmd := exec.Command(d.bin, "admin", "marketplace", "list", "--kafka-brokers", fmt.Sprintf("127.0.0.1:%d", d.kafka))
+	cmd.Env = devEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("admin marketplace list: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "[]" && got != "null" {
+		t.Fatalf("marketplaces of an empty stack: %s", got)
+	}
+	log, _ := os.ReadFile(p.log)
+	if !strings.Contains(string(log), "Endcap is running, empty") {
+		t.Fatalf("the banner of an empty stack is missing:\n%s", log)
+	}
 }

@@ -42,6 +42,27 @@ type system struct {
 
 func startSystem(t testing.TB, cfg config.Config) *system {
 	t.Helper()
+	s := startEmptySystem(t, cfg)
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	var err error
+	s.Marketplace, err = s.App.Accounts.CreateMarketplace(wctx, "Test Market", "USD", "America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MarketplaceKey, _, err = s.App.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyMarketplace); err != nil {
+		t.Fatal(err)
+	}
+	if s.AdvancedKey, _, err = s.App.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyAdvanced); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startEmptySystem starts a system and waits until it is ready, without
+// making a marketplace.
+func startEmptySystem(t testing.TB, cfg config.Config) *system {
+	t.Helper()
 	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +90,6 @@ func startSystem(t testing.TB, cfg config.Config) *system {
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer wcancel()
 	if err := a.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	s.Marketplace, err = a.Accounts.CreateMarketplace(wctx, "Test Market", "USD", "America/New_York")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.MarketplaceKey, _, err = a.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyMarketplace); err != nil {
-		t.Fatal(err)
-	}
-	if s.AdvancedKey, _, err = a.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyAdvanced); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {

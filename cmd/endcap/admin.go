@@ -79,7 +79,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin privacy run, endcap admin spend check|fix (endcap help)")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin privacy run, endcap admin spend check|fix, endcap admin backup create|restore (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	// Changes made here are audited as the CLI's (management/audit).
@@ -98,6 +98,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	}
 	if what == "spend" {
 		return cmdSpend(ctx, verb, rest) // spend.go
+	}
+	if what == "backup" {
+		return cmdBackup(ctx, verb, rest) // backup.go
 	}
 	var (
 		name, currency, tz, marketplace, keyType, keyID string

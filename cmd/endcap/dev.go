@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -67,7 +68,9 @@ func cmdDev(ctx context.Context, args []string) error {
 	var target string
 	var chLogs, localCluster bool
 	var mailSMTP, mailWeb int
+	var noDemo bool
 	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&noDemo, "no-demo", false, "start the stack empty: no demo marketplace, keys or console administrator (a clean start, or a stack to restore a backup into)")
 		fs.IntVar(&mailSMTP, "mail-smtp-port", 11025, "SMTP port of the local inbox (maildev) the console's invitation e-mails go to, unless ENDCAP_SMTP_ADDR is set")
 		fs.IntVar(&mailWeb, "mail-web-port", 11080, "port of the local inbox's web page and REST API (maildev)")
 		fs.StringVar(&dir, "dir", envOr("ENDCAP_DEV_DIR", ".endcap"), "data directory of the local stack (env ENDCAP_DEV_DIR)")
@@ -224,6 +227,30 @@ func cmdDev(ctx context.Context, args []string) error {
 		stopAndWait()
 		return fmt.Errorf("entity state did not load: %w", err)
 	}
+	inbox := "(none: ENDCAP_SMTP_ADDR " + cfg.SMTPAddr + ")"
+	if stack.MailWebURL != "" {
+		inbox = stack.MailWebURL + "  (maildev; SMTP " + stack.MailSMTPAddr + ")"
+	}
+	health := "(/readyz, /metrics)"
+	if m := a.MetricsAddr(); m != nil {
+		health = "(/readyz; /metrics on http://" + m.String() + "/metrics)"
+	}
+	if noDemo {
+		fmt.Printf(`
+Endcap is running, empty (Ctrl-C stops everything).
+  API             http://%s   %s
+  Kafka (kfake)   %s
+  ClickHouse      %s  (clickhouse-client --port %d -d %s; HTTP %s)
+  Redis           %s
+  S3              %s  bucket %s
+  Mail inbox      %s
+  master key      %s
+  Create a marketplace and its keys with endcap admin (docs/state.md, Administration),
+  or restore a backup into it (docs/operations.md, Backup and restore).
+`, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.ClickHouseHTTPAddr, redisShown,
+			stack.S3Endpoint, cfg.S3Bucket, inbox, masterKeySource(cfg))
+		return devWait(runErr, log)
+	}
 	credPath := filepath.Join(dir, "dev", "credentials.json")
 	creds, err := ensureDemo(ctx, a.Accounts, a.Users, credPath)
 	if err == nil {
@@ -238,14 +265,6 @@ func cmdDev(ctx context.Context, args []string) error {
 	if err != nil {
 		stopAndWait()
 		return fmt.Errorf("demo marketplace: %w", err)
-	}
-	inbox := "(none: ENDCAP_SMTP_ADDR " + cfg.SMTPAddr + ")"
-	if stack.MailWebURL != "" {
-		inbox = stack.MailWebURL + "  (maildev; SMTP " + stack.MailSMTPAddr + ")"
-	}
-	health := "(/readyz, /metrics)"
-	if m := a.MetricsAddr(); m != nil {
-		health = "(/readyz; /metrics on http://" + m.String() + "/metrics)"
 	}
 	fmt.Printf(`
 Endcap is running (Ctrl-C stops everything).
@@ -265,8 +284,12 @@ Endcap is running (Ctrl-C stops everything).
 `, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, redisShown,
 		stack.S3Endpoint, cfg.S3Bucket, inbox, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey,
 		cfg.HTTPAddr, creds.AdminEmail, creds.AdminPassword, credPath, masterKeySource(cfg))
+	return devWait(runErr, log)
+}
 
-	err = <-runErr
+// devWait waits for the system to stop.
+func devWait(runErr <-chan error, log *slog.Logger) error {
+	err := <-runErr
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

@@ -43,6 +43,8 @@ Usage:
   endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD   (re)produce a day's file now
   endcap admin privacy run                                      apply the pending deletion requests of shoppers now
   endcap admin spend check|fix --marketplace ID                 compare the campaigns' Redis spend with the ClickHouse charges; fix sets it to them
+  endcap admin backup create --to file:///path|s3://bucket/prefix   back up the state topics, ClickHouse (incremental by partition), the bucket and Redis's shared secrets
+  endcap admin backup restore --from URL [--force]              restore into an empty system whose projectors are stopped; claims, charge markers and spend rebuilt
   endcap config [--markdown]                                    list every setting and its variable
   endcap config check [--timeout 5s] [flags]                    reach Kafka, ClickHouse, Redis, S3 (and SMTP) with these settings, a line each; exit 1 if any fails
 %s

@@ -64,6 +64,9 @@ type Config struct {
 	ClickHouseCluster  string
 	ClickHouseTLS      bool
 	ClickHouseTLSCA    string
+	// ClickHouseHTTPURL is ClickHouse's HTTP interface, which backups use
+	// (SELECT and INSERT ... FORMAT Native).
+	ClickHouseHTTPURL string
 
 	RedisAddr     string
 	RedisPassword string
@@ -339,6 +342,7 @@ var settings = []setting{
 		return nil
 	}},
 	{"clickhouse-tls-ca", "ENDCAP_CLICKHOUSE_TLS_CA", "", "PEM file of the certificate authorities that sign ClickHouse's certificate (empty: the system's)", str(func(c *Config) *string { return &c.ClickHouseTLSCA })},
+	{"clickhouse-http-url", "ENDCAP_CLICKHOUSE_HTTP_URL", "http://127.0.0.1:18123", "ClickHouse HTTP interface, used by endcap admin backup only (https:// for TLS: 8443 on ClickHouse Cloud; same user, password and authorities)", str(func(c *Config) *string { return &c.ClickHouseHTTPURL })},
 	{"clickhouse-cluster", "ENDCAP_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (in the servers' remote_servers) on whose every replica migrations create the database and replicated tables, ON CLUSTER (docs/clickhouse.md); empty: one server, or ClickHouse Cloud", func(c *Config, v string) error {
 		if v != "" && !clusterName.MatchString(v) {
 			return fmt.Errorf("must be a plain identifier (letters, digits, _), got %q", v)

@@ -47,6 +47,8 @@ import (
 // Env is the set of running servers of one test binary.
 type Env struct {
 	ClickHouseAddr string
+	// ClickHouseHTTPAddr is the same server's HTTP interface (host:port).
+	ClickHouseHTTPAddr string
 	// RedisAddr is the shared Redis: one address, or with RedisCluster the
 	// cluster's nodes separated by commas (what ENDCAP_REDIS_ADDR takes).
 	RedisAddr    string
@@ -105,12 +107,13 @@ func start() (*Env, error) {
 			return def
 		}
 		return &Env{
-			ClickHouseAddr: fs("ENDCAP_CLICKHOUSE_ADDR", d.ClickHouseAddr),
-			RedisAddr:      fs("ENDCAP_REDIS_ADDR", d.RedisAddr),
-			RedisCluster:   os.Getenv("ENDCAP_REDIS_CLUSTER") == "true",
-			S3Endpoint:     fs("ENDCAP_S3_ENDPOINT", d.S3Endpoint),
-			S3AccessKey:    fs("ENDCAP_S3_ACCESS_KEY", localstack.DefaultS3AccessKey),
-			S3SecretKey:    fs("ENDCAP_S3_SECRET_KEY", localstack.DefaultS3SecretKey),
+			ClickHouseAddr:     fs("ENDCAP_CLICKHOUSE_ADDR", d.ClickHouseAddr),
+			ClickHouseHTTPAddr: strings.TrimPrefix(fs("ENDCAP_CLICKHOUSE_HTTP_URL", d.ClickHouseHTTPURL), "http://"),
+			RedisAddr:          fs("ENDCAP_REDIS_ADDR", d.RedisAddr),
+			RedisCluster:       os.Getenv("ENDCAP_REDIS_CLUSTER") == "true",
+			S3Endpoint:         fs("ENDCAP_S3_ENDPOINT", d.S3Endpoint),
+			S3AccessKey:        fs("ENDCAP_S3_ACCESS_KEY", localstack.DefaultS3AccessKey),
+			S3SecretKey:        fs("ENDCAP_S3_SECRET_KEY", localstack.DefaultS3SecretKey),
 		}, nil
 	}
 	dir, err := os.MkdirTemp("", "endcap-test-stack-")
@@ -129,14 +132,15 @@ func start() (*Env, error) {
 		return nil, err
 	}
 	return &Env{
-		ClickHouseAddr: st.ClickHouseAddr,
-		RedisAddr:      strings.Join(st.RedisAddrs, ","),
-		RedisCluster:   opts.RedisCluster > 0,
-		S3Endpoint:     st.S3Endpoint,
-		S3AccessKey:    st.S3AccessKey,
-		S3SecretKey:    st.S3SecretKey,
-		stack:          st,
-		dir:            dir,
+		ClickHouseAddr:     st.ClickHouseAddr,
+		ClickHouseHTTPAddr: st.ClickHouseHTTPAddr,
+		RedisAddr:          strings.Join(st.RedisAddrs, ","),
+		RedisCluster:       opts.RedisCluster > 0,
+		S3Endpoint:         st.S3Endpoint,
+		S3AccessKey:        st.S3AccessKey,
+		S3SecretKey:        st.S3SecretKey,
+		stack:              st,
+		dir:                dir,
 	}, nil
 }
 
@@ -251,6 +255,7 @@ func (e *Env) Config(t testing.TB, brokers []string) config.Config {
 	c.KafkaTopicPrefix = "t" + id + "."
 	c.KafkaEventsPartitions = 3
 	c.ClickHouseAddr = e.ClickHouseAddr
+	c.ClickHouseHTTPURL = "http://" + e.ClickHouseHTTPAddr
 	c.ClickHouseDatabase = "endcap_test_" + id
 	chdb.CheckTest(t, c.ClickHouseDatabase)
 	c.RedisAddr = e.RedisAddr

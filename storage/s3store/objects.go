@@ -494,3 +494,39 @@ func (b *stallBody) Close() error {
 	b.cancel(nil)
 	return err
 }
+
+// ErrNoBucket: the bucket does not exist.
+var ErrNoBucket = errors.New("no such bucket")
+
+// Listed is an object of a listing.
+type Listed struct {
+	Key  string
+	Size int64
+	ETag string
+}
+
+// List returns every object whose key begins with prefix, in key order.
+// Each page's request has the request timeout; ctx bounds the whole listing.
+func (s *Store) List(ctx context.Context, prefix string) ([]Listed, error) {
+	var out []Listed
+	var token *string
+	for {
+		rctx, cancel := s.request(ctx)
+		page, err := s.Client.ListObjectsV2(rctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix), ContinuationToken: token})
+		cancel()
+		if err != nil {
+			var nb *types.NoSuchBucket
+			if errors.As(err, &nb) {
+				return nil, fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, ErrNoBucket)
+			}
+			return nil, fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			out = append(out, Listed{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)})
+		}
+		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
+			return out, nil
+		}
+		token = page.NextContinuationToken
+	}
+}
