@@ -35,6 +35,7 @@ import (
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/pagination"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
@@ -114,6 +115,10 @@ type App struct {
 	settled atomic.Bool
 	// health runs the readiness checks in the background (/readyz).
 	health *api.Health
+	// foreground counts the API's /v2/events and auction requests in
+	// flight, for the events fold to give way to them, when this process
+	// runs both (nil otherwise; docs/projector.md, Sharing the cores).
+	foreground *priority.Gate
 	// projectors are the consume loops this process runs, for the stall
 	// check of /readyz.
 	projectorsMu sync.Mutex
@@ -226,7 +231,11 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 
 	a.health = api.NewHealth(redactChecks(a.checks(), cfg.Secrets()))
 	a.health.Detail, a.health.Log = cfg.ReadyzDetail, log
+	if target.runs(TargetAPI) && target.runs(TargetProjector) {
+		a.foreground = priority.NewGate(cfg.ProjectorYield)
+	}
 	deps := api.Deps{
+		Foreground:          a.foreground,
 		Health:              a.health,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		MaxEventsInFlight:   cfg.MaxEventsInFlight,
