@@ -57,6 +57,16 @@ import (
 	"github.com/endcap/endcap/storage/statelog"
 )
 
+// foregroundGate is the gate at which the events fold gives way to the
+// API's requests: only in a process that runs both (docs/projector.md,
+// Sharing the cores with the API), and not when maxWait is 0.
+func foregroundGate(t Target, maxWait time.Duration) *priority.Gate {
+	if !t.runs(TargetAPI) || !t.runs(TargetProjector) {
+		return nil
+	}
+	return priority.NewGate(maxWait)
+}
+
 // Target names which parts a process runs.
 type Target string
 
@@ -231,9 +241,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 
 	a.health = api.NewHealth(redactChecks(a.checks(), cfg.Secrets()))
 	a.health.Detail, a.health.Log = cfg.ReadyzDetail, log
-	if target.runs(TargetAPI) && target.runs(TargetProjector) {
-		a.foreground = priority.NewGate(cfg.ProjectorYield)
-	}
+	a.foreground = foregroundGate(target, cfg.ProjectorYield)
 	deps := api.Deps{
 		Foreground:          a.foreground,
 		Health:              a.health,
