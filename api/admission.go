@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/telemetry"
 )
 
@@ -54,4 +55,15 @@ func (a *admission) inFlight() int {
 		return 0
 	}
 	return len(a.slots)
+}
+
+// foreground counts the request in flight at g while the handlers after it
+// run: the events fold of the same process gives way to it
+// (priority.Yield; docs/projector.md, Sharing the cores with the API).
+func foreground(g *priority.Gate) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		g.Enter()
+		defer g.Leave()
+		c.Next()
+	}
 }

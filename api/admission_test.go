@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/telemetry"
 )
 
@@ -106,5 +107,49 @@ func TestAdmission(t *testing.T) {
 				t.Errorf("after the release: %d", w.Code)
 			}
 		})
+	}
+}
+
+// TestForeground: the requests admitted count as in flight at the gate of
+// the process's background work while their handlers run, a shed request
+// not at all, and none once they answered.
+func TestForeground(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	g := priority.NewGate(time.Hour)
+	a := newAdmission("events", 2)
+	d := &Deps{RetryAfter: time.Second}
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	var busy atomic.Int64
+	r := gin.New()
+	r.POST("/v2/events", a.handler(d), foreground(g), func(c *gin.Context) {
+		busy.Store(g.Busy())
+		entered.Done()
+		<-release
+		c.Status(200)
+	})
+	entered.Add(2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v2/events", strings.NewReader("{}")))
+		})
+	}
+	entered.Wait()
+	if got := g.Busy(); got != 2 {
+		t.Fatalf("%d requests in flight at the gate, want 2", got)
+	}
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest("POST", "/v2/events", strings.NewReader("{}")))
+	if w.Code != 503 || g.Busy() != 2 {
+		t.Fatalf("the shed request: status %d, %d in flight at the gate (want 503, 2)", w.Code, g.Busy())
+	}
+	close(release)
+	wg.Wait()
+	if got := g.Busy(); got != 0 {
+		t.Fatalf("%d requests in flight at the gate after they answered", got)
+	}
+	if busy.Load() < 1 {
+		t.Fatalf("a handler saw %d requests in flight", busy.Load())
 	}
 }

@@ -6,6 +6,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/endcap/endcap/api/openapi"
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/accounts"
 )
@@ -58,6 +60,10 @@ type Deps struct {
 	// with Retry-After at once (0: no bound).
 	MaxEventsInFlight   int
 	MaxAuctionsInFlight int
+	// Foreground, when set, counts the /v2/events and auction requests in
+	// flight (those admitted), for background work of the same process to
+	// give way to them (the events fold; priority.Yield).
+	Foreground *priority.Gate
 	// TrustedProxies: the reverse proxies (IPs or CIDRs) whose
 	// X-Forwarded-For or X-Real-IP names the client (gin.Context.ClientIP);
 	// nil: none, the client is the connection's address.
@@ -112,13 +118,16 @@ func New(d Deps) http.Handler {
 		v2.OPTIONS("/auctions/sponsored-brand")
 		v2.OPTIONS("/auctions/travel")
 		mkey := requireKey(d.Accounts, accounts.KeyMarketplace, d.RetryAfter, d.KeyUsage, abortV2)
-		events := newAdmission("events", d.MaxEventsInFlight).handler(&h.d)
-		auctions := newAdmission("auctions", d.MaxAuctionsInFlight).handler(&h.d)
-		v2.POST("/events", events, mkey, h.postEvents)
+		events := []gin.HandlerFunc{newAdmission("events", d.MaxEventsInFlight).handler(&h.d)}
+		auctions := []gin.HandlerFunc{newAdmission("auctions", d.MaxAuctionsInFlight).handler(&h.d)}
+		if d.Foreground != nil {
+			events, auctions = append(events, foreground(d.Foreground)), append(auctions, foreground(d.Foreground))
+		}
+		v2.POST("/events", append(slices.Clip(events), mkey, h.postEvents)...)
 		if d.Auctions != nil {
-			v2.POST("/auctions", auctions, mkey, h.postAuctions(auction.Auctions))
-			v2.POST("/auctions/sponsored-brand", auctions, mkey, h.postAuctions(auction.SponsoredBrand))
-			v2.POST("/auctions/travel", auctions, mkey, h.postAuctions(auction.Travel))
+			v2.POST("/auctions", append(slices.Clip(auctions), mkey, h.postAuctions(auction.Auctions))...)
+			v2.POST("/auctions/sponsored-brand", append(slices.Clip(auctions), mkey, h.postAuctions(auction.SponsoredBrand))...)
+			v2.POST("/auctions/travel", append(slices.Clip(auctions), mkey, h.postAuctions(auction.Travel))...)
 		}
 		if d.Auctions != nil {
 			// Explain lists every advertiser's bids, campaigns and budget
@@ -126,7 +135,7 @@ func New(d Deps) http.Handler {
 			// advanced key only, outside the /v2 group's CORS (a browser
 			// page of another origin cannot call it), rate-limited per key,
 			// and within the auctions' admission bound.
-			explain := []gin.HandlerFunc{auctions, requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, abortV2)}
+			explain := append(slices.Clip(auctions), requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, abortV2))
 			if d.Public != nil && d.Public.Limits != nil {
 				explain = append(explain, d.Public.Limits.Limit("explain"))
 			}

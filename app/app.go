@@ -35,6 +35,7 @@ import (
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/pagination"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
@@ -56,6 +57,16 @@ import (
 	"github.com/endcap/endcap/storage/s3store"
 	"github.com/endcap/endcap/storage/statelog"
 )
+
+// foregroundGate is the gate at which the events fold gives way to the
+// API's requests: only in a process that runs both (docs/projector.md,
+// Sharing the cores with the API), and not when maxWait is 0.
+func foregroundGate(t Target, maxWait time.Duration) *priority.Gate {
+	if !t.runs(TargetAPI) || !t.runs(TargetProjector) {
+		return nil
+	}
+	return priority.NewGate(maxWait)
+}
 
 // Target names which parts a process runs.
 type Target string
@@ -115,6 +126,10 @@ type App struct {
 	settled atomic.Bool
 	// health runs the readiness checks in the background (/readyz).
 	health *api.Health
+	// foreground counts the API's /v2/events and auction requests in
+	// flight, for the events fold to give way to them, when this process
+	// runs both (nil otherwise; docs/projector.md, Sharing the cores).
+	foreground *priority.Gate
 	// projectors are the consume loops this process runs, for the stall
 	// check of /readyz.
 	projectorsMu sync.Mutex
@@ -228,7 +243,9 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 
 	a.health = api.NewHealth(redactChecks(a.checks(), cfg.Secrets()))
 	a.health.Detail, a.health.Log = cfg.ReadyzDetail, log
+	a.foreground = foregroundGate(target, cfg.ProjectorYield)
 	deps := api.Deps{
+		Foreground:          a.foreground,
 		Health:              a.health,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		MaxEventsInFlight:   cfg.MaxEventsInFlight,

@@ -77,6 +77,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 		Claims:  claims,
 		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr},
 		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
+		Yield: a.foreground,
 	})
 	if err != nil {
 		_ = claims.Close()

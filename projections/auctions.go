@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
@@ -290,6 +291,14 @@ func insertColumns(ctx context.Context, conn clickhouse.Conn, table, columns str
 	}
 	clickhouse.ReserveStrings(b, cols)
 	for i, c := range cols {
+		// Each column is a unit of work the fold's batch may give way
+		// after (priority.Yield; a no-op outside a fold that shares its
+		// process with the API).
+		if err := priority.Yield(ctx); err != nil {
+			_ = b.Abort()
+			telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
+			return fmt.Errorf("%s insert: %w", table, err)
+		}
 		if err := b.Column(i).Append(c); err != nil {
 			_ = b.Abort()
 			telemetry.InsertBatches.WithLabelValues(table, "error").Inc()

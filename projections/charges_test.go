@@ -349,7 +349,7 @@ func BenchmarkFoldCPU(b *testing.B) {
 	batch := benchRecords(b, n)
 	b.ResetTimer()
 	for range b.N {
-		evs := p.pick(f.decode(batch))
+		evs := p.pick(f.decode(b.Context(), batch))
 		rows := newInteractionRows(len(evs))
 		ch := &chargeRows{}
 		for _, d := range evs {

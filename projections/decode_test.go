@@ -52,7 +52,7 @@ func TestDecodeInPlace(t *testing.T) {
 				}
 				batch[i] = &kgo.Record{Value: v, Partition: int32(i % 4), Offset: int64(i)}
 			}
-			out := f.decode(batch)
+			out := f.decode(t.Context(), batch)
 			got := make([]string, len(out))
 			for i, d := range out {
 				got[i] = d.E.ID

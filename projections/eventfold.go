@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
 )
@@ -94,6 +95,10 @@ type EventFold struct {
 	claims *Claims
 	sinks  []EventSink
 	log    *slog.Logger
+	// gate and yieldBudget: the fold gives way to the API's requests
+	// (Yield), for at most yieldBudget a batch.
+	gate        *priority.Gate
+	yieldBudget time.Duration
 }
 
 // EventFoldOptions configure an EventFold.
@@ -106,7 +111,16 @@ type EventFoldOptions struct {
 	FlushInterval time.Duration
 	Group         GroupOptions
 	Log           *slog.Logger
+	// Yield, when set, is the gate of the API's requests in this process:
+	// the fold's batches give way to them (priority.Yield between units of
+	// YieldEvery records, and between the columns of an insert), waiting
+	// for at most a third of the flush timeout a batch.
+	Yield *priority.Gate
 }
+
+// YieldEvery is how many records the fold and its sinks work through
+// between two priority.Yield calls: a millisecond or two of a core.
+const YieldEvery = 1_000
 
 // NewEventFold joins the consumer group (it starts consuming on Run).
 func NewEventFold(o EventFoldOptions) (*EventFold, error) {
@@ -116,7 +130,8 @@ func NewEventFold(o EventFoldOptions) (*EventFold, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	f := &EventFold{claims: o.Claims, sinks: o.Sinks, log: o.Log}
+	f := &EventFold{claims: o.Claims, sinks: o.Sinks, log: o.Log,
+		gate: o.Yield, yieldBudget: o.Group.withDefaults().FlushTimeout / 3}
 	var err error
 	moved := partitionHooks{
 		assigned: func(ps map[string][]int32) { f.claims.Assigned(ps[o.Topic]) },
@@ -144,11 +159,18 @@ func (f *EventFold) Close() {
 }
 
 func (f *EventFold) flush(ctx context.Context, batch []*kgo.Record) error {
+	ctx = priority.With(ctx, f.gate, f.yieldBudget)
+	if err := priority.Yield(ctx); err != nil {
+		return err
+	}
 	start := time.Now()
-	events := f.decode(batch)
+	events := f.decode(ctx, batch)
 	start = observeStep(EventsGroup, "decode", start)
 	if len(events) == 0 {
 		return nil
+	}
+	if err := priority.Yield(ctx); err != nil {
+		return err
 	}
 	keys, claims, err := f.claim(ctx, events)
 	if err != nil {
@@ -158,6 +180,9 @@ func (f *EventFold) flush(ctx context.Context, batch []*kgo.Record) error {
 	kept := keepOwners(events, claims)
 	if dups := len(events) - len(kept); dups > 0 {
 		telemetry.Duplicates.WithLabelValues("events").Add(float64(dups))
+	}
+	if err := priority.Yield(ctx); err != nil {
+		return err
 	}
 	// The sinks and the claims' changelog at once; the batch is committed
 	// once all of them succeeded.
@@ -244,16 +269,16 @@ func chunks(n int) [][2]int {
 // record is decoded in its place in one slice (an Event is a few hundred
 // bytes: a copy of the batch's would cost more than its decoding's
 // allocations); only the chunks after one that skipped a record move.
-func (f *EventFold) decode(batch []*kgo.Record) []Event {
+func (f *EventFold) decode(ctx context.Context, batch []*kgo.Record) []Event {
 	out := make([]Event, len(batch))
 	parts := chunks(len(batch))
 	if len(parts) == 1 {
-		return out[:f.decodeRange(batch, out)]
+		return out[:f.decodeRange(ctx, batch, out)]
 	}
 	n := make([]int, len(parts))
 	var wg sync.WaitGroup
 	for i, c := range parts {
-		wg.Go(func() { n[i] = f.decodeRange(batch[c[0]:c[1]], out[c[0]:c[1]]) })
+		wg.Go(func() { n[i] = f.decodeRange(ctx, batch[c[0]:c[1]], out[c[0]:c[1]]) })
 	}
 	wg.Wait()
 	w := 0
@@ -268,10 +293,14 @@ func (f *EventFold) decode(batch []*kgo.Record) []Event {
 }
 
 // decodeRange decodes batch into out (as long as batch), the events it can
-// read first and in order, and returns how many it could.
-func (f *EventFold) decodeRange(batch []*kgo.Record, out []Event) int {
+// read first and in order, and returns how many it could. It yields every
+// YieldEvery records (a context that ended is the flush's to notice).
+func (f *EventFold) decodeRange(ctx context.Context, batch []*kgo.Record, out []Event) int {
 	n := 0
-	for _, r := range batch {
+	for i, r := range batch {
+		if i > 0 && i%YieldEvery == 0 {
+			_ = priority.Yield(ctx)
+		}
 		d := &out[n]
 		err := records.DecodeEvent(r.Value, &d.E)
 		if err == nil && (d.E.ID == "" || d.E.MarketplaceID == "") {

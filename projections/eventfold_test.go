@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/internal/config"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/internal/testenv"
@@ -478,4 +479,89 @@ func TestEventFoldRejoinsAfterLosingMembership(t *testing.T) {
 	if s := f.Health().StalledFor(time.Now()); s > 5*time.Second {
 		t.Errorf("stalled for %s once everything is committed", s)
 	}
+}
+
+// TestEventFoldYieldsToTheAPI: a fold given the gate of the API's requests
+// (a process that serves the API and folds) folds nothing while a request
+// is in flight and the gate lets it wait, folds everything once the last
+// request leaves; and with a short wait a gate held all the time slows the
+// fold without stopping it.
+func TestEventFoldYieldsToTheAPI(t *testing.T) {
+	const n = 3_000 // at least three batches
+	run := func(t *testing.T, gate *priority.Gate) (*foldEnv, *recordingSink, func() int64) {
+		fe := newFoldEnv(t)
+		ctx := t.Context()
+		recs := make([]*kgo.Record, 0, n)
+		for i := range n {
+			e := records.Event{Kind: records.KindPageView, MarketplaceID: "6f1c3b5e-0000-4000-8000-000000000001", ID: fmt.Sprintf("ev-%05d", i),
+				OccurredAtMs: time.Now().UnixMilli(), ReceivedAtMs: time.Now().UnixMilli(), OpaqueUserID: fmt.Sprint("u", i%7)}
+			v, _ := json.Marshal(&e)
+			recs = append(recs, &kgo.Record{Topic: fe.topics.Events, Key: records.EventKey(&e), Value: v})
+		}
+		if err := fe.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		sink := &recordingSink{name: "sink"}
+		f, err := projections.NewEventFold(projections.EventFoldOptions{Brokers: fe.brokers, Topic: fe.topics.Events,
+			Claims: openClaims(t, fe.brokers, fe.topics, time.Hour), Sinks: []projections.EventSink{sink},
+			MaxRows: 1000, FlushInterval: 50 * time.Millisecond, Log: quiet,
+			Group: projections.GroupOptions{FlushTimeout: 45 * time.Second}, // so up to 15 s of yielding a batch
+			Yield: gate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- f.Run(pctx) }()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+			f.Close()
+		})
+		return fe, sink, func() int64 { return fe.committed(ctx) }
+	}
+	allCommitted := func(committed func() int64) func() error {
+		return func() error {
+			if c := committed(); c != n {
+				return fmt.Errorf("committed %d of %d", c, n)
+			}
+			return nil
+		}
+	}
+
+	t.Run("waits while a request is in flight", func(t *testing.T) {
+		gate := priority.NewGate(time.Hour)
+		gate.Enter() // a request in flight from the start
+		_, sink, committed := run(t, gate)
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if gate.Waiting() == 0 {
+				return errors.New("the fold does not wait at the gate")
+			}
+			return nil
+		})
+		if c, got := committed(), len(sink.folded()); c > 0 || got > 0 {
+			t.Fatalf("the fold committed %d records and its sink folded %d while a request was in flight", c, got)
+		}
+		gate.Leave()
+		testenv.Eventually(t, 30*time.Second, allCommitted(committed))
+		if got := sink.folded(); len(slices.Compact(got)) != n {
+			t.Fatalf("folded %d distinct events, want %d", len(slices.Compact(got)), n)
+		}
+		if calls, waited := gate.Waited(); calls == 0 || waited <= 0 {
+			t.Fatalf("the gate saw %d waits (%v)", calls, waited)
+		}
+	})
+
+	t.Run("a busy API slows it, never stops it", func(t *testing.T) {
+		gate := priority.NewGate(5 * time.Millisecond)
+		gate.Enter() // the API never rests
+		defer gate.Leave()
+		_, _, committed := run(t, gate)
+		testenv.Eventually(t, 60*time.Second, allCommitted(committed))
+		// Every batch (at least n/1000) waited at each of its steps: its
+		// start, before the claims and before the sinks.
+		if calls, _ := gate.Waited(); calls < 3*n/1000 {
+			t.Fatalf("the fold gave way %d times for %d records in batches of 1,000", calls, n)
+		}
+	})
 }

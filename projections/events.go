@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -47,6 +48,11 @@ func (s *EventsRaw) Fold(ctx context.Context, events []Event) error {
 	}
 	rows := newEventRows(n) // sized for the events kept: beside the interactions sink, about a sixth of a batch
 	for i := range events {
+		if i > 0 && i%YieldEvery == 0 {
+			if err := priority.Yield(ctx); err != nil {
+				return err
+			}
+		}
 		if keep[i] {
 			rows.add(&events[i].E, events[i].Partition, events[i].Offset)
 		}

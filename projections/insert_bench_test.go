@@ -38,7 +38,7 @@ func BenchmarkInsertServerCPU(b *testing.B) {
 	p := &Interactions{views: testViews(time.UTC), log: log}
 	f := &EventFold{log: log}
 	const n = 50_000
-	events := f.decode(benchRecords(b, n))
+	events := f.decode(b.Context(), benchRecords(b, n))
 	evRows := newEventRows(len(events))
 	for i := range events {
 		evRows.add(&events[i].E, events[i].Partition, events[i].Offset)

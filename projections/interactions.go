@@ -13,6 +13,7 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
@@ -134,7 +135,7 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	rows, charges, err := p.build(evs)
+	rows, charges, err := p.build(ctx, evs)
 	if err != nil {
 		return err
 	}
@@ -213,10 +214,15 @@ type pendingCharge struct {
 }
 
 // build builds the rows of the events, with the charges they may make.
-func (p *Interactions) build(evs []*Event) (*interactionRows, []pendingCharge, error) {
+func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRows, []pendingCharge, error) {
 	rows := newInteractionRows(len(evs))
 	var charges []pendingCharge
-	for _, d := range evs {
+	for i, d := range evs {
+		if i > 0 && i%YieldEvery == 0 {
+			if err := priority.Yield(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
 		c, err := rows.add(d, &p.views, p.log)
 		if err != nil {
 			return nil, nil, err

@@ -51,6 +51,11 @@
 #   SETTLE (0; with CATCHUP=1: after the catch-up, wait until ClickHouse has run no merge for 5 s, at most
 #   SETTLE_TIMEOUT s (600), and print ClickHouse's CPU for the catch-up and the merges it left)
 #   CH_HTTP_PORT (18123, the local ClickHouse's HTTP port)
+#   CATCHUP_RATE (0; with CATCHUP=1: requests/s x BATCH events of open-loop load sent to the process that
+#   folds the backlog, for DURATION from the start of the catch-up, whose latency it prints: the API's latency
+#   beside a fold that catches up, docs/performance.md, The API beside a catching-up fold; without SPLIT=1, the
+#   API and the fold share one process)
+#   DEV_FLAGS (more flags for every endcap dev the script starts, e.g. ports: --kfake --mail-smtp-port 21025)
 #   CH_LOGS (0; 1: the local ClickHouse keeps system.query_log and system.part_log (endcap dev
 #   --clickhouse-system-logs), and with CATCHUP=1 the script prints, after the catch-up (and SETTLE), per table
 #   the parts the inserts wrote and the merges (count, rows, MiB, seconds), the tables' sizes, and the statements
@@ -62,7 +67,7 @@ SPONSORED_SHARE="${SPONSORED_SHARE:-0.5}" USERS="${USERS:-100000}"
 DRAIN_LAG="${DRAIN_LAG:-0}" DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}" CATCHUP="${CATCHUP:-0}"
 URL="${URL:-http://127.0.0.1:8080}" START="${START:-1}" MINT="${MINT:-1}"
 SETTLE="${SETTLE:-0}" SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-600}" CH_HTTP_PORT="${CH_HTTP_PORT:-18123}"
-CH_LOGS="${CH_LOGS:-0}"
+CH_LOGS="${CH_LOGS:-0}" CATCHUP_RATE="${CATCHUP_RATE:-0}" DEV_FLAGS="${DEV_FLAGS:-}"
 [ "$CH_LOGS" = 1 ] && export ENDCAP_DEV_CLICKHOUSE_LOGS=1
 SPLIT="${SPLIT:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}" PROJECTOR_ENV="${PROJECTOR_ENV:-}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
@@ -122,7 +127,8 @@ start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is r
 	shift
 	mkdir -p "$ENDCAP_DEV_DIR/logs"
 	echo "starting endcap dev $* (log: $log)"
-	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev --clickhouse-http-port "$CH_HTTP_PORT" "$@" > "$log" 2>&1 &
+	# shellcheck disable=SC2086 # DEV_FLAGS is a list of words
+	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev --clickhouse-http-port "$CH_HTTP_PORT" $DEV_FLAGS "$@" > "$log" 2>&1 &
 	dev_pid=$!
 	pids+=($dev_pid)
 	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
@@ -179,6 +185,16 @@ if [ "$CATCHUP" = 1 ]; then
 		start_dev all
 		fold_pid=$dev_pid
 		ch_cpu0=$(proc_cpu "$(ch_pid)")
+	fi
+	if [ "$CATCHUP_RATE" != 0 ]; then
+		# Open-loop load on the API while the fold catches up (the stack's API: the same process as the fold
+		# without SPLIT=1).
+		echo "load during the catch-up: $CATCHUP_RATE requests/s x $BATCH events for $DURATION"
+		"$bin" loadgen events --url "$URL" --credentials "$CREDENTIALS" --duration "$DURATION" --rate "$CATCHUP_RATE" \
+			--batch "$BATCH" --concurrency "$CONCURRENCY" --users "$USERS" --sponsored-share "$SPONSORED_SHARE" \
+			--bid-signing-keys "$mint_keys" --json > "$out/catchup-load.json" 2>"$out/catchup-load.err" &
+		catchup_load=$!
+		pids+=($catchup_load)
 	fi
 	python3 - "$fold_url" "$DRAIN_TIMEOUT" <<'PY'
 import sys, time
@@ -289,6 +305,15 @@ PY
 	echo "the fold's process: peak RSS $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$fold_pid/status" 2>/dev/null || echo "not read")"
 	ch_cpu1=$(proc_cpu "$(ch_pid)")
 	echo "ClickHouse's CPU during the catch-up: $(cpu_s "$ch_cpu0" "$ch_cpu1") s"
+	if [ "$CATCHUP_RATE" != 0 ]; then
+		wait "$catchup_load" || echo "the load during the catch-up failed: $(head -c 300 "$out/catchup-load.err")" >&2
+		python3 - "$out/catchup-load.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"API during the catch-up (open loop): accepted {d['events_per_sec']:.0f} events/s, ok {d['ok']} failed {d['failed']} "
+      f"unsent {d.get('unsent', 0)}; latency p50 {d['p50_ms']:.1f} p99 {d['p99_ms']:.1f} ms")
+PY
+	fi
 	if [ "$SETTLE" = 1 ]; then
 		# The merges of what the catch-up wrote go on after it: wait until none has run for 5 s.
 		quiet=0 t0=$SECONDS

@@ -113,6 +113,7 @@ type Config struct {
 	ProjectorFlushInterval time.Duration
 	ProjectorFlushTimeout  time.Duration
 	ProjectorStallTimeout  time.Duration
+	ProjectorYield         time.Duration
 	DedupeWindow           time.Duration
 	ProjectorStateDir      string
 	ProjectorStateCacheMB  int
@@ -454,6 +455,14 @@ var settings = []setting{
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
 	{"projector-flush-timeout", "ENDCAP_PROJECTOR_FLUSH_TIMEOUT", "30s", "longest attempt at folding and committing one batch; a batch that fails or takes longer is read again from the last commit after a backoff", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushTimeout })},
 	{"projector-stall-timeout", "ENDCAP_PROJECTOR_STALL_TIMEOUT", "60s", "a process whose projector has neither committed a batch nor been caught up for this long answers /readyz 503 (endcap_projector_stalled_seconds)", duration(func(c *Config) *time.Duration { return &c.ProjectorStallTimeout })},
+	{"projector-yield", "ENDCAP_PROJECTOR_YIELD", "20ms", "in a process that serves the API and folds the events (target all, endcap dev): the longest the fold waits, every 1,000 records or insert column, for the /v2/events and auction requests in flight to end, and at most a third of --projector-flush-timeout a batch (0: never waits; docs/projector.md, Sharing the cores with the API)", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("must be a duration of 0 or more (like 20ms; 0: off), got %q", v)
+		}
+		c.ProjectorYield = d
+		return nil
+	}},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
 	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},

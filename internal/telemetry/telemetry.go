@@ -59,6 +59,9 @@ var (
 		Name: "endcap_projector_sink_batch_seconds", Help: "Time one sink of the events fold took over a batch (events_raw, interactions, attribution).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 	}, []string{"sink"})
+	ProjectorYieldedSeconds = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "endcap_projector_yielded_seconds_total", Help: "Time the events fold waited for the API's requests in flight to end, in a process that serves the API and folds (ENDCAP_PROJECTOR_YIELD).",
+	})
 	ProjectorStepSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "endcap_projector_step_seconds", Help: "Time one step of a consumer group's batch took: poll (waiting for and fetching its records), decode, claim (the idempotency keys in Redis), sinks (all of them, at once), commit.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/projections"
@@ -133,7 +134,7 @@ func (d *decoded) user(mp, user string) *userWork {
 // decode keeps the batch's countable purchases and sponsored interactions
 // (with a readable resolvedBidId, as the interactions projector requires)
 // and notes by user what they may change.
-func (p *Projector) decode(events []projections.Event) *decoded {
+func (p *Projector) decode(ctx context.Context, events []projections.Event) (*decoded, error) {
 	// Sized first: a touchRow is large, and growing the slice copied them
 	// again and again.
 	nt, np := 0, 0
@@ -147,6 +148,13 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 	}
 	d := &decoded{work: map[string]map[string]*userWork{}, touches: make([]touchRow, 0, nt), purchases: make([]purchaseRow, 0, np)}
 	for i := range events {
+		// The fold's batch gives way to the API's requests every few
+		// thousand events (priority.Yield; docs/projector.md).
+		if i > 0 && i%projections.YieldEvery == 0 {
+			if err := priority.Yield(ctx); err != nil {
+				return nil, err
+			}
+		}
 		ev := &events[i]
 		e, mp := &ev.E, ev.MP
 		sponsored := (e.Kind == records.KindImpression || e.Kind == records.KindClick) && e.ResolvedBidID != ""
@@ -180,7 +188,7 @@ func (p *Projector) decode(events []projections.Event) *decoded {
 		d.touches = append(d.touches, touchRow{mp: mp, mpID: e.MarketplaceID, user: e.OpaqueUserID, t: p.touch(e, ev.Interaction, &ev.Token), partition: ev.Partition, offset: ev.Offset})
 	}
 	d.index()
-	return d
+	return d, nil
 }
 
 // index notes, by marketplace and user, when the rows' events occurred.
@@ -213,7 +221,10 @@ func (p *Projector) touch(e *records.Event, interaction uuid.UUID, c *bidtoken.C
 
 // Fold attributes what the batch may change (see Projector).
 func (p *Projector) Fold(ctx context.Context, events []projections.Event) error {
-	d := p.decode(events)
+	d, err := p.decode(ctx, events)
+	if err != nil {
+		return err
+	}
 	if len(d.touches)+len(d.purchases) == 0 {
 		return nil
 	}
