@@ -55,6 +55,7 @@ import (
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/storage/spill"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -102,16 +103,19 @@ type App struct {
 	// /v2/events wait for room in the events producer's buffer.
 	auctionsKafka *kgo.Client
 	kafkaConn     kafka.Conn // how every Kafka client of the process connects (TLS, SASL)
-	ClickHouse    clickhouse.Conn
-	Redis         redis.UniversalClient
-	S3            *s3store.Store
-	StateLog      *statelog.Log // accounts
-	Entities      *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
-	Deliveries    *statelog.Log // webhook deliveries (api and exporter only; else nil)
-	Accounts      *accounts.Service
-	Exports       *exports.Service
-	Cursors       *pagination.Signer
-	Spend         *budget.Cache // campaign spend for the auction, refreshed from Redis
+	// catalogTexts holds the products' names and details on local disk
+	// (ENDCAP_CATALOG_DIR), closed after the logs.
+	catalogTexts *spill.Store
+	ClickHouse   clickhouse.Conn
+	Redis        redis.UniversalClient
+	S3           *s3store.Store
+	StateLog     *statelog.Log // accounts
+	Entities     *statelog.Log // catalog, campaigns, billing, segments, webhooks, ...
+	Deliveries   *statelog.Log // webhook deliveries (api and exporter only; else nil)
+	Accounts     *accounts.Service
+	Exports      *exports.Service
+	Cursors      *pagination.Signer
+	Spend        *budget.Cache // campaign spend for the auction, refreshed from Redis
 	// AuctionIndex is the auction's index of products, categories,
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
@@ -893,6 +897,11 @@ func (a *App) close() {
 	for _, l := range []*statelog.Log{a.StateLog, a.Entities, a.Deliveries} {
 		if l != nil {
 			l.Close()
+		}
+	}
+	if a.catalogTexts != nil {
+		if err := a.catalogTexts.Close(); err != nil {
+			a.log.Warn("catalog: closing its store on disk", "err", err)
 		}
 	}
 	if a.auctionsKafka != nil {

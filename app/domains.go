@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/endcap/endcap/api"
@@ -17,6 +18,7 @@ import (
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/reporting/vendorcharges"
+	"github.com/endcap/endcap/storage/spill"
 )
 
 // domains builds the management services on the entities log and returns
@@ -30,7 +32,13 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log, Location: a.marketplaceLocation})
 
 	// Catalog: products, vendors, categories. cat is an entityref.Catalog.
-	cat := catalog.New(a.Entities)
+	// The products' names and details are on local disk (docs/state.md,
+	// Memory).
+	var err error
+	if a.catalogTexts, err = spill.Open(spill.Options{Dir: a.cfg.CatalogDir, Log: a.log}); err != nil {
+		return nil, fmt.Errorf("ENDCAP_CATALOG_DIR: %w", err)
+	}
+	cat := catalog.New(a.Entities, a.catalogTexts)
 	routes = append(routes, api.CatalogRoutes(cat))
 
 	// Webhooks on the entities log, their deliveries on a log of their own

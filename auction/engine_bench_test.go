@@ -21,6 +21,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,8 +98,9 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 		camps *campaigns.Service
 		ix    = index.New()
 	)
+	texts := testenv.SpillStore(tb)
 	testenv.StateLog(tb, brokers, testenv.StateLogOptions{Prefix: "bench."}, func(l *statelog.Log) {
-		cat = catalog.New(l)
+		cat = catalog.New(l, texts)
 		camps = campaigns.New(l, cat, nil, nil, nil)
 		ix.Register(cat, camps)
 	})
@@ -260,7 +262,9 @@ func zipfRequest(z *rand.Zipf, ids, slots int) []auction.Request {
 // single-threaded runs). Uniform: ids drawn uniformly; Zipf: by popularity.
 func BenchmarkEngine500(b *testing.B) {
 	w := benchSetup(b)
-	b.Logf("world: %d products, built in %v", w.products, w.build.Round(time.Second))
+	heap := liveHeap()
+	b.Logf("world: %d products, built in %v; live heap %d MiB (%.0f B a product, with the campaigns and the bench's own), VmRSS %s",
+		w.products, w.build.Round(time.Second), heap>>20, float64(heap)/float64(w.products), vmRSS())
 	rng := rand.New(rand.NewPCG(7, 7))
 	z := rand.NewZipf(rand.New(rand.NewPCG(8, 8)), 1.1, 1, uint64(w.products-1))
 	uniform := make([][]auction.Request, 256)
@@ -271,6 +275,17 @@ func BenchmarkEngine500(b *testing.B) {
 	}
 	b.Run("Uniform", func(b *testing.B) { runEngine(b, w, uniform) })
 	b.Run("Zipf", func(b *testing.B) { runEngine(b, w, zipf) })
+}
+
+// vmRSS is the process's resident memory, as /proc/self/status says it.
+func vmRSS() string {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
 
 func runEngine(b *testing.B, w *benchWorld, reqs [][]auction.Request) {

@@ -78,8 +78,9 @@ func newExWorld(t *testing.T, reserve auction.Reserve) *exWorld {
 	w := &exWorld{t: t, gate: exGate{}, segs: &exSegments{members: map[string][]string{}}, ids: map[string]string{}, names: map[string]string{},
 		now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	ix := index.New()
+	texts := testenv.SpillStore(t)
 	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "explain."}, func(l *statelog.Log) {
-		w.cat = catalog.New(l)
+		w.cat = catalog.New(l, texts)
 		w.camps = campaigns.New(l, w.cat, nil, nil, exReserves(reserve))
 		ix.Register(w.cat, w.camps)
 	})

@@ -249,7 +249,11 @@ func (c *Console) productsPage(ctx *gin.Context) {
 	d := productsData{Q: trimTo(ctx.Query("q"), 200), Vendor: trimTo(ctx.Query("vendor"), 255)}
 	if d.Q != "" || d.Vendor != "" {
 		d.Searched = true
-		d.Products, d.More = c.o.Catalog.SearchProducts(mp, d.Vendor, d.Q, pageSize)
+		var err error
+		if d.Products, d.More, err = c.o.Catalog.SearchProducts(mp, d.Vendor, d.Q, pageSize); err != nil {
+			c.fail(ctx, err)
+			return
+		}
 	}
 	c.render(ctx, http.StatusOK, "products", "Products", d)
 }

@@ -116,6 +116,7 @@ type Config struct {
 	ProjectorYield         time.Duration
 	DedupeWindow           time.Duration
 	ProjectorStateDir      string
+	CatalogDir             string
 	ProjectorStateCacheMB  int
 	BudgetRefresh          time.Duration
 	SpendReadTimeout       time.Duration
@@ -467,6 +468,7 @@ var settings = []setting{
 	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
+	{"catalog-dir", "ENDCAP_CATALOG_DIR", "", "directory on local disk under which every process keeps the catalog's product names and details, filled from the entities topic at each start and deleted at exit (empty: the system's temporary directory; not a tmpfs, which is memory; docs/operations.md, Memory)", str(func(c *Config) *string { return &c.CatalogDir })},
 	{"projector-state-cache-mb", "ENDCAP_PROJECTOR_STATE_CACHE_MB", "256", "block cache of the events fold's claim store in MiB (besides it: at most 64 MiB of memtables and the C allocator's slack; the Bloom filters of the window need not fit, they are read through the OS page cache; docs/operations.md, Capacity per 1,000 events/s)", integer(func(c *Config) *int { return &c.ProjectorStateCacheMB }, 8)},
 	{"privacy-interval", "ENDCAP_PRIVACY_INTERVAL", "24h", "how often the exporter applies the pending deletion requests of shoppers, as one batch (docs/privacy.md); endcap admin privacy run applies them at once", duration(func(c *Config) *time.Duration { return &c.PrivacyInterval })},
 	{"privacy-mutation-timeout", "ENDCAP_PRIVACY_MUTATION_TIMEOUT", "1h", "longest wait for one table's ClickHouse mutation of a batch of deletions; past it the batch fails and is retried at the next run", duration(func(c *Config) *time.Duration { return &c.PrivacyMutationTimeout })},

@@ -33,10 +33,10 @@ const UpdateEnv = "ENDCAP_PERF_UPDATE"
 
 // header opens budgets.txt.
 const header = `# Performance budgets of the hot paths: counts a busy machine does not change (allocations;
-# instructions under valgrind --tool=callgrind). A test fails when its count is more than 10 % above
-# the figure here (internal/perfbudget). Regenerate after a change meant to cost more or less, and
-# say why in its commit:
-#   ENDCAP_PERF_UPDATE=1 go test -count=1 -run TestPerfBudget ./auction ./ingest
+# instructions under valgrind --tool=callgrind; the live heap of the entity state per product). A
+# test fails when its count is more than 10 % above the figure here (internal/perfbudget).
+# Regenerate after a change meant to cost more or less, and say why in its commit:
+#   ENDCAP_PERF_UPDATE=1 go test -count=1 -run 'TestPerfBudget|TestMemoryPerProduct' ./auction ./ingest
 `
 
 // File is the path of budgets.txt.

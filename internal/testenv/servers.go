@@ -12,6 +12,7 @@ import (
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/storage/spill"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -108,4 +109,17 @@ func StateLog(t testing.TB, brokers []string, o StateLogOptions, build func(*sta
 		t.Fatal(err)
 	}
 	return l
+}
+
+// SpillStore opens a spill store (the catalog's texts on disk) in a
+// directory of the test's own; it closes when the test ends. Open it before
+// the log that fills it (testenv.StateLog), so that it closes after.
+func SpillStore(t testing.TB) *spill.Store {
+	t.Helper()
+	s, err := spill.Open(spill.Options{Dir: t.TempDir(), Log: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -14,6 +14,8 @@ package catalog
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,11 +24,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/strset"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/entityref"
+	"github.com/endcap/endcap/storage/spill"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -60,12 +64,19 @@ type Service struct {
 	// (internal/vendorid): marketplace -> UUID -> catalog id, kept by the
 	// vendors' OnChange hook (under idxMu).
 	byUUID map[string]map[uuid.UUID]string
+
+	// texts holds every product's name and details on local disk, which
+	// only GET, the console's search and creatives read (keepProduct): the
+	// view keeps in memory what the auction, campaigns and indexes read.
+	texts *spill.Store
 }
 
-// New registers the catalog's collections on log. Call it before the log
-// runs.
-func New(log *statelog.Log) *Service {
+// New registers the catalog's collections on log; the products' names and
+// details go to texts (the caller closes it after the log stopped). Call it
+// before the log runs.
+func New(log *statelog.Log, texts *spill.Store) *Service {
 	s := &Service{
+		texts:      texts,
 		products:   statelog.NewCollection[Product](log, TypeProduct),
 		vendors:    statelog.NewCollection[Vendor](log, TypeVendor),
 		categories: statelog.NewCollection[Category](log, TypeCategory),
@@ -74,13 +85,88 @@ func New(log *statelog.Log) *Service {
 		children:   map[string]map[string]*strset.Set{},
 		byUUID:     map[string]map[uuid.UUID]string{},
 	}
+	s.products.Keep = s.keepProduct
 	s.products.OnChange = s.indexProduct
 	s.vendors.OnChange = s.indexVendor
 	s.categories.OnChange = s.indexCategory
 	return s
 }
 
+// textKey is a product's key in texts.
+func textKey(b []byte, mp, id string) []byte {
+	b = append(b, mp...)
+	b = append(b, '/')
+	return append(b, id...)
+}
+
+// minSpill is the size of the texts (name and details) up to which a
+// product keeps them in memory: a short name alone costs less there than
+// its key and index on disk, and is read without a disk read.
+const minSpill = 64
+
+// keepProduct moves a product's name and details to disk as the view
+// applies it, unless they are short (minSpill). When the disk does not take them they stay in memory (the
+// product is then answered from there), and the error is logged.
+func (s *Service) keepProduct(mp, id string, version int64, p *Product) {
+	if len(p.Name)+len(p.details()) <= minSpill && p.pending == nil {
+		return
+	}
+	bp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(bp)
+	key := textKey((*bp)[:0], mp, id)
+	val := p.appendText(key, version)
+	*bp = val
+	if err := s.texts.Set(key, val[len(key):]); err != nil {
+		slog.Error("catalog: a product's texts stay in memory: the disk store refused them", "marketplace", mp, "product", id, "err", err)
+		return
+	}
+	p.dropText()
+}
+
+// errTexts: a product's texts could not be read from disk.
+var errTexts = errkind.New(errkind.Unavailable, "the product could not be read right now; retry later")
+
+// full returns a product with its name and details, its version and
+// whether it exists. A product replaced or deleted between the read of the
+// view and the read of its texts is read again, so that the answer is one
+// version of it.
+func (s *Service) full(mp, id string) (Product, int64, bool, error) {
+	var key []byte
+	for range 8 {
+		p, ver, ok := s.products.Get(mp, id)
+		if !ok || !p.spilled {
+			return p, ver, ok, nil
+		}
+		if key == nil {
+			key = textKey(nil, mp, id)
+		}
+		text, err := s.texts.Get(nil, key)
+		if errors.Is(err, spill.ErrMissing) {
+			continue // deleted since: read the view again
+		}
+		if err != nil {
+			slog.Error("catalog: a product's texts could not be read from disk", "marketplace", mp, "product", id, "err", err)
+			return Product{}, 0, false, errTexts
+		}
+		q, tv, ok := p.withText(text)
+		if !ok {
+			slog.Error("catalog: a product's texts on disk are unreadable", "marketplace", mp, "product", id)
+			return Product{}, 0, false, errTexts
+		}
+		if tv == ver {
+			return q, ver, true, nil
+		}
+		// Replaced since the view was read: read both again.
+	}
+	return Product{}, 0, false, errTexts
+}
+
 func (s *Service) indexProduct(mp, id string, old, nv *Product) {
+	if nv == nil && old != nil && old.spilled {
+		if err := s.texts.Delete(textKey(nil, mp, id)); err != nil {
+			slog.Error("catalog: a deleted product's texts stay on disk", "marketplace", mp, "product", id, "err", err)
+		}
+	}
 	var wasV, nowV, wasC, nowC idlist.List
 	if old != nil {
 		wasV, wasC = old.Vendors(), old.Categories()
@@ -236,7 +322,7 @@ func (s *Service) Product(mp, id string) (entityref.ProductRef, bool) {
 
 func productRef(id string, p *Product) entityref.ProductRef {
 	return entityref.ProductRef{
-		ID: id, Name: p.Name, Active: p.Active, Vendors: p.Vendors(), Categories: p.Categories(),
+		ID: id, Active: p.Active, Vendors: p.Vendors(), Categories: p.Categories(),
 		PriceMicros: p.PriceMicros, QualityScore: p.QualityScore,
 	}
 }
@@ -337,8 +423,8 @@ type ProductCreative struct {
 
 // Creative returns a product's creative fields.
 func (s *Service) Creative(mp, id string) (ProductCreative, bool) {
-	p, _, ok := s.products.Get(mp, id)
-	if !ok {
+	p, _, ok, err := s.full(mp, id)
+	if !ok || err != nil {
 		return ProductCreative{}, false
 	}
 	d := p.detailFields()
@@ -352,8 +438,8 @@ func (s *Service) Creative(mp, id string) (ProductCreative, bool) {
 // ProductImageURL returns a product's imageURL ("" when it has none or is
 // unknown).
 func (s *Service) ProductImageURL(mp, id string) string {
-	p, _, ok := s.products.Get(mp, id)
-	if !ok {
+	p, _, ok, err := s.full(mp, id)
+	if !ok || err != nil {
 		return ""
 	}
 	return p.detailFields().ImageURL
@@ -468,7 +554,10 @@ func (s *Service) putProducts(ctx context.Context, mp string, ws []statelog.Writ
 
 // GetProduct returns a product and its version.
 func (s *Service) GetProduct(mp, id string) (ProductView, int64, error) {
-	p, ver, ok := s.products.Get(mp, id)
+	p, ver, ok, err := s.full(mp, id)
+	if err != nil {
+		return ProductView{}, 0, err
+	}
 	if !ok {
 		return ProductView{}, 0, validation.NotFoundf("product %s", id)
 	}
@@ -647,36 +736,50 @@ const MaxSearch = 100
 // contains q (case-insensitive; all of them when q is empty), by id, and
 // whether more matched. It reads the vendor's products only (the vendor
 // index), never the whole catalog: a million products are not scanned per
-// request.
-func (s *Service) SearchProducts(mp, vendor, q string, limit int) ([]ProductView, bool) {
+// request. Names are on disk (keepProduct): a product whose id does not
+// match costs a read of it.
+func (s *Service) SearchProducts(mp, vendor, q string, limit int) ([]ProductView, bool, error) {
 	limit = min(max(limit, 1), MaxSearch)
 	q = strings.TrimSpace(q)
 	var out []ProductView
-	if p, _, ok := s.products.Get(mp, q); ok && q != "" && (vendor == "" || p.Vendors().Contains(vendor)) {
-		out = append(out, p.view(q))
+	if q != "" {
+		p, _, ok, err := s.full(mp, q)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok && (vendor == "" || p.Vendors().Contains(vendor)) {
+			out = append(out, p.view(q))
+		}
 	}
 	if vendor == "" {
-		return out, false
+		return out, false, nil
 	}
 	lower := strings.ToLower(q)
 	var ids []string
 	s.EachProductOfVendor(mp, vendor, func(p entityref.ProductRef) bool {
-		if p.ID != q && (lower == "" || containsFold(p.ID, lower) || containsFold(p.Name, lower)) {
+		if p.ID != q {
 			ids = append(ids, p.ID)
 		}
 		return true
 	})
 	sort.Strings(ids)
-	more := len(out)+len(ids) > limit
+	found := make([]ProductView, 0, min(len(ids), limit))
+	more := false
 	for _, id := range ids {
-		if len(out) == limit {
+		p, _, ok, err := s.full(mp, id)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok || !(lower == "" || containsFold(id, lower) || containsFold(p.Name, lower)) {
+			continue
+		}
+		if len(out)+len(found) == limit {
+			more = true
 			break
 		}
-		if p, _, ok := s.products.Get(mp, id); ok {
-			out = append(out, p.view(id))
-		}
+		found = append(found, p.view(id))
 	}
-	return out, more
+	return append(out, found...), more, nil
 }
 
 // SearchVendors returns up to limit vendors whose id or name contains q

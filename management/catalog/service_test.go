@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/entityref"
+	"github.com/endcap/endcap/storage/spill"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/google/uuid"
 )
@@ -27,7 +29,8 @@ var _ entityref.Catalog = (*catalog.Service)(nil)
 func open(t *testing.T, brokers []string) *catalog.Service {
 	t.Helper()
 	var svc *catalog.Service
-	testenv.StateLog(t, brokers, testenv.StateLogOptions{}, func(l *statelog.Log) { svc = catalog.New(l) })
+	texts := testenv.SpillStore(t)
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{}, func(l *statelog.Log) { svc = catalog.New(l, texts) })
 	return svc
 }
 
@@ -78,7 +81,7 @@ func TestCatalogRefs(t *testing.T) {
 	upsert(t, svc, B, product("p-1", "v-9"))
 
 	got, ok := svc.Product(A, "p-1")
-	want := entityref.ProductRef{ID: "p-1", Name: "Product p-1", Active: true, Vendors: idlist.Of("v-1", "v-2"),
+	want := entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-1", "v-2"),
 		Categories: idlist.Of("c-1"), PriceMicros: 9_990_000, QualityScore: 0.25}
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Product = %+v, %v; want %+v", got, ok, want)
@@ -419,4 +422,93 @@ func TestVendorUUIDs(t *testing.T) {
 	}
 	check(svc)
 	check(open(t, brokers)) // rebuilt from the log
+}
+
+// TestProductTextsOnDisk: a product's name and details live on disk (the
+// view keeps what auctions and indexes read), and every read answers as if
+// they were in memory: GET, creatives, the console's search by name, after
+// a replacement, in a view loaded cold from the topic, and after a delete.
+// Short texts stay in memory. A store that cannot be read answers 503-kind
+// errors, never a partial product.
+func TestProductTextsOnDisk(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	texts := testenv.SpillStore(t)
+	var svc *catalog.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{}, func(l *statelog.Log) { svc = catalog.New(l, texts) })
+	const mp = "mp-a"
+	long := product("p-long", "v-1")
+	long.Name = ptr("Delirium Tremens Beer Bottle 330cc x6")
+	long.Description = ptr(strings.Repeat("Named \"Best Beer in the World\" in 2008. ", 12))
+	long.Brand = &catalog.BrandInput{ID: ptr("b-1"), Name: ptr("Huyghe")}
+	long.ImageURL = ptr("https://cdn.example.com/products/p-long.jpg")
+	long.Metadata = json.RawMessage(`{"color": "amber"}`)
+	long.VariantIDs = []string{"p-long-4", "p-long-12"}
+	upsert(t, svc, mp, long, product("p-short", "v-1"))
+
+	want := catalog.ProductView{ID: "p-long", Name: *long.Name, Vendors: []string{"v-1"}, Categories: []string{"c-1"},
+		Description: long.Description, Brand: &catalog.Brand{ID: "b-1", Name: "Huyghe"}, ImageURL: long.ImageURL,
+		Price: ptr(json.Number("9.99")), Active: true, Metadata: json.RawMessage(`{"color":"amber"}`), VariantIDs: long.VariantIDs}
+	get := func(svc *catalog.Service, id string) (catalog.ProductView, int64) {
+		t.Helper()
+		v, ver, err := svc.GetProduct(mp, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, ver
+	}
+	if got, ver := get(svc, "p-long"); !reflect.DeepEqual(got, want) || ver != 1 {
+		t.Fatalf("GET = %+v (version %d), want %+v (version 1)", got, ver, want)
+	}
+	if _, err := texts.Get(nil, []byte(mp+"/p-long")); err != nil {
+		t.Fatalf("the long product's texts are not on disk: %v", err)
+	}
+	if _, err := texts.Get(nil, []byte(mp+"/p-short")); !errors.Is(err, spill.ErrMissing) {
+		t.Fatalf("a short name went to disk: %v", err)
+	}
+	if got, _ := get(svc, "p-short"); got.Name != "Product p-short" {
+		t.Fatalf("GET p-short: name %q", got.Name)
+	}
+	cr, ok := svc.Creative(mp, "p-long")
+	if !ok || cr.ImageURL != *long.ImageURL || cr.BrandID != "b-1" || cr.BrandName != "Huyghe" || string(cr.Metadata) != `{"color":"amber"}` {
+		t.Fatalf("Creative = %+v, %v", cr, ok)
+	}
+	found, more, err := svc.SearchProducts(mp, "v-1", "tremens", 10)
+	if err != nil || more || len(found) != 1 || !reflect.DeepEqual(found[0], want) {
+		t.Fatalf("search by name = %+v, %v, %v", found, more, err)
+	}
+
+	// A view loaded cold from the topic answers the same.
+	texts2 := testenv.SpillStore(t)
+	var cold *catalog.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{}, func(l *statelog.Log) { cold = catalog.New(l, texts2) })
+	if got, ver := get(cold, "p-long"); !reflect.DeepEqual(got, want) || ver != 1 {
+		t.Fatalf("cold view: GET = %+v (version %d)", got, ver)
+	}
+
+	// The cold view's store gone (a disk that fails): its product is not
+	// answered in part, but with an error of the unavailable kind (503).
+	if err := texts2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cold.GetProduct(mp, "p-long"); errkind.KindOf(err) != errkind.Unavailable {
+		t.Fatalf("GET with the store closed: %v", err)
+	}
+
+	// A replacement replaces the texts; a delete removes them.
+	long.Description = ptr("Brewed in Melle.")
+	long.Name = ptr(strings.Repeat("Delirium ", 10))
+	upsert(t, svc, mp, long)
+	if got, ver := get(svc, "p-long"); got.Name != *long.Name || *got.Description != "Brewed in Melle." || ver != 2 {
+		t.Fatalf("after the replacement: GET = %+v (version %d)", got, ver)
+	}
+	if _, err := svc.DeleteProducts(t.Context(), mp, []string{"p-long"}, true, statelog.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.GetProduct(mp, "p-long"); !errors.Is(err, validation.ErrNotFound) {
+		t.Fatalf("GET of a deleted product: %v", err)
+	}
+	if _, err := texts.Get(nil, []byte(mp+"/p-long")); !errors.Is(err, spill.ErrMissing) {
+		t.Fatalf("a deleted product's texts stay on disk: %v", err)
+	}
+
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"iter"
 	"slices"
 	"strconv"
@@ -47,6 +48,10 @@ type Product struct {
 	pending      *productDetails // only on a product about to be written
 	catAt, detAt uint32
 	Active       bool
+	// spilled: the name and the details are on disk (Service.keepProduct),
+	// rest holds the lists only and Name is empty. Service.full reads them
+	// back.
+	spilled bool
 }
 
 // Vendors are the vendors allowed to promote the product.
@@ -79,6 +84,47 @@ func (p *Product) setLists(vendors, categories []string) {
 
 // setPending sets the details a product is written with.
 func (p *Product) setPending(d *productDetails) { p.pending, p.rest = d, p.rest[:p.detAt] }
+
+// --- texts on disk (the view's form) ---
+
+// appendText appends what the view keeps of p on disk: the version it was
+// applied at (uvarint), the name's length (uvarint), the name and the
+// binary details.
+func (p *Product) appendText(b []byte, version int64) []byte {
+	b = binary.AppendUvarint(b, uint64(version))
+	b = binary.AppendUvarint(b, uint64(len(p.Name)))
+	b = append(b, p.Name...)
+	if p.pending != nil {
+		return appendDetailsBin(b, p.pending)
+	}
+	return append(b, p.details()...)
+}
+
+// dropText leaves p with its lists (in an allocation of their own), its
+// numbers and flags: its name and details are on disk.
+func (p *Product) dropText() {
+	*p = Product{PriceMicros: p.PriceMicros, QualityScore: p.QualityScore, Active: p.Active, spilled: true,
+		rest: strings.Clone(p.rest[:p.detAt]), catAt: p.catAt, detAt: p.detAt}
+}
+
+// withText returns p with the name and details of text (appendText's
+// form) and the version text was written at.
+func (p Product) withText(text []byte) (Product, int64, bool) {
+	ver, k := binary.Uvarint(text)
+	if k <= 0 {
+		return Product{}, 0, false
+	}
+	text = text[k:]
+	n, k := binary.Uvarint(text)
+	if k <= 0 || uint64(len(text)-k) < n {
+		return Product{}, 0, false
+	}
+	text = text[k:]
+	lists := p.rest[:p.detAt]
+	all := string(text[:n]) + lists + string(text[n:])
+	p.Name, p.rest, p.spilled = all[:n], all[n:], false
+	return p, int64(ver), true
+}
 
 // --- JSON encoding (the log's form) ---
 
@@ -147,8 +193,15 @@ func (d *productDetails) empty() bool {
 		len(d.Metadata) == 0 && d.GlobalID == "" && d.Link == "" && len(d.VariantIDs) == 0
 }
 
+// errSpilled: a product of the view whose texts are on disk cannot be
+// written as it is (Service.full reads them back).
+var errSpilled = errors.New("catalog: the product's name and details are on disk")
+
 // MarshalJSON writes the log's form of the product.
 func (p Product) MarshalJSON() ([]byte, error) {
+	if p.spilled {
+		return nil, errSpilled
+	}
 	d := p.pending
 	if d == nil && p.details() != "" {
 		dd := decodeDetailsBin(p.details())

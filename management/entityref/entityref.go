@@ -10,7 +10,6 @@ import "github.com/endcap/endcap/internal/idlist"
 // ProductRef is what other areas need to know of a catalog product.
 type ProductRef struct {
 	ID           string
-	Name         string
 	Active       bool
 	Vendors      idlist.List // vendors allowed to promote it (shares the catalog's memory)
 	Categories   idlist.List

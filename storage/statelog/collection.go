@@ -25,6 +25,13 @@ type Collection[T any] struct {
 
 	listeners []func(marketplace, id string, old, new *T)
 
+	// Keep, when set before the log runs, is called with every applied new
+	// value before the collection keeps it, under its write lock: it may
+	// move parts of v out of memory (the catalog keeps a product's texts on
+	// disk) and change v accordingly. OnChange and the listeners see v as
+	// Keep left it.
+	Keep func(marketplace, id string, version int64, v *T)
+
 	// Entries come out of chunks (slab) and are updated in place; a
 	// deleted one is kept for reuse (free). The garbage collector finds the
 	// span of every pointer it follows, a cache miss when the spans are
@@ -168,6 +175,9 @@ func (c *Collection[T]) apply(r Record) {
 			c.rekey()
 		}
 	case nv != nil:
+		if c.Keep != nil {
+			c.Keep(mp, id, r.Version, nv)
+		}
 		if e == nil {
 			if m == nil {
 				m = map[string]*entry[T]{}
