@@ -940,6 +940,9 @@ func (a *auctionEnv) campaignEligible(ce *index.Camp) Reason {
 	if len(t.Locations) > 0 && !slices.ContainsFunc(t.Locations, func(l string) bool { return slices.Contains(a.st.cells, l) }) {
 		return ReasonTargetingLocation
 	}
+	// Segments are the per-shopper targeting: an auction without a shopper
+	// (none given, or its consent denied, which the parser drops it for)
+	// never matches one.
 	if len(t.Segments) > 0 && a.r.OpaqueUserID == "" {
 		return ReasonTargetingSegment
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/endcap/endcap/internal/consent"
 	"github.com/endcap/endcap/internal/jsontext"
 	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/validation"
@@ -258,7 +259,7 @@ var (
 
 	auctionNames = []string{"type", "slots", "slotId", "device", "products", "category", "searchQuery",
 		"geoTargeting", "placementId", "opaqueUserId", "page", "filter", "experimentVariant", "demandSources",
-		"winners", "triggers", "travelContext"}
+		"winners", "triggers", "travelContext", "consent"}
 	productsNames      = []string{"ids", "qualityScores", "prices"}
 	categoryNames      = []string{"id", "ids", "disjunctions"}
 	geoNames           = []string{"location", "locations"}
@@ -290,6 +291,7 @@ const (
 	aWinners
 	aTriggers
 	aTravelContext
+	aConsent
 	numAuctionFields
 )
 
@@ -814,9 +816,24 @@ func (p *parser) placementInt(sp jsontext.Span, i int, r *Request) *ValidationEr
 	return nil
 }
 
-// common validates opaqueUserId and page.
+// common validates consent, opaqueUserId and page. When the shopper's
+// consent denies ad storage or personalisation, opaqueUserId is validated and
+// dropped: the auction runs and is recorded without its shopper, so that no
+// per-shopper targeting (segments) applies and nothing of it is stored.
 func (p *parser) common(f *[numAuctionFields]jsontext.Span, i int, r *Request) *ValidationError {
-	if err := p.str(f[aOpaqueUserID], i, fld("opaqueUserId"), MaxOpaqueUserIDLen, CodeInvalidOpaqueUserID, &r.OpaqueUserID); err != nil {
+	denied, bad := consent.Denied(&p.Scanner, f[aConsent])
+	if bad != nil {
+		path := fld("consent")
+		if bad.Field != "" {
+			path = fld("consent." + bad.Field)
+		}
+		return fail(CodeBadRequest, i, path, "%s", bad.Message)
+	}
+	dst := &r.OpaqueUserID
+	if denied {
+		dst = nil
+	}
+	if err := p.str(f[aOpaqueUserID], i, fld("opaqueUserId"), MaxOpaqueUserIDLen, CodeInvalidOpaqueUserID, dst); err != nil {
 		return err
 	}
 	return p.page(f[aPage], i, r)
@@ -1690,7 +1707,9 @@ func (p *parser) str(sp jsontext.Span, i int, path fpath, max int, maxCode strin
 	if err := p.checkLen(lo, hi, max, maxCode, i, path, -1); err != nil {
 		return err
 	}
-	p.keep(dst, lo, hi)
+	if dst != nil { // nil: validated only
+		p.keep(dst, lo, hi)
+	}
 	return nil
 }
 

@@ -337,6 +337,14 @@ func rejectCases() []rejectCase {
 		{"opaqueUserId 91 multibyte", S, body(sb(obj{"opaqueUserId": q(strings.Repeat("é", 90) + "😀")})), CodeInvalidOpaqueUserID, "auctions[0].opaqueUserId"},
 		{"opaqueUserId 91 escaped", T, body(hot(obj{"opaqueUserId": `"` + strings.Repeat(`\u00e9`, 91) + `"`})), CodeInvalidOpaqueUserID, "auctions[0].opaqueUserId"},
 		{"opaqueUserId number", A, body(ban(obj{"opaqueUserId": "7"})), CodeBadRequest, "auctions[0].opaqueUserId: must be a string"},
+		// consent
+		{"consent not an object", A, body(lst(obj{"consent": `false`})), CodeBadRequest, "auctions[0].consent: must be an object"},
+		{"consent a string", S, body(sb(obj{"consent": `"CPXxRfAPXxRfAAfKABENB"`})), CodeBadRequest, "auctions[0].consent: must be an object"},
+		{"adStorage a string", T, body(hot(obj{"consent": `{"adStorage":"false"}`})), CodeBadRequest, "auctions[0].consent.adStorage: must be true or false"},
+		{"personalization a number", A, body(ban(obj{"consent": `{"personalization":0}`})), CodeBadRequest, "auctions[0].consent.personalization: must be true or false"},
+		{"consent denied: opaqueUserId still validated", A, body(lst(obj{"consent": `{"adStorage":false}`, "opaqueUserId": long(91)})), CodeInvalidOpaqueUserID, "auctions[0].opaqueUserId: must be at most 90"},
+		{"consent before opaqueUserId", A, body(lst(obj{"consent": `{"adStorage":1}`, "opaqueUserId": long(91)})), CodeBadRequest, "auctions[0].consent.adStorage"},
+		{"placementId before consent", A, body(lst(obj{"placementId": "9", "consent": `1`})), CodeInvalidPlacementID, "placementId"},
 
 		// page
 		{"page string", A, body(lst(obj{"page": `"home"`})), CodeBadRequest, "auctions[0].page: must be an object"},
@@ -584,6 +592,29 @@ func TestParseAuctionsAcceptsEdges(t *testing.T) {
 			}
 		}},
 		{"255-character id", A, body(lst(obj{"products": `{"ids":[` + ch('é', 255) + `]}`})), nil},
+		{"consent denied drops the shopper", A, body(
+			lst(obj{"opaqueUserId": `"u1"`, "consent": `{"adStorage":false,"personalization":true}`}),
+			ban(obj{"opaqueUserId": `"u2"`, "consent": `{"personalization":false,"tcf":"CPXxRfAPXxRfAAfKABENB","gpp":"DBABMA~x"}`}),
+			lst(obj{"opaqueUserId": `"u3"`, "consent": `{"adStorage":true,"personalization":true}`}),
+			lst(obj{"opaqueUserId": `"u4"`, "consent": `{"adStorage":null}`}),
+			lst(obj{"opaqueUserId": `"u5"`, "consent": `null`})), func(t *testing.T, r []Request) {
+			for i, want := range []string{"", "", "u3", "u4", "u5"} {
+				if r[i].OpaqueUserID != want {
+					t.Errorf("auction %d: opaqueUserId %q, want %q", i, r[i].OpaqueUserID, want)
+				}
+			}
+		}},
+		{"consent denied on every endpoint", S, body(sb(obj{"opaqueUserId": `"u1"`, "consent": `{"adStorage":false}`})), func(t *testing.T, r []Request) {
+			if r[0].OpaqueUserID != "" {
+				t.Fatal(r[0].OpaqueUserID)
+			}
+		}},
+		{"consent denied, travel", T, body(fli(obj{"opaqueUserId": `"u1"`, "consent": `{"personalization":false}`})), func(t *testing.T, r []Request) {
+			if r[0].OpaqueUserID != "" || len(r[0].VariationIDs) != 1 {
+				t.Fatal(r[0])
+			}
+		}},
+		{"consent denied without opaqueUserId", A, body(lst(obj{"consent": `{"adStorage":false}`})), nil},
 		{"90-character opaqueUserId", A, body(lst(obj{"opaqueUserId": ch('😀', 90)})), func(t *testing.T, r []Request) {
 			if utf8.RuneCountInString(r[0].OpaqueUserID) != 90 {
 				t.Fatal(r[0].OpaqueUserID)
@@ -1254,7 +1285,17 @@ func FuzzParseAuctions(f *testing.F) {
 					t.Fatalf("auction %d: opaqueUserId: %v", i, err)
 				}
 			}
-			if uid != nil && *uid != reqs[i].OpaqueUserID {
+			var consent struct{ AdStorage, Personalization *bool }
+			if raw, ok := a["consent"]; ok {
+				if err := json.Unmarshal(raw, &consent); err != nil {
+					t.Fatalf("auction %d: consent: %v", i, err)
+				}
+			}
+			if (consent.AdStorage != nil && !*consent.AdStorage) || (consent.Personalization != nil && !*consent.Personalization) {
+				if reqs[i].OpaqueUserID != "" {
+					t.Fatalf("auction %d: consent denied, opaqueUserId %q kept", i, reqs[i].OpaqueUserID)
+				}
+			} else if uid != nil && *uid != reqs[i].OpaqueUserID {
 				t.Fatalf("auction %d: opaqueUserId %q, encoding/json %q", i, reqs[i].OpaqueUserID, *uid)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/endcap/endcap/internal/consent"
 	"github.com/endcap/endcap/internal/jsontext"
 	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/internal/validation"
@@ -52,11 +53,11 @@ var (
 var (
 	topNames = []string{"impressions", "clicks", "purchases", "pageviews"}
 
-	interactionNames = []string{"id", "occurredAt", "opaqueUserId", "resolvedBidId", "entity",
+	interactionNames = []string{"id", "occurredAt", "opaqueUserId", "consent", "resolvedBidId", "entity",
 		"additionalAttribution", "placement", "page", "object", "externalCampaignId",
 		"externalVendorId", "deviceType", "channel", "clickType"}
-	purchaseNames  = []string{"id", "occurredAt", "opaqueUserId", "deviceType", "channel", "items"}
-	pageViewNames  = []string{"id", "occurredAt", "opaqueUserId", "deviceType", "channel", "page"}
+	purchaseNames  = []string{"id", "occurredAt", "opaqueUserId", "consent", "deviceType", "channel", "items"}
+	pageViewNames  = []string{"id", "occurredAt", "opaqueUserId", "consent", "deviceType", "channel", "page"}
 	itemNames      = []string{"productId", "unitPrice", "quantity", "vendorId"}
 	placementNames = []string{"path", "position", "page", "pageSize", "productId", "categoryIds", "searchQuery"}
 	pageNames      = []string{"type", "pageId", "value"}
@@ -69,6 +70,7 @@ const (
 	fID = iota
 	fOccurredAt
 	fOpaqueUserID
+	fConsent
 	// Impressions and clicks (interactionNames).
 	fResolvedBidID
 	fEntity
@@ -86,7 +88,7 @@ const (
 
 const (
 	// Purchases and pageviews (purchaseNames, pageViewNames).
-	fOtherDeviceType = fOpaqueUserID + 1 + iota
+	fOtherDeviceType = fConsent + 1 + iota
 	fOtherChannel
 	fOtherTail // items of a purchase, page of a pageview
 	numOtherFields
@@ -122,6 +124,9 @@ type strRule struct {
 var (
 	ruleEventID      = strRule{true, true, MaxEventIDLen, CodeBadRequest, CodeBadRequest}
 	ruleOpaqueUserID = strRule{true, true, MaxOpaqueUserIDLen, CodeBadRequest, CodeInvalidOpaqueUserID}
+	// Without consent the id is optional (a shopper who refused ad storage
+	// has no stored id to send); one that is sent is validated, then dropped.
+	ruleOpaqueUserIDNoConsent = strRule{false, false, MaxOpaqueUserIDLen, CodeBadRequest, CodeInvalidOpaqueUserID}
 	// An empty resolvedBidId counts as absent: analytics.js sends "" from an
 	// empty data-ts-resolved-bid attribute, and rejecting the event would
 	// lose it (4xx is final for that client).
@@ -329,6 +334,18 @@ func (p *evParser) common(f []jsontext.Span, l evPath, ev *Event) *ValidationErr
 	}
 	if err := p.occurredAt(f[fOccurredAt], l, &ev.OccurredAtMs); err != nil {
 		return err
+	}
+	denied, bad := consent.Denied(&p.Scanner, f[fConsent])
+	if bad != nil {
+		field := "consent"
+		if bad.Field != "" {
+			field += "." + bad.Field
+		}
+		return invalid(CodeBadRequest, l.at(field), "%s", bad.Message)
+	}
+	if denied {
+		// Validated, never kept: the event is stored without its shopper.
+		return p.str(f[fOpaqueUserID], l, "opaqueUserId", ruleOpaqueUserIDNoConsent, nil)
 	}
 	return p.str(f[fOpaqueUserID], l, "opaqueUserId", ruleOpaqueUserID, &ev.OpaqueUserID)
 }
@@ -640,6 +657,10 @@ func (p *evParser) str(sp jsontext.Span, l evPath, field string, rule strRule, d
 	}
 	if s := p.arena[lo:hi]; len(s) > rule.max && utf8.RuneCount(s) > rule.max {
 		return invalid(rule.maxCode, l.at(field), "must be at most %d characters", rule.max)
+	}
+	if dst == nil { // validated only
+		p.arena = p.arena[:lo]
+		return nil
 	}
 	p.fix = append(p.fix, strFixup{dst, lo, hi})
 	return nil

@@ -326,6 +326,19 @@ func TestParseRequestRejects(t *testing.T) {
 		{"bad string beats a missing field", req("impressions", `{}`, imp(obj{"id": `"\ud800"`})), CodeBadRequest, "impressions[1].id: must not contain an unpaired"},
 		{"syntax error beats a bad string", "{\"impressions\":[" + imp(obj{"id": "\"\xff\""}) + "]", CodeInvalidJSON, "not valid JSON"},
 		{"escaped backslash before u0000 is text", req("impressions", imp(obj{"id": `"\\u0000"`, "opaqueUserId": `"\ud800"`})), CodeBadRequest, "impressions[0].opaqueUserId: must not contain an unpaired"},
+
+		// consent
+		{"consent not an object", req("impressions", imp(obj{"consent": `false`})), CodeBadRequest, "impressions[0].consent: must be an object"},
+		{"consent an array", req("purchases", pur(obj{"consent": `[]`})), CodeBadRequest, "purchases[0].consent: must be an object"},
+		{"adStorage a string", req("clicks", clk(obj{"consent": `{"adStorage":"false"}`})), CodeBadRequest, "clicks[0].consent.adStorage: must be true or false"},
+		{"personalization a number", req("pageviews", pv(obj{"consent": `{"personalization":0}`})), CodeBadRequest, "pageviews[0].consent.personalization: must be true or false"},
+		{"adStorage checked before personalization", req("impressions", imp(obj{"consent": `{"personalization":1,"adStorage":"no"}`})), CodeBadRequest, "consent.adStorage"},
+		{"consent granted: opaqueUserId still required", req("impressions", imp(obj{"consent": `{"adStorage":true,"personalization":true}`, "opaqueUserId": "-"})), CodeBadRequest, "impressions[0].opaqueUserId: is required"},
+		{"empty consent: opaqueUserId still required", req("purchases", pur(obj{"consent": `{}`, "opaqueUserId": `""`})), CodeBadRequest, "purchases[0].opaqueUserId: must not be empty"},
+		{"consent denied: opaqueUserId still validated", req("clicks", clk(obj{"consent": `{"adStorage":false}`, "opaqueUserId": long(91)})), CodeInvalidOpaqueUserID, "clicks[0].opaqueUserId: must be at most 90"},
+		{"consent denied: opaqueUserId a number", req("pageviews", pv(obj{"consent": `{"personalization":false}`, "opaqueUserId": `7`})), CodeBadRequest, "pageviews[0].opaqueUserId: must be a string"},
+		{"consent checked before opaqueUserId", req("impressions", imp(obj{"consent": `{"adStorage":null,"personalization":"x"}`, "opaqueUserId": `5`})), CodeBadRequest, "consent.personalization"},
+		{"consent after occurredAt", req("impressions", imp(obj{"consent": `1`, "occurredAt": `"x"`})), CodeBadRequest, "impressions[0].occurredAt"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,6 +365,33 @@ func TestParseRequestAccepts(t *testing.T) {
 		check func(t *testing.T, evs []Event)
 	}{
 		{"empty arrays", `{"impressions":[],"clicks":[],"purchases":[],"pageviews":[]}`, 0, nil},
+		{"consent denied drops the shopper", req("impressions",
+			imp(obj{"consent": `{"adStorage":false,"personalization":true}`}),
+			imp(obj{"consent": `{"personalization":false}`, "opaqueUserId": "-"}),
+			imp(obj{"consent": `{"adStorage":false,"personalization":false,"tcf":"CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA","gpp":"DBABMA~CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA"}`, "opaqueUserId": `""`}),
+			imp(obj{"consent": `{"adStorage":true,"personalization":true}`}),
+			imp(obj{"consent": `{"adStorage":null}`}),
+			imp(obj{"consent": `null`}),
+			imp(obj{"consent": `{}`})), 7,
+			func(t *testing.T, evs []Event) {
+				for i, want := range []string{"", "", "", "user-1", "user-1", "user-1", "user-1"} {
+					if evs[i].OpaqueUserID != want {
+						t.Errorf("event %d: opaqueUserId %q, want %q", i, evs[i].OpaqueUserID, want)
+					}
+				}
+			}},
+		{"consent denied on every kind", `{"impressions":[` + imp(obj{"consent": `{"adStorage":false}`}) + `],"clicks":[` + clk(obj{"consent": `{"adStorage":false}`}) +
+			`],"purchases":[` + pur(obj{"consent": `{"adStorage":false}`}) + `],"pageviews":[` + pv(obj{"consent": `{"adStorage":false}`}) + `]}`, 4,
+			func(t *testing.T, evs []Event) {
+				for i, e := range evs {
+					if e.OpaqueUserID != "" || e.ID == "" || e.OccurredAtMs == 0 {
+						t.Errorf("event %d: %+v", i, e)
+					}
+				}
+				if len(evs[2].Items) != 1 || evs[3].Page == nil {
+					t.Errorf("purchase or page view incomplete: %+v %+v", evs[2], evs[3])
+				}
+			}},
 		{"one empty array", `{"clicks":[]}`, 0, nil},
 		{"empty array and nulls", `{"impressions":null,"clicks":[],"purchases":null}`, 0, nil},
 		{"whitespace around", " \n{\"pageviews\":[" + pv(nil) + "]}\n ", 1, nil},
@@ -781,6 +821,8 @@ func FuzzParseRequest(f *testing.F) {
 		"{\"impressions\":[{\"id\":\"\xff\"}]}",
 		req("impressions", imp(obj{"id": `"\ud800"`})), req("clicks", clk(obj{"id": `"\ud83d\ude00\udc00"`})),
 		"{\"pageviews\":[" + pv(obj{"page": "{\"type\":\"home\",\"pageId\":\"\xed\xb0\x80\"}"}) + "]}",
+		req("impressions", imp(obj{"consent": `{"adStorage":false,"tcf":"x"}`, "opaqueUserId": "-"})),
+		req("purchases", pur(obj{"consent": `{"personalization":true,"adStorage":"x"}`})),
 	} {
 		f.Add([]byte(s))
 	}
@@ -833,7 +875,13 @@ func FuzzParseRequest(f *testing.F) {
 				if e.Kind != Kind(k+1) || e.MarketplaceID != testMarketplace || e.ReceivedAtMs != testNow {
 					t.Fatalf("bad envelope %+v", e)
 				}
-				if e.ID == "" || e.ID != it["id"] || e.OpaqueUserID != it["opaqueUserId"] {
+				wantUser := it["opaqueUserId"]
+				if c, _ := it["consent"].(map[string]any); c["adStorage"] == false || c["personalization"] == false {
+					wantUser = "" // consent denied: the shopper is dropped
+				} else if wantUser == nil || wantUser == "" {
+					t.Fatalf("event %+v accepted without its opaqueUserId", e)
+				}
+				if e.ID == "" || e.ID != it["id"] || e.OpaqueUserID != wantUser {
 					t.Fatalf("event %+v does not match %v", e, it)
 				}
 				if utf8.RuneCountInString(e.OpaqueUserID) > MaxOpaqueUserIDLen || !utf8.ValidString(e.ID) || !utf8.ValidString(e.OpaqueUserID) {

@@ -109,8 +109,18 @@ func (e *Event) Countable() bool {
 }
 
 // EventKey is the partitioning key of an event: one user's events of one
-// marketplace stay in order on one partition.
+// marketplace stay in order on one partition. An event without a user (its
+// shopper's consent denied) is keyed by its id instead, so that such events
+// spread over the partitions while every copy of one (a client's retry) still
+// lands on the partition of the first, where the projector's claim finds it.
+// The '#' keeps the two kinds of keys apart.
 func EventKey(e *Event) []byte {
+	if e.OpaqueUserID == "" {
+		k := make([]byte, 0, len(e.MarketplaceID)+2+len(e.ID))
+		k = append(k, e.MarketplaceID...)
+		k = append(k, '#')
+		return append(k, e.ID...)
+	}
 	k := make([]byte, 0, len(e.MarketplaceID)+1+len(e.OpaqueUserID))
 	k = append(k, e.MarketplaceID...)
 	k = append(k, '|')

@@ -13,7 +13,7 @@ var (
 	}, []string{"reason"})
 	AttributionSkipped = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_attribution_skipped_total",
-		Help: "Events of the events topic the attribution projector ignored, by reason (too_old, bad_marketplace, bad_token); undecodable records are endcap_projector_undecodable_records_total.",
+		Help: "Events of the events topic the attribution projector ignored, by reason (too_old, bad_marketplace, bad_token, no_user: consent denied); undecodable records are endcap_projector_undecodable_records_total.",
 	}, []string{"reason"})
 	AttributionBatchSeconds = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "endcap_attribution_batch_seconds",

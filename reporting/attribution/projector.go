@@ -170,6 +170,12 @@ func (p *Projector) decode(ctx context.Context, events []projections.Event) (*de
 			telemetry.AttributionSkipped.WithLabelValues("too_old").Inc()
 			continue
 		}
+		if e.OpaqueUserID == "" {
+			// Its shopper's consent was denied: nothing is attributed to,
+			// or from, an event without a user.
+			telemetry.AttributionSkipped.WithLabelValues("no_user").Inc()
+			continue
+		}
 		if e.Kind == records.KindPurchase {
 			pu := Purchase{EventID: e.ID, UserID: e.OpaqueUserID, OccurredMs: e.OccurredAtMs, ReceivedMs: e.ReceivedAtMs,
 				Items: make([]Item, len(e.Items))}
