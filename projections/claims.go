@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,6 +45,7 @@ import (
 // after a crash, the partition's next owner), it decides the same.
 type Claims struct {
 	store  *claimstore.Store
+	dir    string // the store's directory, whose volume's size and free space are exported
 	cl     *kgo.Client // the changelog: produced to, and read partition by partition
 	topic  string
 	window time.Duration
@@ -123,7 +125,7 @@ func OpenClaims(ctx context.Context, o ClaimsOptions) (*Claims, error) {
 		st.RemoveOnClose()
 	}
 	o.Log.Info("events fold: claim store opened", "dir", dir, "temporary", temp)
-	return &Claims{store: st, cl: cl, topic: o.Topic, window: o.Window, gen: max(o.Window/claimGenerations, time.Millisecond),
+	return &Claims{store: st, dir: dir, cl: cl, topic: o.Topic, window: o.Window, gen: max(o.Window/claimGenerations, time.Millisecond),
 		legacy: o.Legacy, log: o.Log, now: time.Now, next: map[int32]int64{}}, nil
 }
 
@@ -390,6 +392,11 @@ func (c *Claims) Keep(ctx context.Context, keys []ClaimKey, claims []Claim) erro
 	telemetry.ClaimStoreBytes.WithLabelValues("disk").Set(float64(st.DiskBytes))
 	telemetry.ClaimStoreBytes.WithLabelValues("cache").Set(float64(st.CacheBytes))
 	telemetry.ClaimStoreBytes.WithLabelValues("memtable").Set(float64(st.MemTableBytes))
+	var fs syscall.Statfs_t
+	if syscall.Statfs(c.dir, &fs) == nil {
+		telemetry.ClaimStoreVolumeBytes.WithLabelValues("size").Set(float64(fs.Blocks) * float64(fs.Bsize))
+		telemetry.ClaimStoreVolumeBytes.WithLabelValues("available").Set(float64(fs.Bavail) * float64(fs.Bsize))
+	}
 	return nil
 }
 
