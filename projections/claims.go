@@ -45,7 +45,7 @@ import (
 // after a crash, the partition's next owner), it decides the same.
 type Claims struct {
 	store  *claimstore.Store
-	dir    string // the store's directory, whose volume's size and free space are exported
+	dir    string      // the store's directory, whose volume's size and free space are exported
 	cl     *kgo.Client // the changelog: produced to, and read partition by partition
 	topic  string
 	window time.Duration
