@@ -193,6 +193,9 @@ func (b *batcher) StalledFor(now time.Time) time.Duration {
 func (b *batcher) markProgress() { b.progress.Store(time.Now().UnixNano()) }
 
 func (b *batcher) run(ctx context.Context) error {
+	// The group's counters exist from its start, at 0 (deploy/monitoring).
+	telemetry.ProjectorBatchRetries.WithLabelValues(b.group)
+	telemetry.UndecodableRecords.WithLabelValues(b.group)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); b.watch(wctx) }()

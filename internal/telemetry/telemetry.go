@@ -106,3 +106,24 @@ var (
 		Name: "endcap_rollup_last_success_timestamp_seconds", Help: "Unix time of the end of the last run of the rollup job in this process that refreshed its days (0: none since the process started).",
 	})
 )
+
+// Series of fixed label values are exported from the start, at 0, so that
+// a rate or an alert over them has a series before the first occurrence
+// (deploy/monitoring).
+func init() {
+	for vec, values := range map[*prometheus.CounterVec][]string{
+		AdmissionShed:     {"events", "auctions"},
+		AuctionRecords:    {"ok", "dropped", "error"},
+		RateLimitSkipped:  {"redis_error", "breaker_open"},
+		BudgetSpendReads:  {"ok", "error", "skipped"},
+		BudgetRefreshes:   {"ok", "error"},
+		WebhookAttempts:   {"delivered", "retry", "failed", "gone", "refused"},
+		WebhookDeliveries: {"created", "delivered", "failed"},
+		NotCharged:        {"kind", "before_auction", "after_window", "bad_token", "duplicate", "daily_budget", "total_budget"},
+		RollupRuns:        {"ok", "error", "skipped"},
+	} {
+		for _, v := range values {
+			vec.WithLabelValues(v)
+		}
+	}
+}
