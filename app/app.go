@@ -144,7 +144,7 @@ type App struct {
 
 	handler         http.Handler
 	listener        net.Listener
-	metricsListener net.Listener // nil: /metrics on the API port
+	metricsListener net.Listener                // nil: /metrics on the API port
 	stopTracing     func(context.Context) error // nil: traces off
 }
 

@@ -162,8 +162,8 @@ type Config struct {
 	// ReadyzDetail: /readyz answers the error text of failing checks.
 	ReadyzDetail bool
 
-	MetricsAddr     string
-	DebugAddr       string
+	MetricsAddr string
+	DebugAddr   string
 	// OTelEndpoint: the OTLP/HTTP endpoint traces are sent to (empty: no
 	// tracing); OTelSampleRatio: the share of new traces kept.
 	OTelEndpoint    string
