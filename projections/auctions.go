@@ -284,13 +284,15 @@ func insertColumns(ctx context.Context, conn clickhouse.Conn, table, columns str
 	if n == 0 {
 		return nil
 	}
-	ctx, span := telemetry.StartSpan(ctx, tracerName, "clickhouse insert "+table, trace.WithSpanKind(trace.SpanKindClient))
+	if !telemetry.Tracing() { // the span's name and options cost allocations
+		return insertBlock(ctx, conn, table, columns, n, cols)
+	}
+	ctx, span := telemetry.StartSpan(ctx, tracerName, "clickhouse insert "+table, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(telemetry.AttrTable.String(table), telemetry.AttrRows.Int(n)))
 	defer span.End()
 	err := insertBlock(ctx, conn, table, columns, n, cols)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-	} else if telemetry.Tracing() {
-		span.SetAttributes(telemetry.AttrTable.String(table), telemetry.AttrRows.Int(n))
 	}
 	return err
 }
