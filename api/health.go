@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/endcap/endcap/internal/telemetry"
 )
 
 // Check is one readiness dependency. Fn should honour its context's
@@ -53,6 +55,9 @@ const (
 // NewHealth returns the health of checks, each run every second with a
 // one-second deadline once Run is called.
 func NewHealth(checks []Check) *Health {
+	for _, c := range checks {
+		telemetry.ReadyCheck.WithLabelValues(c.Name).Set(0)
+	}
 	return &Health{checks: checks, interval: healthInterval, timeout: healthTimeout,
 		stale: healthInterval + 2*healthTimeout, results: map[string]checkResult{}, started: time.Now()}
 }
@@ -73,6 +78,11 @@ func (h *Health) Run(ctx context.Context) error {
 				prev, seen := h.results[c.Name]
 				h.results[c.Name] = checkResult{err: err, at: time.Now()}
 				h.mu.Unlock()
+				ok := 0.0
+				if err == nil {
+					ok = 1
+				}
+				telemetry.ReadyCheck.WithLabelValues(c.Name).Set(ok)
 				h.logChange(c.Name, prev.err, seen, err)
 				select {
 				case <-ctx.Done():

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/endcap/endcap/ingest"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -50,6 +53,13 @@ func TestHealth(t *testing.T) {
 	}
 	if !strings.HasPrefix(got["frozen"], "no answer for ") || ready {
 		t.Errorf("a frozen check: ready=%v %q", ready, got["frozen"])
+	}
+	// endcap_readiness_check_ok: 1 for a check that passes, 0 for one that
+	// fails or has not answered yet.
+	for check, want := range map[string]float64{"ok": 1, "down": 0, "frozen": 0} {
+		if v := testutil.ToFloat64(telemetry.ReadyCheck.WithLabelValues(check)); v != want {
+			t.Errorf("endcap_readiness_check_ok{check=%q} = %v, want %v", check, v, want)
+		}
 	}
 
 	srv := New(Deps{Health: h, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})

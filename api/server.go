@@ -17,6 +17,7 @@ import (
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/priority"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/accounts"
 )
@@ -92,6 +93,9 @@ func New(d Deps) http.Handler {
 	r.UseRawPath = true
 	r.UnescapePathValues = true
 	r.Use(securityHeaders, recovery(d.Log), observe, pathText)
+	if telemetry.Tracing() { // with traces off, no middleware at all
+		r.Use(traceRequest)
+	}
 	r.NoRoute(func(c *gin.Context) {
 		if d.ConsoleNotFound != nil && strings.HasPrefix(c.Request.URL.Path, "/console/") {
 			d.ConsoleNotFound(c)

@@ -37,6 +37,7 @@ import (
 	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/retry"
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/billing"
@@ -164,7 +165,8 @@ type App struct {
 
 	handler         http.Handler
 	listener        net.Listener
-	metricsListener net.Listener // nil: /metrics on the API port
+	metricsListener net.Listener                // nil: /metrics on the API port
+	stopTracing     func(context.Context) error // nil: traces off
 }
 
 // New builds every component of target. It makes no network call, so a
@@ -194,7 +196,18 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	if a.kafkaConn, err = KafkaSecurity(cfg).Conn(context.Background()); err != nil {
 		return nil, err
 	}
-	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, a.kafkaConn.With(kgo.ClientID("endcap-"+string(target)), kgo.ProducerLinger(cfg.KafkaLinger))...); err != nil {
+	producerOpts := []kgo.Opt{kgo.ClientID("endcap-" + string(target)), kgo.ProducerLinger(cfg.KafkaLinger)}
+	if cfg.OTelEndpoint != "" {
+		// Traces (docs/operations.md, Traces): the process's spans, and
+		// the records of its main producer carry their trace.
+		if a.stopTracing, err = telemetry.StartTracing(telemetry.TracingOptions{Endpoint: cfg.OTelEndpoint,
+			Service: "endcap-" + string(target), SampleRatio: cfg.OTelSampleRatio}); err != nil {
+			return nil, err
+		}
+		producerOpts = append(producerOpts, kafka.TraceProduce())
+		log.Info("traces sent over OTLP/HTTP", "endpoint", cfg.OTelEndpoint, "sample_ratio", cfg.OTelSampleRatio)
+	}
+	if a.Kafka, err = kafka.NewClient(cfg.KafkaBrokers, log, a.kafkaConn.With(producerOpts...)...); err != nil {
 		return nil, err
 	}
 	if a.auctionsKafka, err = kafka.NewClient(cfg.KafkaBrokers, log, a.kafkaConn.With(kgo.ClientID("endcap-auction-records"), kgo.ProducerLinger(max(cfg.KafkaLinger, 5*time.Millisecond)),
@@ -919,6 +932,14 @@ func (a *App) close() {
 	}
 	if a.Redis != nil {
 		_ = a.Redis.Close()
+	}
+	if a.stopTracing != nil {
+		// The spans still buffered are sent, for a few seconds at most.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.stopTracing(sctx); err != nil {
+			a.log.Warn("traces: the last spans were not sent", "err", err)
+		}
+		cancel()
 	}
 }
 

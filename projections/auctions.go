@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
@@ -283,6 +285,23 @@ func insertColumns(ctx context.Context, conn clickhouse.Conn, table, columns str
 	if n == 0 {
 		return nil
 	}
+	if !telemetry.Tracing() { // the span's name and options cost allocations
+		return insertBlock(ctx, conn, table, columns, n, cols)
+	}
+	ctx, span := telemetry.StartSpan(ctx, tracerName, "clickhouse insert "+table, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(telemetry.AttrTable.String(table), telemetry.AttrRows.Int(n)))
+	defer span.End()
+	err := insertBlock(ctx, conn, table, columns, n, cols)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
+}
+
+// tracerName is the projectors' tracer (docs/operations.md, Traces).
+const tracerName = "github.com/endcap/endcap/projections"
+
+func insertBlock(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {
 	start := time.Now()
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
 	if err != nil {

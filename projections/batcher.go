@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/internal/telemetry"
@@ -193,6 +195,9 @@ func (b *batcher) StalledFor(now time.Time) time.Duration {
 func (b *batcher) markProgress() { b.progress.Store(time.Now().UnixNano()) }
 
 func (b *batcher) run(ctx context.Context) error {
+	// The group's counters exist from its start, at 0 (deploy/monitoring).
+	telemetry.ProjectorBatchRetries.WithLabelValues(b.group)
+	telemetry.UndecodableRecords.WithLabelValues(b.group)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); b.watch(wctx) }()
@@ -302,7 +307,10 @@ func (b *batcher) attempt(ctx context.Context, batch []*kgo.Record) error {
 		}
 	})
 	defer stopping()
+	fctx, span := b.batchSpan(fctx, batch)
+	defer span.End()
 	if err := b.flush(fctx, batch); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return err
 	}
 	// Once written, the batch is committed whatever happens meanwhile.
@@ -314,6 +322,26 @@ func (b *batcher) attempt(ctx context.Context, batch []*kgo.Record) error {
 	}
 	observeStep(b.group, "commit", committing)
 	return nil
+}
+
+// batchSpan starts the span of a batch's attempt (with traces on): its
+// inserts and charges are its children, and it links to the traces the
+// records carry in their headers (the requests that produced them), up to
+// the SDK's link limit (128; OTEL_SPAN_LINK_COUNT_LIMIT).
+func (b *batcher) batchSpan(ctx context.Context, batch []*kgo.Record) (context.Context, trace.Span) {
+	if !telemetry.Tracing() {
+		return telemetry.StartSpan(ctx, tracerName, "")
+	}
+	var links []trace.Link
+	seen := map[trace.SpanID]bool{}
+	for _, r := range batch {
+		if sc := kafka.RecordSpanContext(r); sc.IsValid() && !seen[sc.SpanID()] {
+			seen[sc.SpanID()] = true
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return telemetry.StartSpan(ctx, tracerName, b.group+" batch", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+		trace.WithAttributes(telemetry.AttrGroup.String(b.group), telemetry.AttrRows.Int(len(batch))))
 }
 
 // rewind sets each partition of a dropped batch back to its first record in

@@ -10,6 +10,8 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -43,14 +45,17 @@ import (
 // that claimed it within the window: whichever projector decides (a replay
 // after a crash, the partition's next owner), it decides the same.
 type Claims struct {
-	store  *claimstore.Store
-	cl     *kgo.Client // the changelog: produced to, and read partition by partition
-	topic  string
-	window time.Duration
-	gen    time.Duration
-	legacy *RedisClaims // nil: no earlier claims to read
-	log    *slog.Logger
-	now    func() time.Time
+	store *claimstore.Store
+	dir   string // the store's directory, whose volume's size and free space are exported
+	// statfsAt: when the volume's figures were last read (Unix ns).
+	statfsAt atomic.Int64
+	cl       *kgo.Client // the changelog: produced to, and read partition by partition
+	topic    string
+	window   time.Duration
+	gen      time.Duration
+	legacy   *RedisClaims // nil: no earlier claims to read
+	log      *slog.Logger
+	now      func() time.Time
 
 	mu sync.Mutex
 	// next: per partition caught up with the changelog since it was
@@ -123,7 +128,7 @@ func OpenClaims(ctx context.Context, o ClaimsOptions) (*Claims, error) {
 		st.RemoveOnClose()
 	}
 	o.Log.Info("events fold: claim store opened", "dir", dir, "temporary", temp)
-	return &Claims{store: st, cl: cl, topic: o.Topic, window: o.Window, gen: max(o.Window/claimGenerations, time.Millisecond),
+	return &Claims{store: st, dir: dir, cl: cl, topic: o.Topic, window: o.Window, gen: max(o.Window/claimGenerations, time.Millisecond),
 		legacy: o.Legacy, log: o.Log, now: time.Now, next: map[int32]int64{}}, nil
 }
 
@@ -390,6 +395,13 @@ func (c *Claims) Keep(ctx context.Context, keys []ClaimKey, claims []Claim) erro
 	telemetry.ClaimStoreBytes.WithLabelValues("disk").Set(float64(st.DiskBytes))
 	telemetry.ClaimStoreBytes.WithLabelValues("cache").Set(float64(st.CacheBytes))
 	telemetry.ClaimStoreBytes.WithLabelValues("memtable").Set(float64(st.MemTableBytes))
+	// The volume's figures at most every few seconds (a call allocates).
+	var fs syscall.Statfs_t
+	if now := time.Now().UnixNano(); now-c.statfsAt.Load() >= int64(5*time.Second) && syscall.Statfs(c.dir, &fs) == nil {
+		c.statfsAt.Store(now)
+		telemetry.ClaimStoreVolumeBytes.WithLabelValues("size").Set(float64(fs.Blocks) * float64(fs.Bsize))
+		telemetry.ClaimStoreVolumeBytes.WithLabelValues("available").Set(float64(fs.Bavail) * float64(fs.Bsize))
+	}
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/budget"
@@ -257,12 +259,19 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, span := telemetry.StartSpan(cctx, tracerName, "charges apply")
 	start := time.Now()
 	outcomes, err := budget.ApplyCharges(cctx, p.rdb, charges, p.replicas)
 	cancel()
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return nil, err
 	}
+	if telemetry.Tracing() {
+		span.SetAttributes(attribute.Int("endcap.charges", len(charges)))
+	}
+	span.End()
 	telemetry.ChargeApplyDuration.Observe(time.Since(start).Seconds())
 	ch := &chargeRows{}
 	for k, o := range outcomes {

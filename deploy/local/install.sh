@@ -14,6 +14,7 @@
 #     console's browser tests (e2e/console_test.go): playwright drives Debian's browser, never one of its own;
 #   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
 #     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so;
+#   - prometheus (Debian's 2.42, with promtool), for the monitoring kit's tests (deploy/monitoring);
 #   - valgrind (Debian's), whose callgrind counts the instructions of the performance budget tests
 #     (internal/perfbudget, docs/performance.md).
 # Idempotent and silent when everything is present; prints one line per thing it installs.
@@ -87,16 +88,18 @@ if [ "$tests" -eq 1 ]; then
 	# The test cluster's ZooKeeper runs as a child of the tests with a configuration of its own
 	# (zkServer.sh start-foreground); the package's own service is never started.
 	apt_install --no-install-recommends -- zookeeper
+	# Prometheus and promtool, for the monitoring kit's tests (deploy/monitoring, e2e/monitoring_test.go).
+	command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends -- prometheus
 	# The browser of the console's tests (headless, driven by playwright-core).
 	[ -x /usr/bin/chromium ] || apt_install --no-install-recommends -- chromium
 	# callgrind, for the instruction budgets of the performance tests.
 	command -v valgrind >/dev/null 2>&1 || apt_install --no-install-recommends -- valgrind
 fi
 
-# Packaged services we just installed would hold the default ports (9000/8123/9009, 6379) and memory;
+# Packaged services we just installed would hold the default ports (9000/8123/9009, 6379, 9090) and memory;
 # the stack never uses them. Left alone when the package was already installed: that is the owner's.
 for p in "${newly_installed[@]}"; do
-	case "$p" in clickhouse-server | redis-server | zookeeper) ;; *) continue ;; esac
+	case "$p" in clickhouse-server | redis-server | zookeeper | prometheus) ;; *) continue ;; esac
 	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 		as_root systemctl disable --now "$p" >/dev/null 2>&1 || true
 	elif command -v service >/dev/null 2>&1; then

@@ -170,8 +170,12 @@ type Config struct {
 	// ReadyzDetail: /readyz answers the error text of failing checks.
 	ReadyzDetail bool
 
-	MetricsAddr     string
-	DebugAddr       string
+	MetricsAddr string
+	DebugAddr   string
+	// OTelEndpoint: the OTLP/HTTP endpoint traces are sent to (empty: no
+	// tracing); OTelSampleRatio: the share of new traces kept.
+	OTelEndpoint    string
+	OTelSampleRatio float64
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	LogFormat       string
@@ -614,6 +618,21 @@ var settings = []setting{
 	{"segments-max-bytes", "ENDCAP_SEGMENTS_MAX_BYTES", "5368709120", "bytes of Redis all the segments of one marketplace may take together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxBytes })},
 	{"invitation-emails-per-day", "ENDCAP_INVITATION_EMAILS_PER_DAY", "1000", "invitation e-mails a marketplace may have sent per UTC day when ENDCAP_SMTP_ADDR is set; a request that would pass it creates nothing and is 429 with Retry-After (docs/billing-webhooks-invitations-offsite.md)", integer(func(c *Config) *int { return &c.InvitationMailsPerDay }, 1)},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
+	{"otel-endpoint", "ENDCAP_OTEL_ENDPOINT", "", "OTLP/HTTP endpoint (e.g. http://otel-collector:4318) the process sends OpenTelemetry traces to: requests, the Kafka records they produce, the fold's batches, inserts and charges, exports (empty: off, no span is made; the standard OTEL_EXPORTER_OTLP_HEADERS, _CERTIFICATE, _COMPRESSION and _TIMEOUT apply; docs/operations.md, Traces)", func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
+		}
+		c.OTelEndpoint = v
+		return nil
+	}},
+	{"otel-sample-ratio", "ENDCAP_OTEL_SAMPLE_RATIO", "1", "share of the traces started by this process that are kept (0 ≤ ratio ≤ 1); a request whose traceparent says sampled is always kept", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Errorf("must be a number from 0 to 1, got %q", v)
+		}
+		c.OTelSampleRatio = f
+		return nil
+	}},
 	{"debug-addr", "ENDCAP_DEBUG_ADDR", "", "address of the pprof debug listener (empty = off; never expose it publicly)", str(func(c *Config) *string { return &c.DebugAddr })},
 	{"shutdown-timeout", "ENDCAP_SHUTDOWN_TIMEOUT", "15s", "graceful shutdown limit: for the HTTP requests in flight, then for each projector's batch in flight to be folded and committed", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-level", "ENDCAP_LOG_LEVEL", "info", "debug | info | warn | error", func(c *Config, v string) error {

@@ -87,4 +87,46 @@ var (
 	ClaimStoreBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "endcap_projector_claim_store_bytes", Help: "The local claim store: disk (its files), cache (its block cache in use), memtable.",
 	}, []string{"kind"})
+	ClaimStoreVolumeBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "endcap_projector_claim_store_volume_bytes", Help: "The file system of the claim store's directory: size, available (to the process's user).",
+	}, []string{"kind"})
 )
+
+// ReadyCheck is 1 when the last run of a readiness check of /readyz
+// passed, 0 when it failed or has not run yet (api.Health), by check (kafka,
+// clickhouse, redis, s3, state, projectors: those the process's target
+// runs).
+var ReadyCheck = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "endcap_readiness_check_ok", Help: "1 when the last run of the readiness check passed, 0 when it failed or has not run yet, by check (kafka, clickhouse, redis, s3, state, projectors).",
+}, []string{"check"})
+
+// Metrics of the rollup job (docs/rollups.md).
+var (
+	RollupRuns = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "endcap_rollup_runs_total", Help: "Runs of the rollup job by result: ok, error, skipped (another process held the lock).",
+	}, []string{"result"})
+	RollupLastSuccess = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "endcap_rollup_last_success_timestamp_seconds", Help: "Unix time of the end of the last run of the rollup job in this process that refreshed its days (0: none since the process started).",
+	})
+)
+
+// Series of fixed label values are exported from the start, at 0, so that
+// a rate or an alert over them has a series before the first occurrence
+// (deploy/monitoring).
+func init() {
+	for vec, values := range map[*prometheus.CounterVec][]string{
+		AdmissionShed:     {"events", "auctions"},
+		AuctionRecords:    {"ok", "dropped", "error"},
+		RateLimitSkipped:  {"redis_error", "breaker_open"},
+		BudgetSpendReads:  {"ok", "error", "skipped"},
+		BudgetRefreshes:   {"ok", "error"},
+		WebhookAttempts:   {"delivered", "retry", "failed", "gone", "refused"},
+		WebhookDeliveries: {"created", "delivered", "failed"},
+		NotCharged:        {"kind", "before_auction", "after_window", "bad_token", "duplicate", "daily_budget", "total_budget"},
+		RollupRuns:        {"ok", "error", "skipped"},
+	} {
+		for _, v := range values {
+			vec.WithLabelValues(v)
+		}
+	}
+}

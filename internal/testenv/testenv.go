@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -421,4 +422,19 @@ func OwnClickHouseCluster(t testing.TB, n int) *localstack.Stack {
 	t.Logf("ZooKeeper and %d ClickHouse replicas started in %s", n, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() { _ = st.Stop() })
 	return st
+}
+
+// Tool returns the path of the command name (promtool, prometheus: installed
+// by deploy/local/install.sh --test). When it is missing the test is
+// skipped, unless ENDCAP_TEST_REQUIRE_STACK=1, which fails it.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("ENDCAP_TEST_REQUIRE_STACK") != "1" {
+			t.Skipf("%s is not installed (deploy/local/install.sh --test): %v", name, err)
+		}
+		t.Fatalf("%s is not installed (deploy/local/install.sh --test installs it): %v", name, err)
+	}
+	return p
 }

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/internal/telemetry"
@@ -189,6 +192,14 @@ func (s *Service) handle(ctx context.Context, rec *kgo.Record, wo *WorkerOptions
 		s.o.Log.Warn("exports: job of an unknown export skipped", "marketplace", j.MarketplaceID, "export", j.ExportID)
 		return nil
 	}
+	// The job's work belongs to the trace of the request that asked for it
+	// (its record's headers; docs/operations.md, Traces).
+	if telemetry.Tracing() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, kafka.RecordSpanContext(rec))
+	}
+	ctx, span := telemetry.StartSpan(ctx, "github.com/endcap/endcap/reporting/exports", "export job",
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attribute.String("endcap.export.id", j.ExportID)))
+	defer span.End()
 	if e.Status.Terminal() {
 		return nil
 	}
@@ -242,7 +253,13 @@ func (s *Service) attempt(lctx, ctx context.Context, mp, id string, wo *WorkerOp
 	s.o.Log.Info("exports: export started", "marketplace", mp, "export", id, "attempt", e.Attempts,
 		"format", e.Request.Format, "from", e.Request.StartDate, "to", e.Request.EndDate)
 	jctx, cancel := context.WithTimeout(lctx, wo.JobTimeout)
+	jctx, span := telemetry.StartSpan(jctx, "github.com/endcap/endcap/reporting/exports", "export attempt",
+		trace.WithAttributes(attribute.Int("endcap.export.attempt", e.Attempts), attribute.String("endcap.export.format", e.Request.Format)))
 	res, err := s.produce(jctx, mp, &e, wo)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err() // shutting down: the next owner runs it again

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -149,13 +150,22 @@ func (j *Job) Run(ctx context.Context) error {
 		now := j.o.Now()
 		start := time.Now()
 		full := lastFull.IsZero() || now.Sub(lastFull) >= j.o.FullInterval
-		if err := j.tick(ctx, now, full); err != nil {
+		ran, err := j.tick(ctx, now, full)
+		switch {
+		case err != nil:
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			telemetry.RollupRuns.WithLabelValues("error").Inc()
 			j.o.Log.Warn("rollups: refresh failed; retrying at the next run", "full", full, "err", err)
-		} else if full {
-			lastFull = now
+		case !ran:
+			telemetry.RollupRuns.WithLabelValues("skipped").Inc()
+		default:
+			telemetry.RollupRuns.WithLabelValues("ok").Inc()
+			telemetry.RollupLastSuccess.Set(float64(time.Now().UnixNano()) / 1e9)
+			if full {
+				lastFull = now
+			}
 		}
 		took := time.Since(start)
 		wait := NextRunAfter(j.o.Interval, took, j.o.MaxShare)
@@ -183,8 +193,9 @@ func NextRunAfter(interval, took time.Duration, share float64) time.Duration {
 	return wait
 }
 
-// tick runs one refresh under the lock.
-func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
+// tick runs one refresh under the lock; ran is false when another process
+// held it.
+func (j *Job) tick(ctx context.Context, now time.Time, full bool) (ran bool, err error) {
 	asOf := j.dataAsOf(ctx)
 	if j.o.Lock != nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -192,7 +203,7 @@ func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
 		cancel()
 		if err != nil {
 			j.o.Log.Debug("rollups: another process is refreshing; skipped", "err", err)
-			return nil
+			return false, nil
 		}
 		defer unlock()
 	}
@@ -204,7 +215,7 @@ func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
 		days = j.FullDays(now)
 		late, err := j.unfinalDays(ctx, now)
 		if err != nil {
-			return err
+			return true, err
 		}
 		days = append(late, days...)
 	}
@@ -212,7 +223,7 @@ func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
 	for _, chunk := range chunks(days, maxDaysPerRun) {
 		s, err := j.refresh(ctx, chunk, asOf)
 		if err != nil {
-			return err
+			return true, err
 		}
 		total.Days += s.Days
 		total.Rows += s.Rows
@@ -220,7 +231,7 @@ func (j *Job) tick(ctx context.Context, now time.Time, full bool) error {
 	if full {
 		j.o.Log.Info("rollups: full refresh done", "days", total.Days, "rows", total.Rows, "took", j.o.Now().Sub(now))
 	}
-	return nil
+	return true, nil
 }
 
 // RecentDays are the local dates of the frequent refresh: RecentDays before
