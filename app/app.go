@@ -354,7 +354,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			return err
 		}},
 		{"kafka topics", func(ctx context.Context) error {
-			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention))
+			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention, a.cfg.KafkaAuctionsRetention))
 		}},
 		{"clickhouse schema", func(ctx context.Context) error {
 			if err := clickhouse.EnsureDatabase(ctx, a.chOptions()); err != nil {
