@@ -50,6 +50,7 @@ import (
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
+	"github.com/endcap/endcap/reporting/retention"
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
@@ -390,7 +391,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			return err
 		}},
 		{"kafka topics", func(ctx context.Context) error {
-			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention))
+			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention, a.cfg.KafkaAuctionsRetention))
 		}},
 		{"clickhouse schema", func(ctx context.Context) error {
 			if err := clickhouse.EnsureDatabase(ctx, a.chOptions()); err != nil {
@@ -778,6 +779,10 @@ func (a *App) Run(ctx context.Context) error {
 				}
 				return a.eraser().Run(ctx)
 			})
+			// Data retention (docs/operations.md, Data retention): old
+			// months of the raw tables and old files, every
+			// ENDCAP_RETENTION_INTERVAL, each under a Redis lease.
+			a.runRetention(run)
 			// Daily scored-attribution files (docs/scored-attribution.md):
 			// each marketplace-local day once closed plus the grace, again
 			// once its attribution is final. A Redis lock per day lets
@@ -861,6 +866,26 @@ func (a *App) RunPrivacyDeletions(ctx context.Context) (privacy.RunResult, error
 		}
 	}
 	return a.eraser().RunPending(ctx)
+}
+
+// runRetention starts the jobs of the retention settings that are not
+// "for ever": the month partitions of ClickHouse's raw tables (one process
+// per database at a time) and the old files of the bucket (one per bucket).
+func (a *App) runRetention(run func(string, func(context.Context) error)) {
+	c := a.cfg
+	if groups := retention.Groups(c.RetentionEvents, c.RetentionAuctions, c.RetentionInteractions); !c.RetentionEvents.Forever() || !c.RetentionAuctions.Forever() || !c.RetentionInteractions.Forever() {
+		p := &retention.Partitions{ClickHouse: a.ClickHouse, Groups: groups, Log: a.log}
+		run("retention of the raw tables", (&retention.Job{Name: "raw tables", Redis: a.Redis, LockKey: "ec:lock:retention:" + c.ClickHouseDatabase,
+			Interval: c.RetentionInterval, Timeout: 30 * time.Minute, Log: a.log,
+			Step: func(ctx context.Context) error { _, err := p.Once(ctx); return err }}).Run)
+	}
+	if !c.RetentionExportFiles.Forever() || !c.RetentionReportFiles.Forever() {
+		f := &retention.Files{S3: a.S3, Log: a.log, Rules: []retention.FileRule{
+			{Prefix: retention.ExportsPrefix, Keep: c.RetentionExportFiles}, {Prefix: retention.ReportsPrefix, Keep: c.RetentionReportFiles}}}
+		run("retention of the files", (&retention.Job{Name: "files", Redis: a.Redis, LockKey: "ec:lock:retention-files:" + c.S3Bucket,
+			Interval: c.RetentionInterval, Timeout: 30 * time.Minute, Log: a.log,
+			Step: func(ctx context.Context) error { _, err := f.Once(ctx); return err }}).Run)
+	}
 }
 
 // rollupsLock is the lock of the rollup recomputations of the database

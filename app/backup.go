@@ -728,7 +728,7 @@ func RestoreBackup(ctx context.Context, cfg config.Config, url string, o Restore
 	}
 
 	// The target: topics and schema made, nothing folding, nothing in it.
-	if err := kafka.EnsureTopics(sctx, d.kcl, kafka.Specs(d.topics, cfg.KafkaEventsPartitions, cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention)); err != nil {
+	if err := kafka.EnsureTopics(sctx, d.kcl, kafka.Specs(d.topics, cfg.KafkaEventsPartitions, cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention, cfg.KafkaAuctionsRetention)); err != nil {
 		return rep, fmt.Errorf("kafka: %w", err)
 	}
 	if err := projections.EnsureClaimsTopic(sctx, d.kcl, d.topics.Events, d.topics.Claims, max(cfg.KafkaReplicationFactor, 1), projections.ClaimsRetention(cfg.DedupeWindow)); err != nil {

@@ -99,7 +99,7 @@ func checkKafka(ctx context.Context, cfg config.Config, log *slog.Logger) (strin
 		return "", fmt.Errorf("metadata of %s: no broker", strings.Join(cfg.KafkaBrokers, ","))
 	}
 	var have, missing []string
-	for _, spec := range kafka.Specs(kafka.TopicNames(cfg.KafkaTopicPrefix), int(cfg.KafkaEventsPartitions), cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention) {
+	for _, spec := range kafka.Specs(kafka.TopicNames(cfg.KafkaTopicPrefix), int(cfg.KafkaEventsPartitions), cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention, cfg.KafkaAuctionsRetention) {
 		t, ok := md.Topics[spec.Name]
 		switch {
 		case !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition):

@@ -75,7 +75,7 @@ func TestAuctionPublisherLandsOnTopic(t *testing.T) {
 	}
 	defer cl.Close()
 	topics := kafka.TopicNames("t.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,7 +141,7 @@ func TestAuctionPublisherReusesRecords(t *testing.T) {
 	}
 	defer cl.Close()
 	topics := kafka.TopicNames("reuse.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour)); err != nil {
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 3, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	pub := ingest.NewAuctionPublisher(cl, topics.Auctions, quiet)

@@ -53,7 +53,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 	}
 	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
 	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = kafka.EnsureTopics(tctx, cl, kafka.Specs(topics, cfg.KafkaEventsPartitions, cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention))
+	err = kafka.EnsureTopics(tctx, cl, kafka.Specs(topics, cfg.KafkaEventsPartitions, cfg.KafkaReplicationFactor, cfg.KafkaEventsRetention, cfg.KafkaAuctionsRetention))
 	cancel()
 	if err != nil {
 		cl.Close()

@@ -77,6 +77,9 @@ type Options struct {
 	// bytes read and written) and every part it writes or merges (system.part_log), for diagnosing where its
 	// time goes (deploy/local/bench-projectors.sh CH_LOGS=1). Off by default: both cost CPU and disk.
 	ClickHouseSystemLogs bool
+	// ClickHouseSystemLogDays is how many days of those logs are kept (the older days' partitions are dropped
+	// at start and every hour); 0 means DefaultSystemLogDays.
+	ClickHouseSystemLogDays int
 
 	// ClickHouseReplicas, above 0, runs ClickHouse as a cluster (ClickHouseCluster) of one shard of that
 	// many replicas, with a ZooKeeper server that they share: replica i has the macros {shard} = 01 and
@@ -161,6 +164,8 @@ type Stack struct {
 
 	log      *slog.Logger
 	opts     Options
+	pruneEnd chan struct{} // closed by Stop: ends the system logs' pruning
+	pruned   sync.WaitGroup
 	mu       sync.Mutex
 	children []*child
 	forker   *forker
@@ -333,6 +338,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 	}
+	if o.ClickHouse && o.ClickHouseSystemLogs {
+		s.startPruning(o.ClickHouseSystemLogDays)
+	}
 	if o.RedisCluster > 0 {
 		start := time.Now()
 		if err := s.formRedisCluster(ctx, bins.redisCLI); err != nil {
@@ -396,6 +404,10 @@ func (s *Stack) Stop() error {
 		return nil
 	}
 	s.stopped = true
+	if s.pruneEnd != nil {
+		close(s.pruneEnd)
+		s.pruned.Wait()
+	}
 	errs := make([]error, len(s.children))
 	var wg sync.WaitGroup
 	for i, c := range s.children {

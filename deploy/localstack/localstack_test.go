@@ -78,7 +78,7 @@ func TestStack(t *testing.T) {
 	}
 	// Without Options.ClickHouseSystemLogs, no query or part log is kept.
 	chQuery(t, s, "SYSTEM FLUSH LOGS")
-	if got := chQuery(t, s, "SELECT count() FROM system.tables WHERE database = 'system' AND name IN ('query_log', 'part_log')"); got != "0\n" {
+	if got := chQuery(t, s, "SELECT count() FROM system.tables WHERE database = 'system' AND name IN ('query_log', 'part_log', 'query_thread_log')"); got != "0\n" {
 		t.Fatalf("system logs without ClickHouseSystemLogs: %q tables", got)
 	}
 	if c, err := net.DialTimeout("tcp", s.ClickHouseAddr, 2*time.Second); err != nil {
@@ -177,6 +177,22 @@ func TestClickHouseSystemLogs(t *testing.T) {
 	}
 	if got := chQuery(t, s, "SELECT written_rows FROM system.query_log WHERE type = 2 AND query LIKE 'INSERT INTO logged%'"); got != "1000\n" {
 		t.Errorf("query_log: %q, want the insert, finished, with 1000 rows written", got)
+	}
+	// Partitioned by day; the days older than ClickHouseSystemLogDays are dropped, today's kept.
+	today := time.Now().UTC().Format("20060102")
+	if got := chQuery(t, s, "SELECT DISTINCT table, partition_id FROM system.parts WHERE database = 'system' AND active ORDER BY table"); got != "part_log\t"+today+"\nquery_log\t"+today+"\n" {
+		t.Errorf("system logs' partitions: %q, want today's of part_log and query_log", got)
+	}
+	chQuery(t, s, "INSERT INTO system.query_log (event_date, event_time) SELECT toDate('2020-01-01'), toDateTime('2020-01-01 00:00:00')")
+	chQuery(t, s, "INSERT INTO system.part_log (event_date, event_time) SELECT today() - 4, now() - 4 * 86400")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	dropped, err := pruneSystemLogs(ctx, s.ClickHouseHTTPAddr, time.Now(), 3)
+	if want := "[part_log." + time.Now().UTC().AddDate(0, 0, -4).Format("20060102") + " query_log.20200101]"; err != nil || fmt.Sprint(dropped) != want {
+		t.Errorf("pruned %v (%v), want %s", dropped, err, want)
+	}
+	if got := chQuery(t, s, "SELECT DISTINCT table, partition_id FROM system.parts WHERE database = 'system' AND active ORDER BY table"); got != "part_log\t"+today+"\nquery_log\t"+today+"\n" {
+		t.Errorf("system logs' partitions after pruning: %q, want today's", got)
 	}
 	if err := s.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)

@@ -28,16 +28,27 @@ type Config struct {
 	S3RequestTimeout time.Duration
 	S3PartTimeout    time.Duration
 
-	KafkaBrokers           []string
-	KafkaTopicPrefix       string
-	ExportDailyQuota       int
-	ExportWorkers          int
-	ExportTimeout          time.Duration
-	ExportMaxStaleness     time.Duration
-	ExportFoldWait         time.Duration
-	RollupInterval         time.Duration
-	RollupFullInterval     time.Duration
-	RollupMaxShare         float64
+	KafkaBrokers       []string
+	KafkaTopicPrefix   string
+	ExportDailyQuota   int
+	ExportWorkers      int
+	ExportTimeout      time.Duration
+	ExportMaxStaleness time.Duration
+	ExportFoldWait     time.Duration
+	RollupInterval     time.Duration
+	RollupFullInterval time.Duration
+	RollupMaxShare     float64
+
+	// Data retention (docs/operations.md, Data retention): ClickHouse's raw
+	// tables by group, the files on S3, and how often the exporter applies it.
+	RetentionEvents       Age
+	RetentionAuctions     Age
+	RetentionInteractions Age
+	RetentionExportFiles  Age
+	RetentionReportFiles  Age
+	RetentionInterval     time.Duration
+
+	KafkaAuctionsRetention time.Duration
 	KafkaEventsPartitions  int
 	KafkaReplicationFactor int
 	KafkaEventsRetention   time.Duration
@@ -301,7 +312,8 @@ var settings = []setting{
 	{"kafka-topic-prefix", "ENDCAP_KAFKA_TOPIC_PREFIX", "endcap.", "prefix of every topic name", str(func(c *Config) *string { return &c.KafkaTopicPrefix })},
 	{"kafka-events-partitions", "ENDCAP_KAFKA_EVENTS_PARTITIONS", "6", "partitions of the events topic when it is created", integer(func(c *Config) *int { return &c.KafkaEventsPartitions }, 1)},
 	{"kafka-replication-factor", "ENDCAP_KAFKA_REPLICATION_FACTOR", "1", "replication factor of created topics (use 3 in production)", integer(func(c *Config) *int { return &c.KafkaReplicationFactor }, 1)},
-	{"kafka-events-retention", "ENDCAP_KAFKA_EVENTS_RETENTION", "168h", "retention of the events topic when it is created", duration(func(c *Config) *time.Duration { return &c.KafkaEventsRetention })},
+	{"kafka-events-retention", "ENDCAP_KAFKA_EVENTS_RETENTION", "168h", "retention (retention.ms) of the events topic (every event: impressions, clicks, purchases, page views) when it is created", duration(func(c *Config) *time.Duration { return &c.KafkaEventsRetention })},
+	{"kafka-auctions-retention", "ENDCAP_KAFKA_AUCTIONS_RETENTION", "168h", "retention (retention.ms) of the auctions topic when it is created", duration(func(c *Config) *time.Duration { return &c.KafkaAuctionsRetention })},
 	{"kafka-linger", "ENDCAP_KAFKA_LINGER", "1ms", "how long the producer waits to fill a batch (0 = send at once)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Second {
@@ -532,6 +544,12 @@ var settings = []setting{
 		return nil
 	}},
 	{"export-fold-wait", "ENDCAP_EXPORT_FOLD_WAIT", "30s", "longest wait of an export for the projectors to fold the events acknowledged before it started; past it the export recomputes its days anyway, and its dataAsOf is earlier than its request", duration(func(c *Config) *time.Duration { return &c.ExportFoldWait })},
+	{"retention-events", "ENDCAP_RETENTION_EVENTS", "0", "how long ClickHouse keeps events (events_raw, the attribution's purchases): 0 for ever, or 90d, 6mo…; whole months older are dropped by the exporter; at least 65d (docs/operations.md, Data retention)", age(func(c *Config) *Age { return &c.RetentionEvents }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
+	{"retention-auctions", "ENDCAP_RETENTION_AUCTIONS", "0", "how long ClickHouse keeps auctions (auctions_raw; the winners, which vendor charges read, stay): 0 for ever, or at least 65d", age(func(c *Config) *Age { return &c.RetentionAuctions }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
+	{"retention-interactions", "ENDCAP_RETENTION_INTERACTIONS", "0", "how long ClickHouse keeps interactions (impressions and clicks of interactions_raw, the attribution's touches; charges stay): 0 for ever, or at least 65d", age(func(c *Config) *Age { return &c.RetentionInteractions }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
+	{"retention-export-files", "ENDCAP_RETENTION_EXPORT_FILES", "0", "how long export files (exports/ in the bucket) are kept after they were written: 0 for ever, or 7d, 1mo…; the exporter removes older ones", age(func(c *Config) *Age { return &c.RetentionExportFiles }, 1, "")},
+	{"retention-report-files", "ENDCAP_RETENTION_REPORT_FILES", "0", "how long scored-attribution files (scored-attribution/ in the bucket) are kept after they were last written: 0 for ever, or at least 7d", age(func(c *Config) *Age { return &c.RetentionReportFiles }, MinReportFilesDays, "the exporter writes again the file of a day among its last closed days")},
+	{"retention-interval", "ENDCAP_RETENTION_INTERVAL", "1h", "how often the exporter applies the retention settings (drops old partitions, removes old files)", duration(func(c *Config) *time.Duration { return &c.RetentionInterval })},
 	{"rollup-interval", "ENDCAP_ROLLUP_INTERVAL", "1m", "how often the projector recomputes the recent days of the rollups (docs/rollups.md)", duration(func(c *Config) *time.Duration { return &c.RollupInterval })},
 	{"rollup-full-interval", "ENDCAP_ROLLUP_FULL_INTERVAL", "1h", "how often it recomputes every day that can still change", duration(func(c *Config) *time.Duration { return &c.RollupFullInterval })},
 	{"rollup-max-share", "ENDCAP_ROLLUP_MAX_SHARE", "0.25", "largest share of the time the rollup job spends recomputing: a run that took d delays the next by at least d×(1−share)/share (0 < share ≤ 1; 1: no delay)", func(c *Config, v string) error {

@@ -167,6 +167,11 @@ func TestEveryErrorAtOnce(t *testing.T) {
 			[]string{"3 problems", "redis-cluster (ENDCAP_REDIS_CLUSTER)", "max-body-bytes (--max-body-bytes)", "must be longer than projector-flush-timeout (1m30s)"}, nil},
 		{"a bad value is not a combination's problem too", nil, []string{"--kafka-rebalance-timeout", "never", "--log-format", "xml"},
 			[]string{"2 problems", "kafka-rebalance-timeout (--kafka-rebalance-timeout)", "log-format (--log-format)"}, []string{"must be longer than"}},
+		{"retention bounds too short for the rollups", map[string]string{"ENDCAP_RETENTION_EVENTS": "30d", "ENDCAP_RETENTION_AUCTIONS": "2mo", "ENDCAP_RETENTION_INTERACTIONS": "90 days", "ENDCAP_RETENTION_REPORT_FILES": "1d"}, nil,
+			[]string{"4 problems", "retention-events (ENDCAP_RETENTION_EVENTS): must be 0 (kept for ever) or at least 65d", "the rollups recompute the last 33 days",
+				"retention-auctions (ENDCAP_RETENTION_AUCTIONS): must be 0 (kept for ever) or at least 65d (a month counting 28 days), got 2mo",
+				"retention-interactions (ENDCAP_RETENTION_INTERACTIONS): must be 0 (kept for ever), a number of days (90d) or of months (6mo)",
+				"retention-report-files (ENDCAP_RETENTION_REPORT_FILES): must be 0 (kept for ever) or at least 7d"}, nil},
 		{"several combinations", map[string]string{"ENDCAP_REDIS_ADDR": "a:1,b:2", "ENDCAP_S3_ACCESS_KEY": "AKIA"}, []string{"--projector-flush-timeout", "2m"},
 			[]string{"3 problems", "set redis-cluster", "must be longer than", "s3-access-key and s3-secret-key go together"}, nil},
 	}
@@ -323,5 +328,32 @@ func TestInsecureDefaults(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRetentionSettings(t *testing.T) {
+	now := time.Date(2026, 5, 31, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		env    map[string]string
+		events Age
+		cutoff time.Time
+	}{
+		{nil, Age{}, time.Time{}},
+		{map[string]string{"ENDCAP_RETENTION_EVENTS": "0"}, Age{}, time.Time{}},
+		{map[string]string{"ENDCAP_RETENTION_EVENTS": "65d"}, Age{Days: 65}, time.Date(2026, 3, 27, 10, 0, 0, 0, time.UTC)},
+		{map[string]string{"ENDCAP_RETENTION_EVENTS": "3mo"}, Age{Months: 3}, time.Date(2026, 3, 3, 10, 0, 0, 0, time.UTC)}, // Feb 31 is Mar 3
+		{map[string]string{"ENDCAP_RETENTION_EVENTS": "13mo"}, Age{Months: 13}, time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		cfg, err := resolveWith(t, c.env, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", c.env, err)
+		}
+		if cfg.RetentionEvents != c.events || !cfg.RetentionEvents.Cutoff(now).Equal(c.cutoff) {
+			t.Errorf("%v: %+v cut-off %s, want %+v %s", c.env, cfg.RetentionEvents, cfg.RetentionEvents.Cutoff(now), c.events, c.cutoff)
+		}
+		if cfg.RetentionAuctions != (Age{}) || cfg.RetentionExportFiles != (Age{}) || cfg.RetentionInterval != time.Hour {
+			t.Errorf("defaults: %+v %+v %s", cfg.RetentionAuctions, cfg.RetentionExportFiles, cfg.RetentionInterval)
+		}
 	}
 }

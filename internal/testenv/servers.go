@@ -53,7 +53,7 @@ func Topics(t testing.TB, ctx context.Context, cfg config.Config, brokers []stri
 	}
 	t.Cleanup(cl.Close)
 	topics := kafka.TopicNames(cfg.KafkaTopicPrefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, partitions, 1, time.Hour)); err != nil {
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, partitions, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	return cl, topics
@@ -87,7 +87,7 @@ func StateLog(t testing.TB, brokers []string, o StateLogOptions, build func(*sta
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topics := kafka.TopicNames(o.Prefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	topic := topics.Entities

@@ -53,7 +53,7 @@ func newStack(t *testing.T) *stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	topics := kafka.TopicNames("wd.")
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 2, 1, time.Hour)); err != nil {
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 2, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	return &stack{t: t, brokers: brokers, topics: topics, cl: cl}

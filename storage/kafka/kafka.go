@@ -59,8 +59,11 @@ type TopicSpec struct {
 	Configs     map[string]string
 }
 
-// Specs returns the specs of every topic with the given layout settings.
-func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Duration) []TopicSpec {
+// Specs returns the specs of every topic with the given layout settings:
+// the events and auctions topics keep their records for their retention
+// (retention.ms), the state topics are compacted and kept for ever
+// (docs/operations.md, Data retention).
+func Specs(t Topics, eventsPartitions, replication int, eventsRetention, auctionsRetention time.Duration) []TopicSpec {
 	rf := int16(replication)
 	return []TopicSpec{
 		{Name: t.Events, Partitions: int32(eventsPartitions), Replication: rf, Configs: map[string]string{
@@ -69,7 +72,7 @@ func Specs(t Topics, eventsPartitions, replication int, eventsRetention time.Dur
 		}},
 		{Name: t.Auctions, Partitions: int32(eventsPartitions), Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "delete",
-			"retention.ms":   strconv.FormatInt(eventsRetention.Milliseconds(), 10),
+			"retention.ms":   strconv.FormatInt(auctionsRetention.Milliseconds(), 10),
 		}},
 		{Name: t.Exports, Partitions: 8, Replication: rf, Configs: map[string]string{
 			"cleanup.policy": "delete",

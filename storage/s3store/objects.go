@@ -498,35 +498,82 @@ func (b *stallBody) Close() error {
 // ErrNoBucket: the bucket does not exist.
 var ErrNoBucket = errors.New("no such bucket")
 
-// Listed is an object of a listing.
+// Listed is one object of a listing.
 type Listed struct {
-	Key  string
-	Size int64
-	ETag string
+	Key          string
+	Size         int64
+	ETag         string
+	LastModified time.Time
 }
 
-// List returns every object whose key begins with prefix, in key order.
-// Each page's request has the request timeout; ctx bounds the whole listing.
+// List returns every object whose key begins with prefix, in key order, a
+// page (ListPage) at a time: each page's request has the request timeout;
+// ctx bounds the whole listing.
 func (s *Store) List(ctx context.Context, prefix string) ([]Listed, error) {
 	var out []Listed
-	var token *string
+	token := ""
 	for {
-		rctx, cancel := s.request(ctx)
-		page, err := s.Client.ListObjectsV2(rctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix), ContinuationToken: token})
-		cancel()
+		page, next, err := s.ListPage(ctx, prefix, token, 1000)
 		if err != nil {
-			var nb *types.NoSuchBucket
-			if errors.As(err, &nb) {
-				return nil, fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, ErrNoBucket)
-			}
-			return nil, fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, err)
+			return nil, err
 		}
-		for _, o := range page.Contents {
-			out = append(out, Listed{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)})
-		}
-		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
+		out = append(out, page...)
+		if next == "" {
 			return out, nil
 		}
-		token = page.NextContinuationToken
+		token = next
 	}
+}
+
+// ListPage lists up to max objects (1 to 1,000) whose keys start with prefix,
+// in key order, after the page that returned token ("" for the first); next
+// is "" after the last page. Each page is one request with its deadline.
+func (s *Store) ListPage(ctx context.Context, prefix, token string, max int32) (objs []Listed, next string, err error) {
+	ctx, cancel := s.request(ctx)
+	defer cancel()
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(max)}
+	if token != "" {
+		in.ContinuationToken = aws.String(token)
+	}
+	out, err := s.Client.ListObjectsV2(ctx, in)
+	if err != nil {
+		var nb *types.NoSuchBucket
+		if errors.As(err, &nb) {
+			return nil, "", fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, ErrNoBucket)
+		}
+		return nil, "", fmt.Errorf("s3: list %s/%s: %w", s.Bucket, prefix, err)
+	}
+	for _, o := range out.Contents {
+		objs = append(objs, Listed{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag),
+			LastModified: aws.ToTime(o.LastModified)})
+	}
+	if aws.ToBool(out.IsTruncated) {
+		next = aws.ToString(out.NextContinuationToken)
+	}
+	return objs, next, nil
+}
+
+// Delete removes the objects keys (at most 1,000), in one request with its
+// deadline; a key that does not exist is not an error.
+func (s *Store) Delete(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := s.request(ctx)
+	defer cancel()
+	ids := make([]types.ObjectIdentifier, len(keys))
+	for i, k := range keys {
+		ids[i] = types.ObjectIdentifier{Key: aws.String(k)}
+	}
+	out, err := s.Client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(s.Bucket),
+		Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+	if err != nil {
+		return fmt.Errorf("s3: delete %d objects: %w", len(keys), err)
+	}
+	for _, e := range out.Errors {
+		if aws.ToString(e.Code) != "NoSuchKey" {
+			return fmt.Errorf("s3: delete %s: %s %s", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
+		}
+	}
+	return nil
 }
