@@ -92,7 +92,7 @@ func produceProducts(t testing.TB, brokers []string, prefix, mp string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	topics := kafka.TopicNames(prefix)
-	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour)); err != nil {
+	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	const batch = 2000
