@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/endcap/endcap/internal/chdb"
 	"net/http"
 	"net/url"
 	"strings"
@@ -160,6 +161,11 @@ func TestBackupRestore(t *testing.T) {
 	// Another system, empty, restored from S3.
 	_, brokersB := testenv.Kafka(t)
 	cfgB := env.Config(t, brokersB)
+	// The restore writes B's rows through ClickHouse's HTTP interface, which
+	// the chDB replay (ENDCAP_TEST_CHDB=1) does not record: replayed alone,
+	// B's later statements would run on tables without those rows (a rollup
+	// day computed empty there, full here). A's statements are still replayed.
+	chdb.SkipCheck(cfgB.ClickHouseDatabase)
 	cfgB.RedisAddr, cfgB.RedisCluster = testenv.OwnRedis(t).Addr, false
 	cfgB.RateLimitDefault, cfgB.RateLimitCatalog = cfgA.RateLimitDefault, cfgA.RateLimitCatalog
 	// What an operator keeps beside the backup: the signing keys of the
