@@ -28,7 +28,6 @@ import (
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/api/console"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/config"
@@ -53,6 +52,7 @@ import (
 	"github.com/endcap/endcap/reporting/retention"
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -117,14 +117,14 @@ type App struct {
 	Accounts     *accounts.Service
 	Exports      *exports.Service
 	Cursors      *pagination.Signer
-	Spend        *budget.Cache // campaign spend for the auction, refreshed from Redis
+	Spend        *spend.Cache // campaign spend for the auction, refreshed from Redis
 	// AuctionIndex is the auction's index of products, categories,
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
 	BidKeys      atomic.Pointer[bidtoken.Keyring] // resolvedBidId keys, loaded by Prepare
 	// master wraps the secrets kept in Redis (nil: none configured).
 	master *masterkey.Keys
-	// upgradedAt is when Redis moved to campaign keys (budget.Upgrade, in
+	// upgradedAt is when Redis moved to campaign keys (spend.Upgrade, in
 	// Prepare; zero: it never held the earlier layout).
 	upgradedAt time.Time
 	// settled: the collection after the entity state loaded has run (settle);
@@ -241,7 +241,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		a.Deliveries.SetLocker(redisstore.NewLocker(a.Redis, "ec:lock:", 10*time.Second))
 	}
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
-	a.Spend = budget.NewCache(a.Redis, budget.Options{Refresh: cfg.BudgetRefresh, Log: log})
+	a.Spend = spend.NewCache(a.Redis, spend.Options{Refresh: cfg.BudgetRefresh, Log: log})
 	routes, err := a.domains()
 	if err != nil {
 		return nil, err
@@ -409,7 +409,7 @@ func (a *App) Prepare(ctx context.Context) error {
 			return a.S3.EnsureBucket(ctx)
 		}},
 		{"redis key layout", func(ctx context.Context) error {
-			at, err := budget.Upgrade(ctx, a.Redis, a.log)
+			at, err := spend.Upgrade(ctx, a.Redis, a.log)
 			a.upgradedAt = at
 			return err
 		}},

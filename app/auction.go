@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/spend"
 )
 
 // auctionEngine builds the auction engine over the process's in-memory views
@@ -21,24 +21,24 @@ func (a *App) auctionEngine() *auction.Engine {
 }
 
 // budgetGate answers the engine's budget question from the spend cache with
-// the budget rule (budget left, pacing: budget.Cache.Check). It only reads.
-type budgetGate struct{ spend *budget.Cache }
+// the budget rule (budget left, pacing: spend.Cache.Check). It only reads.
+type budgetGate struct{ spend *spend.Cache }
 
 func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
 	if dailyMicros == 0 && totalMicros == 0 {
 		return auction.BudgetOK
 	}
-	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at))
+	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at))
 }
 
 // budgetVerdict is the engine's name of a budget verdict.
-func budgetVerdict(v budget.Verdict) auction.BudgetVerdict {
+func budgetVerdict(v spend.Verdict) auction.BudgetVerdict {
 	switch v {
-	case budget.OK:
+	case spend.OK:
 		return auction.BudgetOK
-	case budget.TotalExhausted:
+	case spend.TotalExhausted:
 		return auction.BudgetTotalExhausted
-	case budget.DailyExhausted:
+	case spend.DailyExhausted:
 		return auction.BudgetDailyExhausted
 	}
 	return auction.BudgetPaced

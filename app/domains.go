@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/api"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/campaigns"
@@ -18,6 +17,7 @@ import (
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/reporting/vendorcharges"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/spill"
 )
 
@@ -86,11 +86,11 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// auction's reads (EachCampaign, LiveBids); the accounts' reserve
 	// prices count in its bids' eligibility.
 	camps := campaigns.New(a.Entities, cat, bill, segs, a.Accounts)
-	spend := budget.NewReader(a.Redis, a.log) // spend in campaign views (docs/campaigns.md, Delivery)
+	spendReader := spend.NewReader(a.Redis, a.log) // spend in campaign views (docs/campaigns.md, Delivery)
 	if a.cfg.SpendReadTimeout > 0 {
-		spend.Timeout = a.cfg.SpendReadTimeout
+		spendReader.Timeout = a.cfg.SpendReadTimeout
 	}
-	camps.UseSpend(spend)
+	camps.UseSpend(spendReader)
 	routes = append(routes, api.CampaignRoutes(camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the

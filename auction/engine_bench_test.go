@@ -31,11 +31,11 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -192,9 +192,9 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 	// campaign had spent nothing.
 	nowhere := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	tb.Cleanup(func() { _ = nowhere.Close() })
-	spend := budget.NewCache(nowhere, budget.Options{})
+	cache := spend.NewCache(nowhere, spend.Options{})
 	eng := &auction.Engine{
-		Catalog: cat, Index: ix, Budget: benchGate{spend},
+		Catalog: cat, Index: ix, Budget: benchGate{cache},
 		Keys: func() *bidtoken.Keyring { return kr },
 	}
 	m := &auction.Market{ID: benchMP, UUID: uuid.MustParse(benchMP), Loc: time.UTC, Reserve: auction.Reserve{CPCMicros: 10_000, CPMMicros: 100_000}}
@@ -209,29 +209,29 @@ func (w *benchWorld) loadSpend(tb testing.TB) error {
 	r := testenv.OwnRedis(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	defer rdb.Close()
-	spend := budget.NewCache(rdb, budget.Options{Timeout: time.Minute})
+	cache := spend.NewCache(rdb, spend.Options{Timeout: time.Minute})
 	ids := make([]string, len(w.cs))
 	for i, c := range w.cs {
 		ids[i] = c.ID
 	}
-	spend.Register(benchMP, time.UTC, ids...)
-	if err := spend.RefreshNow(context.Background()); err != nil {
+	cache.Register(benchMP, time.UTC, ids...)
+	if err := cache.RefreshNow(context.Background()); err != nil {
 		return err
 	}
-	w.engine.Budget = benchGate{spend}
+	w.engine.Budget = benchGate{cache}
 	return nil
 }
 
 // benchGate is the service's budget gate (app's budgetGate).
-type benchGate struct{ c *budget.Cache }
+type benchGate struct{ c *spend.Cache }
 
 func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
-	switch g.c.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at) {
-	case budget.OK:
+	switch g.c.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at) {
+	case spend.OK:
 		return auction.BudgetOK
-	case budget.TotalExhausted:
+	case spend.TotalExhausted:
 		return auction.BudgetTotalExhausted
-	case budget.DailyExhausted:
+	case spend.DailyExhausted:
 		return auction.BudgetDailyExhausted
 	}
 	return auction.BudgetPaced

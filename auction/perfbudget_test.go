@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/perfbudget"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/redisstore"
 )
 
@@ -63,16 +63,16 @@ func newPerfWorkload(t testing.TB, redisAddr string) *perfWorkload {
 		default:
 			continue
 		}
-		if err := rdb.HSet(ctx, budget.SpendKey(benchMP, c.ID), budget.DayField(budget.DayOf(at, time.UTC)), spent, budget.TotalField, spent).Err(); err != nil {
+		if err := rdb.HSet(ctx, spend.SpendKey(benchMP, c.ID), spend.DayField(spend.DayOf(at, time.UTC)), spent, spend.TotalField, spent).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	spend := budget.NewCache(rdb, budget.Options{})
-	spend.Register(benchMP, time.UTC, ids...)
-	if err := spend.RefreshNow(ctx); err != nil {
+	cache := spend.NewCache(rdb, spend.Options{})
+	cache.Register(benchMP, time.UTC, ids...)
+	if err := cache.RefreshNow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.engine.Budget = benchGate{spend}
+	w.engine.Budget = benchGate{cache}
 	w.engine.Now = func() time.Time { return at }
 
 	p := &perfWorkload{w: w}

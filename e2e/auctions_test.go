@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/segments"
+	"github.com/endcap/endcap/spend"
 )
 
 // Helpers of the auction tests (au*).
@@ -331,12 +331,12 @@ func TestAuctionBudget(t *testing.T) {
 	auSame(t, "before spend", run(), "pa@daily", "pb@total", "pc@fresh")
 
 	loc := s.Marketplace.Location()
-	day := budget.DayOf(time.Now(), loc)
-	if err := budget.AddSpend(ctx, s.App.Redis, s.Marketplace.ID, daily, day, 10_000_000); err != nil {
+	day := spend.DayOf(time.Now(), loc)
+	if err := spend.AddSpend(ctx, s.App.Redis, s.Marketplace.ID, daily, day, 10_000_000); err != nil {
 		t.Fatal(err)
 	}
-	yesterday := budget.DayOf(time.Now().Add(-24*time.Hour), loc) // total spent, nothing today
-	if err := budget.AddSpend(ctx, s.App.Redis, s.Marketplace.ID, total, yesterday, 50_000_000); err != nil {
+	yesterday := spend.DayOf(time.Now().Add(-24*time.Hour), loc) // total spent, nothing today
+	if err := spend.AddSpend(ctx, s.App.Redis, s.Marketplace.ID, total, yesterday, 50_000_000); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.App.Spend.RefreshNow(ctx); err != nil {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/spend"
 )
 
 // Helpers of the budget-cap test (bc*).
@@ -115,9 +115,9 @@ func TestBudgetCap(t *testing.T) {
 	})
 
 	// Spend: never above the budget, and equal to the charges.
-	day := budget.DayOf(occurred, s.Marketplace.Location())
-	spend := func(campaign string) (int64, int64) {
-		d, tot, err := budget.ReadSpend(ctx, s.App.Redis, mp, campaign, day)
+	day := spend.DayOf(occurred, s.Marketplace.Location())
+	spentOf := func(campaign string) (int64, int64) {
+		d, tot, err := spend.ReadSpend(ctx, s.App.Redis, mp, campaign, day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,10 +138,10 @@ func TestBudgetCap(t *testing.T) {
 	if dSum != 42*price || dN != 42 || tSum != 7*price || tN != 7 {
 		t.Errorf("charged %d clicks for %d and %d for %d; want 42 for 29.40 and 7 for 4.90", dN, dSum, tN, tSum)
 	}
-	if d, tot := spend(daily); d != dSum || tot != dSum {
+	if d, tot := spentOf(daily); d != dSum || tot != dSum {
 		t.Errorf("Redis spend of Daily: %d today, %d in total; charges %d", d, tot, dSum)
 	}
-	if d, tot := spend(total); d != tSum || tot != tSum {
+	if d, tot := spentOf(total); d != tSum || tot != tSum {
 		t.Errorf("Redis spend of Total: %d today, %d in total; charges %d", d, tot, tSum)
 	}
 

@@ -11,10 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/spend"
 )
 
 // BenchmarkCampaignList measures GET /public/v1/campaign-service/campaigns
@@ -66,10 +66,10 @@ func BenchmarkCampaignList(b *testing.B) {
 	if err := s.App.Campaigns.Import(ctx, mp, cs, bs); err != nil {
 		b.Fatal(err)
 	}
-	day := budget.DayOf(time.Now(), s.Marketplace.Location())
+	day := spend.DayOf(time.Now(), s.Marketplace.Location())
 	pipe := s.App.Redis.Pipeline()
 	for i := 0; i < n; i += 3 {
-		pipe.HSet(ctx, budget.SpendKey(mp, cs[i].ID), budget.DayField(day), 1_000_000+i, budget.TotalField, 50_000_000+i)
+		pipe.HSet(ctx, spend.SpendKey(mp, cs[i].ID), spend.DayField(day), 1_000_000+i, spend.TotalField, 50_000_000+i)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		b.Fatal(err)

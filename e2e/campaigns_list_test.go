@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/spend"
 )
 
 // Helpers of the marketplace-wide campaign list, the archive and the spend
@@ -81,7 +81,7 @@ func clNormalize(t *testing.T, s *system, body []byte, ids map[string]string) []
 		}
 		return []byte(`"archivedAt":"<now>"`)
 	})
-	today := budget.DayOf(time.Now(), s.Marketplace.Location())
+	today := spend.DayOf(time.Now(), s.Marketplace.Location())
 	body = bytes.ReplaceAll(body, []byte(`"day":"`+today+`"`), []byte(`"day":"<today>"`))
 	return cpNormalize(t, body, ids)
 }
@@ -96,7 +96,7 @@ func clGolden(t *testing.T, s *system, name string, r response) {
 	clNormalize(t, s, r.Body, nil)
 	now := time.Now()
 	n := &wireNorm{ids: map[string]string{}, now: now,
-		fixed: map[string]string{budget.DayOf(now, s.Marketplace.Location()): "2000-01-01"}}
+		fixed: map[string]string{spend.DayOf(now, s.Marketplace.Location()): "2000-01-01"}}
 	r.Path = string(n.apply([]byte(r.Path)))
 	r.Body = n.apply(r.Body)
 	golden(t, name, r)
@@ -145,7 +145,7 @@ func TestCampaignsList(t *testing.T) {
 	all := []string{spring, shoes, winter, ete, autumn, spent, today, hinted, inactive, off, auto, empty}
 
 	// Spend where the charge script keeps it, in the marketplace's day.
-	day := budget.DayOf(time.Now(), s.Marketplace.Location())
+	day := spend.DayOf(time.Now(), s.Marketplace.Location())
 	for _, sp := range []struct {
 		campaign, day string
 		micros        int64
@@ -157,13 +157,13 @@ func TestCampaignsList(t *testing.T) {
 		{today, day, 1_000_000},
 		{hinted, day, 1_450_000},
 	} {
-		if err := budget.AddSpend(ctx, s.App.Redis, mp, sp.campaign, sp.day, sp.micros); err != nil {
+		if err := spend.AddSpend(ctx, s.App.Redis, mp, sp.campaign, sp.day, sp.micros); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The refused click of docs/budgets.md: 1.45 spent of 2.00, a click of
 	// 0.70 refused; the auction stops serving it at 2.15.
-	if err := s.App.Redis.HSet(ctx, budget.SpendKey(mp, hinted), "!"+budget.DayField(day), 2_150_000).Err(); err != nil {
+	if err := s.App.Redis.HSet(ctx, spend.SpendKey(mp, hinted), "!"+spend.DayField(day), 2_150_000).Err(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/spend"
 )
 
 // Helpers of the campaign tests (cp*).
@@ -236,7 +236,7 @@ func TestCampaignsLifecycle(t *testing.T) {
 		t.Errorf("Location %q", loc)
 	}
 	ids := map[string]string{c1: "<c1>", contact1: "<contact1>"}
-	day := budget.DayOf(time.Now(), s.Marketplace.Location())
+	day := spend.DayOf(time.Now(), s.Marketplace.Location())
 	c1JSON := `{"id":"<c1>","vendorId":"v-1","name":"Spring sale","type":"listings","chargeType":"CPC",
 		"dailyBudget":10.5,"totalBudget":300.25,"maxBid":null,
 		"startDate":"2020-01-01T00:00:00.000Z","endDate":"2099-01-01T00:00:00.123Z","isActive":true,"status":"running","statusReason":"no_bids",

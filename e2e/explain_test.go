@@ -13,11 +13,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/segments"
+	"github.com/endcap/endcap/spend"
 )
 
 // Helpers of the auction-explain tests (ex*).
@@ -253,7 +253,7 @@ func TestAuctionExplain(t *testing.T) {
 	// curve (what it may have spent an hour from now), below its budget.
 	loc := s.Marketplace.Location()
 	now := time.Now()
-	allowed := budget.Allowed(10_000_000, now.Add(time.Hour), loc)
+	allowed := spend.Allowed(10_000_000, now.Add(time.Hour), loc)
 	if allowed >= 10_000_000 {
 		t.Fatalf("the pacing curve allows the whole budget at %v in %v", now, loc)
 	}
@@ -262,7 +262,7 @@ func TestAuctionExplain(t *testing.T) {
 		day      time.Time
 		micros   int64
 	}{{total, now.Add(-24 * time.Hour), 50_000_000}, {daily, now, 10_000_000}, {paced, now, allowed}} {
-		if err := budget.AddSpend(ctx, s.App.Redis, s.Marketplace.ID, sp.campaign, budget.DayOf(sp.day, loc), sp.micros); err != nil {
+		if err := spend.AddSpend(ctx, s.App.Redis, s.Marketplace.ID, sp.campaign, spend.DayOf(sp.day, loc), sp.micros); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,11 +24,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -490,7 +490,7 @@ func (s *faultStack) redisSpend(t *testing.T, mp, campaign string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, total, err := budget.ReadSpend(ctx, s.redis(), mp, campaign, budget.DayOf(time.Now(), time.UTC))
+	_, total, err := spend.ReadSpend(ctx, s.redis(), mp, campaign, spend.DayOf(time.Now(), time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}

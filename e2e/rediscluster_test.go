@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/spend"
 )
 
 // TestRedisCluster runs the system as separate processes on a Redis Cluster
@@ -87,7 +87,7 @@ func TestRedisCluster(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	spendKey := budget.SpendKey(d.mp, d.campaign)
+	spendKey := spend.SpendKey(d.mp, d.campaign)
 	victim, err := s.st.RedisMasterOf(ctx, spendKey)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestRedisCluster(t *testing.T) {
 	ld.setPhase("replica frozen")
 	from := time.Now()
 	thaw := s.pause(s.pid(replica.Service))
-	fillReplication(t, ctx, victim.Addr, "{"+budget.Tag(d.mp, d.campaign)+"}", 64)
+	fillReplication(t, ctx, victim.Addr, "{"+spend.Tag(d.mp, d.campaign)+"}", 64)
 	time.Sleep(4 * time.Second) // the master takes charges its replica never gets
 	before := ld.clicked(time.Time{})
 	if err := s.st.Kill(victim.Service); err != nil {

@@ -24,7 +24,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
@@ -32,6 +31,7 @@ import (
 	"github.com/endcap/endcap/projections"
 	exportsfile "github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -347,17 +347,17 @@ func TestScenario(t *testing.T) {
 	// so nothing is served on stale spend.
 	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", d.redis)})
 	defer rdb.Close()
-	today := budget.DayOf(time.Now(), loc)
+	today := spend.DayOf(time.Now(), loc)
 	// spendOf reads a field of a campaign's spend hash: today's spend
-	// (dayF), its total (budget.TotalField), or a refusal hint ("!" and
+	// (dayF), its total (spend.TotalField), or a refusal hint ("!" and
 	// either).
-	dayF := budget.DayField(today)
+	dayF := spend.DayField(today)
 	spendOf := func(campaign, field string) int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		n, err := rdb.HGet(ctx, budget.SpendKey(mp, campaign), field).Int64()
+		n, err := rdb.HGet(ctx, spend.SpendKey(mp, campaign), field).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("redis HGET %s %s: %v", budget.SpendKey(mp, campaign), field, err)
+			t.Fatalf("redis HGET %s %s: %v", spend.SpendKey(mp, campaign), field, err)
 		}
 		return n
 	}
@@ -694,7 +694,7 @@ func TestScenario(t *testing.T) {
 
 	// ---- Redis spend: day (today, local) and total, per campaign = Σ amount_micros. ----
 	for c, w := range wantCharges {
-		day, total := spendOf(c, dayF), spendOf(c, budget.TotalField)
+		day, total := spendOf(c, dayF), spendOf(c, spend.TotalField)
 		if day != w.micros || total != w.micros {
 			t.Errorf("Redis spend of %s: day %d, total %d; want %d", names[c], day, total, w.micros)
 		}
@@ -703,10 +703,10 @@ func TestScenario(t *testing.T) {
 			fields = 3 // and cB's refusal of today
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		n, err := rdb.HLen(ctx, budget.SpendKey(mp, c)).Result()
+		n, err := rdb.HLen(ctx, spend.SpendKey(mp, c)).Result()
 		cancel()
 		if err != nil || n != fields {
-			t.Errorf("%s has %d fields (%v), want %d", budget.SpendKey(mp, c), n, err, fields)
+			t.Errorf("%s has %d fields (%v), want %d", spend.SpendKey(mp, c), n, err, fields)
 		}
 	}
 	// cB: 300,000 spent of a 350,000 daily budget; its fourth click (to 400,000) refused.

@@ -14,10 +14,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -28,7 +28,7 @@ import (
 //
 // One batch (the fold has decoded it and dropped duplicated event ids):
 // build the rows of the countable impressions and clicks; apply the batch's
-// charges in Redis (budget.ApplyCharges, one atomic step per charge: marker
+// charges in Redis (spend.ApplyCharges, one atomic step per charge: marker
 // + spend); insert the interactions and the charges (both at once). The fold
 // commits the offsets only after all of it succeeded; a failure anywhere
 // retries the whole batch, which then replays: charges answer "replayed"
@@ -41,10 +41,10 @@ type Interactions struct {
 	// onRefused is told about the charges a batch refused for a budget.
 	onRefused func(ctx context.Context, rs []BudgetRefusal) error
 	// replicas is how many replicas of a Redis master must hold a batch's
-	// charges before it goes on (budget.ApplyCharges).
+	// charges before it goes on (spend.ApplyCharges).
 	replicas int
 	// upgradedAt is when this Redis moved to the campaign keys
-	// (budget.Upgrade); legacyBeforeMs: marketplace id → its
+	// (spend.Upgrade); legacyBeforeMs: marketplace id → its
 	// legacyCutoffs (see legacyBefore).
 	upgradedAt     time.Time
 	legacyBeforeMs sync.Map
@@ -100,10 +100,10 @@ type InteractionsOptions struct {
 	OnRefused func(ctx context.Context, rs []BudgetRefusal) error
 	// Replicas is how many replicas of a Redis master must hold a batch's
 	// charges before the batch is stored and committed (WAIT: at most as
-	// many as the master has; budget.ApplyCharges).
+	// many as the master has; spend.ApplyCharges).
 	Replicas int
 	// UpgradedAt is when Redis moved from the marketplace keys of earlier
-	// builds to campaign keys (budget.Upgrade; zero: it never held them):
+	// builds to campaign keys (spend.Upgrade; zero: it never held them):
 	// charges of auctions before it also honour the earlier markers.
 	UpgradedAt time.Time
 }
@@ -211,7 +211,7 @@ func folded(d *Event) bool {
 
 // pendingCharge is a charge to apply and the row it belongs to.
 type pendingCharge struct {
-	budget.Charge
+	spend.Charge
 	row int
 }
 
@@ -245,7 +245,7 @@ func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRow
 // refused for a budget (now or before, for the same record); a charge
 // another record applied or was refused first unmarks its row.
 func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pending []pendingCharge) (*chargeRows, error) {
-	charges := make([]budget.Charge, len(pending))
+	charges := make([]spend.Charge, len(pending))
 	for i := range pending {
 		charges[i] = pending[i].Charge
 		before, err := p.legacyBefore(ctx, charges[i].MarketplaceID)
@@ -261,7 +261,7 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cctx, span := telemetry.StartSpan(cctx, tracerName, "charges apply")
 	start := time.Now()
-	outcomes, err := budget.ApplyCharges(cctx, p.rdb, charges, p.replicas)
+	outcomes, err := spend.ApplyCharges(cctx, p.rdb, charges, p.replicas)
 	cancel()
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
@@ -281,17 +281,17 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			outcome = "refused"
 		}
 		telemetry.Charges.WithLabelValues(rows.chargeType[i], outcome).Inc()
-		if o == budget.ChargeDuplicate {
-			rows.uncharge(i, NoChargeDuplicate)
-			telemetry.NotCharged.WithLabelValues(string(NoChargeDuplicate)).Inc()
+		if o == spend.ChargeDuplicate {
+			rows.uncharge(i, spend.NoChargeDuplicate)
+			telemetry.NotCharged.WithLabelValues(string(spend.NoChargeDuplicate)).Inc()
 			continue
 		}
 		if o.Refused() {
 			c := pending[k].Charge
-			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == budget.ChargeRefusedTotal,
+			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == spend.ChargeRefusedTotal,
 				Day: c.Day, DailyMicros: c.Limits.DailyMicros, TotalMicros: c.Limits.TotalMicros})
 		}
-		if why := refusal(o); why != Chargeable {
+		if why := spend.Refusal(o); why != spend.Chargeable {
 			// Stored as not charged, with a charges_raw row of amount 0 that
 			// says why (the vendor-charges list shows it on request).
 			rows.uncharge(i, why)
@@ -299,8 +299,8 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			ch.add(rows, i, false)
 			continue
 		}
-		ch.add(rows, i, o == budget.ChargeApplied)
-		if o == budget.ChargeApplied {
+		ch.add(rows, i, o == spend.ChargeApplied)
+		if o == spend.ChargeApplied {
 			telemetry.ChargedMicros.WithLabelValues(rows.chargeType[i]).Add(float64(rows.amount[i]))
 		}
 	}
@@ -347,7 +347,7 @@ type interactionRows struct {
 	inEventsRaw                                    []uint8
 	rbid, evEntType, evEntID, evExtVendor, evClick []string
 	obClick                                        []string
-	// Why a sponsored row is not charged (NoCharge; "" when charged or
+	// Why a sponsored row is not charged (spend.NoCharge; "" when charged or
 	// organic).
 	refused []string
 	// Not columns: sponsored rows whose campaign the view does not know
@@ -422,7 +422,7 @@ func (r *interactionRows) count() {
 
 // uncharge marks row i as not charged, for the reason why (its winner's
 // interaction was charged by another event, or a budget refused it).
-func (r *interactionRows) uncharge(i int, why NoCharge) {
+func (r *interactionRows) uncharge(i int, why spend.NoCharge) {
 	r.charged[i], r.amount[i], r.sub[i], r.refused[i] = 0, 0, 0, string(why)
 }
 
@@ -439,7 +439,7 @@ func localDay(t time.Time, loc *time.Location) time.Time {
 // add appends e's row. When e is chargeable it marks the row charged and
 // returns the charge to apply (the caller unmarks it if Redis answers
 // duplicate). It fails only when the marketplace is unknown.
-func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Charge, error) {
+func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Charge, error) {
 	e, mpID, partition, offset := &d.E, d.MP, d.Partition, d.Offset
 	m, ok := v.Marketplace(e.MarketplaceID)
 	if !ok {
@@ -462,22 +462,22 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*budget.Cha
 	r.addContext(e)
 
 	var claims *bidtoken.Claims
-	why := Chargeable // why a sponsored event is not charged
+	why := spend.Chargeable // why a sponsored event is not charged
 	switch {
 	case d.HasToken:
 		claims = &d.Token
 	case d.TokenErr != nil:
-		why = NoChargeBadToken
-		telemetry.NotCharged.WithLabelValues(string(NoChargeBadToken)).Inc()
+		why = spend.NoChargeBadToken
+		telemetry.NotCharged.WithLabelValues(string(spend.NoChargeBadToken)).Inc()
 		log.Error("interactions projector: resolvedBidId unreadable; stored as unattributed and not charged",
 			"marketplace", e.MarketplaceID, "event", e.ID, "partition", partition, "offset", offset, "err", d.TokenErr)
 	}
-	var limits budget.Limits
+	var limits spend.Limits
 	if claims == nil {
 		r.addOrganic(e, v)
 	} else {
 		camp, known := r.addSponsored(e, claims, v, occurred)
-		limits = budget.Limits{DailyMicros: camp.DailyBudgetMicros, TotalMicros: camp.TotalBudgetMicros}
+		limits = spend.Limits{DailyMicros: camp.DailyBudgetMicros, TotalMicros: camp.TotalBudgetMicros}
 		if !known && v.Campaign != nil {
 			r.uncapped++
 			r.uncappedCampaign = r.campaign[r.n-1]
@@ -510,33 +510,33 @@ func (r *interactionRows) addEvent(e *records.Event, sponsored bool) {
 // addCharge appends the charge columns of the row just added and returns
 // its charge, capped by limits, or nil when it is not chargeable (organic: c
 // is nil; bad says why an unreadable token's row is not).
-func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Location, limits budget.Limits, bad NoCharge) *budget.Charge {
+func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Location, limits spend.Limits, bad spend.NoCharge) *spend.Charge {
 	e := &d.E
 	why := bad
 	if c != nil {
-		why = chargeRule(e.Kind, e.OccurredAtMs, e.ReceivedAtMs, c)
+		why = spend.ChargeRule(e.Kind, e.OccurredAtMs, e.ReceivedAtMs, c)
 	}
-	if c == nil || why != Chargeable {
-		if why != Chargeable && why != bad {
+	if c == nil || why != spend.Chargeable {
+		if why != spend.Chargeable && why != bad {
 			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
 		}
 		r.charged, r.amount, r.sub = append(r.charged, 0), append(r.amount, 0), append(r.sub, 0)
 		r.refused = append(r.refused, string(why))
 		return nil
 	}
-	micros, sub := chargeAmount(c)
+	micros, sub := spend.ChargeAmount(c)
 	r.charged, r.amount, r.sub = append(r.charged, 1), append(r.amount, micros), append(r.sub, sub)
 	r.refused = append(r.refused, "")
-	return &budget.Charge{
+	return &spend.Charge{
 		MarketplaceID: e.MarketplaceID,
-		Key:           chargeKey(c, e.Kind),
-		Epoch:         markerEpoch(c),
+		Key:           spend.ChargeKey(c, e.Kind),
+		Epoch:         spend.MarkerEpoch(c),
 		Owner:         owner(d.Partition, d.Offset),
 		CampaignID:    r.campaign[r.n-1],
-		Day:           budget.DayOf(r.occurred[r.n-1], loc),
+		Day:           spend.DayOf(r.occurred[r.n-1], loc),
 		Micros:        micros,
 		Limits:        limits,
-		KeepUntil:     markerUntil(c, time.Now()),
+		KeepUntil:     spend.MarkerUntil(c, time.Now()),
 	}
 }
 

@@ -25,11 +25,11 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
@@ -93,14 +93,14 @@ func (s *chargeStack) views(loc *time.Location) projections.Views {
 // while the test runs.
 type budgets struct {
 	mu sync.Mutex
-	m  map[string]budget.Limits // campaign id → budgets
+	m  map[string]spend.Limits // campaign id → budgets
 }
 
-func (b *budgets) set(campaign string, l budget.Limits) {
+func (b *budgets) set(campaign string, l spend.Limits) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = map[string]budget.Limits{}
+		b.m = map[string]spend.Limits{}
 	}
 	b.m[campaign] = l
 }
@@ -246,7 +246,7 @@ func (s *chargeStack) int64(t testing.TB, q string, args ...any) int64 {
 // spend reads a campaign's spend in Redis: of one local day, and in total.
 func (s *chargeStack) spend(t testing.TB, campaign, day string) (int64, int64) {
 	t.Helper()
-	d, total, err := budget.ReadSpend(s.ctx, s.rdb, s.mp, campaign, day)
+	d, total, err := spend.ReadSpend(s.ctx, s.rdb, s.mp, campaign, day)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 	p := s.projector(t, s.conn, s.views(berlin), 100*time.Millisecond)
 	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, 12))
 
-	day := budget.DayOf(at, berlin)
+	day := spend.DayOf(at, berlin)
 	type totals struct {
 		interactions, charged, charges uint64
 		c1Day, c1Total, c2Day, c1CH    int64
@@ -484,8 +484,8 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	cpc, cpm := uuid.New(), uuid.New()
 	var bs budgets
-	bs.set(cpc.String(), budget.Limits{DailyMicros: 1_000_000})
-	bs.set(cpm.String(), budget.Limits{TotalMicros: 5_000})
+	bs.set(cpc.String(), spend.Limits{DailyMicros: 1_000_000})
+	bs.set(cpm.String(), spend.Limits{TotalMicros: 5_000})
 	const clickPrice, cpmPrice = 300_000, 2_345_678 // an impression: 2,345 micro-units and 678 thousandths
 	var evs []records.Event
 	for i := range 10 {
@@ -516,7 +516,7 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, int64(len(evs))))
 	s.onRefused = nil
 
-	day := budget.DayOf(now, time.UTC)
+	day := spend.DayOf(now, time.UTC)
 	rmu.Lock()
 	if len(reported) != 2 || reported[fmt.Sprintf("%s/false/%s/1000000/0", cpc, day)] == 0 ||
 		reported[fmt.Sprintf("%s/true/%s/0/5000", cpm, day)] == 0 {
@@ -560,8 +560,8 @@ func TestInteractionsBudgetCap(t *testing.T) {
 
 	// The budgets are raised; the group replays everything, plus a second
 	// click on the refused winner and a click on a new winner.
-	bs.set(cpc.String(), budget.Limits{DailyMicros: 10_000_000})
-	bs.set(cpm.String(), budget.Limits{TotalMicros: 1_000_000})
+	bs.set(cpc.String(), spend.Limits{DailyMicros: 10_000_000})
+	bs.set(cpm.String(), spend.Limits{TotalMicros: 1_000_000})
 	s.rewind(t, projections.EventsGroup, s.topics.Events)
 	s.produce(t,
 		records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-again", OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(),
@@ -630,7 +630,7 @@ func TestInteractionsLateDuplicate(t *testing.T) {
 	if n := s.uint64(t, "SELECT count() FROM interactions WHERE charged = 1"); n != 1 || s.uint64(t, "SELECT count() FROM interactions") != 1 {
 		t.Errorf("the view shows %d charged of %d rows, want 1 of 1", n, s.uint64(t, "SELECT count() FROM interactions"))
 	}
-	if d, total := s.spend(t, camp.String(), budget.DayOf(now, time.UTC)); d != 40_000 || total != 40_000 || s.uint64(t, "SELECT count() FROM charges") != 1 {
+	if d, total := s.spend(t, camp.String(), spend.DayOf(now, time.UTC)); d != 40_000 || total != 40_000 || s.uint64(t, "SELECT count() FROM charges") != 1 {
 		t.Errorf("spend %d/%d, %d charges", d, total, s.uint64(t, "SELECT count() FROM charges"))
 	}
 }
@@ -650,7 +650,7 @@ func TestInteractionsLegacyMarkers(t *testing.T) {
 	now := time.Now().UTC()
 	camp := uuid.New()
 	// The string keys ended 3 hours ago (the marketplace's first charge in
-	// hashes), the marketplace's hashes 90 minutes ago (budget.Upgrade).
+	// hashes), the marketplace's hashes 90 minutes ago (spend.Upgrade).
 	since := now.Add(-3 * time.Hour)
 	if err := s.rdb.Set(s.ctx, "ec:cm:{"+s.mp+"}:since", since.UnixMilli(), 0).Err(); err != nil {
 		t.Fatal(err)
@@ -714,7 +714,7 @@ func TestInteractionsLegacyMarkers(t *testing.T) {
 	if got, want := strings.Join(charged, ","), "c-2,c-3,c-5,c-6"; got != want {
 		t.Errorf("charged %s, want %s (c-1's and c-4's winners were charged by the old builds)", got, want)
 	}
-	if _, total := s.spend(t, camp.String(), budget.DayOf(now, time.UTC)); total != 160_000 {
+	if _, total := s.spend(t, camp.String(), spend.DayOf(now, time.UTC)); total != 160_000 {
 		t.Errorf("spend %d, want 160000", total)
 	}
 }
@@ -773,7 +773,7 @@ func TestInteractionsCrashMidBatch(t *testing.T) {
 			OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i%17), ResolvedBidID: tok})
 	}
 	s.produce(t, evs...)
-	day := budget.DayOf(now, time.UTC)
+	day := spend.DayOf(now, time.UTC)
 
 	p := s.projector(t, failingConn{Conn: s.conn, table: "charges_raw"}, s.views(time.UTC), 100*time.Millisecond)
 	s.run(t, p, 30*time.Second, func() error {
@@ -819,8 +819,8 @@ type overspendCase struct {
 
 // TestOverspend measures how many ads a campaign is served past its daily
 // budget when every ad it wins is clicked, and checks that none of them is
-// charged: an "auction" loop serves the campaign while budget.Check passes
-// on the spend read through a real budget.Cache (as the auction's budget
+// charged: an "auction" loop serves the campaign while spend.Check passes
+// on the spend read through a real spend.Cache (as the auction's budget
 // gate does), each served ad is clicked later, and the clicks go through
 // Kafka and the interactions projector into Redis. The projector's view has
 // the campaign's budget: spend stops exactly at it, and the clicks on the
@@ -856,9 +856,9 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 	offset := (23*time.Hour + 5*time.Minute - sinceMidnight + 24*time.Hour) % (24 * time.Hour)
 	loc := time.FixedZone("test", int(offset/time.Second))
 	camp := uuid.New().String()
-	limits := budget.Limits{DailyMicros: tc.dailyBudget}
+	limits := spend.Limits{DailyMicros: tc.dailyBudget}
 
-	cache := budget.NewCache(s.rdb, budget.Options{Refresh: tc.refresh})
+	cache := spend.NewCache(s.rdb, spend.Options{Refresh: tc.refresh})
 	cache.Register(s.mp, loc)
 	if err := cache.RefreshNow(s.ctx); err != nil {
 		t.Fatal(err)
@@ -887,7 +887,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 	wctx, stopWatch := context.WithCancel(s.ctx)
 	go func() {
 		for wctx.Err() == nil {
-			if d, _, _ := budget.ReadSpend(wctx, s.rdb, s.mp, camp, budget.DayOf(time.Now(), loc)); d >= tc.dailyBudget {
+			if d, _, _ := spend.ReadSpend(wctx, s.rdb, s.mp, camp, spend.DayOf(time.Now(), loc)); d >= tc.dailyBudget {
 				crossMu.Lock()
 				crossed = time.Now()
 				crossMu.Unlock()
@@ -913,7 +913,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 		<-tick.C
 		at := time.Now()
 		d, tot := cache.Spend(s.mp, loc, camp, at)
-		if budget.Check(limits, d, tot, at, loc) != budget.OK {
+		if spend.Check(limits, d, tot, at, loc) != spend.OK {
 			if firstStop.IsZero() {
 				firstStop = at
 			}
@@ -949,7 +949,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 	testenv.Eventually(t, 30*time.Second, s.committedIs(projections.EventsGroup, produced))
 	stopWatch()
 
-	day, total := s.spend(t, camp, budget.DayOf(time.Now(), loc))
+	day, total := s.spend(t, camp, spend.DayOf(time.Now(), loc))
 	charged := s.uint64(t, "SELECT count() FROM charges WHERE marketplace_id = ? AND campaign_id = ?", s.mp, camp)
 	refused := s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND campaign_id = ? AND refused_reason = 'daily_budget'", s.mp, camp)
 	if day != total || day != int64(charged)*tc.price || s.chargedSum(t, camp) != day {
@@ -1227,8 +1227,8 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		return n
 	}
 	charges := func() uint64 { return count("SELECT count() FROM charges WHERE marketplace_id = ?") }
-	spend := func() int64 {
-		_, n, _ := budget.ReadSpend(ctx, a.Redis, m.ID, camp.ID, budget.DayOf(time.Now(), m.Location()))
+	totalSpent := func() int64 {
+		_, n, _ := spend.ReadSpend(ctx, a.Redis, m.ID, camp.ID, spend.DayOf(time.Now(), m.Location()))
 		return n
 	}
 
@@ -1270,7 +1270,7 @@ func TestChargesThroughTheAPI(t *testing.T) {
 			return nil
 		})
 		latencies = append(latencies, time.Since(start))
-		if spentAt.IsZero() && spend() >= budgetMicros {
+		if spentAt.IsZero() && totalSpent() >= budgetMicros {
 			spentAt = time.Now()
 		}
 		if clicks == 1 {
@@ -1287,9 +1287,9 @@ func TestChargesThroughTheAPI(t *testing.T) {
 	}
 	slices.Sort(latencies)
 	t.Logf("%d clicks at %d micro-units, %d of them served after the spend in Redis had reached the budget (the last %s after); spend %d (budget %d); "+
-		"click accepted → charge visible: median %s, max %s", clicks, price, overBudget, servedAfter.Round(time.Millisecond), spend(), budgetMicros,
+		"click accepted → charge visible: median %s, max %s", clicks, price, overBudget, servedAfter.Round(time.Millisecond), totalSpent(), budgetMicros,
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
-	if got := spend(); got != budgetMicros || price != 20_000 {
+	if got := totalSpent(); got != budgetMicros || price != 20_000 {
 		t.Errorf("spend %d at %d a click, want exactly the budget, %d", got, price, budgetMicros)
 	}
 	if n := count("SELECT count() FROM interactions WHERE marketplace_id = ? AND charged = 0 AND refused_reason = 'total_budget'"); n != uint64(clicks-5) {
@@ -1304,9 +1304,9 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		t.Errorf("%d ads served with the budget already spent, the last %s after the spend reached it (limit %s)",
 			overBudget, servedAfter.Round(time.Millisecond), limit)
 	}
-	day, _, _ := budget.ReadSpend(ctx, a.Redis, m.ID, camp.ID, budget.DayOf(time.Now(), m.Location()))
-	if day != spend() {
-		t.Errorf("day spend %d, total %d", day, spend())
+	day, _, _ := spend.ReadSpend(ctx, a.Redis, m.ID, camp.ID, spend.DayOf(time.Now(), m.Location()))
+	if day != totalSpent() {
+		t.Errorf("day spend %d, total %d", day, totalSpent())
 	}
 
 	var campaign, product, vendor, extVendor, global, currency, vendorName, campName, device string

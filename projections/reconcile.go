@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
 )
@@ -27,8 +27,8 @@ type SpendDiff struct {
 }
 
 // ReconcileSpend compares the spend of marketplace mp's campaigns in Redis
-// (budget.SpendKey: the total, and the days whose fields Redis keeps,
-// budget.DayFieldsKept) with what the view `charges` says was charged (the
+// (spend.SpendKey: the total, and the days whose fields Redis keeps,
+// spend.DayFieldsKept) with what the view `charges` says was charged (the
 // source of truth: docs/charges.md, Operations), and returns the counters
 // that differ, by campaign and day. The campaigns are those with charges
 // and those with a spend hash in Redis (found with SCAN, on every master
@@ -40,7 +40,7 @@ type SpendDiff struct {
 // only with the projectors stopped (or the fold caught up and no event
 // coming in), or it would take back spend the next insert records.
 func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.UniversalClient, mp string, now time.Time, fix bool) ([]SpendDiff, error) {
-	oldest := budget.DayOf(now.Add(-budget.DayFieldsKept), time.UTC)
+	oldest := spend.DayOf(now.Add(-spend.DayFieldsKept), time.UTC)
 	type counters struct {
 		total int64
 		days  map[string]int64
@@ -95,7 +95,7 @@ func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, camp := range ids {
-		cmds[i] = pipe.HGetAll(ctx, budget.SpendKey(mp, camp))
+		cmds[i] = pipe.HGetAll(ctx, spend.SpendKey(mp, camp))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile spend: read the spend hashes: %w", err)
@@ -106,10 +106,10 @@ func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 		for f, v := range cmds[i].Val() {
 			n, err := strconv.ParseInt(v, 10, 64)
 			switch day, isDay := strings.CutPrefix(f, "d:"); {
-			case f == budget.TotalField && err == nil:
+			case f == spend.TotalField && err == nil:
 				have.total = n
-			case f == budget.TotalField:
-				return nil, fmt.Errorf("reconcile spend: %s field %s holds %q, not an integer", budget.SpendKey(mp, camp), f, v)
+			case f == spend.TotalField:
+				return nil, fmt.Errorf("reconcile spend: %s field %s holds %q, not an integer", spend.SpendKey(mp, camp), f, v)
 			case isDay && day >= oldest && err == nil:
 				have.days[day] = n
 			}
@@ -141,11 +141,11 @@ func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 	}
 	pipe = rdb.Pipeline()
 	for _, d := range diffs {
-		f := budget.TotalField
+		f := spend.TotalField
 		if d.Day != "" {
-			f = budget.DayField(d.Day)
+			f = spend.DayField(d.Day)
 		}
-		pipe.HSet(ctx, budget.SpendKey(mp, d.CampaignID), f, d.Charges)
+		pipe.HSet(ctx, spend.SpendKey(mp, d.CampaignID), f, d.Charges)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return diffs, fmt.Errorf("reconcile spend: set the spend: %w", err)

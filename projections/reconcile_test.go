@@ -8,9 +8,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/spend"
 )
 
 // TestReconcileSpend: after the fold charged clicks of two campaigns, Redis
@@ -22,7 +22,7 @@ import (
 func TestReconcileSpend(t *testing.T) {
 	s := newChargeStack(t)
 	now := time.Now().UTC()
-	today := budget.DayOf(now, time.UTC)
+	today := spend.DayOf(now, time.UTC)
 	a, b := uuid.New(), uuid.New()
 	var evs []records.Event
 	for i, camp := range []uuid.UUID{a, a, b} {
@@ -43,17 +43,17 @@ func TestReconcileSpend(t *testing.T) {
 		t.Fatalf("after the fold: %+v, want no difference", d)
 	}
 	// Campaign a's second charge lost, b's charged twice, c never charged.
-	if err := s.rdb.HIncrBy(s.ctx, budget.SpendKey(s.mp, a.String()), budget.TotalField, -30_000).Err(); err != nil {
+	if err := s.rdb.HIncrBy(s.ctx, spend.SpendKey(s.mp, a.String()), spend.TotalField, -30_000).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.rdb.HIncrBy(s.ctx, budget.SpendKey(s.mp, a.String()), budget.DayField(today), -30_000).Err(); err != nil {
+	if err := s.rdb.HIncrBy(s.ctx, spend.SpendKey(s.mp, a.String()), spend.DayField(today), -30_000).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := budget.AddSpend(s.ctx, s.rdb, s.mp, b.String(), today, 30_000); err != nil {
+	if err := spend.AddSpend(s.ctx, s.rdb, s.mp, b.String(), today, 30_000); err != nil {
 		t.Fatal(err)
 	}
 	c := uuid.NewString()
-	if err := budget.AddSpend(s.ctx, s.rdb, s.mp, c, today, 5); err != nil {
+	if err := spend.AddSpend(s.ctx, s.rdb, s.mp, c, today, 5); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]projections.SpendDiff{

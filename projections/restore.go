@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -94,7 +94,7 @@ func RestoreClaims(ctx context.Context, ch clickhouse.Conn, cl *kgo.Client, topi
 // spend (ReconcileSpend sets it). replicas is what the charge script waits
 // for (ENDCAP_REDIS_WAIT_REPLICAS). It returns how many markers it set.
 func RestoreMarkers(ctx context.Context, ch clickhouse.Conn, rdb redis.UniversalClient, replicas int, now time.Time) (int, error) {
-	since := now.Add(-ChargeWindow - ChargeMarkerMargin - time.Hour)
+	since := now.Add(-spend.ChargeWindow - spend.ChargeMarkerMargin - time.Hour)
 	rows, err := ch.Query(ctx, `SELECT toString(marketplace_id), campaign_id, toString(auction_id), rank, toString(kind),
 		toInt64(toUnixTimestamp(auction_at)), toString(day_local)
 		FROM charges_raw FINAL WHERE auction_at >= ?`, since.UTC().Truncate(time.Second))
@@ -102,13 +102,13 @@ func RestoreMarkers(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 		return 0, fmt.Errorf("restore markers: read the charges: %w", err)
 	}
 	defer rows.Close()
-	var batch []budget.Charge
+	var batch []spend.Charge
 	n := 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if _, err := budget.ApplyCharges(ctx, rdb, batch, replicas); err != nil {
+		if _, err := spend.ApplyCharges(ctx, rdb, batch, replicas); err != nil {
 			return fmt.Errorf("restore markers: %w", err)
 		}
 		n += len(batch)
@@ -131,8 +131,8 @@ func RestoreMarkers(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 		if kind == "click" {
 			k = records.KindClick
 		}
-		batch = append(batch, budget.Charge{MarketplaceID: mp, Key: chargeKey(&c, k), Epoch: markerEpoch(&c), Owner: RestoredChargeOwner,
-			CampaignID: camp, Day: day, KeepUntil: markerUntil(&c, now)})
+		batch = append(batch, spend.Charge{MarketplaceID: mp, Key: spend.ChargeKey(&c, k), Epoch: spend.MarkerEpoch(&c), Owner: RestoredChargeOwner,
+			CampaignID: camp, Day: day, KeepUntil: spend.MarkerUntil(&c, now)})
 		if len(batch) == 5_000 {
 			if err := flush(); err != nil {
 				return n, err

@@ -10,11 +10,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/spend"
 )
 
 // --- campaigns ---
@@ -186,9 +186,9 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 	d.Bids = bids
 	loc := v.Marketplace.Location()
 	now := c.o.Now()
-	d.Day = budget.DayOf(now, loc)
+	d.Day = spend.DayOf(now, loc)
 	if d.Row.SpendOK {
-		d.Pacing = campaigns.Pacing(cp, now, loc, budget.Spent{Day: d.Row.Today, Total: d.Row.Total})
+		d.Pacing = campaigns.Pacing(cp, now, loc, spend.Spent{Day: d.Row.Today, Total: d.Row.Total})
 	}
 	c.pacingChart(ctx, &d, now, loc)
 	c.render(ctx, http.StatusOK, "campaign", cp.Name, d)
@@ -199,14 +199,14 @@ const pacingStep = 5 * time.Minute
 
 // pacingChart draws the campaign's cumulative spend through the local day
 // holding now (from the charges in ClickHouse) against the daily budget's
-// even spread (budget.Even) and the pacing limit the auction applies
-// (budget.Allowed).
+// even spread (spend.Even) and the pacing limit the auction applies
+// (spend.Allowed).
 func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, loc *time.Location) {
 	if c.o.Performance == nil {
 		d.ChartErr = "The spend over the day is not read by this process."
 		return
 	}
-	from, to := budget.DayBounds(now, loc)
+	from, to := spend.DayBounds(now, loc)
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 3*time.Second)
 	defer cancel()
 	steps, err := c.o.Performance.SpendSteps(rctx, viewerOf(ctx).Marketplace.ID, d.C.ID, from, to, pacingStep)
@@ -243,7 +243,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 		}
 		var e, a int64
 		if daily > 0 {
-			e, a = budget.Even(daily, at, loc), budget.Allowed(daily, at, loc)
+			e, a = spend.Even(daily, at, loc), spend.Allowed(daily, at, loc)
 			if i == n-1 {
 				e, a = daily, daily // the day's end: its whole budget
 			}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -47,8 +47,8 @@ func TestCampaignList(t *testing.T) {
 	for i := range 55 { // more than a page
 		create("v-1", "Filler "+string(rune('a'+i/26))+string(rune('a'+i%26)))
 	}
-	day := budget.DayOf(time.Now(), s.mp.Location())
-	if err := budget.AddSpend(ctx, s.a.Redis, s.mp.ID, alpha.ID, day, 2_500_000); err != nil {
+	day := spend.DayOf(time.Now(), s.mp.Location())
+	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, alpha.ID, day, 2_500_000); err != nil {
 		t.Fatal(err)
 	}
 	admin := s.client(t)
@@ -132,7 +132,7 @@ func TestCampaignList(t *testing.T) {
 	}
 
 	// Spend that cannot be read: the list and the campaign's page say so.
-	if err := s.a.Redis.HSet(ctx, budget.SpendKey(s.mp.ID, gamma.ID), budget.DayField(day), "not a number").Err(); err != nil {
+	if err := s.a.Redis.HSet(ctx, spend.SpendKey(s.mp.ID, gamma.ID), spend.DayField(day), "not a number").Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/console/campaigns?vendor_id=v-2", "/console/campaigns/" + gamma.ID} {
@@ -141,7 +141,7 @@ func TestCampaignList(t *testing.T) {
 			t.Fatalf("%s with unreadable spend: %d", path, r.status)
 		}
 	}
-	if err := s.a.Redis.HDel(ctx, budget.SpendKey(s.mp.ID, gamma.ID), budget.DayField(day)).Err(); err != nil {
+	if err := s.a.Redis.HDel(ctx, spend.SpendKey(s.mp.ID, gamma.ID), spend.DayField(day)).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -177,7 +177,7 @@ func TestCampaignPacing(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	loc := s.mp.Location()
-	if err := budget.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, budget.DayOf(now, loc), 1_500_000); err != nil {
+	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, spend.DayOf(now, loc), 1_500_000); err != nil {
 		t.Fatal(err)
 	}
 	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -223,7 +223,7 @@ func TestCampaignPacing(t *testing.T) {
 		t.Fatalf("chart data: %v %s", err, m[1])
 	}
 	ch := charts[0]
-	from, to := budget.DayBounds(now, loc)
+	from, to := spend.DayBounds(now, loc)
 	if ch.TZ != "Europe/Paris" || len(ch.X) < 2 || ch.X[0] != from.Unix() || ch.X[len(ch.X)-1] != to.Unix() || len(ch.Series) != 3 {
 		t.Fatalf("chart: tz %q, x %d..%d (want %d..%d), %d series", ch.TZ, ch.X[0], ch.X[len(ch.X)-1], from.Unix(), to.Unix(), len(ch.Series))
 	}

@@ -6,8 +6,8 @@ func TestInclusive(t *testing.T) {
 	ann := []byte(`--------------------------------------------------------------------------------
 868,350,858 (100.0%)  PROGRAM TOTALS
  38,945,281 ( 4.48%)  auction/engine.go:github.com/endcap/endcap/auction.(*auctionEnv).budgetAllows [/tmp/auction.test]
- 24,559,854 ( 2.83%)  /work/auction/budget/cache.go:github.com/endcap/endcap/auction/budget.(*Cache).Spend
- 16,347,868 ( 1.88%)  auction/budget/cache.go:github.com/endcap/endcap/auction/budget.(*Cache).Spend [/tmp/auction.test]
+ 24,559,854 ( 2.83%)  /work/spend/cache.go:github.com/endcap/endcap/spend.(*Cache).Spend
+ 16,347,868 ( 1.88%)  spend/cache.go:github.com/endcap/endcap/spend.(*Cache).Spend [/tmp/auction.test]
  97,588 ( 0.01%)  		return a.budgetAllows(ce)
 `)
 	for _, tc := range []struct {
@@ -16,8 +16,8 @@ func TestInclusive(t *testing.T) {
 		ok   bool
 	}{
 		{"github.com/endcap/endcap/auction.(*auctionEnv).budgetAllows", 38945281, true},
-		{"github.com/endcap/endcap/auction/budget.(*Cache).Spend", 24559854, true},
-		{"github.com/endcap/endcap/auction/budget.(*Cache).RefreshNow", 0, false},
+		{"github.com/endcap/endcap/spend.(*Cache).Spend", 24559854, true},
+		{"github.com/endcap/endcap/spend.(*Cache).RefreshNow", 0, false},
 	} {
 		if got, ok := inclusive(ann, tc.fn); got != tc.want || ok != tc.ok {
 			t.Errorf("inclusive(%s) = %d, %v; want %d, %v", tc.fn, got, ok, tc.want, tc.ok)

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/management/entityref"
+	"github.com/endcap/endcap/spend"
 )
 
 // Whether a campaign takes part in auctions, and why not, at read time:
 // its status, its bids (Eligibility, the one rule of what a bid may take
-// part with) and its spend as the budget cap counts it (auction/budget,
-// Redis), read with the budget rule the auction applies (budget.Check).
+// part with) and its spend as the budget cap counts it (spend,
+// Redis), read with the budget rule the auction applies (spend.Check).
 // docs/campaigns.md, Delivery.
 
 // Status reasons: why a campaign does or does not take part in auctions
@@ -57,11 +57,11 @@ const (
 
 // StatusReason is why campaign c does or does not take part in auctions at
 // now: its status when that is not running; else what its bids allow; else
-// what its budgets allow (budget.Check on spend sp, the marketplace's local
+// what its budgets allow (spend.Check on spend sp, the marketplace's local
 // day in loc); else serving. sp nil means the spend could not be read: the
 // budget reasons cannot be decided, and a campaign that would otherwise
 // serve is spend_unavailable.
-func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, sp *budget.Spent) string {
+func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, sp *spend.Spent) string {
 	switch Status(c, now) {
 	case StatusArchived:
 		return ReasonArchived
@@ -83,38 +83,38 @@ func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, 
 	if sp == nil {
 		return ReasonSpendUnavailable
 	}
-	switch budget.Check(limits(c), sp.EffectiveDay(), sp.EffectiveTotal(), now, loc) {
-	case budget.TotalExhausted:
+	switch spend.Check(limits(c), sp.EffectiveDay(), sp.EffectiveTotal(), now, loc) {
+	case spend.TotalExhausted:
 		return ReasonOutOfBudget
-	case budget.DailyExhausted:
+	case spend.DailyExhausted:
 		return ReasonOutOfDailyBudget
-	case budget.Paced:
+	case spend.Paced:
 		return ReasonPaced
 	}
 	return ReasonServing
 }
 
-func limits(c Campaign) budget.Limits {
-	return budget.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}
+func limits(c Campaign) spend.Limits {
+	return spend.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}
 }
 
 // Pacing is the pacing state of c's daily budget at now for spend sp (the
-// budget rule's pacing step, budget.Check, on the daily budget alone).
-func Pacing(c Campaign, now time.Time, loc *time.Location, sp budget.Spent) string {
+// budget rule's pacing step, spend.Check, on the daily budget alone).
+func Pacing(c Campaign, now time.Time, loc *time.Location, sp spend.Spent) string {
 	if c.DailyBudgetMicros == 0 {
 		return PacingNoDailyBudget
 	}
-	switch budget.Check(budget.Limits{DailyMicros: c.DailyBudgetMicros}, sp.EffectiveDay(), 0, now, loc) {
-	case budget.DailyExhausted:
+	switch spend.Check(spend.Limits{DailyMicros: c.DailyBudgetMicros}, sp.EffectiveDay(), 0, now, loc) {
+	case spend.DailyExhausted:
 		return PacingDailyBudgetSpent
-	case budget.Paced:
+	case spend.Paced:
 		return PacingAheadOfPace
 	}
 	return PacingOnPace
 }
 
 // SpendJSON is a campaign's spend on the wire. Day is the marketplace's
-// local day Today counts (budget.DayOf); every other field is null when
+// local day Today counts (spend.DayOf); every other field is null when
 // Available is false (the spend could not be read). The remaining budgets
 // are null when the campaign has no such budget.
 type SpendJSON struct {
@@ -128,7 +128,7 @@ type SpendJSON struct {
 }
 
 // spendJSON renders c's spend sp (nil: not read) of local day day.
-func spendJSON(c Campaign, day string, now time.Time, loc *time.Location, sp *budget.Spent) *SpendJSON {
+func spendJSON(c Campaign, day string, now time.Time, loc *time.Location, sp *spend.Spent) *SpendJSON {
 	out := &SpendJSON{Day: day}
 	if sp == nil {
 		return out
@@ -148,10 +148,10 @@ func spendJSON(c Campaign, day string, now time.Time, loc *time.Location, sp *bu
 	return out
 }
 
-// SpendReader reads campaigns' spend (budget.Reader: one round trip, within
+// SpendReader reads campaigns' spend (spend.Reader: one round trip, within
 // a deadline).
 type SpendReader interface {
-	ReadSpend(ctx context.Context, mp, day string, ids []string) ([]budget.Spent, error)
+	ReadSpend(ctx context.Context, mp, day string, ids []string) ([]spend.Spent, error)
 }
 
 // UseSpend makes the views read spend with r (call before serving; without
@@ -166,8 +166,8 @@ var errNoSpendReader = errors.New("campaigns: no spend reader")
 // with its spend unavailable (the reader logs why).
 func (s *Service) View(ctx context.Context, mp string, loc *time.Location, cs ...Campaign) []CampaignJSON {
 	now := s.now()
-	day := budget.DayOf(now, loc)
-	var spent []budget.Spent
+	day := spend.DayOf(now, loc)
+	var spent []spend.Spent
 	err := errNoSpendReader
 	if s.spend != nil && len(cs) > 0 {
 		ids := make([]string, len(cs))
@@ -181,7 +181,7 @@ func (s *Service) View(ctx context.Context, mp string, loc *time.Location, cs ..
 	}
 	out := make([]CampaignJSON, len(cs))
 	for i, c := range cs {
-		var sp *budget.Spent
+		var sp *spend.Spent
 		if err == nil {
 			sp = &spent[i]
 		}

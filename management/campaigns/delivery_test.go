@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/management/entityref"
+	"github.com/endcap/endcap/spend"
 )
 
 func mustLoc(t *testing.T, name string) *time.Location {
@@ -26,7 +26,7 @@ func mustLoc(t *testing.T, name string) *time.Location {
 }
 
 // TestStatusReason: the first reason that applies, in the documented
-// order: status, bids, budgets (as budget.Check reads them, refusal hints
+// order: status, bids, budgets (as spend.Check reads them, refusal hints
 // included), pacing, else serving; unknown spend decides no budget reason.
 func TestStatusReason(t *testing.T) {
 	berlin := mustLoc(t, "Europe/Berlin")
@@ -35,12 +35,12 @@ func TestStatusReason(t *testing.T) {
 	before, after := now.Add(-time.Hour), now.Add(time.Hour)
 	running := Campaign{ID: "c", Type: TypeListings, Active: true, StartDate: before, DailyBudgetMicros: 48_000_000, TotalBudgetMicros: 100_000_000}
 	with := func(f func(*Campaign)) Campaign { c := running; f(&c); return c }
-	spent := func(day, total int64) *budget.Spent { return &budget.Spent{Day: day, Total: total} }
+	spent := func(day, total int64) *spend.Spent { return &spend.Spent{Day: day, Total: total} }
 	cases := []struct {
 		name string
 		c    Campaign
 		bids BidState
-		sp   *budget.Spent
+		sp   *spend.Spent
 		want string
 	}{
 		{"serving", running, BidsLive, spent(0, 0), ReasonServing},
@@ -49,8 +49,8 @@ func TestStatusReason(t *testing.T) {
 		{"daily budget spent", running, BidsLive, spent(48_000_000, 50_000_000), ReasonOutOfDailyBudget},
 		{"total budget spent", running, BidsLive, spent(1, 100_000_000), ReasonOutOfBudget},
 		{"total before daily", running, BidsLive, spent(48_000_000, 100_000_000), ReasonOutOfBudget},
-		{"a daily refusal hint stops it below the budget", running, BidsLive, &budget.Spent{Day: 47_000_000, DayHint: 48_500_000, Total: 50_000_000}, ReasonOutOfDailyBudget},
-		{"a total refusal hint stops it below the budget", running, BidsLive, &budget.Spent{Total: 99_000_000, TotalHint: 100_400_000}, ReasonOutOfBudget},
+		{"a daily refusal hint stops it below the budget", running, BidsLive, &spend.Spent{Day: 47_000_000, DayHint: 48_500_000, Total: 50_000_000}, ReasonOutOfDailyBudget},
+		{"a total refusal hint stops it below the budget", running, BidsLive, &spend.Spent{Total: 99_000_000, TotalHint: 100_400_000}, ReasonOutOfBudget},
 		{"no daily budget: never paced", with(func(c *Campaign) { c.DailyBudgetMicros = 0 }), BidsLive, spent(99_000_000, 99_000_000), ReasonServing},
 		{"no total budget", with(func(c *Campaign) { c.TotalBudgetMicros = 0 }), BidsLive, spent(1, math.MaxInt64), ReasonServing},
 		{"spend unknown", running, BidsLive, nil, ReasonSpendUnavailable},
@@ -99,22 +99,22 @@ func TestPacing(t *testing.T) {
 	cases := []struct {
 		c    Campaign
 		now  time.Time
-		sp   budget.Spent
+		sp   spend.Spent
 		want string
 	}{
-		{Campaign{TotalBudgetMicros: 5}, at("2024-05-10T07:30:00Z"), budget.Spent{Day: 99}, PacingNoDailyBudget},
-		{daily, at("2024-05-10T07:30:00Z"), budget.Spent{}, PacingOnPace},
-		{daily, at("2024-05-10T07:30:00Z"), budget.Spent{Day: 20_999_999}, PacingOnPace},
-		{daily, at("2024-05-10T07:30:00Z"), budget.Spent{Day: 21_000_000}, PacingAheadOfPace},
-		{daily, at("2024-05-10T07:30:00Z"), budget.Spent{Day: 1, DayHint: 21_000_000}, PacingAheadOfPace},
-		{daily, at("2024-05-10T07:30:00Z"), budget.Spent{Day: 48_000_000}, PacingDailyBudgetSpent},
+		{Campaign{TotalBudgetMicros: 5}, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 99}, PacingNoDailyBudget},
+		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{}, PacingOnPace},
+		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 20_999_999}, PacingOnPace},
+		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 21_000_000}, PacingAheadOfPace},
+		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 1, DayHint: 21_000_000}, PacingAheadOfPace},
+		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 48_000_000}, PacingDailyBudgetSpent},
 		// The day that clocks go forward: 82,800 s (docs/budgets.md).
-		{daily, at("2024-03-31T07:30:00Z"), budget.Spent{Day: 19_826_086}, PacingAheadOfPace},
-		{daily, at("2024-03-31T07:30:00Z"), budget.Spent{Day: 19_826_085}, PacingOnPace},
+		{daily, at("2024-03-31T07:30:00Z"), spend.Spent{Day: 19_826_086}, PacingAheadOfPace},
+		{daily, at("2024-03-31T07:30:00Z"), spend.Spent{Day: 19_826_085}, PacingOnPace},
 		// The last hour of the day allows the whole budget.
-		{daily, at("2024-05-10T21:00:00Z"), budget.Spent{Day: 47_999_999}, PacingOnPace},
+		{daily, at("2024-05-10T21:00:00Z"), spend.Spent{Day: 47_999_999}, PacingOnPace},
 		// A budget of 10 µ a day is paced at midnight with nothing spent.
-		{Campaign{DailyBudgetMicros: 10}, at("2024-05-09T22:00:00Z"), budget.Spent{}, PacingAheadOfPace},
+		{Campaign{DailyBudgetMicros: 10}, at("2024-05-09T22:00:00Z"), spend.Spent{}, PacingAheadOfPace},
 	}
 	for i, tc := range cases {
 		if got := Pacing(tc.c, tc.now, berlin, tc.sp); got != tc.want {
@@ -126,13 +126,13 @@ func TestPacing(t *testing.T) {
 // fakeSpend answers spend from a map and records its calls.
 type fakeSpend struct {
 	mu    sync.Mutex
-	spent map[string]budget.Spent
+	spent map[string]spend.Spent
 	err   error
 	calls [][]string // ids of each call
 	days  []string
 }
 
-func (f *fakeSpend) ReadSpend(_ context.Context, mp, day string, ids []string) ([]budget.Spent, error) {
+func (f *fakeSpend) ReadSpend(_ context.Context, mp, day string, ids []string) ([]spend.Spent, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, slices.Clone(ids))
@@ -140,7 +140,7 @@ func (f *fakeSpend) ReadSpend(_ context.Context, mp, day string, ids []string) (
 	if f.err != nil {
 		return nil, f.err
 	}
-	out := make([]budget.Spent, len(ids))
+	out := make([]spend.Spent, len(ids))
 	for i, id := range ids {
 		out[i] = f.spent[mp+"/"+id]
 	}
@@ -172,7 +172,7 @@ func TestView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sp := &fakeSpend{spent: map[string]budget.Spent{
+	sp := &fakeSpend{spent: map[string]spend.Spent{
 		// 2.5 by 01:00 is ahead of the pace (10 × 2 h / 24 h = 0.83).
 		mpA + "/" + c1.ID: {Day: 2_500_000, Total: 100_000_000},
 		mpA + "/" + c2.ID: {Day: 12_000_000, Total: 40_000_000}, // over the budget (set by hand): remaining 0

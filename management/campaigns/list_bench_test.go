@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -58,7 +58,7 @@ func BenchmarkListAll(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("%d campaigns imported in %s", n, time.Since(began).Round(time.Millisecond))
-	s.UseSpend(&fakeSpend{spent: map[string]budget.Spent{}})
+	s.UseSpend(&fakeSpend{spent: map[string]spend.Spent{}})
 	loc, _ := time.LoadLocation("Europe/Berlin")
 
 	for _, q := range []string{

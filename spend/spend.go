@@ -1,12 +1,4 @@
-// Package budget keeps campaign spend and decides whether a campaign may still
-// take part in an auction.
-//
-// Spend lives in Redis, one hash per campaign (see docs/budgets.md for the
-// key layout): the charging pipeline adds to it with ApplyCharges, and every
-// auction process keeps an in-memory copy in a Cache, refreshed about once
-// a second, so that the auction reads spend without a Redis round trip. Check applies the budget
-// rule (total, daily, pacing) to what the Cache returns.
-package budget
+package spend
 
 import (
 	"context"
