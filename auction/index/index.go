@@ -135,17 +135,13 @@ func newMarket() *Market {
 // bids on a product the catalog does not have (not Known).
 //
 // A million products are a million entries in memory in every API process,
-// so an entry is small (96 bytes, out of chunks of productChunk): its
+// so an entry is small (88 bytes, out of chunks of productChunk): its
 // vendors and categories share one array of pointers (a *Vendor and a Cat
 // are both one pointer), inline when they are at most len(refs) together
 // (nearly all products), else one allocation of their own that refs[0]
-// points to. The id is not inline: the table checks an id by a second
-// 64-bit hash held here (h2; with the slot's hash, 128 bits, as the state
-// log keys its versions), so that a lookup reads the entry's first cache
-// line only.
+// points to. Its id is in the market's arena (idArena).
 type Product struct {
 	ID           string
-	h2           uint64
 	QualityScore float64  // 0: not set
 	Bids         []BidRef // product bids, of every campaign and state
 	// refs holds the vendors' entries, then the categories' handles (nv
@@ -186,12 +182,12 @@ func (p *Product) Categories() []Cat {
 
 func newProduct(id string) *Product {
 	p := new(Product)
-	p.init(id, hash2(id))
+	p.init(id)
 	return p
 }
 
-// init makes p the empty entry of id, whose second hash is h2.
-func (p *Product) init(id string, h2 uint64) { *p = Product{ID: id, h2: h2} }
+// init makes p the empty entry of id.
+func (p *Product) init(id string) { *p = Product{ID: id} }
 
 // newProduct returns an empty entry of id, reused or out of a chunk.
 func (m *Market) newProduct(id string) *Product {
@@ -204,7 +200,7 @@ func (m *Market) newProduct(id string) *Product {
 		}
 		p, m.slab = &m.slab[0], m.slab[1:]
 	}
-	p.init(id, hash2(id))
+	p.init(id)
 	return p
 }
 

@@ -13,9 +13,8 @@ import (
 // ids at once, and with Go's map each lookup waits for two dependent cache
 // misses (the map's group, then the key's bytes) before the next one
 // starts. Here a batch first reads every id's slot, then every candidate
-// entry, each pass made of independent loads that the CPU overlaps. An id
-// is told from another by the slot's 64-bit hash and the entry's second one
-// (Product.h2), not by its bytes, which are out of the entry.
+// entry and its id's bytes, each pass made of independent loads that the
+// CPU overlaps.
 type productTable struct {
 	slots []productSlot
 	n     int
@@ -28,13 +27,6 @@ type productSlot struct {
 }
 
 func newProductTable() productTable { return productTable{seed: maphash.MakeSeed()} }
-
-// seed2 keys the second hash of every id (Product.h2), independent of the
-// tables' own.
-var seed2 = maphash.MakeSeed()
-
-// hash2 is an id's second hash.
-func hash2(id string) uint64 { return maphash.String(seed2, id) }
 
 func (t *productTable) hashOf(id string) uint64 {
 	if h := maphash.String(t.seed, id); h != 0 {
@@ -74,14 +66,14 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 	}
 	touched := uint64(0)
 	mask := uint64(len(t.slots) - 1)
-	var hs, h2s [lookupBatch]uint64
+	var hs [lookupBatch]uint64
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), lookupBatch)]
 		ids = ids[len(batch):]
 		// Pass 1: hash every id and read its home slot.
 		for k, id := range batch {
 			h := t.hashOf(id)
-			hs[k], h2s[k] = h, hash2(id)
+			hs[k] = h
 			touched += t.slots[h&mask].hash
 		}
 		// Pass 2: the first slot with the id's hash (the slots are cached
@@ -102,11 +94,11 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 			}
 			out = append(out, ref)
 		}
-		// Pass 3: check the second hashes (each a read of its entry,
+		// Pass 3: check the ids (each a read of its entry and its id,
 		// independent of the others). A different id with the same 64-bit
-		// hash takes the slow path, which compares the ids.
+		// hash takes the slow path.
 		for k, id := range batch {
-			if r := out[base+k]; r != 0 && t.slots[r-1].p.h2 != h2s[k] {
+			if r := out[base+k]; r != 0 && t.slots[r-1].p.ID != id {
 				out[base+k] = t.probeRef(hs[k], id)
 			}
 		}
