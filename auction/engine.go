@@ -467,7 +467,7 @@ func (a *auctionEnv) path(cat index.Cat) []index.Cat {
 // inCategory reports whether a product is in category c: one of its
 // categories is c or a descendant of c.
 func (a *auctionEnv) inCategory(p *index.Product, c index.Cat) bool {
-	for _, pc := range p.Categories {
+	for _, pc := range p.Categories() {
 		if pc == c || slices.Contains(a.path(pc), c) {
 			return true
 		}
@@ -478,7 +478,7 @@ func (a *auctionEnv) inCategory(p *index.Product, c index.Cat) bool {
 // ancestors appends the product's categories and their ancestors to dst:
 // the product is in category c (inCategory) exactly when c is among them.
 func (a *auctionEnv) ancestors(p *index.Product, dst []index.Cat) []index.Cat {
-	for _, pc := range p.Categories {
+	for _, pc := range p.Categories() {
 		dst = append(dst, a.path(pc)...)
 	}
 	return dst
@@ -544,7 +544,7 @@ func (a *auctionEnv) resolveProducts(lo, hi int) {
 	for j, r := range st.found {
 		k := lo + j
 		p := a.ix.ProductAt(r)
-		if p == nil || !p.Known || !p.Active || len(p.Vendors) == 0 {
+		if p == nil || !p.Known || !p.Active || len(p.Vendors()) == 0 {
 			if a.tr != nil {
 				a.traceLeftOut(p, k, false)
 			}
@@ -656,7 +656,7 @@ func (a *auctionEnv) gather(first int) {
 			a.addBids(a.ix.Keyword(ph), p, pk, specKeyword)
 		}
 		anc := st.anc[:0] // the product's categories and their ancestors, once its vendors have category bids
-		for _, v := range p.Vendors {
+		for _, v := range p.Vendors() {
 			if len(v.Category) > 0 && len(anc) == 0 {
 				anc = a.ancestors(p, anc)
 				st.anc = anc
@@ -695,13 +695,13 @@ func (a *auctionEnv) touch(first int) {
 	n := 0
 	for i := first; i < len(a.st.prods); i++ {
 		p := a.st.prods[i].ip
-		if len(p.Categories) > 0 && p.Categories[0] == (index.Cat{}) {
+		if len(p.Categories()) > 0 && p.Categories()[0] == (index.Cat{}) {
 			n++
 		}
 		for j := range p.Bids {
 			n += int(p.Bids[j].Camp.Gate.Kind)
 		}
-		for _, v := range p.Vendors {
+		for _, v := range p.Vendors() {
 			n += len(v.Category) + len(v.Automated)
 			if len(v.Category) > 0 && v.Category[0].Target == (index.Cat{}) {
 				n++

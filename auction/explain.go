@@ -387,7 +387,7 @@ func (a *auctionEnv) traceLeftOut(p *index.Product, k int, notInCategory bool) {
 	case p == nil || !p.Known:
 	case !p.Active:
 		why, bidsWhy = ReasonProductInactive, ReasonProductInactive
-	case len(p.Vendors) == 0:
+	case len(p.Vendors()) == 0:
 		why, bidsWhy = ReasonProductNoVendors, ReasonVendorNotPermitted
 	case notInCategory:
 		why, bidsWhy = ReasonNotInCategory, ReasonNotInCategory

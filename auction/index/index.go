@@ -18,6 +18,7 @@ package index
 import (
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unique"
@@ -88,6 +89,8 @@ type Market struct {
 	free     []*Product
 	bidSlab  []Bid
 	freeBids []*Bid
+	// ids holds the products' ids (the entries' ID).
+	ids idArena
 }
 
 // productChunk is how many product entries one allocation holds. The
@@ -131,36 +134,51 @@ func newMarket() *Market {
 // Product is a product of the catalog (Known), or a placeholder holding the
 // bids on a product the catalog does not have (not Known).
 //
-// A product with at most inlineVendors vendors and inlineCats categories
-// (nearly all)
-// is one heap object: Vendors and Categories then point into the entry's
-// own arrays. A million products are a million objects fewer for the
-// garbage collector to mark on every cycle than with slices of their own.
+// A million products are a million entries in memory in every API process,
+// so an entry is small (88 bytes, out of chunks of productChunk): its
+// vendors and categories share one array of pointers (a *Vendor and a Cat
+// are both one pointer), inline when they are at most len(refs) together
+// (nearly all products), else one allocation of their own that refs[0]
+// points to. Its id is in the market's arena (idArena).
 type Product struct {
-	// idBytes holds the id when it is at most len(idBytes) bytes, and ID
-	// (the products map's key) then points here: the map's key comparison
-	// and the auction's first read of the entry load the same cache line.
-	idBytes      [productIDInline]byte
-	Known        bool
-	Active       bool
-	QualityScore float64   // 0: not set
-	Vendors      []*Vendor // the vendors allowed to promote it
-	Categories   []Cat     // category ids
-	Bids         []BidRef  // product bids, of every campaign and state
 	ID           string
-	vendors      [inlineVendors]*Vendor // Vendors' array when it fits
-	cats         [inlineCats]Cat        // Categories' array when it fits
+	QualityScore float64  // 0: not set
+	Bids         []BidRef // product bids, of every campaign and state
+	// refs holds the vendors' entries, then the categories' handles (nv
+	// and nc of them), or, when there are more than len(refs), refs[0]
+	// points to an array of them.
+	refs          [inlineRefs]unsafe.Pointer
+	nv, nc        uint8
+	Known, Active bool
 }
 
-// productIDInline is how long an id Product keeps inline: a UUID fits.
-const productIDInline = 40
+// inlineRefs is how many vendors and categories together Product keeps
+// inline (one vendor and three categories, the typical product).
+const inlineRefs = 4
 
-// inlineVendors and inlineCats are how many vendors and categories Product
-// keeps inline.
-const (
-	inlineVendors = 2
-	inlineCats    = 3
-)
+// A Cat is stored in Product.refs as the one pointer it is.
+var _ [unsafe.Sizeof(Cat{}) - unsafe.Sizeof(unsafe.Pointer(nil))]byte
+
+// lists is the array of the vendors' and categories' pointers.
+func (p *Product) lists() *unsafe.Pointer {
+	if int(p.nv)+int(p.nc) > inlineRefs {
+		return (*unsafe.Pointer)(p.refs[0])
+	}
+	return &p.refs[0]
+}
+
+// Vendors are the entries of the vendors allowed to promote the product
+// (shared with the index: read them, never write).
+func (p *Product) Vendors() []*Vendor {
+	return unsafe.Slice((**Vendor)(unsafe.Pointer(p.lists())), p.nv)
+}
+
+// Categories are the handles of the product's category ids (shared with
+// the index: read them, never write).
+func (p *Product) Categories() []Cat {
+	base := unsafe.Add(unsafe.Pointer(p.lists()), uintptr(p.nv)*unsafe.Sizeof(unsafe.Pointer(nil)))
+	return unsafe.Slice((*Cat)(base), p.nc)
+}
 
 func newProduct(id string) *Product {
 	p := new(Product)
@@ -169,13 +187,7 @@ func newProduct(id string) *Product {
 }
 
 // init makes p the empty entry of id.
-func (p *Product) init(id string) {
-	*p = Product{ID: id}
-	if n := len(id); n > 0 && n <= len(p.idBytes) {
-		copy(p.idBytes[:], id)
-		p.ID = unsafe.String(&p.idBytes[0], n) // never written again
-	}
-}
+func (p *Product) init(id string) { *p = Product{ID: id} }
 
 // newProduct returns an empty entry of id, reused or out of a chunk.
 func (m *Market) newProduct(id string) *Product {
@@ -196,28 +208,42 @@ func (m *Market) newProduct(id string) *Product {
 // (no reader holds it: readers keep no entry beyond their Read).
 func (m *Market) removeProduct(p *Product) {
 	m.products.remove(p.ID)
+	rekey := m.ids.drop(p.ID)
 	*p = Product{}
 	m.free = append(m.free, p)
+	if rekey {
+		m.rekey()
+	}
 }
 
-// setVendors makes Vendors the entries of the vendor ids vs, unless they
-// already are.
-func (p *Product) setVendors(m *Market, vs idlist.List) {
-	n := vs.Len()
-	if len(p.Vendors) == n && equalIDs(vs, p.Vendors, func(v *Vendor) string { return v.ID }) {
+// setLists makes Vendors the entries of the vendor ids vs and Categories
+// the handles of cs, unless they already are.
+func (p *Product) setLists(m *Market, vs, cs idlist.List) {
+	nv, nc := vs.Len(), cs.Len()
+	if nv == int(p.nv) && nc == int(p.nc) && equalIDs(vs, p.Vendors(), func(v *Vendor) string { return v.ID }) &&
+		equalIDs(cs, p.Categories(), Cat.Value) {
 		return
 	}
-	if n <= len(p.vendors) {
-		clear(p.vendors[n:])
-		p.Vendors = p.vendors[:n:n]
+	n := nv + nc
+	var arr []unsafe.Pointer
+	if n <= inlineRefs {
+		p.refs = [inlineRefs]unsafe.Pointer{}
+		arr = p.refs[:n]
 	} else {
-		p.Vendors = make([]*Vendor, n)
+		arr = make([]unsafe.Pointer, n)
+		p.refs = [inlineRefs]unsafe.Pointer{unsafe.Pointer(&arr[0])}
 	}
 	i := 0
 	for v := range vs.All() {
-		p.Vendors[i] = m.vendor(v)
+		arr[i] = unsafe.Pointer(m.vendor(v))
 		i++
 	}
+	for c := range cs.All() {
+		h := CatOf(c)
+		arr[i] = *(*unsafe.Pointer)(unsafe.Pointer(&h))
+		i++
+	}
+	p.nv, p.nc = uint8(nv), uint8(nc)
 }
 
 // equalIDs reports whether ids are the ids of list, in order.
@@ -232,29 +258,10 @@ func equalIDs[T any](ids idlist.List, list []T, id func(T) string) bool {
 	return i == len(list)
 }
 
-// setCategories makes Categories the handles of cs, unless they already are.
-func (p *Product) setCategories(cs idlist.List) {
-	n := cs.Len()
-	if n == len(p.Categories) && equalIDs(cs, p.Categories, Cat.Value) {
-		return
-	}
-	if n <= len(p.cats) {
-		clear(p.cats[n:])
-		p.Categories = p.cats[:n:n]
-	} else {
-		p.Categories = make([]Cat, n)
-	}
-	i := 0
-	for c := range cs.All() {
-		p.Categories[i] = CatOf(c)
-		i++
-	}
-}
-
 // forget drops what the catalog said of the product (it was deleted).
 func (p *Product) forget() {
-	p.Known, p.Active, p.QualityScore, p.Vendors, p.Categories = false, false, 0, nil, nil
-	p.vendors, p.cats = [inlineVendors]*Vendor{}, [inlineCats]Cat{}
+	p.Known, p.Active, p.QualityScore = false, false, 0
+	p.refs, p.nv, p.nc = [inlineRefs]unsafe.Pointer{}, 0, 0
 }
 
 // BidRef is a product bid as its product holds it: what an auction checks
@@ -289,7 +296,7 @@ func (p *Product) refresh(b *Bid) {
 }
 
 // HasVendor reports whether vendor v may promote the product.
-func (p *Product) HasVendor(v *Vendor) bool { return slices.Contains(p.Vendors, v) }
+func (p *Product) HasVendor(v *Vendor) bool { return slices.Contains(p.Vendors(), v) }
 
 // Vendor is what an auction needs of a vendor beyond product bids.
 type Vendor struct {
@@ -514,13 +521,60 @@ func (m *Market) vendor(id string) *Vendor {
 	return v
 }
 
+// product returns the entry of id, made when absent (with a copy of id in
+// the market's id arena).
 func (m *Market) product(id string) *Product {
 	p := m.products.get(id)
 	if p == nil {
-		p = m.newProduct(id)
+		p = m.newProduct(m.ids.add(id))
 		m.products.put(p)
 	}
 	return p
+}
+
+// idArena holds the products' ids, packed into shared allocations of
+// idChunk bytes: a million ids are then a few hundred objects for the
+// garbage collector to mark, not a million. Bytes are only appended; a
+// removed product's id is counted dead, and when the dead bytes outgrow the
+// live ones (and minRekey), the market copies the live ids into new chunks
+// (rekey), and the old ones are freed.
+type idArena struct {
+	cur        []byte
+	live, dead int
+}
+
+const (
+	idChunk  = 64 << 10
+	minRekey = 1 << 20
+)
+
+// add returns a copy of id in the arena.
+func (a *idArena) add(id string) string {
+	a.live += len(id)
+	if len(id) > idChunk/8 {
+		return strings.Clone(id)
+	}
+	if cap(a.cur)-len(a.cur) < len(id) {
+		a.cur = make([]byte, 0, idChunk)
+	}
+	start := len(a.cur)
+	a.cur = append(a.cur, id...)
+	return unsafe.String(&a.cur[start], len(id)) // never written again
+}
+
+// drop counts id as removed, and reports whether a rekey is due.
+func (a *idArena) drop(id string) bool {
+	a.live -= len(id)
+	a.dead += len(id)
+	return a.dead > max(a.live, minRekey)
+}
+
+// rekey copies every product's id into new chunks.
+func (m *Market) rekey() {
+	m.ids = idArena{}
+	for _, p := range m.products.all() {
+		p.ID = m.ids.add(p.ID)
+	}
 }
 
 func (m *Market) camp(id string) *Camp {
@@ -572,8 +626,7 @@ func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
 	}
 	p := m.product(id)
 	p.Known, p.Active, p.QualityScore = true, nw.Active, nw.QualityScore
-	p.setVendors(m, nw.Vendors())
-	p.setCategories(nw.Categories())
+	p.setLists(m, nw.Vendors(), nw.Categories())
 }
 
 // CategoryChanged applies a category change.

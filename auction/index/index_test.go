@@ -39,7 +39,7 @@ func view(ix *Index) map[string][]string {
 	ix.Read(mp, func(m *Market) {
 		for id, p := range m.products.all() {
 			var vs []string
-			for _, v := range p.Vendors {
+			for _, v := range p.Vendors() {
 				vs = append(vs, v.ID)
 			}
 			for _, r := range p.Bids {
@@ -234,26 +234,19 @@ func TestProductListsInline(t *testing.T) {
 			ix.Read(mp, func(m *Market) {
 				p := m.Product("p")
 				var gotV, gotC []string
-				for _, v := range p.Vendors {
+				for _, v := range p.Vendors() {
 					gotV = append(gotV, v.ID)
 				}
-				for _, c := range p.Categories {
+				for _, c := range p.Categories() {
 					gotC = append(gotC, c.Value())
 				}
 				if !slices.Equal(gotV, vs) || !slices.Equal(gotC, cs) {
 					t.Fatalf("vendors %v categories %v; want %v %v", gotV, gotC, vs, cs)
 				}
-				if len(vs) <= inlineVendors {
-					for _, v := range p.vendors[len(vs):] {
-						if v != nil {
-							t.Fatalf("vendors %v: stale inline vendor %s", vs, v.ID)
-						}
-					}
-				}
-				if len(cs) <= inlineCats {
-					for _, c := range p.cats[len(cs):] {
-						if c != (Cat{}) {
-							t.Fatalf("categories %v: stale inline category %s", cs, c.Value())
+				if n := len(vs) + len(cs); n <= inlineRefs {
+					for _, r := range p.refs[n:] {
+						if r != nil {
+							t.Fatalf("vendors %v categories %v: a stale inline pointer", vs, cs)
 						}
 					}
 				}
@@ -312,7 +305,7 @@ func TestProductEntriesReused(t *testing.T) {
 			}
 		}
 		for _, id := range ids[1000:] {
-			if p := m.Product(id); p == nil || p.ID != id || !p.Known || len(p.Vendors) != 3 || len(p.Bids) != 0 {
+			if p := m.Product(id); p == nil || p.ID != id || !p.Known || len(p.Vendors()) != 3 || len(p.Bids) != 0 {
 				t.Fatalf("product %s: %+v", id, p)
 			}
 		}
@@ -321,9 +314,9 @@ func TestProductEntriesReused(t *testing.T) {
 			switch {
 			case p == nil || p.ID != id:
 				t.Fatalf("new product %s not found as itself: %+v", id, p)
-			case i%2 == 0 && (!p.Known || p.Active || len(p.Vendors) != 1 || p.Vendors[0].ID != "v9" || len(p.Categories) != 0 || len(p.Bids) != 0):
+			case i%2 == 0 && (!p.Known || p.Active || len(p.Vendors()) != 1 || p.Vendors()[0].ID != "v9" || len(p.Categories()) != 0 || len(p.Bids) != 0):
 				t.Fatalf("new product %s has another's state: %+v", id, p)
-			case i%2 == 1 && (p.Known || len(p.Vendors) != 0 || len(p.Bids) != 1 || p.Bids[0].ID != "nb-"+id):
+			case i%2 == 1 && (p.Known || len(p.Vendors()) != 0 || len(p.Bids) != 1 || p.Bids[0].ID != "nb-"+id):
 				t.Fatalf("new placeholder %s has another's state: %+v", id, p)
 			}
 		}

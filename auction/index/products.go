@@ -13,8 +13,8 @@ import (
 // ids at once, and with Go's map each lookup waits for two dependent cache
 // misses (the map's group, then the key's bytes) before the next one
 // starts. Here a batch first reads every id's slot, then every candidate
-// entry (whose id is inline, see Product), each pass made of independent
-// loads that the CPU overlaps.
+// entry and its id's bytes, each pass made of independent loads that the
+// CPU overlaps.
 type productTable struct {
 	slots []productSlot
 	n     int
@@ -94,9 +94,9 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 			}
 			out = append(out, ref)
 		}
-		// Pass 3: check the ids (each a read of its entry, independent of
-		// the others). A different id with the same 64-bit hash takes the
-		// slow path.
+		// Pass 3: check the ids (each a read of its entry and its id,
+		// independent of the others). A different id with the same 64-bit
+		// hash takes the slow path.
 		for k, id := range batch {
 			if r := out[base+k]; r != 0 && t.slots[r-1].p.ID != id {
 				out[base+k] = t.probeRef(hs[k], id)

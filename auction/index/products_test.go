@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 )
 
 // The table against a map, through random puts and removes (a small table,
@@ -65,15 +64,41 @@ func TestProductTable(t *testing.T) {
 	empty.remove("a")
 }
 
-// An inline id is the map key: the entry's ID points into the entry.
-func TestProductIDInline(t *testing.T) {
-	short, long := newProduct("p-000000001"), newProduct(fmt.Sprintf("%041d", 1))
-	if short.ID != "p-000000001" || unsafeData(short.ID) != &short.idBytes[0] {
-		t.Fatalf("short id %q not inline", short.ID)
+// The products' ids live in the market's arena: after removals that
+// outgrow the live ids, they are copied into new chunks, and every entry
+// still has its id and is found by it.
+func TestProductIDArena(t *testing.T) {
+	ix := New()
+	const n = 20_000
+	id := func(i int) string { return fmt.Sprintf("product-with-a-longish-id-%08d", i) }
+	for round := range 4 {
+		for i := range n {
+			ix.ProductChanged(mp, id(round*n+i), nil, product(t, true, []string{"v"}, nil))
+		}
+		for i := range n {
+			if i%10 != 0 {
+				ix.ProductChanged(mp, id(round*n+i), nil, nil)
+			}
+		}
 	}
-	if len(long.ID) != 41 || unsafeData(long.ID) == &long.idBytes[0] {
-		t.Fatalf("long id %q", long.ID)
+	m := ix.markets[mp]
+	if m.ids.dead >= minRekey+m.ids.live {
+		t.Fatalf("no rekey: %d dead bytes, %d live", m.ids.dead, m.ids.live)
+	}
+	var ids []string
+	for round := range 4 {
+		for i := 0; i < n; i += 10 {
+			ids = append(ids, id(round*n+i))
+		}
+	}
+	refs, _ := m.Products(ids, nil)
+	for k, want := range ids {
+		p := m.ProductAt(refs[k])
+		if p == nil || p.ID != want || m.Product(want) != p || !p.Known {
+			t.Fatalf("%s: %+v", want, p)
+		}
+	}
+	if m.products.len() != len(ids) {
+		t.Fatalf("%d products, want %d", m.products.len(), len(ids))
 	}
 }
-
-func unsafeData(s string) *byte { return unsafe.StringData(s) }

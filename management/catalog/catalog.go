@@ -48,17 +48,18 @@ type Service struct {
 	categories *statelog.Collection[Category]
 
 	// byVendor indexes the products a vendor may promote:
-	// marketplace -> vendor -> product ids. It is kept by the products'
-	// OnChange hook, under the collection's write lock, then idxMu.
-	// The sets are strset.Sets, which the garbage collector does not scan:
-	// a million products are millions of members (docs/performance.md).
+	// marketplace -> vendor -> the products' numbers in their collection
+	// (statelog.Collection.ByNum). It is kept by the products'
+	// OnChangeNum hook, under the collection's write lock, then idxMu.
+	// The sets hold four bytes a member and no pointer: a million products
+	// are millions of members (docs/performance.md).
 	idxMu    sync.RWMutex
-	byVendor map[string]map[string]*strset.Set
+	byVendor map[string]map[string]*numSet
 	// byCategory indexes products by the categories they list (directly):
-	// marketplace -> category -> product ids; children indexes categories by
-	// parent: marketplace -> parent -> child ids. Both serve the auction's
-	// category context (EachProductInCategory).
-	byCategory map[string]map[string]*strset.Set
+	// marketplace -> category -> product numbers; children indexes
+	// categories by parent: marketplace -> parent -> child ids. Both serve
+	// the auction's category context (EachProductInCategory).
+	byCategory map[string]map[string]*numSet
 	children   map[string]map[string]*strset.Set
 	// byUUID finds a vendor's catalog id from its internal UUID
 	// (internal/vendorid): marketplace -> UUID -> catalog id, kept by the
@@ -80,13 +81,13 @@ func New(log *statelog.Log, texts *spill.Store) *Service {
 		products:   statelog.NewCollection[Product](log, TypeProduct),
 		vendors:    statelog.NewCollection[Vendor](log, TypeVendor),
 		categories: statelog.NewCollection[Category](log, TypeCategory),
-		byVendor:   map[string]map[string]*strset.Set{},
-		byCategory: map[string]map[string]*strset.Set{},
+		byVendor:   map[string]map[string]*numSet{},
+		byCategory: map[string]map[string]*numSet{},
 		children:   map[string]map[string]*strset.Set{},
 		byUUID:     map[string]map[uuid.UUID]string{},
 	}
 	s.products.Keep = s.keepProduct
-	s.products.OnChange = s.indexProduct
+	s.products.OnChangeNum = s.indexProduct
 	s.vendors.OnChange = s.indexVendor
 	s.categories.OnChange = s.indexCategory
 	return s
@@ -161,7 +162,7 @@ func (s *Service) full(mp, id string) (Product, int64, bool, error) {
 	return Product{}, 0, false, errTexts
 }
 
-func (s *Service) indexProduct(mp, id string, old, nv *Product) {
+func (s *Service) indexProduct(mp, id string, num uint32, old, nv *Product) {
 	if nv == nil && old != nil && old.spilled {
 		if err := s.texts.Delete(textKey(nil, mp, id)); err != nil {
 			slog.Error("catalog: a deleted product's texts stay on disk", "marketplace", mp, "product", id, "err", err)
@@ -181,10 +182,10 @@ func (s *Service) indexProduct(mp, id string, old, nv *Product) {
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
 	if !sameV {
-		reindex(s.byVendor, mp, id, wasV, nowV)
+		reindex(s.byVendor, mp, num, wasV, nowV)
 	}
 	if !sameC {
-		reindex(s.byCategory, mp, id, wasC, nowC)
+		reindex(s.byCategory, mp, num, wasC, nowC)
 	}
 }
 
@@ -249,9 +250,19 @@ func (s *Service) indexCategory(mp, id string, old, nv *Category) {
 	reindex(s.children, mp, id, was, now)
 }
 
+// set is a set of ids or of numbers.
+type set[M any] interface {
+	Add(M) bool
+	Remove(M) bool
+	Len() int
+}
+
 // reindex moves id from the sets of keys was to the sets of keys now in
-// idx[mp] (key -> set of ids).
-func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now idlist.List) {
+// idx[mp] (key -> set of ids or numbers).
+func reindex[M any, S any, PS interface {
+	*S
+	set[M]
+}](idx map[string]map[string]PS, mp string, id M, was, now idlist.List) {
 	m := idx[mp]
 	for k := range was.All() {
 		if !now.Contains(k) {
@@ -264,13 +275,13 @@ func reindex(idx map[string]map[string]*strset.Set, mp, id string, was, now idli
 		}
 	}
 	if now.Len() > 0 && m == nil {
-		m = map[string]*strset.Set{}
+		m = map[string]PS{}
 		idx[mp] = m
 	}
 	for k := range now.All() {
 		set := m[k]
 		if set == nil {
-			set = new(strset.Set)
+			set = PS(new(S))
 			// k shares a product's texts: the index keeps its own copy,
 			// so that it does not keep a replaced product's alive.
 			m[strings.Clone(k)] = set
@@ -332,13 +343,13 @@ func productRef(id string, p *Product) entityref.ProductRef {
 // the vendor index, not every product; fn runs without any lock held.
 func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.ProductRef) bool) {
 	s.idxMu.RLock()
-	var ids []string
+	var nums []uint32
 	if set := s.byVendor[mp][vendorID]; set != nil {
-		ids = set.AppendTo(make([]string, 0, set.Len()))
+		nums = set.AppendTo(make([]uint32, 0, set.Len()))
 	}
 	s.idxMu.RUnlock()
-	for _, id := range ids {
-		p, _, ok := s.products.Get(mp, id)
+	for _, n := range nums {
+		id, p, _, ok := s.products.ByNum(mp, n)
 		if !ok || !p.Vendors().Contains(vendorID) {
 			continue // changed since the index was read
 		}
@@ -364,7 +375,7 @@ func (s *Service) ListenCategories(fn func(mp, id string, old, nw *Category)) {
 // parentId), once each, in no order, until fn returns false. It reads the
 // indexes, not every product; fn runs without any lock held.
 func (s *Service) EachProductInCategory(mp, categoryID string, fn func(entityref.ProductRef) bool) {
-	var ids []string
+	var nums []uint32
 	s.idxMu.RLock()
 	seenCat := map[string]bool{categoryID: true}
 	queue := []string{categoryID}
@@ -372,7 +383,7 @@ func (s *Service) EachProductInCategory(mp, categoryID string, fn func(entityref
 		c := queue[0]
 		queue = queue[1:]
 		if set := s.byCategory[mp][c]; set != nil {
-			ids = set.AppendTo(ids)
+			nums = set.AppendTo(nums)
 		}
 		kids := s.children[mp][c]
 		if kids == nil {
@@ -387,25 +398,35 @@ func (s *Service) EachProductInCategory(mp, categoryID string, fn func(entityref
 	}
 	s.idxMu.RUnlock()
 	multi := len(seenCat) > 1
-	var seen map[string]bool
+	var seen map[uint32]bool
 	if multi {
-		seen = make(map[string]bool, len(ids))
+		seen = make(map[uint32]bool, len(nums))
 	}
-	for _, id := range ids {
+	for _, n := range nums {
 		if multi {
-			if seen[id] {
+			if seen[n] {
 				continue
 			}
-			seen[id] = true
+			seen[n] = true
 		}
-		p, _, ok := s.products.Get(mp, id)
-		if !ok {
-			continue
+		id, p, _, ok := s.products.ByNum(mp, n)
+		if !ok || !inAny(p.Categories(), seenCat) {
+			continue // changed since the index was read
 		}
 		if !fn(productRef(id, &p)) {
 			return
 		}
 	}
+}
+
+// inAny reports whether list holds one of the ids of set.
+func inAny(list idlist.List, set map[string]bool) bool {
+	for c := range list.All() {
+		if set[c] {
+			return true
+		}
+	}
+	return false
 }
 
 // maxCategoryTree bounds the categories one EachProductInCategory walks.

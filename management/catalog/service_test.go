@@ -137,6 +137,16 @@ func TestCatalogRefs(t *testing.T) {
 	if _, ok := svc.Product(B, "p-1"); !ok {
 		t.Fatal("deleting A's p-1 deleted B's")
 	}
+	// A new product takes the deleted one's place in the collection (its
+	// number, which the indexes hold): it is listed under its own vendor
+	// only, under its own id.
+	upsert(t, svc, A, product("p-new", "v-9"))
+	if ids := vendorProducts(svc, A, "v-9"); !reflect.DeepEqual(ids, []string{"p-new"}) {
+		t.Fatalf("v-9: %v", ids)
+	}
+	if ids := vendorProducts(svc, A, "v-3"); len(ids) != 0 {
+		t.Fatalf("v-3 after p-1's delete: %v", ids)
+	}
 
 	// Vendors and category paths.
 	if _, err := svc.UpsertVendors(ctx, A, []catalog.VendorInput{{ID: ptr("v-1"), Name: ptr("Acme"), GlobalID: ptr("G-1")}}, true, statelog.AnyVersion); err != nil {

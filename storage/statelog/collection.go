@@ -23,6 +23,10 @@ type Collection[T any] struct {
 	// collection's write lock: keep it quick, and use it for indexes.
 	OnChange func(marketplace, id string, old, new *T)
 
+	// OnChangeNum, when set before the log runs, is called like OnChange
+	// (after it), with the entity's number in the collection (see ByNum).
+	OnChangeNum func(marketplace, id string, num uint32, old, new *T)
+
 	listeners []func(marketplace, id string, old, new *T)
 
 	// Keep, when set before the log runs, is called with every applied new
@@ -32,13 +36,15 @@ type Collection[T any] struct {
 	// Keep left it.
 	Keep func(marketplace, id string, version int64, v *T)
 
-	// Entries come out of chunks (slab) and are updated in place; a
+	// Entries come out of chunks and are updated in place; a
 	// deleted one is kept for reuse (free). The garbage collector finds the
 	// span of every pointer it follows, a cache miss when the spans are
 	// many: a million entries allocated one by one fill tens of thousands
 	// of spans, in chunks a few thousand (docs/performance.md).
-	slab []entry[T]
-	free []*entry[T]
+	// An entry's number is its place in chunks: chunks[n/entryChunk][n%entryChunk].
+	chunks [][]entry[T]
+	next   uint32 // entries handed out of chunks
+	free   []*entry[T]
 
 	// ids are the maps' keys, many to an allocation (see keyArena).
 	ids keyArena
@@ -95,7 +101,8 @@ func (c *Collection[T]) rekey() {
 		}
 		nm := make(map[string]*entry[T], len(m))
 		for id, e := range m {
-			nm[c.ids.add(id)] = e
+			e.id = c.ids.add(id)
+			nm[e.id] = e
 		}
 		c.items[mp] = nm
 	}
@@ -104,19 +111,38 @@ func (c *Collection[T]) rekey() {
 // entryChunk is how many entries one allocation holds.
 const entryChunk = 512
 
-// newEntry returns a zero entry, reused or out of a chunk (under c.mu).
+// newEntry returns an entry with its number and no value, reused or out
+// of a chunk (under c.mu).
 func (c *Collection[T]) newEntry() *entry[T] {
 	if n := len(c.free); n > 0 {
 		e := c.free[n-1]
 		c.free = c.free[:n-1]
 		return e
 	}
-	if len(c.slab) == 0 {
-		c.slab = make([]entry[T], entryChunk)
+	if c.next%entryChunk == 0 {
+		c.chunks = append(c.chunks, make([]entry[T], entryChunk))
 	}
-	e := &c.slab[0]
-	c.slab = c.slab[1:]
+	e := &c.chunks[c.next/entryChunk][c.next%entryChunk]
+	e.num = c.next
+	c.next++
 	return e
+}
+
+// ByNum returns the entity numbered num (OnChangeNum) in a marketplace:
+// its id, value and version, and whether it exists. A number is the
+// entity's for as long as it exists, and is given to another once it is
+// deleted.
+func (c *Collection[T]) ByNum(marketplace string, num uint32) (string, T, int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if num < c.next {
+		e := &c.chunks[num/entryChunk][num%entryChunk]
+		if e.id != "" && c.items[marketplace][e.id] == e {
+			return e.id, e.v, e.version, true
+		}
+	}
+	var zero T
+	return "", zero, 0, false
 }
 
 // Listen adds a function called like OnChange (after it) for every applied
@@ -130,6 +156,8 @@ func (c *Collection[T]) Listen(fn func(marketplace, id string, old, new *T)) {
 type entry[T any] struct {
 	v       T
 	version int64
+	id      string // the key of the entry in its marketplace's map ("" while free)
+	num     uint32
 }
 
 // NewCollection registers a collection of type typ on log.
@@ -161,6 +189,7 @@ func (c *Collection[T]) apply(r Record) {
 	defer c.mu.Unlock()
 	m := c.items[mp]
 	var old *T
+	var num uint32
 	e := m[id]
 	if e != nil {
 		v := e.v // a copy: the entry is overwritten below
@@ -169,7 +198,8 @@ func (c *Collection[T]) apply(r Record) {
 	switch {
 	case nv == nil && e != nil:
 		delete(m, id)
-		*e = entry[T]{}
+		num = e.num
+		*e = entry[T]{num: e.num}
 		c.free = append(c.free, e)
 		if c.ids.drop(id) {
 			c.rekey()
@@ -188,11 +218,16 @@ func (c *Collection[T]) apply(r Record) {
 			// of a new entity shares it.
 			id = c.ids.add(id)
 			m[id] = e
+			e.id = id
 		}
-		*e = entry[T]{v: *nv, version: r.Version}
+		e.v, e.version = *nv, r.Version
+		num = e.num
 	}
 	if c.OnChange != nil {
 		c.OnChange(mp, id, old, nv)
+	}
+	if c.OnChangeNum != nil && (old != nil || nv != nil) {
+		c.OnChangeNum(mp, id, num, old, nv)
 	}
 	for _, fn := range c.listeners {
 		fn(mp, id, old, nv)

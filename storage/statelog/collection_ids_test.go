@@ -130,3 +130,73 @@ func BenchmarkRekey(b *testing.B) {
 		c.rekey()
 	}
 }
+
+// Every entity has a number (OnChangeNum, ByNum) for as long as it exists,
+// in its marketplace only; a deleted entity's number goes to a new one; a
+// rekey keeps them.
+func TestCollectionNumbers(t *testing.T) {
+	c := newIDsCollection()
+	nums := map[string]uint32{}
+	c.OnChangeNum = func(mp, id string, num uint32, old, nv *idThing) {
+		if nv == nil {
+			if nums[mp+"/"+id] != num {
+				t.Fatalf("%s/%s deleted as %d, was %d", mp, id, num, nums[mp+"/"+id])
+			}
+			delete(nums, mp+"/"+id)
+			return
+		}
+		if n, ok := nums[mp+"/"+id]; ok && n != num {
+			t.Fatalf("%s/%s renumbered %d → %d", mp, id, n, num)
+		}
+		nums[mp+"/"+id] = num
+	}
+	for i := range 2000 {
+		put(c, "mp-a", fmt.Sprintf("p-%d", i), i)
+	}
+	put(c, "mp-b", "p-0", 7)
+	put(c, "mp-a", "p-5", 55) // an update keeps the number
+	check := func() {
+		t.Helper()
+		seen := map[uint32]bool{}
+		for key, n := range nums {
+			if seen[n] {
+				t.Fatalf("number %d twice", n)
+			}
+			seen[n] = true
+			mp, id, _ := strings.Cut(key, "/")
+			gotID, v, _, ok := c.ByNum(mp, n)
+			if want, _, _ := c.Get(mp, id); !ok || gotID != id || v != want {
+				t.Fatalf("ByNum(%s, %d) = %q %v %v, want %s %v", mp, n, gotID, v, ok, id, want)
+			}
+			other := map[string]string{"mp-a": "mp-b", "mp-b": "mp-a"}[mp]
+			if _, _, _, ok := c.ByNum(other, n); ok {
+				t.Fatalf("ByNum(%s, %d) finds %s's entity", other, n, mp)
+			}
+		}
+	}
+	check()
+	freed := nums["mp-a/p-3"]
+	for i := range 2000 {
+		if i%100 != 3 {
+			del(c, "mp-a", fmt.Sprintf("p-%d", i))
+		}
+	}
+	if _, _, _, ok := c.ByNum("mp-a", freed+1); ok {
+		t.Fatal("a deleted entity's number still finds it")
+	}
+	put(c, "mp-a", "new", 1)
+	if nums["mp-a/new"] >= 2001 {
+		t.Fatalf("a new entity got number %d, not a freed one", nums["mp-a/new"])
+	}
+	for i := range 50_000 { // enough ids deleted to rekey
+		put(c, "mp-a", fmt.Sprintf("q-%040d", i), i)
+		del(c, "mp-a", fmt.Sprintf("q-%040d", i))
+	}
+	if c.ids.dead > minRekey {
+		t.Fatalf("no rekey: %d dead bytes", c.ids.dead)
+	}
+	check()
+	if _, _, _, ok := c.ByNum("mp-a", 1<<30); ok {
+		t.Fatal("a number never given finds an entity")
+	}
+}
