@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -64,7 +63,7 @@ func (h *reportingHandlers) vendor(c *gin.Context) (reportapi.Filter, bool) {
 	}
 	id := c.Param("vendor-id")
 	v, err := h.camps.VendorID(Marketplace(c).ID, id)
-	if err == nil && !vendorVisible(c, v) {
+	if err == nil && !h.vendorVisible(c, v) {
 		err = validation.NotFoundf("vendor %s", id)
 	}
 	if err != nil {
@@ -81,7 +80,7 @@ func (h *reportingHandlers) campaign(c *gin.Context) (reportapi.Filter, bool) {
 		return reportapi.Filter{}, false
 	}
 	camp, _, err := h.camps.GetCampaign(Marketplace(c).ID, id)
-	if err == nil && !vendorVisible(c, camp.VendorID) {
+	if err == nil && !h.vendorVisible(c, camp.VendorID) {
 		err = validation.NotFoundf("campaign %s", id)
 	}
 	if err != nil {
@@ -99,13 +98,29 @@ func (h *reportingHandlers) product(c *gin.Context) (reportapi.Filter, bool) {
 		return reportapi.Filter{}, false
 	}
 	id := c.Param("product-id")
-	return reportapi.Filter{ProductID: id, VendorID: VendorScope(c)}, true
+	return reportapi.Filter{ProductID: id, VendorID: h.keyVendor(c)}, true
 }
 
-// vendorVisible says whether the key may read vendor v's reports.
-func vendorVisible(c *gin.Context, v string) bool {
+// keyVendor is the catalog id of the vendor of a vendor-scoped key ("" for
+// a key of the whole marketplace). The key may name its vendor by catalog
+// id or UUID; a vendor the catalog does not know is kept as it is (it has
+// no rows, and names no other vendor).
+func (h *reportingHandlers) keyVendor(c *gin.Context) string {
 	s := VendorScope(c)
-	return s == "" || strings.EqualFold(s, v)
+	if s == "" || h.camps == nil {
+		return s
+	}
+	if v, err := h.camps.VendorID(Marketplace(c).ID, s); err == nil {
+		return v
+	}
+	return s
+}
+
+// vendorVisible says whether the key may read the reports of vendor v (a
+// catalog id).
+func (h *reportingHandlers) vendorVisible(c *gin.Context, v string) bool {
+	s := h.keyVendor(c)
+	return s == "" || s == v
 }
 
 // report answers a total or a daily report of the scope. The query is
@@ -165,7 +180,7 @@ func (h *reportingHandlers) report(scope reportScope, daily bool) gin.HandlerFun
 func (h *reportingHandlers) interactions(c *gin.Context) {
 	mp := Marketplace(c)
 	loc := mp.Location()
-	vendor := VendorScope(c)
+	vendor := h.keyVendor(c)
 	req, err := reportapi.ParseInteractions(c.Request.URL.Query(), loc, mp.ID, vendor, h.p.Cursors)
 	if err != nil {
 		h.p.Fail(c, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/accounts"
 )
 
@@ -136,6 +137,11 @@ func TestReportingAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2Key, _, err := s.App.Accounts.CreateKeyWith(ctx, mp, accounts.KeyAdvanced, accounts.KeyOptions{VendorID: "v-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same vendor named by its UUID.
+	v2UUIDKey, _, err := s.App.Accounts.CreateKeyWith(ctx, mp, accounts.KeyAdvanced, accounts.KeyOptions{VendorID: vendorid.String(mp, "v-2")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,8 +287,13 @@ func TestReportingAPI(t *testing.T) {
 		rep.Impressions.Total != 0 || rep.Clicks.Total != 0 {
 		t.Fatalf("another vendor's product: %+v %v", rep, err)
 	}
-	if err := json.Unmarshal(get(v2Key, rpQuery(rpBase+"/interactions", append(window, "group_by", "vendor")...), 200).Body, &in); err != nil ||
-		len(in.Interactions) != 1 || in.Interactions[0]["vendorId"] != "v-2" {
-		t.Fatalf("its interactions: %+v %v", in, err)
+	for _, key := range []string{v2Key, v2UUIDKey} {
+		if err := json.Unmarshal(get(key, rpQuery(rpBase+"/interactions", append(window, "group_by", "vendor")...), 200).Body, &in); err != nil ||
+			len(in.Interactions) != 1 || in.Interactions[0]["vendorId"] != "v-2" {
+			t.Fatalf("its interactions: %+v %v", in, err)
+		}
 	}
+	get(v2UUIDKey, rpQuery(rpBase+"/campaigns/"+cB, window...), 200)
+	get(v2UUIDKey, rpQuery(rpBase+"/vendors/v-2", window...), 200)
+	get(v2UUIDKey, rpQuery(rpBase+"/campaigns/"+cA, window...), 404)
 }
