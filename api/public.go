@@ -46,10 +46,38 @@ type Public struct {
 	styles  map[string]errorStyle // by route prefix
 	noKey   map[string]bool       // POST routes without Idempotency-Key
 	refills map[string]Refiller   // by idempotency.Refill kind
+	// vendorRoutes are the routes a vendor-scoped key may call.
+	vendorRoutes map[string]bool
 }
 
 // Marketplace is the marketplace of the authenticated key.
 func Marketplace(c *gin.Context) accounts.Marketplace { return principal(c).Marketplace }
+
+// VendorScope is the vendor (catalog id) a vendor-scoped key is bound to,
+// or "" for a key of the whole marketplace.
+func VendorScope(c *gin.Context) string { return principal(c).Key.VendorID }
+
+// allowVendorKeys lets vendor-scoped keys call route (a route pattern, as
+// gin's FullPath). Its handler must narrow what it answers to VendorScope.
+func (p *Public) allowVendorKeys(route string) {
+	if p.vendorRoutes == nil {
+		p.vendorRoutes = map[string]bool{}
+	}
+	p.vendorRoutes[route] = true
+}
+
+// vendorKeys refuses a vendor-scoped key (403 vendor_scoped_key) on every
+// /public/v1 route that did not allow it: such a key reads its vendor's
+// reports and nothing of the marketplace.
+func vendorKeys(p *Public) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if VendorScope(c) != "" && (p == nil || !p.vendorRoutes[c.FullPath()]) {
+			abortAuth(c, http.StatusForbidden, "vendor_scoped_key", "this API key is scoped to a vendor: it reads that vendor's reports (/public/v1/reporting-service/vendors, campaigns, products, interactions) only")
+			return
+		}
+		c.Next()
+	}
+}
 
 func ceilSeconds(d time.Duration) int {
 	if d <= 0 {

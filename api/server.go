@@ -139,7 +139,7 @@ func New(d Deps) http.Handler {
 			// advanced key only, outside the /v2 group's CORS (a browser
 			// page of another origin cannot call it), rate-limited per key,
 			// and within the auctions' admission bound.
-			explain := append(slices.Clip(auctions), requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, abortV2))
+			explain := append(slices.Clip(auctions), requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, abortV2), vendorKeys(nil))
 			if d.Public != nil && d.Public.Limits != nil {
 				explain = append(explain, d.Public.Limits.Limit("explain"))
 			}
@@ -150,7 +150,7 @@ func New(d Deps) http.Handler {
 		if d.Public != nil {
 			pubAbort = d.Public.abort
 		}
-		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, pubAbort))
+		pub := r.Group("/public/v1", requireKey(d.Accounts, accounts.KeyAdvanced, d.RetryAfter, d.KeyUsage, pubAbort), vendorKeys(d.Public))
 		if d.Public != nil {
 			pub.Use(d.Public.Writes())
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/reporting/reportapi"
 	"github.com/endcap/endcap/reporting/vendorcharges"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/spill"
@@ -92,6 +93,8 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	}
 	camps.UseSpend(spendReader)
 	routes = append(routes, api.CampaignRoutes(camps))
+	// The Reporting API, from the daily rollup (docs/reporting-api.md).
+	routes = append(routes, api.ReportingRoutes(reportapi.New(a.ClickHouse), camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the
 	// API serves auctions; the other targets do not keep it.

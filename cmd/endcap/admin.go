@@ -106,7 +106,7 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		name, currency, tz, marketplace, keyType, keyID string
 		reserveCPC, reserveCPM                          string
 		attr                                            attributionFlags
-		ssoOnly                                         string
+		ssoOnly, keyVendor                              string
 	)
 	cfg, fs, err := parse("admin "+what+" "+verb, rest, func(fs *flag.FlagSet) {
 		switch what + " " + verb {
@@ -127,6 +127,7 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		case "key create":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
+			fs.StringVar(&keyVendor, "vendor", "", "an advanced key scoped to this vendor (its catalog id): it reads that vendor's reports only (docs/reporting-api.md)")
 		case "key list":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 		case "key revoke":
@@ -153,7 +154,7 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	if what+" "+verb == "marketplace set-sso-only" {
 		return setSSOOnly(wctx, sess.acc, os.Stdout, marketplace, ssoOnly)
 	}
-	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID)
+	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID, keyVendor)
 }
 
 // setReserve is `admin marketplace set-reserve`.
@@ -322,7 +323,7 @@ func parseWindow(name, s string) (time.Duration, error) {
 	return d, nil
 }
 
-func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, name, currency, tz, marketplace, keyType, keyID string) error {
+func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, name, currency, tz, marketplace, keyType, keyID, keyVendor string) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	switch op {
@@ -342,7 +343,7 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 		if err != nil {
 			return err
 		}
-		secret, k, err := acc.CreateKey(ctx, marketplace, t)
+		secret, k, err := acc.CreateKeyWith(ctx, marketplace, t, accounts.KeyOptions{VendorID: keyVendor})
 		if err != nil {
 			return err
 		}

@@ -124,6 +124,10 @@ type APIKey struct {
 	Name string `json:"name,omitempty"`
 	// ExpiresAt, when set, is when the key stops authenticating.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// VendorID, when set, scopes an advanced key to one vendor (its
+	// catalog id): it reads that vendor's reports and nothing else
+	// (docs/reporting-api.md).
+	VendorID string `json:"vendorId,omitempty"`
 }
 
 // Live says whether the key authenticates at now: not revoked, not expired.
@@ -330,7 +334,13 @@ type KeyOptions struct {
 	Name string
 	// ExpiresAt, when set, must be in the future.
 	ExpiresAt *time.Time
+	// VendorID scopes an advanced key to a vendor (its catalog id, at most
+	// MaxKeyVendor characters).
+	VendorID string
 }
+
+// MaxKeyVendor is the longest vendor id of a vendor-scoped key.
+const MaxKeyVendor = 200
 
 // MaxKeyName is the longest key name, in characters.
 const MaxKeyName = 100
@@ -348,6 +358,13 @@ func (s *Service) CreateKeyWith(ctx context.Context, marketplaceID string, typ K
 			return "", APIKey{}, fmt.Errorf("%w: a key's expiry must be in the future", ErrInvalid)
 		}
 		o.ExpiresAt = &exp
+	}
+	o.VendorID = strings.TrimSpace(o.VendorID)
+	switch {
+	case o.VendorID != "" && typ != KeyAdvanced:
+		return "", APIKey{}, fmt.Errorf("%w: only an advanced key can be scoped to a vendor", ErrInvalid)
+	case utf8.RuneCountInString(o.VendorID) > MaxKeyVendor || !utf8.ValidString(o.VendorID) || strings.ContainsRune(o.VendorID, 0):
+		return "", APIKey{}, fmt.Errorf("%w: a key's vendor id is at most %d characters of text", ErrInvalid, MaxKeyVendor)
 	}
 	if _, ok := s.Marketplace(marketplaceID); !ok {
 		return "", APIKey{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
@@ -369,6 +386,7 @@ func (s *Service) CreateKeyWith(ctx context.Context, marketplaceID string, typ K
 		CreatedAt:     now,
 		Name:          o.Name,
 		ExpiresAt:     o.ExpiresAt,
+		VendorID:      o.VendorID,
 	}
 	changes := []statelog.Change{{Type: typeKey, ID: k.ID, Expected: 0, State: k}}
 	detail := fmt.Sprintf("%s key %s…", typ, k.Prefix)
@@ -377,6 +395,9 @@ func (s *Service) CreateKeyWith(ctx context.Context, marketplaceID string, typ K
 	}
 	if k.ExpiresAt != nil {
 		detail += ", expires " + k.ExpiresAt.Format(time.RFC3339)
+	}
+	if k.VendorID != "" {
+		detail += ", vendor " + strconv.Quote(k.VendorID)
 	}
 	if c, ok := audit.Change(ctx, marketplaceID, "key.create", k.ID, detail, now); ok {
 		changes = append(changes, c)

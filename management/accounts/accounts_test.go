@@ -134,3 +134,40 @@ func TestConcurrentWritesOneEntity(t *testing.T) {
 		t.Errorf("wins %d conflicts %d version %d", wins, conflicts, sl.Version("thing", "x"))
 	}
 }
+
+// TestVendorScopedKey: an advanced key may be scoped to a vendor; the scope
+// is on the key a process rebuilds from Kafka; a marketplace key, or a vendor
+// id that is not short text, is refused.
+func TestVendorScopedKey(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	a1, _ := open(t, brokers)
+	ctx := t.Context()
+	m, err := a1.CreateMarketplace(ctx, "Shop", "EUR", "Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, k, err := a1.CreateKeyWith(ctx, m.ID, accounts.KeyAdvanced, accounts.KeyOptions{VendorID: " v-1 "})
+	if err != nil || k.VendorID != "v-1" {
+		t.Fatalf("vendor-scoped key: %v %+v", err, k)
+	}
+	a2, _ := open(t, brokers)
+	if p, ok := a2.Authenticate(secret); !ok || p.Key.VendorID != "v-1" || p.Key.Type != accounts.KeyAdvanced {
+		t.Fatalf("rebuilt: %v %+v", ok, p)
+	}
+	if _, _, err := a1.CreateKey(ctx, m.ID, accounts.KeyAdvanced); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		typ    accounts.KeyType
+		vendor string
+	}{
+		{accounts.KeyMarketplace, "v-1"},
+		{accounts.KeyAdvanced, strings.Repeat("v", accounts.MaxKeyVendor+1)},
+		{accounts.KeyAdvanced, "v\x00"},
+		{accounts.KeyAdvanced, "\xff"},
+	} {
+		if _, _, err := a1.CreateKeyWith(ctx, m.ID, bad.typ, accounts.KeyOptions{VendorID: bad.vendor}); !errors.Is(err, accounts.ErrInvalid) {
+			t.Errorf("%s key scoped to %q: %v", bad.typ, bad.vendor, err)
+		}
+	}
+}

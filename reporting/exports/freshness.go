@@ -72,33 +72,8 @@ func (s *Service) freshness(ctx context.Context, mp string, r *Request) (dataAsO
 	if s.o.Location != nil {
 		loc = s.o.Location(mp)
 	}
-	dataAsOf = windowDataAsOf(known, start, end)
+	dataAsOf = rollups.DataAsOf(known, start, end)
 	return dataAsOf, dataAsOf.IsZero() || dataAsOf.Before(WindowEnd(end, loc)), nil
-}
-
-// windowDataAsOf is the watermark of the days start..end: the earliest
-// watermark of the days that can still change (every event acknowledged
-// before it is in every day), or the latest of all when every day is final.
-// Zero when a day's is unknown.
-func windowDataAsOf(known map[time.Time]rollups.Day, start, end time.Time) time.Time {
-	var open, final time.Time
-	for d := start; !d.After(end); d = d.AddDate(0, 0, 1) {
-		k := known[d]
-		switch {
-		case k.DataAsOf.IsZero():
-			return time.Time{}
-		case k.Final(d):
-			if k.DataAsOf.After(final) {
-				final = k.DataAsOf
-			}
-		case open.IsZero() || k.DataAsOf.Before(open):
-			open = k.DataAsOf
-		}
-	}
-	if open.IsZero() {
-		return final
-	}
-	return open
 }
 
 // WindowEnd is the instant the local day end ends in loc (the start of the

@@ -25,7 +25,7 @@ func TestWindowDataAsOf(t *testing.T) {
 		{"final days do not hold it back", map[time.Time]rollups.Day{d(0): {DataAsOf: final(0)}, d(1): {DataAsOf: at(40, 0)}}, 0, 1, at(40, 0)},
 		{"every day final: the latest", map[time.Time]rollups.Day{d(0): {DataAsOf: final(0)}, d(1): {DataAsOf: final(5)}}, 0, 1, final(5)},
 	} {
-		if got := windowDataAsOf(tc.known, d(tc.start), d(tc.end)); !got.Equal(tc.want) {
+		if got := rollups.DataAsOf(tc.known, d(tc.start), d(tc.end)); !got.Equal(tc.want) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

@@ -283,6 +283,31 @@ func (s Day) Final(d time.Time) bool {
 	return !s.DataAsOf.IsZero() && !s.DataAsOf.Before(FinalAfter(d))
 }
 
+// DataAsOf is the watermark of the local days start..end (dates) of known:
+// the earliest watermark of the days that can still change (every event
+// acknowledged before it is in every day), or the latest of all when every
+// day is final. Zero when a day's is unknown (or the day never ran).
+func DataAsOf(known map[time.Time]Day, start, end time.Time) time.Time {
+	var open, final time.Time
+	for d := dateOf(start); !d.After(end); d = d.AddDate(0, 0, 1) {
+		k := known[d]
+		switch {
+		case k.DataAsOf.IsZero():
+			return time.Time{}
+		case k.Final(d):
+			if k.DataAsOf.After(final) {
+				final = k.DataAsOf
+			}
+		case open.IsZero() || k.DataAsOf.Before(open):
+			open = k.DataAsOf
+		}
+	}
+	if open.IsZero() {
+		return final
+	}
+	return open
+}
+
 // ReadDays reads what rollup_days says of the local days from..to (dates);
 // a day never computed is absent.
 func ReadDays(ctx context.Context, ch clickhouse.Conn, from, to time.Time) (map[time.Time]Day, error) {
