@@ -111,7 +111,8 @@ func seedDemoTraffic(ctx context.Context, a *app.App, creds credentials, apiURL,
 	s := &demoSender{url: strings.TrimSuffix(apiURL, "/") + "/v2/events", key: creds.MarketplaceKey,
 		client: &http.Client{Timeout: 10 * time.Second}}
 	// The same seed for the same marketplace: a start interrupted half-way
-	// sends the same event ids again, which the projector counts once.
+	// sends the same event ids again at the next start, which the fold
+	// drops as duplicates (docs/projector.md).
 	rng := rand.New(rand.NewPCG(uint64(len(creds.MarketplaceID)), seedOf(creds.MarketplaceID)))
 	var counts demoTrafficCounts
 	var pending []demoEvent // purchases due later, by time
