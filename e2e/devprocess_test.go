@@ -82,12 +82,14 @@ func ephemeralLow() int {
 }
 
 // newDevStack is a devStack of the test's own: a fresh binary, directory
-// and ports.
+// and ports. It writes no demo traffic (the tests count their own events
+// and time their own load) unless extra has --demo-traffic=true, which
+// wins over the default given first.
 func newDevStack(t *testing.T, extra ...string) *devStack {
 	t.Helper()
 	bin := buildBinary(t) // first: the ports are picked just before they are bound
 	p := freePorts(t, 8)
-	return &devStack{t: t, bin: bin, dir: t.TempDir(), extra: extra,
+	return &devStack{t: t, bin: bin, dir: t.TempDir(), extra: append([]string{"--demo-traffic=false"}, extra...),
 		http: p[0], kafka: p[1], ch: p[2], chHTTP: p[3], redis: p[4], s3: p[5], mailSMTP: p[6], mailWeb: p[7]}
 }
 
@@ -469,7 +471,7 @@ func TestDevDemoTraffic(t *testing.T) {
 		t.Skip("starts the whole local stack as a subprocess")
 	}
 	testenv.Get(t)
-	d := newDevStack(t)
+	d := newDevStack(t, "--demo-traffic=true")
 	p := d.start()
 	creds := d.creds()
 	marker := filepath.Join(d.dir, "dev", "demo-traffic.json")
@@ -479,7 +481,7 @@ func TestDevDemoTraffic(t *testing.T) {
 		Clicks    int    `json:"clicks"`
 		Purchases int    `json:"purchases"`
 	}
-	testenv.Eventually(t, 3*time.Minute, func() error {
+	testenv.Eventually(t, 2*time.Minute, func() error {
 		b, err := os.ReadFile(marker)
 		if err != nil {
 			return testenv.Errorf("no %s yet: %v", marker, err)

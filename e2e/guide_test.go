@@ -165,7 +165,7 @@ func TestGuide(t *testing.T) {
 		t.Fatalf("%s: %d sh blocks", guidePath, len(steps))
 	}
 
-	d := newDevStack(t)
+	d := newDevStack(t, "--demo-traffic=true") // as make run: the guide works beside the demo traffic
 	d.start()
 	work := t.TempDir()
 	// One script: each block, then a marker line on stdout that splits the
