@@ -22,7 +22,8 @@ import (
 // budget gate lets every campaign bid: the spend of a past day is not in the
 // spend cache, which holds today's, so the budgets of those days are applied
 // where they always are, when the charges are decided (docs/charges.md).
-// Not safe for concurrent use.
+// Its runs take turns (the engine's clock is the instant of the one under
+// way).
 type PastAuctions struct {
 	engine   *auction.Engine
 	recorder auction.Recorder
