@@ -36,8 +36,10 @@ import (
 // demoTrafficFile is <dir>/dev/demo-traffic.json.
 const demoTrafficFile = "demo-traffic.json"
 
-// demoTrafficDays is how many whole local days before today are seeded;
-// today is seeded up to the start.
+// demoTrafficDays is how many whole local days before today are seeded.
+// Today is left alone: its spend is what the auctions of today read
+// (budgets, pacing), and the README's auctions should find the demo
+// campaigns with their whole budgets.
 const demoTrafficDays = 7
 
 // demoTrafficDone is what demo-traffic.json holds.
@@ -117,13 +119,13 @@ func seedDemoTraffic(ctx context.Context, a *app.App, creds credentials, apiURL,
 	var counts demoTrafficCounts
 	var pending []demoEvent // purchases due later, by time
 	n := 0
-	for hour := from; hour.Before(now); hour = hour.Add(time.Hour) {
+	for hour := from; hour.Before(today); hour = hour.Add(time.Hour) {
 		local := hour.In(loc)
 		mean := demoAuctionsPerDay / 24.0 * demoHourShape[local.Hour()] * demoWeekShape[local.Weekday()]
 		k := poisson(rng, mean)
 		for range k {
 			at := hour.Add(time.Duration(rng.Int64N(int64(time.Hour))))
-			if !at.Before(now) {
+			if !at.Before(today) {
 				continue
 			}
 			n++
@@ -161,7 +163,7 @@ func seedDemoTraffic(ctx context.Context, a *app.App, creds credentials, apiURL,
 						continue
 					}
 					bought := clicked.Add(time.Duration(5+rng.IntN(180)) * time.Minute)
-					if bought.Before(now) {
+					if bought.Before(today) {
 						pending = append(pending, demoEvent{at: bought, json: fmt.Sprintf(`{"id":"%s-p","occurredAt":%q,"opaqueUserId":%q,"items":[{"productId":%q,"unitPrice":%v,"quantity":%d}]}`,
 							id, stamp(bought), user, w.ID, price, 1+rng.IntN(2))})
 					}
@@ -171,7 +173,7 @@ func seedDemoTraffic(ctx context.Context, a *app.App, creds credentials, apiURL,
 			if rng.Float64() < 0.02 {
 				p := fmt.Sprintf("p-%d", 1+rng.IntN(5))
 				bought := at.Add(time.Duration(rng.IntN(30)) * time.Minute)
-				if bought.Before(now) {
+				if bought.Before(today) {
 					pending = append(pending, demoEvent{at: bought, json: fmt.Sprintf(`{"id":"demo-%d-o","occurredAt":%q,"opaqueUserId":%q,"items":[{"productId":%q,"unitPrice":%v,"quantity":1}]}`,
 						n, stamp(bought), user, p, demoPrices[p])})
 				}
