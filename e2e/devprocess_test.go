@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -81,12 +82,14 @@ func ephemeralLow() int {
 }
 
 // newDevStack is a devStack of the test's own: a fresh binary, directory
-// and ports.
+// and ports. It writes no demo traffic (the tests count their own events
+// and time their own load) unless extra has --demo-traffic=true, which
+// wins over the default given first.
 func newDevStack(t *testing.T, extra ...string) *devStack {
 	t.Helper()
 	bin := buildBinary(t) // first: the ports are picked just before they are bound
 	p := freePorts(t, 8)
-	return &devStack{t: t, bin: bin, dir: t.TempDir(), extra: extra,
+	return &devStack{t: t, bin: bin, dir: t.TempDir(), extra: append([]string{"--demo-traffic=false"}, extra...),
 		http: p[0], kafka: p[1], ch: p[2], chHTTP: p[3], redis: p[4], s3: p[5], mailSMTP: p[6], mailWeb: p[7]}
 }
 
@@ -455,4 +458,159 @@ func TestDevNoDemo(t *testing.T) {
 	if !strings.Contains(string(log), "Endcap is running, empty") {
 		t.Fatalf("the banner of an empty stack is missing:\n%s", log)
 	}
+}
+
+// TestDevDemoTraffic: on its first start `endcap dev` writes a week of
+// demo traffic for the demo marketplace (auctions in the past, their
+// impressions, clicks and purchases through POST /v2/events): each of the
+// seven local days before today has impressions, clicks and spend in the
+// daily rollup, the week has attributed purchases, and an export of the
+// week has rows. The next start writes none again.
+func TestDevDemoTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack as a subprocess")
+	}
+	testenv.Get(t)
+	d := newDevStack(t, "--demo-traffic=true")
+	p := d.start()
+	creds := d.creds()
+	marker := filepath.Join(d.dir, "dev", "demo-traffic.json")
+	var done struct {
+		SeededAt  string `json:"seededAt"`
+		Auctions  int    `json:"auctions"`
+		Clicks    int    `json:"clicks"`
+		Purchases int    `json:"purchases"`
+	}
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		b, err := os.ReadFile(marker)
+		if err != nil {
+			return testenv.Errorf("no %s yet: %v", marker, err)
+		}
+		return json.Unmarshal(b, &done)
+	})
+	if b, err := os.ReadFile(p.log); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "demo traffic: written") {
+				t.Log(line) // its counts and how long it took
+			}
+		}
+	}
+	if done.Auctions < 1000 || done.Clicks == 0 || done.Purchases == 0 {
+		t.Fatalf("demo traffic counts: %+v", done)
+	}
+
+	conn, err := clickhouse.Open(clickhouse.Options{Addr: fmt.Sprintf("127.0.0.1:%d", d.ch), Database: "endcap", User: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ny, _ := time.LoadLocation("America/New_York")
+	now := time.Now().In(ny)
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	type dayRow struct{ impressions, clicks, spend, purchases uint64 }
+	days := map[string]dayRow{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rows, err := conn.Query(ctx, `SELECT toString(day_local), sum(impressions), sum(clicks),
+		toUInt64(sum(ad_spent_clicks_micros) + sum(ad_spent_impressions_micros)), toUInt64(uniqExactMerge(purchases))
+		FROM rollup_daily WHERE marketplace_id = toUUID(?) GROUP BY day_local`, creds.MarketplaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var weekPurchases uint64
+	for rows.Next() {
+		var day string
+		var r dayRow
+		if err := rows.Scan(&day, &r.impressions, &r.clicks, &r.spend, &r.purchases); err != nil {
+			t.Fatal(err)
+		}
+		days[day] = r
+		weekPurchases += r.purchases
+	}
+	rows.Close()
+	for i := 1; i <= 7; i++ {
+		day := today.AddDate(0, 0, -i).Format(time.DateOnly)
+		r := days[day]
+		t.Logf("%s: %d impressions, %d clicks, spend %d micros, %d purchases", day, r.impressions, r.clicks, r.spend, r.purchases)
+		if r.impressions == 0 || r.clicks == 0 || r.spend == 0 {
+			t.Errorf("local day %s of the demo week: %+v in rollup_daily", day, r)
+		}
+	}
+	if weekPurchases == 0 {
+		t.Error("no attributed purchase in the demo week's rollup")
+	}
+
+	// The first export of the README: the last 7 days, per day and campaign.
+	base := fmt.Sprintf("http://127.0.0.1:%d", d.http)
+	body := fmt.Sprintf(`{"dataset":"monitoring_metrics","dimensions":["day_local","campaign_name"],"metrics":["impressions","clicks","ad_spend"],
+		"granularity":"day_local","startDate":%q,"endDate":%q,"format":"csv"}`, today.AddDate(0, 0, -7).Format(time.DateOnly), today.Format(time.DateOnly))
+	var exp struct {
+		ExportID, Status, URL string
+		RowCount              int
+	}
+	code, b := devJSON(t, "POST", base+"/public/v1/export-service/exports", creds.AdvancedKey, body, &exp)
+	if code != 202 {
+		t.Fatalf("POST export: %d %s", code, b)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		code, b := devJSON(t, "GET", base+"/public/v1/export-service/exports/"+exp.ExportID, creds.AdvancedKey, "", &exp)
+		if code != 200 || exp.Status != "completed" {
+			return testenv.Errorf("export: %d %s", code, b)
+		}
+		return nil
+	})
+	resp, err := http.Get(exp.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if resp.StatusCode != 200 || exp.RowCount < 7 || len(lines) != exp.RowCount+1 {
+		t.Fatalf("export file: %s, rowCount %d\n%s", resp.Status, exp.RowCount, csv)
+	}
+	t.Logf("export of the demo week: %d rows, first %q", exp.RowCount, lines[1])
+
+	// The next start finds it done.
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("endcap dev did not stop within 30s of Ctrl-C")
+	}
+	before, _ := os.ReadFile(marker)
+	p = d.start()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if b, _ := os.ReadFile(p.log); !strings.Contains(string(b), "Endcap is running") {
+			return testenv.Errorf("no banner yet")
+		}
+		return nil
+	})
+	log, _ := os.ReadFile(p.log)
+	if strings.Contains(string(log), "demo traffic: writing") {
+		t.Errorf("the second start writes the demo traffic again:\n%s", log)
+	}
+	if after, _ := os.ReadFile(marker); string(after) != string(before) {
+		t.Errorf("demo-traffic.json changed across the restart: %s, then %s", before, after)
+	}
+}
+
+// devJSON sends a request with the key and decodes a JSON answer into out.
+func devJSON(t *testing.T, method, url, key, body string, out any) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		_ = json.Unmarshal(b, out)
+	}
+	return resp.StatusCode, b
 }

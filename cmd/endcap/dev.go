@@ -68,8 +68,9 @@ func cmdDev(ctx context.Context, args []string) error {
 	var target string
 	var chLogs, localCluster bool
 	var mailSMTP, mailWeb int
-	var noDemo bool
+	var noDemo, demoTraffic bool
 	cfg, _, err := parse("dev", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&demoTraffic, "demo-traffic", true, "on the demo marketplace's first start, write a week of auctions, impressions, clicks and purchases for it in the background (<dir>/dev/demo-traffic.json records it), so that the console's charts and the first export show something")
 		fs.BoolVar(&noDemo, "no-demo", false, "start the stack empty: no demo marketplace, keys or console administrator (a clean start, or a stack to restore a backup into)")
 		fs.IntVar(&mailSMTP, "mail-smtp-port", 11025, "SMTP port of the local inbox (maildev) the console's invitation e-mails go to, unless ENDCAP_SMTP_ADDR is set")
 		fs.IntVar(&mailWeb, "mail-web-port", 11080, "port of the local inbox's web page and REST API (maildev)")
@@ -204,7 +205,8 @@ func cmdDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.Listen(); err != nil {
+	addr, err := a.Listen()
+	if err != nil {
 		return err
 	}
 	runErr := make(chan error, 1)
@@ -284,7 +286,21 @@ Endcap is running (Ctrl-C stops everything).
 `, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, redisShown,
 		stack.S3Endpoint, cfg.S3Bucket, inbox, creds.MarketplaceID, creds.MarketplaceKey, creds.AdvancedKey,
 		cfg.HTTPAddr, creds.AdminEmail, creds.AdminPassword, credPath, masterKeySource(cfg))
-	return devWait(runErr, log)
+	if !demoTraffic || t != app.TargetAll {
+		return devWait(runErr, log)
+	}
+	// The demo traffic, after the banner: the stack is ready meanwhile.
+	seeded := make(chan struct{})
+	go func() {
+		defer close(seeded)
+		if err := seedDemoTraffic(rctx, a, creds, "http://"+addr.String(), filepath.Dir(credPath), log); err != nil && rctx.Err() == nil {
+			log.Warn("demo traffic: not written (the next start tries again)", "err", err)
+		}
+	}()
+	err = devWait(runErr, log)
+	stopApp()
+	<-seeded
+	return err
 }
 
 // devWait waits for the system to stop.

@@ -115,7 +115,7 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
 	# shellcheck disable=SC2086 # API_ENV is a list of NAME=value words
 	env $API_ENV ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
-		"$bin" dev --target "$target" --kfake="$kfake" $DEV_FLAGS > "$log" 2>&1 &
+		"$bin" dev --target "$target" --kfake="$kfake" --demo-traffic=false $DEV_FLAGS > "$log" 2>&1 &
 	pids+=($!)
 	sampled+=("endcap=$!")
 	logs+=("endcap=$log")

@@ -128,7 +128,7 @@ start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is r
 	mkdir -p "$ENDCAP_DEV_DIR/logs"
 	echo "starting endcap dev $* (log: $log)"
 	# shellcheck disable=SC2086 # DEV_FLAGS is a list of words
-	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev --clickhouse-http-port "$CH_HTTP_PORT" $DEV_FLAGS "$@" > "$log" 2>&1 &
+	ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s "$bin" dev --clickhouse-http-port "$CH_HTTP_PORT" --demo-traffic=false $DEV_FLAGS "$@" > "$log" 2>&1 &
 	dev_pid=$!
 	pids+=($dev_pid)
 	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
