@@ -250,8 +250,10 @@ func (c *Console) productsPage(ctx *gin.Context) {
 	d := productsData{Q: trimTo(ctx.Query("q"), 200), Vendor: trimTo(ctx.Query("vendor"), 255)}
 	if d.Q != "" || d.Vendor != "" {
 		d.Searched = true
+		rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
+		defer cancel()
 		var err error
-		if d.Products, d.More, err = c.o.Catalog.SearchProducts(mp, d.Vendor, d.Q, pageSize); err != nil {
+		if d.Products, d.More, err = c.o.Catalog.SearchProducts(rctx, mp, d.Vendor, d.Q, pageSize); err != nil {
 			c.fail(ctx, err)
 			return
 		}

@@ -269,3 +269,28 @@ func TestWebhookButtons(t *testing.T) {
 		t.Fatalf("%d deliveries after the refused test", len(ds))
 	}
 }
+
+// TestProductSearch: the products page finds, without a vendor, the
+// products whose id or name contains the text, whatever the case.
+func TestProductSearch(t *testing.T) {
+	s := start(t)
+	s.products(t, "v-1", "p-1", "p-2")
+	s.products(t, "v-2", "x-3")
+	c := s.client(t)
+	c.login(adminEmail, adminPassword)
+	for _, tc := range []struct{ q, vendor, want string }{
+		{"PRODUCT P-", "", "p-1 p-2"},
+		{"x-3", "", "x-3"},
+		{"product", "v-2", "x-3"},
+		{"nothing", "", ""},
+	} {
+		r := c.do("GET", "/console/products?"+url.Values{"q": {tc.q}, "vendor": {tc.vendor}}.Encode(), nil)
+		var ids []string
+		for _, m := range regexp.MustCompile(`<tr><td class="mono">([^<]+)</td>`).FindAllStringSubmatch(r.body, -1) {
+			ids = append(ids, m[1])
+		}
+		if r.status != 200 || strings.Join(ids, " ") != tc.want {
+			t.Errorf("search %q (vendor %q): %d %q, want %q", tc.q, tc.vendor, r.status, ids, tc.want)
+		}
+	}
+}
