@@ -270,13 +270,21 @@ func TestWebhookButtons(t *testing.T) {
 	}
 }
 
-// TestProductSearch: the products page finds, without a vendor, the
+// TestProductSearch: every page has an icon; the products page finds, without a vendor, the
 // products whose id or name contains the text, whatever the case.
 func TestProductSearch(t *testing.T) {
 	s := start(t)
 	s.products(t, "v-1", "p-1", "p-2")
 	s.products(t, "v-2", "x-3")
 	c := s.client(t)
+	// Every page names its icon, which is served.
+	icon := regexp.MustCompile(`<link rel="icon" type="image/svg\+xml" href="([^"]+)">`).FindStringSubmatch(c.do("GET", "/console/login", nil).body)
+	if icon == nil {
+		t.Fatal("the sign-in page has no icon")
+	}
+	if r := c.do("GET", html.UnescapeString(icon[1]), nil); r.status != 200 || r.header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(r.body, "<svg") {
+		t.Fatalf("the icon: %d %q", r.status, r.header.Get("Content-Type"))
+	}
 	c.login(adminEmail, adminPassword)
 	for _, tc := range []struct{ q, vendor, want string }{
 		{"PRODUCT P-", "", "p-1 p-2"},
