@@ -15,14 +15,15 @@ import (
 // marketplace whose id or name contains a text, case-insensitively. No
 // index: the view holds every id (and the short names) in memory and the
 // texts store holds the other names on local disk in key order, so one
-// pass over each, a scan of the disk store's marketplace range rather than
-// a read per product, finds them. 1,000,000 products take about the time
-// docs/performance.md gives (BenchmarkSearchAll); an index of every name's
-// trigrams would answer sooner but cost memory per product in every
+// pass over each (a scan of the disk store's marketplace range rather than
+// a read per product) finds them, within the caller's deadline. It costs
+// time in proportion to the catalog (BenchmarkSearchAll; docs/console.md
+// gives the figures): an index of the names' trigrams would answer a
+// million products sooner, at a cost in memory per product in every
 // process, which the catalog keeps small (docs/operations.md, Memory).
 
 // errSearchTimeout: the search ran out of its deadline.
-var errSearchTimeout = errkind.New(errkind.Unavailable, "the search took too long; try a longer text")
+var errSearchTimeout = errkind.New(errkind.Unavailable, "the search of the whole catalog took too long: give a vendor to search its products only")
 
 // searchAll returns the first limit products of mp, in id order, whose id
 // or name contains q (case-insensitive), and whether more match. ctx
