@@ -202,6 +202,10 @@ func TestOverview(t *testing.T) {
 	if !strings.Contains(body, `id="chart-spend"`) || !strings.Contains(body, `"id":"chart-sales"`) {
 		t.Error("the overview's charts are missing")
 	}
+	// A vendor's page: its campaigns' days in the marketplace's zone.
+	if r := c.do("GET", "/console/vendors/v-1", nil); r.status != 200 || !strings.Contains(r.body, "<td>2024-01-01</td>") {
+		t.Errorf("the vendor's page: %d", r.status)
+	}
 	// A vendor user has no overview: its first page is its performance.
 	v := s.vendorUser(t, "v-1", "analyst@one.test")
 	if r := v.do("GET", "/console", nil); r.header.Get("Location") != "/console/performance" {
