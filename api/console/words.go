@@ -86,12 +86,13 @@ var statusReasons = map[string]string{
 	campaigns.ReasonServing:            "Serving: it takes part in auctions",
 }
 
-// pacingWords says each pacing state (campaigns.Pacing*) in words.
+// pacingWords says each pacing state (campaigns.Pacing*) in words, short
+// (a figure of the page; the hint under it says what they mean).
 var pacingWords = map[string]string{
-	campaigns.PacingNoDailyBudget:    "Not paced (no daily budget)",
-	campaigns.PacingOnPace:           "On pace: today's spend is within what the pacing allows now",
-	campaigns.PacingAheadOfPace:      "Ahead of pace: sitting auctions out until the pace catches up",
-	campaigns.PacingDailyBudgetSpent: "Today's budget is spent",
+	campaigns.PacingNoDailyBudget:    "Not paced",
+	campaigns.PacingOnPace:           "On pace",
+	campaigns.PacingAheadOfPace:      "Ahead of pace",
+	campaigns.PacingDailyBudgetSpent: "Budget spent",
 }
 
 // wordTables are the tables the templates' "words" reads ({{words "pacing" .Pacing}}).
