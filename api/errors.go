@@ -7,8 +7,23 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// DocURL is where error codes are documented; errCode is appended as anchor.
-const DocURL = "https://github.com/endcap/endcap/blob/main/docs/errors.md"
+// DefaultDocURLBase is where the documentation is read by default
+// (ENDCAP_DOC_URL_BASE): an error's docUrl is <base>/errors.md#<errCode>.
+const DefaultDocURLBase = "https://github.com/endcap/endcap/blob/main/docs"
+
+// docURLKey holds the request's documentation base (Deps.DocURLBase) on
+// the gin context.
+const docURLKey = "api.docURLBase"
+
+// docURL is the docUrl of an error code: the deployment's documentation
+// base (set on every request by New) + /errors.md#code.
+func docURL(c *gin.Context, code string) string {
+	base := c.GetString(docURLKey)
+	if base == "" {
+		base = DefaultDocURLBase
+	}
+	return base + "/errors.md#" + code
+}
 
 // v2Error is the /v2 error body (wire-contract.md): one JSON object.
 type v2Error struct {
@@ -18,7 +33,7 @@ type v2Error struct {
 }
 
 func abortV2(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, v2Error{ErrCode: code, DocURL: DocURL + "#" + code, Message: msg})
+	c.AbortWithStatusJSON(status, v2Error{ErrCode: code, DocURL: docURL(c, code), Message: msg})
 }
 
 func abortUnavailable(c *gin.Context, retryAfter time.Duration, msg string) {
@@ -38,5 +53,5 @@ type authError struct {
 }
 
 func abortAuth(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, authError{Error: code, ErrCode: code, DocURL: DocURL + "#" + code, Message: msg})
+	c.AbortWithStatusJSON(status, authError{Error: code, ErrCode: code, DocURL: docURL(c, code), Message: msg})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -43,4 +44,22 @@ func TestSecurityHeaders(t *testing.T) {
 	check(t, m, "GET", "/metrics", 200)
 	check(t, m, "GET", "/livez", 404)
 	check(t, m, "POST", "/metrics", 405)
+}
+
+// TestDocURLBase: an error body's docUrl is the deployment's documentation
+// base (Deps.DocURLBase, ENDCAP_DOC_URL_BASE) + /errors.md#<errCode>, by
+// default the project's.
+func TestDocURLBase(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct{ base, want string }{
+		{"", "https://github.com/endcap/endcap/blob/main/docs/errors.md#resource_not_found"},
+		{"https://docs.ads.example.com/endcap/", "https://docs.ads.example.com/endcap/errors.md#resource_not_found"},
+	} {
+		w := httptest.NewRecorder()
+		New(Deps{Log: log, DocURLBase: tc.base}).ServeHTTP(w, httptest.NewRequest("GET", "/nothing-here", nil))
+		var body struct{ ErrCode, DocURL string }
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 404 || body.DocURL != tc.want {
+			t.Errorf("base %q: %d %s, want docUrl %q", tc.base, w.Code, w.Body.Bytes(), tc.want)
+		}
+	}
 }

@@ -69,6 +69,9 @@ type Deps struct {
 	// X-Forwarded-For or X-Real-IP names the client (gin.Context.ClientIP);
 	// nil: none, the client is the connection's address.
 	TrustedProxies []string
+	// DocURLBase is the documentation's address: every error body's docUrl
+	// is <DocURLBase>/errors.md#<errCode> ("": DefaultDocURLBase).
+	DocURLBase string
 }
 
 // New returns the HTTP handler of one process.
@@ -92,7 +95,11 @@ func New(d Deps) http.Handler {
 	// ids with a slash (product ids are "any format") work as %2F.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(securityHeaders, recovery(d.Log), observe, pathText)
+	docBase := strings.TrimRight(d.DocURLBase, "/")
+	if docBase == "" {
+		docBase = DefaultDocURLBase
+	}
+	r.Use(func(c *gin.Context) { c.Set(docURLKey, docBase) }, securityHeaders, recovery(d.Log), observe, pathText)
 	if telemetry.Tracing() { // with traces off, no middleware at all
 		r.Use(traceRequest)
 	}

@@ -272,6 +272,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		Log:                 log,
 		MetricsElsewhere:    cfg.MetricsAddr != "",
 		TrustedProxies:      cfg.TrustedProxies,
+		DocURLBase:          cfg.DocURLBase,
 	}
 	if target.runs(TargetAPI) {
 		deps.Accounts = a.Accounts

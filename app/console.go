@@ -34,7 +34,14 @@ func (a *App) buildConsole(deps *api.Deps) error {
 			return err
 		}
 		a.mailer = &users.InviteMailer{Invitations: a.Invitations, Links: a.links, SMTP: smtp, Redis: a.Redis, Log: a.log,
-			MarketplaceName: func(mp string) string { m, _ := a.Accounts.Marketplace(mp); return m.Name }}
+			MarketplaceName: func(mp string) string { m, _ := a.Accounts.Marketplace(mp); return m.Name },
+			VendorName:      func(mp, vendor string) string { v, _ := a.Catalog.Vendor(mp, vendor); return v.Name },
+			Location: func(mp string) *time.Location {
+				if m, ok := a.Accounts.Marketplace(mp); ok {
+					return m.Location()
+				}
+				return nil
+			}}
 		a.mailer.Register()
 	}
 	sso, err := a.buildSSO()

@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,6 +149,7 @@ func TestConsoleBrowser(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	cfg.SMTPAddr = smtp
 	cfg.ConsoleSecureCookies = false
+	cfg.WebhookAllowLoopback = true // the webhook's receiver is on loopback
 	// Single sign-on through a real OpenID provider (zitadel's example provider, tools/oidcdev): its
 	// user "sso-admin" is the admin of a marketplace of its own, made before the system starts (the
 	// role map names it); "sso-stranger" has no role.
@@ -184,6 +189,28 @@ func TestConsoleBrowser(t *testing.T) {
 	const ownClicks = 3
 	own := consoleTraffic(t, s, "v-alpha", "p-alpha", "Alpha spring sale", ownClicks)
 	other := consoleTraffic(t, s, "v-beta", "p-beta", "Beta secret launch", 2)
+	// A campaign whose bid is below the reserve: ineligible (the campaign page and the overview say why).
+	low := auCampaign(t, s, "v-alpha", `{"name":"Alpha clearance","type":"listings","chargeType":"CPC","dailyBudget":5,"startDate":"2020-01-01T00:00:00Z"}`)
+	auBid(t, s, low, "product", "p-alpha", "0.10")
+	// A webhook whose receiver answers 200: the console sends it a test event and sends it again.
+	var hookMu sync.Mutex
+	var hookTests int
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"webhook.test"`) {
+			hookMu.Lock()
+			hookTests++
+			hookMu.Unlock()
+		}
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(receiver.Close)
+	hr := cpDo(t, s, "POST", "/public/v1/webhooks/webhooks", A, fmt.Sprintf(`{"url":%q,"eventTypes":["campaign.updated"]}`, receiver.URL+"/hook"), nil)
+	cpStatus(t, hr, 201)
+	var hook struct{ ID string }
+	if err := json.Unmarshal(hr.Body, &hook); err != nil || hook.ID == "" {
+		t.Fatalf("webhook: %v %s", err, hr.Body)
+	}
 	testenv.Eventually(t, 60*time.Second, func() error {
 		if n := s.count(t, "SELECT uniqExact(event_id) FROM interactions_raw WHERE marketplace_id = ?", s.Marketplace.ID); n != 2*(ownClicks+2) {
 			return fmt.Errorf("%d interactions, want %d", n, 2*(ownClicks+2))
@@ -220,6 +247,7 @@ func TestConsoleBrowser(t *testing.T) {
 		"ownCampaign": own, "otherCampaign": other, "ownCampaignName": "Alpha spring sale", "otherCampaignName": "Beta secret launch",
 		"ownClicks": ownClicks, "today": localDay.Format(time.DateOnly), "yesterday": localDay.AddDate(0, 0, -1).Format(time.DateOnly),
 		"vendorUUID": vendorid.String(s.Marketplace.ID, "v-alpha"), "from90": localDay.AddDate(0, 0, -89).Format(time.DateOnly),
+		"lowCampaign": low, "lowCampaignName": "Alpha clearance", "webhook": hook.ID, "vendorName": "Alpha Shoes",
 		"oidcIssuer": idp.Issuer, "ssoUser": "sso-admin", "ssoStranger": "sso-stranger", "ssoPassword": ssoPassword, "ssoEmail": ssoEmail,
 	}
 	arg, _ := json.Marshal(input)
@@ -269,6 +297,16 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Errorf("the %s's scored-attribution file: rows of %q, want %q", f.who, got, f.vendors)
 		}
 	}
+
+	// The webhook's receiver got the test event the console sent, and again when it was sent again.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		if hookTests < 2 {
+			return fmt.Errorf("the receiver got %d test events, want 2 (sent, then sent again)", hookTests)
+		}
+		return nil
+	})
 
 	// The key the browser was shown works on /v2.
 	ev := fmt.Sprintf(`{"impressions":[{"id":"console-key","occurredAt":%q,"opaqueUserId":"u","entity":{"type":"product","id":"p-alpha"}}]}`, ts(time.Now()))

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -249,8 +250,10 @@ func (c *Console) productsPage(ctx *gin.Context) {
 	d := productsData{Q: trimTo(ctx.Query("q"), 200), Vendor: trimTo(ctx.Query("vendor"), 255)}
 	if d.Q != "" || d.Vendor != "" {
 		d.Searched = true
+		rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
+		defer cancel()
 		var err error
-		if d.Products, d.More, err = c.o.Catalog.SearchProducts(mp, d.Vendor, d.Q, pageSize); err != nil {
+		if d.Products, d.More, err = c.o.Catalog.SearchProducts(rctx, mp, d.Vendor, d.Q, pageSize); err != nil {
 			c.fail(ctx, err)
 			return
 		}
@@ -389,7 +392,9 @@ type webhookData struct {
 	Next       string
 }
 
-func (c *Console) webhookPage(ctx *gin.Context) {
+func (c *Console) webhookPage(ctx *gin.Context) { c.webhookPageStatus(ctx, http.StatusOK) }
+
+func (c *Console) webhookPageStatus(ctx *gin.Context, status int) {
 	mp := viewerOf(ctx).Marketplace.ID
 	h, _, err := c.o.Webhooks.Get(mp, ctx.Param("id"))
 	if err != nil {
@@ -408,7 +413,58 @@ func (c *Console) webhookPage(ctx *gin.Context) {
 			d.Next = ds[len(ds)-1].ID
 		}
 	}
-	c.render(ctx, http.StatusOK, "webhook", "Webhook", d)
+	c.render(ctx, status, "webhook", "Webhook", d)
+}
+
+// testWebhook sends a webhook.test event to the webhook now, as POST
+// /public/v1/webhooks/webhooks/{id}/test does (the same limits).
+func (c *Console) testWebhook(ctx *gin.Context) {
+	mp := viewerOf(ctx).Marketplace.ID
+	if c.o.Deliveries == nil {
+		c.errorPage(ctx, http.StatusServiceUnavailable, "This process does not send webhook deliveries.")
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
+	defer cancel()
+	x, err := c.o.Deliveries.Test(rctx, mp, ctx.Param("id"))
+	if err != nil {
+		c.webhookError(ctx, err)
+		return
+	}
+	ctx.Redirect(http.StatusSeeOther, "/console/webhooks/"+url.PathEscape(x.WebhookID)+"?done=webhook-test")
+}
+
+// retryDelivery sends a delivery again now, as POST
+// /public/v1/webhooks/webhooks/{id}/deliveries/{delivery}/retry does.
+func (c *Console) retryDelivery(ctx *gin.Context) {
+	mp := viewerOf(ctx).Marketplace.ID
+	if c.o.Deliveries == nil {
+		c.errorPage(ctx, http.StatusServiceUnavailable, "This process does not send webhook deliveries.")
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
+	defer cancel()
+	x, err := c.o.Deliveries.Retry(rctx, mp, ctx.Param("id"), ctx.Param("delivery"))
+	if err != nil {
+		c.webhookError(ctx, err)
+		return
+	}
+	ctx.Redirect(http.StatusSeeOther, "/console/webhooks/"+url.PathEscape(x.WebhookID)+"?done=webhook-retry")
+}
+
+// webhookError answers a refused test or retry: an unknown webhook or
+// delivery is 404; a disabled webhook, a delivery in flight or too many
+// tests are the webhook's page again with the message.
+func (c *Console) webhookError(ctx *gin.Context, err error) {
+	if e, ok := errkind.Of(err); ok && e.Kind == errkind.NotFound {
+		c.notFound(ctx, "The webhook or delivery")
+		return
+	}
+	c.formError(ctx, err, func() {
+		status := ctx.Writer.Status()
+		ctx.Request.URL.RawQuery = ""
+		c.webhookPageStatus(ctx, status)
+	})
 }
 
 // --- audit log ---

@@ -145,7 +145,9 @@ func (c *Console) campaignRows(ctx *gin.Context, cs []campaigns.Campaign) []camp
 type campaignData struct {
 	C    campaigns.Campaign
 	Row  campaignRow
-	Bids []campaigns.Bid
+	Bids []bidRow
+	// MoreBids: the campaign has more bids than the page lists.
+	MoreBids bool
 	// The pacing of today (the marketplace's local day).
 	Day       string
 	Pacing    string // campaigns.Pacing* ("" when the spend is unavailable)
@@ -179,11 +181,7 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 	rows := c.campaignRows(ctx, []campaigns.Campaign{cp})
 	d := campaignData{C: cp, Row: rows[0], Currency: v.Marketplace.Currency, TimeZone: v.Marketplace.Timezone,
 		HasBudget: cp.DailyBudgetMicros > 0}
-	bids := c.o.Campaigns.BidsOf(mp, cp.ID)
-	if len(bids) > 200 {
-		bids = bids[:200]
-	}
-	d.Bids = bids
+	d.Bids, d.MoreBids = c.bidRows(mp, cp)
 	loc := v.Marketplace.Location()
 	now := c.o.Now()
 	d.Day = spend.DayOf(now, loc)
@@ -192,6 +190,41 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 	}
 	c.pacingChart(ctx, &d, now, loc)
 	c.render(ctx, http.StatusOK, "campaign", cp.Name, d)
+}
+
+// bidRow is a bid as the campaign page lists it: the API's view of it
+// (campaigns.Service.BidJSON: isActive, isEligible, ineligibleReason and
+// its sentence).
+type bidRow struct {
+	campaigns.BidJSON
+	AmountMicros int64
+	// Serves: active and eligible (what the campaign's bids allow still
+	// depends on the campaign's status and budgets, shown above).
+	Serves bool
+	// Why is the ineligibility as a sentence ("" when eligible).
+	Why string
+}
+
+// maxBidRows bounds the bids a campaign page lists.
+const maxBidRows = 200
+
+// bidRows renders the campaign's first bids with their eligibility, as
+// GET …/bids answers it.
+func (c *Console) bidRows(mp string, cp campaigns.Campaign) ([]bidRow, bool) {
+	bids := c.o.Campaigns.BidsOf(mp, cp.ID)
+	more := len(bids) > maxBidRows
+	if more {
+		bids = bids[:maxBidRows]
+	}
+	rows := make([]bidRow, len(bids))
+	for i, b := range bids {
+		j := c.o.Campaigns.BidJSON(mp, cp, b)
+		rows[i] = bidRow{BidJSON: j, AmountMicros: b.AmountMicros, Serves: j.IsActive && j.IsEligible}
+		if j.IneligibleMessage != nil {
+			rows[i].Why = sentence(*j.IneligibleMessage)
+		}
+	}
+	return rows, more
 }
 
 // pacingStep is the step of the pacing chart.

@@ -202,7 +202,7 @@ func TestCampaignPacing(t *testing.T) {
 		t.Fatalf("campaign page: %d", r.status)
 	}
 	body := html.UnescapeString(r.body)
-	for _, want := range []string{"1.50 / 10.00", "no_bids", "on_pace", `id="chart-pacing"`, "Pacing limit", "Even pace"} {
+	for _, want := range []string{"1.50 / 10.00", "no_bids", "Not serving: it has no bid", "On pace</span>", `id="chart-pacing"`, "Pacing limit", "Even pace"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}

@@ -175,6 +175,7 @@ type route struct {
 // check that a vendor user reaches none).
 func (c *Console) adminRoutes() []route {
 	return []route{
+		{"GET", "/overview", c.overviewPage},
 		{"GET", "/keys", c.keysPage},
 		{"POST", "/keys", c.createKey},
 		{"POST", "/keys/:id/revoke", c.revokeKey},
@@ -191,6 +192,8 @@ func (c *Console) adminRoutes() []route {
 		{"POST", "/users/:id/enable", c.setUserDisabled(false)},
 		{"GET", "/webhooks", c.webhooksPage},
 		{"GET", "/webhooks/:id", c.webhookPage},
+		{"POST", "/webhooks/:id/test", c.testWebhook},
+		{"POST", "/webhooks/:id/deliveries/:delivery/retry", c.retryDelivery},
 		{"GET", "/health", c.healthPage},
 		{"GET", "/audit", c.auditPage},
 		{"GET", "/explain", c.explainPage},
@@ -211,7 +214,7 @@ func nav(r users.Role) []navItem {
 			{"/console/files", "Files"}, {"/console/account", "Account"}}
 	}
 	return []navItem{
-		{"/console/keys", "API keys"}, {"/console/settings", "Settings"}, {"/console/vendors", "Vendors"},
+		{"/console/overview", "Overview"}, {"/console/keys", "API keys"}, {"/console/settings", "Settings"}, {"/console/vendors", "Vendors"},
 		{"/console/products", "Products"}, {"/console/campaigns", "Campaigns"}, {"/console/explain", "Auction explain"}, {"/console/users", "Users"},
 		{"/console/webhooks", "Webhooks"}, {"/console/exports", "Exports"}, {"/console/files", "Files"}, {"/console/health", "Health"},
 		{"/console/audit", "Audit log"}, {"/console/account", "Account"},
@@ -395,13 +398,15 @@ type page struct {
 
 // notices are the messages of ?done= after a form's redirect.
 var notices = map[string]string{
-	"password": "Your password was changed.",
-	"revoked":  "The key was revoked.",
-	"reserve":  "The reserve prices were saved.",
-	"invited":  "The invitation was created.",
-	"disabled": "The user was disabled: their sessions have ended.",
-	"enabled":  "The user was enabled.",
-	"export":   "The export was requested: it is listed below and can be downloaded once completed.",
+	"password":      "Your password was changed.",
+	"revoked":       "The key was revoked.",
+	"reserve":       "The reserve prices were saved.",
+	"invited":       "The invitation was created.",
+	"disabled":      "The user was disabled: their sessions have ended.",
+	"enabled":       "The user was enabled.",
+	"webhook-test":  "A test event was sent: its delivery is listed below.",
+	"webhook-retry": "The delivery is being sent again.",
+	"export":        "The export was requested: it is listed below and can be downloaded once completed.",
 }
 
 // render writes a page with status.
@@ -545,7 +550,7 @@ func (c *Console) home(ctx *gin.Context) {
 		ctx.Redirect(http.StatusSeeOther, "/console/performance")
 		return
 	}
-	ctx.Redirect(http.StatusSeeOther, "/console/keys")
+	ctx.Redirect(http.StatusSeeOther, "/console/overview")
 }
 
 // --- templates and assets ---
@@ -556,9 +561,8 @@ func (c *Console) parse() error {
 		"decimal": func(m int64) string { return money.Micros(m).String() }, // a number an attribute reads (<meter value>)
 		"spend":   spendCell,
 		"add":     func(a, b int) int { return a + b },
+		"sub":     func(a, b int) int { return a - b },
 		"quality": func(ppm int64) string { return money.Micros(ppm).String() }, // parts per million, as the API writes it
-		"time":    formatTime,
-		"timeptr": formatTimePtr,
 		"date":    func(t time.Time) string { return t.Format(time.DateOnly) },
 		"roas":    func(t performance.Totals) string { return formatRatio(t.ROAS()) },
 		"acos":    func(t performance.Totals) string { return formatPct(t.ACOS()) },
@@ -568,6 +572,7 @@ func (c *Console) parse() error {
 		"deref64": func(n *int64) int64 { return *n },
 		"join":    strings.Join,
 		"active":  func(cur, path string) bool { return cur == path || strings.HasPrefix(cur, path+"/") },
+		"words":   func(table, code string) string { return words(wordTables[table], code) },
 	}
 	layout, err := template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {

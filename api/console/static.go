@@ -9,7 +9,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -82,20 +81,6 @@ func formatMicros(m int64) string {
 		b.WriteByte(units[i])
 	}
 	return b.String() + "." + frac
-}
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	return t.UTC().Format("2006-01-02 15:04 UTC")
-}
-
-func formatTimePtr(t *time.Time) string {
-	if t == nil {
-		return "—"
-	}
-	return formatTime(*t)
 }
 
 func formatRatio(v float64, ok bool) string {

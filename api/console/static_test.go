@@ -1,6 +1,9 @@
 package console
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestFormat(t *testing.T) {
 	for _, tc := range []struct {
@@ -24,5 +27,36 @@ func TestFormat(t *testing.T) {
 		if got := safeNext(tc.in); got != tc.want {
 			t.Errorf("safeNext(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestLocalTime: an instant is written in the marketplace's zone, named.
+func TestLocalTime(t *testing.T) {
+	at := time.Date(2026, 7, 1, 12, 30, 0, 0, time.UTC)
+	zone := func(name string) *time.Location {
+		l, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		t    time.Time
+		loc  *time.Location
+		want string
+	}{
+		{at, time.UTC, "2026-07-01 12:30 UTC"},
+		{at, zone("America/New_York"), "2026-07-01 08:30 EDT"},
+		{at.AddDate(0, 6, 0), zone("America/New_York"), "2027-01-01 07:30 EST"},
+		{at, zone("Asia/Dubai"), "2026-07-01 16:30 +04"}, // no abbreviation: the offset
+		{at, nil, "2026-07-01 12:30 UTC"},
+		{time.Time{}, time.UTC, "—"},
+	} {
+		if got := localTime(tc.t, tc.loc); got != tc.want {
+			t.Errorf("localTime(%s, %v) = %q, want %q", tc.t, tc.loc, got, tc.want)
+		}
+	}
+	if got := string(timeHTML(at, zone("Europe/Paris"))); got != `<time datetime="2026-07-01T12:30:00Z" title="Europe/Paris">2026-07-01 14:30 CEST</time>` {
+		t.Errorf("timeHTML = %s", got)
 	}
 }

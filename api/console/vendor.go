@@ -101,13 +101,15 @@ func (c *Console) performance(ctx *gin.Context, vendor, base string) (perfData, 
 	for _, r := range rows {
 		d.Total.Add(r)
 	}
-	d.Chart = chartsJSON(performanceCharts(d.Days))
+	d.Chart = chartsJSON(dayCharts(d.Days, performanceCharts...))
 	d.CSV = base + ".csv?from=" + d.From + "&to=" + d.To
 	return d, nil
 }
 
-// performanceCharts are the performance page's three charts.
-func performanceCharts(days []performance.Day) []Chart {
+// dayCharts are charts of days, one quantity each (its own scale), by id:
+// chart-impressions, chart-clicks, chart-spend, chart-sales, chart-roas,
+// chart-acos.
+func dayCharts(days []performance.Day, ids ...string) []Chart {
 	n := len(days)
 	x := make([]int64, n)
 	for i, d := range days {
@@ -116,21 +118,23 @@ func performanceCharts(days []performance.Day) []Chart {
 	num := func(f func(d performance.Day) float64) []*float64 {
 		return values(n, func(i int) (float64, bool) { return f(days[i]), true })
 	}
-	return []Chart{
-		{ID: "chart-traffic", X: x, Series: []Series{
-			{Label: "Impressions", Values: num(func(d performance.Day) float64 { return float64(d.Impressions) }), Color: colorBlue, Format: "int"},
-			{Label: "Clicks", Values: num(func(d performance.Day) float64 { return float64(d.Clicks) }), Axis: "right", Color: colorOrange, Format: "int"},
-		}},
-		{ID: "chart-money", X: x, Series: []Series{
-			{Label: "Spend", Values: num(func(d performance.Day) float64 { return float64(d.SpendMicros) / 1e6 }), Color: colorBlue, Format: "money"},
-			{Label: "Sales", Values: num(func(d performance.Day) float64 { return float64(d.SalesMicros) / 1e6 }), Color: colorGreen, Format: "money"},
-		}},
-		{ID: "chart-ratios", X: x, Series: []Series{
-			{Label: "ROAS", Values: values(n, func(i int) (float64, bool) { return days[i].ROAS() }), Color: colorGreen, Format: "ratio"},
-			{Label: "ACOS %", Values: values(n, func(i int) (float64, bool) { a, ok := days[i].ACOS(); return a * 100, ok }), Axis: "right", Color: colorPurple, Format: "pct"},
-		}},
+	all := map[string]Series{
+		"chart-impressions": {Label: "Impressions", Color: colorBlue, Format: "int", Values: num(func(d performance.Day) float64 { return float64(d.Impressions) })},
+		"chart-clicks":      {Label: "Clicks", Color: colorOrange, Format: "int", Values: num(func(d performance.Day) float64 { return float64(d.Clicks) })},
+		"chart-spend":       {Label: "Spend", Color: colorBlue, Format: "money", Values: num(func(d performance.Day) float64 { return float64(d.SpendMicros) / 1e6 })},
+		"chart-sales":       {Label: "Sales", Color: colorGreen, Format: "money", Values: num(func(d performance.Day) float64 { return float64(d.SalesMicros) / 1e6 })},
+		"chart-roas":        {Label: "ROAS", Color: colorGreen, Format: "ratio", Values: values(n, func(i int) (float64, bool) { return days[i].ROAS() })},
+		"chart-acos":        {Label: "ACOS %", Color: colorPurple, Format: "pct", Values: values(n, func(i int) (float64, bool) { a, ok := days[i].ACOS(); return a * 100, ok })},
 	}
+	out := make([]Chart, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, Chart{ID: id, X: x, Series: []Series{all[id]}})
+	}
+	return out
 }
+
+// performanceCharts are the performance page's charts: one per quantity.
+var performanceCharts = []string{"chart-impressions", "chart-clicks", "chart-spend", "chart-sales", "chart-roas", "chart-acos"}
 
 func (c *Console) performancePage(ctx *gin.Context) {
 	v := viewerOf(ctx)

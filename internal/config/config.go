@@ -152,6 +152,7 @@ type Config struct {
 	IdempotencyMaxBytes int64
 
 	ConsoleURL           string
+	DocURLBase           string
 	ConsoleSecureCookies bool
 	ConsoleSessionIdle   time.Duration
 	// ConsoleDownloads: the downloads a console user runs at once.
@@ -565,6 +566,14 @@ var settings = []setting{
 			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
 		}
 		c.ConsoleURL = strings.TrimRight(v, "/")
+		return nil
+	}},
+	{"doc-url-base", "ENDCAP_DOC_URL_BASE", "https://github.com/endcap/endcap/blob/main/docs", "address of the documentation the error bodies point at: every docUrl is <base>/errors.md#<errCode> (a deployment's own copy of docs/, e.g. https://docs.ads.example.com)", func(c *Config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("must be an http:// or https:// URL without query or fragment, got %q", v)
+		}
+		c.DocURLBase = strings.TrimRight(v, "/")
 		return nil
 	}},
 	{"console-secure-cookies", "ENDCAP_CONSOLE_SECURE_COOKIES", "true", "mark the console's cookies Secure (sent over HTTPS only); endcap dev sets false for http://127.0.0.1", func(c *Config, v string) error {

@@ -357,3 +357,23 @@ func TestRetentionSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestDocURLBase(t *testing.T) {
+	for _, c := range []struct{ v, want string }{
+		{"", "https://github.com/endcap/endcap/blob/main/docs"},
+		{"https://docs.ads.example.com/endcap/", "https://docs.ads.example.com/endcap"},
+		{"ftp://docs.example.com", ""}, {"docs.example.com", ""}, {"https://docs.example.com/?a=b", ""}, {"https:///docs", ""},
+	} {
+		env := map[string]string{}
+		if c.v != "" {
+			env["ENDCAP_DOC_URL_BASE"] = c.v
+		}
+		cfg, err := resolveWith(t, env, nil)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%q accepted", c.v)
+		case c.want != "" && (err != nil || cfg.DocURLBase != c.want):
+			t.Errorf("%q: %q %v, want %q", c.v, cfg.DocURLBase, err, c.want)
+		}
+	}
+}

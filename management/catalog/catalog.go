@@ -752,16 +752,18 @@ func (s *Service) ListCategories(mp, after string, limit int, parentID string) (
 // MaxSearch is the most results a search returns.
 const MaxSearch = 100
 
-// SearchProducts returns the product whose id is q (exactly), then, when
-// vendor is given, up to limit of that vendor's products whose id or name
-// contains q (case-insensitive; all of them when q is empty), by id, and
-// whether more matched. It reads the vendor's products only (the vendor
-// index), never the whole catalog: a million products are not scanned per
-// request. Names are on disk (keepProduct): a product whose id does not
-// match costs a read of it.
-func (s *Service) SearchProducts(mp, vendor, q string, limit int) ([]ProductView, bool, error) {
+// SearchProducts returns the product whose id is q (exactly), then up to
+// limit products whose id or name contains q (case-insensitive), by id, and
+// whether more matched: a vendor's products when vendor is given (all of
+// them when q is empty; the vendor index, a read of each name), else the
+// marketplace's (searchAll: a pass over the view and the names on disk,
+// within ctx).
+func (s *Service) SearchProducts(ctx context.Context, mp, vendor, q string, limit int) ([]ProductView, bool, error) {
 	limit = min(max(limit, 1), MaxSearch)
 	q = strings.TrimSpace(q)
+	if vendor == "" && q != "" {
+		return s.searchAll(ctx, mp, q, limit)
+	}
 	var out []ProductView
 	if q != "" {
 		p, _, ok, err := s.full(mp, q)

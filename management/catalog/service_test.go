@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -482,7 +483,7 @@ func TestProductTextsOnDisk(t *testing.T) {
 	if !ok || cr.ImageURL != *long.ImageURL || cr.BrandID != "b-1" || cr.BrandName != "Huyghe" || string(cr.Metadata) != `{"color":"amber"}` {
 		t.Fatalf("Creative = %+v, %v", cr, ok)
 	}
-	found, more, err := svc.SearchProducts(mp, "v-1", "tremens", 10)
+	found, more, err := svc.SearchProducts(context.Background(), mp, "v-1", "tremens", 10)
 	if err != nil || more || len(found) != 1 || !reflect.DeepEqual(found[0], want) {
 		t.Fatalf("search by name = %+v, %v, %v", found, more, err)
 	}

@@ -195,8 +195,13 @@ type InviteMailer struct {
 	Links       *Links
 	SMTP        SMTP
 	Redis       redis.UniversalClient
-	// MarketplaceName names a marketplace in the e-mail.
+	// MarketplaceName names a marketplace in the e-mail; VendorName a
+	// vendor of a marketplace (its catalog name; "" or nil: its id alone);
+	// Location is a marketplace's time zone, in which the e-mail says when
+	// the link expires (nil: UTC).
 	MarketplaceName func(mp string) string
+	VendorName      func(mp, vendor string) string
+	Location        func(mp string) *time.Location
 	Log             *slog.Logger
 	// Every is the sweep interval (default 30 s); a new invitation wakes
 	// the mailer at once.
@@ -292,22 +297,41 @@ func (m *InviteMailer) sweep(ctx context.Context) {
 }
 
 func (m *InviteMailer) send(ctx context.Context, p invitations.Pending) error {
+	return m.SMTP.Send(ctx, m.message(p))
+}
+
+// message is the invitation's e-mail: the marketplace and the vendor by
+// name (the vendor's id beside), the link, and when it expires in the
+// marketplace's zone, named.
+func (m *InviteMailer) message(p invitations.Pending) Message {
 	name := p.MarketplaceID
 	if m.MarketplaceName != nil {
 		if n := m.MarketplaceName(p.MarketplaceID); n != "" {
 			name = n
 		}
 	}
+	vendor := p.VendorID
+	if m.VendorName != nil {
+		if n := m.VendorName(p.MarketplaceID, p.VendorID); n != "" && n != p.VendorID {
+			vendor = n + " (" + p.VendorID + ")"
+		}
+	}
+	loc := time.UTC
+	if m.Location != nil {
+		if l := m.Location(p.MarketplaceID); l != nil {
+			loc = l
+		}
+	}
 	link := m.Links.URL(p.MarketplaceID, p.Invitation)
 	body := fmt.Sprintf(`Hello,
 
-You are invited to see the advertising reports of vendor %s on %s.
+You are invited to see the advertising reports of %s on %s.
 
 Open this link to choose a password and sign in:
 
 %s
 
-The link works once, until %s (UTC). If you did not expect this e-mail, ignore it.
-`, p.VendorID, name, link, p.ExpiresAt.UTC().Format("2006-01-02 15:04"))
-	return m.SMTP.Send(ctx, Message{To: p.VendorEmail, Subject: "Your invitation to " + name, Body: body})
+The link works once, until %s (%s). If you did not expect this e-mail, ignore it.
+`, vendor, name, link, p.ExpiresAt.In(loc).Format("2006-01-02 15:04 MST"), loc.String())
+	return Message{To: p.VendorEmail, Subject: "Your invitation to " + name, Body: body}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/endcap/endcap/management/invitations"
 )
 
 // fakeSMTP is a plain SMTP server on loopback that takes every message
@@ -115,5 +117,38 @@ func TestSMTPProbe(t *testing.T) {
 	}
 	if got := strings.Join(commands(), " "); !strings.Contains(got, "EHLO MAIL RCPT DATA QUIT") {
 		t.Errorf("commands %q", got)
+	}
+}
+
+// TestInviteMessage: the invitation e-mail names the vendor by its name (its
+// id beside) and the marketplace, and says when the link expires in the
+// marketplace's zone, named.
+func TestInviteMessage(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLinks("https://ads.example.com/console")
+	l.SetKey([]byte("a key of the test, long enough"))
+	vendor, email := "v-alpha", "analyst@alpha.test"
+	p := invitations.Pending{MarketplaceID: "mp-1", Invitation: invitations.Invitation{ID: "inv-1", VendorID: vendor, VendorEmail: email,
+		ExpiresAt: time.Date(2026, 3, 8, 9, 30, 0, 0, time.UTC)}}
+	for _, tc := range []struct {
+		name   string
+		m      InviteMailer
+		vendor string
+		until  string
+	}{
+		{"names", InviteMailer{Links: l, MarketplaceName: func(string) string { return "Shop" },
+			VendorName: func(mp, v string) string { return map[string]string{"mp-1/v-alpha": "Alpha Shoes"}[mp+"/"+v] },
+			Location:   func(string) *time.Location { return paris }},
+			"of Alpha Shoes (v-alpha) on Shop.", "until 2026-03-08 10:30 CET (Europe/Paris)."},
+		{"no names", InviteMailer{Links: l}, "of v-alpha on mp-1.", "until 2026-03-08 09:30 UTC (UTC)."},
+	} {
+		msg := tc.m.message(p)
+		if msg.To != email || !strings.Contains(msg.Body, tc.vendor) || !strings.Contains(msg.Body, tc.until) ||
+			!strings.Contains(msg.Body, "https://ads.example.com/console/invite/mp-1/inv-1/") {
+			t.Errorf("%s: %+v", tc.name, msg)
+		}
 	}
 }

@@ -230,3 +230,106 @@ ORDER BY step`, uint32(f), uint32(step/time.Second), mp, uint32(f), uint32(t), c
 	}
 	return out, nil
 }
+
+// spendExpr is a row group's spend in micro-units, exact: the micros plus
+// the thousandths, summed apart.
+const spendExpr = `sum(ad_spent_clicks_micros) + sum(ad_spent_impressions_micros)
+         + toInt64(intDiv(sum(ad_spent_clicks_sub_micros) + sum(ad_spent_impressions_sub_micros), 1000))`
+
+// Ranked is a campaign's or a vendor's totals over a window (a vendor's:
+// CampaignID and Campaign empty).
+type Ranked struct {
+	VendorID, CampaignID, Campaign string
+	Totals
+}
+
+// Overview is a marketplace's sponsored results: Days, every local day of
+// a window; Campaigns and Vendors, the largest spenders of a (shorter)
+// window, largest first.
+type Overview struct {
+	Days      []Day
+	Campaigns []Ranked
+	Vendors   []Ranked
+}
+
+// MaxTop bounds the campaigns and vendors an overview ranks.
+const MaxTop = 50
+
+// Marketplace reads marketplace mp's sponsored results from the rollup: the
+// totals of each local day of [from, to], and the top campaigns and vendors
+// by spend over [topFrom, to] (at most top of each, 0 for none). Three
+// reads of the marketplace's rows of the window (the rollup's sort key
+// starts with marketplace_id), each a few rows of answer.
+func (r *Reader) Marketplace(ctx context.Context, mp string, from, topFrom, to time.Time, top int) (Overview, error) {
+	if err := Window(from, to); err != nil {
+		return Overview{}, err
+	}
+	if topFrom.Before(from) || topFrom.After(to) || top < 0 || top > MaxTop {
+		return Overview{}, fmt.Errorf("%w: the ranking's window is within the overview's, and ranks at most %d", errkind.Invalid, MaxTop)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	const where = `WHERE marketplace_id = toUUID(?) AND sponsored = 1 AND campaign_id != ''
+  AND day_local >= toDate(?) AND day_local <= toDate(?)`
+	var days []Row
+	if err := r.scan(ctx, func(s scanner) (err error) {
+		var x Row
+		if err = s.Scan(&x.Day, &x.Impressions, &x.Clicks, &x.SpendMicros, &x.SalesMicros); err == nil {
+			days = append(days, x)
+		}
+		return err
+	}, `SELECT day_local, sum(impressions), sum(clicks), `+spendExpr+`, sum(total_purchase_amount_micros)
+FROM rollup_daily `+where+`
+GROUP BY day_local ORDER BY day_local`, mp, from.Format(time.DateOnly), to.Format(time.DateOnly)); err != nil {
+		return Overview{}, err
+	}
+	out := Overview{Days: ByDay(days, from, to)}
+	if top == 0 {
+		return out, nil
+	}
+	ranked := func(dst *[]Ranked, campaigns bool) error {
+		cols, group := "vendor_id, '', ''", "vendor_id"
+		if campaigns {
+			cols, group = "vendor_id, campaign_id, any(campaign_name)", "vendor_id, campaign_id"
+		}
+		return r.scan(ctx, func(s scanner) (err error) {
+			var x Ranked
+			if err = s.Scan(&x.VendorID, &x.CampaignID, &x.Campaign, &x.Impressions, &x.Clicks, &x.SpendMicros, &x.SalesMicros); err == nil {
+				*dst = append(*dst, x)
+			}
+			return err
+		}, `SELECT `+cols+`, sum(impressions), sum(clicks), `+spendExpr+` AS spend, sum(total_purchase_amount_micros) AS sales
+FROM rollup_daily `+where+`
+GROUP BY `+group+`
+ORDER BY spend DESC, sales DESC, `+group+`
+LIMIT ?`, mp, topFrom.Format(time.DateOnly), to.Format(time.DateOnly), top)
+	}
+	if err := ranked(&out.Campaigns, true); err != nil {
+		return Overview{}, err
+	}
+	if err := ranked(&out.Vendors, false); err != nil {
+		return Overview{}, err
+	}
+	return out, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scan runs a query and calls row for each row of its answer; any failure
+// is ErrUnavailable.
+func (r *Reader) scan(ctx context.Context, row func(scanner) error, query string, args ...any) error {
+	rows, err := r.ch.Query(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}

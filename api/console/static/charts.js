@@ -38,7 +38,9 @@
     // A label says the date (days: the year) where it changes from the
     // previous one, and at the first; the midnight that ends the chart is
     // 24:00.
-    var axes = [{ values: function (u, splits, ax, space, incr) {
+    // Ticks far enough apart for the widest label (a full date and time),
+    // so that the first one, which names the date, does not run into the next.
+    var axes = [{ space: spec.time ? 96 : 84, values: function (u, splits, ax, space, incr) {
       var prev = null;
       return splits.map(function (ts, i) {
         var d = toDate(ts), f;
@@ -58,7 +60,9 @@
         value: function (u, v) { return v == null ? "—" : f(v); } });
       if (!sides[side]) {
         sides[side] = true;
-        scales[side] = {};
+        // Counts and amounts start at zero, so that a small figure is not
+        // drawn as large.
+        scales[side] = { range: function (u, min, max) { return [Math.min(0, min), max > 0 ? max * 1.08 : 1]; } };
         axes.push({ scale: side, side: side === "right" ? 1 : 3, size: 56, grid: { show: side === "left" },
           values: function (u, ticks) { return ticks.map(compact); } });
       }
@@ -66,7 +70,19 @@
     var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
     var opts = { width: width(node), height: 240, scales: scales, series: series, axes: axes, legend: { live: true },
       // The time axis's labels as drawn, on the chart (the browser tests read them).
-      hooks: { draw: [function (u) { node.setAttribute("data-x-labels", (u.axes[0]._values || []).join("|")); }] } };
+      // Whether two of them overlap, measured as drawn (data-x-overlap).
+      hooks: { draw: [function (u) {
+        var labels = u.axes[0]._values || [], splits = u.axes[0]._splits || [], ctx = u.ctx, overlap = false;
+        ctx.save();
+        ctx.font = u.axes[0].font[0];
+        for (var i = 1; i < labels.length; i++) {
+          var gap = u.valToPos(splits[i], "x") - u.valToPos(splits[i - 1], "x");
+          if (gap * devicePixelRatio < (ctx.measureText(labels[i - 1]).width + ctx.measureText(labels[i]).width) / 2 + 4 * devicePixelRatio) overlap = true;
+        }
+        ctx.restore();
+        node.setAttribute("data-x-labels", labels.join("|"));
+        node.setAttribute("data-x-overlap", overlap ? "yes" : "no");
+      }] } };
     // Times of day in the marketplace's zone, not the browser's.
     if (spec.tz) opts.tzDate = toDate;
     var plot = new uPlot(opts, data, node);

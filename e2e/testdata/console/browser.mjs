@@ -89,8 +89,8 @@ try {
 
   // Every admin page, at desktop width, screenshotted.
   const pages = [
-    ["04-settings", "/console/settings"], ["05-vendors", "/console/vendors"], ["06-vendor", `/console/vendors/${input.vendorId}`],
-    ["07-vendor-performance", `/console/vendors/${input.vendorId}/performance`], ["08-products", `/console/products?vendor=${input.vendorId}&q=trail`],
+    ["00-overview", "/console/overview"], ["04-settings", "/console/settings"], ["05-vendors", "/console/vendors"], ["06-vendor", `/console/vendors/${input.vendorId}`],
+    ["07-vendor-performance", `/console/vendors/${input.vendorId}/performance`], ["08-products", `/console/products?vendor=${input.vendorId}&q=trail`], ["08a-products-all", "/console/products?q=BOOT"],
     ["09-campaign", `/console/campaigns/${input.ownCampaign}`], ["10-users", "/console/users"], ["11-webhooks", "/console/webhooks"],
     ["12-files", "/console/files"], ["13-health", "/console/health"], ["14-audit", "/console/audit"], ["15-account", "/console/account"],
     ["09a-campaigns", "/console/campaigns"], ["09b-campaigns-filtered", `/console/campaigns?vendor_id=${input.otherVendorId}&status=running&name=secret`],
@@ -135,6 +135,46 @@ try {
   await a.waitForSelector("p.error");
   check((await a.textContent("p.error")).includes("whole number") && (await a.inputValue("#slots")) === "many", "the explain form shows a bad field's message and keeps the input");
   await shot(a, "09f-explain-error");
+  // The overview: the admin's landing page (the console's root), with the results, the top campaigns and vendors,
+  // and what needs attention (the campaign whose bid is below the reserve).
+  await a.goto(U("/console"));
+  check(a.url() === U("/console/overview"), "the admin's first page is the overview");
+  await a.waitForFunction(() => document.body.getAttribute("data-chart-ms") !== null);
+  const periods = await a.locator("[data-testid=overview-periods] tbody tr").allTextContents();
+  check(periods.length === 3 && periods[0].startsWith("Today") && periods[2].startsWith("Last 30 days"), "the overview has today, 7 and 30 days: " + periods.join(" / "));
+  const topCampaigns = await a.textContent("[data-testid=top-campaigns]");
+  check(topCampaigns.includes(input.ownCampaignName) && topCampaigns.includes(input.otherCampaignName), "the overview's top campaigns");
+  check((await a.textContent("[data-testid=top-vendors]")).includes(input.vendorName), "the overview's top vendors by name");
+  const attention = await a.textContent("[data-testid=attention]");
+  check(attention.includes(input.lowCampaignName) && attention.includes("below the marketplace's CPC reserve price"), "the overview says which bid cannot win and why");
+  check((await a.locator(".chart canvas").count()) === 2, "the overview's spend and sales charts are drawn, one scale each");
+  await noOverflow(a, "/console/overview");
+  await shot(a, "00-overview");
+  // A campaign's bids with their eligibility, as the API says it.
+  await a.goto(U(`/console/campaigns/${input.lowCampaign}`));
+  const lowBid = await a.textContent("[data-testid=bids] tbody tr");
+  check(/no\s+The bid 0\.1 is below the marketplace's CPC reserve price 0\.25\.\s*below_reserve/.test(lowBid.replace(/\s+/g, " ")), "the campaign page shows the bid is not eligible and why: " + lowBid.trim());
+  check((await a.getAttribute("[data-testid=bids] tbody tr", "data-eligible")) === "false", "the bid row says not eligible");
+  check((await a.textContent("[data-testid=status-reason]")).includes("none of its active bids can win"), "the status reason in words");
+  check((await a.locator("time[title='America/New_York']").count()) >= 1, "times are in the marketplace's zone, named");
+  await shot(a, "09g-campaign-ineligible-bid");
+  // A webhook: send a test event, then send the delivery again once delivered.
+  await a.goto(U(`/console/webhooks/${input.webhook}`));
+  await a.click("[data-testid=webhook-test] button[type=submit]");
+  await a.waitForURL(U(`/console/webhooks/${input.webhook}?done=webhook-test`));
+  check((await a.textContent("[role=status]")).includes("A test event was sent"), "the webhook's test button sends a test event");
+  check((await a.locator("tr[data-delivery]").count()) === 1, "the test's delivery is listed");
+  for (let i = 0; i < 60 && (await a.getAttribute("tr[data-delivery]", "data-status")) !== "delivered"; i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    await a.goto(U(`/console/webhooks/${input.webhook}`));
+  }
+  check((await a.getAttribute("tr[data-delivery]", "data-status")) === "delivered", "the test event was delivered");
+  await shot(a, "11a-webhook-tested");
+  await a.click("[data-testid=retry] button[type=submit]");
+  await a.waitForURL(U(`/console/webhooks/${input.webhook}?done=webhook-retry`));
+  check((await a.textContent("[role=status]")).includes("being sent again"), "the delivery's retry button sends it again");
+  await noOverflow(a, "webhook page");
+  await shot(a, "11b-webhook-retried");
   const audit = await (await a.goto(U("/console/audit"))).text();
   check(audit.includes("key.create") && audit.includes(input.adminEmail), "the audit log has the key's creation by the admin");
 
@@ -188,6 +228,8 @@ try {
   out.chartPoints90 = Number(await a.getAttribute("body", "data-chart-points"));
   check(out.chartPoints90 === 90, "the 90-day chart has 90 days");
   check(out.chartMs90 < 1000, `the 90-day charts are drawn in under 1 s (${out.chartMs90} ms)`);
+  const overlaps = await a.evaluate(() => [...document.querySelectorAll(".chart")].map((n) => n.id + ":" + n.getAttribute("data-x-overlap")));
+  check(overlaps.length === 6 && overlaps.every((o) => o.endsWith(":no")), "one chart per quantity, no date label over the next: " + overlaps.join(", "));
   await shot(a, "16-performance-90-days");
 
   // Invite a vendor's user.
@@ -201,14 +243,15 @@ try {
   await shot(a, "17-users-invited");
 
   // The e-mail, from maildev's REST API.
-  let link = "";
+  let link = "", mailText = "";
   for (let i = 0; i < 150 && !link; i++) {
     const mails = await (await fetch(input.mailWeb + "/api/email")).json();
     const m = mails.find((m) => (m.to || []).some((t) => t.address === input.vendorEmail));
-    if (m) link = ((m.text || "").match(/https?:\/\/\S+\/console\/invite\/\S+/) || [""])[0];
+    if (m) { link = ((m.text || "").match(/https?:\/\/\S+\/console\/invite\/\S+/) || [""])[0]; mailText = m.text || ""; }
     if (!link) await new Promise((r) => setTimeout(r, 200));
   }
   check(link.startsWith(U("/console/invite/")), "the invitation e-mail has the link");
+  check(mailText.includes(`of ${input.vendorName} (${input.vendorId}) on`), "the invitation e-mail names the vendor");
   out.inviteLink = link;
 
   // --- the vendor's user ---
@@ -237,7 +280,7 @@ try {
   check(rows === 1, "one campaign row: the vendor's own");
   const clicks = await v.textContent("[data-testid=campaign-table] tbody tr td:nth-child(3)");
   check(clicks.trim() === String(input.ownClicks), `the campaign's clicks are the rollup's (${clicks.trim()})`);
-  check((await v.locator(".chart canvas").count()) >= 3, "the three charts are drawn");
+  check((await v.locator(".chart canvas").count()) === 6, "the six charts are drawn");
   await noOverflow(v, "vendor performance");
   await shot(v, "19-vendor-performance");
   const camps = await (await v.goto(U("/console/campaigns"))).text();
@@ -319,7 +362,7 @@ try {
   await so.fill("#username", input.ssoUser);
   await so.fill("#password", input.ssoPassword);
   await so.click("button[type=submit]");
-  await so.waitForURL(U("/console/keys"));
+  await so.waitForURL(U("/console/overview"));
   const ssoWho = await so.textContent(".who");
   check(ssoWho.includes("Partner Market") && ssoWho.includes(input.ssoEmail), "single sign-on: the provider's user is the partner marketplace's admin: " + ssoWho.trim());
   check(!(await so.content()).includes(input.ownCampaignName), "single sign-on: the partner marketplace sees nothing of the other marketplace");
