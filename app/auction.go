@@ -5,6 +5,7 @@ import (
 
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/budget"
+	"github.com/endcap/endcap/management/campaigns/freqcap"
 )
 
 // auctionEngine builds the auction engine over the process's in-memory views
@@ -14,6 +15,7 @@ func (a *App) auctionEngine() *auction.Engine {
 		Catalog:  a.Catalog,
 		Index:    a.AuctionIndex,
 		Segments: a.Segments,
+		Caps:     freqcap.New(a.Redis),
 		Budget:   budgetGate{a.Spend},
 		Keys:     a.BidKeys.Load,
 		Log:      a.log,

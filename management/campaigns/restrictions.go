@@ -370,3 +370,19 @@ func applyCapsWithoutShopper(c *Campaign, o Opt[string], errs *validation.Errors
 		errs.Add("literal_error", "Input should be 'serve' or 'skip'", "body", "capsWithoutShopper")
 	}
 }
+
+// CapsInteractions reports whether a campaign has an active restriction on
+// impressions, on clicks: the interactions freqcap counts for it.
+func (c Campaign) CapsInteractions() (impressions, clicks bool) {
+	for _, r := range c.Restrictions {
+		if r.Active {
+			switch r.Type().InteractionType {
+			case InteractionImpressions:
+				impressions = true
+			case InteractionClicks:
+				clicks = true
+			}
+		}
+	}
+	return impressions, clicks
+}
