@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -126,8 +127,8 @@ type RestrictionJSON struct {
 	RestrictionType RestrictionType `json:"restrictionType"`
 	Limit           int64           `json:"limit"`
 	Status          string          `json:"status"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
+	CreatedAt       timestamp.Time  `json:"createdAt"`
+	UpdatedAt       timestamp.Time  `json:"updatedAt"`
 }
 
 // RestrictionJSONOf renders a restriction of campaign c of marketplace mp.
@@ -137,7 +138,7 @@ func RestrictionJSONOf(mp string, c Campaign, r Restriction) RestrictionJSON {
 		st = RestrictionActive
 	}
 	return RestrictionJSON{ID: r.ID, CampaignID: c.ID, MarketplaceID: mp, RestrictionType: r.Type(), Limit: r.Limit,
-		Status: st, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Status: st, CreatedAt: timestamp.Of(r.CreatedAt), UpdatedAt: timestamp.Of(r.UpdatedAt)}
 }
 
 // RestrictionInput is the body of a restriction's creation (POST) or update
