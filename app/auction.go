@@ -12,13 +12,14 @@ import (
 // (catalog, campaigns, segments) and its budget cache.
 func (a *App) auctionEngine() *auction.Engine {
 	return &auction.Engine{
-		Catalog:  a.Catalog,
-		Index:    a.AuctionIndex,
-		Segments: a.Segments,
-		Caps:     freqcap.New(a.Redis),
-		Budget:   budgetGate{a.Spend},
-		Keys:     a.BidKeys.Load,
-		Log:      a.log,
+		Catalog:    a.Catalog,
+		Index:      a.AuctionIndex,
+		Segments:   a.Segments,
+		Caps:       freqcap.New(a.Redis),
+		CapTimeout: a.cfg.FrequencyCapTimeout,
+		Budget:     budgetGate{a.Spend},
+		Keys:       a.BidKeys.Load,
+		Log:        a.log,
 	}
 }
 
