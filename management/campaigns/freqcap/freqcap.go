@@ -187,3 +187,41 @@ func (s *Store) Count(ctx context.Context, hits []Hit, now time.Time) error {
 	}
 	return nil
 }
+
+// Erase removes the counts of shoppers (a privacy erasure): every hash
+// that can still live, those of the current and the previous day, week and
+// month (a period's hash expires an hour after it ends), and the offsets.
+func (s *Store) Erase(ctx context.Context, mp string, users []string, now time.Time) (int64, error) {
+	if len(users) == 0 {
+		return 0, nil
+	}
+	cur := PeriodsAt(now, time.UTC)
+	prev := []Periods{PeriodsAt(now.AddDate(0, 0, -1), time.UTC), PeriodsAt(now.AddDate(0, 0, -7), time.UTC),
+		PeriodsAt(time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -1), time.UTC)}
+	// Periods in any time zone: a marketplace's day is within a day of UTC's.
+	var suffixes []string
+	for _, p := range append(prev, cur, PeriodsAt(now.AddDate(0, 0, 1), time.UTC)) {
+		suffixes = append(suffixes, p.Day, p.Week, p.Month)
+	}
+	suffixes = append(suffixes, "o")
+	var n int64
+	for i := 0; i < len(users); i += 1000 {
+		pipe := s.rdb.Pipeline()
+		var cmds []*redis.IntCmd
+		for _, u := range users[i:min(i+1000, len(users))] {
+			t := tag(mp, u)
+			keys := make([]string, len(suffixes))
+			for k, suf := range suffixes {
+				keys[k] = t + suf
+			}
+			cmds = append(cmds, pipe.Unlink(ctx, keys...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return n, fmt.Errorf("%w: frequency caps: erasing: %v", errkind.Unavailable, err)
+		}
+		for _, c := range cmds {
+			n += c.Val()
+		}
+	}
+	return n, nil
+}

@@ -127,3 +127,33 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestErase: an erasure removes every live hash of the shopper (this
+// period's and the previous one's) and the offsets, not another shopper's.
+func TestErase(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := env.Redis(t)
+	s := New(rdb)
+	ctx := context.Background()
+	mp, gone, kept := uuid.NewString(), "gone-"+uuid.NewString(), "kept-"+uuid.NewString()
+	now := time.Now()
+	f := CampaignField(uuid.NewString(), Click)
+	// Yesterday's counts (still alive for an hour after midnight, here kept
+	// alive by counting at yesterday's clock) and today's.
+	for i, at := range []time.Time{now.Add(-24 * time.Hour), now} {
+		for _, u := range []string{gone, kept} {
+			if err := s.Count(ctx, []Hit{{MP: mp, User: u, Offset: int64(i), At: at, Loc: time.UTC, Fields: []string{f}}}, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := s.Erase(ctx, mp, []string{gone}, now); err != nil || n < 4 {
+		t.Fatalf("erased %d keys, %v", n, err)
+	}
+	if ks := testenv.Keys(t, rdb, tag(mp, gone)+"*"); len(ks) != 0 {
+		t.Errorf("left %v", ks)
+	}
+	if ks := testenv.Keys(t, rdb, tag(mp, kept)+"*"); len(ks) < 4 {
+		t.Errorf("another shopper's keys: %v", ks)
+	}
+}
