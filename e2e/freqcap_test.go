@@ -87,6 +87,7 @@ func TestFrequencyCaps(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &types); err != nil || len(types.RestrictionTypes) != 12 {
 		t.Fatalf("types: %v %s", err, r.Body)
 	}
+	fcGolden(t, "restriction_types.json", r)
 	cpStatus(t, cpDo(t, s, "GET", cpBase+"/restriction-types/14", key, nil, nil), 200)
 	cpStatus(t, cpDo(t, s, "GET", cpBase+"/restriction-types/7", key, nil, nil), 404)
 	expect422Locs(t, cpDo(t, s, "GET", cpBase+"/restriction-types/x", key, nil, nil), "path.restriction_type_id")
@@ -110,9 +111,12 @@ func TestFrequencyCaps(t *testing.T) {
 	cpStatus(t, cpDo(t, s, "GET", fcRestrictions(uuid.NewString()), key, nil, nil), 404)
 	expect422Locs(t, cpDo(t, s, "GET", fcRestrictions("nope"), key, nil, nil), "path.campaign_id")
 
+	fcGolden(t, "restrictions_422.json", cpDo(t, s, "POST", fcRestrictions(camp), key, `{"interactionType":"conversions","frequencyType":"hourly","limit":0}`, nil))
+
 	// Create, read, change.
 	r = cpDo(t, s, "POST", fcRestrictions(camp), key, `{"interactionType":"impressions","frequencyType":"daily","level":"campaign","limit":3}`, nil)
 	cpStatus(t, r, 201)
+	fcGolden(t, "restrictions_created.json", r)
 	if loc := r.Header.Get("Location"); loc != fcRestrictions(camp)+"/1" {
 		t.Errorf("Location %q", loc)
 	}
@@ -124,6 +128,7 @@ func TestFrequencyCaps(t *testing.T) {
 	if !strings.Contains(string(r.Body), `"limit":3`) {
 		t.Errorf("list: %s", r.Body)
 	}
+	fcGolden(t, "restrictions_list.json", r)
 	cpStatus(t, cpDo(t, s, "GET", fcRestrictions(camp)+"/2", key, nil, nil), 404)
 	expect422Locs(t, cpDo(t, s, "GET", fcRestrictions(camp)+"/0", key, nil, nil), "path.restriction_id")
 	expect422Locs(t, cpDo(t, s, "PATCH", fcRestrictions(camp)+"/1", key, `{"level":"bid"}`, nil), "body.level")
@@ -259,6 +264,19 @@ func TestFrequencyCaps(t *testing.T) {
 	}
 	t.Logf("overshoot under load: %d auctions of one shopper in 3 s by 4 clients, %d impressions served for a cap of %d (%d over); "+
 		"the last served %s after the cap's impression was accepted", auctions.Load(), served.Load(), limit, served.Load()-limit, window.Round(time.Millisecond))
+}
+
+// fcGolden records an exchange, its ids and instants replaced by stand-ins.
+func fcGolden(t *testing.T, name string, r response) {
+	t.Helper()
+	n := &wireNorm{ids: map[string]string{}, now: time.Now()}
+	r.Path = string(n.apply([]byte(r.Path)))
+	r.Body = n.apply(r.Body)
+	if loc := r.Header.Get("Location"); loc != "" {
+		r.Header = r.Header.Clone()
+		r.Header.Set("Location", string(n.apply([]byte(loc))))
+	}
+	golden(t, name, r)
 }
 
 // fcStrip drops createdAt and updatedAt from a restriction.
