@@ -41,6 +41,7 @@ import (
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/management/privacy"
@@ -827,7 +828,7 @@ func (a *App) Run(ctx context.Context) error {
 // each request, to the segments' members, to the scored-attribution files.
 func (a *App) eraser() *privacy.Eraser {
 	fold := a.foldWatermark()
-	return a.Privacy.Eraser(privacy.EraserOptions{ClickHouse: a.ClickHouse, Redis: a.Redis, Segments: a.Segments,
+	return a.Privacy.Eraser(privacy.EraserOptions{ClickHouse: a.ClickHouse, Redis: a.Redis, Segments: a.Segments, Caps: freqcap.New(a.Redis),
 		Scored: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log), Interval: a.cfg.PrivacyInterval,
 		MutationTimeout: a.cfg.PrivacyMutationTimeout, Log: a.log, LockKey: "ec:lock:privacy:" + a.cfg.ClickHouseDatabase,
 		Folded: func(ctx context.Context) (time.Time, error) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
+	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/spend"
 )
 
@@ -11,12 +12,14 @@ import (
 // (catalog, campaigns, segments) and its budget cache.
 func (a *App) auctionEngine() *auction.Engine {
 	return &auction.Engine{
-		Catalog:  a.Catalog,
-		Index:    a.AuctionIndex,
-		Segments: a.Segments,
-		Budget:   budgetGate{a.Spend},
-		Keys:     a.BidKeys.Load,
-		Log:      a.log,
+		Catalog:    a.Catalog,
+		Index:      a.AuctionIndex,
+		Segments:   a.Segments,
+		Caps:       freqcap.New(a.Redis),
+		CapTimeout: a.cfg.FrequencyCapTimeout,
+		Budget:     budgetGate{a.Spend},
+		Keys:       a.BidKeys.Load,
+		Log:        a.log,
 	}
 }
 

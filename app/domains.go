@@ -15,8 +15,8 @@ import (
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/reporting/exports"
-	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/reporting/reportapi"
+	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/reporting/vendorcharges"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/spill"
@@ -92,7 +92,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		spendReader.Timeout = a.cfg.SpendReadTimeout
 	}
 	camps.UseSpend(spendReader)
-	routes = append(routes, api.CampaignRoutes(camps))
+	routes = append(routes, api.CampaignRoutes(camps), api.RestrictionRoutes(camps))
 	// The Reporting API, from the daily rollup (docs/reporting-api.md).
 	routes = append(routes, api.ReportingRoutes(reportapi.New(a.ClickHouse), camps))
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/attribution"
 	"github.com/endcap/endcap/storage/kafka"
@@ -75,7 +76,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	f, err := projections.NewEventFold(projections.EventFoldOptions{
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
 		Claims:  claims,
-		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr},
+		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr, a.frequencyCapsSink()},
 		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
 		Yield: a.foreground,
 	})
@@ -150,4 +151,21 @@ func (a *App) productVendor(mp, id string) string {
 		return p.Vendors.At(0)
 	}
 	return ""
+}
+
+// frequencyCapsSink counts the impressions and clicks of capped campaigns
+// per shopper (docs/campaigns.md, Restrictions).
+func (a *App) frequencyCapsSink() *projections.FrequencyCaps {
+	return projections.NewFrequencyCaps(freqcap.New(a.Redis),
+		func(mp, id string) (bool, bool) {
+			c, _, ok := a.Campaigns.Campaign(mp, id)
+			if !ok {
+				return false, false
+			}
+			return c.CapsInteractions()
+		},
+		func(id string) (*time.Location, bool) {
+			m, ok := a.Accounts.Marketplace(id)
+			return m.Location(), ok
+		})
 }

@@ -30,7 +30,9 @@ import (
 //     background);
 //   - segment membership: one pipelined Redis round trip per auction, only
 //     when a candidate campaign targets segments and the request has an
-//     opaqueUserId.
+//     opaqueUserId;
+//   - frequency caps: the shopper's counts, one Redis round trip per
+//     request (caps.go), only when a candidate campaign is capped.
 
 // CatalogView is what the engine reads of the catalog (catalog.Service),
 // outside the index: category enumeration, vendors' products for keyword-only
@@ -91,7 +93,11 @@ type Engine struct {
 	// SegmentTimeout bounds the segment membership round trip (20 ms when
 	// 0). On timeout or error, segment-targeted campaigns do not compete.
 	SegmentTimeout time.Duration
-	Log            *slog.Logger
+	// Caps reads the shopper's counts of frequency caps (caps.go);
+	// CapTimeout bounds its round trip (20 ms when 0).
+	Caps       CapView
+	CapTimeout time.Duration
+	Log        *slog.Logger
 
 	pool sync.Pool
 }
@@ -207,6 +213,7 @@ func (e *Engine) Run(ctx context.Context, m *Market, endpoint EndpointKind, reqs
 		st = newState()
 	}
 	defer e.pool.Put(st)
+	st.caps.newRequest()
 	ra := resultPool.Get().(*resultArrays)
 	if cap(ra.results) < len(reqs) {
 		ra.results = make([]Result, len(reqs))
@@ -250,6 +257,8 @@ type camp struct {
 	c       *index.CampInfo // nil when not eligible
 	ok      bool            // eligible (segments still to check when needSeg)
 	needSeg bool
+	needCap bool   // frequency caps to check (caps.go)
+	bidCaps bool   // caps per bid, checked for each of its bids
 	why     Reason // why not eligible
 }
 
@@ -294,6 +303,7 @@ type state struct {
 	candBid   []int32
 	rk        ranker
 	segIDs    []string
+	caps      capState    // the request's frequency cap counts (caps.go)
 	anc       []index.Cat // gather's scratch for one product's ancestors
 	// paths is kept across the auctions of one pooled state for up to a
 	// second (pathsAt), for one marketplace (pathsMP).
@@ -326,6 +336,7 @@ func (st *state) reset() {
 	clear(st.vendBest)
 	clear(st.vendGroup)
 	clear(st.filterOK)
+	st.caps.any = false
 }
 
 // auctionEnv is what one auction's helpers share.
@@ -374,6 +385,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 	a.readIndex()
 	a.keywordOnlyProducts()
 	a.applyFilter()
+	a.checkCaps(ctx)
 	a.checkSegments(ctx)
 	a.buildCandidates()
 	if r.Kind == KindBanners {
@@ -907,7 +919,10 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	}
 	// The gate says whether there are segments: info is not read here (a
 	// cache miss per campaign, for the few that target segments).
-	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, why: why})
+	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, needCap: ok && ce.Gate.Capped, why: why})
+	if ok && ce.Gate.Capped {
+		a.st.caps.any = true
+	}
 	cp := &a.st.camps[k]
 	a.st.campIdx[ce.Num] = k
 	if !cp.ok {
@@ -1037,6 +1052,12 @@ func (a *auctionEnv) buildCandidates() {
 		if !c.ok || b.amount <= 0 || p.excluded {
 			if a.tr != nil {
 				a.traceDropped(b, c, p)
+			}
+			continue
+		}
+		if c.bidCaps && a.bidCapped(c, b) {
+			if a.tr != nil {
+				a.traceBid(b.prod, "", c.c, b.spec, b.bidID, b.amount, ReasonFrequencyCapped)
 			}
 			continue
 		}

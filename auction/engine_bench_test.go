@@ -10,6 +10,11 @@ package auction_test
 // the views takes about a minute at full size; every benchmark shares them.
 // The budget cache reads a redis-server of the bench's own (testenv.OwnRedis)
 // once, before the auctions.
+//
+// ENDCAP_BENCH_CAPPED_PERCENT=20 gives that share of the campaigns a
+// frequency cap (3 impressions a day), and BenchmarkEngine500's auctions a
+// shopper (one of 1,000, each at the cap of 20 capped campaigns): each
+// auction then reads its shopper's counts from the bench's Redis.
 
 import (
 	"context"
@@ -34,6 +39,7 @@ import (
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
@@ -72,6 +78,9 @@ func benchSetup(b *testing.B) *benchWorld {
 		world, worldErr = buildWorld(b, envInt("ENDCAP_BENCH_PRODUCTS", 1_000_000), envInt("ENDCAP_BENCH_CAMPAIGNS", 100_000))
 		if worldErr == nil {
 			worldErr = world.loadSpend(b)
+		}
+		if worldErr == nil && benchCappedPercent() > 0 {
+			worldErr = world.loadCaps(b)
 		}
 		runtime.GC() // measure the auctions, not the collection of the build's garbage
 	})
@@ -162,6 +171,9 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 		case roll < 15:
 			c.ChargeType = campaigns.ChargeCPM
 		}
+		if p := benchCappedPercent(); p > 0 && (j*7919)%100 < p {
+			c.Restrictions = []campaigns.Restriction{{ID: 1, TypeID: 1, Limit: 3, Active: true, CreatedAt: past, UpdatedAt: past}}
+		}
 		cs = append(cs, c)
 		if c.Type == campaigns.TypeAutomated {
 			continue
@@ -222,6 +234,56 @@ func (w *benchWorld) loadSpend(tb testing.TB) error {
 	return nil
 }
 
+// benchCappedPercent is ENDCAP_BENCH_CAPPED_PERCENT: the share of the
+// campaigns with a frequency cap (0: none, the default).
+func benchCappedPercent() int { return envInt("ENDCAP_BENCH_CAPPED_PERCENT", 0) }
+
+// benchShoppers is how many shoppers the capped auctions are for.
+const benchShoppers = 1000
+
+// loadCaps gives the engine the frequency cap counts of a Redis of the
+// bench's own, where each shopper reached the cap of 20 capped campaigns.
+func (w *benchWorld) loadCaps(tb testing.TB) error {
+	r := testenv.OwnRedis(tb)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	var capped []string
+	for _, c := range w.cs {
+		if c.Capped() {
+			capped = append(capped, c.ID)
+		}
+	}
+	store := freqcap.New(rdb)
+	rng := rand.New(rand.NewPCG(3, 3))
+	now := time.Now()
+	var hits []freqcap.Hit
+	for u := range benchShoppers {
+		for k := range 20 {
+			f := freqcap.CampaignField(capped[rng.IntN(len(capped))], freqcap.Impression)
+			for n := range 3 {
+				hits = append(hits, freqcap.Hit{MP: benchMP, User: "shopper-" + strconv.Itoa(u), Offset: int64(k*3 + n), At: now, Loc: time.UTC, Fields: []string{f}})
+			}
+		}
+	}
+	if err := store.Count(context.Background(), hits, now); err != nil {
+		return err
+	}
+	w.engine.Caps, w.engine.CapTimeout = store, time.Second
+	return nil
+}
+
+// withShoppers gives the requests a shopper each when campaigns are capped.
+func withShoppers(reqs [][]auction.Request) {
+	if benchCappedPercent() == 0 {
+		return
+	}
+	for i := range reqs {
+		for j := range reqs[i] {
+			reqs[i][j].OpaqueUserID = "shopper-" + strconv.Itoa(i%benchShoppers)
+		}
+	}
+}
+
 // benchGate is the service's budget gate (app's budgetGate).
 type benchGate struct{ c *spend.Cache }
 
@@ -273,6 +335,8 @@ func BenchmarkEngine500(b *testing.B) {
 		uniform[i] = randomRequest(rng, w.products, 500, 5)
 		zipf[i] = zipfRequest(z, 500, 5)
 	}
+	withShoppers(uniform)
+	withShoppers(zipf)
 	b.Run("Uniform", func(b *testing.B) { runEngine(b, w, uniform) })
 	b.Run("Zipf", func(b *testing.B) { runEngine(b, w, zipf) })
 }

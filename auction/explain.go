@@ -52,8 +52,11 @@ const (
 	ReasonTargetingPlacement
 	ReasonTargetingDevice
 	ReasonTargetingLocation
-	ReasonTargetingSegment   // no opaqueUserId, or not a member of any of its segments
-	ReasonSegmentUnavailable // segment membership could not be read in time
+	ReasonTargetingSegment        // no opaqueUserId, or not a member of any of its segments
+	ReasonSegmentUnavailable      // segment membership could not be read in time
+	ReasonFrequencyCapped         // the shopper reached a frequency cap of the campaign or bid (caps.go)
+	ReasonFrequencyCapNoShopper   // capped, capsWithoutShopper skip, and no opaqueUserId
+	ReasonFrequencyCapUnavailable // capped, capsWithoutShopper skip, and the counts could not be read in time
 	ReasonTotalBudgetExhausted
 	ReasonDailyBudgetExhausted
 	ReasonPaced
@@ -73,34 +76,37 @@ const (
 )
 
 var reasonCodes = [numReasons]string{
-	reasonNone:                 "",
-	ReasonProductNotFound:      campaigns.ReasonProductNotFound,
-	ReasonProductInactive:      campaigns.ReasonProductInactive,
-	ReasonProductNoVendors:     "product_without_vendors",
-	ReasonNotInCategory:        "not_in_category",
-	ReasonVendorNotPermitted:   campaigns.ReasonVendorNotPermitted,
-	ReasonBidInactive:          "bid_inactive",
-	reasonNotRunning:           "campaign_not_running",
-	ReasonCampaignType:         "campaign_type",
-	ReasonCampaignPaused:       "campaign_paused",
-	ReasonCampaignScheduled:    "campaign_scheduled",
-	ReasonCampaignEnded:        "campaign_ended",
-	ReasonTargetingPlacement:   "targeting_placement",
-	ReasonTargetingDevice:      "targeting_device",
-	ReasonTargetingLocation:    "targeting_location",
-	ReasonTargetingSegment:     "targeting_segment",
-	ReasonSegmentUnavailable:   "segment_unavailable",
-	ReasonTotalBudgetExhausted: "total_budget_exhausted",
-	ReasonDailyBudgetExhausted: "daily_budget_exhausted",
-	ReasonPaced:                "paced",
-	ReasonSuperseded:           "superseded",
-	ReasonFilterMismatch:       "filter_mismatch",
-	ReasonNoActiveProduct:      campaigns.ReasonNoActiveProduct,
-	ReasonProductWithoutImage:  campaigns.ReasonProductNoImage,
-	ReasonBelowReserve:         campaigns.ReasonBelowReserve,
-	ReasonOutranked:            "outranked",
-	ReasonProductWonHigher:     "product_won_higher",
-	ReasonVendorWonHigher:      "vendor_won_higher",
+	reasonNone:                    "",
+	ReasonProductNotFound:         campaigns.ReasonProductNotFound,
+	ReasonProductInactive:         campaigns.ReasonProductInactive,
+	ReasonProductNoVendors:        "product_without_vendors",
+	ReasonNotInCategory:           "not_in_category",
+	ReasonVendorNotPermitted:      campaigns.ReasonVendorNotPermitted,
+	ReasonBidInactive:             "bid_inactive",
+	reasonNotRunning:              "campaign_not_running",
+	ReasonCampaignType:            "campaign_type",
+	ReasonCampaignPaused:          "campaign_paused",
+	ReasonCampaignScheduled:       "campaign_scheduled",
+	ReasonCampaignEnded:           "campaign_ended",
+	ReasonTargetingPlacement:      "targeting_placement",
+	ReasonTargetingDevice:         "targeting_device",
+	ReasonTargetingLocation:       "targeting_location",
+	ReasonTargetingSegment:        "targeting_segment",
+	ReasonSegmentUnavailable:      "segment_unavailable",
+	ReasonFrequencyCapped:         "frequency_capped",
+	ReasonFrequencyCapNoShopper:   "frequency_cap_no_shopper",
+	ReasonFrequencyCapUnavailable: "frequency_cap_unavailable",
+	ReasonTotalBudgetExhausted:    "total_budget_exhausted",
+	ReasonDailyBudgetExhausted:    "daily_budget_exhausted",
+	ReasonPaced:                   "paced",
+	ReasonSuperseded:              "superseded",
+	ReasonFilterMismatch:          "filter_mismatch",
+	ReasonNoActiveProduct:         campaigns.ReasonNoActiveProduct,
+	ReasonProductWithoutImage:     campaigns.ReasonProductNoImage,
+	ReasonBelowReserve:            campaigns.ReasonBelowReserve,
+	ReasonOutranked:               "outranked",
+	ReasonProductWonHigher:        "product_won_higher",
+	ReasonVendorWonHigher:         "vendor_won_higher",
 }
 
 // String is the reason's code ("" for none).
@@ -206,6 +212,7 @@ func (e *Engine) Explain(ctx context.Context, m *Market, endpoint EndpointKind, 
 		st = newState()
 	}
 	defer e.pool.Put(st)
+	st.caps.newRequest()
 	var left *int
 	if maxCandidates > 0 {
 		n := maxCandidates

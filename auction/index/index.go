@@ -26,6 +26,7 @@ import (
 
 	"github.com/endcap/endcap/internal/idlist"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/management/catalog"
 )
 
@@ -351,6 +352,38 @@ type CampInfo struct {
 	ID, VendorID, Name string
 	CPM                bool
 	Segments           []string
+	// Caps are the campaign's active frequency caps (Gate.Capped);
+	// CapsSkip: it sits out the auctions of a shopper they cannot count.
+	Caps     []Cap
+	CapsSkip bool
+}
+
+// Cap is an active frequency cap of a campaign (campaigns.Restriction):
+// at most Limit interactions (freqcap.Impression or freqcap.Click) of a
+// shopper in the period of Frequency ("daily", "weekly", "monthly"), with
+// the campaign or, when Bid, with each of its bids.
+type Cap struct {
+	Frequency string
+	Kind      byte
+	Bid       bool
+	Limit     int64
+}
+
+// capsOf returns the active restrictions of c as Caps.
+func capsOf(c *campaigns.Campaign) []Cap {
+	var out []Cap
+	for _, r := range c.Restrictions {
+		if !r.Active {
+			continue
+		}
+		t := r.Type()
+		k := byte(freqcap.Impression)
+		if t.InteractionType == campaigns.InteractionClicks {
+			k = freqcap.Click
+		}
+		out = append(out, Cap{Frequency: t.FrequencyType, Kind: k, Bid: t.Level == campaigns.LevelBid, Limit: r.Limit})
+	}
+	return out
 }
 
 // Gate is what decides, in one cache line, whether a campaign may compete
@@ -370,7 +403,9 @@ type Gate struct {
 	// Budgeted: it has a daily or total budget, DailyMicros and TotalMicros
 	// (copies of C's, so that the budget check reads no more of the entry).
 	Targeted, Segmented, Budgeted bool
-	DailyMicros, TotalMicros      int64
+	// Capped: the campaign has an active frequency cap (Info.Caps).
+	Capped                   bool
+	DailyMicros, TotalMicros int64
 }
 
 // Kind is a campaign type as a bit, to test against a set of types.
@@ -421,6 +456,7 @@ func gateOf(c *campaigns.Campaign) Gate {
 	}
 	t := &c.Targeting
 	g.Segmented = len(t.Segments) > 0
+	g.Capped = c.Capped()
 	g.Targeted = len(t.PlacementIDs) > 0 || len(t.Devices) > 0 || len(t.Locations) > 0 || g.Segmented
 	return g
 }
@@ -673,7 +709,7 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	// makes them so): an auction compares them with the constants, so equal
 	// strings share their bytes and the comparison reads no cold memory.
 	c.Info = &CampInfo{ID: c.C.ID, VendorID: c.C.VendorID, Name: c.C.Name, CPM: c.C.ChargeType == campaigns.ChargeCPM,
-		Segments: c.C.Targeting.Segments}
+		Segments: c.C.Targeting.Segments, Caps: capsOf(&c.C), CapsSkip: c.C.CapsWithoutShopper == campaigns.CapsSkip}
 	m.attach(c)
 	m.refreshProductBids(c)
 }

@@ -131,6 +131,7 @@ type Config struct {
 	ProjectorStateCacheMB  int
 	BudgetRefresh          time.Duration
 	SpendReadTimeout       time.Duration
+	FrequencyCapTimeout    time.Duration
 
 	ScoredAttributionGrace time.Duration
 	ReportURLLifetime      time.Duration
@@ -483,6 +484,7 @@ var settings = []setting{
 	}},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
 	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
+	{"frequency-cap-timeout", "ENDCAP_FREQUENCY_CAP_TIMEOUT", "20ms", "longest an auction request waits for its shopper's frequency cap counts in Redis (one read a request); past it the capped campaigns follow their capsWithoutShopper (docs/campaigns.md, Restrictions)", duration(func(c *Config) *time.Duration { return &c.FrequencyCapTimeout })},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
 	{"catalog-dir", "ENDCAP_CATALOG_DIR", "", "directory on local disk under which every process keeps the catalog's product names and details, filled from the entities topic at each start and deleted at exit (empty: the system's temporary directory; not a tmpfs, which is memory; docs/operations.md, Memory)", str(func(c *Config) *string { return &c.CatalogDir })},

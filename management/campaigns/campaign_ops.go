@@ -37,6 +37,8 @@ type CampaignInput struct {
 	Targeting   Opt[TargetingInput]  `json:"targeting"`
 	// VendorID is taken from the path; a body value must name the same vendor.
 	VendorID Opt[string] `json:"vendorId"`
+	// CapsWithoutShopper: restrictions.go.
+	CapsWithoutShopper Opt[string] `json:"capsWithoutShopper"`
 }
 
 // TargetingInput is the targeting of a campaign in a request. Like the
@@ -77,6 +79,8 @@ type CampaignJSON struct {
 	CreatedAt        timestamp.Time  `json:"createdAt"`
 	UpdatedAt        timestamp.Time  `json:"updatedAt"`
 	ArchivedAt       *timestamp.Time `json:"archivedAt"`
+	// CapsWithoutShopper is shown when it is not the default (serve).
+	CapsWithoutShopper string `json:"capsWithoutShopper,omitempty"`
 }
 
 // TargetingJSON is a campaign's targeting on the wire (lists never null).
@@ -124,6 +128,7 @@ func jsonAt(c Campaign, now time.Time) CampaignJSON {
 		out.BillingContactID = &id
 	}
 	out.ArchivedAt = timestamp.OptOf(c.ArchivedAt)
+	out.CapsWithoutShopper = c.CapsWithoutShopper
 	return out
 }
 
@@ -436,6 +441,7 @@ func (s *Service) apply(mp string, c *Campaign, in CampaignInput, create bool) e
 	if c.EndDate != nil && !c.EndDate.After(c.StartDate) && !bad["startDate"] && !bad["endDate"] {
 		add("endDate", validation.ValueError, "endDate must be after startDate")
 	}
+	applyCapsWithoutShopper(c, in.CapsWithoutShopper, &errs)
 	return errs.Err()
 }
 

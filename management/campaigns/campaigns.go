@@ -109,6 +109,11 @@ type Campaign struct {
 	// not. An archived campaign never takes part in an auction again and
 	// cannot be changed.
 	ArchivedAt *time.Time `json:"archivedAt,omitempty"`
+	// Restrictions are the campaign's frequency caps (restrictions.go);
+	// CapsWithoutShopper what they do for a shopper they cannot count
+	// (CapsServe when empty, or CapsSkip).
+	Restrictions       []Restriction `json:"restrictions,omitempty"`
+	CapsWithoutShopper string        `json:"capsWithoutShopper,omitempty"`
 }
 
 // Archived reports whether c is archived.

@@ -38,6 +38,11 @@ type Segments interface {
 	RemoveMembers(ctx context.Context, mp string, ids []string) (int64, error)
 }
 
+// FrequencyCaps removes shoppers' frequency cap counts (freqcap.Store).
+type FrequencyCaps interface {
+	Erase(ctx context.Context, mp string, users []string, now time.Time) (int64, error)
+}
+
 // ScoredFiles rewrites a day's scored-attribution file without users
 // (scoredfiles.Service).
 type ScoredFiles interface {
@@ -49,6 +54,7 @@ type EraserOptions struct {
 	ClickHouse clickhouse.Conn
 	Redis      redis.UniversalClient // the job's lock
 	Segments   Segments
+	Caps       FrequencyCaps // optional
 	Scored     ScoredFiles
 	// Folded returns an instant before which every event and auction the
 	// API acknowledged is in ClickHouse (the projectors' progress): a
@@ -313,6 +319,11 @@ func (e *Eraser) apply(ctx context.Context, batch []item) error {
 			return fmt.Errorf("privacy: segments of %s: %w", it.mp, err)
 		}
 		it.d.Removed.Redis.SegmentMemberships += n
+		if e.o.Caps != nil {
+			if _, err := e.o.Caps.Erase(ctx, it.mp, it.d.OpaqueUserIDs, time.Now()); err != nil {
+				return fmt.Errorf("privacy: frequency cap counts of %s: %w", it.mp, err)
+			}
+		}
 		users := make(map[string]bool, len(it.d.OpaqueUserIDs))
 		for _, id := range it.d.OpaqueUserIDs {
 			users[id] = true

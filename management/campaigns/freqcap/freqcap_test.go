@@ -1,0 +1,159 @@
+package freqcap
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestPeriodsAt(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at                    string
+		loc                   *time.Location
+		day, week, month      string
+		dayEnd, weekEnd, mEnd string
+	}{
+		// Sunday 29 November 2026, 23:30 UTC is Monday 30 November 00:30 in Paris.
+		{"2026-11-29T23:30:00Z", time.UTC, "d20261129", "w202648", "m202611", "2026-11-30T00:00:00Z", "2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"},
+		{"2026-11-29T23:30:00Z", paris, "d20261130", "w202649", "m202611", "2026-12-01T00:00:00+01:00", "2026-12-07T00:00:00+01:00", "2026-12-01T00:00:00+01:00"},
+		// ISO week 53 of 2026 runs into January 2027.
+		{"2027-01-02T12:00:00Z", time.UTC, "d20270102", "w202653", "m202701", "2027-01-03T00:00:00Z", "2027-01-04T00:00:00Z", "2027-02-01T00:00:00Z"},
+		{"2026-12-31T12:00:00Z", nil, "d20261231", "w202653", "m202612", "2027-01-01T00:00:00Z", "2027-01-04T00:00:00Z", "2027-01-01T00:00:00Z"},
+	} {
+		at, _ := time.Parse(time.RFC3339, c.at)
+		p := PeriodsAt(at, c.loc)
+		if p.Day != c.day || p.Week != c.week || p.Month != c.month {
+			t.Errorf("%s in %v: %s %s %s, want %s %s %s", c.at, c.loc, p.Day, p.Week, p.Month, c.day, c.week, c.month)
+		}
+		for _, e := range []struct {
+			got  time.Time
+			want string
+		}{{p.DayEnd, c.dayEnd}, {p.WeekEnd, c.weekEnd}, {p.MonthEnd, c.mEnd}} {
+			w, _ := time.Parse(time.RFC3339, e.want)
+			if !e.got.Equal(w) {
+				t.Errorf("%s in %v: end %s, want %s", c.at, c.loc, e.got, e.want)
+			}
+		}
+	}
+}
+
+// TestCount: hits add one per field in each period; a replayed record (same
+// partition, an offset already counted) adds nothing; a hit of a period
+// that is over adds nothing; the next day starts from zero while the week
+// and the month go on.
+func TestCount(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := env.Redis(t)
+	s := New(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mp, user, camp := uuid.NewString(), "shopper-"+uuid.NewString(), uuid.NewString()
+	cf := CampaignField(camp, Impression)
+	bf := BidField(camp, "bid-1", Click)
+	now := time.Date(2026, 11, 10, 10, 0, 0, 0, time.UTC) // a Tuesday
+	hit := func(off int64, at time.Time, fields ...string) Hit {
+		return Hit{MP: mp, User: user, Partition: 3, Offset: off, At: at, Loc: time.UTC, Fields: fields}
+	}
+	if err := s.Count(ctx, []Hit{hit(10, now, cf), hit(11, now, cf, bf)}, now); err != nil {
+		t.Fatal(err)
+	}
+	// The same records again (a replay), and an older offset: nothing.
+	if err := s.Count(ctx, []Hit{hit(10, now, cf), hit(11, now, cf, bf), hit(5, now, cf)}, now); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Read(ctx, mp, user, now, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"daily", "weekly", "monthly"} {
+		if got := c.Get(f, cf); got != 2 {
+			t.Errorf("%s %s = %d, want 2", f, cf, got)
+		}
+		if got := c.Get(f, bf); got != 1 {
+			t.Errorf("%s %s = %d, want 1", f, bf, got)
+		}
+	}
+	// The next day: the day is new, the week and month go on.
+	next := now.Add(24 * time.Hour)
+	if err := s.Count(ctx, []Hit{hit(12, next, cf)}, next); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.Read(ctx, mp, user, next, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, w, m := c.Get("daily", cf), c.Get("weekly", cf), c.Get("monthly", cf); d != 1 || w != 3 || m != 3 {
+		t.Errorf("next day: %d %d %d, want 1 3 3", d, w, m)
+	}
+	// An event of a month that is over (counted late) adds nothing anywhere.
+	old := now.AddDate(0, -2, 0)
+	if err := s.Count(ctx, []Hit{hit(13, old, cf)}, next); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = s.Read(ctx, mp, user, old, time.UTC)
+	if got := c.Get("monthly", cf); got != 0 {
+		t.Errorf("a period over counted %d", got)
+	}
+	// The next week: the week is new; the month goes on.
+	nw := now.Add(7 * 24 * time.Hour)
+	c, err = s.Read(ctx, mp, user, nw, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, w, m := c.Get("daily", cf), c.Get("weekly", cf), c.Get("monthly", cf); d != 0 || w != 0 || m != 3 {
+		t.Errorf("next week: %d %d %d, want 0 0 3", d, w, m)
+	}
+	// Every key has a TTL: the day's hash lives to the day's end + 1 h.
+	ttl, err := rdb.TTL(ctx, tag(mp, user)+PeriodsAt(now, time.UTC).Day).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 15 * time.Hour; ttl < want-5*time.Second || ttl > want+5*time.Second {
+		t.Errorf("day TTL %s, want about %s", ttl, want)
+	}
+	for _, k := range testenv.Keys(t, rdb, tag(mp, user)+"*") {
+		if d, _ := rdb.TTL(ctx, k).Result(); d <= 0 {
+			t.Errorf("%s has no TTL (%s)", k, d)
+		}
+	}
+}
+
+// TestErase: an erasure removes every live hash of the shopper (this
+// period's and the previous one's) and the offsets, not another shopper's.
+func TestErase(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := env.Redis(t)
+	s := New(rdb)
+	ctx := context.Background()
+	mp, gone, kept := uuid.NewString(), "gone-"+uuid.NewString(), "kept-"+uuid.NewString()
+	now := time.Now()
+	f := CampaignField(uuid.NewString(), Click)
+	// Yesterday's counts (still alive for an hour after midnight, here kept
+	// alive by counting at yesterday's clock) and today's.
+	for i, at := range []time.Time{now.Add(-24 * time.Hour), now} {
+		for _, u := range []string{gone, kept} {
+			if err := s.Count(ctx, []Hit{{MP: mp, User: u, Offset: int64(i), At: at, Loc: time.UTC, Fields: []string{f}}}, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := s.Erase(ctx, mp, []string{gone}, now); err != nil || n < 4 {
+		t.Fatalf("erased %d keys, %v", n, err)
+	}
+	if ks := testenv.Keys(t, rdb, tag(mp, gone)+"*"); len(ks) != 0 {
+		t.Errorf("left %v", ks)
+	}
+	if ks := testenv.Keys(t, rdb, tag(mp, kept)+"*"); len(ks) < 4 {
+		t.Errorf("another shopper's keys: %v", ks)
+	}
+}
