@@ -152,7 +152,7 @@ func (c *Cache) Check(mp string, loc *time.Location, campaignID string, l Limits
 	loc = orUTC(loc)
 	day, total, s := c.spend(mp, loc, campaignID, now)
 	if s != nil {
-		return checkInDay(l, day, total, now, s.start, s.end)
+		return checkInDay(l, day, total, now, s.start, s.end, loc)
 	}
 	return Check(l, day, total, now, loc)
 }
