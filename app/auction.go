@@ -24,11 +24,11 @@ func (a *App) auctionEngine() *auction.Engine {
 // the budget rule (budget left, pacing: budget.Cache.Check). It only reads.
 type budgetGate struct{ spend *budget.Cache }
 
-func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
+func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, hours *budget.Hours, at time.Time) auction.BudgetVerdict {
 	if dailyMicros == 0 && totalMicros == 0 {
 		return auction.BudgetOK
 	}
-	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at))
+	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros, Hours: hours}, at))
 }
 
 // budgetVerdict is the engine's name of a budget verdict.

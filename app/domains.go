@@ -91,7 +91,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		spend.Timeout = a.cfg.SpendReadTimeout
 	}
 	camps.UseSpend(spend)
-	routes = append(routes, api.CampaignRoutes(camps))
+	routes = append(routes, api.CampaignRoutes(camps), api.CampaignControlRoutes(camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the
 	// API serves auctions; the other targets do not keep it.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/auction/budget"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
@@ -52,8 +53,10 @@ type SegmentView interface {
 // answer from memory, and only read: an auction changes no budget or pacing
 // state. dailyMicros and totalMicros are the campaign's budgets (0: none;
 // never both 0 here).
+// hours are the campaign's served hours (nil: every hour), over which
+// pacing spreads the daily budget.
 type BudgetGate interface {
-	Check(m *Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) BudgetVerdict
+	Check(m *Market, campaignID string, dailyMicros, totalMicros int64, hours *budget.Hours, at time.Time) BudgetVerdict
 }
 
 // BudgetVerdict is a BudgetGate's answer.
@@ -290,6 +293,7 @@ type state struct {
 	vendBest  map[string]int32
 	vendGroup map[string]int32
 	filterOK  map[string]bool
+	negHit    map[*campaigns.Negatives]bool // negated's verdicts of this auction
 	cands     []Candidate
 	candBid   []int32
 	rk        ranker
@@ -312,7 +316,7 @@ func newState() *state {
 	return &state{
 		prodIdx: map[string]int32{}, campIdx: map[uint32]int32{}, best: map[pairKey]int32{},
 		paths: map[index.Cat][]index.Cat{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
-		filterOK: map[string]bool{},
+		filterOK: map[string]bool{}, negHit: map[*campaigns.Negatives]bool{},
 	}
 }
 
@@ -326,6 +330,7 @@ func (st *state) reset() {
 	clear(st.vendBest)
 	clear(st.vendGroup)
 	clear(st.filterOK)
+	clear(st.negHit)
 }
 
 // auctionEnv is what one auction's helpers share.
@@ -339,6 +344,13 @@ type auctionEnv struct {
 	kinds index.Kind    // campaign types that compete
 	atMs  int64         // at in Unix milliseconds
 	ix    *index.Market // set inside Index.Read only
+	// local is the auction's instant in the marketplace's zone, query its
+	// normalised searchQuery, each computed at its first use (localSet,
+	// querySet).
+	local    time.Time
+	localSet bool
+	query    campaigns.Query
+	querySet bool
 	// tr collects what happens to every candidate when the auction is
 	// explained (Explain); nil when it runs (Run). Every use is behind a
 	// nil check, off the paths that keep candidates.
@@ -640,7 +652,11 @@ func (a *auctionEnv) gather(first int) {
 		for _, r := range p.Bids {
 			if r.Active && r.Vendor != nil && p.HasVendor(r.Vendor) {
 				if ci := a.campaign(r.Camp); ci >= 0 {
-					a.addBid(pk, ci, specProduct, r.ID, r.Amount)
+					if !a.bidNegated(r.Camp, r.ID) {
+						a.addBid(pk, ci, specProduct, r.ID, r.Amount)
+					} else if a.tr != nil {
+						a.traceBid(pk, "", r.Camp.Info, specProduct, r.ID, r.Amount, ReasonNegativeKeyword)
+					}
 				} else if a.tr != nil {
 					a.traceCampaignOut(pk, "", r.Camp, specProduct, r.ID, r.Amount)
 				}
@@ -664,7 +680,11 @@ func (a *auctionEnv) gather(first int) {
 			for _, cr := range v.Category {
 				if slices.Contains(anc, cr.Target) && cr.Bid.B.Active {
 					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
-						a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
+						if !a.bidNegated(cr.Bid.Camp, cr.Bid.B.ID) {
+							a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
+						} else if a.tr != nil {
+							a.traceBid(pk, "", cr.Bid.Camp.Info, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros, ReasonNegativeKeyword)
+						}
 					} else if a.tr != nil {
 						a.traceCampaignOut(pk, "", cr.Bid.Camp, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
 					}
@@ -725,7 +745,11 @@ func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec u
 			continue
 		}
 		if ci := a.campaign(b.Camp); ci >= 0 {
-			a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
+			if !a.bidNegated(b.Camp, b.B.ID) {
+				a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
+			} else if a.tr != nil {
+				a.traceBid(pk, "", b.Camp.Info, spec, b.B.ID, b.B.AmountMicros, ReasonNegativeKeyword)
+			}
 		} else if a.tr != nil {
 			a.traceCampaignOut(pk, "", b.Camp, spec, b.B.ID, b.B.AmountMicros)
 		}
@@ -770,7 +794,11 @@ func (a *auctionEnv) keywordOnly() {
 				continue
 			}
 			if ci := a.campaign(b.Camp); ci >= 0 {
-				a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
+				if !a.bidNegated(b.Camp, b.B.ID) {
+					a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
+				} else if a.tr != nil {
+					a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: ReasonNegativeKeyword})
+				}
 			} else if a.tr != nil && b.Camp.Info != nil {
 				a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: a.campaignWhy(b.Camp)})
 			}
@@ -919,12 +947,18 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 // campaignEligible returns why a campaign may not compete in this auction
 // (reasonNone: it may, segments aside), checking in this order: running
 // and of a type that competes (reasonNotRunning, told apart by
-// notRunningWhy), placement, device, location, an opaqueUserId for segment
-// targeting, budget and pacing.
+// notRunningWhy), its timetable, its negative keywords, placement, device,
+// location, an opaqueUserId for segment targeting, budget and pacing.
 func (a *auctionEnv) campaignEligible(ce *index.Camp) Reason {
 	g := &ce.Gate
 	if !g.Running(a.kinds, a.atMs) {
 		return reasonNotRunning
+	}
+	if g.Scheduled && !a.inSchedule(ce.Hours) {
+		return ReasonOutsideSchedule
+	}
+	if g.Negative && a.negated(ce.Negatives) {
+		return ReasonNegativeKeyword
 	}
 	if !g.Targeted {
 		return a.budgetAllows(ce)
@@ -949,6 +983,44 @@ func (a *auctionEnv) campaignEligible(ce *index.Camp) Reason {
 	return a.budgetAllows(ce)
 }
 
+// inSchedule reports whether served hours h hold the auction's instant in
+// the marketplace's zone (read once per auction, when a campaign with a
+// timetable is met).
+func (a *auctionEnv) inSchedule(h *budget.Hours) bool {
+	if !a.localSet {
+		loc := a.m.Loc
+		if loc == nil {
+			loc = time.UTC
+		}
+		a.local, a.localSet = a.at.In(loc), true
+	}
+	return h == nil || h.Serves(a.local)
+}
+
+// negated reports whether negative keywords n match the auction's
+// searchQuery, normalised once per auction (when the first campaign or bid
+// with negative keywords is met); each list is matched once per auction.
+func (a *auctionEnv) negated(n *campaigns.Negatives) bool {
+	if n == nil || a.r.SearchQuery == "" {
+		return false
+	}
+	if hit, ok := a.st.negHit[n]; ok {
+		return hit
+	}
+	if !a.querySet {
+		a.query, a.querySet = campaigns.NewQuery(a.r.SearchQuery), true
+	}
+	hit := n.Blocks(a.query)
+	a.st.negHit[n] = hit
+	return hit
+}
+
+// bidNegated reports whether the negative keywords of bid id of campaign c
+// match the auction's searchQuery. Call it inside the index's read lock.
+func (a *auctionEnv) bidNegated(c *index.Camp, id string) bool {
+	return c.Gate.BidNegative && a.r.SearchQuery != "" && a.negated(c.BidNegatives(id))
+}
+
 // budgetAllows: the campaign has no budget, or the budget gate lets it
 // spend now (reasonNone); else the budget or pacing that holds it back. It
 // reads the gate's copies of the budgets, not the campaign.
@@ -957,7 +1029,11 @@ func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
 	if !g.Budgeted || a.e.Budget == nil {
 		return reasonNone
 	}
-	switch a.e.Budget.Check(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, a.at) {
+	var hours *budget.Hours
+	if g.Scheduled {
+		hours = ce.Hours
+	}
+	switch a.e.Budget.Check(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, hours, a.at) {
 	case BudgetOK:
 		return reasonNone
 	case BudgetTotalExhausted:

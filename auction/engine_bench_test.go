@@ -225,8 +225,8 @@ func (w *benchWorld) loadSpend(tb testing.TB) error {
 // benchGate is the service's budget gate (app's budgetGate).
 type benchGate struct{ c *budget.Cache }
 
-func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
-	switch g.c.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at) {
+func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, hours *budget.Hours, at time.Time) auction.BudgetVerdict {
+	switch g.c.Check(m.ID, m.Loc, campaignID, budget.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros, Hours: hours}, at) {
 	case budget.OK:
 		return auction.BudgetOK
 	case budget.TotalExhausted:

@@ -77,6 +77,10 @@ type CampaignJSON struct {
 	CreatedAt        timestamp.Time  `json:"createdAt"`
 	UpdatedAt        timestamp.Time  `json:"updatedAt"`
 	ArchivedAt       *timestamp.Time `json:"archivedAt"`
+	// Timetables and NegativeKeywords are shown when the campaign has some
+	// (schedule.go).
+	Timetables       []TimetableDay    `json:"timetables,omitempty"`
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // TargetingJSON is a campaign's targeting on the wire (lists never null).
@@ -124,6 +128,7 @@ func jsonAt(c Campaign, now time.Time) CampaignJSON {
 		out.BillingContactID = &id
 	}
 	out.ArchivedAt = timestamp.OptOf(c.ArchivedAt)
+	out.Timetables, out.NegativeKeywords = c.Timetables, c.NegativeKeywords
 	return out
 }
 

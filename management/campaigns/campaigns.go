@@ -109,6 +109,9 @@ type Campaign struct {
 	// not. An archived campaign never takes part in an auction again and
 	// cannot be changed.
 	ArchivedAt *time.Time `json:"archivedAt,omitempty"`
+	// Timetables (dayparting) and NegativeKeywords: schedule.go.
+	Timetables       []TimetableDay    `json:"timetables,omitempty"`
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // Archived reports whether c is archived.
@@ -124,6 +127,9 @@ type Bid struct {
 	Active       bool      `json:"active"`
 	CreatedAt    time.Time `json:"createdAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// NegativeKeywords keep this bid out of the auctions whose searchQuery
+	// they match (schedule.go).
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // Status is the status of c at now: archived from its archive on, else
