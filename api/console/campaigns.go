@@ -155,6 +155,10 @@ type campaignData struct {
 	Currency  string
 	TimeZone  string
 	HasBudget bool
+	// Schedule, Exact, Phrase: the dayparting and negative keywords forms
+	// (controls.go).
+	Schedule      []scheduleDay
+	Exact, Phrase string
 }
 
 // pacingHour is a row of the table under the pacing chart: the spend at
@@ -191,7 +195,9 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 		d.Pacing = campaigns.Pacing(cp, now, loc, budget.Spent{Day: d.Row.Today, Total: d.Row.Total})
 	}
 	c.pacingChart(ctx, &d, now, loc)
-	c.render(ctx, http.StatusOK, "campaign", cp.Name, d)
+	d.Schedule = scheduleOf(cp)
+	d.Exact, d.Phrase = negativesText(cp.NegativeKeywords, campaigns.MatchExact), negativesText(cp.NegativeKeywords, campaigns.MatchPhrase)
+	c.render(ctx, ctx.Writer.Status(), "campaign", cp.Name, d) // 200, or a form's error (formError set it)
 }
 
 // pacingStep is the step of the pacing chart.
@@ -199,8 +205,9 @@ const pacingStep = 5 * time.Minute
 
 // pacingChart draws the campaign's cumulative spend through the local day
 // holding now (from the charges in ClickHouse) against the daily budget's
-// even spread (budget.Even) and the pacing limit the auction applies
-// (budget.Allowed).
+// even spread (budget.EvenIn) and the pacing limit the auction applies
+// (budget.AllowedIn), both over the campaign's served hours when it has a
+// timetable.
 func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, loc *time.Location) {
 	if c.o.Performance == nil {
 		d.ChartErr = "The spend over the day is not read by this process."
@@ -219,6 +226,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 		return
 	}
 	daily := d.C.DailyBudgetMicros
+	hours := campaigns.ServedHours(d.C.Timetables) // a timetable: the budget spreads over its hours
 	n := len(steps) + 1
 	x := make([]int64, n)
 	spent := make([]*float64, n)
@@ -243,7 +251,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 		}
 		var e, a int64
 		if daily > 0 {
-			e, a = budget.Even(daily, at, loc), budget.Allowed(daily, at, loc)
+			e, a = budget.EvenIn(daily, hours, at, loc), budget.AllowedIn(daily, hours, at, loc)
 			if i == n-1 {
 				e, a = daily, daily // the day's end: its whole budget
 			}

@@ -519,3 +519,29 @@ func negativeIneligibility(c Campaign, b Bid) (Ineligibility, bool) {
 	}
 	return Ineligibility{}, false
 }
+
+// ReplaceTimetables makes days c's whole timetable (none: every hour is
+// served), with PutTimetables' rules for each day: the console's form,
+// which shows all seven days at once.
+func (s *Service) ReplaceTimetables(ctx context.Context, mp, id string, ifMatch int64, in []TimetableInput) (Campaign, int64, error) {
+	var errs validation.Errors
+	var days []TimetableDay
+	seen := map[int]bool{}
+	for i, t := range in {
+		d, ok := timetableDay(t, &errs, "body", "timetables", i)
+		if !ok {
+			continue
+		}
+		if seen[d.DayOfWeek] {
+			errs.Add(validation.ValueError, "day_of_week "+strconv.Itoa(d.DayOfWeek)+" is given twice", "body", "timetables", i, timetableDayOfWeekField)
+			continue
+		}
+		seen[d.DayOfWeek] = true
+		days = append(days, d)
+	}
+	if err := errs.Err(); err != nil {
+		return Campaign{}, 0, err
+	}
+	slices.SortFunc(days, func(a, b TimetableDay) int { return a.DayOfWeek - b.DayOfWeek })
+	return s.changeCampaign(ctx, mp, id, ifMatch, func(c *Campaign) { c.Timetables = days })
+}
