@@ -253,7 +253,10 @@ type camp struct {
 	c       *index.CampInfo // nil when not eligible
 	ok      bool            // eligible (segments still to check when needSeg)
 	needSeg bool
-	why     Reason // why not eligible
+	// bidNeg: some of its bids have negative keywords, and the auction
+	// has a searchQuery (bidNegated reads no campaign entry otherwise).
+	bidNeg bool
+	why    Reason // why not eligible
 }
 
 type bidRef struct {
@@ -652,7 +655,7 @@ func (a *auctionEnv) gather(first int) {
 		for _, r := range p.Bids {
 			if r.Active && r.Vendor != nil && p.HasVendor(r.Vendor) {
 				if ci := a.campaign(r.Camp); ci >= 0 {
-					if !a.bidNegated(r.Camp, r.ID) {
+					if !a.bidNegated(ci, r.Camp, r.ID) {
 						a.addBid(pk, ci, specProduct, r.ID, r.Amount)
 					} else if a.tr != nil {
 						a.traceBid(pk, "", r.Camp.Info, specProduct, r.ID, r.Amount, ReasonNegativeKeyword)
@@ -680,7 +683,7 @@ func (a *auctionEnv) gather(first int) {
 			for _, cr := range v.Category {
 				if slices.Contains(anc, cr.Target) && cr.Bid.B.Active {
 					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
-						if !a.bidNegated(cr.Bid.Camp, cr.Bid.B.ID) {
+						if !a.bidNegated(ci, cr.Bid.Camp, cr.Bid.B.ID) {
 							a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
 						} else if a.tr != nil {
 							a.traceBid(pk, "", cr.Bid.Camp.Info, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros, ReasonNegativeKeyword)
@@ -745,7 +748,7 @@ func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec u
 			continue
 		}
 		if ci := a.campaign(b.Camp); ci >= 0 {
-			if !a.bidNegated(b.Camp, b.B.ID) {
+			if !a.bidNegated(ci, b.Camp, b.B.ID) {
 				a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
 			} else if a.tr != nil {
 				a.traceBid(pk, "", b.Camp.Info, spec, b.B.ID, b.B.AmountMicros, ReasonNegativeKeyword)
@@ -794,7 +797,7 @@ func (a *auctionEnv) keywordOnly() {
 				continue
 			}
 			if ci := a.campaign(b.Camp); ci >= 0 {
-				if !a.bidNegated(b.Camp, b.B.ID) {
+				if !a.bidNegated(ci, b.Camp, b.B.ID) {
 					a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
 				} else if a.tr != nil {
 					a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: ReasonNegativeKeyword})
@@ -935,7 +938,8 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	}
 	// The gate says whether there are segments: info is not read here (a
 	// cache miss per campaign, for the few that target segments).
-	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, why: why})
+	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, why: why,
+		bidNeg: ok && ce.Gate.BidNegative && a.r.SearchQuery != ""})
 	cp := &a.st.camps[k]
 	a.st.campIdx[ce.Num] = k
 	if !cp.ok {
@@ -1015,10 +1019,11 @@ func (a *auctionEnv) negated(n *campaigns.Negatives) bool {
 	return hit
 }
 
-// bidNegated reports whether the negative keywords of bid id of campaign c
-// match the auction's searchQuery. Call it inside the index's read lock.
-func (a *auctionEnv) bidNegated(c *index.Camp, id string) bool {
-	return c.Gate.BidNegative && a.r.SearchQuery != "" && a.negated(c.BidNegatives(id))
+// bidNegated reports whether the negative keywords of bid id of campaign c,
+// the auction's campaign ci, match the auction's searchQuery. Call it
+// inside the index's read lock.
+func (a *auctionEnv) bidNegated(ci int32, c *index.Camp, id string) bool {
+	return a.st.camps[ci].bidNeg && a.negated(c.BidNegatives(id))
 }
 
 // budgetAllows: the campaign has no budget, or the budget gate lets it
