@@ -319,7 +319,7 @@ func newState() *state {
 	return &state{
 		prodIdx: map[string]int32{}, campIdx: map[uint32]int32{}, best: map[pairKey]int32{},
 		paths: map[index.Cat][]index.Cat{}, vendBest: map[string]int32{}, vendGroup: map[string]int32{},
-		filterOK: map[string]bool{}, negHit: map[*campaigns.Negatives]bool{},
+		filterOK: map[string]bool{},
 	}
 }
 
@@ -1010,6 +1010,9 @@ func (a *auctionEnv) negated(n *campaigns.Negatives) bool {
 	}
 	if hit, ok := a.st.negHit[n]; ok {
 		return hit
+	}
+	if a.st.negHit == nil { // made at the first use: most states never need it
+		a.st.negHit = map[*campaigns.Negatives]bool{}
 	}
 	if !a.querySet {
 		a.query, a.querySet = campaigns.NewQuery(a.r.SearchQuery), true

@@ -96,17 +96,11 @@ func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Locati
 
 // checkInDay is Check with the local day holding now already known, [start,
 // end): the spend cache's snapshot knows it, and the auction asks for every
-// campaign at one instant. A campaign with served hours is paced over them
-// (AllowedIn).
-func checkInDay(l Limits, daySpent, totalSpent int64, now, start, end time.Time, loc *time.Location) Verdict {
+// campaign at one instant. Not for served hours (l.Hours nil): Check paces
+// over them.
+func checkInDay(l Limits, daySpent, totalSpent int64, now, start, end time.Time) Verdict {
 	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
 		return v
-	}
-	if l.Hours != nil {
-		if daySpent >= AllowedIn(l.DailyMicros, l.Hours, now, loc) {
-			return Paced
-		}
-		return OK
 	}
 	if daySpent >= allowedAt(l.DailyMicros, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second)) {
 		return Paced

@@ -325,8 +325,8 @@ func TestAllowedIn(t *testing.T) {
 			if got := Check(l, spent, 0, now, berlin); got != want {
 				t.Errorf("%s: Check(spent %d) %s, want %s", tc.local, spent, got, want)
 			}
-			if got := checkInDay(l, spent, 0, now, start, end, berlin); got != want {
-				t.Errorf("%s: checkInDay(spent %d) %s, want %s", tc.local, spent, got, want)
+			if got := checkInDay(Limits{DailyMicros: daily}, spent, 0, now, start, end); got != Check(Limits{DailyMicros: daily}, spent, 0, now, berlin) {
+				t.Errorf("%s: checkInDay(spent %d) %s, Check without hours differs", tc.local, spent, got)
 			}
 		}
 	}
