@@ -27,11 +27,11 @@ func (a *App) auctionEngine() *auction.Engine {
 // the budget rule (budget left, pacing: spend.Cache.Check). It only reads.
 type budgetGate struct{ spend *spend.Cache }
 
-func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
+func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, hours *spend.Hours, at time.Time) auction.BudgetVerdict {
 	if dailyMicros == 0 && totalMicros == 0 {
 		return auction.BudgetOK
 	}
-	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at))
+	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros, Hours: hours}, at))
 }
 
 // budgetVerdict is the engine's name of a budget verdict.

@@ -92,7 +92,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		spendReader.Timeout = a.cfg.SpendReadTimeout
 	}
 	camps.UseSpend(spendReader)
-	routes = append(routes, api.CampaignRoutes(camps), api.RestrictionRoutes(camps))
+	routes = append(routes, api.CampaignRoutes(camps), api.RestrictionRoutes(camps), api.CampaignControlRoutes(camps))
 	// The Reporting API, from the daily rollup (docs/reporting-api.md).
 	routes = append(routes, api.ReportingRoutes(reportapi.New(a.ClickHouse), camps))
 

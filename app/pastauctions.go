@@ -12,6 +12,7 @@ import (
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/reporting/rollups"
+	"github.com/endcap/endcap/spend"
 )
 
 // PastAuctions runs auctions at instants of the caller's choosing, as POST
@@ -86,7 +87,7 @@ func (p *PastAuctions) Run(ctx context.Context, at time.Time, body []byte) ([][]
 // openGate lets every campaign bid (PastAuctions).
 type openGate struct{}
 
-func (openGate) Check(*auction.Market, string, int64, int64, time.Time) auction.BudgetVerdict {
+func (openGate) Check(*auction.Market, string, int64, int64, *spend.Hours, time.Time) auction.BudgetVerdict {
 	return auction.BudgetOK
 }
 

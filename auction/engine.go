@@ -17,6 +17,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/entityref"
+	"github.com/endcap/endcap/spend"
 )
 
 // The auction engine: from a validated Request and the in-memory views of the
@@ -54,8 +55,10 @@ type SegmentView interface {
 // answer from memory, and only read: an auction changes no budget or pacing
 // state. dailyMicros and totalMicros are the campaign's budgets (0: none;
 // never both 0 here).
+// hours are the campaign's served hours (nil: every hour), over which
+// pacing spreads the daily budget.
 type BudgetGate interface {
-	Check(m *Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) BudgetVerdict
+	Check(m *Market, campaignID string, dailyMicros, totalMicros int64, hours *spend.Hours, at time.Time) BudgetVerdict
 }
 
 // BudgetVerdict is a BudgetGate's answer.
@@ -257,9 +260,12 @@ type camp struct {
 	c       *index.CampInfo // nil when not eligible
 	ok      bool            // eligible (segments still to check when needSeg)
 	needSeg bool
-	needCap bool   // frequency caps to check (caps.go)
-	bidCaps bool   // caps per bid, checked for each of its bids
-	why     Reason // why not eligible
+	needCap bool // frequency caps to check (caps.go)
+	bidCaps bool // caps per bid, checked for each of its bids
+	// bidNeg: some of its bids have negative keywords, and the auction
+	// has a searchQuery (bidNegated reads no campaign entry otherwise).
+	bidNeg bool
+	why    Reason // why not eligible
 }
 
 type bidRef struct {
@@ -299,6 +305,7 @@ type state struct {
 	vendBest  map[string]int32
 	vendGroup map[string]int32
 	filterOK  map[string]bool
+	negHit    map[*campaigns.Negatives]bool // negated's verdicts of this auction
 	cands     []Candidate
 	candBid   []int32
 	rk        ranker
@@ -337,6 +344,7 @@ func (st *state) reset() {
 	clear(st.vendGroup)
 	clear(st.filterOK)
 	st.caps.any = false
+	clear(st.negHit)
 }
 
 // auctionEnv is what one auction's helpers share.
@@ -350,6 +358,13 @@ type auctionEnv struct {
 	kinds index.Kind    // campaign types that compete
 	atMs  int64         // at in Unix milliseconds
 	ix    *index.Market // set inside Index.Read only
+	// local is the auction's instant in the marketplace's zone, query its
+	// normalised searchQuery, each computed at its first use (localSet,
+	// querySet).
+	local    time.Time
+	localSet bool
+	query    campaigns.Query
+	querySet bool
 	// tr collects what happens to every candidate when the auction is
 	// explained (Explain); nil when it runs (Run). Every use is behind a
 	// nil check, off the paths that keep candidates.
@@ -652,7 +667,11 @@ func (a *auctionEnv) gather(first int) {
 		for _, r := range p.Bids {
 			if r.Active && r.Vendor != nil && p.HasVendor(r.Vendor) {
 				if ci := a.campaign(r.Camp); ci >= 0 {
-					a.addBid(pk, ci, specProduct, r.ID, r.Amount)
+					if !a.bidNegated(ci, r.Camp, r.ID) {
+						a.addBid(pk, ci, specProduct, r.ID, r.Amount)
+					} else if a.tr != nil {
+						a.traceBid(pk, "", r.Camp.Info, specProduct, r.ID, r.Amount, ReasonNegativeKeyword)
+					}
 				} else if a.tr != nil {
 					a.traceCampaignOut(pk, "", r.Camp, specProduct, r.ID, r.Amount)
 				}
@@ -676,7 +695,11 @@ func (a *auctionEnv) gather(first int) {
 			for _, cr := range v.Category {
 				if slices.Contains(anc, cr.Target) && cr.Bid.B.Active {
 					if ci := a.campaign(cr.Bid.Camp); ci >= 0 {
-						a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
+						if !a.bidNegated(ci, cr.Bid.Camp, cr.Bid.B.ID) {
+							a.addBid(pk, ci, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
+						} else if a.tr != nil {
+							a.traceBid(pk, "", cr.Bid.Camp.Info, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros, ReasonNegativeKeyword)
+						}
 					} else if a.tr != nil {
 						a.traceCampaignOut(pk, "", cr.Bid.Camp, specCategory, cr.Bid.B.ID, cr.Bid.B.AmountMicros)
 					}
@@ -737,7 +760,11 @@ func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec u
 			continue
 		}
 		if ci := a.campaign(b.Camp); ci >= 0 {
-			a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
+			if !a.bidNegated(ci, b.Camp, b.B.ID) {
+				a.addBid(pk, ci, spec, b.B.ID, b.B.AmountMicros)
+			} else if a.tr != nil {
+				a.traceBid(pk, "", b.Camp.Info, spec, b.B.ID, b.B.AmountMicros, ReasonNegativeKeyword)
+			}
 		} else if a.tr != nil {
 			a.traceCampaignOut(pk, "", b.Camp, spec, b.B.ID, b.B.AmountMicros)
 		}
@@ -782,7 +809,11 @@ func (a *auctionEnv) keywordOnly() {
 				continue
 			}
 			if ci := a.campaign(b.Camp); ci >= 0 {
-				a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
+				if !a.bidNegated(ci, b.Camp, b.B.ID) {
+					a.st.kwHits = append(a.st.kwHits, kwHit{camp: ci, vendor: b.Camp.C.VendorID, bidID: b.B.ID, amount: b.B.AmountMicros})
+				} else if a.tr != nil {
+					a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: ReasonNegativeKeyword})
+				}
 			} else if a.tr != nil && b.Camp.Info != nil {
 				a.tr.kwOut = append(a.tr.kwOut, kwOut{info: b.Camp.Info, bidID: b.B.ID, amount: b.B.AmountMicros, why: a.campaignWhy(b.Camp)})
 			}
@@ -919,7 +950,8 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	}
 	// The gate says whether there are segments: info is not read here (a
 	// cache miss per campaign, for the few that target segments).
-	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, needCap: ok && ce.Gate.Capped, why: why})
+	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, needCap: ok && ce.Gate.Capped, why: why,
+		bidNeg: ok && ce.Gate.BidNegative && a.r.SearchQuery != ""})
 	if ok && ce.Gate.Capped {
 		a.st.caps.any = true
 	}
@@ -934,12 +966,18 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 // campaignEligible returns why a campaign may not compete in this auction
 // (reasonNone: it may, segments aside), checking in this order: running
 // and of a type that competes (reasonNotRunning, told apart by
-// notRunningWhy), placement, device, location, an opaqueUserId for segment
-// targeting, budget and pacing.
+// notRunningWhy), its timetable, its negative keywords, placement, device,
+// location, an opaqueUserId for segment targeting, budget and pacing.
 func (a *auctionEnv) campaignEligible(ce *index.Camp) Reason {
 	g := &ce.Gate
 	if !g.Running(a.kinds, a.atMs) {
 		return reasonNotRunning
+	}
+	if g.Scheduled && !a.inSchedule(ce.Hours) {
+		return ReasonOutsideSchedule
+	}
+	if g.Negative && a.negated(ce.Negatives) {
+		return ReasonNegativeKeyword
 	}
 	if !g.Targeted {
 		return a.budgetAllows(ce)
@@ -964,6 +1002,48 @@ func (a *auctionEnv) campaignEligible(ce *index.Camp) Reason {
 	return a.budgetAllows(ce)
 }
 
+// inSchedule reports whether served hours h hold the auction's instant in
+// the marketplace's zone (read once per auction, when a campaign with a
+// timetable is met).
+func (a *auctionEnv) inSchedule(h *spend.Hours) bool {
+	if !a.localSet {
+		loc := a.m.Loc
+		if loc == nil {
+			loc = time.UTC
+		}
+		a.local, a.localSet = a.at.In(loc), true
+	}
+	return h == nil || h.Serves(a.local)
+}
+
+// negated reports whether negative keywords n match the auction's
+// searchQuery, normalised once per auction (when the first campaign or bid
+// with negative keywords is met); each list is matched once per auction.
+func (a *auctionEnv) negated(n *campaigns.Negatives) bool {
+	if n == nil || a.r.SearchQuery == "" {
+		return false
+	}
+	if hit, ok := a.st.negHit[n]; ok {
+		return hit
+	}
+	if a.st.negHit == nil { // made at the first use: most states never need it
+		a.st.negHit = map[*campaigns.Negatives]bool{}
+	}
+	if !a.querySet {
+		a.query, a.querySet = campaigns.NewQuery(a.r.SearchQuery), true
+	}
+	hit := n.Blocks(a.query)
+	a.st.negHit[n] = hit
+	return hit
+}
+
+// bidNegated reports whether the negative keywords of bid id of campaign c,
+// the auction's campaign ci, match the auction's searchQuery. Call it
+// inside the index's read lock.
+func (a *auctionEnv) bidNegated(ci int32, c *index.Camp, id string) bool {
+	return a.st.camps[ci].bidNeg && a.negated(c.BidNegatives(id))
+}
+
 // budgetAllows: the campaign has no budget, or the budget gate lets it
 // spend now (reasonNone); else the budget or pacing that holds it back. It
 // reads the gate's copies of the budgets, not the campaign.
@@ -972,7 +1052,11 @@ func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
 	if !g.Budgeted || a.e.Budget == nil {
 		return reasonNone
 	}
-	switch a.e.Budget.Check(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, a.at) {
+	var hours *spend.Hours
+	if g.Scheduled {
+		hours = ce.Hours
+	}
+	switch a.e.Budget.Check(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, hours, a.at) {
 	case BudgetOK:
 		return reasonNone
 	case BudgetTotalExhausted:

@@ -287,8 +287,8 @@ func withShoppers(reqs [][]auction.Request) {
 // benchGate is the service's budget gate (app's budgetGate).
 type benchGate struct{ c *spend.Cache }
 
-func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, at time.Time) auction.BudgetVerdict {
-	switch g.c.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros}, at) {
+func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, hours *spend.Hours, at time.Time) auction.BudgetVerdict {
+	switch g.c.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros, Hours: hours}, at) {
 	case spend.OK:
 		return auction.BudgetOK
 	case spend.TotalExhausted:

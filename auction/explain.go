@@ -48,6 +48,10 @@ const (
 	ReasonCampaignPaused
 	ReasonCampaignScheduled
 	ReasonCampaignEnded
+	// Dayparting and negative keywords (of the campaign; a bid's own
+	// negative keywords report the second too).
+	ReasonOutsideSchedule // its timetable does not serve the marketplace's current local hour
+	ReasonNegativeKeyword // a negative keyword matches the auction's searchQuery
 	// Campaign targeting, then budgets.
 	ReasonTargetingPlacement
 	ReasonTargetingDevice
@@ -88,6 +92,8 @@ var reasonCodes = [numReasons]string{
 	ReasonCampaignPaused:          "campaign_paused",
 	ReasonCampaignScheduled:       "campaign_scheduled",
 	ReasonCampaignEnded:           "campaign_ended",
+	ReasonOutsideSchedule:         campaigns.ReasonOutsideSchedule,
+	ReasonNegativeKeyword:         campaigns.ReasonNegativeKeyword,
 	ReasonTargetingPlacement:      "targeting_placement",
 	ReasonTargetingDevice:         "targeting_device",
 	ReasonTargetingLocation:       "targeting_location",

@@ -19,6 +19,7 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
 )
 
@@ -46,7 +47,7 @@ type exWorld struct {
 // set), and counts its calls.
 type exGate map[string]auction.BudgetVerdict
 
-func (g exGate) Check(_ *auction.Market, campaignID string, _, _ int64, _ time.Time) auction.BudgetVerdict {
+func (g exGate) Check(_ *auction.Market, campaignID string, _, _ int64, _ *spend.Hours, _ time.Time) auction.BudgetVerdict {
 	return g[campaignID]
 }
 
@@ -556,37 +557,44 @@ func TestEligibilityAgreesWithEngine(t *testing.T) {
 	products := `"on","off","plain","pic","under","lone","gone"`
 	cpm := func(c *campaigns.Campaign) { c.ChargeType = campaigns.ChargeCPM }
 	banners := func(c *campaigns.Campaign) { c.Type = campaigns.TypeBanners }
+	negPhrase := func(k string) func(*campaigns.Campaign) {
+		return func(c *campaigns.Campaign) {
+			c.NegativeKeywords = []campaigns.NegativeKeyword{{Keyword: k, MatchType: campaigns.MatchPhrase}}
+		}
+	}
 	cases := []struct {
 		vendor string
 		edit   func(*campaigns.Campaign)
 		bid    exBid
 	}{
 		{"v1", nil, "product:on:0.5"},
-		{"v2", nil, "product:on:0.1"},                  // at the reserve
-		{"v2", nil, "product:on:0.099999"},             // below
-		{"v1", cpm, "product:on:1"},                    // at the CPM reserve
-		{"v1", cpm, "product:on:0.999999"},             // below it
-		{"v1", nil, "product:off:0.5"},                 // inactive
-		{"v2", nil, "product:off:0.05"},                // inactive and not permitted and below: inactive
-		{"v3", nil, "product:on:0.5"},                  // not permitted
-		{"v3", nil, "product:lone:0.5"},                // no vendors at all
-		{"v1", nil, "product:gone:0.5"},                // not in the catalog
-		{"v3", banners, "product:plain:0.5"},           // banner without image
-		{"v3", banners, "product:pic:0.5"},             // with
-		{"v3", banners, "product:pic:0.01"},            // with, below the reserve
-		{"v3", nil, "product:plain:0.5"},               // listings need no image
-		{"v1", nil, "keyword:running shoes:0.5"},       // v1 has an active product
-		{"v4", nil, "keyword:running shoes:0.5"},       // v4 has none
-		{"v1", nil, "keyword:running shoes:0.01"},      // below
-		{"v3", banners, "keyword:running shoes:0.5"},   // pic has an image
-		{"v1", banners, "keyword:red shoes:0.5"},       // on has one too
-		{"v2", nil, "category:shoes:0.5"},              // on is in running, below shoes
-		{"v2", nil, "category:red:0.5"},                // v2 has nothing in red
-		{"v1", nil, "category:red:0.5"},                // v1's off is in red, inactive
-		{"v3", banners, "category:shoes:0.5"},          // plain is in shoes, without image
-		{"v3", banners, "category:red:0.5"},            // pic is in red, with one
-		{"v5", nil, "category:never-upserted:0.5"},     // under is in x, whose parent was never upserted
-		{"v5", nil, "category:never-upserted:0.00001"}, // below
+		{"v2", nil, "product:on:0.1"},                          // at the reserve
+		{"v2", nil, "product:on:0.099999"},                     // below
+		{"v1", cpm, "product:on:1"},                            // at the CPM reserve
+		{"v1", cpm, "product:on:0.999999"},                     // below it
+		{"v1", nil, "product:off:0.5"},                         // inactive
+		{"v2", nil, "product:off:0.05"},                        // inactive and not permitted and below: inactive
+		{"v3", nil, "product:on:0.5"},                          // not permitted
+		{"v3", nil, "product:lone:0.5"},                        // no vendors at all
+		{"v1", nil, "product:gone:0.5"},                        // not in the catalog
+		{"v3", banners, "product:plain:0.5"},                   // banner without image
+		{"v3", banners, "product:pic:0.5"},                     // with
+		{"v3", banners, "product:pic:0.01"},                    // with, below the reserve
+		{"v3", nil, "product:plain:0.5"},                       // listings need no image
+		{"v1", nil, "keyword:running shoes:0.5"},               // v1 has an active product
+		{"v4", nil, "keyword:running shoes:0.5"},               // v4 has none
+		{"v1", nil, "keyword:running shoes:0.01"},              // below
+		{"v3", banners, "keyword:running shoes:0.5"},           // pic has an image
+		{"v1", banners, "keyword:red shoes:0.5"},               // on has one too
+		{"v2", nil, "category:shoes:0.5"},                      // on is in running, below shoes
+		{"v2", nil, "category:red:0.5"},                        // v2 has nothing in red
+		{"v1", nil, "category:red:0.5"},                        // v1's off is in red, inactive
+		{"v3", banners, "category:shoes:0.5"},                  // plain is in shoes, without image
+		{"v3", banners, "category:red:0.5"},                    // pic is in red, with one
+		{"v5", nil, "category:never-upserted:0.5"},             // under is in x, whose parent was never upserted
+		{"v5", nil, "category:never-upserted:0.00001"},         // below
+		{"v1", negPhrase("shoe"), "keyword:running shoes:0.5"}, // a negative phrase within the keyword
+		{"v1", negPhrase("red"), "keyword:running shoes:0.5"},  // one that is not
 	}
 	type tc struct {
 		c   campaigns.Campaign

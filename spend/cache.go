@@ -147,11 +147,12 @@ func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time
 // Check is the budget rule (budget.Check) for campaignID of mp, of budgets
 // l, on its spend as Spend reads it, at now in loc (nil means UTC). When the
 // snapshot's local day holds now in loc's zone, the pacing step uses that
-// day's bounds instead of working them out for every campaign.
+// day's bounds instead of working them out for every campaign (not for a
+// campaign with served hours, l.Hours: Check paces over them).
 func (c *Cache) Check(mp string, loc *time.Location, campaignID string, l Limits, now time.Time) Verdict {
 	loc = orUTC(loc)
 	day, total, s := c.spend(mp, loc, campaignID, now)
-	if s != nil {
+	if s != nil && l.Hours == nil {
 		return checkInDay(l, day, total, now, s.start, s.end)
 	}
 	return Check(l, day, total, now, loc)

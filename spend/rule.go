@@ -9,9 +9,39 @@ import (
 // Limits are a campaign's budgets in micro-units. 0 means no limit. A negative
 // limit is invalid (the campaign API never stores one); Check treats it as
 // exhausted, so that bad data stops spend rather than lifting the cap.
+// Hours, when not nil, are the local hours the campaign serves (its
+// timetable): pacing spreads the daily budget over them instead of the
+// whole day.
 type Limits struct {
 	DailyMicros int64
 	TotalMicros int64
+	Hours       *Hours
+}
+
+// Hours are the local hours of the week a campaign serves (dayparting):
+// bit h of Hours[d] is the hour [h:00, h+1:00) of local wall-clock time on
+// day d, 0 Monday … 6 Sunday.
+type Hours [7]uint32
+
+// Serves reports whether the local wall-clock instant t (in the zone it
+// carries) falls in a served hour.
+func (h *Hours) Serves(t time.Time) bool {
+	return h[(int(t.Weekday())+6)%7]&(1<<uint(t.Hour())) != 0
+}
+
+// served returns, for the local day of t (in its zone), the seconds of
+// served hours before t (s) and in the whole day (d), by the wall clock:
+// served hours before t's hour count 3600 each, t's own hour the seconds
+// since it began. A day without served hours gives d = 0.
+func (h *Hours) served(t time.Time) (s, d int64) {
+	mask := h[(int(t.Weekday())+6)%7]
+	hour, m, sec := t.Clock()
+	d = int64(bits.OnesCount32(mask)) * 3600
+	s = int64(bits.OnesCount32(mask&(1<<uint(hour)-1))) * 3600
+	if mask&(1<<uint(hour)) != 0 {
+		s += int64(m*60 + sec)
+	}
+	return s, d
 }
 
 // Verdict is the outcome of Check.
@@ -58,7 +88,7 @@ func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Locati
 	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
 		return v
 	}
-	if daySpent >= Allowed(l.DailyMicros, now, loc) {
+	if daySpent >= AllowedIn(l.DailyMicros, l.Hours, now, loc) {
 		return Paced
 	}
 	return OK
@@ -66,7 +96,8 @@ func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Locati
 
 // checkInDay is Check with the local day holding now already known, [start,
 // end): the spend cache's snapshot knows it, and the auction asks for every
-// campaign at one instant.
+// campaign at one instant. Not for served hours (l.Hours nil): Check paces
+// over them.
 func checkInDay(l Limits, daySpent, totalSpent int64, now, start, end time.Time) Verdict {
 	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
 		return v
@@ -91,9 +122,10 @@ func checkBeforePacing(l Limits, daySpent, totalSpent int64) (v Verdict, decided
 		return DailyExhausted, true
 	}
 	// Nothing spent today: Allowed is at least floor(daily / 25) (the first
-	// hour of the longest day), so a daily budget of 25 µ or more is not
-	// paced, and the time-zone arithmetic is not needed (most campaigns of
-	// most auctions).
+	// hour of the longest day; AllowedIn of served hours at least
+	// floor(daily / 24)), so a daily budget of 25 µ or more is not paced,
+	// and the time-zone arithmetic is not needed (most campaigns of most
+	// auctions).
 	if daySpent <= 0 && l.DailyMicros >= 25 {
 		return OK, true
 	}
@@ -114,6 +146,48 @@ func Allowed(daily int64, now time.Time, loc *time.Location) int64 {
 	}
 	start, end := dayBounds(now, orUTC(loc))
 	return allowedAt(daily, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second))
+}
+
+// AllowedIn is Allowed for a campaign that serves only the local hours h
+// (nil: every hour, Allowed): the daily budget is spread over the served
+// hours of the local day, one served hour ahead,
+//
+//	floor(daily × min(1, (s + 3600) / D))
+//
+// where s is the served seconds of the local day before now (whole served
+// hours before the current one, and the seconds into the current hour when
+// it is served) and D the served seconds of the whole day, both by the
+// local wall clock (a daylight-saving change does not lengthen or shorten
+// them). A day without served hours gives the whole budget (the campaign
+// does not serve that day). daily <= 0 gives 0.
+func AllowedIn(daily int64, h *Hours, now time.Time, loc *time.Location) int64 {
+	if h == nil {
+		return Allowed(daily, now, loc)
+	}
+	if daily <= 0 {
+		return 0
+	}
+	s, d := h.served(now.In(orUTC(loc)))
+	if d == 0 {
+		return daily
+	}
+	return spreadAt(daily, s, d, pacingLeadSeconds)
+}
+
+// EvenIn is Even over the served hours h (nil: every hour, Even), the line
+// AllowedIn runs one served hour ahead of: floor(daily × min(1, s / D)).
+func EvenIn(daily int64, h *Hours, now time.Time, loc *time.Location) int64 {
+	if h == nil {
+		return Even(daily, now, loc)
+	}
+	if daily <= 0 {
+		return 0
+	}
+	s, d := h.served(now.In(orUTC(loc)))
+	if d == 0 {
+		return daily
+	}
+	return spreadAt(daily, s, d, 0)
 }
 
 // Even is the even spread of the daily budget by now, the line the pacing

@@ -277,3 +277,65 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestAllowedIn: pacing over served hours (a timetable): the daily budget
+// spreads over the day's served hours, one served hour ahead; the rule and
+// the spend cache's form of it (checkInDay) agree.
+func TestAllowedIn(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	var h Hours
+	for hr := 9; hr < 17; hr++ {
+		h[0] |= 1 << hr // Monday 09:00–17:00: 8 served hours, D = 28,800 s
+	}
+	h[6] = 1 << 23 // Sunday 23:00–24:00
+	const daily = 48_000_000
+	tests := []struct {
+		local         string // Berlin wall clock
+		allowed, even int64
+	}{
+		{"2024-05-13T00:30:00", 6_000_000, 0},           // Monday, before the hours: one served hour ahead
+		{"2024-05-13T09:00:00", 6_000_000, 0},           // the first served second
+		{"2024-05-13T12:30:00", 27_000_000, 21_000_000}, // s = 12,600: (12,600 + 3,600) / 28,800
+		{"2024-05-13T16:00:00", daily, 42_000_000},      // the last served hour: all of it
+		{"2024-05-13T20:00:00", daily, daily},           // after the hours
+		{"2024-05-14T12:00:00", daily, daily},           // Tuesday: no served hour, no pacing
+		{"2024-05-19T23:30:00", daily, 24_000_000},      // one served hour: all of it at once
+	}
+	for _, tc := range tests {
+		now, err := time.ParseInLocation("2006-01-02T15:04:05", tc.local, berlin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AllowedIn(daily, &h, now, berlin); got != tc.allowed {
+			t.Errorf("%s: AllowedIn %d, want %d", tc.local, got, tc.allowed)
+		}
+		if got := EvenIn(daily, &h, now, berlin); got != tc.even {
+			t.Errorf("%s: EvenIn %d, want %d", tc.local, got, tc.even)
+		}
+		l := Limits{DailyMicros: daily, Hours: &h}
+		start, end := DayBounds(now, berlin)
+		for _, spent := range []int64{tc.allowed - 1, tc.allowed} {
+			want := OK
+			if spent >= tc.allowed {
+				want = Paced
+				if spent >= daily {
+					want = DailyExhausted
+				}
+			}
+			if got := Check(l, spent, 0, now, berlin); got != want {
+				t.Errorf("%s: Check(spent %d) %s, want %s", tc.local, spent, got, want)
+			}
+			if got := checkInDay(Limits{DailyMicros: daily}, spent, 0, now, start, end); got != Check(Limits{DailyMicros: daily}, spent, 0, now, berlin) {
+				t.Errorf("%s: checkInDay(spent %d) %s, Check without hours differs", tc.local, spent, got)
+			}
+		}
+	}
+	// nil hours: the whole day, as Allowed and Even.
+	now := utc("2024-05-13T10:30:00Z")
+	if AllowedIn(daily, nil, now, berlin) != Allowed(daily, now, berlin) || EvenIn(daily, nil, now, berlin) != Even(daily, now, berlin) {
+		t.Error("nil hours differ from Allowed / Even")
+	}
+	if !h.Serves(time.Date(2024, 5, 13, 9, 0, 0, 0, berlin)) || h.Serves(time.Date(2024, 5, 13, 17, 0, 0, 0, berlin)) {
+		t.Error("Serves: 09:00 in, 17:00 out")
+	}
+}

@@ -157,6 +157,10 @@ type campaignData struct {
 	Currency  string
 	TimeZone  string
 	HasBudget bool
+	// Schedule, Exact, Phrase: the dayparting and negative keywords forms
+	// (controls.go).
+	Schedule      []scheduleDay
+	Exact, Phrase string
 }
 
 // pacingHour is a row of the table under the pacing chart: the spend at
@@ -189,7 +193,9 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 		d.Pacing = campaigns.Pacing(cp, now, loc, spend.Spent{Day: d.Row.Today, Total: d.Row.Total})
 	}
 	c.pacingChart(ctx, &d, now, loc)
-	c.render(ctx, http.StatusOK, "campaign", cp.Name, d)
+	d.Schedule = scheduleOf(cp)
+	d.Exact, d.Phrase = negativesText(cp.NegativeKeywords, campaigns.MatchExact), negativesText(cp.NegativeKeywords, campaigns.MatchPhrase)
+	c.render(ctx, ctx.Writer.Status(), "campaign", cp.Name, d) // 200, or a form's error (formError set it)
 }
 
 // bidRow is a bid as the campaign page lists it: the API's view of it
@@ -232,8 +238,9 @@ const pacingStep = 5 * time.Minute
 
 // pacingChart draws the campaign's cumulative spend through the local day
 // holding now (from the charges in ClickHouse) against the daily budget's
-// even spread (spend.Even) and the pacing limit the auction applies
-// (spend.Allowed).
+// even spread (spend.EvenIn) and the pacing limit the auction applies
+// (spend.AllowedIn), both over the campaign's served hours when it has a
+// timetable.
 func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, loc *time.Location) {
 	if c.o.Performance == nil {
 		d.ChartErr = "The spend over the day is not read by this process."
@@ -252,6 +259,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 		return
 	}
 	daily := d.C.DailyBudgetMicros
+	hours := campaigns.ServedHours(d.C.Timetables) // a timetable: the budget spreads over its hours
 	n := len(steps) + 1
 	x := make([]int64, n)
 	spent := make([]*float64, n)
@@ -276,7 +284,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 		}
 		var e, a int64
 		if daily > 0 {
-			e, a = spend.Even(daily, at, loc), spend.Allowed(daily, at, loc)
+			e, a = spend.EvenIn(daily, hours, at, loc), spend.AllowedIn(daily, hours, at, loc)
 			if i == n-1 {
 				e, a = daily, daily // the day's end: its whole budget
 			}

@@ -150,6 +150,8 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	// users see their own vendor only).
 	u.GET("/campaigns", c.campaignsPage)
 	u.GET("/campaigns/:id", c.campaignPage)
+	u.POST("/campaigns/:id/timetables", c.setTimetables)
+	u.POST("/campaigns/:id/negative-keywords", c.setNegatives)
 	u.GET("/performance", c.performancePage)
 	u.GET("/performance.csv", c.performanceCSV)
 	// Exports and files: an admin's are the marketplace's, a vendor user's

@@ -28,6 +28,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/management/catalog"
+	"github.com/endcap/endcap/spend"
 )
 
 // Index is the auction index of every marketplace.
@@ -344,7 +345,18 @@ type Camp struct {
 	C      campaigns.Campaign
 	Vendor *Vendor
 	bids   map[string]*Bid // by bid key
+	// Hours are the campaign's served hours (its timetable; nil: every
+	// hour), Negatives its negative keywords (nil: none), bidNegatives
+	// those of its bids that have some, by bid id. Gate's Scheduled,
+	// Negative and BidNegative say whether there are any.
+	Hours        *spend.Hours
+	Negatives    *campaigns.Negatives
+	bidNegatives map[string]*campaigns.Negatives
 }
+
+// BidNegatives returns the negative keywords of the campaign's bid id (nil:
+// none).
+func (c *Camp) BidNegatives(id string) *campaigns.Negatives { return c.bidNegatives[id] }
 
 // CampInfo is an immutable copy of the campaign fields an auction's
 // ranking and winners read.
@@ -406,6 +418,10 @@ type Gate struct {
 	// Capped: the campaign has an active frequency cap (Info.Caps).
 	Capped                   bool
 	DailyMicros, TotalMicros int64
+	// Scheduled: the campaign has a timetable (Camp.Hours); Negative: it
+	// has negative keywords (Camp.Negatives); BidNegative: some of its bids
+	// have (Camp.BidNegatives).
+	Scheduled, Negative, BidNegative bool
 }
 
 // Kind is a campaign type as a bit, to test against a set of types.
@@ -454,6 +470,7 @@ func gateOf(c *campaigns.Campaign) Gate {
 	if c.EndDate != nil {
 		g.EndMs = ceilMs(*c.EndDate)
 	}
+	g.Scheduled, g.Negative = len(c.Timetables) > 0, len(c.NegativeKeywords) > 0
 	t := &c.Targeting
 	g.Segmented = len(t.Segments) > 0
 	g.Capped = c.Capped()
@@ -695,6 +712,8 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	m.detach(c)
 	if nw == nil {
 		c.Gate, c.Info, c.C, c.Vendor = Gate{}, nil, campaigns.Campaign{}, nil
+		c.Hours, c.Negatives = nil, nil
+		c.Gate.BidNegative = len(c.bidNegatives) > 0
 		m.refreshProductBids(c)
 		if len(c.bids) == 0 {
 			delete(m.camps, id)
@@ -703,6 +722,8 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	}
 	c.C = *nw
 	c.Gate = gateOf(nw)
+	c.Gate.BidNegative = len(c.bidNegatives) > 0
+	c.Hours, c.Negatives = campaigns.ServedHours(nw.Timetables), campaigns.CompileNegatives(nw.NegativeKeywords)
 	c.Vendor = m.vendor(nw.VendorID)
 	c.C.VendorID = c.Vendor.ID
 	// Type and ChargeType are the campaigns package's constants (its decoder
@@ -757,11 +778,36 @@ func (m *Market) attach(c *Camp) {
 	}
 }
 
+// bidNegatives keeps the campaigns' negative keywords of their bids (and
+// their gates' BidNegative) in step with a bid change.
+func (m *Market) bidNegatives(old, nw *campaigns.Bid) {
+	set := func(c *Camp, id string, n *campaigns.Negatives) {
+		if n != nil {
+			if c.bidNegatives == nil {
+				c.bidNegatives = map[string]*campaigns.Negatives{}
+			}
+			c.bidNegatives[id] = n
+		} else {
+			delete(c.bidNegatives, id)
+		}
+		c.Gate.BidNegative = len(c.bidNegatives) > 0
+	}
+	if old != nil && len(old.NegativeKeywords) > 0 && (nw == nil || nw.ID != old.ID || nw.CampaignID != old.CampaignID) {
+		if c := m.camps[old.CampaignID]; c != nil {
+			set(c, old.ID, nil)
+		}
+	}
+	if nw != nil && (len(nw.NegativeKeywords) > 0 || old != nil && len(old.NegativeKeywords) > 0) {
+		set(m.camp(nw.CampaignID), nw.ID, campaigns.CompileNegatives(nw.NegativeKeywords))
+	}
+}
+
 // BidChanged applies a bid change (key: the bid's entity key).
 func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	m := ix.market(mp)
+	m.bidNegatives(old, nw)
 	if old != nil && (nw == nil || nw.CampaignID != old.CampaignID || nw.TargetType != old.TargetType || nw.Target != old.Target) {
 		if c := m.camps[old.CampaignID]; c != nil {
 			if b := c.bids[key]; b != nil {

@@ -384,3 +384,50 @@ func TestBidEntriesReused(t *testing.T) {
 	}
 	same(t, view(ix), want)
 }
+
+// TestControls: a campaign's timetable and negative keywords, and its bids'
+// negative keywords, follow the campaign's and the bids' changes (in either
+// order of arrival).
+func TestControls(t *testing.T) {
+	ix := New()
+	neg := []campaigns.NegativeKeyword{{Keyword: "free", MatchType: campaigns.MatchPhrase}}
+	b := bid("b-1", "c-1", campaigns.TargetKeyword, "shoe", 1)
+	b.NegativeKeywords = neg
+	ix.BidChanged(mp, "k-1", nil, b) // before its campaign
+	c := camp("c-1", "v-1", campaigns.TypeListings)
+	c.Timetables = []campaigns.TimetableDay{{DayOfWeek: 1, StartHour: 9, EndHour: 17}}
+	c.NegativeKeywords = neg
+	ix.CampaignChanged(mp, "c-1", nil, c)
+	state := func() (g Gate, hours, camp, bid bool) {
+		ix.Read(mp, func(m *Market) {
+			ce := m.camps["c-1"]
+			g, hours, camp, bid = ce.Gate, ce.Hours != nil, ce.Negatives != nil, ce.BidNegatives("b-1") != nil
+		})
+		return
+	}
+	if g, h, cn, bn := state(); !g.Scheduled || !g.Negative || !g.BidNegative || !h || !cn || !bn {
+		t.Fatalf("with controls: %+v hours %v negatives %v bid's %v", g, h, cn, bn)
+	}
+	// The bid's negatives removed; the campaign's kept.
+	nb := *b
+	nb.NegativeKeywords = nil
+	ix.BidChanged(mp, "k-1", b, &nb)
+	if g, _, cn, bn := state(); g.BidNegative || bn || !cn {
+		t.Fatalf("bid's removed: %+v %v %v", g, cn, bn)
+	}
+	// Back, then the bid deleted.
+	ix.BidChanged(mp, "k-1", &nb, b)
+	if g, _, _, bn := state(); !g.BidNegative || !bn {
+		t.Fatalf("bid's again: %+v %v", g, bn)
+	}
+	ix.BidChanged(mp, "k-1", b, nil)
+	if g, _, _, bn := state(); g.BidNegative || bn {
+		t.Fatalf("bid deleted: %+v %v", g, bn)
+	}
+	// The campaign's controls removed.
+	plain := camp("c-1", "v-1", campaigns.TypeListings)
+	ix.CampaignChanged(mp, "c-1", c, plain)
+	if g, h, cn, _ := state(); g.Scheduled || g.Negative || h || cn {
+		t.Fatalf("campaign's removed: %+v %v %v", g, h, cn)
+	}
+}

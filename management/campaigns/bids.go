@@ -42,6 +42,8 @@ type BidJSON struct {
 	IneligibleMessage *string        `json:"ineligibleMessage"`
 	CreatedAt         timestamp.Time `json:"createdAt"`
 	UpdatedAt         timestamp.Time `json:"updatedAt"`
+	// NegativeKeywords is shown when the bid has some (schedule.go).
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // BidJSON renders a bid of campaign c.
@@ -50,7 +52,7 @@ func (s *Service) BidJSON(mp string, c Campaign, b Bid) BidJSON {
 	out := BidJSON{
 		ID: b.ID, CampaignID: b.CampaignID, TargetType: b.TargetType, Target: b.Target,
 		BidAmount: Micros(b.AmountMicros), IsActive: b.Active, IsEligible: ok,
-		CreatedAt: timestamp.Of(b.CreatedAt), UpdatedAt: timestamp.Of(b.UpdatedAt),
+		CreatedAt: timestamp.Of(b.CreatedAt), UpdatedAt: timestamp.Of(b.UpdatedAt), NegativeKeywords: b.NegativeKeywords,
 	}
 	if !ok {
 		out.IneligibleReason, out.IneligibleMessage = &why.Reason, &why.Message
@@ -294,7 +296,7 @@ func (s *Service) UpdateBid(ctx context.Context, mp, campaignID, bidID string, i
 	if err := errs.Err(); err != nil {
 		return Campaign{}, Bid{}, 0, err
 	}
-	if next == cur {
+	if next.AmountMicros == cur.AmountMicros && next.Active == cur.Active {
 		return c, cur, ver, nil
 	}
 	next.UpdatedAt = s.now().UTC().Truncate(time.Millisecond)

@@ -2,6 +2,7 @@ package campaigns
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -25,7 +26,7 @@ func TestBidUnmarshalPacks(t *testing.T) {
 		if err := json.Unmarshal(raw, &got); err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decoded %+v, want %+v", got, want)
 		}
 		for _, c := range []string{TargetProduct, TargetCategory, TargetKeyword} {

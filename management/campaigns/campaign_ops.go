@@ -81,6 +81,10 @@ type CampaignJSON struct {
 	ArchivedAt       *timestamp.Time `json:"archivedAt"`
 	// CapsWithoutShopper is shown when it is not the default (serve).
 	CapsWithoutShopper string `json:"capsWithoutShopper,omitempty"`
+	// Timetables and NegativeKeywords are shown when the campaign has some
+	// (schedule.go).
+	Timetables       []TimetableDay    `json:"timetables,omitempty"`
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // TargetingJSON is a campaign's targeting on the wire (lists never null).
@@ -129,6 +133,7 @@ func jsonAt(c Campaign, now time.Time) CampaignJSON {
 	}
 	out.ArchivedAt = timestamp.OptOf(c.ArchivedAt)
 	out.CapsWithoutShopper = c.CapsWithoutShopper
+	out.Timetables, out.NegativeKeywords = c.Timetables, c.NegativeKeywords
 	return out
 }
 

@@ -114,6 +114,9 @@ type Campaign struct {
 	// (CapsServe when empty, or CapsSkip).
 	Restrictions       []Restriction `json:"restrictions,omitempty"`
 	CapsWithoutShopper string        `json:"capsWithoutShopper,omitempty"`
+	// Timetables (dayparting) and NegativeKeywords: schedule.go.
+	Timetables       []TimetableDay    `json:"timetables,omitempty"`
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // Archived reports whether c is archived.
@@ -129,6 +132,9 @@ type Bid struct {
 	Active       bool      `json:"active"`
 	CreatedAt    time.Time `json:"createdAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// NegativeKeywords keep this bid out of the auctions whose searchQuery
+	// they match (schedule.go).
+	NegativeKeywords []NegativeKeyword `json:"negativeKeywords,omitempty"`
 }
 
 // Status is the status of c at now: archived from its archive on, else

@@ -34,7 +34,7 @@ const (
 
 // StatusReasons are the status reasons in their order.
 var StatusReasons = []string{ReasonArchived, ReasonEnded, ReasonPaused, ReasonScheduled, ReasonNoBids, ReasonNoActiveBids,
-	ReasonNoEligibleProducts, ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
+	ReasonNoEligibleProducts, ReasonOutsideSchedule, ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
 
 // Pacing states of the daily budget.
 const (
@@ -57,7 +57,8 @@ const (
 
 // StatusReason is why campaign c does or does not take part in auctions at
 // now: its status when that is not running; else what its bids allow; else
-// what its budgets allow (spend.Check on spend sp, the marketplace's local
+// whether its timetable serves the current local hour (outside_schedule);
+// else what its budgets allow (spend.Check on spend sp, the marketplace's local
 // day in loc); else serving. sp nil means the spend could not be read: the
 // budget reasons cannot be decided, and a campaign that would otherwise
 // serve is spend_unavailable.
@@ -80,6 +81,9 @@ func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, 
 	case BidsNoneEligible:
 		return ReasonNoEligibleProducts
 	}
+	if !InSchedule(c, now, loc) {
+		return ReasonOutsideSchedule
+	}
 	if sp == nil {
 		return ReasonSpendUnavailable
 	}
@@ -95,7 +99,7 @@ func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, 
 }
 
 func limits(c Campaign) spend.Limits {
-	return spend.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros}
+	return spend.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros, Hours: ServedHours(c.Timetables)}
 }
 
 // Pacing is the pacing state of c's daily budget at now for spend sp (the
@@ -104,7 +108,7 @@ func Pacing(c Campaign, now time.Time, loc *time.Location, sp spend.Spent) strin
 	if c.DailyBudgetMicros == 0 {
 		return PacingNoDailyBudget
 	}
-	switch spend.Check(spend.Limits{DailyMicros: c.DailyBudgetMicros}, sp.EffectiveDay(), 0, now, loc) {
+	switch spend.Check(spend.Limits{DailyMicros: c.DailyBudgetMicros, Hours: ServedHours(c.Timetables)}, sp.EffectiveDay(), 0, now, loc) {
 	case spend.DailyExhausted:
 		return PacingDailyBudgetSpent
 	case spend.Paced:

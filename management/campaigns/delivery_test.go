@@ -69,6 +69,15 @@ func TestStatusReason(t *testing.T) {
 		{"archived at now", with(func(c *Campaign) { c.ArchivedAt = &now }), BidsLive, spent(0, 0), ReasonArchived},
 		{"archived and ended", with(func(c *Campaign) { c.ArchivedAt = &before; c.EndDate = &before }), BidsLive, nil, ReasonArchived},
 		{"archived later (a status of the past)", with(func(c *Campaign) { c.ArchivedAt = &after }), BidsLive, spent(0, 0), ReasonServing},
+		// A timetable: Friday 09:30 is outside Monday's hours; inside
+		// Friday's 09:00–17:00, 48 over 8 served hours allows 9 at 09:30
+		// ((1,800 + 3,600) / 28,800).
+		{"outside its timetable", with(func(c *Campaign) { c.Timetables = []TimetableDay{{1, 9, 17}} }), BidsLive, spent(0, 0), ReasonOutsideSchedule},
+		{"outside its timetable, spend unknown", with(func(c *Campaign) { c.Timetables = []TimetableDay{{1, 9, 17}} }), BidsLive, nil, ReasonOutsideSchedule},
+		{"bids before the timetable", with(func(c *Campaign) { c.Timetables = []TimetableDay{{1, 9, 17}} }), BidsNone, spent(0, 0), ReasonNoBids},
+		{"in its hours, under their pace", with(func(c *Campaign) { c.Timetables = []TimetableDay{{5, 9, 17}} }), BidsLive, spent(8_999_999, 50_000_000), ReasonServing},
+		{"in its hours, paced over them", with(func(c *Campaign) { c.Timetables = []TimetableDay{{5, 9, 17}} }), BidsLive, spent(9_000_000, 50_000_000), ReasonPaced},
+		{"the end hour is not served", with(func(c *Campaign) { c.Timetables = []TimetableDay{{5, 0, 9}} }), BidsLive, spent(0, 0), ReasonOutsideSchedule},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {

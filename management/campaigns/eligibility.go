@@ -28,6 +28,9 @@ type Ineligibility struct {
 //     one in the category or below it (no_active_product): the products
 //     such a bid can promote; for a banners campaign, one of them with an
 //     imageURL (product_without_image);
+//   - a keyword bid must not contain a negative phrase keyword of its
+//     campaign or of its own: every search it matches would be excluded
+//     (negative_keyword);
 //   - any bid must be at least the marketplace's reserve price of the
 //     campaign's charge type (below_reserve).
 //
@@ -59,6 +62,9 @@ func (s *Service) Eligibility(mp string, c Campaign, b Bid) (bool, Ineligibility
 			return false, Ineligibility{ReasonNoActiveProduct, "vendor " + c.VendorID + " has no active product" + where}
 		case !shown:
 			return false, Ineligibility{ReasonProductNoImage, "no active product of vendor " + c.VendorID + where + " has an imageURL, which a banner shows"}
+		}
+		if why, ok := negativeIneligibility(c, b); ok {
+			return false, why
 		}
 	}
 	if s.mkt != nil {
