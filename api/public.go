@@ -110,7 +110,7 @@ func (p *Public) Fail(c *gin.Context, err error) {
 	}
 	e, ok := errkind.Of(err)
 	if !ok {
-		p.Log.Error("request failed", "path", c.Request.URL.Path, "err", err)
+		p.Log.ErrorContext(c, "request failed", "path", c.Request.URL.Path, "err", err)
 		abortV2(c, http.StatusInternalServerError, "internal_server_error", "internal server error")
 		return
 	}
@@ -121,7 +121,7 @@ func (p *Public) Fail(c *gin.Context, err error) {
 	switch e.Kind {
 	case errkind.Unavailable:
 		if err != e {
-			p.Log.Warn("request failed: a dependency is unavailable", "path", c.Request.URL.Path, "err", err)
+			p.Log.WarnContext(c, "request failed: a dependency is unavailable", "path", c.Request.URL.Path, "err", err)
 		}
 		abortUnavailable(c, p.RetryAfter, e.Msg)
 	case errkind.NotFound:

@@ -92,7 +92,7 @@ func New(d Deps) http.Handler {
 	// ids with a slash (product ids are "any format") work as %2F.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(securityHeaders, recovery(d.Log), observe, pathText)
+	r.Use(requestID, securityHeaders, recovery(d.Log), observe, pathText)
 	if telemetry.Tracing() { // with traces off, no middleware at all
 		r.Use(traceRequest)
 	}
