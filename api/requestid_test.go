@@ -79,3 +79,18 @@ func TestRequestID(t *testing.T) {
 		t.Errorf("log %q does not name the request", buf.String())
 	}
 }
+
+// BenchmarkRequestID is what the request id adds to every request (the id,
+// the header, the request's context).
+func BenchmarkRequestID(b *testing.B) {
+	r := gin.New()
+	r.Use(requestID)
+	r.GET("/x", func(*gin.Context) {})
+	req := httptest.NewRequest("GET", "/x", nil)
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.Header())
+		r.ServeHTTP(w, req)
+	}
+}
