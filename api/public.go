@@ -260,20 +260,8 @@ func (p *Public) PageQuery(c *gin.Context, list, scope string, def, maxLimit int
 // pageQuery is PageQuery returning its errors; with cursor false it reads
 // only the limit (the list's scope is not known: its filters are invalid).
 func (p *Public) pageQuery(c *gin.Context, list, scope string, def, maxLimit int, cursor bool) (after string, limit int, errs validation.Errors) {
-	limit = def
-	if s, present := c.GetQuery("limit"); present {
-		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil:
-			errs.Add("int_parsing", "Input should be a valid integer", "query", "limit")
-		case n < 1:
-			errs.Add("greater_than_equal", "Input should be greater than or equal to 1", "query", "limit")
-		case n > maxLimit:
-			errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(maxLimit), "query", "limit")
-		default:
-			limit = n
-		}
-	}
+	s, present := c.GetQuery("limit")
+	limit = validation.QueryLimit(&errs, s, present, def, maxLimit)
 	if tok := c.Query("next_page"); tok != "" && cursor {
 		cur, err := p.Cursors.Decode(tok, list, Marketplace(c).ID, scope)
 		if err != nil {
