@@ -286,31 +286,7 @@ func setETag(c *gin.Context, version int64) {
 	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
 }
 
-// parseIfMatch reads If-Match. given is false when it is absent or "*". A
-// value given as "<n>", W/"<n>" or a bare n is version n; any other value is
-// ok=false: it names no version, so it can never match.
-func parseIfMatch(c *gin.Context) (version int64, given, ok bool) {
-	v := strings.TrimSpace(c.GetHeader("If-Match"))
-	if v == "" || v == "*" {
-		return 0, false, true
-	}
-	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
-	if err != nil || n < 1 {
-		return 0, true, false
-	}
-	return n, true, true
-}
-
-// ifMatchOrZero is If-Match as the services of billing, campaigns, webhooks
-// and the other areas take it: 0 when absent, -1 (matches no version) when
-// unparsable.
-func ifMatchOrZero(c *gin.Context) int64 {
-	v, given, ok := parseIfMatch(c)
-	switch {
-	case !given:
-		return 0
-	case !ok:
-		return -1
-	}
-	return v
-}
+// ifMatch is the request's If-Match as every write takes it
+// (statelog.ParseIfMatch): MatchAny without one, MatchNone when it names
+// no version.
+func ifMatch(c *gin.Context) statelog.IfMatch { return statelog.ParseIfMatch(c.GetHeader("If-Match")) }
