@@ -50,7 +50,7 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 		m := MarketOf(&p.Marketplace)
 		results, err := h.d.Auctions.Run(c.Request.Context(), m, endpoint, reqs)
 		if err != nil {
-			h.d.Log.Error("auctions failed", "marketplace", m.ID, "err", err)
+			h.d.Log.ErrorContext(c, "auctions failed", "marketplace", m.ID, "err", err)
 			abortUnavailable(c, h.d.RetryAfter, "auctions cannot run right now; retry later")
 			return
 		}

@@ -138,7 +138,7 @@ func (h *billingHandlers) update(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	ct, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("billing_contact_id"), ifMatchOrZero(c), in)
+	ct, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("billing_contact_id"), ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -191,7 +191,7 @@ func (h *billingHandlers) unlink(c *gin.Context) {
 	if !bwPathParams(c, "external_vendor_id", "billing_contact_id") {
 		return
 	}
-	err := h.svc.UnlinkContact(c.Request.Context(), Marketplace(c).ID, c.Param("external_vendor_id"), c.Param("billing_contact_id"), ifMatchOrZero(c))
+	err := h.svc.UnlinkContact(c.Request.Context(), Marketplace(c).ID, c.Param("external_vendor_id"), c.Param("billing_contact_id"), ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return

@@ -153,7 +153,7 @@ func (h *campaignHandlers) update(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	camp, v, err := h.svc.UpdateCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), in)
+	camp, v, err := h.svc.UpdateCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -169,7 +169,7 @@ func (h *campaignHandlers) archive(c *gin.Context) {
 	if !ok {
 		return
 	}
-	camp, v, err := h.svc.ArchiveCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c))
+	camp, v, err := h.svc.ArchiveCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -187,7 +187,7 @@ func (h *campaignHandlers) setBillingContact(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	camp, v, err := h.svc.SetBillingContact(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), in)
+	camp, v, err := h.svc.SetBillingContact(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -274,7 +274,7 @@ func (h *campaignHandlers) updateBid(c *gin.Context) {
 		return
 	}
 	mp := Marketplace(c).ID
-	camp, b, v, err := h.svc.UpdateBid(c.Request.Context(), mp, cid, bid, ifMatchOrZero(c), in)
+	camp, b, v, err := h.svc.UpdateBid(c.Request.Context(), mp, cid, bid, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -288,7 +288,7 @@ func (h *campaignHandlers) deleteBid(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := h.svc.DeleteBid(c.Request.Context(), Marketplace(c).ID, cid, bid, ifMatchOrZero(c)); err != nil {
+	if err := h.svc.DeleteBid(c.Request.Context(), Marketplace(c).ID, cid, bid, ifMatch(c)); err != nil {
 		h.p.Fail(c, err)
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/catalog"
-	"github.com/endcap/endcap/storage/statelog"
 )
 
 // Catalog list pages: default and maximum number of items.
@@ -122,7 +120,7 @@ func (h *catalogHandlers) upsertProducts(c *gin.Context) {
 	} else if !bodyText(c, raw) {
 		return
 	}
-	res, err := h.svc.UpsertProducts(c.Request.Context(), Marketplace(c).ID, products, present, catalogIfMatch(c))
+	res, err := h.svc.UpsertProducts(c.Request.Context(), Marketplace(c).ID, products, present, ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -137,7 +135,7 @@ func (h *catalogHandlers) deleteProducts(c *gin.Context) {
 	if !h.bind(c, &body) {
 		return
 	}
-	res, err := h.svc.DeleteProducts(c.Request.Context(), Marketplace(c).ID, body.IDs, body.IDs != nil, catalogIfMatch(c))
+	res, err := h.svc.DeleteProducts(c.Request.Context(), Marketplace(c).ID, body.IDs, body.IDs != nil, ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -166,7 +164,7 @@ func (h *catalogHandlers) upsertVendors(c *gin.Context) {
 	if !h.bind(c, &body) {
 		return
 	}
-	res, err := h.svc.UpsertVendors(c.Request.Context(), Marketplace(c).ID, body.Vendors, body.Vendors != nil, catalogIfMatch(c))
+	res, err := h.svc.UpsertVendors(c.Request.Context(), Marketplace(c).ID, body.Vendors, body.Vendors != nil, ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -216,7 +214,7 @@ func (h *catalogHandlers) upsertCategories(c *gin.Context) {
 	if !h.bind(c, &body) {
 		return
 	}
-	res, err := h.svc.UpsertCategories(c.Request.Context(), Marketplace(c).ID, body.Categories, body.Categories != nil, catalogIfMatch(c))
+	res, err := h.svc.UpsertCategories(c.Request.Context(), Marketplace(c).ID, body.Categories, body.Categories != nil, ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -257,17 +255,4 @@ func (h *catalogHandlers) listCategories(c *gin.Context) {
 		last = cs[len(cs)-1].ID
 	}
 	c.JSON(http.StatusOK, catalogCategoryList{HasMore: more, Response: cs, NextPage: h.p.NextPage(c, "catalog.categories", parentID, last, more)})
-}
-
-// catalogIfMatch is If-Match for catalog writes: statelog.AnyVersion when
-// absent, math.MaxInt64 (matches no version) when unparsable.
-func catalogIfMatch(c *gin.Context) int64 {
-	v, given, ok := parseIfMatch(c)
-	switch {
-	case !given:
-		return statelog.AnyVersion
-	case !ok:
-		return math.MaxInt64
-	}
-	return v
 }

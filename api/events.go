@@ -109,7 +109,7 @@ func (h *handlers) postEvents(c *gin.Context) {
 	// choice; the client's retry is deduplicated by event id.
 	ctx := context.WithoutCancel(c.Request.Context())
 	if err := h.d.Events.Append(ctx, events); err != nil {
-		h.d.Log.Warn("events not acknowledged by Kafka", "marketplace", p.Marketplace.ID, "events", len(events), "err", err)
+		h.d.Log.WarnContext(c, "events not acknowledged by Kafka", "marketplace", p.Marketplace.ID, "events", len(events), "err", err)
 		abortUnavailable(c, h.d.RetryAfter, "the events could not be stored right now; retry the same request later")
 		return
 	}

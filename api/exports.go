@@ -103,7 +103,7 @@ func (h *exportHandlers) create(c *gin.Context) {
 		abortExport(c, http.StatusTooManyRequests, exports.CodeQuotaExceeded,
 			"This marketplace has requested its "+strconv.Itoa(h.svc.DailyQuota())+" exports of the day (UTC); the quota resets at "+timestamp.Format(reset)+".", nil)
 	case errors.Is(err, exports.ErrUnavailable):
-		h.p.Log.Error("exports: export not accepted", "marketplace", mp.ID, "err", err)
+		h.p.Log.ErrorContext(c, "exports: export not accepted", "marketplace", mp.ID, "err", err)
 		setRetryAfter(c, h.p.RetryAfter)
 		msg := "The export could not be accepted right now; nothing was queued. Retry later."
 		if writeDeadlinePassed(c) || errors.Is(err, exports.ErrUnconfirmed) {
@@ -111,7 +111,7 @@ func (h *exportHandlers) create(c *gin.Context) {
 		}
 		abortExport(c, http.StatusServiceUnavailable, exports.CodeUnavailable, msg, nil)
 	default:
-		h.p.Log.Error("exports: create failed", "marketplace", mp.ID, "err", err)
+		h.p.Log.ErrorContext(c, "exports: create failed", "marketplace", mp.ID, "err", err)
 		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
 	}
 }
@@ -132,7 +132,7 @@ func (h *exportHandlers) list(c *gin.Context) {
 	}
 	page, err := h.svc.List(c.Request.Context(), mp.ID, q)
 	if err != nil {
-		h.p.Log.Error("exports: list failed", "marketplace", mp.ID, "err", err)
+		h.p.Log.ErrorContext(c, "exports: list failed", "marketplace", mp.ID, "err", err)
 		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
 		return
 	}
@@ -160,7 +160,7 @@ func (h *exportHandlers) get(c *gin.Context) {
 	case errors.Is(err, exports.ErrNotFound):
 		abortExport(c, http.StatusNotFound, exports.CodeNotFound, "No export "+strconv.Quote(id)+" in this marketplace.", nil)
 	default:
-		h.p.Log.Error("exports: get failed", "marketplace", mp.ID, "export", id, "err", err)
+		h.p.Log.ErrorContext(c, "exports: get failed", "marketplace", mp.ID, "export", id, "err", err)
 		abortExport(c, http.StatusInternalServerError, exports.CodeInternal, "Internal error.", nil)
 	}
 }

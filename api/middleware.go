@@ -117,6 +117,20 @@ func cors(c *gin.Context) {
 	c.Next()
 }
 
+// requestID gives the request its id (docs/operations.md, Logs): the
+// caller's X-Request-Id when it is a plain token, else a new one; echoed in
+// the response's X-Request-Id and carried by the request's context, so that
+// every line logged about the request names it.
+func requestID(c *gin.Context) {
+	id := c.Request.Header.Get(telemetry.RequestIDHeader)
+	if !telemetry.ValidRequestID(id) {
+		id = telemetry.NewRequestID()
+	}
+	c.Writer.Header()[telemetry.RequestIDHeader] = []string{id}
+	c.Request = c.Request.WithContext(telemetry.WithRequestID(c.Request.Context(), id))
+	c.Next()
+}
+
 func observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -162,7 +176,7 @@ func statusText(code int) string {
 
 func recovery(log *slog.Logger) gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
-		log.Error("panic while serving request", "path", c.Request.URL.Path, "panic", err)
+		log.ErrorContext(c, "panic while serving request", "path", c.Request.URL.Path, "panic", err)
 		abortV2(c, http.StatusInternalServerError, "internal_server_error", "internal server error")
 	})
 }

@@ -54,7 +54,7 @@ func (h *offsiteHandlers) put(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	d, v, err := h.svc.Put(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), in.Domain, ifMatchOrZero(c))
+	d, v, err := h.svc.Put(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), in.Domain, ifMatch(c))
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -74,7 +74,7 @@ func (h *offsiteHandlers) get(c *gin.Context) {
 }
 
 func (h *offsiteHandlers) delete(c *gin.Context) {
-	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), ifMatchOrZero(c)); err != nil {
+	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("vendor-id"), ifMatch(c)); err != nil {
 		h.p.Fail(c, err)
 		return
 	}

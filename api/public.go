@@ -138,7 +138,7 @@ func (p *Public) Fail(c *gin.Context, err error) {
 	}
 	e, ok := errkind.Of(err)
 	if !ok {
-		p.Log.Error("request failed", "path", c.Request.URL.Path, "err", err)
+		p.Log.ErrorContext(c, "request failed", "path", c.Request.URL.Path, "err", err)
 		abortV2(c, http.StatusInternalServerError, "internal_server_error", "internal server error")
 		return
 	}
@@ -149,7 +149,7 @@ func (p *Public) Fail(c *gin.Context, err error) {
 	switch e.Kind {
 	case errkind.Unavailable:
 		if err != e {
-			p.Log.Warn("request failed: a dependency is unavailable", "path", c.Request.URL.Path, "err", err)
+			p.Log.WarnContext(c, "request failed: a dependency is unavailable", "path", c.Request.URL.Path, "err", err)
 		}
 		abortUnavailable(c, p.RetryAfter, e.Msg)
 	case errkind.NotFound:
@@ -288,20 +288,8 @@ func (p *Public) PageQuery(c *gin.Context, list, scope string, def, maxLimit int
 // pageQuery is PageQuery returning its errors; with cursor false it reads
 // only the limit (the list's scope is not known: its filters are invalid).
 func (p *Public) pageQuery(c *gin.Context, list, scope string, def, maxLimit int, cursor bool) (after string, limit int, errs validation.Errors) {
-	limit = def
-	if s, present := c.GetQuery("limit"); present {
-		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil:
-			errs.Add("int_parsing", "Input should be a valid integer", "query", "limit")
-		case n < 1:
-			errs.Add("greater_than_equal", "Input should be greater than or equal to 1", "query", "limit")
-		case n > maxLimit:
-			errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(maxLimit), "query", "limit")
-		default:
-			limit = n
-		}
-	}
+	s, present := c.GetQuery("limit")
+	limit = validation.QueryLimit(&errs, s, present, def, maxLimit)
 	if tok := c.Query("next_page"); tok != "" && cursor {
 		cur, err := p.Cursors.Decode(tok, list, Marketplace(c).ID, scope)
 		if err != nil {
@@ -326,31 +314,7 @@ func setETag(c *gin.Context, version int64) {
 	c.Header("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
 }
 
-// parseIfMatch reads If-Match. given is false when it is absent or "*". A
-// value given as "<n>", W/"<n>" or a bare n is version n; any other value is
-// ok=false: it names no version, so it can never match.
-func parseIfMatch(c *gin.Context) (version int64, given, ok bool) {
-	v := strings.TrimSpace(c.GetHeader("If-Match"))
-	if v == "" || v == "*" {
-		return 0, false, true
-	}
-	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
-	if err != nil || n < 1 {
-		return 0, true, false
-	}
-	return n, true, true
-}
-
-// ifMatchOrZero is If-Match as the services of billing, campaigns, webhooks
-// and the other areas take it: 0 when absent, -1 (matches no version) when
-// unparsable.
-func ifMatchOrZero(c *gin.Context) int64 {
-	v, given, ok := parseIfMatch(c)
-	switch {
-	case !given:
-		return 0
-	case !ok:
-		return -1
-	}
-	return v
-}
+// ifMatch is the request's If-Match as every write takes it
+// (statelog.ParseIfMatch): MatchAny without one, MatchNone when it names
+// no version.
+func ifMatch(c *gin.Context) statelog.IfMatch { return statelog.ParseIfMatch(c.GetHeader("If-Match")) }

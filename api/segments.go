@@ -109,10 +109,7 @@ func (h *segmentHandlers) get(c *gin.Context) {
 }
 
 func (h *segmentHandlers) put(c *gin.Context) {
-	ifMatch, ok := segmentIfMatch(c)
-	if !ok {
-		return
-	}
+	ifMatch := ifMatch(c)
 	var body segmentPutJSON
 	if !h.p.BindJSON(c, &body) {
 		return
@@ -135,10 +132,7 @@ func (h *segmentHandlers) put(c *gin.Context) {
 }
 
 func (h *segmentHandlers) delete(c *gin.Context) {
-	ifMatch, ok := segmentIfMatch(c)
-	if !ok {
-		return
-	}
+	ifMatch := ifMatch(c)
 	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("id"), ifMatch); err != nil {
 		h.fail(c, err)
 		return
@@ -162,10 +156,7 @@ func (h *segmentHandlers) upload(c *gin.Context) {
 		abort422(c, errs)
 		return
 	}
-	ifMatch, ok := segmentIfMatch(c)
-	if !ok {
-		return
-	}
+	ifMatch := ifMatch(c)
 	maxFile := h.svc.MaxFileBytes()
 	limit := maxFile + segmentEnvelopeBytes
 	if c.Request.ContentLength > limit {
@@ -245,14 +236,3 @@ func (d *segmentDeadlineReader) Read(p []byte) (int, error) {
 }
 
 func (d *segmentDeadlineReader) Close() error { return d.r.Close() }
-
-// segmentIfMatch reads If-Match (0 when absent). A value that is not a
-// version of this service cannot match: it answers 409 itself.
-func segmentIfMatch(c *gin.Context) (int64, bool) {
-	v, _, ok := parseIfMatch(c)
-	if !ok {
-		abortV2(c, http.StatusConflict, "invalid_operation", "If-Match does not match the segment's current version (ETag)")
-		return 0, false
-	}
-	return v, true
-}

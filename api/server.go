@@ -99,7 +99,7 @@ func New(d Deps) http.Handler {
 	if docBase == "" {
 		docBase = DefaultDocURLBase
 	}
-	r.Use(func(c *gin.Context) { c.Set(docURLKey, docBase) }, securityHeaders, recovery(d.Log), observe, pathText)
+	r.Use(requestID, func(c *gin.Context) { c.Set(docURLKey, docBase) }, securityHeaders, recovery(d.Log), observe, pathText)
 	if telemetry.Tracing() { // with traces off, no middleware at all
 		r.Use(traceRequest)
 	}

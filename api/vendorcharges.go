@@ -80,7 +80,7 @@ func (h *vendorChargeHandlers) list(c *gin.Context) {
 		// without finishing the chunked body, so the client sees an error
 		// rather than a short list.
 		if ctx.Err() == nil {
-			h.p.Log.Error("vendor charges: stream failed", "marketplace", mp.ID, "err", err)
+			h.p.Log.ErrorContext(c, "vendor charges: stream failed", "marketplace", mp.ID, "err", err)
 		}
 		vcAbortConnection(c)
 	}

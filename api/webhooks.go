@@ -157,7 +157,7 @@ func (h *webhookHandlers) update(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	w, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatchOrZero(c), in)
+	w, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -167,7 +167,7 @@ func (h *webhookHandlers) update(c *gin.Context) {
 }
 
 func (h *webhookHandlers) delete(c *gin.Context) {
-	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatchOrZero(c)); err != nil {
+	if err := h.svc.Delete(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatch(c)); err != nil {
 		h.p.Fail(c, err)
 		return
 	}
@@ -193,7 +193,7 @@ func (h *webhookHandlers) rotate(c *gin.Context) {
 			overlap = -1
 		}
 	}
-	w, v, err := h.svc.RotateSecret(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatchOrZero(c), overlap)
+	w, v, err := h.svc.RotateSecret(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatch(c), overlap)
 	if err != nil {
 		h.p.Fail(c, err)
 		return

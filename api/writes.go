@@ -264,7 +264,7 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 	begun, err := p.Idempotency.Begin(bctx, mp, key, fp)
 	cancel()
 	if err != nil {
-		p.Log.Warn("idempotency keys unavailable", "path", c.Request.URL.Path, "err", err)
+		p.Log.WarnContext(c, "idempotency keys unavailable", "path", c.Request.URL.Path, "err", err)
 		setRetryAfter(c, p.RetryAfter)
 		st.abort(c, http.StatusServiceUnavailable, "service_unavailable", "the Idempotency-Key cannot be checked right now, so the request was not run; retry later")
 		return
@@ -323,14 +323,14 @@ func (p *Public) idempotent(c *gin.Context, keys []string) {
 	}
 	if keep {
 		if err := p.Idempotency.Complete(ectx, claim, res); err != nil {
-			p.Log.Warn("idempotent result not kept; a retry runs the request again", "path", c.Request.URL.Path, "err", err)
+			p.Log.WarnContext(c, "idempotent result not kept; a retry runs the request again", "path", c.Request.URL.Path, "err", err)
 		}
 		rec.flush(real)
 		return
 	}
 	rec.flush(real)
 	if err := p.Idempotency.Release(ectx, claim); err != nil {
-		p.Log.Warn("idempotency key not released; it is free again once its claim runs out", "path", c.Request.URL.Path, "err", err)
+		p.Log.WarnContext(c, "idempotency key not released; it is free again once its claim runs out", "path", c.Request.URL.Path, "err", err)
 	}
 }
 

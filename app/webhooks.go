@@ -4,8 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
@@ -40,7 +43,7 @@ func (a *App) runWebhooks(ctx context.Context, run func(string, func(context.Con
 		}
 		r, err := webhooks.NewRouter(a.WebhookDeliveries, webhooks.RouterOptions{
 			Brokers: a.cfg.KafkaBrokers, Conn: a.kafkaConn, Entities: a.Topics.Entities, Events: a.Topics.WebhookEvents,
-			Campaigns: a.Campaigns, Location: a.location, Exports: a.Exports, SessionTimeout: a.cfg.KafkaSessionTimeout, Log: a.log,
+			Decoders: a.webhookDecoders(), SessionTimeout: a.cfg.KafkaSessionTimeout, Log: a.log,
 			Sync: a.Entities.CatchUp,
 		})
 		if err != nil {
@@ -106,4 +109,17 @@ func (a *App) announceScoredFile(sf *scoredfiles.Service, em *webhooks.Emitter) 
 		}
 		return em.Emit(ctx, []webhooks.Event{ev})
 	}
+}
+
+// webhookDecoders are the entities whose changes are webhook events, each
+// decoded by its own area (the router knows none of them).
+func (a *App) webhookDecoders() map[string]webhooks.Decoder {
+	d := map[string]webhooks.Decoder{privacy.TypeDeletion: webhooks.DeletionDecoder}
+	if a.Campaigns != nil {
+		d[campaigns.TypeCampaign] = webhooks.CampaignDecoder(a.Campaigns, a.location)
+	}
+	if a.Exports != nil {
+		d[exports.TypeExport] = a.Exports.WebhookDecoder()
+	}
+	return d
 }

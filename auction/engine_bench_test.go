@@ -122,7 +122,7 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 		cats = append(cats, catalog.CategoryInput{ID: strp(fmt.Sprintf("cat-%d", c)), Name: strp("leaf"), ParentID: strp(fmt.Sprintf("top-%d", c%100))})
 	}
 	for i := 0; i < len(cats); i += catalog.MaxBatch {
-		if _, err := cat.UpsertCategories(ctx, benchMP, cats[i:min(i+catalog.MaxBatch, len(cats))], true, statelog.AnyVersion); err != nil {
+		if _, err := cat.UpsertCategories(ctx, benchMP, cats[i:min(i+catalog.MaxBatch, len(cats))], true, statelog.MatchAny); err != nil {
 			return nil, err
 		}
 	}
@@ -146,7 +146,7 @@ func buildWorld(tb testing.TB, nProducts, nCampaigns int) (*benchWorld, error) {
 		}
 		batch = append(batch, in)
 		if len(batch) == cap(batch) || i == nProducts-1 {
-			if _, err := cat.UpsertProducts(ctx, benchMP, batch, true, statelog.AnyVersion); err != nil {
+			if _, err := cat.UpsertProducts(ctx, benchMP, batch, true, statelog.MatchAny); err != nil {
 				return nil, err
 			}
 			batch = batch[:0]

@@ -104,7 +104,7 @@ func (w *exWorld) catalog(categories, products string) {
 		if err := json.Unmarshal([]byte(categories), &cs); err != nil {
 			w.t.Fatal(err)
 		}
-		if _, err := w.cat.UpsertCategories(ctx, exMP, cs, true, statelog.AnyVersion); err != nil {
+		if _, err := w.cat.UpsertCategories(ctx, exMP, cs, true, statelog.MatchAny); err != nil {
 			w.t.Fatal(err)
 		}
 	}
@@ -112,7 +112,7 @@ func (w *exWorld) catalog(categories, products string) {
 	if err := json.Unmarshal([]byte(products), &ps); err != nil {
 		w.t.Fatal(err)
 	}
-	if _, err := w.cat.UpsertProducts(ctx, exMP, ps, true, statelog.AnyVersion); err != nil {
+	if _, err := w.cat.UpsertProducts(ctx, exMP, ps, true, statelog.MatchAny); err != nil {
 		w.t.Fatal(err)
 	}
 }

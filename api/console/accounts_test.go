@@ -35,7 +35,7 @@ func TestSameAddressTwoMarketplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := func(s string) *string { return &s }
-	if _, err := s.a.Catalog.UpsertVendors(ctx, b.ID, []catalog.VendorInput{{ID: name("v-b"), Name: name("Bee")}}, true, statelog.AnyVersion); err != nil {
+	if _, err := s.a.Catalog.UpsertVendors(ctx, b.ID, []catalog.VendorInput{{ID: name("v-b"), Name: name("Bee")}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	const bossEmail, bossPassword = "boss@bazaar.test", "the boss of bazaar's password"

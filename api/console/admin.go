@@ -338,7 +338,7 @@ func (c *Console) invite(ctx *gin.Context) {
 		return
 	}
 	if err := c.o.Audit.Record(rctx, mp, "invitation.create", invs[0].ID, role+" of vendor "+vendor+" for "+email, c.o.Now()); err != nil {
-		c.o.Log.Warn("console: invitation created, its audit entry not written", "invitation", invs[0].ID, "err", err)
+		c.o.Log.WarnContext(ctx, "console: invitation created, its audit entry not written", "invitation", invs[0].ID, "err", err)
 	}
 	ctx.Redirect(http.StatusSeeOther, "/console/users?done=invited")
 }

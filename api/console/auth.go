@@ -65,7 +65,7 @@ func (c *Console) login(ctx *gin.Context) {
 		matched, err = c.passwordAllowed(matched)
 	}
 	if err != nil {
-		c.o.Log.Info("console: sign-in refused", "client", ctx.ClientIP())
+		c.o.Log.InfoContext(ctx, "console: sign-in refused", "client", ctx.ClientIP())
 		c.formError(ctx, err, again)
 		return
 	}

@@ -251,7 +251,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 	defer cancel()
 	steps, err := c.o.Performance.SpendSteps(rctx, viewerOf(ctx).Marketplace.ID, d.C.ID, from, to, pacingStep)
 	if err != nil {
-		c.o.Log.Warn("console: pacing chart", "campaign", d.C.ID, "err", err)
+		c.o.Log.WarnContext(ctx, "console: pacing chart", "campaign", d.C.ID, "err", err)
 		d.ChartErr = "The spend over the day cannot be read right now."
 		if errors.Is(err, context.DeadlineExceeded) {
 			d.ChartErr = "The spend over the day took too long to read."

@@ -255,7 +255,7 @@ func TestExplainForm(t *testing.T) {
 	defer cancel()
 	str := func(s string) *string { return &s }
 	if _, err := s.a.Catalog.UpsertProducts(ctx, s.mp.ID, []catalog.ProductInput{{ID: str("p-1"), Name: str("Shoe"), Vendors: []string{"v-1"}},
-		{ID: str("p-2"), Name: str("Hat"), Vendors: []string{"v-2"}}}, true, statelog.AnyVersion); err != nil {
+		{ID: str("p-2"), Name: str("Hat"), Vendors: []string{"v-2"}}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Shoe campaign"))

@@ -415,7 +415,7 @@ var notices = map[string]string{
 func (c *Console) render(ctx *gin.Context, status int, name, title string, data any) {
 	t := c.pages[name]
 	if t == nil {
-		c.o.Log.Error("console: no template", "name", name)
+		c.o.Log.ErrorContext(ctx, "console: no template", "name", name)
 		ctx.AbortWithStatus(http.StatusInternalServerError)
 		return
 	}
@@ -435,7 +435,7 @@ func (c *Console) render(ctx *gin.Context, status int, name, title string, data 
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
-		c.o.Log.Error("console: template", "name", name, "err", err)
+		c.o.Log.ErrorContext(ctx, "console: template", "name", name, "err", err)
 		ctx.AbortWithStatus(http.StatusInternalServerError)
 		return
 	}
@@ -462,7 +462,7 @@ func (c *Console) notFound(ctx *gin.Context, what string) {
 func (c *Console) fail(ctx *gin.Context, err error) {
 	status, msg := statusOf(err)
 	if status == http.StatusInternalServerError {
-		c.o.Log.Error("console: request failed", "path", ctx.Request.URL.Path, "err", err)
+		c.o.Log.ErrorContext(ctx, "console: request failed", "path", ctx.Request.URL.Path, "err", err)
 	}
 	if !setRetryAfter(ctx, err) && status == http.StatusServiceUnavailable {
 		ctx.Header("Retry-After", "2")

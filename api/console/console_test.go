@@ -87,7 +87,7 @@ func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 		t.Fatal(err)
 	}
 	name := func(s string) *string { return &s }
-	if _, err := a.Catalog.UpsertVendors(wctx, s.mp.ID, []catalog.VendorInput{{ID: name("v-1"), Name: name("One")}, {ID: name("v-2"), Name: name("Two")}}, true, statelog.AnyVersion); err != nil {
+	if _, err := a.Catalog.UpsertVendors(wctx, s.mp.ID, []catalog.VendorInput{{ID: name("v-1"), Name: name("One")}, {ID: name("v-2"), Name: name("Two")}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {

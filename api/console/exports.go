@@ -135,7 +135,7 @@ func (c *Console) exportsData(ctx *gin.Context, form exportForm) exportsData {
 	defer cancel()
 	page, err := c.o.Exports.List(rctx, v.Marketplace.ID, lq)
 	if err != nil {
-		c.o.Log.Error("console: exports list", "err", err)
+		c.o.Log.ErrorContext(ctx, "console: exports list", "err", err)
 		d.ListProblem = "The exports cannot be listed right now; reload the page."
 		return d
 	}
@@ -236,7 +236,7 @@ func (c *Console) downloadExport(ctx *gin.Context) {
 	defer f.Body.Close()
 	c.attachment(ctx, f.ContentType, f.Name, f.Size)
 	if _, err := io.Copy(c.streamWriter(ctx), f.Body); err != nil {
-		c.o.Log.Warn("console: export download cut short", "export", f.Export.ID, "err", err)
+		c.o.Log.WarnContext(ctx, "console: export download cut short", "export", f.Export.ID, "err", err)
 		abortStream(ctx)
 	}
 }
@@ -319,7 +319,7 @@ func (c *Console) downloadFile(ctx *gin.Context) {
 		c.attachment(ctx, "application/vnd.apache.parquet", scoredfiles.FileName(st.Date), st.Size())
 		_, err = io.Copy(c.streamWriter(ctx), body)
 		if err != nil {
-			c.o.Log.Warn("console: file download cut short", "day", st.Date, "err", err)
+			c.o.Log.WarnContext(ctx, "console: file download cut short", "day", st.Date, "err", err)
 			abortStream(ctx)
 		}
 		return
@@ -335,7 +335,7 @@ func (c *Console) downloadFile(ctx *gin.Context) {
 			c.fail(ctx, err)
 			return
 		}
-		c.o.Log.Warn("console: file download cut short", "day", st.Date, "vendor", vendor, "err", err)
+		c.o.Log.WarnContext(ctx, "console: file download cut short", "day", st.Date, "vendor", vendor, "err", err)
 		abortStream(ctx)
 	}
 }

@@ -79,7 +79,7 @@ func setRetryAfter(ctx *gin.Context, err error) bool {
 // check it let through.
 func (c *Console) recordAttempt(ctx context.Context, email, client string, err error) {
 	if rerr := c.o.Throttle.Record(ctx, email, client, err); rerr != nil {
-		c.o.Log.Warn("console: a sign-in attempt was not counted", "client", client, "err", rerr)
+		c.o.Log.WarnContext(ctx, "console: a sign-in attempt was not counted", "client", client, "err", rerr)
 	}
 }
 

@@ -29,7 +29,7 @@ func (c *Console) ssoStart(ctx *gin.Context) {
 	defer cancel()
 	to, state, err := c.o.SSO.Start(rctx, safeNext(ctx.Query("next")), safeMarketplace(ctx.Query("marketplace")))
 	if err != nil {
-		c.o.Log.Warn("console: single sign-on could not start", "err", err)
+		c.o.Log.WarnContext(ctx, "console: single sign-on could not start", "err", err)
 		c.fail(ctx, err)
 		return
 	}
@@ -47,7 +47,7 @@ func (c *Console) ssoCallback(ctx *gin.Context) {
 	http.SetCookie(ctx.Writer, &http.Cookie{Name: ssoCookie, Value: "", Path: "/console/sso", MaxAge: -1,
 		HttpOnly: true, Secure: c.o.SecureCookies, SameSite: http.SameSiteLaxMode})
 	if e := ctx.Query("error"); e != "" {
-		c.o.Log.Info("console: the identity provider refused a sign-in", "error", e)
+		c.o.Log.InfoContext(ctx, "console: the identity provider refused a sign-in", "error", e)
 		// The state is still ended: the sign-in cannot be completed later.
 		rctx, cancel := context.WithTimeout(ctx.Request.Context(), 5*time.Second)
 		_, _ = c.o.SSO.Finish(rctx, ctx.Query("state"), cookie, "")
@@ -59,7 +59,7 @@ func (c *Console) ssoCallback(ctx *gin.Context) {
 	defer cancel()
 	res, err := c.o.SSO.Finish(rctx, ctx.Query("state"), cookie, ctx.Query("code"))
 	if err != nil {
-		c.o.Log.Info("console: single sign-on refused", "client", ctx.ClientIP(), "err", err)
+		c.o.Log.InfoContext(ctx, "console: single sign-on refused", "client", ctx.ClientIP(), "err", err)
 		status, msg := statusOf(err)
 		if errors.Is(err, users.ErrSSOState) || errors.Is(err, users.ErrSSORefused) {
 			status = http.StatusBadRequest

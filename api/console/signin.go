@@ -77,7 +77,7 @@ func (c *Console) openSession(ctx *gin.Context, rctx context.Context, u users.Us
 		return
 	}
 	c.setCookie(ctx, sessionCookie, token, 0)
-	c.o.Log.Info("console: signed in", "user", u.ID, "role", u.Role, "marketplace", u.MarketplaceID)
+	c.o.Log.InfoContext(ctx, "console: signed in", "user", u.ID, "role", u.Role, "marketplace", u.MarketplaceID)
 	if next == "" {
 		next = "/console"
 	}

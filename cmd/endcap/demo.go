@@ -82,13 +82,13 @@ func seedDemoCatalog(ctx context.Context, a *app.App, mp string) error {
 	if !ok {
 		return fmt.Errorf("demo products do not decode")
 	}
-	if _, err := a.Catalog.UpsertVendors(ctx, mp, vendors, true, statelog.AnyVersion); err != nil {
+	if _, err := a.Catalog.UpsertVendors(ctx, mp, vendors, true, statelog.MatchAny); err != nil {
 		return err
 	}
-	if _, err := a.Catalog.UpsertCategories(ctx, mp, cats, true, statelog.AnyVersion); err != nil {
+	if _, err := a.Catalog.UpsertCategories(ctx, mp, cats, true, statelog.MatchAny); err != nil {
 		return err
 	}
-	_, err := a.Catalog.UpsertProducts(ctx, mp, products, true, statelog.AnyVersion)
+	_, err := a.Catalog.UpsertProducts(ctx, mp, products, true, statelog.MatchAny)
 	return err
 }
 

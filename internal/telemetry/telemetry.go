@@ -68,15 +68,16 @@ var (
 	}, []string{"group", "step"})
 )
 
-// NewLogger returns a structured logger writing to w.
+// NewLogger returns a structured logger writing to w; a record logged with
+// a request's context names its request id (request_id).
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lvl}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return WithRequestIDs(slog.New(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return WithRequestIDs(slog.New(slog.NewTextHandler(w, opts)))
 }
 
 // The events fold's claims (docs/projector.md, Claims).

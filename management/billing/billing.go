@@ -185,12 +185,12 @@ func (s *Service) List(mp, after string, limit int) ([]Contact, bool) {
 
 // Update applies a patch. ifMatch is the version the caller expects (0 when
 // it gave none: the version read is used, so a concurrent write conflicts).
-func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, p ContactPatch) (Contact, int64, error) {
+func (s *Service) Update(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, p ContactPatch) (Contact, int64, error) {
 	c, cur, ok := s.contacts.Get(mp, id)
 	if !ok {
 		return Contact{}, 0, validation.NotFoundf("billing contact %s", id)
 	}
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return Contact{}, 0, statelog.ErrConflict
 	}
 	if p.Name != nil {
@@ -346,7 +346,7 @@ func (s *Service) LinkContact(ctx context.Context, mp, vendorID, contactID strin
 // contact is not found (rule 4); a contact that exists but is not linked to
 // the vendor is a no-op (so a retried unlink succeeds). ifMatch, when not 0,
 // must be the link's version.
-func (s *Service) UnlinkContact(ctx context.Context, mp, vendorID, contactID string, ifMatch int64) error {
+func (s *Service) UnlinkContact(ctx context.Context, mp, vendorID, contactID string, ifMatch statelog.IfMatch) error {
 	if err := s.vendor(mp, vendorID); err != nil {
 		return err
 	}
@@ -355,7 +355,7 @@ func (s *Service) UnlinkContact(ctx context.Context, mp, vendorID, contactID str
 	}
 	id := linkID(contactID, vendorID)
 	_, cur, ok := s.links.Get(mp, id)
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return statelog.ErrConflict
 	}
 	if !ok {

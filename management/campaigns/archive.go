@@ -19,7 +19,7 @@ import (
 // final and idempotent: archiving an archived campaign writes nothing and
 // answers it as it is, whatever ifMatch says. ifMatch, when not 0, is the
 // version the caller read.
-func (s *Service) ArchiveCampaign(ctx context.Context, mp, id string, ifMatch int64) (Campaign, int64, error) {
+func (s *Service) ArchiveCampaign(ctx context.Context, mp, id string, ifMatch statelog.IfMatch) (Campaign, int64, error) {
 	cur, ver, ok := s.campaigns.Get(mp, id)
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
@@ -27,7 +27,7 @@ func (s *Service) ArchiveCampaign(ctx context.Context, mp, id string, ifMatch in
 	if cur.Archived() {
 		return cur, ver, nil
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	next := cur

@@ -245,7 +245,7 @@ func (s *Service) ListCampaigns(mp, vendorID, after string, limit int) ([]Campai
 // the version the caller read (If-Match); otherwise the version read here is
 // expected. A concurrent change of the campaign makes it fail with a
 // conflict. An update that changes nothing writes nothing.
-func (s *Service) UpdateCampaign(ctx context.Context, mp, id string, ifMatch int64, in CampaignInput) (Campaign, int64, error) {
+func (s *Service) UpdateCampaign(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in CampaignInput) (Campaign, int64, error) {
 	cur, ver, ok := s.campaigns.Get(mp, id)
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
@@ -253,7 +253,7 @@ func (s *Service) UpdateCampaign(ctx context.Context, mp, id string, ifMatch int
 	if err := writable(cur); err != nil {
 		return Campaign{}, 0, err
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	next := cur
@@ -280,7 +280,7 @@ func (s *Service) write(ctx context.Context, mp string, cur, next Campaign, ver 
 // SetBillingContact assigns a billing contact to a campaign. The contact
 // must exist and be linked to the campaign's vendor; unlinking it later
 // leaves the campaign as it is.
-func (s *Service) SetBillingContact(ctx context.Context, mp, id string, ifMatch int64, in BillingContactInput) (Campaign, int64, error) {
+func (s *Service) SetBillingContact(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in BillingContactInput) (Campaign, int64, error) {
 	cur, ver, ok := s.campaigns.Get(mp, id)
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
@@ -288,7 +288,7 @@ func (s *Service) SetBillingContact(ctx context.Context, mp, id string, ifMatch 
 	if err := writable(cur); err != nil {
 		return Campaign{}, 0, err
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	var errs validation.Errors

@@ -197,6 +197,9 @@ func bidKey(campaignID, targetType, target string) string {
 	return campaignID + ":" + hex.EncodeToString(sum[:16])
 }
 
+// TypeCampaign is the campaigns' collection on the entities log.
+const TypeCampaign = "campaign"
+
 // New registers the campaign and bid collections on log (call before the
 // log runs). The catalog, billing and segments views are read to validate
 // references and to compute eligibility and automated bids; the
@@ -208,7 +211,7 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 		seg:       seg,
 		mkt:       mkt,
 		now:       time.Now,
-		campaigns: statelog.NewCollection[Campaign](log, "campaign"),
+		campaigns: statelog.NewCollection[Campaign](log, TypeCampaign),
 		bids:      statelog.NewCollection[Bid](log, bidType),
 		byVendor:  map[string]map[string]map[string]struct{}{},
 		bidsOf:    map[string]map[string]map[string]string{},

@@ -326,7 +326,7 @@ func TestArchiveCampaign(t *testing.T) {
 	}
 	// Again (also with the If-Match of before): the same answer, no write.
 	*now = now.Add(time.Hour)
-	for _, ifMatch := range []int64{0, 1, 2, 99} {
+	for _, ifMatch := range []statelog.IfMatch{0, 1, 2, 99} {
 		again, v2, err := s.ArchiveCampaign(ctx, mpA, c.ID, ifMatch)
 		if err != nil || v2 != 2 || !again.ArchivedAt.Equal(*a.ArchivedAt) {
 			t.Errorf("archive again (If-Match %d): %+v v%d %v", ifMatch, again, v2, err)

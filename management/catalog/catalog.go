@@ -524,14 +524,14 @@ func (c *checker) batch(n int, present bool, at ...any) bool {
 // UpsertProducts creates or wholly replaces 1..500 products. The request
 // is checked whole: any invalid field rejects it (validation.Errors) and
 // nothing is written. When an id repeats, its last occurrence wins.
-// expected is statelog.AnyVersion, or the version an If-Match header
+// expected is statelog.MatchAny, or the version an If-Match header
 // demands, which needs exactly one product.
-func (s *Service) UpsertProducts(ctx context.Context, mp string, in []ProductInput, present bool, expected int64) (UpsertResult, error) {
+func (s *Service) UpsertProducts(ctx context.Context, mp string, in []ProductInput, present bool, expected statelog.IfMatch) (UpsertResult, error) {
 	var c checker
 	if !c.batch(len(in), present, "body", "products") {
 		return UpsertResult{}, c.errs
 	}
-	if expected != statelog.AnyVersion && len(in) != 1 {
+	if expected != statelog.MatchAny && len(in) != 1 {
 		c.add(validation.ValueError, "If-Match needs exactly one product in the request", "body", "products")
 		return UpsertResult{}, c.errs
 	}
@@ -561,13 +561,13 @@ func (s *Service) UpsertProducts(ctx context.Context, mp string, in []ProductInp
 	return UpsertResult{Upserted: len(ws), Warnings: c.warnings}, nil
 }
 
-func (s *Service) putProducts(ctx context.Context, mp string, ws []statelog.Write[Product], expected int64) error {
-	if expected != statelog.AnyVersion {
+func (s *Service) putProducts(ctx context.Context, mp string, ws []statelog.Write[Product], expected statelog.IfMatch) error {
+	if expected != statelog.MatchAny {
 		w := ws[0]
 		if w.Deleted {
-			return s.products.Delete(ctx, mp, w.ID, expected)
+			return s.products.Delete(ctx, mp, w.ID, int64(expected))
 		}
-		_, err := s.products.Put(ctx, mp, w.ID, expected, w.Value)
+		_, err := s.products.Put(ctx, mp, w.ID, int64(expected), w.Value)
 		return err
 	}
 	return s.products.PutMany(ctx, mp, ws)
@@ -595,12 +595,12 @@ type DeleteResult struct {
 // Ids that do not exist in the marketplace are reported, not an error.
 // expected is as for UpsertProducts (exactly one id with If-Match; a
 // missing product then is a 404).
-func (s *Service) DeleteProducts(ctx context.Context, mp string, ids []string, present bool, expected int64) (DeleteResult, error) {
+func (s *Service) DeleteProducts(ctx context.Context, mp string, ids []string, present bool, expected statelog.IfMatch) (DeleteResult, error) {
 	var c checker
 	if !c.batch(len(ids), present, "body", "ids") {
 		return DeleteResult{}, c.errs
 	}
-	if expected != statelog.AnyVersion && len(ids) != 1 {
+	if expected != statelog.MatchAny && len(ids) != 1 {
 		c.add(validation.ValueError, "If-Match needs exactly one id in the request", "body", "ids")
 		return DeleteResult{}, c.errs
 	}
@@ -625,7 +625,7 @@ func (s *Service) DeleteProducts(ctx context.Context, mp string, ids []string, p
 		res.Deleted = append(res.Deleted, id)
 		ws = append(ws, statelog.Write[Product]{ID: id, Expected: statelog.AnyVersion, Deleted: true})
 	}
-	if expected != statelog.AnyVersion && len(ws) == 0 {
+	if expected != statelog.MatchAny && len(ws) == 0 {
 		return DeleteResult{}, validation.NotFoundf("product %s", ids[0])
 	}
 	if len(ws) > 0 {
@@ -641,20 +641,20 @@ func (s *Service) DeleteProducts(ctx context.Context, mp string, ids []string, p
 // UpsertVendors creates or wholly replaces 1..500 vendors (rules as for
 // products: checked whole, last occurrence of an id wins, If-Match needs
 // exactly one).
-func (s *Service) UpsertVendors(ctx context.Context, mp string, in []VendorInput, present bool, expected int64) (UpsertResult, error) {
+func (s *Service) UpsertVendors(ctx context.Context, mp string, in []VendorInput, present bool, expected statelog.IfMatch) (UpsertResult, error) {
 	return upsertSimple(ctx, s.vendors, mp, in, present, expected, "vendors", "vendor", (*checker).vendor)
 }
 
 // upsertSimple is the bulk upsert of vendors and categories: check the whole
 // batch, keep the last occurrence of each id, then write it (last writer
 // wins), or write its one item at the If-Match version.
-func upsertSimple[In, T any](ctx context.Context, coll *statelog.Collection[T], mp string, in []In, present bool, expected int64,
+func upsertSimple[In, T any](ctx context.Context, coll *statelog.Collection[T], mp string, in []In, present bool, expected statelog.IfMatch,
 	list, noun string, check func(*checker, *In, []any) (string, T)) (UpsertResult, error) {
 	var c checker
 	if !c.batch(len(in), present, "body", list) {
 		return UpsertResult{}, c.errs
 	}
-	if expected != statelog.AnyVersion && len(in) != 1 {
+	if expected != statelog.MatchAny && len(in) != 1 {
 		c.add(validation.ValueError, "If-Match needs exactly one "+noun+" in the request", "body", list)
 		return UpsertResult{}, c.errs
 	}
@@ -676,8 +676,8 @@ func upsertSimple[In, T any](ctx context.Context, coll *statelog.Collection[T], 
 		return UpsertResult{}, c.errs
 	}
 	var err error
-	if expected != statelog.AnyVersion {
-		_, err = coll.Put(ctx, mp, ws[0].ID, expected, ws[0].Value)
+	if expected != statelog.MatchAny {
+		_, err = coll.Put(ctx, mp, ws[0].ID, int64(expected), ws[0].Value)
 	} else {
 		err = coll.PutMany(ctx, mp, ws)
 	}
@@ -718,7 +718,7 @@ func (s *Service) ListVendors(mp, after string, limit int, globalID string) ([]V
 
 // UpsertCategories creates or wholly replaces 1..500 categories. A parentId
 // need not exist (categories are often synced in any order).
-func (s *Service) UpsertCategories(ctx context.Context, mp string, in []CategoryInput, present bool, expected int64) (UpsertResult, error) {
+func (s *Service) UpsertCategories(ctx context.Context, mp string, in []CategoryInput, present bool, expected statelog.IfMatch) (UpsertResult, error) {
 	return upsertSimple(ctx, s.categories, mp, in, present, expected, "categories", "category", (*checker).category)
 }
 

@@ -43,7 +43,7 @@ func product(id string, vendors ...string) catalog.ProductInput {
 
 func upsert(t *testing.T, svc *catalog.Service, mp string, ps ...catalog.ProductInput) {
 	t.Helper()
-	if _, err := svc.UpsertProducts(t.Context(), mp, ps, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.UpsertProducts(t.Context(), mp, ps, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -122,7 +122,7 @@ func TestCatalogRefs(t *testing.T) {
 		t.Fatalf("v-3 has %v", ids)
 	}
 	// Deletion: gone for every reader.
-	res, err := svc.DeleteProducts(ctx, A, []string{"p-1", "p-404", "p-1"}, true, statelog.AnyVersion)
+	res, err := svc.DeleteProducts(ctx, A, []string{"p-1", "p-404", "p-1"}, true, statelog.MatchAny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestCatalogRefs(t *testing.T) {
 	}
 
 	// Vendors and category paths.
-	if _, err := svc.UpsertVendors(ctx, A, []catalog.VendorInput{{ID: ptr("v-1"), Name: ptr("Acme"), GlobalID: ptr("G-1")}}, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.UpsertVendors(ctx, A, []catalog.VendorInput{{ID: ptr("v-1"), Name: ptr("Acme"), GlobalID: ptr("G-1")}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := svc.Vendor(A, "v-1"); !ok || v != (entityref.VendorRef{ID: "v-1", Name: "Acme", GlobalID: "G-1"}) {
@@ -165,7 +165,7 @@ func TestCatalogRefs(t *testing.T) {
 		{ID: ptr("x"), Name: ptr("X"), ParentID: ptr("y")},
 		{ID: ptr("y"), Name: ptr("Y"), ParentID: ptr("x")}, // a cycle ends the path
 	}
-	if _, err := svc.UpsertCategories(ctx, A, cats, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.UpsertCategories(ctx, A, cats, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	if p := svc.CategoryPath(A, "beer"); !reflect.DeepEqual(p, []string{"beer", "drinks"}) {
@@ -208,7 +208,7 @@ func TestCategoryIndex(t *testing.T) {
 		{ID: ptr("x"), Name: ptr("X"), ParentID: ptr("y")},
 		{ID: ptr("y"), Name: ptr("Y"), ParentID: ptr("x")}, // a cycle
 	}
-	if _, err := svc.UpsertCategories(ctx, A, cats, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.UpsertCategories(ctx, A, cats, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	in := func(id string, cats ...string) catalog.ProductInput {
@@ -242,14 +242,14 @@ func TestCategoryIndex(t *testing.T) {
 	check("moved", A, "wine", "p-both")
 	check("moved", A, "food", "p-both", "p-food")
 
-	if _, err := svc.DeleteProducts(ctx, A, []string{"p-both"}, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.DeleteProducts(ctx, A, []string{"p-both"}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	check("deleted", A, "drinks")
 
 	// Re-parenting wine under x moves its products to x's subtree.
 	upsert(t, svc, A, in("p-wine", "wine"))
-	if _, err := svc.UpsertCategories(ctx, A, []catalog.CategoryInput{{ID: ptr("wine"), Name: ptr("Wine"), ParentID: ptr("x")}}, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.UpsertCategories(ctx, A, []catalog.CategoryInput{{ID: ptr("wine"), Name: ptr("Wine"), ParentID: ptr("x")}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	check("re-parented", A, "drinks")
@@ -276,7 +276,7 @@ func TestCategoryIndex(t *testing.T) {
 		}
 	}
 	for i := 0; i < len(gone); i += catalog.MaxBatch {
-		if _, err := svc.DeleteProducts(ctx, A, gone[i:min(i+catalog.MaxBatch, len(gone))], true, statelog.AnyVersion); err != nil {
+		if _, err := svc.DeleteProducts(ctx, A, gone[i:min(i+catalog.MaxBatch, len(gone))], true, statelog.MatchAny); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,7 +306,7 @@ func TestUpsertRules(t *testing.T) {
 	p.GTIN = ptr("400-6381-33393-1")
 	last := product("p-1")
 	last.Name = ptr("Second")
-	res, err := svc.UpsertProducts(ctx, A, []catalog.ProductInput{p, product("p-2")}, true, statelog.AnyVersion)
+	res, err := svc.UpsertProducts(ctx, A, []catalog.ProductInput{p, product("p-2")}, true, statelog.MatchAny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestUpsertRules(t *testing.T) {
 		t.Fatalf("stored %+v", v)
 	}
 	// A repeated id: the last occurrence wins.
-	if res, err := svc.UpsertProducts(ctx, A, []catalog.ProductInput{product("p-1"), last}, true, statelog.AnyVersion); err != nil || res.Upserted != 1 {
+	if res, err := svc.UpsertProducts(ctx, A, []catalog.ProductInput{product("p-1"), last}, true, statelog.MatchAny); err != nil || res.Upserted != 1 {
 		t.Fatal(res, err)
 	}
 	if v, ver, _ := svc.GetProduct(A, "p-1"); v.Name != "Second" || ver != 2 {
@@ -332,7 +332,7 @@ func TestUpsertRules(t *testing.T) {
 	// One bad product rejects the request: nothing is written.
 	bad := product("p-2")
 	bad.Price = ptr(json.Number("0"))
-	_, err = svc.UpsertProducts(ctx, A, []catalog.ProductInput{product("p-new"), bad}, true, statelog.AnyVersion)
+	_, err = svc.UpsertProducts(ctx, A, []catalog.ProductInput{product("p-new"), bad}, true, statelog.MatchAny)
 	var verr validation.Errors
 	if !errors.As(err, &verr) || len(verr) != 1 || fmt.Sprint(verr[0].Loc) != "[body products 1 price]" {
 		t.Fatalf("err %v", err)
@@ -377,7 +377,7 @@ func TestVendorUUIDs(t *testing.T) {
 		for i, id := range ids {
 			in[i] = catalog.VendorInput{ID: ptr(id), Name: ptr("Vendor " + id)}
 		}
-		if _, err := svc.UpsertVendors(ctx, mp, in, true, statelog.AnyVersion); err != nil {
+		if _, err := svc.UpsertVendors(ctx, mp, in, true, statelog.MatchAny); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -512,7 +512,7 @@ func TestProductTextsOnDisk(t *testing.T) {
 	if got, ver := get(svc, "p-long"); got.Name != *long.Name || *got.Description != "Brewed in Melle." || ver != 2 {
 		t.Fatalf("after the replacement: GET = %+v (version %d)", got, ver)
 	}
-	if _, err := svc.DeleteProducts(t.Context(), mp, []string{"p-long"}, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.DeleteProducts(t.Context(), mp, []string{"p-long"}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := svc.GetProduct(mp, "p-long"); !errors.Is(err, validation.ErrNotFound) {

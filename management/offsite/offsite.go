@@ -87,7 +87,7 @@ func (s *Service) Get(mp, vendorID string) (Domain, int64, error) {
 // version, or 0 (then the version read is expected, so that of two racing
 // writes one gets a conflict). Setting the domain it already has changes
 // nothing (no new version).
-func (s *Service) Put(ctx context.Context, mp, vendorID string, domain *string, ifMatch int64) (Domain, int64, error) {
+func (s *Service) Put(ctx context.Context, mp, vendorID string, domain *string, ifMatch statelog.IfMatch) (Domain, int64, error) {
 	vendorID, err := s.vendor(mp, vendorID)
 	if err != nil {
 		return Domain{}, 0, err
@@ -100,7 +100,7 @@ func (s *Service) Put(ctx context.Context, mp, vendorID string, domain *string, 
 		return Domain{}, 0, validation.New(validation.ValueError, msg, "body", "domain")
 	}
 	old, cur, exists := s.items.Get(mp, vendorID)
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return Domain{}, 0, statelog.ErrConflict
 	}
 	expected := cur
@@ -125,7 +125,7 @@ func (s *Service) Put(ctx context.Context, mp, vendorID string, domain *string, 
 }
 
 // Delete removes a vendor's domain. ifMatch is the expected version, or 0.
-func (s *Service) Delete(ctx context.Context, mp, vendorID string, ifMatch int64) error {
+func (s *Service) Delete(ctx context.Context, mp, vendorID string, ifMatch statelog.IfMatch) error {
 	vendorID, err := s.vendor(mp, vendorID)
 	if err != nil {
 		return err
@@ -134,7 +134,7 @@ func (s *Service) Delete(ctx context.Context, mp, vendorID string, ifMatch int64
 	if err != nil {
 		return err
 	}
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return statelog.ErrConflict
 	}
 	return s.items.Delete(ctx, mp, vendorID, cur)

@@ -378,7 +378,7 @@ func (s *Service) List(ctx context.Context, mp, after string, limit int) ([]Segm
 // Put creates or updates a segment's name, description and config. ifMatch
 // (0: none) is the version the caller expects. It reports whether the segment
 // was created.
-func (s *Service) Put(ctx context.Context, mp, id string, in Input, ifMatch int64) (Segment, bool, error) {
+func (s *Service) Put(ctx context.Context, mp, id string, in Input, ifMatch statelog.IfMatch) (Segment, bool, error) {
 	var errs validation.Errors
 	if v, ok := validation.As(ValidateID(id)); ok {
 		errs = append(errs, v...)
@@ -391,7 +391,7 @@ func (s *Service) Put(ctx context.Context, mp, id string, in Input, ifMatch int6
 		return Segment{}, false, errs
 	}
 	cur, ver, exists := s.current(mp, id)
-	if ifMatch != 0 && (!exists || ifMatch != ver) {
+	if !statelog.Matches(ifMatch, exists, ver) {
 		return Segment{}, false, statelog.ErrConflict
 	}
 	if exists {
@@ -412,7 +412,7 @@ func (s *Service) Put(ctx context.Context, mp, id string, in Input, ifMatch int6
 
 // Delete removes a segment and its members. It waits for no upload: while
 // one runs, it fails with ErrUploadInProgress.
-func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch int64) error {
+func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch statelog.IfMatch) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
@@ -428,7 +428,7 @@ func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch int64) erro
 	if !ok {
 		return validation.NotFoundf("segment %s", id)
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return statelog.ErrConflict
 	}
 	if err := s.coll.Delete(ctx, mp, id, ver); err != nil {

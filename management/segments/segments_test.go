@@ -348,10 +348,10 @@ func TestFailedUploads(t *testing.T) {
 	})
 	t.Run("if-match", func(t *testing.T) {
 		seg, _ := h.svc.Get(ctx, h.mp, "s")
-		if _, err := h.svc.Upload(ctx, h.mp, "s", ActionReplace, strings.NewReader("a\n"), seg.Version+1); !errors.Is(err, statelog.ErrConflict) {
+		if _, err := h.svc.Upload(ctx, h.mp, "s", ActionReplace, strings.NewReader("a\n"), statelog.IfMatch(seg.Version+1)); !errors.Is(err, statelog.ErrConflict) {
 			t.Fatalf("err = %v", err)
 		}
-		v, err := h.svc.Upload(ctx, h.mp, "s", ActionReplace, strings.NewReader("a\n"), seg.Version)
+		v, err := h.svc.Upload(ctx, h.mp, "s", ActionReplace, strings.NewReader("a\n"), statelog.IfMatch(seg.Version))
 		if err != nil || v != seg.Version+1 || h.total(t, "s") != 1 {
 			t.Fatalf("v %d err %v", v, err)
 		}

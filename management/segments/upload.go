@@ -50,14 +50,12 @@ const MaxReportedLines = 20
 // nothing. add and remove to an existing segment apply each chunk as it
 // comes: when they fail midway, the chunks already applied stay applied
 // (sending the same file again completes the operation).
-func (s *Service) Upload(ctx context.Context, mp, id string, action Action, file io.Reader, ifMatch int64) (int64, error) {
+func (s *Service) Upload(ctx context.Context, mp, id string, action Action, file io.Reader, ifMatch statelog.IfMatch) (int64, error) {
 	if err := ValidateID(id); err != nil {
 		return 0, err
 	}
-	if ifMatch != 0 {
-		if _, ver, ok := s.coll.Get(mp, id); !ok || ver != ifMatch {
-			return 0, statelog.ErrConflict
-		}
+	if _, ver, ok := s.coll.Get(mp, id); !statelog.Matches(ifMatch, ok, ver) {
+		return 0, statelog.ErrConflict
 	}
 	gen := newGeneration()
 	l, err := s.acquire(ctx, mp, id, memberKey(mp, id, gen))
@@ -66,7 +64,7 @@ func (s *Service) Upload(ctx context.Context, mp, id string, action Action, file
 	}
 	defer l.release()
 	st, ver, exists := s.coll.Get(mp, id)
-	if ifMatch != 0 && (!exists || ver != ifMatch) {
+	if !statelog.Matches(ifMatch, exists, ver) {
 		return 0, statelog.ErrConflict
 	}
 	staged := !exists || action == ActionReplace
@@ -299,7 +297,7 @@ func (s *Service) discard(ctx context.Context, key string) {
 // API's write deadline; the API's write context does not end when the client
 // goes away, so it runs even if the client went away after sending the
 // whole file) and 30 s at most.
-func (s *Service) commit(ctx context.Context, mp, id, gen string, ifMatch int64) (int64, error) {
+func (s *Service) commit(ctx context.Context, mp, id, gen string, ifMatch statelog.IfMatch) (int64, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	key := memberKey(mp, id, gen)
@@ -310,7 +308,7 @@ func (s *Service) commit(ctx context.Context, mp, id, gen string, ifMatch int64)
 	backoff := retry.New(10*time.Millisecond, 250*time.Millisecond)
 	for attempt := 0; ; attempt++ {
 		cur, ver, exists := s.current(mp, id)
-		if ifMatch != 0 && (!exists || ver != ifMatch) {
+		if !statelog.Matches(ifMatch, exists, ver) {
 			s.discard(ctx, key)
 			return 0, statelog.ErrConflict
 		}

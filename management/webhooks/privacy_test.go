@@ -22,7 +22,7 @@ func TestPrivacyDeletionEvent(t *testing.T) {
 		return b
 	}
 	d := privacy.Deletion{ID: "0195a000-0000-7000-8000-000000000001", Status: privacy.StatusPending, RequestedAt: at, OpaqueUserIDs: []string{"shopper-1"}, IDCount: 1}
-	r := &Router{}
+	r := &Router{o: RouterOptions{Decoders: map[string]Decoder{privacy.TypeDeletion: DeletionDecoder}}}
 	for _, st := range []privacy.Status{privacy.StatusPending, privacy.StatusRunning, privacy.StatusFailed} {
 		d.Status = st
 		if evs, err := r.entityEvents(context.Background(), rec(1, d)); err != nil || len(evs) != 0 {

@@ -15,7 +15,6 @@ import (
 	"github.com/endcap/endcap/internal/telemetry"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/privacy"
-	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
 )
@@ -31,11 +30,11 @@ type RouterOptions struct {
 	// Entities is the entities changelog (campaign and export changes);
 	// Events the webhook events topic (events other components emit).
 	Entities, Events string
-	Campaigns        *campaigns.Service
-	// Location is a marketplace's time zone, the day of a campaign's spend
-	// in its events (nil: UTC).
-	Location       func(mp string) *time.Location
-	Exports        *exports.Service
+	// Decoders make the events of the entities-log records of their type
+	// (the map's key): the app registers one for each area whose changes
+	// are events (CampaignDecoder, DeletionDecoder, the exports' own).
+	// Records of other types make none.
+	Decoders       map[string]Decoder
 	SessionTimeout time.Duration
 	Log            *slog.Logger
 	// StartBack: a group with no committed offset (its first start) begins
@@ -200,94 +199,89 @@ func (r *Router) Fanout(ctx context.Context, ev Event) error {
 	return nil
 }
 
-// entityTypes are the entity types whose changes make events.
-var entityTypes = map[string]bool{"campaign": true, exports.TypeExport: true, privacy.TypeDeletion: true}
+// A Change is one entities-log record of a type a Decoder was registered
+// for: a live entity's new version (deletions make no event).
+type Change struct {
+	MarketplaceID string
+	ID            string // the entity's id within its marketplace
+	Version       int64  // 1 for its creation
+	At            time.Time
+	State         json.RawMessage
+	// Subscribed says whether a webhook of the marketplace takes events of
+	// a type (a decoder may skip costly work, a presigned URL, when none does).
+	Subscribed func(typ string) bool
+}
 
-// entityEvents are the events of one entities-log record: a campaign's
-// creation or change, an export's completion or failure, a deletion
-// request's completion.
+// A Decoder turns a Change into at most one event: its type and its data
+// (the entity's view, marshalled as the event's data); typ "" makes none. A
+// record it cannot read makes none either (an older or newer layout); err
+// is for a failure worth retrying the record for (a dependency).
+type Decoder func(ctx context.Context, c Change) (typ string, data any, err error)
+
+// entityEvents are the events of one entities-log record, by the decoder of
+// its type.
 func (r *Router) entityEvents(ctx context.Context, value []byte) ([]Event, error) {
 	// Most records are of other types (catalog, bids...): look at the type
 	// before decoding the whole record.
-	if typ, ok := recordType(value); ok && !entityTypes[typ] {
+	if typ, ok := recordType(value); ok && r.o.Decoders[typ] == nil {
 		return nil, nil
 	}
 	var rec statelog.Record
-	if err := json.Unmarshal(value, &rec); err != nil || !entityTypes[rec.Type] || rec.Deleted {
+	if err := json.Unmarshal(value, &rec); err != nil || rec.Deleted {
+		return nil, nil
+	}
+	decode := r.o.Decoders[rec.Type]
+	if decode == nil {
 		return nil, nil
 	}
 	mp, id, ok := strings.Cut(rec.ID, "/")
 	if !ok {
 		return nil, nil
 	}
-	at := time.UnixMilli(rec.AtMs).UTC()
-	evID := func(typ string) string {
-		return EventID("entities", rec.Type, rec.ID, strconv.FormatInt(rec.Version, 10), typ)
+	typ, view, err := decode(ctx, Change{MarketplaceID: mp, ID: id, Version: rec.Version, At: time.UnixMilli(rec.AtMs).UTC(),
+		State: rec.State, Subscribed: func(typ string) bool { return r.subscribed(mp, typ) }})
+	if err != nil || typ == "" {
+		return nil, err
 	}
-	switch rec.Type {
-	case "campaign":
-		if r.o.Campaigns == nil {
-			return nil, nil
-		}
+	data, err := marshal(view)
+	if err != nil {
+		return nil, err
+	}
+	evID := EventID("entities", rec.Type, rec.ID, strconv.FormatInt(rec.Version, 10), typ)
+	return []Event{{ID: evID, Type: typ, MarketplaceID: mp, Timestamp: time.UnixMilli(rec.AtMs).UTC(), Subject: id, Data: data}}, nil
+}
+
+// CampaignDecoder makes campaign.created, .updated and .archived, with the
+// campaign's view (its status reason and spend at the time of routing);
+// loc is a marketplace's time zone (nil: UTC).
+func CampaignDecoder(s *campaigns.Service, loc func(mp string) *time.Location) Decoder {
+	return func(ctx context.Context, ch Change) (string, any, error) {
 		var c campaigns.Campaign
-		if err := json.Unmarshal(rec.State, &c); err != nil {
-			return nil, nil
+		if err := json.Unmarshal(ch.State, &c); err != nil {
+			return "", nil, nil
 		}
 		typ := TypeCampaignUpdated
 		switch {
-		case rec.Version == 1:
+		case ch.Version == 1:
 			typ = TypeCampaignCreated
 		case c.Archived():
 			typ = TypeCampaignArchived // an archived campaign changes no more: its last record
 		}
-		loc := time.UTC
-		if r.o.Location != nil {
-			loc = r.o.Location(mp)
+		l := time.UTC
+		if loc != nil {
+			l = loc(ch.MarketplaceID)
 		}
-		data, err := marshal(r.o.Campaigns.View(ctx, mp, loc, c)[0])
-		if err != nil {
-			return nil, err
-		}
-		return []Event{{ID: evID(typ), Type: typ, MarketplaceID: mp, Timestamp: at, Subject: id, Data: data}}, nil
-	case exports.TypeExport:
-		if r.o.Exports == nil {
-			return nil, nil
-		}
-		var e exports.Export
-		if err := json.Unmarshal(rec.State, &e); err != nil || !e.Status.Terminal() {
-			return nil, nil
-		}
-		typ := TypeExportCompleted
-		if e.Status == exports.StatusFailed {
-			typ = TypeExportFailed
-		}
-		if !r.subscribed(mp, typ) {
-			return nil, nil // no URL to presign
-		}
-		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		v, err := r.o.Exports.ViewOf(vctx, e)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		data, err := marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		return []Event{{ID: evID(typ), Type: typ, MarketplaceID: mp, Timestamp: at, Subject: id, Data: data}}, nil
-	case privacy.TypeDeletion:
-		var d privacy.Deletion
-		if err := json.Unmarshal(rec.State, &d); err != nil || d.Status != privacy.StatusCompleted {
-			return nil, nil
-		}
-		data, err := marshal(privacy.ViewOf(d))
-		if err != nil {
-			return nil, err
-		}
-		typ := TypePrivacyDeletionDone
-		return []Event{{ID: evID(typ), Type: typ, MarketplaceID: mp, Timestamp: at, Subject: id, Data: data}}, nil
+		return typ, s.View(ctx, ch.MarketplaceID, l, c)[0], nil
 	}
-	return nil, nil
+}
+
+// DeletionDecoder makes privacy.deletion.completed.
+func DeletionDecoder(ctx context.Context, ch Change) (string, any, error) {
+	var d privacy.Deletion
+	if err := json.Unmarshal(ch.State, &d); err != nil || d.Status != privacy.StatusCompleted {
+		return "", nil, nil
+	}
+	return TypePrivacyDeletionDone, privacy.ViewOf(d), nil
 }
 
 func (r *Router) subscribed(mp, typ string) bool {

@@ -247,12 +247,12 @@ func (s *Service) List(mp, after string, limit int) ([]Webhook, bool) {
 
 // Update changes the URL, the event types and/or the status (the secret
 // changes only by RotateSecret). ifMatch is the expected version, or 0.
-func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, in Input) (Webhook, int64, error) {
+func (s *Service) Update(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in Input) (Webhook, int64, error) {
 	w, cur, ok := s.items.Get(mp, id)
 	if !ok {
 		return Webhook{}, 0, validation.NotFoundf("webhook %s", id)
 	}
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return Webhook{}, 0, statelog.ErrConflict
 	}
 	var errs validation.Errors
@@ -282,12 +282,12 @@ func (s *Service) Update(ctx context.Context, mp, id string, ifMatch int64, in I
 }
 
 // Delete removes a webhook. ifMatch is the expected version, or 0.
-func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch int64) error {
+func (s *Service) Delete(ctx context.Context, mp, id string, ifMatch statelog.IfMatch) error {
 	_, cur, ok := s.items.Get(mp, id)
 	if !ok {
 		return validation.NotFoundf("webhook %s", id)
 	}
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return statelog.ErrConflict
 	}
 	return s.items.Delete(ctx, mp, id, cur)
@@ -323,12 +323,12 @@ const (
 // secret stops at once), so that receivers can switch without losing a
 // delivery. It returns the webhook with the new secret (the only time it is
 // shown). A rotation during an overlap ends the older secret at once.
-func (s *Service) RotateSecret(ctx context.Context, mp, id string, ifMatch int64, overlap time.Duration) (Webhook, int64, error) {
+func (s *Service) RotateSecret(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, overlap time.Duration) (Webhook, int64, error) {
 	w, cur, ok := s.items.Get(mp, id)
 	if !ok {
 		return Webhook{}, 0, validation.NotFoundf("webhook %s", id)
 	}
-	if ifMatch != 0 && ifMatch != cur {
+	if !statelog.Matches(ifMatch, true, cur) {
 		return Webhook{}, 0, statelog.ErrConflict
 	}
 	if overlap < 0 || overlap > MaxRotationOverlap {

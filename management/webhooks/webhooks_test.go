@@ -229,7 +229,7 @@ func TestRegistrationRefusesInternalHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range []string{"https://10.0.0.5/hook", "https://[::1%25lo]/hook", "https://internal.example/hook"} {
-		if _, _, err := svc.Update(ctx, "mp", w.ID, v, webhooks.Input{URL: str(u)}); render(err) != "body url:value_error" {
+		if _, _, err := svc.Update(ctx, "mp", w.ID, statelog.IfMatch(v), webhooks.Input{URL: str(u)}); render(err) != "body url:value_error" {
 			t.Errorf("update to %s: %q (%v)", u, render(err), err)
 		}
 	}

@@ -123,17 +123,7 @@ func ParseRequest(q url.Values, marketplaceID string, cursors *pagination.Signer
 		}
 	}
 	if s, present := firstValue(q, "limit"); present {
-		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil:
-			errs.Add("int_parsing", "Input should be a valid integer", "query", "limit")
-		case n < 1:
-			errs.Add("greater_than_equal", "Input should be greater than or equal to 1", "query", "limit")
-		case n > MaxLimit:
-			errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(MaxLimit), "query", "limit")
-		default:
-			r.Limit = n
-		}
+		r.Limit = validation.QueryLimit(&errs, s, true, r.Limit, MaxLimit)
 	}
 	if s, present := firstValue(q, "include_refused"); present {
 		switch strings.ToLower(s) {

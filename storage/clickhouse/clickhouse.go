@@ -23,6 +23,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/endcap/endcap/internal/retry"
 )
 
 // Conn is a native-protocol connection pool.
@@ -368,10 +370,12 @@ func (s Schema) execStatement(ctx context.Context, c Conn, st string) error {
 				if ok, _ := has(); ok {
 					break
 				}
-				if s.Cluster == "" || wait >= 10*time.Second || ctx.Err() != nil {
+				if s.Cluster == "" || wait >= 10*time.Second {
 					return err
 				}
-				time.Sleep(250 * time.Millisecond)
+				if retry.Sleep(ctx, 250*time.Millisecond) != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -420,7 +424,9 @@ func (s Schema) waitColumnEverywhere(ctx context.Context, c Conn, table, column 
 			}
 			return fmt.Errorf("clickhouse: column %s.%s not on every replica of %s: %w", table, column, s.Cluster, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		if serr := retry.Sleep(ctx, 250*time.Millisecond); serr != nil {
+			return fmt.Errorf("clickhouse: column %s.%s not on every replica of %s: %w", table, column, s.Cluster, serr)
+		}
 	}
 }
 
