@@ -146,8 +146,10 @@ type App struct {
 	Campaigns *campaigns.Service
 	Segments  *segments.Service
 	Billing   *billing.Service
-	Webhooks  *webhooks.Service
-	Privacy   *privacy.Service
+	// Balances: vendor balances and their ledger (docs/balances.md).
+	Balances *billing.Balances
+	Webhooks *webhooks.Service
+	Privacy  *privacy.Service
 
 	WebhookDeliveries *webhooks.Deliveries
 	dispatcher        *webhooks.Dispatcher // exporter only
@@ -697,6 +699,7 @@ func (a *App) Run(ctx context.Context) error {
 				return err
 			}
 			a.watchProjector(ep.Health())
+			run("balances applier", func(ctx context.Context) error { return a.Balances.Apply(ctx, a.log) })
 			run("entities projector", func(ctx context.Context) error {
 				defer ep.Close()
 				return ep.Run(ctx)

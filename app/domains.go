@@ -57,12 +57,19 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Billing contacts and vendor links, invitations, webhooks, advertiser
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
+	// Vendor balances: the ledger on the entities log, the funds in Redis;
+	// the projector applies every movement again (docs/balances.md).
+	a.Balances = billing.NewBalances(a.Entities, cat, a.Redis)
+	if a.target.runs(TargetProjector) {
+		a.Balances.EnableApplier()
+	}
 	a.Invitations = invitations.New(a.Entities, cat)
 	if a.cfg.SMTPAddr != "" {
 		a.Invitations.SetDailyMailCap(a.Redis, a.cfg.InvitationMailsPerDay)
 	}
 	routes = append(routes,
 		api.BillingRoutes(bill),
+		api.BalanceRoutes(a.Balances, a.Accounts),
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
 		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
 		api.InvitationRoutes(a.Invitations),

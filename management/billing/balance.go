@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idempotency"
 	"github.com/endcap/endcap/internal/retry"
 	"github.com/endcap/endcap/internal/validation"
@@ -169,6 +170,16 @@ func (b *Balances) apply(ctx context.Context, mp string, m Movement) error {
 	return nil
 }
 
+// unavailable is the error of a Redis failure: 503, retry (a top-up with
+// the same Idempotency-Key credits once).
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.Join(errkind.New(errkind.Unavailable, "the vendor's funds cannot be read or written right now; retry (a top-up with the same Idempotency-Key)").
+		WithRetryAfter(time.Second), err)
+}
+
 func (b *Balances) vendor(mp, id string) (string, error) {
 	v, ok := b.cat.Vendor(mp, id)
 	if !ok {
@@ -185,7 +196,7 @@ func (b *Balances) Get(ctx context.Context, mp, vendorID string) (Balance, error
 	}
 	f, err := spend.ReadFunds(ctx, b.rdb, mp, id)
 	if err != nil {
-		return Balance{}, err
+		return Balance{}, unavailable(err)
 	}
 	return Balance{VendorID: id, Funds: f}, nil
 }
@@ -226,7 +237,7 @@ func (b *Balances) TopUp(ctx context.Context, mp, vendorID string, micros int64,
 			return Movement{}, err
 		}
 	}
-	return m, b.apply(ctx, mp, m)
+	return m, unavailable(b.apply(ctx, mp, m))
 }
 
 // SetCreditLimit sets a vendor's credit limit (micro-units, 0: none): its
@@ -247,7 +258,7 @@ func (b *Balances) SetCreditLimit(ctx context.Context, mp, vendorID string, micr
 	}
 	if keyed {
 		if m, _, ok := b.movements.Get(mp, mid); ok {
-			return m, b.apply(ctx, mp, m)
+			return m, unavailable(b.apply(ctx, mp, m))
 		}
 	}
 	_, cur, _ := b.limits.Get(mp, id)
@@ -263,7 +274,7 @@ func (b *Balances) SetCreditLimit(ctx context.Context, mp, vendorID string, micr
 	if vs[0] != m.LimitVersion {
 		return Movement{}, fmt.Errorf("billing: credit limit of vendor %s written as version %d, not %d", id, vs[0], m.LimitVersion)
 	}
-	return m, b.apply(ctx, mp, m)
+	return m, unavailable(b.apply(ctx, mp, m))
 }
 
 // CreditLimitOf is a vendor's credit limit (0: none).
