@@ -117,7 +117,8 @@ type App struct {
 	Accounts     *accounts.Service
 	Exports      *exports.Service
 	Cursors      *pagination.Signer
-	Spend        *spend.Cache // campaign spend for the auction, refreshed from Redis
+	Spend        *spend.Cache      // campaign spend for the auction, refreshed from Redis
+	Funds        *spend.FundsCache // vendors out of funds, for the auction (docs/balances.md)
 	// AuctionIndex is the auction's index of products, categories,
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
@@ -244,6 +245,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	}
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
 	a.Spend = spend.NewCache(a.Redis, spend.Options{Refresh: cfg.BudgetRefresh, Log: log})
+	a.Funds = spend.NewFundsCache(a.Redis, spend.Options{Refresh: cfg.BudgetRefresh, Log: log})
 	routes, err := a.domains()
 	if err != nil {
 		return nil, err
@@ -666,6 +668,7 @@ func (a *App) Run(ctx context.Context) error {
 		if a.target.runs(TargetAPI) {
 			a.runConsole(run)
 			run("segment keys", a.upgradeSegmentKeys)
+			run("funds cache", a.Funds.Run)
 			run("budget cache", func(ctx context.Context) error {
 				// Load the spend of every active campaign with a budget
 				// before the first auctions need it (else they read 0 for

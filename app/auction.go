@@ -15,6 +15,7 @@ func (a *App) auctionEngine() *auction.Engine {
 		Index:    a.AuctionIndex,
 		Segments: a.Segments,
 		Budget:   budgetGate{a.Spend},
+		Funds:    a.Funds,
 		Keys:     a.BidKeys.Load,
 		Log:      a.log,
 	}

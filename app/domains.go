@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -98,6 +99,15 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		spendReader.Timeout = a.cfg.SpendReadTimeout
 	}
 	camps.UseSpend(spendReader)
+	camps.UseFunds(func(ctx context.Context, mp, vendorID string) (bool, error) {
+		if m, ok := a.Accounts.Marketplace(mp); !ok || !m.Balances {
+			return false, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, spendReader.Timeout)
+		defer cancel()
+		f, err := spend.ReadFunds(rctx, a.Redis, mp, vendorID)
+		return f.Out(), err
+	})
 	routes = append(routes, api.CampaignRoutes(camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the

@@ -52,8 +52,9 @@ const (
 	ReasonTargetingPlacement
 	ReasonTargetingDevice
 	ReasonTargetingLocation
-	ReasonTargetingSegment   // no opaqueUserId, or not a member of any of its segments
-	ReasonSegmentUnavailable // segment membership could not be read in time
+	ReasonTargetingSegment    // no opaqueUserId, or not a member of any of its segments
+	ReasonSegmentUnavailable  // segment membership could not be read in time
+	ReasonInsufficientBalance // the campaign's vendor is out of funds (balances)
 	ReasonTotalBudgetExhausted
 	ReasonDailyBudgetExhausted
 	ReasonPaced
@@ -90,6 +91,7 @@ var reasonCodes = [numReasons]string{
 	ReasonTargetingLocation:    "targeting_location",
 	ReasonTargetingSegment:     "targeting_segment",
 	ReasonSegmentUnavailable:   "segment_unavailable",
+	ReasonInsufficientBalance:  "insufficient_balance",
 	ReasonTotalBudgetExhausted: "total_budget_exhausted",
 	ReasonDailyBudgetExhausted: "daily_budget_exhausted",
 	ReasonPaced:                "paced",

@@ -171,3 +171,47 @@ func TestFundedChargesConcurrent(t *testing.T) {
 		t.Fatalf("drawn %d, campaigns spent %d, funds %d", f.Drawn, spent, credited+limit)
 	}
 }
+
+// TestFundsCache: the auction's copy of the vendors' funds says out once a
+// refresh read them out (no funds, or the last refused charge does not
+// fit), and in again after a top-up covers it.
+func TestFundsCache(t *testing.T) {
+	ctx, rdb, mp := chargeEnv(t)
+	c := NewFundsCache(rdb, Options{Timeout: 5 * time.Second})
+	now := time.Now()
+	if _, err := ApplyTopUp(ctx, rdb, mp, "rich", "t", 1_000); err != nil {
+		t.Fatal(err)
+	}
+	if c.Out(mp, "broke", now) || c.Out(mp, "rich", now) {
+		t.Fatal("a vendor not loaded yet reads out")
+	}
+	refresh := func() {
+		t.Helper()
+		if err := c.RefreshNow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refresh()
+	if !c.Out(mp, "broke", now) || c.Out(mp, "rich", now) {
+		t.Fatalf("after a refresh: broke out %v, rich out %v", c.Out(mp, "broke", now), c.Out(mp, "rich", now))
+	}
+	// A charge of 600 fits, one of 500 more does not: rich is out although
+	// 400 are left.
+	day := DayOf(now, time.UTC)
+	got, err := ApplyFundedCharges(ctx, rdb, []Charge{capCharge(mp, "a", "p:1", "c", day, 600, Limits{}),
+		capCharge(mp, "b", "p:2", "c", day, 500, Limits{})}, []string{"rich", "rich"}, replicas())
+	if err != nil || got[0] != ChargeApplied || got[1] != ChargeRefusedFunds {
+		t.Fatalf("charges: %v %v", got, err)
+	}
+	refresh()
+	if !c.Out(mp, "rich", now) {
+		t.Fatal("rich is not out after a refusal")
+	}
+	if _, err := ApplyTopUp(ctx, rdb, mp, "rich", "t2", 100); err != nil {
+		t.Fatal(err)
+	}
+	refresh()
+	if c.Out(mp, "rich", now) {
+		t.Fatal("rich is out after a top-up that covers the refused charge")
+	}
+}
