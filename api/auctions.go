@@ -199,7 +199,8 @@ func MarketOf(mp *accounts.Marketplace) *auction.Market {
 	id, _ := uuid.Parse(mp.ID)
 	return &auction.Market{
 		ID: mp.ID, UUID: id, Loc: mp.Location(),
-		Reserve: auction.Reserve{CPCMicros: mp.ReserveCPCMicros, CPMMicros: mp.ReserveCPMMicros},
+		Reserve:  auction.Reserve{CPCMicros: mp.ReserveCPCMicros, CPMMicros: mp.ReserveCPMMicros},
+		Balances: mp.Balances,
 	}
 }
 

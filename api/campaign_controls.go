@@ -48,7 +48,7 @@ func (h *campaignHandlers) putTimetables(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	camp, v, err := h.svc.PutTimetables(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), in)
+	camp, v, err := h.svc.PutTimetables(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -67,7 +67,7 @@ func (h *campaignHandlers) deleteTimetables(c *gin.Context) {
 		h.p.Fail(c, err)
 		return
 	}
-	camp, v, err := h.svc.DeleteTimetables(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), days)
+	camp, v, err := h.svc.DeleteTimetables(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), days)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -99,7 +99,7 @@ func (h *campaignHandlers) putCampaignNegatives(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	camp, v, err := h.svc.PutCampaignNegatives(c.Request.Context(), Marketplace(c).ID, id, ifMatchOrZero(c), in)
+	camp, v, err := h.svc.PutCampaignNegatives(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -131,7 +131,7 @@ func (h *campaignHandlers) putBidNegatives(c *gin.Context) {
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
-	_, b, v, err := h.svc.PutBidNegatives(c.Request.Context(), Marketplace(c).ID, cid, bid, ifMatchOrZero(c), in)
+	_, b, v, err := h.svc.PutBidNegatives(c.Request.Context(), Marketplace(c).ID, cid, bid, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return

@@ -84,7 +84,7 @@ func (h *restrictionHandlers) create(c *gin.Context) {
 		return
 	}
 	mp := Marketplace(c).ID
-	camp, r, v, err := h.svc.CreateRestriction(c.Request.Context(), mp, id, ifMatchOrZero(c), in)
+	camp, r, v, err := h.svc.CreateRestriction(c.Request.Context(), mp, id, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return
@@ -128,7 +128,7 @@ func (h *restrictionHandlers) update(c *gin.Context) {
 		return
 	}
 	mp := Marketplace(c).ID
-	camp, r, v, err := h.svc.UpdateRestriction(c.Request.Context(), mp, id, rid, ifMatchOrZero(c), in)
+	camp, r, v, err := h.svc.UpdateRestriction(c.Request.Context(), mp, id, rid, ifMatch(c), in)
 	if err != nil {
 		h.p.Fail(c, err)
 		return

@@ -118,7 +118,8 @@ type App struct {
 	Accounts     *accounts.Service
 	Exports      *exports.Service
 	Cursors      *pagination.Signer
-	Spend        *spend.Cache // campaign spend for the auction, refreshed from Redis
+	Spend        *spend.Cache      // campaign spend for the auction, refreshed from Redis
+	Funds        *spend.FundsCache // vendors out of funds, for the auction (docs/balances.md)
 	// AuctionIndex is the auction's index of products, categories,
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
@@ -147,8 +148,10 @@ type App struct {
 	Campaigns *campaigns.Service
 	Segments  *segments.Service
 	Billing   *billing.Service
-	Webhooks  *webhooks.Service
-	Privacy   *privacy.Service
+	// Balances: vendor balances and their ledger (docs/balances.md).
+	Balances *billing.Balances
+	Webhooks *webhooks.Service
+	Privacy  *privacy.Service
 
 	WebhookDeliveries *webhooks.Deliveries
 	dispatcher        *webhooks.Dispatcher // exporter only
@@ -243,6 +246,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	}
 	a.Cursors = pagination.NewSigner([]byte(cfg.CursorSecret))
 	a.Spend = spend.NewCache(a.Redis, spend.Options{Refresh: cfg.BudgetRefresh, Log: log})
+	a.Funds = spend.NewFundsCache(a.Redis, spend.Options{Refresh: cfg.BudgetRefresh, Log: log})
 	routes, err := a.domains()
 	if err != nil {
 		return nil, err
@@ -666,6 +670,7 @@ func (a *App) Run(ctx context.Context) error {
 		if a.target.runs(TargetAPI) {
 			a.runConsole(run)
 			run("segment keys", a.upgradeSegmentKeys)
+			run("funds cache", a.Funds.Run)
 			run("budget cache", func(ctx context.Context) error {
 				// Load the spend of every active campaign with a budget
 				// before the first auctions need it (else they read 0 for
@@ -699,6 +704,7 @@ func (a *App) Run(ctx context.Context) error {
 				return err
 			}
 			a.watchProjector(ep.Health())
+			run("balances applier", func(ctx context.Context) error { return a.Balances.Apply(ctx, a.log) })
 			run("entities projector", func(ctx context.Context) error {
 				defer ep.Close()
 				return ep.Run(ctx)

@@ -18,6 +18,7 @@ func (a *App) auctionEngine() *auction.Engine {
 		Caps:       freqcap.New(a.Redis),
 		CapTimeout: a.cfg.FrequencyCapTimeout,
 		Budget:     budgetGate{a.Spend},
+		Funds:      a.Funds,
 		Keys:       a.BidKeys.Load,
 		Log:        a.log,
 	}

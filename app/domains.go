@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -58,12 +59,19 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Billing contacts and vendor links, invitations, webhooks, advertiser
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
+	// Vendor balances: the ledger on the entities log, the funds in Redis;
+	// the projector applies every movement again (docs/balances.md).
+	a.Balances = billing.NewBalances(a.Entities, cat, a.Redis)
+	if a.target.runs(TargetProjector) {
+		a.Balances.EnableApplier()
+	}
 	a.Invitations = invitations.New(a.Entities, cat)
 	if a.cfg.SMTPAddr != "" {
 		a.Invitations.SetDailyMailCap(a.Redis, a.cfg.InvitationMailsPerDay)
 	}
 	routes = append(routes,
 		api.BillingRoutes(bill),
+		api.BalanceRoutes(a.Balances, a.Accounts),
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
 		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
 		api.InvitationRoutes(a.Invitations),
@@ -92,6 +100,15 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		spendReader.Timeout = a.cfg.SpendReadTimeout
 	}
 	camps.UseSpend(spendReader)
+	camps.UseFunds(func(ctx context.Context, mp, vendorID string) (bool, error) {
+		if m, ok := a.Accounts.Marketplace(mp); !ok || !m.Balances {
+			return false, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, spendReader.Timeout)
+		defer cancel()
+		f, err := spend.ReadFunds(rctx, a.Redis, mp, vendorID)
+		return f.Out(), err
+	})
 	routes = append(routes, api.CampaignRoutes(camps), api.RestrictionRoutes(camps), api.CampaignControlRoutes(camps))
 	// The Reporting API, from the daily rollup (docs/reporting-api.md).
 	routes = append(routes, api.ReportingRoutes(reportapi.New(a.ClickHouse), camps))

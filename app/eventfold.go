@@ -29,11 +29,12 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	inter, err := projections.NewInteractions(projections.InteractionsOptions{
 		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
 		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/webhooks.md)
+		OnDrawn:   a.onVendorsDrawn(a.webhookEmitter()),  // vendor.balance_low (docs/balances.md)
 		Replicas:  a.cfg.WaitReplicas(), UpgradedAt: a.upgradedAt,
 		Views: projections.Views{
 			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
 				m, ok := a.Accounts.Marketplace(id)
-				return projections.MarketplaceDims{Currency: m.Currency, Location: m.Location()}, ok
+				return projections.MarketplaceDims{Currency: m.Currency, Location: m.Location(), Balances: m.Balances}, ok
 			},
 			Campaign: func(mp, id string, at time.Time) (projections.CampaignDims, bool) {
 				c, _, ok := a.Campaigns.Campaign(mp, id)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/spend"
 )
 
 // Webhook deliveries (docs/webhooks.md): the api serves the delivery log,
@@ -81,6 +83,37 @@ func (a *App) onBudgetRefused(em *webhooks.Emitter) func(ctx context.Context, rs
 			}
 			view := a.Campaigns.View(ctx, r.MarketplaceID, a.location(r.MarketplaceID), c)[0]
 			ev, err := webhooks.BudgetExhaustedEvent(r.MarketplaceID, view, r.TotalMicros, kind, r.Day, now)
+			if err != nil {
+				return err
+			}
+			evs = append(evs, ev)
+		}
+		return em.Emit(ctx, evs)
+	}
+}
+
+// onVendorsDrawn turns the vendors a charge batch drew on into
+// vendor.balance_low events, for those whose available funds are now below
+// their marketplace's threshold (0: run out).
+func (a *App) onVendorsDrawn(em *webhooks.Emitter) func(ctx context.Context, vs []projections.VendorDrawn) error {
+	return func(ctx context.Context, vs []projections.VendorDrawn) error {
+		now := time.Now()
+		var evs []webhooks.Event
+		for _, v := range vs {
+			m, ok := a.Accounts.Marketplace(v.MarketplaceID)
+			if !ok || !m.Balances {
+				continue
+			}
+			f, err := spend.ReadFunds(ctx, a.Redis, v.MarketplaceID, v.VendorID)
+			if err != nil {
+				return err
+			}
+			if f.Available() >= m.LowBalanceMicros && !f.Out() {
+				continue
+			}
+			ev, err := webhooks.BalanceLowEvent(v.MarketplaceID, webhooks.BalanceLow{VendorID: v.VendorID,
+				Balance: money.Micros(f.Balance()), CreditLimit: money.Micros(f.CreditLimit), Available: money.Micros(f.Available()),
+				Threshold: money.Micros(m.LowBalanceMicros), CurrencyCode: m.Currency, Credited: money.Micros(f.Credited)}, now)
 			if err != nil {
 				return err
 			}

@@ -79,6 +79,15 @@ type Market struct {
 	UUID    [16]byte
 	Loc     *time.Location // the marketplace's time zone (budgets' local day)
 	Reserve Reserve
+	// Balances: its vendors pay from balances; a vendor out of funds does
+	// not compete (FundsGate).
+	Balances bool
+}
+
+// FundsGate says whether a vendor of a marketplace with balances is out of
+// funds (docs/balances.md). Like BudgetGate it answers from memory.
+type FundsGate interface {
+	Out(marketplaceID, vendorID string, at time.Time) bool
 }
 
 // Engine runs auctions. Its fields are set once, before the first Run.
@@ -89,6 +98,7 @@ type Engine struct {
 	Index    *index.Index
 	Segments SegmentView
 	Budget   BudgetGate
+	Funds    FundsGate // nil: no vendor is ever out of funds
 	// Keys returns the current resolvedBidId keyring.
 	Keys func() *bidtoken.Keyring
 	// Now is the clock (time.Now when nil).
@@ -1048,6 +1058,9 @@ func (a *auctionEnv) bidNegated(ci int32, c *index.Camp, id string) bool {
 // spend now (reasonNone); else the budget or pacing that holds it back. It
 // reads the gate's copies of the budgets, not the campaign.
 func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
+	if a.m.Balances && a.e.Funds != nil && a.e.Funds.Out(a.m.ID, ce.C.VendorID, a.at) {
+		return ReasonInsufficientBalance
+	}
 	g := &ce.Gate
 	if !g.Budgeted || a.e.Budget == nil {
 		return reasonNone

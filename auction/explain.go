@@ -61,6 +61,7 @@ const (
 	ReasonFrequencyCapped         // the shopper reached a frequency cap of the campaign or bid (caps.go)
 	ReasonFrequencyCapNoShopper   // capped, capsWithoutShopper skip, and no opaqueUserId
 	ReasonFrequencyCapUnavailable // capped, capsWithoutShopper skip, and the counts could not be read in time
+	ReasonInsufficientBalance     // the campaign's vendor is out of funds (balances)
 	ReasonTotalBudgetExhausted
 	ReasonDailyBudgetExhausted
 	ReasonPaced
@@ -102,6 +103,7 @@ var reasonCodes = [numReasons]string{
 	ReasonFrequencyCapped:         "frequency_capped",
 	ReasonFrequencyCapNoShopper:   "frequency_cap_no_shopper",
 	ReasonFrequencyCapUnavailable: "frequency_cap_unavailable",
+	ReasonInsufficientBalance:     "insufficient_balance",
 	ReasonTotalBudgetExhausted:    "total_budget_exhausted",
 	ReasonDailyBudgetExhausted:    "daily_budget_exhausted",
 	ReasonPaced:                   "paced",

@@ -129,6 +129,8 @@ type chargeRows struct {
 	// refusals: each campaign, budget and day refused in the batch, once.
 	refusals    []BudgetRefusal
 	refusalSeen map[string]bool
+	// vendors: each vendor whose funds the batch drew on, once.
+	vendors []VendorDrawn
 }
 
 // noteRefusal remembers a refusal for a budget (once per campaign, budget
@@ -146,6 +148,19 @@ func (c *chargeRows) noteRefusal(r BudgetRefusal) {
 	}
 	c.refusalSeen[k] = true
 	c.refusals = append(c.refusals, r)
+}
+
+// noteVendor remembers a vendor whose funds the batch drew on (once).
+func (c *chargeRows) noteVendor(v VendorDrawn) {
+	k := "v\x00" + v.MarketplaceID + "/" + v.VendorID
+	if c.refusalSeen[k] {
+		return
+	}
+	if c.refusalSeen == nil {
+		c.refusalSeen = map[string]bool{}
+	}
+	c.refusalSeen[k] = true
+	c.vendors = append(c.vendors, v)
 }
 
 // add appends the charge of interaction row i of r (its amounts, and its

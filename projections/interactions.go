@@ -40,6 +40,8 @@ type Interactions struct {
 	log   *slog.Logger
 	// onRefused is told about the charges a batch refused for a budget.
 	onRefused func(ctx context.Context, rs []BudgetRefusal) error
+	// onDrawn is told about the vendors whose funds a batch drew on.
+	onDrawn func(ctx context.Context, vs []VendorDrawn) error
 	// replicas is how many replicas of a Redis master must hold a batch's
 	// charges before it goes on (spend.ApplyCharges).
 	replicas int
@@ -71,6 +73,9 @@ type Views struct {
 type MarketplaceDims struct {
 	Currency string
 	Location *time.Location
+	// Balances: the marketplace's vendors pay from their balances
+	// (docs/balances.md): each charge also draws on its vendor's funds.
+	Balances bool
 }
 
 // CampaignDims are the attributes of a campaign stored with an interaction,
@@ -98,6 +103,11 @@ type InteractionsOptions struct {
 	// batch), after they were applied and before the batch commits; an
 	// error fails the batch (it is folded again).
 	OnRefused func(ctx context.Context, rs []BudgetRefusal) error
+	// OnDrawn, when set, is told about the vendors whose funds each batch
+	// drew on or refused a charge for (once per vendor in the batch), after
+	// the charges were applied and before the batch commits; an error fails
+	// the batch (it is folded again).
+	OnDrawn func(ctx context.Context, vs []VendorDrawn) error
 	// Replicas is how many replicas of a Redis master must hold a batch's
 	// charges before the batch is stored and committed (WAIT: at most as
 	// many as the master has; spend.ApplyCharges).
@@ -116,6 +126,11 @@ type BudgetRefusal struct {
 	DailyMicros, TotalMicros  int64  // the budgets the charge was checked against
 }
 
+// VendorDrawn is a vendor whose funds a batch drew on (or found short).
+type VendorDrawn struct {
+	MarketplaceID, VendorID string
+}
+
 // NewInteractions returns the interactions sink.
 func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 	if o.Views.Marketplace == nil || o.ClickHouse == nil || o.Redis == nil {
@@ -125,7 +140,7 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 		o.Log = slog.Default()
 	}
 	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused,
-		replicas: o.Replicas, upgradedAt: o.UpgradedAt}, nil
+		onDrawn: o.OnDrawn, replicas: o.Replicas, upgradedAt: o.UpgradedAt}, nil
 }
 
 // Name names the sink in logs and metrics.
@@ -151,6 +166,14 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 		cancel()
 		if err != nil {
 			return fmt.Errorf("interactions: budget refusals not reported: %w", err)
+		}
+	}
+	if p.onDrawn != nil && len(ch.vendors) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := p.onDrawn(rctx, ch.vendors)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("interactions: vendors' funds not reported: %w", err)
 		}
 	}
 	// Both inserts at once, on two connections; either failing fails the
@@ -258,10 +281,11 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			charges[i].LegacyMarker = legacyMarkerKey(charges[i].MarketplaceID, charges[i].Key)
 		}
 	}
+	vendors := p.fundedVendors(rows, pending)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cctx, span := telemetry.StartSpan(cctx, tracerName, "charges apply")
 	start := time.Now()
-	outcomes, err := spend.ApplyCharges(cctx, p.rdb, charges, p.replicas)
+	outcomes, err := spend.ApplyFundedCharges(cctx, p.rdb, charges, vendors, p.replicas)
 	cancel()
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
@@ -291,6 +315,9 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == spend.ChargeRefusedTotal,
 				Day: c.Day, DailyMicros: c.Limits.DailyMicros, TotalMicros: c.Limits.TotalMicros})
 		}
+		if vendors[k] != "" && (o == spend.ChargeApplied || o == spend.ChargeRefusedFunds) {
+			ch.noteVendor(VendorDrawn{MarketplaceID: pending[k].MarketplaceID, VendorID: vendors[k]})
+		}
 		if why := spend.Refusal(o); why != spend.Chargeable {
 			// Stored as not charged, with a charges_raw row of amount 0 that
 			// says why (the vendor-charges list shows it on request).
@@ -305,6 +332,19 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 		}
 	}
 	return ch, nil
+}
+
+// fundedVendors is, for each pending charge, the vendor whose funds it
+// draws on: the winner's vendor (signed in its token, so a replay names the
+// same one) when its marketplace uses balances, else "".
+func (p *Interactions) fundedVendors(rows *interactionRows, pending []pendingCharge) []string {
+	vendors := make([]string, len(pending))
+	for i := range pending {
+		if m, ok := p.views.Marketplace(pending[i].MarketplaceID); ok && m.Balances {
+			vendors[i] = rows.vendor[pending[i].row]
+		}
+	}
+	return vendors
 }
 
 // interactionColumns is the column list of interactions_raw, in the order of

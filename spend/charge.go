@@ -122,6 +122,8 @@ func (o ChargeOutcome) String() string {
 		return "refused_daily"
 	case ChargeRefusedTotal:
 		return "refused_total"
+	case ChargeRefusedFunds:
+		return "refused_funds"
 	}
 	return "ChargeOutcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -563,7 +565,7 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 	}
 	cluster := redisstore.IsCluster(rdb)
 	calls := chargeCalls(charges, cluster, now)
-	res, err := runChargeCalls(ctx, rdb, calls, replicas)
+	res, err := runChargeCalls(ctx, rdb, chargeScript, calls, replicas)
 	if err != nil {
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
 			cc.ReloadState(ctx) // a master may have failed or a slot moved
@@ -695,7 +697,7 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 // runChargeCalls sends the calls of each master in one pipeline on one
 // connection of it (the masters at once), with the WAIT for its replicas
 // after them when replicas > 0, and returns each call's outcomes.
-func runChargeCalls(ctx context.Context, rdb redis.UniversalClient, calls []*chargeCall, replicas int) ([][]any, error) {
+func runChargeCalls(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []*chargeCall, replicas int) ([][]any, error) {
 	type nodeCalls struct {
 		node *redis.Client
 		idx  []int
@@ -719,7 +721,7 @@ func runChargeCalls(ctx context.Context, rdb redis.UniversalClient, calls []*cha
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for n, g := range nodes {
-		wg.Go(func() { errs[n] = runOnMaster(ctx, g.node, calls, g.idx, replicas, out) })
+		wg.Go(func() { errs[n] = runOnMaster(ctx, g.node, script, calls, g.idx, replicas, out) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -735,11 +737,11 @@ func runChargeCalls(ctx context.Context, rdb redis.UniversalClient, calls []*cha
 // attached). Running them again is safe: a call that ran finds its markers
 // (its charges come back replayed), and a WAIT on the new connection covers
 // it, as every call writes.
-func runOnMaster(ctx context.Context, node *redis.Client, calls []*chargeCall, idx []int, replicas int, out [][]any) error {
+func runOnMaster(ctx context.Context, node *redis.Client, script *redis.Script, calls []*chargeCall, idx []int, replicas int, out [][]any) error {
 	retries := max(node.Options().MaxRetries, 0)
 	loaded := false
 	for attempt := 0; ; attempt++ {
-		err := runOnConn(ctx, node, calls, idx, replicas, out)
+		err := runOnConn(ctx, node, script, calls, idx, replicas, out)
 		switch {
 		case err == nil:
 			return nil
@@ -747,7 +749,7 @@ func runOnMaster(ctx context.Context, node *redis.Client, calls []*chargeCall, i
 			// The server lost its scripts (a restart, a replica that took
 			// over, SCRIPT FLUSH): load it and send every call again.
 			loaded = true
-			if err := chargeScript.Load(ctx, node).Err(); err != nil {
+			if err := script.Load(ctx, node).Err(); err != nil {
 				return fmt.Errorf("budget: apply charges on %s: load the script: %w", node.Options().Addr, err)
 			}
 			attempt--
@@ -759,14 +761,14 @@ func runOnMaster(ctx context.Context, node *redis.Client, calls []*chargeCall, i
 }
 
 // runOnConn is one attempt of runOnMaster, on one connection.
-func runOnConn(ctx context.Context, node *redis.Client, calls []*chargeCall, idx []int, replicas int, out [][]any) error {
+func runOnConn(ctx context.Context, node *redis.Client, script *redis.Script, calls []*chargeCall, idx []int, replicas int, out [][]any) error {
 	conn := node.Conn()
 	defer conn.Close()
 	cmds := make([]*redis.Cmd, len(idx))
 	var role *redis.Cmd
 	if _, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, i := range idx {
-			cmds[k] = chargeScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+			cmds[k] = script.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
 		}
 		if replicas > 0 {
 			role = p.Do(ctx, "ROLE")

@@ -83,6 +83,8 @@ func Refusal(o ChargeOutcome) NoCharge {
 		return NoChargeDailyBudget
 	case ChargeRefusedTotal:
 		return NoChargeTotalBudget
+	case ChargeRefusedFunds:
+		return NoChargeInsufficientBalance
 	}
 	return Chargeable
 }

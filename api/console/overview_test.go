@@ -44,7 +44,7 @@ func (s *sys) products(t *testing.T, vendor string, ids ...string) {
 	for _, id := range ids {
 		in = append(in, catalog.ProductInput{ID: str(id), Name: str("Product " + id), Vendors: []string{vendor}, Active: &yes})
 	}
-	if _, err := s.a.Catalog.UpsertProducts(ctx, s.mp.ID, in, true, statelog.AnyVersion); err != nil {
+	if _, err := s.a.Catalog.UpsertProducts(ctx, s.mp.ID, in, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -147,7 +147,7 @@ func TestOverview(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := "disabled"
-	if _, _, err := s.a.Webhooks.Update(ctx, s.mp.ID, h.ID, ver, webhooks.Input{Status: &off}); err != nil {
+	if _, _, err := s.a.Webhooks.Update(ctx, s.mp.ID, h.ID, statelog.IfMatch(ver), webhooks.Input{Status: &off}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().In(s.mp.Location())
@@ -262,7 +262,7 @@ func TestWebhookButtons(t *testing.T) {
 	}
 	// A disabled webhook: the API's refusal on the page (409), nothing sent.
 	off := "disabled"
-	if _, _, err := s.a.Webhooks.Update(ctx, s.mp.ID, h.ID, ver, webhooks.Input{Status: &off}); err != nil {
+	if _, _, err := s.a.Webhooks.Update(ctx, s.mp.ID, h.ID, statelog.IfMatch(ver), webhooks.Input{Status: &off}); err != nil {
 		t.Fatal(err)
 	}
 	r = c.do("POST", page+"/test", url.Values{"csrf": {token}})

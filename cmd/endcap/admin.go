@@ -79,7 +79,7 @@ func openAdmin(ctx context.Context, cfg config.Config) (*adminSession, error) {
 
 func cmdAdmin(ctx context.Context, args []string) error {
 	if len(args) < 2 {
-		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin privacy run, endcap admin spend check|fix, endcap admin backup create|restore (endcap help)")
+		return errors.New("usage: endcap admin marketplace create|list|set-reserve|set-attribution|set-sso-only|set-balances, endcap admin key create|list|revoke, endcap admin user create|list|set-password, endcap admin secrets bid-keys|wrap-plaintext, endcap admin report scored-attribution, endcap admin privacy run, endcap admin spend check|fix, endcap admin backup create|restore (endcap help)")
 	}
 	what, verb, rest := args[0], args[1], args[2:]
 	// Changes made here are audited as the CLI's (management/audit).
@@ -107,6 +107,7 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		reserveCPC, reserveCPM                          string
 		attr                                            attributionFlags
 		ssoOnly, keyVendor                              string
+		balances, lowBalance                            string
 	)
 	cfg, fs, err := parse("admin "+what+" "+verb, rest, func(fs *flag.FlagSet) {
 		switch what + " " + verb {
@@ -124,6 +125,10 @@ func cmdAdmin(ctx context.Context, args []string) error {
 		case "marketplace set-sso-only":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&ssoOnly, "sso-only", "", "on: the marketplace's console users sign in by single sign-on only; off: passwords too (required)")
+		case "marketplace set-balances":
+			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
+			fs.StringVar(&balances, "balances", "", "on: vendors pay from balances (top-ups, credit limits; docs/balances.md); off: no balances (required)")
+			fs.StringVar(&lowBalance, "low-balance", "0", "available funds below which vendor.balance_low goes out, in the marketplace currency (0: when they run out)")
 		case "key create":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
@@ -153,6 +158,9 @@ func cmdAdmin(ctx context.Context, args []string) error {
 	}
 	if what+" "+verb == "marketplace set-sso-only" {
 		return setSSOOnly(wctx, sess.acc, os.Stdout, marketplace, ssoOnly)
+	}
+	if what+" "+verb == "marketplace set-balances" {
+		return setBalances(wctx, sess.acc, os.Stdout, marketplace, balances, lowBalance)
 	}
 	return runAdmin(wctx, sess.acc, os.Stdout, what+" "+verb, name, currency, tz, marketplace, keyType, keyID, keyVendor)
 }
@@ -198,6 +206,31 @@ func setSSOOnly(ctx context.Context, acc *accounts.Service, out io.Writer, marke
 		return fmt.Errorf("--sso-only %q: want on or off", on)
 	}
 	m, err := acc.SetSSOOnly(ctx, marketplace, on == "on")
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
+}
+
+// setBalances is `admin marketplace set-balances`.
+func setBalances(ctx context.Context, acc *accounts.Service, out io.Writer, marketplace, on, low string) error {
+	if marketplace == "" {
+		return errors.New("--marketplace is required")
+	}
+	if on != "on" && on != "off" {
+		return fmt.Errorf("--balances %q: want on or off", on)
+	}
+	var lowMicros int64
+	if strings.Trim(low, "0.") != "" {
+		m, err := campaigns.ParseMoneyText(low)
+		if err != nil {
+			return fmt.Errorf("--low-balance %q: %v", low, err)
+		}
+		lowMicros = m
+	}
+	m, err := acc.SetBalances(ctx, marketplace, on == "on", lowMicros)
 	if err != nil {
 		return err
 	}

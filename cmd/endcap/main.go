@@ -32,6 +32,7 @@ Usage:
   endcap admin marketplace list
   endcap admin marketplace set-reserve --marketplace ID --cpc 0.05 --cpm 1.50
   endcap admin marketplace set-sso-only --marketplace ID --sso-only on|off   # on: console sign-in by single sign-on only
+  endcap admin marketplace set-balances --marketplace ID --balances on|off [--low-balance 10.00]   # vendors pay from balances
   endcap admin key create --marketplace ID --type marketplace|advanced
   endcap admin key list --marketplace ID
   endcap admin key revoke --id KEY_ID

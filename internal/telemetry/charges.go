@@ -26,7 +26,7 @@ var (
 	}, []string{"charge_type"})
 	NotCharged = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charges_refused_total",
-		Help: "Sponsored interactions not charged, by reason (kind, before_auction, after_window, bad_token, duplicate, daily_budget, total_budget).",
+		Help: "Sponsored interactions not charged, by reason (kind, before_auction, after_window, bad_token, duplicate, daily_budget, total_budget, insufficient_balance).",
 	}, []string{"reason"})
 	ChargeLatency = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "endcap_charge_visible_seconds",

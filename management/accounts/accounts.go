@@ -66,6 +66,13 @@ type Marketplace struct {
 	// SSOOnly: the marketplace's console users sign in by single sign-on
 	// only; passwords are refused (docs/console.md).
 	SSOOnly bool `json:"ssoOnly,omitempty"`
+	// Balances: the marketplace's vendors pay from balances (top-ups and
+	// credit limits, docs/balances.md): a charge draws on its vendor's
+	// funds and is refused when they do not cover it. Off: no change.
+	Balances bool `json:"balances,omitempty"`
+	// LowBalanceMicros: a vendor.balance_low webhook event goes out when a
+	// vendor's available funds fall below it (0: when they run out).
+	LowBalanceMicros int64 `json:"lowBalanceMicros,omitempty"`
 
 	loc *time.Location
 }
@@ -277,6 +284,27 @@ func (s *Service) SetSSOOnly(ctx context.Context, marketplaceID string, on bool)
 	}
 	m.SSOOnly = on
 	if err := s.writeMarketplace(ctx, m, "settings.sso_only", fmt.Sprintf("single sign-on only: %v", on)); err != nil {
+		return Marketplace{}, err
+	}
+	return m, nil
+}
+
+// SetBalances turns vendor balances on or off for a marketplace and sets
+// the available funds below which a vendor.balance_low event goes out
+// (micro-units, 0: when they run out).
+func (s *Service) SetBalances(ctx context.Context, marketplaceID string, on bool, lowMicros int64) (Marketplace, error) {
+	if lowMicros < 0 {
+		return Marketplace{}, fmt.Errorf("%w: the low-balance threshold cannot be negative", ErrInvalid)
+	}
+	m, ok := s.Marketplace(marketplaceID)
+	if !ok {
+		return Marketplace{}, fmt.Errorf("%w: marketplace %s", ErrNotFound, marketplaceID)
+	}
+	if m.Balances == on && m.LowBalanceMicros == lowMicros {
+		return m, nil
+	}
+	m.Balances, m.LowBalanceMicros = on, lowMicros
+	if err := s.writeMarketplace(ctx, m, "settings.balances", fmt.Sprintf("vendor balances: %v, low-balance threshold %d micros", on, lowMicros)); err != nil {
 		return Marketplace{}, err
 	}
 	return m, nil

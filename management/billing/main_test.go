@@ -3,8 +3,9 @@ package billing_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/endcap/endcap/internal/testenv"
 )
 
-// TestMain fails the run when a test leaves goroutines running.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain stops the test servers and fails the run when a test leaves
+// goroutines running.
+func TestMain(m *testing.M) { testenv.Main(m) }

@@ -187,6 +187,7 @@ type Service struct {
 
 	// spend reads campaigns' spend for their views (nil: never known).
 	spend SpendReader
+	funds FundsReader
 }
 
 const bidType = "campaign_bid"

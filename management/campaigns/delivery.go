@@ -28,13 +28,14 @@ const (
 	ReasonOutOfBudget        = "out_of_budget"        // total budget used up
 	ReasonOutOfDailyBudget   = "out_of_daily_budget"  // daily budget used up today (local day)
 	ReasonPaced              = "paced"                // spent ahead of the pacing curve: sits auctions out until it catches up
+	ReasonInsufficientFunds  = "insufficient_balance" // its vendor is out of funds (marketplaces with balances, docs/balances.md)
 	ReasonSpendUnavailable   = "spend_unavailable"    // spend could not be read: the budget reasons cannot be decided
 	ReasonServing            = "serving"              // takes part in auctions
 )
 
 // StatusReasons are the status reasons in their order.
 var StatusReasons = []string{ReasonArchived, ReasonEnded, ReasonPaused, ReasonScheduled, ReasonNoBids, ReasonNoActiveBids,
-	ReasonNoEligibleProducts, ReasonOutsideSchedule, ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
+	ReasonNoEligibleProducts, ReasonOutsideSchedule, ReasonInsufficientFunds, ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
 
 // Pacing states of the daily budget.
 const (
@@ -162,6 +163,15 @@ type SpendReader interface {
 // it spend is never available).
 func (s *Service) UseSpend(r SpendReader) { s.spend = r }
 
+// FundsReader says whether a vendor of a marketplace with balances is out of
+// funds (false for a marketplace without balances).
+type FundsReader func(ctx context.Context, mp, vendorID string) (bool, error)
+
+// UseFunds makes View say insufficient_balance for the running campaigns
+// of vendors out of funds (docs/balances.md); the auction checks the
+// vendor's funds before the campaign's budgets, and so does the reason.
+func (s *Service) UseFunds(r FundsReader) { s.funds = r }
+
 var errNoSpendReader = errors.New("campaigns: no spend reader")
 
 // View renders campaigns of marketplace mp (in time zone loc) as the API
@@ -184,6 +194,7 @@ func (s *Service) View(ctx context.Context, mp string, loc *time.Location, cs ..
 		}
 	}
 	out := make([]CampaignJSON, len(cs))
+	outOf := map[string]bool{} // vendor → out of funds, read once per View
 	for i, c := range cs {
 		var sp *spend.Spent
 		if err == nil {
@@ -195,9 +206,39 @@ func (s *Service) View(ctx context.Context, mp string, loc *time.Location, cs ..
 		}
 		out[i] = jsonAt(c, now)
 		out[i].StatusReason = StatusReason(c, now, loc, bids, sp)
+		if s.funds != nil && afterBids(out[i].StatusReason) {
+			out[i].StatusReason = s.fundsReason(ctx, mp, c.VendorID, out[i].StatusReason, outOf)
+		}
 		out[i].Spend = spendJSON(c, day, now, loc, sp)
 	}
 	return out
+}
+
+// afterBids: the reason comes from the budgets (or serving): the vendor's
+// funds come first.
+func afterBids(reason string) bool {
+	switch reason {
+	case ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing:
+		return true
+	}
+	return false
+}
+
+// fundsReason is insufficient_balance when the vendor is out of funds, else
+// reason (spend_unavailable when its funds cannot be read).
+func (s *Service) fundsReason(ctx context.Context, mp, vendorID, reason string, outOf map[string]bool) string {
+	out, seen := outOf[vendorID]
+	if !seen {
+		var err error
+		if out, err = s.funds(ctx, mp, vendorID); err != nil {
+			return ReasonSpendUnavailable
+		}
+		outOf[vendorID] = out
+	}
+	if out {
+		return ReasonInsufficientFunds
+	}
+	return reason
 }
 
 // BidState says what campaign c's bids allow now: for a listings or

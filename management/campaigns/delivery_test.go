@@ -87,6 +87,7 @@ func TestStatusReason(t *testing.T) {
 		}
 		seen[got] = true
 	}
+	seen[ReasonInsufficientFunds] = true // View decides it (TestViewFunds)
 	for _, r := range StatusReasons {
 		if !seen[r] {
 			t.Errorf("no case answers %s", r)
@@ -160,6 +161,50 @@ func (f *fakeSpend) ReadSpend(_ context.Context, mp, day string, ids []string) (
 // read for the whole page, the marketplace's local day, remaining budgets
 // null where there is no budget, and when the read fails every campaign
 // with its spend unavailable (and the reasons that need no spend).
+// TestViewFunds: a running campaign whose vendor is out of funds is
+// insufficient_balance before its budgets are looked at; its bids and
+// status come first; the vendor's funds are read once per view; a read that
+// fails leaves the reason undecided (spend_unavailable).
+func TestViewFunds(t *testing.T) {
+	s, _, now := newService(t)
+	ctx := t.Context()
+	*now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	mk := func(body string, bid bool) Campaign {
+		c, _, err := s.CreateCampaign(ctx, mpA, "v-1", decode[CampaignInput](t, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bid {
+			if _, _, _, err := s.CreateBid(ctx, mpA, c.ID, decode[BidInput](t, `{"targetType":"product","target":"p-1","bidAmount":1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	serving := mk(`{"name":"S","type":"listings","totalBudget":100,"startDate":"2026-01-01T00:00:00Z"}`, true)
+	spent := mk(`{"name":"B","type":"listings","totalBudget":1,"startDate":"2026-01-01T00:00:00Z"}`, true)
+	nobids := mk(`{"name":"N","type":"listings","totalBudget":100,"startDate":"2026-01-01T00:00:00Z"}`, false)
+	paused := mk(`{"name":"P","type":"listings","totalBudget":100,"isActive":false}`, true)
+	s.UseSpend(&fakeSpend{spent: map[string]spend.Spent{mpA + "/" + spent.ID: {Total: 1_000_000}}})
+	reads := 0
+	var fail error
+	s.UseFunds(func(_ context.Context, mp, vendor string) (bool, error) {
+		reads++
+		return vendor == "v-1", fail
+	})
+	var got []string
+	for _, j := range s.View(ctx, mpA, time.UTC, serving, spent, nobids, paused) {
+		got = append(got, j.StatusReason)
+	}
+	if want := []string{ReasonInsufficientFunds, ReasonInsufficientFunds, ReasonNoBids, ReasonPaused}; !reflect.DeepEqual(got, want) || reads != 1 {
+		t.Errorf("reasons %v (%d reads of the funds), want %v (1)", got, reads, want)
+	}
+	fail = errors.New("i/o timeout")
+	if out := s.View(ctx, mpA, time.UTC, serving); out[0].StatusReason != ReasonSpendUnavailable {
+		t.Errorf("funds unreadable: %s", out[0].StatusReason)
+	}
+}
+
 func TestView(t *testing.T) {
 	s, f, now := newService(t)
 	ctx := t.Context()

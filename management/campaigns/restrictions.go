@@ -174,7 +174,7 @@ func (s *Service) Restriction(mp, campaignID string, id int64) (Campaign, Restri
 
 // CreateRestriction adds a restriction to a campaign: one of each type at
 // most (a second is refused: change the first). It is active.
-func (s *Service) CreateRestriction(ctx context.Context, mp, campaignID string, ifMatch int64, in RestrictionInput) (Campaign, Restriction, int64, error) {
+func (s *Service) CreateRestriction(ctx context.Context, mp, campaignID string, ifMatch statelog.IfMatch, in RestrictionInput) (Campaign, Restriction, int64, error) {
 	cur, ver, err := s.writableCampaign(mp, campaignID, ifMatch)
 	if err != nil {
 		return Campaign{}, Restriction{}, 0, err
@@ -210,7 +210,7 @@ func (s *Service) CreateRestriction(ctx context.Context, mp, campaignID string, 
 
 // UpdateRestriction changes a restriction's limit or status (active,
 // inactive); its type cannot change.
-func (s *Service) UpdateRestriction(ctx context.Context, mp, campaignID string, id int64, ifMatch int64, in RestrictionInput) (Campaign, Restriction, int64, error) {
+func (s *Service) UpdateRestriction(ctx context.Context, mp, campaignID string, id int64, ifMatch statelog.IfMatch, in RestrictionInput) (Campaign, Restriction, int64, error) {
 	cur, ver, err := s.writableCampaign(mp, campaignID, ifMatch)
 	if err != nil {
 		return Campaign{}, Restriction{}, 0, err
@@ -262,7 +262,7 @@ func (s *Service) UpdateRestriction(ctx context.Context, mp, campaignID string, 
 
 // writableCampaign reads a campaign a write may change (not archived, at
 // version ifMatch when not 0).
-func (s *Service) writableCampaign(mp, id string, ifMatch int64) (Campaign, int64, error) {
+func (s *Service) writableCampaign(mp, id string, ifMatch statelog.IfMatch) (Campaign, int64, error) {
 	cur, ver, ok := s.campaigns.Get(mp, id)
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
@@ -270,7 +270,7 @@ func (s *Service) writableCampaign(mp, id string, ifMatch int64) (Campaign, int6
 	if err := writable(cur); err != nil {
 		return Campaign{}, 0, err
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	return cur, ver, nil

@@ -131,7 +131,7 @@ func TimetablesOf(c Campaign) TimetablesJSON {
 // PutTimetables creates or replaces the days of c's timetable that in
 // names (an upsert by day_of_week; days not named stay as they are).
 // ifMatch, when not 0, is the version of the campaign the caller read.
-func (s *Service) PutTimetables(ctx context.Context, mp, id string, ifMatch int64, in TimetablesInput) (Campaign, int64, error) {
+func (s *Service) PutTimetables(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in TimetablesInput) (Campaign, int64, error) {
 	var errs validation.Errors
 	var days []TimetableDay
 	switch {
@@ -176,7 +176,7 @@ func (s *Service) PutTimetables(ctx context.Context, mp, id string, ifMatch int6
 
 // DeleteTimetables removes days of c's timetable (all of them when days is
 // empty): a campaign without a timetable serves every hour.
-func (s *Service) DeleteTimetables(ctx context.Context, mp, id string, ifMatch int64, days []int) (Campaign, int64, error) {
+func (s *Service) DeleteTimetables(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, days []int) (Campaign, int64, error) {
 	return s.changeCampaign(ctx, mp, id, ifMatch, func(c *Campaign) {
 		if len(days) == 0 {
 			c.Timetables = nil
@@ -240,7 +240,7 @@ func timetableDay(t TimetableInput, errs *validation.Errors, loc ...any) (Timeta
 // changeCampaign applies change to a copy of the campaign and writes it
 // (nothing when it changes nothing), with the checks every campaign write
 // has: it exists, it is not archived, ifMatch (when not 0) is its version.
-func (s *Service) changeCampaign(ctx context.Context, mp, id string, ifMatch int64, change func(*Campaign)) (Campaign, int64, error) {
+func (s *Service) changeCampaign(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, change func(*Campaign)) (Campaign, int64, error) {
 	cur, ver, ok := s.campaigns.Get(mp, id)
 	if !ok {
 		return Campaign{}, 0, notFoundCampaign(id)
@@ -248,7 +248,7 @@ func (s *Service) changeCampaign(ctx context.Context, mp, id string, ifMatch int
 	if err := writable(cur); err != nil {
 		return Campaign{}, 0, err
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	next := cur
@@ -467,7 +467,7 @@ func negativeKeywords(in NegativeKeywordsInput) ([]NegativeKeyword, error) {
 
 // PutCampaignNegatives replaces c's negative keywords. ifMatch, when not
 // 0, is the version of the campaign the caller read.
-func (s *Service) PutCampaignNegatives(ctx context.Context, mp, id string, ifMatch int64, in NegativeKeywordsInput) (Campaign, int64, error) {
+func (s *Service) PutCampaignNegatives(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in NegativeKeywordsInput) (Campaign, int64, error) {
 	list, err := negativeKeywords(in)
 	if err != nil {
 		return Campaign{}, 0, err
@@ -477,7 +477,7 @@ func (s *Service) PutCampaignNegatives(ctx context.Context, mp, id string, ifMat
 
 // PutBidNegatives replaces a bid's negative keywords. ifMatch, when not 0,
 // is the version of the bid the caller read.
-func (s *Service) PutBidNegatives(ctx context.Context, mp, campaignID, bidID string, ifMatch int64, in NegativeKeywordsInput) (Campaign, Bid, int64, error) {
+func (s *Service) PutBidNegatives(ctx context.Context, mp, campaignID, bidID string, ifMatch statelog.IfMatch, in NegativeKeywordsInput) (Campaign, Bid, int64, error) {
 	c, cur, key, ver, err := s.bid(mp, campaignID, bidID)
 	if err == nil {
 		err = writable(c)
@@ -485,7 +485,7 @@ func (s *Service) PutBidNegatives(ctx context.Context, mp, campaignID, bidID str
 	if err != nil {
 		return Campaign{}, Bid{}, 0, err
 	}
-	if ifMatch != 0 && ifMatch != ver {
+	if !statelog.Matches(ifMatch, true, ver) {
 		return Campaign{}, Bid{}, 0, fmt.Errorf("%w: bid %s is at version %d, not %d", statelog.ErrConflict, bidID, ver, ifMatch)
 	}
 	list, err := negativeKeywords(in)
@@ -523,7 +523,7 @@ func negativeIneligibility(c Campaign, b Bid) (Ineligibility, bool) {
 // ReplaceTimetables makes days c's whole timetable (none: every hour is
 // served), with PutTimetables' rules for each day: the console's form,
 // which shows all seven days at once.
-func (s *Service) ReplaceTimetables(ctx context.Context, mp, id string, ifMatch int64, in []TimetableInput) (Campaign, int64, error) {
+func (s *Service) ReplaceTimetables(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in []TimetableInput) (Campaign, int64, error) {
 	var errs validation.Errors
 	var days []TimetableDay
 	seen := map[int]bool{}

@@ -40,7 +40,7 @@ func TestSearchAll(t *testing.T) {
 		long("p-1", "Alpha TRAIL shoe"), long("p-2", "Beta winter boot"), short("p-3", "trail socks"), short("p-4", "Crème brûlée torch"),
 		short("trail", "A product whose id is the text"), long("p-5", "Gone trail thing"), short("p-6", "Shoe trail"))
 	upsert(t, svc, "mp-other", short("p-9", "trail of another marketplace"))
-	if _, err := svc.DeleteProducts(t.Context(), mp, []string{"p-5"}, true, statelog.AnyVersion); err != nil {
+	if _, err := svc.DeleteProducts(t.Context(), mp, []string{"p-5"}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/storage/kafka"
 )
@@ -116,6 +117,32 @@ func BudgetExhaustedEvent(mp string, c campaigns.CampaignJSON, totalMicros int64
 		return Event{}, err
 	}
 	return Event{ID: id, Type: TypeBudgetExhausted, MarketplaceID: mp, Timestamp: at.UTC(), Subject: c.ID, Data: data}, nil
+}
+
+// BalanceLow is the data of a vendor.balance_low event: the vendor's funds
+// when a charge took (or would have taken) its available funds below the
+// marketplace's threshold.
+type BalanceLow struct {
+	VendorID     string       `json:"vendorId"`
+	Balance      money.Micros `json:"balance"`
+	CreditLimit  money.Micros `json:"creditLimit"`
+	Available    money.Micros `json:"available"`
+	Threshold    money.Micros `json:"threshold"`
+	CurrencyCode string       `json:"currencyCode"`
+	// Credited is the sum of the vendor's top-ups: one event per vendor and
+	// credited sum (a top-up and running low again makes another).
+	Credited money.Micros `json:"-"`
+}
+
+// BalanceLowEvent is the event of a vendor whose available funds fell
+// below the threshold: one per vendor and sum of its top-ups.
+func BalanceLowEvent(mp string, d BalanceLow, at time.Time) (Event, error) {
+	data, err := marshal(d)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{ID: EventID(TypeVendorBalanceLow, mp, d.VendorID, fmt.Sprint(int64(d.Credited))), Type: TypeVendorBalanceLow,
+		MarketplaceID: mp, Timestamp: at.UTC(), Subject: d.VendorID, Data: data}, nil
 }
 
 // ScoredReadyEvent is the event of a day's scored-attribution file written

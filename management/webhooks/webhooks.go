@@ -54,6 +54,7 @@ const (
 	TypeExportFailed           = "export.failed"
 	TypePrivacyDeletionDone    = "privacy.deletion.completed"
 	TypeScoredAttributionReady = "scored_attribution.ready"
+	TypeVendorBalanceLow       = "vendor.balance_low"
 	// TypeTest is the event of POST .../test: sent to that webhook only,
 	// whatever it subscribed to.
 	TypeTest = "webhook.test"
@@ -69,6 +70,7 @@ var EventTypes = []string{
 	TypeExportFailed,
 	TypePrivacyDeletionDone,
 	TypeScoredAttributionReady,
+	TypeVendorBalanceLow,
 }
 
 // Statuses of a webhook.
