@@ -8,6 +8,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/attribution"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/kafka"
 )
 
@@ -29,6 +30,9 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
 		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/webhooks.md)
 		Replicas:  a.cfg.WaitReplicas(), UpgradedAt: a.upgradedAt,
+		InvalidClicks: spend.InvalidRules{RequireImpression: a.cfg.InvalidClickRequireImpression,
+			MinClickDelay: a.cfg.InvalidClickMinDelay, RepeatWindow: a.cfg.InvalidClickRepeatWindow,
+			MaxClicksPerHour: a.cfg.InvalidClickMaxPerHour},
 		Views: projections.Views{
 			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
 				m, ok := a.Accounts.Marketplace(id)

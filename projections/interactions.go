@@ -48,6 +48,8 @@ type Interactions struct {
 	// legacyCutoffs (see legacyBefore).
 	upgradedAt     time.Time
 	legacyBeforeMs sync.Map
+	// invalid are the thresholds of the invalid-click rules.
+	invalid spend.InvalidRules
 }
 
 // Views reads the entity attributes of the process's in-memory views. The
@@ -106,6 +108,10 @@ type InteractionsOptions struct {
 	// builds to campaign keys (spend.Upgrade; zero: it never held them):
 	// charges of auctions before it also honour the earlier markers.
 	UpgradedAt time.Time
+	// InvalidClicks are the thresholds of the invalid-click rules
+	// (spend.JudgeClick; the zero value turns them off). When a rule reads
+	// impressions, the impressions of CPC winners are recorded in Redis.
+	InvalidClicks spend.InvalidRules
 }
 
 // BudgetRefusal is a campaign whose charge was refused for a budget.
@@ -121,11 +127,14 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 	if o.Views.Marketplace == nil || o.ClickHouse == nil || o.Redis == nil {
 		return nil, errors.New("interactions sink: ClickHouse, Redis and Views.Marketplace are required")
 	}
+	if err := o.InvalidClicks.Validate(); err != nil {
+		return nil, fmt.Errorf("interactions sink: invalid-click rules: %w", err)
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused,
-		replicas: o.Replicas, upgradedAt: o.UpgradedAt}, nil
+		replicas: o.Replicas, upgradedAt: o.UpgradedAt, invalid: o.InvalidClicks}, nil
 }
 
 // Name names the sink in logs and metrics.
@@ -218,6 +227,7 @@ type pendingCharge struct {
 // build builds the rows of the events, with the charges they may make.
 func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRows, []pendingCharge, error) {
 	rows := newInteractionRows(len(evs))
+	rows.invalid = p.invalid
 	var charges []pendingCharge
 	for i, d := range evs {
 		if i > 0 && i%YieldEvery == 0 {
@@ -275,10 +285,16 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	telemetry.ChargeApplyDuration.Observe(time.Since(start).Seconds())
 	ch := &chargeRows{}
 	for k, o := range outcomes {
+		if o == spend.ChargeRecorded {
+			continue // an impression recorded for the click rules: its row is not charged ("kind")
+		}
 		i := pending[k].row
 		outcome := o.String()
-		if o.Refused() {
+		switch {
+		case o.Refused():
 			outcome = "refused"
+		case o.Invalid():
+			outcome = "invalid"
 		}
 		telemetry.Charges.WithLabelValues(rows.chargeType[i], outcome).Inc()
 		if o == spend.ChargeDuplicate {
@@ -292,8 +308,9 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 				Day: c.Day, DailyMicros: c.Limits.DailyMicros, TotalMicros: c.Limits.TotalMicros})
 		}
 		if why := spend.Refusal(o); why != spend.Chargeable {
-			// Stored as not charged, with a charges_raw row of amount 0 that
-			// says why (the vendor-charges list shows it on request).
+			// Stored as not charged (for a budget, or as an invalid click),
+			// with a charges_raw row of amount 0 that says why (the
+			// vendor-charges list shows it on request).
 			rows.uncharge(i, why)
 			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
 			ch.add(rows, i, false)
@@ -354,6 +371,8 @@ type interactionRows struct {
 	// (their charges have no budgets to cap them), and the last such campaign.
 	uncapped         int
 	uncappedCampaign string
+	// invalid are the invalid-click rules the clicks' charges are judged by.
+	invalid spend.InvalidRules
 }
 
 func newInteractionRows(capacity int) *interactionRows {
@@ -522,11 +541,29 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 		}
 		r.charged, r.amount, r.sub = append(r.charged, 0), append(r.amount, 0), append(r.sub, 0)
 		r.refused = append(r.refused, string(why))
+		if c != nil && c.ChargeType == bidtoken.CPC && e.Kind == records.KindImpression && r.invalid.NeedImpressions() {
+			// The click rules read the impressions of CPC winners.
+			return &spend.Charge{
+				MarketplaceID: e.MarketplaceID, Key: spend.ImpressionKey(c), Epoch: spend.MarkerEpoch(c),
+				Owner: owner(d.Partition, d.Offset), CampaignID: r.campaign[r.n-1], Day: spend.DayOf(r.occurred[r.n-1], loc),
+				KeepUntil: spend.MarkerUntil(c, time.Now()), Impression: true, ImpressionAtMs: e.OccurredAtMs,
+			}
+		}
 		return nil
 	}
 	micros, sub := spend.ChargeAmount(c)
 	r.charged, r.amount, r.sub = append(r.charged, 1), append(r.amount, micros), append(r.sub, sub)
 	r.refused = append(r.refused, "")
+	now := time.Now()
+	var click *spend.ClickCheck
+	if e.Kind == records.KindClick && r.invalid.On() {
+		shopper := e.OpaqueUserID
+		if len(shopper) > spend.MaxShopper {
+			shopper = shopper[:spend.MaxShopper]
+		}
+		click = &spend.ClickCheck{Rules: r.invalid, Shopper: shopper, AtMs: e.OccurredAtMs, SeenKey: spend.ImpressionKey(c),
+			StateUntil: spend.InvalidStateUntil(e.OccurredAtMs, now)}
+	}
 	return &spend.Charge{
 		MarketplaceID: e.MarketplaceID,
 		Key:           spend.ChargeKey(c, e.Kind),
@@ -536,7 +573,8 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 		Day:           spend.DayOf(r.occurred[r.n-1], loc),
 		Micros:        micros,
 		Limits:        limits,
-		KeepUntil:     spend.MarkerUntil(c, time.Now()),
+		KeepUntil:     spend.MarkerUntil(c, now),
+		Click:         click,
 	}
 }
 
