@@ -26,6 +26,21 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 		a.log.Info("events fold: merged the previous consumer groups; it starts each partition at the lowest offset they had committed",
 			"groups", projections.LegacyEventsGroups, "offsets", at)
 	}
+	attr, err := attribution.NewProjector(attribution.Options{
+		ClickHouse: a.ClickHouse, Log: a.log,
+		Marketplace: func(id string) (attribution.Marketplace, bool) {
+			m, ok := a.Accounts.Marketplace(id)
+			return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
+		},
+		ProductVendor: a.productVendor,
+		CampaignVendor: func(mp, id string) string {
+			c, _, _ := a.Campaigns.Campaign(mp, id)
+			return c.VendorID
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	inter, err := projections.NewInteractions(projections.InteractionsOptions{
 		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
 		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/webhooks.md)
@@ -33,6 +48,9 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 		InvalidClicks: spend.InvalidRules{RequireImpression: a.cfg.InvalidClickRequireImpression,
 			MinClickDelay: a.cfg.InvalidClickMinDelay, RepeatWindow: a.cfg.InvalidClickRepeatWindow,
 			MaxClicksPerHour: a.cfg.InvalidClickMaxPerHour},
+		// Attribution folds each batch once its charges are decided, and
+		// leaves the invalid clicks out (docs/attribution.md).
+		Then: attr,
 		Views: projections.Views{
 			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
 				m, ok := a.Accounts.Marketplace(id)
@@ -57,21 +75,6 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	if err != nil {
 		return nil, err
 	}
-	attr, err := attribution.NewProjector(attribution.Options{
-		ClickHouse: a.ClickHouse, Log: a.log,
-		Marketplace: func(id string) (attribution.Marketplace, bool) {
-			m, ok := a.Accounts.Marketplace(id)
-			return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
-		},
-		ProductVendor: a.productVendor,
-		CampaignVendor: func(mp, id string) string {
-			c, _, _ := a.Campaigns.Campaign(mp, id)
-			return c.VendorID
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
 	claims, err := a.eventClaims(ctx)
 	if err != nil {
 		return nil, err
@@ -79,7 +82,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	f, err := projections.NewEventFold(projections.EventFoldOptions{
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
 		Claims:  claims,
-		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr},
+		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter},
 		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
 		Yield: a.foreground,
 	})

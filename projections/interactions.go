@@ -50,6 +50,17 @@ type Interactions struct {
 	legacyBeforeMs sync.Map
 	// invalid are the thresholds of the invalid-click rules.
 	invalid spend.InvalidRules
+	// then folds each batch after its charges are decided (InteractionsOptions.Then).
+	then DecidedSink
+}
+
+// DecidedSink is a sink that folds each batch once the interactions sink has
+// decided its charges: invalid holds the interaction ids (Event.Interaction)
+// of the batch's clicks refused by an invalid-click rule (spend.JudgeClick),
+// now or on their record's first pass (nil when there are none).
+type DecidedSink interface {
+	Name() string
+	FoldDecided(ctx context.Context, events []Event, invalid map[uuid.UUID]bool) error
 }
 
 // Views reads the entity attributes of the process's in-memory views. The
@@ -112,6 +123,11 @@ type InteractionsOptions struct {
 	// (spend.JudgeClick; the zero value turns them off). When a rule reads
 	// impressions, the impressions of CPC winners are recorded in Redis.
 	InvalidClicks spend.InvalidRules
+	// Then, when set, is a sink that folds every batch once its charges are
+	// decided, told which clicks were refused as invalid (the attribution
+	// sink, which leaves them out), at the same time as this sink's
+	// inserts; its error fails the batch like theirs.
+	Then DecidedSink
 }
 
 // BudgetRefusal is a campaign whose charge was refused for a budget.
@@ -134,16 +150,20 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 		o.Log = slog.Default()
 	}
 	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused,
-		replicas: o.Replicas, upgradedAt: o.UpgradedAt, invalid: o.InvalidClicks}, nil
+		replicas: o.Replicas, upgradedAt: o.UpgradedAt, invalid: o.InvalidClicks, then: o.Then}, nil
 }
 
 // Name names the sink in logs and metrics.
 func (*Interactions) Name() string { return "interactions" }
 
-// Fold folds the batch's countable impressions and clicks.
+// Fold folds the batch's countable impressions and clicks, then (with
+// Then) lets the next sink fold the batch.
 func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	evs := p.pick(events)
 	if len(evs) == 0 {
+		if p.then != nil {
+			return p.foldThen(ctx, events, nil)
+		}
 		return nil
 	}
 	rows, charges, err := p.build(ctx, evs)
@@ -153,6 +173,15 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	ch, err := p.charge(ctx, rows, charges)
 	if err != nil {
 		return err
+	}
+	var invalid map[uuid.UUID]bool
+	for k, c := range charges {
+		if ch.outcomes[k].Invalid() {
+			if invalid == nil {
+				invalid = map[uuid.UUID]bool{}
+			}
+			invalid[evs[c.row].Interaction] = true
+		}
 	}
 	if p.onRefused != nil && len(ch.refusals) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -166,12 +195,15 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	// batch, and its retry replays both.
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var chErr error
+	var chErr, thenErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { chErr = ch.insert(ictx, p.ch) })
+	if p.then != nil {
+		wg.Go(func() { thenErr = p.foldThen(ctx, events, invalid) })
+	}
 	err = rows.insert(ictx, p.ch)
 	wg.Wait()
-	if err = errors.Join(err, chErr); err != nil {
+	if err = errors.Join(err, chErr, thenErr); err != nil {
 		return err
 	}
 	rows.count()
@@ -181,6 +213,16 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 			telemetry.ChargeLatency.Observe(float64(now-ch.receivedMs[k]) / 1000)
 		}
 	}
+	return nil
+}
+
+// foldThen folds the batch into the Then sink, timed as its own sink.
+func (p *Interactions) foldThen(ctx context.Context, events []Event, invalid map[uuid.UUID]bool) error {
+	start := time.Now()
+	if err := p.then.FoldDecided(ctx, events, invalid); err != nil {
+		return fmt.Errorf("%s: %w", p.then.Name(), err)
+	}
+	telemetry.SinkBatchSeconds.WithLabelValues(p.then.Name()).Observe(time.Since(start).Seconds())
 	return nil
 }
 
@@ -283,7 +325,7 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	}
 	span.End()
 	telemetry.ChargeApplyDuration.Observe(time.Since(start).Seconds())
-	ch := &chargeRows{}
+	ch := &chargeRows{outcomes: outcomes}
 	for k, o := range outcomes {
 		if o == spend.ChargeRecorded {
 			continue // an impression recorded for the click rules: its row is not charged ("kind")

@@ -1307,9 +1307,13 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		}
 		return out.Results[0].Winners[0].ResolvedBidID
 	}
+	// A shopper of its own sees each winner a second before clicking it:
+	// a click the invalid-click rules (on by default) accept.
 	click := func(id, tok string) {
-		call("POST", "/v2/events", mkKey, fmt.Sprintf(`{"clicks":[{"id":%q,"occurredAt":%q,"opaqueUserId":"u-1","resolvedBidId":%q}]}`,
-			id, time.Now().UTC().Format(time.RFC3339Nano), tok), 200)
+		now := time.Now().UTC()
+		call("POST", "/v2/events", mkKey, fmt.Sprintf(`{"impressions":[{"id":%q,"occurredAt":%q,"opaqueUserId":%q,"resolvedBidId":%q}],
+			"clicks":[{"id":%q,"occurredAt":%q,"opaqueUserId":%q,"resolvedBidId":%q}]}`,
+			"imp-"+id, now.Add(-time.Second).Format(time.RFC3339Nano), "u-"+id, tok, id, now.Format(time.RFC3339Nano), "u-"+id, tok), 200)
 	}
 	conn, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"})
 	if err != nil {
