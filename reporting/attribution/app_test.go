@@ -98,10 +98,15 @@ func TestThroughTheApp(t *testing.T) {
 	post(fmt.Sprintf(`{"purchases":[{"id":"p1","occurredAt":%q,"opaqueUserId":"u1",
 		"items":[{"productId":"sku-1","unitPrice":12.5,"quantity":3},{"productId":"sku-9","unitPrice":1}]}]}`, ts(now)))
 	posted := time.Now()
-	post(fmt.Sprintf(`{"clicks":[{"id":"c1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}],
-		"impressions":[{"id":"i1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}]}`,
-		ts(now.Add(-time.Hour)), token("sku-1", now.Add(-time.Hour-time.Second)),
-		ts(now.Add(-time.Minute)), token("sku-1", now.Add(-time.Minute-time.Second))))
+	// The click comes after an impression of its winner (a click without
+	// one is invalid, and never credited).
+	clicked := token("sku-1", now.Add(-time.Hour-time.Second))
+	post(fmt.Sprintf(`{"impressions":[{"id":"i0","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q},
+		{"id":"i1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}],
+		"clicks":[{"id":"c1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}]}`,
+		ts(now.Add(-time.Hour-500*time.Millisecond)), clicked,
+		ts(now.Add(-time.Minute)), token("sku-1", now.Add(-time.Minute-time.Second)),
+		ts(now.Add(-time.Hour)), clicked))
 
 	var got []attribution.Row
 	testenv.Eventually(t, 30*time.Second, func() error {
