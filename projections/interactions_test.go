@@ -1229,6 +1229,7 @@ func TestChargesThroughTheAPI(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
+	testenv.InvalidClicksDefault(&cfg) // the process as deployed: each click is judged, and valid
 	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ func TestThroughTheApp(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	key := []byte("endcap-test-key-0123456789abcdef")
 	cfg.BidSigningKeys = "1:" + base64.RawURLEncoding.EncodeToString(key)
+	testenv.InvalidClicksDefault(&cfg) // the process as deployed: its click is judged, and valid
 	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
