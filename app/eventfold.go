@@ -9,6 +9,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/attribution"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/kafka"
 )
 
@@ -26,11 +27,32 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 		a.log.Info("events fold: merged the previous consumer groups; it starts each partition at the lowest offset they had committed",
 			"groups", projections.LegacyEventsGroups, "offsets", at)
 	}
+	attr, err := attribution.NewProjector(attribution.Options{
+		ClickHouse: a.ClickHouse, Log: a.log,
+		Marketplace: func(id string) (attribution.Marketplace, bool) {
+			m, ok := a.Accounts.Marketplace(id)
+			return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
+		},
+		ProductVendor: a.productVendor,
+		CampaignVendor: func(mp, id string) string {
+			c, _, _ := a.Campaigns.Campaign(mp, id)
+			return c.VendorID
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	inter, err := projections.NewInteractions(projections.InteractionsOptions{
 		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
 		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/webhooks.md)
 		OnDrawn:   a.onVendorsDrawn(a.webhookEmitter()),  // vendor.balance_low (docs/balances.md)
 		Replicas:  a.cfg.WaitReplicas(), UpgradedAt: a.upgradedAt,
+		InvalidClicks: spend.InvalidRules{RequireImpression: a.cfg.InvalidClickRequireImpression,
+			MinClickDelay: a.cfg.InvalidClickMinDelay, RepeatWindow: a.cfg.InvalidClickRepeatWindow,
+			MaxClicksPerHour: a.cfg.InvalidClickMaxPerHour},
+		// Attribution folds each batch once its charges are decided, and
+		// leaves the invalid clicks out (docs/attribution.md).
+		Then: attr,
 		Views: projections.Views{
 			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
 				m, ok := a.Accounts.Marketplace(id)
@@ -55,21 +77,6 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	if err != nil {
 		return nil, err
 	}
-	attr, err := attribution.NewProjector(attribution.Options{
-		ClickHouse: a.ClickHouse, Log: a.log,
-		Marketplace: func(id string) (attribution.Marketplace, bool) {
-			m, ok := a.Accounts.Marketplace(id)
-			return attribution.Marketplace{Currency: m.Currency, Location: m.Location(), Rules: attribution.RulesOf(m.Attribution)}, ok
-		},
-		ProductVendor: a.productVendor,
-		CampaignVendor: func(mp, id string) string {
-			c, _, _ := a.Campaigns.Campaign(mp, id)
-			return c.VendorID
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
 	claims, err := a.eventClaims(ctx)
 	if err != nil {
 		return nil, err
@@ -77,7 +84,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	f, err := projections.NewEventFold(projections.EventFoldOptions{
 		Brokers: a.cfg.KafkaBrokers, Topic: a.Topics.Events,
 		Claims:  claims,
-		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, attr, a.frequencyCapsSink()},
+		Sinks:   []projections.EventSink{projections.NewEventsRaw(a.ClickHouse, inter), inter, a.frequencyCapsSink()},
 		MaxRows: a.cfg.EventsBatchRows, FlushInterval: a.cfg.ProjectorFlushInterval, Group: a.groupOptions(), Log: a.log,
 		Yield: a.foreground,
 	})

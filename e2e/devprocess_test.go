@@ -144,7 +144,11 @@ func (d *devStack) start() *devProc {
 		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
 		"--redis-addr", fmt.Sprintf("127.0.0.1:%d", d.redis),
 		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3),
-		"--mail-smtp-port", strconv.Itoa(d.mailSMTP), "--mail-web-port", strconv.Itoa(d.mailWeb)}, d.extra...)...)
+		"--mail-smtp-port", strconv.Itoa(d.mailSMTP), "--mail-web-port", strconv.Itoa(d.mailWeb),
+		// The invalid-click rules off, as in testenv.Config: these tests send
+		// clicks without impressions, and many from one shopper at once.
+		"--invalid-click-require-impression=false", "--invalid-click-min-delay=0",
+		"--invalid-click-repeat-window=0", "--invalid-click-max-per-hour=0"}, d.extra...)...)
 	cmd.Env = devEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {

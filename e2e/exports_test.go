@@ -52,7 +52,7 @@ var (
 		"roas", "acos",
 	}
 	// exExtensionMetrics are Endcap's own metrics, listed after the spec's.
-	exExtensionMetrics = []string{"budget_refused_impressions", "budget_refused_clicks"}
+	exExtensionMetrics = []string{"budget_refused_impressions", "budget_refused_clicks", "invalid_clicks"}
 )
 
 // exConfig is a test configuration without rate limits in the way.

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -123,6 +124,8 @@ type chargeRows struct {
 	sub                                     []uint16
 	rank                                    []uint8
 	partition                               []int32
+	// Not a column: the outcome of each charge of the batch, in order.
+	outcomes []spend.ChargeOutcome
 	// Not columns: for the latency metric.
 	receivedMs []int64
 	first      []bool // applied by this batch (not a replay)

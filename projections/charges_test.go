@@ -262,7 +262,7 @@ func colLen(col any) int {
 // BenchmarkFoldCPU is the projector's own CPU per event, without I/O:
 // decoding a batch of records (the fold's share) and building its
 // interactions and charge rows (60% CPM impressions, 15% CPC clicks, 25%
-// organic).
+// organic), the clicks' charges with the default invalid-click rules.
 func BenchmarkFoldCPU(b *testing.B) {
 	views := testViews(time.UTC)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -274,6 +274,7 @@ func BenchmarkFoldCPU(b *testing.B) {
 	for range b.N {
 		evs := p.pick(f.decode(b.Context(), batch))
 		rows := newInteractionRows(len(evs))
+		rows.invalid = spend.DefaultInvalidRules // the settings' defaults
 		ch := &chargeRows{}
 		for _, d := range evs {
 			c, err := rows.add(d, &p.views, log)

@@ -50,6 +50,19 @@ type Interactions struct {
 	// legacyCutoffs (see legacyBefore).
 	upgradedAt     time.Time
 	legacyBeforeMs sync.Map
+	// invalid are the thresholds of the invalid-click rules.
+	invalid spend.InvalidRules
+	// then folds each batch after its charges are decided (InteractionsOptions.Then).
+	then DecidedSink
+}
+
+// DecidedSink is a sink that folds each batch once the interactions sink has
+// decided its charges: invalid holds the interaction ids (Event.Interaction)
+// of the batch's clicks refused by an invalid-click rule (spend.JudgeClick),
+// now or on their record's first pass (nil when there are none).
+type DecidedSink interface {
+	Name() string
+	FoldDecided(ctx context.Context, events []Event, invalid map[uuid.UUID]bool) error
 }
 
 // Views reads the entity attributes of the process's in-memory views. The
@@ -116,6 +129,15 @@ type InteractionsOptions struct {
 	// builds to campaign keys (spend.Upgrade; zero: it never held them):
 	// charges of auctions before it also honour the earlier markers.
 	UpgradedAt time.Time
+	// InvalidClicks are the thresholds of the invalid-click rules
+	// (spend.JudgeClick; the zero value turns them off). When a rule reads
+	// impressions, the impressions of CPC winners are recorded in Redis.
+	InvalidClicks spend.InvalidRules
+	// Then, when set, is a sink that folds every batch once its charges are
+	// decided, told which clicks were refused as invalid (the attribution
+	// sink, which leaves them out), at the same time as this sink's
+	// inserts; its error fails the batch like theirs.
+	Then DecidedSink
 }
 
 // BudgetRefusal is a campaign whose charge was refused for a budget.
@@ -136,20 +158,27 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 	if o.Views.Marketplace == nil || o.ClickHouse == nil || o.Redis == nil {
 		return nil, errors.New("interactions sink: ClickHouse, Redis and Views.Marketplace are required")
 	}
+	if err := o.InvalidClicks.Validate(); err != nil {
+		return nil, fmt.Errorf("interactions sink: invalid-click rules: %w", err)
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	return &Interactions{ch: o.ClickHouse, rdb: o.Redis, views: o.Views, log: o.Log, onRefused: o.OnRefused,
-		onDrawn: o.OnDrawn, replicas: o.Replicas, upgradedAt: o.UpgradedAt}, nil
+		onDrawn: o.OnDrawn, replicas: o.Replicas, upgradedAt: o.UpgradedAt, invalid: o.InvalidClicks, then: o.Then}, nil
 }
 
 // Name names the sink in logs and metrics.
 func (*Interactions) Name() string { return "interactions" }
 
-// Fold folds the batch's countable impressions and clicks.
+// Fold folds the batch's countable impressions and clicks, then (with
+// Then) lets the next sink fold the batch.
 func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	evs := p.pick(events)
 	if len(evs) == 0 {
+		if p.then != nil {
+			return p.foldThen(ctx, events, nil)
+		}
 		return nil
 	}
 	rows, charges, err := p.build(ctx, evs)
@@ -159,6 +188,15 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	ch, err := p.charge(ctx, rows, charges)
 	if err != nil {
 		return err
+	}
+	var invalid map[uuid.UUID]bool
+	for k, c := range charges {
+		if ch.outcomes[k].Invalid() {
+			if invalid == nil {
+				invalid = map[uuid.UUID]bool{}
+			}
+			invalid[evs[c.row].Interaction] = true
+		}
 	}
 	if p.onRefused != nil && len(ch.refusals) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -180,12 +218,15 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	// batch, and its retry replays both.
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var chErr error
+	var chErr, thenErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { chErr = ch.insert(ictx, p.ch) })
+	if p.then != nil {
+		wg.Go(func() { thenErr = p.foldThen(ctx, events, invalid) })
+	}
 	err = rows.insert(ictx, p.ch)
 	wg.Wait()
-	if err = errors.Join(err, chErr); err != nil {
+	if err = errors.Join(err, chErr, thenErr); err != nil {
 		return err
 	}
 	rows.count()
@@ -195,6 +236,16 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 			telemetry.ChargeLatency.Observe(float64(now-ch.receivedMs[k]) / 1000)
 		}
 	}
+	return nil
+}
+
+// foldThen folds the batch into the Then sink, timed as its own sink.
+func (p *Interactions) foldThen(ctx context.Context, events []Event, invalid map[uuid.UUID]bool) error {
+	start := time.Now()
+	if err := p.then.FoldDecided(ctx, events, invalid); err != nil {
+		return fmt.Errorf("%s: %w", p.then.Name(), err)
+	}
+	telemetry.SinkBatchSeconds.WithLabelValues(p.then.Name()).Observe(time.Since(start).Seconds())
 	return nil
 }
 
@@ -241,6 +292,7 @@ type pendingCharge struct {
 // build builds the rows of the events, with the charges they may make.
 func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRows, []pendingCharge, error) {
 	rows := newInteractionRows(len(evs))
+	rows.invalid = p.invalid
 	var charges []pendingCharge
 	for i, d := range evs {
 		if i > 0 && i%YieldEvery == 0 {
@@ -297,12 +349,18 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	}
 	span.End()
 	telemetry.ChargeApplyDuration.Observe(time.Since(start).Seconds())
-	ch := &chargeRows{}
+	ch := &chargeRows{outcomes: outcomes}
 	for k, o := range outcomes {
+		if o == spend.ChargeRecorded {
+			continue // an impression recorded for the click rules: its row is not charged ("kind")
+		}
 		i := pending[k].row
 		outcome := o.String()
-		if o.Refused() {
+		switch {
+		case o.Refused():
 			outcome = "refused"
+		case o.Invalid():
+			outcome = "invalid"
 		}
 		telemetry.Charges.WithLabelValues(rows.chargeType[i], outcome).Inc()
 		if o == spend.ChargeDuplicate {
@@ -319,8 +377,9 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			ch.noteVendor(VendorDrawn{MarketplaceID: pending[k].MarketplaceID, VendorID: vendors[k]})
 		}
 		if why := spend.Refusal(o); why != spend.Chargeable {
-			// Stored as not charged, with a charges_raw row of amount 0 that
-			// says why (the vendor-charges list shows it on request).
+			// Stored as not charged (for a budget, or as an invalid click),
+			// with a charges_raw row of amount 0 that says why (the
+			// vendor-charges list shows it on request).
 			rows.uncharge(i, why)
 			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
 			ch.add(rows, i, false)
@@ -394,6 +453,8 @@ type interactionRows struct {
 	// (their charges have no budgets to cap them), and the last such campaign.
 	uncapped         int
 	uncappedCampaign string
+	// invalid are the invalid-click rules the clicks' charges are judged by.
+	invalid spend.InvalidRules
 }
 
 func newInteractionRows(capacity int) *interactionRows {
@@ -562,11 +623,29 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 		}
 		r.charged, r.amount, r.sub = append(r.charged, 0), append(r.amount, 0), append(r.sub, 0)
 		r.refused = append(r.refused, string(why))
+		if c != nil && c.ChargeType == bidtoken.CPC && e.Kind == records.KindImpression && r.invalid.NeedImpressions() {
+			// The click rules read the impressions of CPC winners.
+			return &spend.Charge{
+				MarketplaceID: e.MarketplaceID, Key: spend.ImpressionKey(c), Epoch: spend.MarkerEpoch(c),
+				Owner: owner(d.Partition, d.Offset), CampaignID: r.campaign[r.n-1], Day: spend.DayOf(r.occurred[r.n-1], loc),
+				KeepUntil: spend.MarkerUntil(c, time.Now()), Impression: true, ImpressionAtMs: e.OccurredAtMs,
+			}
+		}
 		return nil
 	}
 	micros, sub := spend.ChargeAmount(c)
 	r.charged, r.amount, r.sub = append(r.charged, 1), append(r.amount, micros), append(r.sub, sub)
 	r.refused = append(r.refused, "")
+	now := time.Now()
+	var click *spend.ClickCheck
+	if e.Kind == records.KindClick && r.invalid.On() {
+		shopper := e.OpaqueUserID
+		if len(shopper) > spend.MaxShopper {
+			shopper = shopper[:spend.MaxShopper]
+		}
+		click = &spend.ClickCheck{Rules: r.invalid, Shopper: shopper, AtMs: e.OccurredAtMs, SeenKey: spend.ImpressionKey(c),
+			StateUntil: spend.InvalidStateUntil(e.OccurredAtMs, now)}
+	}
 	return &spend.Charge{
 		MarketplaceID: e.MarketplaceID,
 		Key:           spend.ChargeKey(c, e.Kind),
@@ -576,7 +655,8 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 		Day:           spend.DayOf(r.occurred[r.n-1], loc),
 		Micros:        micros,
 		Limits:        limits,
-		KeepUntil:     spend.MarkerUntil(c, time.Now()),
+		KeepUntil:     spend.MarkerUntil(c, now),
+		Click:         click,
 	}
 }
 

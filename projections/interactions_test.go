@@ -52,6 +52,8 @@ type chargeStack struct {
 	onRefused func(ctx context.Context, rs []projections.BudgetRefusal) error
 	// upgradedAt, when set, is the sinks' UpgradedAt.
 	upgradedAt time.Time
+	// invalid are the sinks' invalid-click rules.
+	invalid spend.InvalidRules
 }
 
 func newChargeStack(t *testing.T) *chargeStack {
@@ -158,7 +160,7 @@ func (s *chargeStack) projector(t testing.TB, conn clickhouse.Conn, views projec
 func (s *chargeStack) projectorWindow(t testing.TB, conn clickhouse.Conn, views projections.Views, flush, dedupe time.Duration) *projections.EventFold {
 	t.Helper()
 	sink, err := projections.NewInteractions(projections.InteractionsOptions{ClickHouse: conn, Redis: s.rdb, Views: views, Log: quiet,
-		OnRefused: s.onRefused, Replicas: replicas(), UpgradedAt: s.upgradedAt})
+		OnRefused: s.onRefused, Replicas: replicas(), UpgradedAt: s.upgradedAt, InvalidClicks: s.invalid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,6 +604,101 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	rows.Close()
 	if g := strings.Join(got, " "); g != ":6 daily_budget:7 duplicate:1 total_budget:3" {
 		t.Errorf("reasons %s", g)
+	}
+}
+
+// TestInteractionsInvalidClicks: a shopper's impressions and clicks on a
+// CPC campaign, one click for each invalid-click rule, through the fold
+// with real Redis and ClickHouse: the invalid clicks are stored not
+// charged with their reasons, in interactions and as refused rows of
+// charges_raw, and move no spend. Then the group replays every record,
+// with a new click of the shopper that the rate rule refuses: every earlier
+// decision comes out the same although the shopper's counters have moved
+// on, and spend has moved once.
+func TestInteractionsInvalidClicks(t *testing.T) {
+	s := newChargeStack(t)
+	s.invalid = spend.InvalidRules{RequireImpression: true, MinClickDelay: 250 * time.Millisecond, RepeatWindow: time.Second, MaxClicksPerHour: 5}
+	// All in the middle of the previous UTC hour (the rate rule counts a
+	// UTC hour).
+	t0 := time.Now().UTC().Truncate(time.Hour).Add(-30 * time.Minute)
+	camp := uuid.New()
+	const price = 70_000
+	win := map[string]string{}
+	for i, w := range []string{"A", "B", "C", "D", "E", "F", "G", "H"} {
+		win[w] = s.winner(t, uuid.New(), t0.Add(-time.Minute), uint8(i+1), camp, bidtoken.CPC, price)
+	}
+	ev := func(kind records.Kind, id, user, w string, at time.Duration) records.Event {
+		return records.Event{Kind: kind, MarketplaceID: s.mp, ID: id, OccurredAtMs: t0.Add(at).UnixMilli(), ReceivedAtMs: t0.Add(at).UnixMilli(),
+			OpaqueUserID: user, ResolvedBidID: win[w]}
+	}
+	imp, click := records.KindImpression, records.KindClick
+	evs := []records.Event{
+		ev(imp, "i-a", "u1", "A", 0), ev(click, "c-a", "u1", "A", 2*time.Second), // charged
+		ev(click, "c-b", "u1", "B", 10*time.Second),                                                    // no impression of B
+		ev(imp, "i-c", "u1", "C", 20*time.Second), ev(click, "c-c", "u1", "C", 20100*time.Millisecond), // 100 ms after it
+		ev(imp, "i-d", "u1", "D", 30*time.Second), ev(click, "c-d", "u1", "D", 32*time.Second), // charged
+		ev(imp, "i-e", "u1", "E", 31*time.Second), ev(click, "c-e", "u1", "E", 32500*time.Millisecond), // 500 ms after c-d
+		ev(imp, "i-f", "u1", "F", 60*time.Second), ev(click, "c-f", "u1", "F", 62*time.Second), // the 6th click of the hour
+		ev(click, "c-a2", "u1", "A", 70*time.Second),                             // a second click on A
+		ev(imp, "i-g", "u2", "G", 0), ev(click, "c-g", "u2", "G", 2*time.Second), // another shopper: charged
+	}
+	s.produce(t, evs...)
+	p := s.projector(t, s.conn, s.views(time.UTC), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, int64(len(evs))))
+
+	day := spend.DayOf(t0, time.UTC)
+	want := map[string]string{"c-a": "", "c-b": "invalid_no_impression", "c-c": "invalid_too_fast", "c-d": "",
+		"c-e": "invalid_repeat_click", "c-f": "invalid_click_rate", "c-a2": "duplicate", "c-g": ""}
+	check := func(when string, want map[string]string, charged int64) {
+		t.Helper()
+		rows, err := s.conn.Query(s.ctx, "SELECT event_id, charged, refused_reason FROM interactions WHERE marketplace_id = ? AND kind = 'click'", s.mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var id, reason string
+			var c uint8
+			if err := rows.Scan(&id, &c, &reason); err != nil {
+				t.Fatal(err)
+			}
+			if (c == 1) != (reason == "") {
+				t.Errorf("%s: click %s charged=%d with reason %q", when, id, c, reason)
+			}
+			got[id] = reason
+		}
+		rows.Close()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: clicks\n got %v\nwant %v", when, got, want)
+		}
+		invalid := uint64(0)
+		for _, r := range want {
+			if strings.HasPrefix(r, "invalid_") {
+				invalid++
+			}
+		}
+		if n := s.uint64(t, `SELECT count() FROM charges_raw FINAL WHERE marketplace_id = ? AND refused_reason LIKE 'invalid%' AND amount_micros = 0`, s.mp); n != invalid {
+			t.Errorf("%s: %d refused rows of invalid clicks in charges_raw, want %d", when, n, invalid)
+		}
+		if n := s.uint64(t, "SELECT count() FROM interactions WHERE marketplace_id = ? AND kind = 'impression' AND refused_reason != 'kind'", s.mp); n != 0 {
+			t.Errorf("%s: %d impressions of CPC winners with another reason than kind", when, n)
+		}
+		if d, total := s.spend(t, camp.String(), day); d != charged || total != charged || s.chargedSum(t, camp.String()) != charged {
+			t.Errorf("%s: spend %d/%d, charges %d, want %d", when, d, total, s.chargedSum(t, camp.String()), charged)
+		}
+	}
+	check("first pass", want, 3*price)
+
+	// The replay, and one more click of u1 with its impression: the 7th
+	// click of its hour.
+	s.rewind(t, projections.EventsGroup, s.topics.Events)
+	s.produce(t, ev(imp, "i-h", "u1", "H", 90*time.Second), ev(click, "c-h", "u1", "H", 95*time.Second))
+	p = s.projector(t, s.conn, s.views(time.UTC), 100*time.Millisecond)
+	s.run(t, p, 30*time.Second, s.committedIs(projections.EventsGroup, int64(len(evs)+2)))
+	want["c-h"] = "invalid_click_rate"
+	check("after the replay", want, 3*price)
+	if n := s.uint64(t, "SELECT count() FROM (SELECT interaction_id, uniqExact(kafka_partition, kafka_offset, refused_reason) AS o FROM charges_raw GROUP BY interaction_id HAVING o > 1)"); n != 0 {
+		t.Errorf("%d charges have rows that differ", n)
 	}
 }
 
@@ -1132,6 +1229,7 @@ func TestChargesThroughTheAPI(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
 	cfg := env.Config(t, brokers)
 	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
+	testenv.InvalidClicksDefault(&cfg) // the process as deployed: each click is judged, and valid
 	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -1210,9 +1308,13 @@ func TestChargesThroughTheAPI(t *testing.T) {
 		}
 		return out.Results[0].Winners[0].ResolvedBidID
 	}
+	// A shopper of its own sees each winner a second before clicking it:
+	// a click the invalid-click rules (on by default) accept.
 	click := func(id, tok string) {
-		call("POST", "/v2/events", mkKey, fmt.Sprintf(`{"clicks":[{"id":%q,"occurredAt":%q,"opaqueUserId":"u-1","resolvedBidId":%q}]}`,
-			id, time.Now().UTC().Format(time.RFC3339Nano), tok), 200)
+		now := time.Now().UTC()
+		call("POST", "/v2/events", mkKey, fmt.Sprintf(`{"impressions":[{"id":%q,"occurredAt":%q,"opaqueUserId":%q,"resolvedBidId":%q}],
+			"clicks":[{"id":%q,"occurredAt":%q,"opaqueUserId":%q,"resolvedBidId":%q}]}`,
+			"imp-"+id, now.Add(-time.Second).Format(time.RFC3339Nano), "u-"+id, tok, id, now.Format(time.RFC3339Nano), "u-"+id, tok), 200)
 	}
 	conn, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: "default"})
 	if err != nil {

@@ -72,6 +72,21 @@ type Charge struct {
 	// for auctions older than the upgrade to this layout.
 	MarketplaceMarkers bool
 	LegacyMarker       string
+	// Click, when set, judges the charge by the invalid-click rules first
+	// (JudgeClick, on the state the script keeps in the campaign's slot):
+	// an invalid click takes its marker, moves nothing, and is refused with
+	// its rule's outcome (ChargeInvalidNoImpression and the others), which
+	// its marker remembers like a budget refusal. A valid one counts in the
+	// shopper's state and goes on to the budgets.
+	Click *ClickCheck
+	// Impression, when set, makes this entry the record of a winner's
+	// impression that the click rules read, not a charge: Key is the
+	// winner's ImpressionKey and ImpressionAtMs when it occurred; the
+	// earliest recorded stays, in the Epoch's marker hashes (so kept as
+	// long as KeepUntil). Micros, Limits and the earlier layouts are
+	// ignored; the outcome is ChargeRecorded.
+	Impression     bool
+	ImpressionAtMs int64
 }
 
 // MaxChargeKey is the longest Charge.Key, in bytes. Keys and owners of up
@@ -124,6 +139,10 @@ func (o ChargeOutcome) String() string {
 		return "refused_total"
 	case ChargeRefusedFunds:
 		return "refused_funds"
+	case ChargeInvalidNoImpression, ChargeInvalidTooFast, ChargeInvalidRepeat, ChargeInvalidRate:
+		return string(Refusal(o))
+	case ChargeRecorded:
+		return "recorded"
 	}
 	return "ChargeOutcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -200,7 +219,7 @@ func keyHash(key string) uint32 {
 const chargeChunk = 500
 
 // chargeArgs is the number of ARGV entries of one charge.
-const chargeArgs = 12
+const chargeArgs = 19
 
 // refusedDaily and refusedTotal begin the value of a refused charge's
 // marker, followed by its Owner (Owners may not begin with "!").
@@ -230,10 +249,16 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // keyHash(key), ARGV[j+8] its legacy marker key or "", ARGV[j+9] its
 // marketplace's marker prefix in the layout before campaign keys or "",
 // ARGV[j+10] the campaign's daily and ARGV[j+11] its total budget (decimal
-// int64 text, "0": none), ARGV[j+12] its day (YYYY-MM-DD). It returns one
-// outcome per charge: 1 applied, 2 replayed (same owner), 3 duplicate
-// (another owner), 4 refused for the daily budget, 5 refused for the total
-// budget.
+// int64 text, "0": none), ARGV[j+12] its day (YYYY-MM-DD), ARGV[j+13] "s"
+// for the record of an impression (Charge.Impression) or "c" for a charge,
+// ARGV[j+14] the impression's or the click's Unix milliseconds or "",
+// ARGV[j+15] the click rules (InvalidRules.arg) or "" (none), ARGV[j+16]
+// the winner's impression key and ARGV[j+17] its keyHash or "", ARGV[j+18]
+// the shopper, ARGV[j+19] the expiry of the shopper's counters (Unix
+// seconds). It returns one outcome per charge: 1 applied, 2 replayed (same
+// owner), 3 duplicate (another owner), 4 refused for the daily budget, 5
+// refused for the total budget, 6 to 9 refused as an invalid click (no
+// impression, too fast, repeat, rate), 10 an impression recorded.
 //
 // First, each spend counter the chunk can move (each campaign's day fields
 // and total field) is read once (one HMGET per campaign) and checked to be
@@ -246,7 +271,18 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // (refused for the total, checked first, or the daily budget) and nothing
 // moves. A marker there already answers: its owner (replayed), "!d"/"!t"
 // and its owner (refused again, whatever the budgets are now), anything
-// else (duplicate). A charge with an earlier layout's marker (a legacy
+// else (duplicate); a "!n", "!f", "!r" or "!c" marker and its owner
+// answers the invalid-click refusal it recorded. A click judged by the
+// click rules (ARGV[j+15]) is judged when its marker is new, before the
+// budgets: the winner's impression record (the earliest impression's
+// milliseconds, field ARGV[j+16] of the epoch's bucket) and the shopper's
+// counters of the click's UTC hour (hash ec:iv:{tag}:<hour>, fields
+// "l:<shopper>" the latest click's milliseconds and "n:<shopper>" the
+// clicks decided; the previous hour's "l:" too when the click is within the
+// repeat window of its hour's start) decide as JudgeClick does; every new
+// click of a shopper moves its counters, the invalid ones too. An
+// impression's record ("s") sets its field when absent or later, and
+// decides nothing. A charge with an earlier layout's marker (a legacy
 // string key, or the marketplace's marker hashes) first reads it: when it
 // exists, what it says decides, and it is copied into the campaign's
 // bucket. The bucket count of an epoch comes from field "" of its bucket
@@ -275,6 +311,14 @@ var chargeScript = redis.NewScript(`
 local W = ` + strconv.Itoa(chargeArgs) + `
 local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa(MinMarkerBuckets) + `, ` + strconv.Itoa(MaxMarkerBuckets) + `
 local RD, RT = '` + refusedDaily + `', '` + refusedTotal + `'
+local CODES = {['` + refusedDaily + `'] = 4, ['` + refusedTotal + `'] = 5, ['` + refusedNoImpression + `'] = 6, ['` + refusedTooFast + `'] = 7, ['` + refusedRepeat + `'] = 8, ['` + refusedRate + `'] = 9}
+local MARKS = {[6] = '` + refusedNoImpression + `', [7] = '` + refusedTooFast + `', [8] = '` + refusedRepeat + `', [9] = '` + refusedRate + `'}
+local function decided(v, owner)
+  if v == owner then return 2 end
+  local c = CODES[string.sub(v, 1, 2)]
+  if c and string.sub(v, 3) == owner then return c end
+  return 3
+end
 local B = 1000000000
 local MAXV, MINV = {9223372036, 854775807}, {-9223372037, 145224192}
 local oldest = ARGV[1]
@@ -414,13 +458,48 @@ local function oldMarker(prefix, ep, h, field)
   if not b then return false end
   return redis.call('HGET', id .. ':' .. string.format('%.0f', h % b), field)
 end
+local function judge(j, e, ki)
+  local req, mind, rep, maxh = string.match(ARGV[j+15], '^(%d):(%d+):(%d+):(%d+)$')
+  req, mind, rep, maxh = tonumber(req), tonumber(mind), tonumber(rep), tonumber(maxh)
+  local ck = tonumber(ARGV[j+14])
+  local seen = false
+  if ARGV[j+16] ~= '' then
+    seen = redis.call('HGET', e.p .. string.format('%.0f', tonumber(ARGV[j+17]) % e.b), ARGV[j+16])
+  end
+  local bad = 0
+  if req == 1 and not seen then bad = 6
+  elseif mind > 0 and seen and ck - tonumber(seen) < mind then bad = 7 end
+  local sh = ARGV[j+18]
+  if sh ~= '' then
+    local hr = math.floor(ck / 3600000)
+    local ivp = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7)
+    local sk = ivp .. string.format('%.0f', hr)
+    local lf, nf = 'l:' .. sh, 'n:' .. sh
+    local st = redis.call('HMGET', sk, lf, nf)
+    local last, cnt = tonumber(st[1]), tonumber(st[2]) or 0
+    if bad == 0 and rep > 0 then
+      local prev = last
+      if not prev and ck - hr * 3600000 < rep then
+        prev = tonumber(redis.call('HGET', ivp .. string.format('%.0f', hr - 1), lf))
+      end
+      if prev and math.abs(ck - prev) < rep then bad = 8 end
+    end
+    if bad == 0 and maxh > 0 and cnt >= maxh then bad = 9 end
+    if not last or ck > last then last = ck end
+    redis.call('HSET', sk, lf, string.format('%.0f', last), nf, string.format('%.0f', cnt + 1))
+    keep(sk, tonumber(ARGV[j+19]))
+  end
+  return bad
+end
 local n = (#ARGV - base) / W
 local cd, ct = {}, {}
 for i = 1, n do
   local j = base + W * (i - 1)
-  local k = KEYS[tonumber(ARGV[j+2])]
-  cd[i] = counter(k, 'd:' .. ARGV[j+12])
-  ct[i] = counter(k, 't')
+  if ARGV[j+13] ~= 's' then
+    local k = KEYS[tonumber(ARGV[j+2])]
+    cd[i] = counter(k, 'd:' .. ARGV[j+12])
+    ct[i] = counter(k, 't')
+  end
 end
 for _, h in ipairs(horder) do
   local fs = {}
@@ -452,14 +531,29 @@ for i = 1, n do
   local prior = false
   if ARGV[j+9] ~= '' then prior = oldMarker(ARGV[j+9], ep, fh, field) end
   if not prior and ARGV[j+8] ~= '' then prior = redis.call('GET', ARGV[j+8]) end
-  if prior then
+  local bad = 0
+  if ARGV[j+13] == 's' then
+    local ms, v = ARGV[j+14], redis.call('HGET', hk, field)
+    if not v then
+      redis.call('HSET', hk, field, ms)
+      e.n = e.n + 1
+    elseif tonumber(ms) < tonumber(v) then
+      redis.call('HSET', hk, field, ms)
+    end
+    out[i] = 10
+  elseif prior then
     redis.call('HSETNX', hk, field, prior)
-    if prior == owner then out[i] = 2
-    elseif prior == RD .. owner then out[i] = 4
-    elseif prior == RT .. owner then out[i] = 5
-    else out[i] = 3 end
+    out[i] = decided(prior, owner)
   elseif redis.call('HSETNX', hk, field, owner) == 1 then
     e.n = e.n + 1
+    if ARGV[j+15] ~= '' then bad = judge(j, e, ki) end
+  else
+    out[i] = decided(redis.call('HGET', hk, field), owner)
+  end
+  if bad > 0 then
+    redis.call('HSET', hk, field, MARKS[bad] .. owner)
+    out[i] = bad
+  elseif not out[i] then
     local m, c, d = num(ARGV[j+3]), ct[i], cd[i]
     local th, tl = c.h + m[1], c.l + m[2]
     if tl >= B then th, tl = th + 1, tl - B end
@@ -483,12 +577,6 @@ for i = 1, n do
       end
       out[i] = 1
     end
-  else
-    local v = redis.call('HGET', hk, field)
-    if v == owner then out[i] = 2
-    elseif v == RD .. owner then out[i] = 4
-    elseif v == RT .. owner then out[i] = 5
-    else out[i] = 3 end
   end
 end
 for _, h in ipairs(horder) do
@@ -579,7 +667,7 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 		}
 		for j, v := range vals {
 			n, ok := v.(int64)
-			if !ok || n < int64(ChargeApplied) || n > int64(ChargeRefusedTotal) {
+			if !ok || n < int64(ChargeApplied) || n > int64(ChargeRecorded) {
 				return nil, fmt.Errorf("budget: charge script returned %v", v)
 			}
 			out[c.idx[j]] = ChargeOutcome(n)
@@ -612,6 +700,13 @@ func (c *Charge) validate(now time.Time) error {
 		return fmt.Errorf("negative amount %d", c.Micros)
 	case c.KeepUntil.Unix() <= now.Unix():
 		return fmt.Errorf("marker expiry %s is not in the future", c.KeepUntil.UTC().Format(time.RFC3339))
+	case c.Impression && c.Click != nil:
+		return errors.New("both an impression record and a click")
+	case c.Impression && c.ImpressionAtMs < 0:
+		return fmt.Errorf("impression time %d is negative", c.ImpressionAtMs)
+	}
+	if err := c.Click.validate(); err != nil {
+		return fmt.Errorf("click: %w", err)
 	}
 	return validDay(c.Day)
 }
@@ -679,15 +774,27 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 		for _, i := range byCall[call] {
 			c := &charges[i]
 			legacy, old := c.LegacyMarker, ""
-			if cluster {
+			if cluster || c.Impression {
 				legacy = "" // a cluster never held the earlier layouts
 			} else if c.MarketplaceMarkers {
 				old = marketplaceMarkerPrefix(c.MarketplaceID)
 			}
+			mode, ms, rules, seen, seenHash, shopper, until := "c", "", "", "", "", "", ""
+			switch {
+			case c.Impression:
+				mode, ms = "s", strconv.FormatInt(c.ImpressionAtMs, 10)
+			case c.Click != nil && c.Click.Rules.On():
+				k := c.Click
+				ms, rules, shopper, until = strconv.FormatInt(k.AtMs, 10), k.Rules.arg(), k.Shopper, strconv.FormatInt(k.StateUntil.Unix(), 10)
+				if k.Rules.NeedImpressions() {
+					seen, seenHash = k.SeenKey, strconv.FormatUint(uint64(keyHash(k.SeenKey)), 10)
+				}
+			}
 			call.args = append(call.args, c.Owner, strconv.Itoa(call.camps[keys[i]]),
 				strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
 				strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), legacy, old,
-				strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day)
+				strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day,
+				mode, ms, rules, seen, seenHash, shopper, until)
 			call.idx = append(call.idx, i)
 		}
 	}

@@ -76,7 +76,8 @@ const (
 	NoChargeTotalBudget NoCharge = "total_budget"
 )
 
-// Refusal is the reason of a charge the script refused, "" when it did not.
+// Refusal is the reason of a charge the script refused (for a budget or as
+// an invalid click), "" when it did not.
 func Refusal(o ChargeOutcome) NoCharge {
 	switch o {
 	case ChargeRefusedDaily:
@@ -85,6 +86,14 @@ func Refusal(o ChargeOutcome) NoCharge {
 		return NoChargeTotalBudget
 	case ChargeRefusedFunds:
 		return NoChargeInsufficientBalance
+	case ChargeInvalidNoImpression:
+		return NoChargeInvalidNoImpression
+	case ChargeInvalidTooFast:
+		return NoChargeInvalidTooFast
+	case ChargeInvalidRepeat:
+		return NoChargeInvalidRepeat
+	case ChargeInvalidRate:
+		return NoChargeInvalidRate
 	}
 	return Chargeable
 }

@@ -1,7 +1,8 @@
 // Package spend is where money moves: what a campaign may still spend, what
 // an interaction is charged, and the ledger that records it. The auction asks
 // it whether a campaign may serve (Cache, Check), the fold asks it what an
-// interaction costs and charges it exactly once (ChargeRule, ApplyCharges),
+// interaction costs and charges it exactly once (ChargeRule, ApplyCharges,
+// with the invalid-click rules of JudgeClick judged in the same step),
 // and the campaign API asks it how much was spent and how the day is paced
 // (Reader, Pacing rules). docs/budgets.md and docs/charges.md describe the
 // rules; this package is the only place that decides them.

@@ -133,6 +133,13 @@ type Config struct {
 	SpendReadTimeout       time.Duration
 	FrequencyCapTimeout    time.Duration
 
+	// The invalid-click rules (spend.InvalidRules; docs/charges.md, Invalid
+	// clicks).
+	InvalidClickRequireImpression bool
+	InvalidClickMinDelay          time.Duration
+	InvalidClickRepeatWindow      time.Duration
+	InvalidClickMaxPerHour        int
+
 	ScoredAttributionGrace time.Duration
 	ReportURLLifetime      time.Duration
 
@@ -249,6 +256,22 @@ func duration(p func(*Config) *time.Duration) func(*Config, string) error {
 		}
 		if d <= 0 {
 			return fmt.Errorf("must be positive, got %s", v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+// nonNegativeDuration is a duration of 0 (off) or more, at most max when
+// max > 0.
+func nonNegativeDuration(p func(*Config) *time.Duration, max time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (max > 0 && d > max) {
+			if max > 0 {
+				return fmt.Errorf("must be a duration from 0 (off) to %s, got %q", max, v)
+			}
+			return fmt.Errorf("must be a duration of 0 (off) or more (like 250ms), got %q", v)
 		}
 		*p(c) = d
 		return nil
@@ -485,6 +508,17 @@ var settings = []setting{
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
 	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
 	{"frequency-cap-timeout", "ENDCAP_FREQUENCY_CAP_TIMEOUT", "20ms", "longest an auction request waits for its shopper's frequency cap counts in Redis (one read a request); past it the capped campaigns follow their capsWithoutShopper (docs/campaigns.md, Restrictions)", duration(func(c *Config) *time.Duration { return &c.FrequencyCapTimeout })},
+	{"invalid-click-require-impression", "ENDCAP_INVALID_CLICK_REQUIRE_IMPRESSION", "true", "a CPC click whose winner has no impression recorded when the click is charged is not charged (invalid_no_impression; docs/charges.md, Invalid clicks)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		c.InvalidClickRequireImpression = b
+		return nil
+	}},
+	{"invalid-click-min-delay", "ENDCAP_INVALID_CLICK_MIN_DELAY", "250ms", "a CPC click that occurred less than this after its winner's first impression is not charged (invalid_too_fast; 0: off)", nonNegativeDuration(func(c *Config) *time.Duration { return &c.InvalidClickMinDelay }, 0)},
+	{"invalid-click-repeat-window", "ENDCAP_INVALID_CLICK_REPEAT_WINDOW", "1s", "a CPC click of a shopper within this of the shopper's latest click on the same campaign is not charged (invalid_repeat_click; 0: off; at most 1h)", nonNegativeDuration(func(c *Config) *time.Duration { return &c.InvalidClickRepeatWindow }, time.Hour)},
+	{"invalid-click-max-per-hour", "ENDCAP_INVALID_CLICK_MAX_PER_HOUR", "10", "the CPC clicks of a shopper on one campaign beyond this many in one UTC hour are not charged (invalid_click_rate; 0: off)", integer(func(c *Config) *int { return &c.InvalidClickMaxPerHour }, 0)},
 	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
 	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
 	{"catalog-dir", "ENDCAP_CATALOG_DIR", "", "directory on local disk under which every process keeps the catalog's product names and details, filled from the entities topic at each start and deleted at exit (empty: the system's temporary directory; not a tmpfs, which is memory; docs/operations.md, Memory)", str(func(c *Config) *string { return &c.CatalogDir })},

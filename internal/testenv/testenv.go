@@ -273,6 +273,11 @@ func (e *Env) Config(t testing.TB, brokers []string) config.Config {
 	// Redis of their own (OwnRedis).
 	c.BidSigningKeys = "1:" + randomKey()
 	c.CursorSecret = randomKey()
+	// The invalid-click rules off: the tests of other features send clicks
+	// without impressions, and many from one shopper at once. The tests of
+	// the rules, and those through the whole process that keep them, set
+	// them again (InvalidClicksDefault).
+	c.InvalidClickRequireImpression, c.InvalidClickMinDelay, c.InvalidClickRepeatWindow, c.InvalidClickMaxPerHour = false, 0, 0, 0
 	return c
 }
 
@@ -280,6 +285,14 @@ func randomKey() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// InvalidClicksDefault turns the invalid-click rules of c back to their
+// defaults (Config turns them off).
+func InvalidClicksDefault(c *config.Config) {
+	d := config.Default()
+	c.InvalidClickRequireImpression, c.InvalidClickMinDelay = d.InvalidClickRequireImpression, d.InvalidClickMinDelay
+	c.InvalidClickRepeatWindow, c.InvalidClickMaxPerHour = d.InvalidClickRepeatWindow, d.InvalidClickMaxPerHour
 }
 
 // Logger returns a logger that writes to the test log when -v, else discards.

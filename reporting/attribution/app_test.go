@@ -30,6 +30,7 @@ func TestThroughTheApp(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	key := []byte("endcap-test-key-0123456789abcdef")
 	cfg.BidSigningKeys = "1:" + base64.RawURLEncoding.EncodeToString(key)
+	testenv.InvalidClicksDefault(&cfg) // the process as deployed: its click is judged, and valid
 	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -98,10 +99,15 @@ func TestThroughTheApp(t *testing.T) {
 	post(fmt.Sprintf(`{"purchases":[{"id":"p1","occurredAt":%q,"opaqueUserId":"u1",
 		"items":[{"productId":"sku-1","unitPrice":12.5,"quantity":3},{"productId":"sku-9","unitPrice":1}]}]}`, ts(now)))
 	posted := time.Now()
-	post(fmt.Sprintf(`{"clicks":[{"id":"c1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}],
-		"impressions":[{"id":"i1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}]}`,
-		ts(now.Add(-time.Hour)), token("sku-1", now.Add(-time.Hour-time.Second)),
-		ts(now.Add(-time.Minute)), token("sku-1", now.Add(-time.Minute-time.Second))))
+	// The click comes after an impression of its winner (a click without
+	// one is invalid, and never credited).
+	clicked := token("sku-1", now.Add(-time.Hour-time.Second))
+	post(fmt.Sprintf(`{"impressions":[{"id":"i0","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q},
+		{"id":"i1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}],
+		"clicks":[{"id":"c1","occurredAt":%q,"opaqueUserId":"u1","resolvedBidId":%q}]}`,
+		ts(now.Add(-time.Hour-500*time.Millisecond)), clicked,
+		ts(now.Add(-time.Minute)), token("sku-1", now.Add(-time.Minute-time.Second)),
+		ts(now.Add(-time.Hour)), clicked))
 
 	var got []attribution.Row
 	testenv.Eventually(t, 30*time.Second, func() error {

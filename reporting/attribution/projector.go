@@ -227,9 +227,22 @@ func (p *Projector) touch(e *records.Event, interaction uuid.UUID, c *bidtoken.C
 
 // Fold attributes what the batch may change (see Projector).
 func (p *Projector) Fold(ctx context.Context, events []projections.Event) error {
+	return p.FoldDecided(ctx, events, nil)
+}
+
+// FoldDecided is Fold once the interactions sink has decided the batch's
+// charges (projections.DecidedSink): the clicks whose interaction id is in
+// invalid were refused as invalid clicks, and are copied marked so (column
+// invalid), which leaves them out of every attribution.
+func (p *Projector) FoldDecided(ctx context.Context, events []projections.Event, invalid map[uuid.UUID]bool) error {
 	d, err := p.decode(ctx, events)
 	if err != nil {
 		return err
+	}
+	if invalid != nil {
+		for i := range d.touches {
+			d.touches[i].invalid = invalid[d.touches[i].t.InteractionID]
+		}
 	}
 	if len(d.touches)+len(d.purchases) == 0 {
 		return nil

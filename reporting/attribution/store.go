@@ -109,7 +109,7 @@ func loadTouches(ctx context.Context, conn clickhouse.Conn, mp string, users []s
 	rows, err := conn.Query(ctx, `SELECT opaque_user_id, kind, event_id, interaction_id, occurred_at_ms,
 		received_at_ms, auction_id, auction_at_ms, rank, ad_format, charge_type,
 		campaign_id, vendor_id, entity_type, entity_id, entity_id_hashed,
-		additional_attribution_type, additional_attribution_id, kafka_partition, kafka_offset
+		additional_attribution_type, additional_attribution_id, kafka_partition, kafka_offset, invalid
 		FROM attribution_touches_raw
 		PREWHERE `+usersIn+`
 		WHERE marketplace_id = toUUID(?)
@@ -120,10 +120,11 @@ func loadTouches(ctx context.Context, conn clickhouse.Conn, mp string, users []s
 	}
 	defer rows.Close()
 	type copied struct {
-		user   string
-		t      Touch
-		hashed bool
-		key    copyKey
+		user    string
+		t       Touch
+		hashed  bool
+		key     copyKey
+		invalid uint8
 	}
 	first := map[[2]string]*copied{}
 	for rows.Next() {
@@ -133,7 +134,7 @@ func loadTouches(ctx context.Context, conn clickhouse.Conn, mp string, users []s
 		)
 		if err := rows.Scan(&c.user, &c.t.Kind, &c.t.EventID, &c.t.InteractionID, &c.t.OccurredMs, &c.t.ReceivedMs,
 			&c.t.AuctionID, &c.t.AuctionMs, &c.t.Rank, &c.t.AdFormat, &c.t.ChargeType, &c.t.CampaignID, &c.t.VendorID,
-			&c.t.EntityType, &c.t.EntityID, &hashed, &c.t.AAType, &c.t.AAID, &c.key.partition, &c.key.offset); err != nil {
+			&c.t.EntityType, &c.t.EntityID, &hashed, &c.t.AAType, &c.t.AAID, &c.key.partition, &c.key.offset, &c.invalid); err != nil {
 			return nil, fmt.Errorf("attribution: scan interaction: %w", err)
 		}
 		c.hashed = hashed == 1
@@ -149,6 +150,9 @@ func loadTouches(ctx context.Context, conn clickhouse.Conn, mp string, users []s
 	out := map[string][]Touch{}
 	anyHashed := false
 	for _, c := range first {
+		if c.invalid == 1 {
+			continue // a click refused as invalid is never credited
+		}
 		c.t.EntityHashed = c.hashed && c.t.EntityID == ""
 		anyHashed = anyHashed || c.t.EntityHashed
 		out[c.user] = append(out[c.user], c.t)
@@ -305,7 +309,7 @@ func insertResults(ctx context.Context, conn clickhouse.Conn, rows []resultRow) 
 const (
 	touchColumns = `marketplace_id, opaque_user_id, kind, event_id, interaction_id, occurred_at, occurred_at_ms, received_at_ms,
 	auction_id, auction_at_ms, rank, ad_format, charge_type, campaign_id, vendor_id, entity_type, entity_id, entity_id_hashed,
-	additional_attribution_type, additional_attribution_id, kafka_partition, kafka_offset`
+	additional_attribution_type, additional_attribution_id, kafka_partition, kafka_offset, invalid`
 	purchaseColumns = `marketplace_id, opaque_user_id, event_id, occurred_at, occurred_at_ms, received_at_ms, countable,
 	items.product_id, items.unit_price_micros, items.quantity, items.vendor_id, kafka_partition, kafka_offset`
 )
@@ -318,6 +322,8 @@ type touchRow struct {
 	t         Touch
 	partition int32
 	offset    int64
+	// invalid: a click refused as invalid (never credited).
+	invalid bool
 }
 
 // touchCols returns rows as the columns of touchColumns.
@@ -333,6 +339,7 @@ func touchCols(rows []touchRow) []any {
 		occurredMs, receivedMs, auctionMs, offset      = i64s(), i64s(), i64s(), i64s()
 		rank, hashed                                   = make([]uint8, n), make([]uint8, n)
 		partition                                      = make([]int32, n)
+		invalid                                        = make([]uint8, n)
 	)
 	for i := range rows {
 		r := &rows[i]
@@ -345,10 +352,13 @@ func touchCols(rows []touchRow) []any {
 		auction[i], auctionMs[i], rank[i], adFormat[i], chargeType[i] = t.AuctionID, t.AuctionMs, t.Rank, t.AdFormat, t.ChargeType
 		campaign[i], vendor[i], entType[i], entID[i] = t.CampaignID, t.VendorID, t.EntityType, t.EntityID
 		aaType[i], aaID[i], partition[i], offset[i] = t.AAType, t.AAID, r.partition, r.offset
+		if r.invalid {
+			invalid[i] = 1
+		}
 	}
 	return []any{mp, user, kind, event, interaction, occurred, occurredMs, receivedMs,
 		auction, auctionMs, rank, adFormat, chargeType, campaign, vendor, entType, entID, hashed,
-		aaType, aaID, partition, offset}
+		aaType, aaID, partition, offset, invalid}
 }
 
 // purchaseRow is one row of attribution_purchases_raw.

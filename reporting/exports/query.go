@@ -23,6 +23,7 @@ var partColumns = [numParts][]string{
 	pPurchaseAmount:     {"sum(total_purchase_amount_micros)"},
 	pRefusedImpressions: {"sum(budget_refused_impressions)"},
 	pRefusedClicks:      {"sum(budget_refused_clicks)"},
+	pInvalidClicks:      {"sum(invalid_clicks)"},
 }
 
 // signedParts are read into sums.i (Int64 sums); the others into sums.u.

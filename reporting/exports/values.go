@@ -24,6 +24,7 @@ const (
 	pPurchaseAmount // micros, sums.i
 	pRefusedImpressions
 	pRefusedClicks
+	pInvalidClicks
 	numParts
 )
 

@@ -347,9 +347,9 @@ func TestRefreshExactSums(t *testing.T) {
 }
 
 // TestRefreshBudgetRefused: interactions refused for a budget are counted
-// per kind once (replayed rows folded), other reasons are not, and an event
-// whose charged copy exists counts as charged, whatever its uncharged copy
-// says.
+// per kind once (replayed rows folded), and so are the clicks refused as
+// invalid; other reasons are not, and an event whose charged copy exists
+// counts as charged, whatever its uncharged copy says.
 func TestRefreshBudgetRefused(t *testing.T) {
 	ctx, conn := db(t)
 	row := func(kind, ev string, charged uint8, refused string) interaction {
@@ -372,21 +372,25 @@ func TestRefreshBudgetRefused(t *testing.T) {
 		row("impression", "i1", 0, "daily_budget"),
 		row("impression", "i2", 0, "kind"),
 		row("click", "c5", 1, ""),
+		row("click", "c6", 0, "invalid_no_impression"),
+		row("click", "c7", 0, "invalid_repeat_click"),
 	)
 	insertInteractions(t, ctx, conn,
-		row("click", "c2", 0, "daily_budget"), // a replay
-		row("click", "c5", 0, "duplicate"),    // a retry after the dedupe window: the charged copy wins
+		row("click", "c6", 0, "invalid_no_impression"), // a replay
+		row("click", "c2", 0, "daily_budget"),          // a replay
+		row("click", "c5", 0, "duplicate"),             // a retry after the dedupe window: the charged copy wins
 	)
 	if _, err := job(t, conn).Refresh(ctx, []time.Time{d1}); err != nil {
 		t.Fatal(err)
 	}
-	var clicks, charged, refusedClicks, refusedImps uint64
-	if err := conn.QueryRow(ctx, `SELECT sum(clicks), sum(charged_clicks), sum(budget_refused_clicks), sum(budget_refused_impressions)
-		FROM rollup_daily WHERE marketplace_id = toUUID(?)`, mpA).Scan(&clicks, &charged, &refusedClicks, &refusedImps); err != nil {
+	var clicks, charged, refusedClicks, refusedImps, invalid uint64
+	if err := conn.QueryRow(ctx, `SELECT sum(clicks), sum(charged_clicks), sum(budget_refused_clicks), sum(budget_refused_impressions), sum(invalid_clicks)
+		FROM rollup_daily WHERE marketplace_id = toUUID(?)`, mpA).Scan(&clicks, &charged, &refusedClicks, &refusedImps, &invalid); err != nil {
 		t.Fatal(err)
 	}
-	if clicks != 5 || charged != 2 || refusedClicks != 2 || refusedImps != 1 {
-		t.Errorf("clicks %d, charged %d, refused for a budget: %d clicks, %d impressions; want 5, 2, 2, 1", clicks, charged, refusedClicks, refusedImps)
+	if clicks != 7 || charged != 2 || refusedClicks != 2 || refusedImps != 1 || invalid != 2 {
+		t.Errorf("clicks %d, charged %d, refused for a budget: %d clicks, %d impressions, %d invalid clicks; want 7, 2, 2, 1, 2",
+			clicks, charged, refusedClicks, refusedImps, invalid)
 	}
 }
 

@@ -46,7 +46,7 @@ var (
 		"impressions", "clicks", "charged_impressions", "charged_clicks",
 		"ad_spent_impressions_micros", "ad_spent_impressions_sub_micros",
 		"ad_spent_clicks_micros", "ad_spent_clicks_sub_micros",
-		"budget_refused_impressions", "budget_refused_clicks",
+		"budget_refused_impressions", "budget_refused_clicks", "invalid_clicks",
 	}
 	purchaseMetrics = []string{"attributed_items", "purchases", "quantity", "total_purchase_amount_micros"}
 )
@@ -81,7 +81,8 @@ SELECT marketplace_id, day_local,
        sumIf(amount_micros, kind = 'click' AND charged = 1) AS ad_spent_clicks_micros,
        sumIf(toUInt64(amount_sub_micros), kind = 'click' AND charged = 1) AS ad_spent_clicks_sub_micros,
        countIf(kind = 'impression' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_impressions,
-       countIf(kind = 'click' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_clicks
+       countIf(kind = 'click' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_clicks,
+       countIf(kind = 'click' AND charged = 0 AND startsWith(refused_reason, 'invalid_')) AS invalid_clicks
 FROM (
     SELECT * FROM (
         SELECT * FROM (
