@@ -109,6 +109,19 @@ type devProc struct {
 	log  string
 }
 
+// args are the flags of the test besides the addresses: the invalid-click
+// rules off, as in testenv.Config (these tests send clicks without
+// impressions, and many from one shopper at once), except for the tests that
+// run as make run does (--demo-traffic=true: the demo traffic and the guide
+// must hold under the default rules); then the test's own.
+func (d *devStack) args() []string {
+	if slices.Contains(d.extra, "--demo-traffic=true") {
+		return d.extra
+	}
+	return append([]string{"--invalid-click-require-impression=false", "--invalid-click-min-delay=0",
+		"--invalid-click-repeat-window=0", "--invalid-click-max-per-hour=0"}, d.extra...)
+}
+
 type devStack struct {
 	t                                  *testing.T
 	bin, dir                           string
@@ -144,11 +157,7 @@ func (d *devStack) start() *devProc {
 		"--clickhouse-http-port", strconv.Itoa(d.chHTTP),
 		"--redis-addr", fmt.Sprintf("127.0.0.1:%d", d.redis),
 		"--s3-endpoint", fmt.Sprintf("http://127.0.0.1:%d", d.s3),
-		"--mail-smtp-port", strconv.Itoa(d.mailSMTP), "--mail-web-port", strconv.Itoa(d.mailWeb),
-		// The invalid-click rules off, as in testenv.Config: these tests send
-		// clicks without impressions, and many from one shopper at once.
-		"--invalid-click-require-impression=false", "--invalid-click-min-delay=0",
-		"--invalid-click-repeat-window=0", "--invalid-click-max-per-hour=0"}, d.extra...)...)
+		"--mail-smtp-port", strconv.Itoa(d.mailSMTP), "--mail-web-port", strconv.Itoa(d.mailWeb)}, d.args()...)...)
 	cmd.Env = devEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
