@@ -17,8 +17,6 @@ import (
 	"github.com/endcap/endcap/spend"
 )
 
-const day = 24 * time.Hour
-
 // TestLegacyMarkerKey: the key builds before 2026-11-22 used for a charge
 // marker, from the key that replaced it.
 func TestLegacyMarkerKey(t *testing.T) {
