@@ -7,6 +7,7 @@
 #   - nodejs and npm with apt-get when the `node` or `npm` command is missing, and maildev (npm, version
 #     pinned below) into .endcap/maildev: the local stack's SMTP server and inbox (the console's
 #     invitation e-mails);
+#   - jq and python3 when missing (the guide, docs/guide, uses them);
 # and, with --test (make test), what only the tests need:
 #   - zookeeper (Debian's 3.8, with a Java runtime), for the replicated ClickHouse cluster that
 #     deploy/localstack starts for the cluster tests (Options.ClickHouseReplicas);
@@ -84,6 +85,9 @@ apt_install --no-install-recommends -- redis-server
 # package ships npm itself) is left alone.
 command -v node >/dev/null 2>&1 || apt_install --no-install-recommends -- nodejs
 command -v npm >/dev/null 2>&1 || apt_install --no-install-recommends -- npm
+# The guide (docs/guide, run by e2e/TestGuide) uses jq, and python3 for its webhook receiver.
+command -v jq >/dev/null 2>&1 || apt_install --no-install-recommends -- jq
+command -v python3 >/dev/null 2>&1 || apt_install --no-install-recommends -- python3
 if [ "$tests" -eq 1 ]; then
 	# The test cluster's ZooKeeper runs as a child of the tests with a configuration of its own
 	# (zkServer.sh start-foreground); the package's own service is never started.
