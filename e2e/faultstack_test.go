@@ -112,6 +112,12 @@ func newFaultStackWith(t *testing.T, opts func(*localstack.Options)) *faultStack
 		"ENDCAP_RATE_LIMIT_CATALOG=5000/1s",
 		"ENDCAP_LOG_LEVEL=info",
 		"ENDCAP_SECRET_KEY=" + masterkey.Generate(),
+		// The invalid-click rules off, as in testenv.Config: the load's
+		// clicks come without impressions, many from one shopper at once.
+		"ENDCAP_INVALID_CLICK_REQUIRE_IMPRESSION=false",
+		"ENDCAP_INVALID_CLICK_MIN_DELAY=0",
+		"ENDCAP_INVALID_CLICK_REPEAT_WINDOW=0",
+		"ENDCAP_INVALID_CLICK_MAX_PER_HOUR=0",
 	}
 	if s.admin, err = kafka.NewClient([]string{s.brokers()}, nil); err != nil {
 		t.Fatal(err)

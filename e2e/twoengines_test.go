@@ -105,7 +105,7 @@ func TestTwoEngines(t *testing.T) {
 	if v := exCompleted(t, s, csvID); *v.RowCount != 2 {
 		t.Fatalf("csv export: %d rows, want 2", *v.RowCount)
 	}
-	pqID := exAccepted(t, exCreate(t, s, key, exWith("dimensions", exSpecDimensions, "metrics", append(slices.Clone(exSpecMetrics[:17]), exExtensionMetrics...),
+	pqID := exAccepted(t, exCreate(t, s, key, exWith("dimensions", exSpecDimensions, "metrics", append(slices.Clone(exSpecMetrics[:19-len(exExtensionMetrics)]), exExtensionMetrics...),
 		"format", "parquet", "startDate", exDay(-30), "endDate", exDay(0))))
 	if st, _, _ := exDownload(t, exCompleted(t, s, pqID).URL); st != http.StatusOK {
 		t.Fatalf("parquet export download: %d", st)

@@ -53,7 +53,7 @@ func TestWebhooks(t *testing.T) {
 	bwStatus(t, r, 201)
 	m = bwObj(t, r.Body)
 	w2 := m["id"].(string)
-	if fmt.Sprint(m["eventTypes"]) != "[budget.exhausted campaign.archived campaign.created campaign.updated export.completed export.failed privacy.deletion.completed scored_attribution.ready]" || m["secret"] == secret {
+	if fmt.Sprint(m["eventTypes"]) != "[budget.exhausted campaign.archived campaign.created campaign.updated export.completed export.failed privacy.deletion.completed scored_attribution.ready vendor.balance_low]" || m["secret"] == secret {
 		t.Fatalf("second webhook: %s", r.Body)
 	}
 	var all = []string{w1, w2}
