@@ -38,7 +38,7 @@ run: deps build
 TEST_MODULES := tools/image deploy/helm
 
 # The packages whose integration tests run a second time on a Redis Cluster (make test).
-REDIS_CLUSTER_PKGS := ./storage/redisstore ./storage/statelog ./spend ./management/segments ./reporting/exports ./api ./projections
+REDIS_CLUSTER_PKGS := ./storage/redisstore ./storage/statelog ./spend ./management/segments ./management/campaigns/freqcap ./reporting/exports ./api ./projections
 
 ## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake; every statement of the
 ## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md); then the packages that use
