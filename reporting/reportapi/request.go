@@ -104,21 +104,7 @@ func first(q url.Values, name string) (string, bool) {
 // parseLimit reads limit (1..max, def when absent).
 func parseLimit(q url.Values, def, max int, errs *validation.Errors) int {
 	s, present := first(q, "limit")
-	if !present {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	switch {
-	case err != nil:
-		errs.Add("int_parsing", "Input should be a valid integer", "query", "limit")
-	case n < 1:
-		errs.Add("greater_than_equal", "Input should be greater than or equal to 1", "query", "limit")
-	case n > max:
-		errs.Add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(max), "query", "limit")
-	default:
-		return n
-	}
-	return def
+	return validation.QueryLimit(errs, s, present, def, max)
 }
 
 const cursorMsg = "next_page is not a cursor issued by this service for this report and this start_date and end_date"
