@@ -12,7 +12,7 @@ build:
 	$(GO) build -tags dev -o $(BIN) ./cmd/endcap
 
 ## image: the OCI image dist/endcap-oci.tar of the production binary, without a container engine
-## (tools/image; docker load, podman load, crane push; docs/deploy.md)
+## (tools/image; docker load, podman load, crane push; docs/operations/deploy.md)
 image:
 	cd tools/image && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run . -src ../.. -out ../../dist/endcap-oci.tar
 
@@ -41,7 +41,7 @@ TEST_MODULES := tools/image deploy/helm
 REDIS_CLUSTER_PKGS := ./storage/redisstore ./storage/statelog ./spend ./management/segments ./management/campaigns/freqcap ./reporting/exports ./api ./projections
 
 ## test: unit and integration tests against real ClickHouse, Redis, S3 and kfake; every statement of the
-## integration tests also replayed on ClickHouse 26 (chDB, docs/clickhouse.md); then the packages that use
+## integration tests also replayed on ClickHouse 26 (chDB, docs/design/clickhouse.md); then the packages that use
 ## Redis again on a local Redis Cluster of three masters and three replicas
 test: test-deps
 	$(GO) vet ./...

@@ -14,7 +14,7 @@ import (
 // with Retry-After at once, before its body is read: the requests already
 // accepted keep their latency instead of sharing the cores with a queue, and
 // the memory their bodies take stays within the bound times the largest body
-// (docs/operations.md, Admission).
+// (docs/operations/operations.md, Admission).
 type admission struct {
 	slots chan struct{}
 	kind  string
@@ -59,7 +59,7 @@ func (a *admission) inFlight() int {
 
 // foreground counts the request in flight at g while the handlers after it
 // run: the events fold of the same process gives way to it
-// (priority.Yield; docs/projector.md, Sharing the cores with the API).
+// (priority.Yield; docs/design/projector.md, Sharing the cores with the API).
 func foreground(g *priority.Gate) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		g.Enter()

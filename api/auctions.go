@@ -76,7 +76,7 @@ func (h *handlers) postAuctions(endpoint auction.EndpointKind) gin.HandlerFunc {
 // /v2/auctions, validated the same way (the same 400s), run as a dry run
 // (auction.Engine.Explain: nothing recorded, charged or signed), answered
 // 200 with every candidate of each auction and what happened to it
-// (docs/auction-ranking.md, "Explain"); 422 too_many_candidates when the
+// (docs/design/auction-ranking.md, "Explain"); 422 too_many_candidates when the
 // request's auctions have more than Deps.ExplainMaxCandidates. It lists
 // every advertiser's bids and budget state: the advanced key only, without
 // CORS, rate-limited (api.New).
@@ -188,7 +188,7 @@ func appendExplainedCandidate(b []byte, c *auction.ExplainedCandidate) []byte {
 // auctionBodies holds request- and response-body buffers of the auction
 // endpoints (a 500-product auction is about 20 KB in, 2.5 KB out): two
 // allocations fewer per auction, garbage that sets how often the API's
-// collections run (docs/performance.md).
+// collections run (docs/design/performance.md).
 var auctionBodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooledAuctionBody is the largest buffer auctionBodies keeps.

@@ -14,7 +14,7 @@ import (
 	"github.com/endcap/endcap/spend"
 )
 
-// Vendor balances (docs/balances.md), in Topsort's billing-service shapes
+// Vendor balances (docs/reference/balances.md), in Topsort's billing-service shapes
 // where it has them:
 //
 //	GET  /billing-service/vendors/{external_vendor_id}/balance

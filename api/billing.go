@@ -12,7 +12,7 @@ import (
 )
 
 // Billing contacts and their links to vendors
-// (docs/billing-webhooks-invitations-offsite.md).
+// (docs/reference/billing-webhooks-invitations-offsite.md).
 //
 //	POST   /billing-service/billing-contacts
 //	GET    /billing-service/billing-contacts

@@ -10,7 +10,7 @@ import (
 
 // CampaignControlRoutes serves a campaign's timetable (dayparting) and the
 // negative keywords of campaigns and bids, under /campaign-service
-// (docs/campaigns.md, Dayparting and Negative keywords).
+// (docs/reference/campaigns.md, Dayparting and Negative keywords).
 func CampaignControlRoutes(svc *campaigns.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &campaignHandlers{svc: svc, p: p}

@@ -11,7 +11,7 @@ import (
 )
 
 // CampaignRoutes serves campaigns and bids under /campaign-service and the
-// bids of automated campaigns under /automation (docs/campaigns.md).
+// bids of automated campaigns under /automation (docs/reference/campaigns.md).
 func CampaignRoutes(svc *campaigns.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &campaignHandlers{svc: svc, p: p}

@@ -20,7 +20,7 @@ const (
 	catalogPageMax     = 500
 )
 
-// CatalogRoutes serves the catalog (docs/catalog.md) under
+// CatalogRoutes serves the catalog (docs/reference/catalog.md) under
 // /public/v1/catalog-search-service/catalogs. Every route is in the
 // "catalog" rate-limit class.
 func CatalogRoutes(svc *catalog.Service) RouteSet {

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultDocURLBase is where the documentation is read by default
-// (ENDCAP_DOC_URL_BASE): an error's docUrl is <base>/errors.md#<errCode>.
+// (ENDCAP_DOC_URL_BASE): an error's docUrl is <base>/reference/errors.md#<errCode>.
 const DefaultDocURLBase = "https://github.com/endcap/endcap/blob/main/docs"
 
 // docURLKey holds the request's documentation base (Deps.DocURLBase) on
@@ -16,13 +16,13 @@ const DefaultDocURLBase = "https://github.com/endcap/endcap/blob/main/docs"
 const docURLKey = "api.docURLBase"
 
 // docURL is the docUrl of an error code: the deployment's documentation
-// base (set on every request by New) + /errors.md#code.
+// base (set on every request by New) + /reference/errors.md#code.
 func docURL(c *gin.Context, code string) string {
 	base := c.GetString(docURLKey)
 	if base == "" {
 		base = DefaultDocURLBase
 	}
-	return base + "/errors.md#" + code
+	return base + "/reference/errors.md#" + code
 }
 
 // v2Error is the /v2 error body (wire-contract.md): one JSON object.

@@ -14,7 +14,7 @@ import (
 	"github.com/endcap/endcap/reporting/exports"
 )
 
-// Exports (docs/exports.md). Every error of these routes, validation
+// Exports (docs/reference/exports.md). Every error of these routes, validation
 // included, has the exports shape {error: {code, message, details}}.
 //
 //	POST /export-service/exports              202 the pending export

@@ -11,7 +11,7 @@ import (
 	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
-// Scored-attribution files (docs/scored-attribution.md).
+// Scored-attribution files (docs/reference/scored-attribution.md).
 //
 //	GET /reporting-service/file-reports/scored-attribution?report_date=YYYY-MM-DD
 

@@ -47,13 +47,13 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 // TestDocURLBase: an error body's docUrl is the deployment's documentation
-// base (Deps.DocURLBase, ENDCAP_DOC_URL_BASE) + /errors.md#<errCode>, by
+// base (Deps.DocURLBase, ENDCAP_DOC_URL_BASE) + /reference/errors.md#<errCode>, by
 // default the project's.
 func TestDocURLBase(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, tc := range []struct{ base, want string }{
-		{"", "https://github.com/endcap/endcap/blob/main/docs/errors.md#resource_not_found"},
-		{"https://docs.ads.example.com/endcap/", "https://docs.ads.example.com/endcap/errors.md#resource_not_found"},
+		{"", "https://github.com/endcap/endcap/blob/main/docs/reference/errors.md#resource_not_found"},
+		{"https://docs.ads.example.com/endcap/", "https://docs.ads.example.com/endcap/reference/errors.md#resource_not_found"},
 	} {
 		w := httptest.NewRecorder()
 		New(Deps{Log: log, DocURLBase: tc.base}).ServeHTTP(w, httptest.NewRequest("GET", "/nothing-here", nil))

@@ -12,7 +12,7 @@ import (
 	"github.com/endcap/endcap/management/invitations"
 )
 
-// Invitations of vendors' users (docs/billing-webhooks-invitations-offsite.md).
+// Invitations of vendors' users (docs/reference/billing-webhooks-invitations-offsite.md).
 //
 //	POST /invitation-service/invitations
 //	GET  /invitation-service/invitations

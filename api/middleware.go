@@ -69,7 +69,7 @@ func (n normalizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pathText refuses a path that is not UTF-8 text or holds NUL (the path's
-// ids follow the text rule of bodies: docs/errors.md): decoded, two such ids
+// ids follow the text rule of bodies: docs/reference/errors.md): decoded, two such ids
 // could become one, and no entity can have such an id.
 func pathText(c *gin.Context) {
 	if p := c.Request.URL.Path; !utf8.ValidString(p) || strings.IndexByte(p, 0) >= 0 {
@@ -117,7 +117,7 @@ func cors(c *gin.Context) {
 	c.Next()
 }
 
-// requestID gives the request its id (docs/operations.md, Logs): the
+// requestID gives the request its id (docs/operations/operations.md, Logs): the
 // caller's X-Request-Id when it is a plain token, else a new one; echoed in
 // the response's X-Request-Id and carried by the request's context, so that
 // every line logged about the request names it.
@@ -144,7 +144,7 @@ func observe(c *gin.Context) {
 
 // traceRequest makes the request's span (a child of the caller's
 // traceparent, if any), named after its route, which the handler's work
-// (the Kafka records it produces) descends from (docs/operations.md,
+// (the Kafka records it produces) descends from (docs/operations/operations.md,
 // Traces). Installed only when traces are on.
 func traceRequest(c *gin.Context) {
 	route := c.FullPath()

@@ -10,7 +10,7 @@ import (
 )
 
 // Advertiser domains of offsite advertising
-// (docs/billing-webhooks-invitations-offsite.md).
+// (docs/reference/billing-webhooks-invitations-offsite.md).
 //
 //	PUT    /offsite-ads/ad-network/advertisers/{vendor-id}/domain
 //	GET    /offsite-ads/ad-network/advertisers/{vendor-id}/domain

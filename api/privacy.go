@@ -8,7 +8,7 @@ import (
 	"github.com/endcap/endcap/management/privacy"
 )
 
-// Erasure of shoppers (docs/privacy.md).
+// Erasure of shoppers (docs/operations/privacy.md).
 //
 //	POST /privacy-service/deletions                 202 the pending deletion request
 //	GET  /privacy-service/deletions                 200 a page of the requests, newest first

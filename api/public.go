@@ -116,7 +116,7 @@ const (
 )
 
 // Fail answers a domain error: the one place where the error vocabulary
-// (internal/errkind) becomes HTTP statuses and error bodies (docs/errors.md).
+// (internal/errkind) becomes HTTP statuses and error bodies (docs/reference/errors.md).
 // Field errors are the spec's 422; a write whose deadline passed says it may
 // have been applied; an error the vocabulary does not name is logged and
 // answered 500 without its text.

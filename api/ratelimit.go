@@ -15,7 +15,7 @@ import (
 )
 
 // Defaults of the rate limiter's behaviour when Redis is slow or down
-// (docs/operations.md, Rate limits).
+// (docs/operations/operations.md, Rate limits).
 const (
 	// DefaultLimitTimeout bounds the Redis call of one request: past it the
 	// request is let through. A healthy Redis answers in well under 1 ms.

@@ -10,7 +10,7 @@ import (
 	"github.com/endcap/endcap/reporting/reportapi"
 )
 
-// The Reporting API (docs/reporting-api.md), read from the daily rollup.
+// The Reporting API (docs/reference/reporting-api.md), read from the daily rollup.
 //
 //	GET /reporting-service/marketplace[/daily]
 //	GET /reporting-service/vendors/{vendor-id}[/daily]

@@ -11,7 +11,7 @@ import (
 )
 
 // RestrictionRoutes serves the campaigns' restrictions (frequency caps per
-// shopper) and their types under /campaign-service (docs/campaigns.md,
+// shopper) and their types under /campaign-service (docs/reference/campaigns.md,
 // Restrictions).
 func RestrictionRoutes(svc *campaigns.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {

@@ -12,7 +12,7 @@ import (
 	"github.com/endcap/endcap/management/segments"
 )
 
-// SegmentRoutes serves /public/v1/segment-service (docs/segments.md).
+// SegmentRoutes serves /public/v1/segment-service (docs/reference/segments.md).
 func SegmentRoutes(svc *segments.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &segmentHandlers{svc: svc, p: p}

@@ -70,7 +70,7 @@ type Deps struct {
 	// nil: none, the client is the connection's address.
 	TrustedProxies []string
 	// DocURLBase is the documentation's address: every error body's docUrl
-	// is <DocURLBase>/errors.md#<errCode> ("": DefaultDocURLBase).
+	// is <DocURLBase>/reference/errors.md#<errCode> ("": DefaultDocURLBase).
 	DocURLBase string
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/endcap/endcap/reporting/vendorcharges"
 )
 
-// Vendor charges (docs/vendor-charges.md).
+// Vendor charges (docs/reference/vendor-charges.md).
 //
 //	GET /billing-service/vendor-charges?start_date=&end_date=[&limit=&next_page=&include_refused=]
 

@@ -13,7 +13,7 @@ import (
 	"github.com/endcap/endcap/management/webhooks"
 )
 
-// Webhooks (docs/webhooks.md).
+// Webhooks (docs/reference/webhooks.md).
 //
 //	POST   /webhooks/webhooks
 //	GET    /webhooks/webhooks

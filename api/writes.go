@@ -18,7 +18,7 @@ import (
 	"github.com/endcap/endcap/internal/validation"
 )
 
-// Writes of /public/v1 (docs/management-api.md):
+// Writes of /public/v1 (docs/reference/management-api.md):
 //
 //   - Every write (POST, PUT, PATCH, DELETE) has WriteTimeout of server time:
 //     its context ends that long after the request body was read (at once for

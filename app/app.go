@@ -63,7 +63,7 @@ import (
 )
 
 // foregroundGate is the gate at which the events fold gives way to the
-// API's requests: only in a process that runs both (docs/projector.md,
+// API's requests: only in a process that runs both (docs/design/projector.md,
 // Sharing the cores with the API), and not when maxWait is 0.
 func foregroundGate(t Target, maxWait time.Duration) *priority.Gate {
 	if !t.runs(TargetAPI) || !t.runs(TargetProjector) {
@@ -119,7 +119,7 @@ type App struct {
 	Exports      *exports.Service
 	Cursors      *pagination.Signer
 	Spend        *spend.Cache      // campaign spend for the auction, refreshed from Redis
-	Funds        *spend.FundsCache // vendors out of funds, for the auction (docs/balances.md)
+	Funds        *spend.FundsCache // vendors out of funds, for the auction (docs/reference/balances.md)
 	// AuctionIndex is the auction's index of products, categories,
 	// campaigns and bids, fed by the catalog and campaigns views.
 	AuctionIndex *index.Index
@@ -136,7 +136,7 @@ type App struct {
 	health *api.Health
 	// foreground counts the API's /v2/events and auction requests in
 	// flight, for the events fold to give way to them, when this process
-	// runs both (nil otherwise; docs/projector.md, Sharing the cores).
+	// runs both (nil otherwise; docs/design/projector.md, Sharing the cores).
 	foreground *priority.Gate
 	// projectors are the consume loops this process runs, for the stall
 	// check of /readyz.
@@ -148,7 +148,7 @@ type App struct {
 	Campaigns *campaigns.Service
 	Segments  *segments.Service
 	Billing   *billing.Service
-	// Balances: vendor balances and their ledger (docs/balances.md).
+	// Balances: vendor balances and their ledger (docs/reference/balances.md).
 	Balances *billing.Balances
 	Webhooks *webhooks.Service
 	Privacy  *privacy.Service
@@ -203,7 +203,7 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	}
 	producerOpts := []kgo.Opt{kgo.ClientID("endcap-" + string(target)), kgo.ProducerLinger(cfg.KafkaLinger)}
 	if cfg.OTelEndpoint != "" {
-		// Traces (docs/operations.md, Traces): the process's spans, and
+		// Traces (docs/operations/operations.md, Traces): the process's spans, and
 		// the records of its main producer carry their trace.
 		if a.stopTracing, err = telemetry.StartTracing(telemetry.TracingOptions{Endpoint: cfg.OTelEndpoint,
 			Service: "endcap-" + string(target), SampleRatio: cfg.OTelSampleRatio}); err != nil {
@@ -317,7 +317,7 @@ func (a *App) chOptions() clickhouse.Options {
 func (a *App) Handler() http.Handler { return a.handler }
 
 // checks are the readiness checks of the process's target: only what the
-// target needs to do its work (docs/operations.md, Health). The API needs
+// target needs to do its work (docs/operations/operations.md, Health). The API needs
 // its entity state and Kafka (writes); ClickHouse, Redis and S3 serve some
 // of its routes only, which answer 503 on their own while they are down, so
 // an outage of one of them pulls no API replica from its load balancer. The
@@ -464,7 +464,7 @@ type permanentError struct{ error }
 
 // checkRedis refuses a Redis older than Endcap needs, and says loudly when
 // Redis would evict keys: an evicted event claim or charge marker lets an
-// event count twice or a winner be charged twice (docs/operations.md). On a
+// event count twice or a winner be charged twice (docs/operations/operations.md). On a
 // cluster it checks every master.
 func (a *App) checkRedis(ctx context.Context) error {
 	servers, err := redisstore.Servers(ctx, a.Redis)
@@ -502,7 +502,7 @@ func redisSetting(err error) string {
 		strings.Contains(msg, "invalid password") || strings.Contains(msg, "invalid username-password"):
 		return "ENDCAP_REDIS_USER, ENDCAP_REDIS_PASSWORD or ENDCAP_REDIS_PASSWORD_FILE (Redis refused them)"
 	case strings.Contains(msg, "NOPERM"):
-		return "ENDCAP_REDIS_USER (its ACL rule lacks a command or key Endcap needs; docs/operations.md, Managed services)"
+		return "ENDCAP_REDIS_USER (its ACL rule lacks a command or key Endcap needs; docs/operations/operations.md, Managed services)"
 	}
 	return ""
 }
@@ -722,9 +722,9 @@ func (a *App) Run(ctx context.Context) error {
 				return ap.Run(ctx)
 			})
 			// The events topic, folded by one consumer group into three
-			// sinks (docs/projector.md): events_raw; interactions, charges
-			// and spend (docs/charges.md); purchase attribution
-			// (docs/attribution.md). The last two read the entity views
+			// sinks (docs/design/projector.md): events_raw; interactions, charges
+			// and spend (docs/design/charges.md); purchase attribution
+			// (docs/design/attribution.md). The last two read the entity views
 			// (time zones, currencies, names, vendors), so the group is
 			// joined only once they have caught up.
 			run("events fold", func(ctx context.Context) error {
@@ -739,7 +739,7 @@ func (a *App) Run(ctx context.Context) error {
 				defer f.Close()
 				return f.Run(ctx)
 			})
-			// Daily rollups of the export dataset (docs/rollups.md):
+			// Daily rollups of the export dataset (docs/design/rollups.md):
 			// recent days every minute, the last 33 days every hour (both
 			// configurable, and paced so that the job takes at most
 			// ENDCAP_ROLLUP_MAX_SHARE of the time), from the FINAL views.
@@ -756,7 +756,7 @@ func (a *App) Run(ctx context.Context) error {
 			})
 		}
 		if a.target.runs(TargetExporter) {
-			// Export jobs (docs/exports.md): a consumer group on the jobs
+			// Export jobs (docs/reference/exports.md): a consumer group on the jobs
 			// topic; each export first recomputes the stale rollup days of
 			// its window.
 			run("export workers", func(ctx context.Context) error {
@@ -765,7 +765,7 @@ func (a *App) Run(ctx context.Context) error {
 				}
 				// The exports' recomputations take the rollup job's lock
 				// (waiting for a run to end) and wait for the projectors to
-				// fold what was acknowledged before them (docs/exports.md,
+				// fold what was acknowledged before them (docs/reference/exports.md,
 				// Freshness).
 				rj, err := rollups.New(rollups.Options{ClickHouse: a.ClickHouse, Log: a.log,
 					Lock: a.rollupsLock(), Fold: a.foldWatermark(), FoldWait: a.cfg.ExportFoldWait})
@@ -776,9 +776,9 @@ func (a *App) Run(ctx context.Context) error {
 					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness, SessionTimeout: a.cfg.KafkaSessionTimeout,
 					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err }})
 			})
-			// Webhooks (docs/webhooks.md): events into deliveries, sent.
+			// Webhooks (docs/reference/webhooks.md): events into deliveries, sent.
 			a.runWebhooks(ctx, run)
-			// Deletion requests of shoppers (docs/privacy.md): the pending
+			// Deletion requests of shoppers (docs/operations/privacy.md): the pending
 			// ones applied as a batch every ENDCAP_PRIVACY_INTERVAL. A Redis
 			// lock lets one process apply them at a time.
 			run("privacy deletions", func(ctx context.Context) error {
@@ -787,11 +787,11 @@ func (a *App) Run(ctx context.Context) error {
 				}
 				return a.eraser().Run(ctx)
 			})
-			// Data retention (docs/operations.md, Data retention): old
+			// Data retention (docs/operations/operations.md, Data retention): old
 			// months of the raw tables and old files, every
 			// ENDCAP_RETENTION_INTERVAL, each under a Redis lease.
 			a.runRetention(run)
-			// Daily scored-attribution files (docs/scored-attribution.md):
+			// Daily scored-attribution files (docs/reference/scored-attribution.md):
 			// each marketplace-local day once closed plus the grace, again
 			// once its attribution is final. A Redis lock per day lets
 			// several exporters run.
@@ -897,7 +897,7 @@ func (a *App) runRetention(run func(string, func(context.Context) error)) {
 }
 
 // rollupsLock is the lock of the rollup recomputations of the database
-// (docs/rollups.md): one at a time, across processes.
+// (docs/design/rollups.md): one at a time, across processes.
 func (a *App) rollupsLock() func(context.Context) (func(), error) {
 	lk := redisstore.NewLocker(a.Redis, "ec:lock:rollups:", 15*time.Minute)
 	return func(ctx context.Context) (func(), error) { return lk.Lock(ctx, a.cfg.ClickHouseDatabase) }
@@ -916,7 +916,7 @@ func (a *App) foldWatermark() *rollups.Watermark {
 // state has loaded and before the process reports ready. Loading a
 // million-product catalog leaves gigabytes of garbage behind; without this,
 // the collection that frees it would come in the first minutes of traffic,
-// seconds of marking on a serving process (docs/operations.md, Memory). With
+// seconds of marking on a serving process (docs/operations/operations.md, Memory). With
 // GOGC=off and GOMEMLIMIT, the next collection then comes only when traffic
 // has filled the limit again.
 func (a *App) settle(ctx context.Context) error {

@@ -26,7 +26,7 @@ import (
 	"github.com/endcap/endcap/storage/s3store"
 )
 
-// A backup (docs/operations.md, Backup and restore) is a directory or an S3
+// A backup (docs/operations/operations.md, Backup and restore) is a directory or an S3
 // prefix holding manifest.json and the files it names:
 //
 //   - state/<topic>.jsonl.gz: the last record of each key of a state topic,

@@ -19,7 +19,7 @@ import (
 	"github.com/endcap/endcap/reporting/scoredfiles"
 )
 
-// buildConsole builds the web console of an api process (docs/console.md):
+// buildConsole builds the web console of an api process (docs/guide/console.md):
 // its users on the accounts log, sessions and the sign-in throttle in
 // Redis, the invitation e-mails when SMTP is configured.
 func (a *App) buildConsole(deps *api.Deps) error {

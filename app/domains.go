@@ -34,7 +34,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log, Location: a.marketplaceLocation})
 
 	// Catalog: products, vendors, categories. cat is an entityref.Catalog.
-	// The products' names and details are on local disk (docs/state.md,
+	// The products' names and details are on local disk (docs/design/state.md,
 	// Memory).
 	var err error
 	if a.catalogTexts, err = spill.Open(spill.Options{Dir: a.cfg.CatalogDir, Log: a.log}); err != nil {
@@ -44,7 +44,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	routes = append(routes, api.CatalogRoutes(cat))
 
 	// Webhooks on the entities log, their deliveries on a log of their own
-	// (api and exporter), sent by the exporter (docs/webhooks.md).
+	// (api and exporter), sent by the exporter (docs/reference/webhooks.md).
 	a.Webhooks = webhooks.New(a.Entities)
 	a.Webhooks.Guard = &webhooks.Guard{AllowLoopback: a.cfg.WebhookAllowLoopback}
 	a.Webhooks.MaxPerMarketplace = a.cfg.WebhooksPerMarket
@@ -60,7 +60,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// domains. bill is an entityref.Billing (Contact(mp, contact, vendor)).
 	bill := billing.New(a.Entities, cat)
 	// Vendor balances: the ledger on the entities log, the funds in Redis;
-	// the projector applies every movement again (docs/balances.md).
+	// the projector applies every movement again (docs/reference/balances.md).
 	a.Balances = billing.NewBalances(a.Entities, cat, a.Redis)
 	if a.target.runs(TargetProjector) {
 		a.Balances.EnableApplier()
@@ -72,10 +72,10 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	routes = append(routes,
 		api.BillingRoutes(bill),
 		api.BalanceRoutes(a.Balances, a.Accounts),
-		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/vendor-charges.md)
-		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/scored-attribution.md)
+		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/reference/vendor-charges.md)
+		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/reference/scored-attribution.md)
 		api.InvitationRoutes(a.Invitations),
-		api.ExportRoutes(a.Exports), // monitoring_metrics exports (docs/exports.md)
+		api.ExportRoutes(a.Exports), // monitoring_metrics exports (docs/reference/exports.md)
 		api.WebhookRoutes(a.Webhooks, a.WebhookDeliveries),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),
 	)
@@ -86,7 +86,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		MarketplaceMembers: a.cfg.SegmentsMaxMembers, MarketplaceBytes: a.cfg.SegmentsMaxBytes}))
 	routes = append(routes, api.SegmentRoutes(segs))
 
-	// Erasure of shoppers (docs/privacy.md): requests on the entities log,
+	// Erasure of shoppers (docs/operations/privacy.md): requests on the entities log,
 	// applied by the exporter's job.
 	a.Privacy = privacy.New(a.Entities)
 	routes = append(routes, api.PrivacyRoutes(a.Privacy))
@@ -95,7 +95,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// auction's reads (EachCampaign, LiveBids); the accounts' reserve
 	// prices count in its bids' eligibility.
 	camps := campaigns.New(a.Entities, cat, bill, segs, a.Accounts)
-	spendReader := spend.NewReader(a.Redis, a.log) // spend in campaign views (docs/campaigns.md, Delivery)
+	spendReader := spend.NewReader(a.Redis, a.log) // spend in campaign views (docs/reference/campaigns.md, Delivery)
 	if a.cfg.SpendReadTimeout > 0 {
 		spendReader.Timeout = a.cfg.SpendReadTimeout
 	}
@@ -110,7 +110,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		return f.Out(), err
 	})
 	routes = append(routes, api.CampaignRoutes(camps), api.RestrictionRoutes(camps), api.CampaignControlRoutes(camps))
-	// The Reporting API, from the daily rollup (docs/reporting-api.md).
+	// The Reporting API, from the daily rollup (docs/reference/reporting-api.md).
 	routes = append(routes, api.ReportingRoutes(reportapi.New(a.ClickHouse), camps))
 
 	// The auction's index follows the catalog and the campaigns. Only the

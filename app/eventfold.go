@@ -15,7 +15,7 @@ import (
 
 // newEventFold builds the consumer group of the events topic and its three
 // sinks, after merging in the offsets of the groups that folded the topic
-// before (projections.LegacyEventsGroups; docs/projector.md).
+// before (projections.LegacyEventsGroups; docs/design/projector.md).
 func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) {
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	at, err := kafka.MergeGroups(mctx, a.Kafka, projections.EventsGroup, projections.LegacyEventsGroups, a.Topics.Events)
@@ -44,14 +44,14 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	}
 	inter, err := projections.NewInteractions(projections.InteractionsOptions{
 		ClickHouse: a.ClickHouse, Redis: a.Redis, Log: a.log,
-		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/webhooks.md)
-		OnDrawn:   a.onVendorsDrawn(a.webhookEmitter()),  // vendor.balance_low (docs/balances.md)
+		OnRefused: a.onBudgetRefused(a.webhookEmitter()), // budget.exhausted (docs/reference/webhooks.md)
+		OnDrawn:   a.onVendorsDrawn(a.webhookEmitter()),  // vendor.balance_low (docs/reference/balances.md)
 		Replicas:  a.cfg.WaitReplicas(), UpgradedAt: a.upgradedAt,
 		InvalidClicks: spend.InvalidRules{RequireImpression: a.cfg.InvalidClickRequireImpression,
 			MinClickDelay: a.cfg.InvalidClickMinDelay, RepeatWindow: a.cfg.InvalidClickRepeatWindow,
 			MaxClicksPerHour: a.cfg.InvalidClickMaxPerHour},
 		// Attribution folds each batch once its charges are decided, and
-		// leaves the invalid clicks out (docs/attribution.md).
+		// leaves the invalid clicks out (docs/design/attribution.md).
 		Then: attr,
 		Views: projections.Views{
 			Marketplace: func(id string) (projections.MarketplaceDims, bool) {
@@ -95,7 +95,7 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 	return f, nil
 }
 
-// The claims earlier versions kept in Redis (docs/projector.md, Upgrading
+// The claims earlier versions kept in Redis (docs/design/projector.md, Upgrading
 // to the claim store): hashed under claimPrefix, and before that whole
 // under legacyClaimPrefix. claimFormat records when the hashed keys began,
 // claimStore when the claim store did (LegacyClaimsUntil).
@@ -162,7 +162,7 @@ func (a *App) productVendor(mp, id string) string {
 }
 
 // frequencyCapsSink counts the impressions and clicks of capped campaigns
-// per shopper (docs/campaigns.md, Restrictions).
+// per shopper (docs/reference/campaigns.md, Restrictions).
 func (a *App) frequencyCapsSink() *projections.FrequencyCaps {
 	return projections.NewFrequencyCaps(freqcap.New(a.Redis),
 		func(mp, id string) (bool, bool) {

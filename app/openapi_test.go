@@ -17,7 +17,7 @@ import (
 // TestOpenAPIDescribesEveryRoute: the router of a process that serves
 // everything (target all, /metrics on the API port) has exactly the
 // operations of the OpenAPI document: a route is not done until it is
-// described (docs/openapi.md), and the document describes nothing the
+// described (docs/reference/openapi.md), and the document describes nothing the
 // server does not answer. The web console's pages (/console) are HTML for a
 // browser, not part of the API, and are left out.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
@@ -39,7 +39,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	var routes []string
 	for _, r := range lister.Routes() {
 		if r.Path == "/console" || strings.HasPrefix(r.Path, "/console/") {
-			continue // the browser console's pages and forms are not the API (docs/console.md)
+			continue // the browser console's pages and forms are not the API (docs/guide/console.md)
 		}
 		routes = append(routes, r.Method+" "+openapitest.RoutePattern(r.Path))
 	}
@@ -51,7 +51,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	for _, r := range routes {
 		if !slices.Contains(described, r) {
-			t.Errorf("route %s is not in api/openapi/openapi.yaml: describe it (docs/openapi.md)", r)
+			t.Errorf("route %s is not in api/openapi/openapi.yaml: describe it (docs/reference/openapi.md)", r)
 		}
 	}
 	for _, op := range described {

@@ -22,7 +22,7 @@ import (
 // of demo traffic (cmd/endcap/demotraffic.go); the API never uses it. Its
 // budget gate lets every campaign bid: the spend of a past day is not in the
 // spend cache, which holds today's, so the budgets of those days are applied
-// where they always are, when the charges are decided (docs/charges.md).
+// where they always are, when the charges are decided (docs/design/charges.md).
 // Its runs take turns (the engine's clock is the instant of the one under
 // way).
 type PastAuctions struct {
@@ -92,7 +92,7 @@ func (openGate) Check(*auction.Market, string, int64, int64, *spend.Hours, time.
 }
 
 // RefreshRollups recomputes the daily rollups of days now, as an export
-// recomputes the days of its window (docs/rollups.md): under the rollups'
+// recomputes the days of its window (docs/design/rollups.md): under the rollups'
 // lock, after waiting up to foldWait for the projectors to fold what the
 // topics hold. The process must run the projector target.
 func (a *App) RefreshRollups(ctx context.Context, days []time.Time, foldWait time.Duration) error {

@@ -12,7 +12,7 @@ import (
 
 // TestReadinessPerTarget: each target's /readyz checks only what that
 // target needs, so that an outage of ClickHouse, Redis or S3 pulls no API
-// replica from its load balancer (docs/operations.md, Health).
+// replica from its load balancer (docs/operations/operations.md, Health).
 func TestReadinessPerTarget(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := config.Default()

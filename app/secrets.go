@@ -18,7 +18,7 @@ const (
 	cursorKeyName = "ec:cursor-key"
 )
 
-var errNoMasterKey = errors.New("a master key is required (ENDCAP_SECRET_KEY_FILE or ENDCAP_SECRET_KEY): without both ENDCAP_BID_SIGNING_KEYS and ENDCAP_CURSOR_SECRET the resolvedBidId and list cursor keys are kept in Redis, and Redis holds them only wrapped with it. Make one with `head -c 32 /dev/urandom | base64 > secret.key` (mode 0600) and give every api process the same file; a plaintext key an earlier version left in Redis is refused until `endcap admin secrets wrap-plaintext` wraps it (docs/operations.md, Secrets)")
+var errNoMasterKey = errors.New("a master key is required (ENDCAP_SECRET_KEY_FILE or ENDCAP_SECRET_KEY): without both ENDCAP_BID_SIGNING_KEYS and ENDCAP_CURSOR_SECRET the resolvedBidId and list cursor keys are kept in Redis, and Redis holds them only wrapped with it. Make one with `head -c 32 /dev/urandom | base64 > secret.key` (mode 0600) and give every api process the same file; a plaintext key an earlier version left in Redis is refused until `endcap admin secrets wrap-plaintext` wraps it (docs/operations/operations.md, Secrets)")
 
 // sharedSecret returns the secret every API process shares through Redis
 // under name, wrapped with the master key. A value that no master key
@@ -39,7 +39,7 @@ func (a *App) sharedSecret(ctx context.Context, name, what string) ([]byte, erro
 
 // SharedBidKeys returns the resolvedBidId keyring kept in Redis (wrapped
 // with the master key), as ENDCAP_BID_SIGNING_KEYS would give it: for
-// moving to configured keys, to rotate them (docs/resolved-bid-id.md).
+// moving to configured keys, to rotate them (docs/reference/resolved-bid-id.md).
 func SharedBidKeys(ctx context.Context, cfg config.Config) (string, error) {
 	master, err := masterkey.Load(cfg.SecretKeyFile, cfg.SecretKey)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/endcap/endcap/spend"
 )
 
-// Webhook deliveries (docs/webhooks.md): the api serves the delivery log,
+// Webhook deliveries (docs/reference/webhooks.md): the api serves the delivery log,
 // the exporter routes events into deliveries and sends them.
 
 // runsWebhooks says whether the process holds the deliveries log.

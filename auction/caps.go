@@ -8,7 +8,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns/freqcap"
 )
 
-// Frequency caps (docs/campaigns.md, Restrictions): a campaign (or a bid)
+// Frequency caps (docs/reference/campaigns.md, Restrictions): a campaign (or a bid)
 // whose shopper reached one of its caps in the current day, week or month
 // of the marketplace does not compete in that shopper's auctions.
 //

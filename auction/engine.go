@@ -22,7 +22,7 @@ import (
 
 // The auction engine: from a validated Request and the in-memory views of the
 // catalog and the campaigns, the winners, their prices and their signed
-// resolvedBidIds. docs/auction-ranking.md is the reference; keep it in step.
+// resolvedBidIds. docs/design/auction-ranking.md is the reference; keep it in step.
 //
 // What it reads, and how fresh it is:
 //   - products, categories, vendors, campaigns and bids: the process's views
@@ -65,7 +65,7 @@ type BudgetGate interface {
 type BudgetVerdict uint8
 
 // The budget verdicts, in the order the budget rule checks them
-// (docs/budgets.md).
+// (docs/design/budgets.md).
 const (
 	BudgetOK             BudgetVerdict = iota
 	BudgetTotalExhausted               // the total budget is spent
@@ -85,7 +85,7 @@ type Market struct {
 }
 
 // FundsGate says whether a vendor of a marketplace with balances is out of
-// funds (docs/balances.md). Like BudgetGate it answers from memory.
+// funds (docs/reference/balances.md). Like BudgetGate it answers from memory.
 type FundsGate interface {
 	Out(marketplaceID, vendorID string, at time.Time) bool
 }
@@ -131,7 +131,7 @@ type Result struct {
 // resultArrays are the arrays of one Run's results: the results, and the
 // winners and record winners they share out of two arrays. Kept between
 // requests (resultArrays' pool), they are about 2 KB less garbage per
-// auction, which sets how often the API collects (docs/performance.md).
+// auction, which sets how often the API collects (docs/design/performance.md).
 type resultArrays struct {
 	results []Result
 	winners []Winner
@@ -783,7 +783,7 @@ func (a *auctionEnv) addBids(bs []*index.Bid, p *index.Product, pk int32, spec u
 
 // keywordPhrases lists the phrases of the search query that keyword bids
 // target: a bid matches when its keyword is a run of whole consecutive words
-// of the query, lower-cased, split on white space (docs/auction-ranking.md).
+// of the query, lower-cased, split on white space (docs/design/auction-ranking.md).
 func (a *auctionEnv) keywordPhrases() {
 	if a.r.SearchQuery == "" {
 		return

@@ -442,7 +442,7 @@ func BenchmarkEngine500Parallel(b *testing.B) {
 // scan. Run it with GOMAXPROCS=1, where the time is the marking's CPU: a
 // cycle of the running service does the same work concurrently, and an
 // auction served meanwhile competes with it for the cores
-// (docs/performance.md).
+// (docs/design/performance.md).
 //
 //	GOMAXPROCS=1 go test ./auction -run '^$' -bench Collect -benchtime 5x -timeout 30m
 func BenchmarkCollect(b *testing.B) {

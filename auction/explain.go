@@ -12,7 +12,7 @@ import (
 	"github.com/endcap/endcap/management/campaigns"
 )
 
-// Explaining an auction (POST /v2/auctions/explain, docs/auction-ranking.md
+// Explaining an auction (POST /v2/auctions/explain, docs/design/auction-ranking.md
 // "Explain"): the auction runs through the same code as Run, with a tracer
 // that the engine's checks report to where they drop a bid. It stops after
 // the ranking: no winner is made, no resolvedBidId signed, and the caller

@@ -197,7 +197,7 @@ func (w *exWorld) lines(e auction.Explanation) []string {
 	return out
 }
 
-// TestExplainWorkedExample: docs/auction-ranking.md's worked example, every
+// TestExplainWorkedExample: docs/design/auction-ranking.md's worked example, every
 // candidate with its score, order, outcome and price.
 func TestExplainWorkedExample(t *testing.T) {
 	w := newExWorld(t, auction.Reserve{CPCMicros: 100_000, CPMMicros: 1_000_000})

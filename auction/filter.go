@@ -11,7 +11,7 @@ import (
 )
 
 // The listings `filter`: which products may win, by their attributes and
-// promotions (docs/auction-ranking.md, "Filter").
+// promotions (docs/design/auction-ranking.md, "Filter").
 //
 //   - An attribute `key:value` matches a product whose `metadata` has the key
 //     at its top level with that value: a string equal to it, a number or a

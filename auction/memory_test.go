@@ -2,7 +2,7 @@ package auction_test
 
 // The memory an API process spends per product: the catalog, the campaigns
 // and the auction index loaded cold from the entities topic, as a process
-// loads them at start (docs/operations.md, Memory).
+// loads them at start (docs/operations/operations.md, Memory).
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 const memProducts = 100_000
 
 // appendTypicalProduct appends the log's record of product i: the catalog's
-// typical product (docs/catalog.md, Scale): a 60-character name, a
+// typical product (docs/reference/catalog.md, Scale): a 60-character name, a
 // 500-character description, one vendor of 1,000, 3 categories of 2,000,
 // brand, image URL, price, quality score and GTIN.
 func appendTypicalProduct(b []byte, mp string, i int) []byte {
@@ -171,7 +171,7 @@ func writeHeapProfile(t testing.TB, path string) {
 // (internal/perfbudget/budgets.txt, catalog.heap-bytes-per-product). It
 // counts bytes allocated (after a full collection), which do not depend on
 // how busy the machine is. ENDCAP_TEST_PRODUCTS scales it (the 10 M
-// measurement of docs/performance.md, Catalog in memory).
+// measurement of docs/design/performance.md, Catalog in memory).
 func TestMemoryPerProduct(t *testing.T) {
 	n := memProducts
 	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_PRODUCTS")); err == nil && v > 0 {

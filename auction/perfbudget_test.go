@@ -173,7 +173,7 @@ func (g *recordingGate) Check(m *auction.Market, campaignID string, daily, total
 }
 
 // BenchmarkPerfWorkload is the budget test's workload in wall-clock time
-// (ns per auction; docs/performance.md): noisy on a shared machine, for the
+// (ns per auction; docs/design/performance.md): noisy on a shared machine, for the
 // docs, never a gate.
 func BenchmarkPerfWorkload(b *testing.B) {
 	r := testenv.OwnRedis(b)

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Ranking and pricing, as docs/auction-ranking.md states them. Everything is
+// Ranking and pricing, as docs/design/auction-ranking.md states them. Everything is
 // integer arithmetic on micro-units and parts per million, so that a result
 // can be computed by hand and is the same on every machine.
 //
@@ -43,7 +43,7 @@ const MaxQualityPPM = 1_000_000
 // candidates tie on score and quality. An auction appends hundreds of
 // candidates, and while the garbage collector marks, every pointer written
 // to the heap costs a write barrier that shades its target, a cache miss
-// into a heap of millions of entities (docs/performance.md).
+// into a heap of millions of entities (docs/design/performance.md).
 type Candidate struct {
 	Group      int32 // one winner per group: the product (the vendor in sponsored-brand auctions)
 	Campaign   int32 // tie-break: Names.CampaignID(Campaign)

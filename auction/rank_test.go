@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The scenarios of docs/auction-ranking.md, computed by hand there.
+// The scenarios of docs/design/auction-ranking.md, computed by hand there.
 func TestRankHandComputed(t *testing.T) {
 	const µ = 1
 	docExample := []named{

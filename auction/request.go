@@ -22,7 +22,7 @@ import (
 
 // This file decodes and validates an auction request body. The rules, the
 // decisions where the contracts are silent and the order of the checks are in
-// docs/auctions-request.md; keep the two in step.
+// docs/reference/auctions-request.md; keep the two in step.
 //
 // The body is checked once by jsontext.Scanner.Valid (what json.Valid
 // accepts, faster, less the strings that break the text rule of
@@ -352,7 +352,7 @@ const maxPooledIDList = MaxProducts
 // stringArenas holds, between requests, the arenas that requests' strings
 // point into. A 500-product auction's strings are about 6 KB, a third of the
 // garbage an auction makes over HTTP, and garbage is what sets how often the
-// API collects (docs/performance.md). The strings are not copied out of the
+// API collects (docs/design/performance.md). The strings are not copied out of the
 // arena: the requests own it until Release hands it back.
 var stringArenas = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -440,7 +440,7 @@ func (p *parser) commit(reqs []Request) {
 // endpoints. On success it returns one Request per auction, in request order.
 // Any invalid part rejects the whole request with a *ValidationError whose
 // Message names the field by its JSON path; the first error in the order of
-// docs/auctions-request.md is reported.
+// docs/reference/auctions-request.md is reported.
 func ParseAuctions(body []byte, kind EndpointKind) ([]Request, *ValidationError) {
 	if kind != Auctions && kind != SponsoredBrand && kind != Travel {
 		return nil, invalid(CodeBadRequest, "", "unknown auction endpoint")

@@ -167,7 +167,7 @@ func rejectCases() []rejectCase {
 		{"auctions object", A, `{"auctions":{}}`, CodeBadRequest, "auctions: must be an array"},
 
 		// text: invalid UTF-8, unpaired surrogates and NUL are refused in
-		// every string of the body, naming it (docs/auctions-request.md).
+		// every string of the body, naming it (docs/reference/auctions-request.md).
 		{"lone surrogate in a product id", A, body(lst(obj{"products": `{"ids":["p1","p\ud800"]}`})), CodeBadRequest, "auctions[0].products.ids[1]: must not contain an unpaired surrogate escape"},
 		{"lone low surrogate in a category", A, body(lst(obj{"products": "-", "category": `{"id":"\udc00"}`})), CodeBadRequest, "auctions[0].category.id: must not contain an unpaired surrogate"},
 		{"invalid UTF-8 in a product id", A, body(lst(obj{"products": "{\"ids\":[\"p\xff\"]}"})), CodeBadRequest, "auctions[0].products.ids[0]: must be valid UTF-8"},

@@ -370,12 +370,12 @@ func checkAuctionBody(t *testing.T, c auctionCase, body []byte) {
 		// The spec's {error, message} and the /v2 contract's {errCode,
 		// docUrl, message} in one object.
 		if len(m) != 4 || m["error"] != code || m["errCode"] != code || m["message"] == "" ||
-			m["docUrl"] != "https://github.com/endcap/endcap/blob/main/docs/errors.md#"+code {
+			m["docUrl"] != "https://github.com/endcap/endcap/blob/main/docs/reference/errors.md#"+code {
 			t.Errorf("401 body: %s", body)
 		}
 	default:
 		msg, _ := m["message"].(string)
-		if len(m) != 3 || m["errCode"] != code || m["docUrl"] != "https://github.com/endcap/endcap/blob/main/docs/errors.md#"+code || msg == "" {
+		if len(m) != 3 || m["errCode"] != code || m["docUrl"] != "https://github.com/endcap/endcap/blob/main/docs/reference/errors.md#"+code || msg == "" {
 			t.Errorf("error body, want {errCode: %q, docUrl, message}: %s", code, body)
 		}
 		if c.at != "" && !strings.HasPrefix(msg, c.at+": ") {

@@ -84,7 +84,7 @@ func auSame(t *testing.T, what string, got []string, want ...string) {
 	}
 }
 
-// TestAuctionHandComputed runs the worked example of docs/auction-ranking.md
+// TestAuctionHandComputed runs the worked example of docs/design/auction-ranking.md
 // over HTTP and checks winners, ranks and the prices signed into each
 // resolvedBidId.
 func TestAuctionHandComputed(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestBackupFigures measures a backup and a restore of ENDCAP_BACKUP_FIGURES
-// events (docs/operations.md, Backup and restore): that many rows made in
+// events (docs/operations/operations.md, Backup and restore): that many rows made in
 // events_raw by INSERT ... SELECT from numbers(), received over the last 30
 // days, backed up to file://, backed up again (nothing changed: no
 // partition copied), and restored into another database. A manual run:

@@ -161,7 +161,7 @@ func TestCampaignsList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The refused click of docs/budgets.md: 1.45 spent of 2.00, a click of
+	// The refused click of docs/design/budgets.md: 1.45 spent of 2.00, a click of
 	// 0.70 refused; the auction stops serving it at 2.15.
 	if err := s.App.Redis.HSet(ctx, spend.SpendKey(mp, hinted), "!"+spend.DayField(day), 2_150_000).Err(); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // TestClaimsPartitionMove runs the system as separate processes (an API,
 // projectors with claim stores of their own, the broker, ClickHouse, Redis)
 // and moves the events topic's partitions between projectors while copies of
-// events arrive (docs/projector.md, Claims):
+// events arrive (docs/design/projector.md, Claims):
 //   - a client's retry of an event arrives after the partition of its first
 //     copy moved to a projector that never saw it: it is recognised (through
 //     the claims changelog) and dropped;

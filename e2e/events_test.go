@@ -407,7 +407,7 @@ func TestClaimsOfThePreviousVersion(t *testing.T) {
 	// system's start, and put back what was recorded before.
 	// The upgrade to the claim store (ec:claim:store) happens now too, so
 	// that the claims the previous versions kept in Redis are read for a
-	// window (docs/projector.md, Upgrading to the claim store).
+	// window (docs/design/projector.md, Upgrading to the claim store).
 	for _, marker := range []string{"ec:claim:format", "ec:claim:store"} {
 		prev, err := rdb.Get(ctx, marker).Result()
 		if err != nil && err != redis.Nil {

@@ -165,7 +165,7 @@ func explainRequest(t *testing.T, name string) string {
 }
 
 // TestAuctionExplain: POST /v2/auctions/explain reproduces the worked example
-// of docs/auction-ranking.md (golden files for the wire shape) and gives each
+// of docs/design/auction-ranking.md (golden files for the wire shape) and gives each
 // filter reason the engine has on a case of its own; it records, charges and
 // signs nothing; its bodies are validated as /v2/auctions validates them; and
 // the bids' isEligible tells the same story.

@@ -19,7 +19,7 @@ import (
 	"github.com/endcap/endcap/projections"
 )
 
-// Bounds the fault suite holds every answer to (docs/operations.md,
+// Bounds the fault suite holds every answer to (docs/operations/operations.md,
 // Failure modes).
 const (
 	// readyzBound: /readyz answers from memory, whatever the dependencies do.
@@ -186,7 +186,7 @@ func TestFaults(t *testing.T) {
 
 	// An outage of ClickHouse, Redis or S3 pulls no API replica from its
 	// load balancer: the API's /readyz checks only its state and Kafka
-	// (docs/operations.md, Health).
+	// (docs/operations/operations.md, Health).
 	apiStaysReady := func(t *testing.T, from time.Time) {
 		t.Helper()
 		if bad := pr.notReady(api.name, from); len(bad) > 0 {
@@ -212,7 +212,7 @@ func TestFaults(t *testing.T) {
 		resume := s.pause(s.pid(localstack.ServiceRedis))
 		time.Sleep(3 * time.Second)
 		// The /public/v1 rate limiter lets reads through at once when Redis
-		// does not answer (docs/operations.md, Rate limits when Redis is
+		// does not answer (docs/operations/operations.md, Rate limits when Redis is
 		// slow or down).
 		for i := range 5 {
 			start := time.Now()
@@ -221,7 +221,7 @@ func TestFaults(t *testing.T) {
 				t.Errorf("GET vendors %d while Redis is frozen: %d after %s %s %v, want 200 within 1 s", i, st, took.Round(time.Millisecond), b, err)
 			}
 		}
-		// So are campaigns, without their spend (docs/campaigns.md, Delivery).
+		// So are campaigns, without their spend (docs/reference/campaigns.md, Delivery).
 		for i := range 3 {
 			start := time.Now()
 			st, b, err := api.call("GET", cpCampaign(d.campaign), advKey, "", 10*time.Second, nil)

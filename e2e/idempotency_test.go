@@ -19,7 +19,7 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 )
 
-// Deadlines of /public/v1 writes and Idempotency-Key (docs/management-api.md).
+// Deadlines of /public/v1 writes and Idempotency-Key (docs/reference/management-api.md).
 
 // idStart starts a system with a short write deadline and no rate limits in
 // the way; it returns the kfake cluster too.

@@ -25,18 +25,18 @@ import (
 	"github.com/endcap/endcap/storage/redisstore"
 )
 
-// documentedACLRule is the ACL rule docs/operations.md (Managed services,
+// documentedACLRule is the ACL rule docs/operations/operations.md (Managed services,
 // Redis) gives for Endcap's user, as the line of an ACL file that
 // redis-server reads ("user endcap on >password ..."), with the password.
 func documentedACLRule(t *testing.T, password string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "operations", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?m)^ACL SETUSER endcap (.*)$").FindAllStringSubmatch(string(b), -1)
 	if len(m) != 1 {
-		t.Fatalf("docs/operations.md: %d lines `ACL SETUSER endcap ...`, want 1", len(m))
+		t.Fatalf("docs/operations/operations.md: %d lines `ACL SETUSER endcap ...`, want 1", len(m))
 	}
 	rule := m[0][1]
 	if !strings.Contains(rule, ">PASSWORD ") {
@@ -70,7 +70,7 @@ func tlsRedisConfig(t *testing.T, r *testenv.TLSRedis, password string) config.C
 // TestRedisTLSACLUser runs the system, its Kafka a broker that requires TLS
 // and SCRAM-SHA-512, on redis-server with TLS only (its
 // certificate signed by an authority the test makes, ENDCAP_REDIS_TLS_CA)
-// and a replica, as the ACL user of exactly the rule docs/operations.md
+// and a replica, as the ACL user of exactly the rule docs/operations/operations.md
 // gives: catalog,
 // auctions, events, their charges (held until the replica has them), the
 // campaign's spend read back and checked against the charges, an export, the

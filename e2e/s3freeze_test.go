@@ -64,7 +64,7 @@ func readyz(url string) (int, string) {
 // and ends failed within seconds, not after ENDCAP_EXPORT_TIMEOUT; the
 // process that runs exports reports `s3` not ready; an API process stays
 // ready all along, and one that starts meanwhile becomes ready
-// (docs/operations.md, Health and Deadlines of the object store).
+// (docs/operations/operations.md, Health and Deadlines of the object store).
 func TestS3FrozenDuringExport(t *testing.T) {
 	cfg := exConfig(t)
 	s3 := testenv.OwnS3(t)

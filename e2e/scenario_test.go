@@ -143,7 +143,7 @@ func (d *scStack) must(method, path, key, body string, want int) []byte {
 // scZone returns an IANA zone (Etc/GMT±N) in which it is now between 22:00
 // and 22:59 local time. The scenario then stays inside one local day (at
 // least an hour to midnight), and budget pacing allows at least
-// (22 h + 1 h) / 24 h = 95.8 % of a daily budget (docs/auction-ranking.md,
+// (22 h + 1 h) / 24 h = 95.8 % of a daily budget (docs/design/auction-ranking.md,
 // Budget): nothing in this test is paced.
 func scZone(now time.Time) (string, *time.Location) {
 	off := (22 - now.UTC().Hour() + 24) % 24 // local = UTC + off hours
@@ -224,7 +224,7 @@ type scAttributed struct {
 
 // TestScenario runs one small marketplace end to end through `endcap dev`:
 // catalog, campaigns and a reserve price; auctions whose winners and prices
-// are computed by hand from docs/auction-ranking.md; impressions, clicks and
+// are computed by hand from docs/design/auction-ranking.md; impressions, clicks and
 // purchases on those winners, with duplicate ids, retried requests and a
 // shuffled order, split across a SIGKILL of the process and its restart on
 // the same data. It then checks charges, Redis spend, attribution, the
@@ -340,7 +340,7 @@ func TestScenario(t *testing.T) {
 	// 300,000 are under both the budget and the pacing allowance (≥ 95.8 % of
 	// it, 335,416 µ, see scZone), so cB wins 4 auctions. The fourth click
 	// would take its spend to 400,000, over the budget: it is refused
-	// (docs/budgets.md, "The cap"), spend stays at 300,000, and the refusal
+	// (docs/design/budgets.md, "The cap"), spend stays at 300,000, and the refusal
 	// tells the auction that cB is at its budget: with c5 under the reserve
 	// the fifth auction has no winner. Each click waits for its spend (or its
 	// refusal) in Redis and for two cache refreshes before the next auction,
@@ -525,7 +525,7 @@ func TestScenario(t *testing.T) {
 	post(requests[half])
 
 	// ---- Expected figures. ----
-	// Charges per campaign (docs/charges.md: a CPC winner is charged its
+	// Charges per campaign (docs/design/charges.md: a CPC winner is charged its
 	// click, a CPM winner its impression, each winner at most once per kind):
 	//   c2: clk-1-1 … clk-10-1: 10 × 555,556 = 5,555,560 µ (clk-2-1-again: same winner, not charged)
 	//   c1: clk-1-2 … clk-6-2: 6 × 691,518 = 4,149,108 µ (impressions of a CPC winner: not charged)
@@ -548,7 +548,7 @@ func TestScenario(t *testing.T) {
 	}
 	// Interactions: 72 + 1 impressions, 10 + 6 + 2 + 4 clicks = 95 rows.
 	const wantInteractions = 95
-	// Attribution (docs/attribution.md), per purchased item; windows: click
+	// Attribution (docs/design/attribution.md), per purchased item; windows: click
 	// 14 days (1,209,600 s), impression 1 day (86,400 s), halo on:
 	//   pur-1 (u-1: impressions of all 3 winners of auction 1, clicks clk-1-1 on c2@P2 and clk-1-2 on c1@P1)
 	//     #0 P2 × 2 at 10.000001: same product; the click clk-1-1 (c2) beats the impression imp-1-1 → product_click 1

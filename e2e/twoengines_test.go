@@ -55,7 +55,7 @@ func TestTwoEngines(t *testing.T) {
 	// Auctions, then their impressions and clicks, and purchases: one
 	// attributed to a click, one of a product nobody advertised. The events
 	// occur a second after the auctions at least: a purchase is never
-	// credited to an auction after it (docs/attribution.md), and a token
+	// credited to an auction after it (docs/design/attribution.md), and a token
 	// carries its auction's time to the second.
 	var winners [][]auWinner
 	for range 3 {

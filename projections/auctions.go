@@ -298,7 +298,7 @@ func insertColumns(ctx context.Context, conn clickhouse.Conn, table, columns str
 	return err
 }
 
-// tracerName is the projectors' tracer (docs/operations.md, Traces).
+// tracerName is the projectors' tracer (docs/operations/operations.md, Traces).
 const tracerName = "github.com/endcap/endcap/projections"
 
 func insertBlock(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {

@@ -22,7 +22,7 @@ import (
 )
 
 // GroupOptions are the consumer-group timings every projector shares
-// (docs/projector.md, Faults and recovery). Zero values take the defaults.
+// (docs/design/projector.md, Faults and recovery). Zero values take the defaults.
 type GroupOptions struct {
 	// SessionTimeout: how long the broker waits for a member's heartbeats
 	// before it gives the member's partitions to the others. It bounds the
@@ -385,7 +385,7 @@ type fetched struct{ hwm, next int64 }
 // reportLag sets each partition's lag once its batch is committed: the high
 // watermark its fetch saw minus the next offset to commit. A lag of 0 then
 // means that everything the partition held is folded and committed, not only
-// fetched: what docs/attribution.md and docs/scored-attribution.md take it
+// fetched: what docs/design/attribution.md and docs/reference/scored-attribution.md take it
 // to mean. watch sets the same gauge from the broker every few seconds.
 func (b *batcher) reportLag(seen map[partitionKey]fetched) {
 	for k, f := range seen {

@@ -16,7 +16,7 @@ import (
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
-// Upgrading from earlier layouts of the charge markers (docs/charges.md,
+// Upgrading from earlier layouts of the charge markers (docs/design/charges.md,
 // Upgrading), on one Redis server (a cluster never held them):
 //
 //   - builds before 2026-11-26 kept the markers of a marketplace in hashes

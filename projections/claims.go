@@ -23,7 +23,7 @@ import (
 )
 
 // Claims remembers, for a window, which Kafka record of the events topic
-// first claimed each idempotency key (docs/projector.md, Claims). A key is
+// first claimed each idempotency key (docs/design/projector.md, Claims). A key is
 // claimed within its record's partition (a client's retry of an event lands
 // on the partition of its first copy: the topic is keyed by marketplace and
 // user), so the projector that owns a partition decides its keys alone:

@@ -1,6 +1,6 @@
 // Package projections folds Kafka topics into ClickHouse tables and Redis
 // state. Each projector is a consumer group that commits offsets only after
-// its writes are durable; docs/projector.md describes the guarantees.
+// its writes are durable; docs/design/projector.md describes the guarantees.
 package projections
 
 import (
@@ -134,7 +134,7 @@ func (r *RedisClaims) owners(ctx context.Context, keys []ClaimKey, hashes []clai
 // reads the record. The search for an old key (SCAN, stopped at the first
 // found) is bounded by 20 s; a search that does not finish counts as found.
 // Processes of the earlier version must be stopped first: claims they make
-// after the record are not read (docs/projector.md, Upgrading).
+// after the record are not read (docs/design/projector.md, Upgrading).
 func LegacyClaimsUntil(ctx context.Context, rdb redis.UniversalClient, marker, legacyPrefix string, window time.Duration) (time.Time, error) {
 	v, err := rdb.Get(ctx, marker).Result()
 	if err == redis.Nil {

@@ -89,7 +89,7 @@ type EventSink interface {
 // every sink at once while the new claims go to the claims changelog, and
 // commits the offsets after all of it succeeded. A sink failing fails the
 // batch: it is retried whole, on every sink, with backoff, never skipped
-// (docs/projector.md).
+// (docs/design/projector.md).
 type EventFold struct {
 	b      *batcher
 	claims *Claims

@@ -12,7 +12,7 @@ import (
 )
 
 // FrequencyCaps is the sink that counts, per shopper, the impressions and
-// clicks of the campaigns that cap them (freqcap; docs/campaigns.md,
+// clicks of the campaigns that cap them (freqcap; docs/reference/campaigns.md,
 // Restrictions): an event with a resolvedBidId and an opaqueUserId, of a
 // campaign with an active restriction on its kind at fold time, adds one to
 // the campaign's and the bid's counts of its day, week and month in the

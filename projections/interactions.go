@@ -24,7 +24,7 @@ import (
 // Interactions is the sink of the events fold that folds impressions and
 // clicks into ClickHouse table interactions_raw (view `interactions`),
 // charges the sponsored ones (table charges_raw, view `charges`) and moves
-// campaign spend in Redis, each charge exactly once (docs/charges.md).
+// campaign spend in Redis, each charge exactly once (docs/design/charges.md).
 //
 // One batch (the fold has decoded it and dropped duplicated event ids):
 // build the rows of the countable impressions and clicks; apply the batch's
@@ -87,7 +87,7 @@ type MarketplaceDims struct {
 	Currency string
 	Location *time.Location
 	// Balances: the marketplace's vendors pay from their balances
-	// (docs/balances.md): each charge also draws on its vendor's funds.
+	// (docs/reference/balances.md): each charge also draws on its vendor's funds.
 	Balances bool
 }
 

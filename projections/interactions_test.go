@@ -502,7 +502,7 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	}
 	s.produce(t, evs...)
 	views := s.budgetViews(time.UTC, &bs)
-	// The refusals reported for budget.exhausted (docs/webhooks.md): each
+	// The refusals reported for budget.exhausted (docs/reference/webhooks.md): each
 	// campaign and budget once per batch.
 	var rmu sync.Mutex
 	reported := map[string]int{}
@@ -816,7 +816,7 @@ func TestInteractionsLegacyMarkers(t *testing.T) {
 	}
 }
 
-// auctionJoinQuery is docs/charges.md's recipe for the auction dimensions
+// auctionJoinQuery is docs/design/charges.md's recipe for the auction dimensions
 // (and for a winner id the token carried hashed). Arguments: marketplace
 // id, then the interactions filter's (here the marketplace id again) once
 // per join.
@@ -1071,7 +1071,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 }
 
 // TestInteractionsLoad measures the fold rate and the click-to-charge
-// latency (run with ENDCAP_TEST_LOAD=1; figures in docs/charges.md).
+// latency (run with ENDCAP_TEST_LOAD=1; figures in docs/design/charges.md).
 //
 // Fold rate: 300,000 events (60% sponsored CPM impressions, 15% sponsored
 // CPC clicks, 25% organic) are produced first; the clock runs from the

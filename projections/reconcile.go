@@ -29,7 +29,7 @@ type SpendDiff struct {
 // ReconcileSpend compares the spend of marketplace mp's campaigns in Redis
 // (spend.SpendKey: the total, and the days whose fields Redis keeps,
 // spend.DayFieldsKept) with what the view `charges` says was charged (the
-// source of truth: docs/charges.md, Operations), and returns the counters
+// source of truth: docs/design/charges.md, Operations), and returns the counters
 // that differ, by campaign and day. The campaigns are those with charges
 // and those with a spend hash in Redis (found with SCAN, on every master
 // of a cluster). With fix, each counter that differs is set to the

@@ -19,7 +19,7 @@ import (
 
 // What a restore rebuilds from ClickHouse's copy so that the new cluster's
 // fold neither folds again what the copy holds nor charges again what it
-// charged (docs/operations.md, Backup and restore):
+// charged (docs/operations/operations.md, Backup and restore):
 //
 //   - the event claims: every event the copy holds, received within the
 //     dedupe window, is claimed in the new claims changelog by an owner no

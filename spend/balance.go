@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Vendor balances (docs/balances.md). A vendor of a marketplace that uses
+// Vendor balances (docs/reference/balances.md). A vendor of a marketplace that uses
 // balances has funds in one Redis hash,
 //
 //	ec:bal:{<vendor tag>}:<mp>:<vendor>   c → credited (the sum of its top-ups), l → credit limit,

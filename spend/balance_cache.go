@@ -15,7 +15,7 @@ import (
 	"github.com/endcap/endcap/internal/telemetry"
 )
 
-// FundsCache is the auction's copy of vendors' funds (docs/balances.md):
+// FundsCache is the auction's copy of vendors' funds (docs/reference/balances.md):
 // whether each vendor it was asked about is out of funds, read from Redis
 // every Options.Refresh, as the spend cache reads campaigns' spend. Out
 // answers from memory; a vendor not loaded yet is registered, answers

@@ -121,7 +121,7 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // does not allocate (but the first call for a campaign).
 //
 // When a charge of the campaign was refused for its daily budget today (or
-// for its total budget, ever: docs/budgets.md, "The cap"), day (or total)
+// for its total budget, ever: docs/design/budgets.md, "The cap"), day (or total)
 // is at least the spend that charge would have made, which is above the
 // budget it was refused for: the auction then sees the campaign at its
 // budget, although its spend stays below it, and stops serving it until

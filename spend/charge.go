@@ -57,7 +57,7 @@ type Charge struct {
 	// can (the charging pipeline rounds it to the end of the auction's
 	// hour), and the hash's expiry is set once.
 	KeepUntil time.Time
-	// Earlier layouts (docs/charges.md, Upgrading), on one Redis server
+	// Earlier layouts (docs/design/charges.md, Upgrading), on one Redis server
 	// only (a cluster never held them; both are ignored there):
 	//
 	// MarketplaceMarkers, when set, makes the charge also honour a marker

@@ -7,7 +7,7 @@ import (
 	"github.com/endcap/endcap/internal/records"
 )
 
-// Charge rules (docs/charges.md). Every time a rule reads was fixed before the
+// Charge rules (docs/design/charges.md). Every time a rule reads was fixed before the
 // projector saw the event (occurredAt, the API's receipt time, the signed
 // auction time), so a replay decides exactly as the first pass did.
 const (

@@ -4,10 +4,10 @@
 // interaction costs and charges it exactly once (ChargeRule, ApplyCharges,
 // with the invalid-click rules of JudgeClick judged in the same step),
 // and the campaign API asks it how much was spent and how the day is paced
-// (Reader, Pacing rules). docs/budgets.md and docs/charges.md describe the
+// (Reader, Pacing rules). docs/design/budgets.md and docs/design/charges.md describe the
 // rules; this package is the only place that decides them.
 //
-// Spend lives in Redis, one hash per campaign (see docs/budgets.md for the
+// Spend lives in Redis, one hash per campaign (see docs/design/budgets.md for the
 // key layout): the charging pipeline adds to it with ApplyCharges, and every
 // auction process keeps an in-memory copy in a Cache, refreshed about once a
 // second, so that the auction reads spend without a Redis round trip. Check

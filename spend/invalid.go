@@ -9,7 +9,7 @@ import (
 	"github.com/endcap/endcap/auction/bidtoken"
 )
 
-// Invalid clicks (docs/charges.md, Invalid clicks). A CPC click that one of
+// Invalid clicks (docs/design/charges.md, Invalid clicks). A CPC click that one of
 // these rules finds invalid is recorded, not charged, with its reason; it
 // moves no spend and takes its winner's marker like a charge (a later click
 // on the same winner is a duplicate). The rules read only what the event
@@ -84,7 +84,7 @@ type InvalidRules struct {
 const MaxRepeatWindow = time.Hour
 
 // DefaultInvalidRules are the defaults of the settings
-// (ENDCAP_INVALID_CLICK_*; docs/charges.md says where each comes from).
+// (ENDCAP_INVALID_CLICK_*; docs/design/charges.md says where each comes from).
 var DefaultInvalidRules = InvalidRules{
 	RequireImpression: true,
 	MinClickDelay:     250 * time.Millisecond,

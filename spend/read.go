@@ -19,7 +19,7 @@ import (
 // of a local day and of all time, and the refusal hints beside them (the
 // spend a charge refused for that budget would have made; 0 when none).
 // What was charged is Day and Total; the auction sees the campaign at
-// max(counter, hint) (docs/budgets.md, The cap).
+// max(counter, hint) (docs/design/budgets.md, The cap).
 type Spent struct {
 	Day, Total         int64
 	DayHint, TotalHint int64

@@ -30,7 +30,7 @@ const dayLayout = "2006-01-02"
 const defaultWriteTimeout = 2 * time.Second
 
 // SpendKey is the Redis hash of campaign campaignID's spend in marketplace
-// mp (docs/budgets.md, Keys): TotalField and one DayField per local day it
+// mp (docs/design/budgets.md, Keys): TotalField and one DayField per local day it
 // spent on, in micro-units, and the refusal hints of its budgets. Its hash
 // tag is the campaign's (Tag), so that its spend and its charge markers
 // (MarkerPrefix) share one Redis Cluster slot and the charge script can

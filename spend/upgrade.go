@@ -40,7 +40,7 @@ const upgradeLock = "ec:lock:upgrade:campaign-keys"
 // record. It returns the zero time when there was nothing to copy (a new
 // installation) and on a cluster, which never held the earlier layout.
 // Projectors of the earlier build must be stopped first: what they charge
-// after the copy is not carried over (docs/operations.md, Upgrading).
+// after the copy is not carried over (docs/operations/operations.md, Upgrading).
 func Upgrade(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) (time.Time, error) {
 	if redisstore.IsCluster(rdb) {
 		return time.Time{}, nil

@@ -2,7 +2,7 @@
 // server-rendered pages (html/template) for a marketplace's administrators
 // and for the users of its vendors, with charts drawn in the browser by
 // uPlot. Every asset is embedded in the binary; nothing is fetched at run
-// time. See docs/console.md.
+// time. See docs/guide/console.md.
 //
 // Handlers decode a form, call a domain service and render a page; the
 // rules (who may sign in, what a key or an invitation is, what a vendor

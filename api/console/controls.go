@@ -17,7 +17,7 @@ import (
 // A campaign's dayparting and negative keywords on its page: shown to
 // whoever sees the campaign, changed by the same people (an admin, or a
 // user of the campaign's vendor) through the campaigns service, as the
-// API's routes do (docs/console.md).
+// API's routes do (docs/guide/console.md).
 
 // scheduleDay is a day of the campaign page's timetable form.
 type scheduleDay struct {

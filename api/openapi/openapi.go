@@ -1,6 +1,6 @@
 // Package openapi holds the description of Endcap's HTTP API: openapi.yaml,
 // an OpenAPI 3.1 document kept by hand as the source of truth
-// (docs/openapi.md), embedded in the binary and served as JSON at
+// (docs/reference/openapi.md), embedded in the binary and served as JSON at
 // GET /openapi.json.
 package openapi
 

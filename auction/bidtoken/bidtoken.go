@@ -5,7 +5,7 @@
 // cleared price, charge type, auction time) and what basic reporting needs (auction, rank, ad format, the
 // winning entity, the vendor, the manual bid), authenticated with a truncated HMAC-SHA256 under a key chosen
 // by a one-byte key id, so that keys can rotate. It is base64url without padding and at most MaxLen
-// characters. See docs/resolved-bid-id.md for the layout, the rotation procedure and the security argument.
+// characters. See docs/reference/resolved-bid-id.md for the layout, the rotation procedure and the security argument.
 //
 // Keyring.Encode signs, Keyring.Decode verifies client input; DecodeUnverified reads a token that already
 // passed Decode (for example one read back from the events topic) without needing its key.

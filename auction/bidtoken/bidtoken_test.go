@@ -391,7 +391,7 @@ func TestUnknownKey(t *testing.T) {
 	}
 }
 
-// TestRotation walks the operator procedure of docs/resolved-bid-id.md.
+// TestRotation walks the operator procedure of docs/reference/resolved-bid-id.md.
 func TestRotation(t *testing.T) {
 	c := base()
 	before := ring(t, 1, 1)     // only key 1
@@ -623,7 +623,7 @@ func TestMACIsHMACSHA256(t *testing.T) {
 }
 
 // TestGoldenToken pins the layout: a change here breaks every token in flight and must come with a new
-// Version. The same vector is in docs/resolved-bid-id.md.
+// Version. The same vector is in docs/reference/resolved-bid-id.md.
 func TestGoldenToken(t *testing.T) {
 	k, err := ParseKeyring("1:" + base64.RawURLEncoding.EncodeToString([]byte("endcap-test-key-0123456789abcdef")))
 	if err != nil {

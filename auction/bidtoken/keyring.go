@@ -21,7 +21,7 @@ const keyLabel = "endcap/bidtoken/resolvedBidId/v1"
 
 // Keyring holds the HMAC-SHA256 keys that sign and verify resolvedBidIds, by one-byte key id. Encode signs
 // with the current key; Decode accepts any key in the ring. A Keyring is immutable and safe for concurrent
-// use; rotate by building a new one (see docs/resolved-bid-id.md). Its String form never shows key material.
+// use; rotate by building a new one (see docs/reference/resolved-bid-id.md). Its String form never shows key material.
 type Keyring struct {
 	keys    [256]*macKey
 	ids     []uint8 // sorted

@@ -98,7 +98,7 @@ type Market struct {
 // productChunk is how many product entries one allocation holds. The
 // garbage collector finds the span of every pointer it follows, a cache miss
 // when the spans are many: a million entries allocated one by one fill
-// 23,000 spans, in chunks a thousand (docs/performance.md).
+// 23,000 spans, in chunks a thousand (docs/design/performance.md).
 const productChunk = 1024
 
 // bidChunk is how many bid entries one allocation holds (as productChunk).

@@ -50,7 +50,7 @@ const lookupBatch = 64
 
 // ProductRef is a product's place in its market's table, as Products
 // returns it: a number, where a pointer appended to a slice costs a write
-// barrier while the garbage collector marks (docs/performance.md). 0 means
+// barrier while the garbage collector marks (docs/design/performance.md). 0 means
 // absent. Read it with Market.ProductAt within the same Index.Read.
 type ProductRef uint32
 

@@ -127,12 +127,12 @@ func cmdAdmin(ctx context.Context, args []string) error {
 			fs.StringVar(&ssoOnly, "sso-only", "", "on: the marketplace's console users sign in by single sign-on only; off: passwords too (required)")
 		case "marketplace set-balances":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
-			fs.StringVar(&balances, "balances", "", "on: vendors pay from balances (top-ups, credit limits; docs/balances.md); off: no balances (required)")
+			fs.StringVar(&balances, "balances", "", "on: vendors pay from balances (top-ups, credit limits; docs/reference/balances.md); off: no balances (required)")
 			fs.StringVar(&lowBalance, "low-balance", "0", "available funds below which vendor.balance_low goes out, in the marketplace currency (0: when they run out)")
 		case "key create":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 			fs.StringVar(&keyType, "type", "", "marketplace or advanced (required)")
-			fs.StringVar(&keyVendor, "vendor", "", "an advanced key scoped to this vendor (its catalog id): it reads that vendor's reports only (docs/reporting-api.md)")
+			fs.StringVar(&keyVendor, "vendor", "", "an advanced key scoped to this vendor (its catalog id): it reads that vendor's reports only (docs/reference/reporting-api.md)")
 		case "key list":
 			fs.StringVar(&marketplace, "marketplace", "", "marketplace id (required)")
 		case "key revoke":
@@ -255,7 +255,7 @@ func (f *attributionFlags) register(fs *flag.FlagSet) {
 
 // setAttribution is `admin marketplace set-attribution`: it changes the
 // given windows of the marketplace's current settings and prints the
-// marketplace and its effective windows (docs/attribution.md).
+// marketplace and its effective windows (docs/design/attribution.md).
 func setAttribution(ctx context.Context, acc *accounts.Service, out io.Writer, marketplace string, f attributionFlags) error {
 	if marketplace == "" {
 		return errors.New("--marketplace is required")
@@ -406,11 +406,11 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 // cmdSecrets is `endcap admin secrets bid-keys`: it prints the resolvedBidId
 // key kept in Redis (unwrapped with the master key) in the form of
 // ENDCAP_BID_SIGNING_KEYS, so that an installation can move to configured
-// keys and rotate them (docs/resolved-bid-id.md, Rotation).
+// keys and rotate them (docs/reference/resolved-bid-id.md, Rotation).
 //
 // `endcap admin secrets wrap-plaintext` wraps with the master key the keys
 // an earlier version left in Redis in plaintext, which the api refuses to
-// start with (docs/operations.md, Secrets).
+// start with (docs/operations/operations.md, Secrets).
 func cmdSecrets(ctx context.Context, verb string, args []string) error {
 	if verb != "bid-keys" && verb != "wrap-plaintext" {
 		return fmt.Errorf("usage: endcap admin secrets bid-keys|wrap-plaintext [flags]; unknown %q", verb)
@@ -442,7 +442,7 @@ func cmdSecrets(ctx context.Context, verb string, args []string) error {
 
 // cmdUser is `endcap admin user create|list|set-password`: console users.
 // A marketplace's first administrator comes from here; vendor users come
-// from invitations (docs/console.md).
+// from invitations (docs/guide/console.md).
 func cmdUser(ctx context.Context, verb string, args []string) error {
 	var marketplace, email, passwordFile string
 	cfg, _, err := parse("admin user "+verb, args, func(fs *flag.FlagSet) {

@@ -13,7 +13,7 @@ import (
 )
 
 // cmdBackup is `endcap admin backup create --to URL` and `endcap admin
-// backup restore --from URL [--force]` (docs/operations.md, Backup and
+// backup restore --from URL [--force]` (docs/operations/operations.md, Backup and
 // restore).
 func cmdBackup(ctx context.Context, verb string, args []string) error {
 	if verb != "create" && verb != "restore" {

@@ -114,7 +114,7 @@ func seedDemoTraffic(ctx context.Context, a *app.App, creds credentials, apiURL,
 		client: &http.Client{Timeout: 10 * time.Second}}
 	// The same seed for the same marketplace: a start interrupted half-way
 	// sends the same event ids again at the next start, which the fold
-	// drops as duplicates (docs/projector.md).
+	// drops as duplicates (docs/design/projector.md).
 	rng := rand.New(rand.NewPCG(uint64(len(creds.MarketplaceID)), seedOf(creds.MarketplaceID)))
 	var counts demoTrafficCounts
 	var pending []demoEvent // purchases due later, by time

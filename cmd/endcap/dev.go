@@ -198,7 +198,7 @@ func cmdDev(ctx context.Context, args []string) error {
 	}
 	if _, set := os.LookupEnv("ENDCAP_WEBHOOK_ALLOW_LOOPBACK"); !set {
 		// A webhook receiver on this machine is the usual way to try
-		// webhooks locally (docs/webhooks.md, Safety).
+		// webhooks locally (docs/reference/webhooks.md, Safety).
 		cfg.WebhookAllowLoopback = true
 	}
 	a, err := app.New(cfg, t, log)
@@ -247,8 +247,8 @@ Endcap is running, empty (Ctrl-C stops everything).
   S3              %s  bucket %s
   Mail inbox      %s
   master key      %s
-  Create a marketplace and its keys with endcap admin (docs/state.md, Administration),
-  or restore a backup into it (docs/operations.md, Backup and restore).
+  Create a marketplace and its keys with endcap admin (docs/design/state.md, Administration),
+  or restore a backup into it (docs/operations/operations.md, Backup and restore).
 `, cfg.HTTPAddr, health, cfg.KafkaBrokers[0], stack.ClickHouseAddr, chPort, cfg.ClickHouseDatabase, stack.ClickHouseHTTPAddr, redisShown,
 			stack.S3Endpoint, cfg.S3Bucket, inbox, masterKeySource(cfg))
 		return devWait(runErr, log)

@@ -146,7 +146,7 @@ func cmdServe(ctx context.Context, args []string) error {
 }
 
 // memoryRole is what the process runs, for the Go runtime's memory settings
-// (internal/gomem; docs/operations.md, Memory).
+// (internal/gomem; docs/operations/operations.md, Memory).
 func memoryRole(t app.Target) gomem.Role {
 	switch t {
 	case app.TargetAll, app.TargetProjector:
@@ -165,7 +165,7 @@ func envOr(k, def string) string {
 }
 
 // printConfig lists every setting; with --markdown as the table of
-// docs/operations.md.
+// docs/operations/operations.md.
 func printConfig(w io.Writer, args []string) {
 	md := len(args) > 0 && args[0] == "--markdown"
 	for _, row := range config.EnvTable() {

@@ -16,7 +16,7 @@ const privacyTimeout = 6 * time.Hour
 
 // cmdPrivacy is `endcap admin privacy run`: apply every pending deletion
 // request of shoppers now, as the exporter's job does every
-// ENDCAP_PRIVACY_INTERVAL (docs/privacy.md). It prints what it did.
+// ENDCAP_PRIVACY_INTERVAL (docs/operations/privacy.md). It prints what it did.
 func cmdPrivacy(ctx context.Context, out io.Writer, verb string, args []string) error {
 	if verb != "run" {
 		return errors.New("usage: endcap admin privacy run")

@@ -20,7 +20,7 @@ const reportTimeout = 30 * time.Minute
 
 // cmdReport is `endcap admin report scored-attribution --marketplace ID
 // --date YYYY-MM-DD`: (re)produce one local day's scored-attribution file
-// now, replacing the previous one (docs/scored-attribution.md).
+// now, replacing the previous one (docs/reference/scored-attribution.md).
 func cmdReport(ctx context.Context, verb string, args []string) error {
 	if verb != "scored-attribution" {
 		return errors.New("usage: endcap admin report scored-attribution --marketplace ID --date YYYY-MM-DD")

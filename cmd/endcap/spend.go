@@ -16,7 +16,7 @@ import (
 
 // cmdSpend is `endcap admin spend check|fix --marketplace ID`: compare the
 // campaigns' spend in Redis with their charges in ClickHouse, and with fix
-// set the differing counters to the charges (docs/charges.md, Operations).
+// set the differing counters to the charges (docs/design/charges.md, Operations).
 func cmdSpend(ctx context.Context, verb string, args []string) error {
 	if verb != "check" && verb != "fix" {
 		return errors.New("usage: endcap admin spend check|fix --marketplace ID")

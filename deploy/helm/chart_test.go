@@ -116,7 +116,7 @@ const testRules = `groups:
         labels: {severity: page}
         annotations:
           summary: a process is down
-          runbook_url: https://github.com/endcap/endcap/blob/main/docs/runbooks.md#down
+          runbook_url: https://github.com/endcap/endcap/blob/main/docs/operations/runbooks.md#down
       - record: endcap:up:sum
         expr: sum(up{job="endcap"})
 `
@@ -293,12 +293,12 @@ func decodeAll(t *testing.T, manifest string) []object {
 }
 
 // documentedSettings are the ENDCAP_* variables of the configuration table
-// of docs/operations.md (generated from internal/config by
+// of docs/operations/operations.md (generated from internal/config by
 // deploy/local/gen-config-doc.sh, which a test of the main module keeps
 // true).
 func documentedSettings(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func documentedSettings(t *testing.T) map[string]bool {
 		set[m[1]] = true
 	}
 	if len(set) < 50 {
-		t.Fatalf("docs/operations.md's configuration table lists %d settings: the table was not found", len(set))
+		t.Fatalf("docs/operations/operations.md's configuration table lists %d settings: the table was not found", len(set))
 	}
 	return set
 }
@@ -498,7 +498,7 @@ func checkPod(t *testing.T, p podOwner, settings map[string]bool) {
 				continue
 			}
 			if !settings[e.Name] {
-				t.Errorf("%s: %s is not a setting of docs/operations.md's configuration table", where, e.Name)
+				t.Errorf("%s: %s is not a setting of docs/operations/operations.md's configuration table", where, e.Name)
 			}
 			if e.ValueFrom != nil {
 				t.Errorf("%s: %s comes from valueFrom: secrets are given by their _FILE forms, from mounted files", where, e.Name)

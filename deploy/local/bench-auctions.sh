@@ -30,10 +30,10 @@
 #     round and resumed (SIGCONT) after it, to measure the API as in production, where the projectors run on
 #     other hosts; it folds the round's auctions afterwards, during the bare round)
 #   API_ENV (empty; environment of the API process only when this script starts Endcap, e.g.
-#     "GOGC=off GOMEMLIMIT=6GiB": collections only near the limit, see docs/operations.md, Memory)
+#     "GOGC=off GOMEMLIMIT=6GiB": collections only near the limit, see docs/operations/operations.md, Memory)
 #   MODES ("open closed"; the loop modes to run, in order) BARE (1; 0 = no bare-handler rounds)
 #   LOADGEN_PREFIX (empty; a command put before the measuring `endcap loadgen auctions`, e.g. "nice -n -10" so
-#     that the generator, on the same cores as the server, is not the one kept waiting: see docs/performance.md, Auctions over HTTP)
+#     that the generator, on the same cores as the server, is not the one kept waiting: see docs/design/performance.md, Auctions over HTTP)
 #   After each Endcap round it prints the same round as the server timed it (deploy/local/server-latency.py:
 #     its p50/p99 and share over 10 ms, from endcap_http_request_duration_seconds): a client p99 far above it
 #     means the tail is outside the handler.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Projectors under load (docs/performance.md, Events fold under load; with
+# Projectors under load (docs/design/performance.md, Events fold under load; with
 # CATCHUP=1, Events fold: catch-up): posts /v2/events open loop at RATE requests/s
 # × BATCH events for DURATION, with a share of sponsored impressions and clicks
 # carrying real auction winners' resolvedBidIds (so the charges and attribution
@@ -53,7 +53,7 @@
 #   CH_HTTP_PORT (18123, the local ClickHouse's HTTP port)
 #   CATCHUP_RATE (0; with CATCHUP=1: requests/s x BATCH events of open-loop load sent to the process that
 #   folds the backlog, for DURATION from the start of the catch-up, whose latency it prints: the API's latency
-#   beside a fold that catches up, docs/performance.md, The API beside a catching-up fold; without SPLIT=1, the
+#   beside a fold that catches up, docs/design/performance.md, The API beside a catching-up fold; without SPLIT=1, the
 #   API and the fold share one process)
 #   DEV_FLAGS (more flags for every endcap dev the script starts, e.g. ports: --kfake --mail-smtp-port 21025)
 #   CH_LOGS (0; 1: the local ClickHouse keeps system.query_log and system.part_log (endcap dev

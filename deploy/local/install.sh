@@ -13,11 +13,11 @@
 #     deploy/localstack starts for the cluster tests (Options.ClickHouseReplicas);
 #   - chromium (Debian's) and playwright-core (npm, pinned below) into .endcap/playwright, for the
 #     console's browser tests (e2e/console_test.go): playwright drives Debian's browser, never one of its own;
-#   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/clickhouse.md), the npm
+#   - chDB (a current ClickHouse as a library, for the two-engine tests: docs/design/clickhouse.md), the npm
 #     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so;
 #   - prometheus (Debian's 2.42, with promtool), for the monitoring kit's tests (deploy/monitoring);
 #   - valgrind (Debian's), whose callgrind counts the instructions of the performance budget tests
-#     (internal/perfbudget, docs/performance.md).
+#     (internal/perfbudget, docs/design/performance.md).
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
 # packages come with are never used, and are stopped and disabled right after this script installs them.

@@ -80,13 +80,13 @@ func TestEveryAlertTested(t *testing.T) {
 }
 
 // Each alert has a severity, a `for`, a summary, a description and a
-// runbook_url to a section of docs/runbooks.md.
+// runbook_url to a section of docs/operations/runbooks.md.
 func TestAlertsHaveRunbooks(t *testing.T) {
 	rules, err := Rules()
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile("../../docs/runbooks.md")
+	doc, err := os.ReadFile("../../docs/operations/runbooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^#{2,3} (.+)$`).FindAllSubmatch(doc, -1) {
 		anchors[anchor(string(m[1]))] = true
 	}
-	const base = "https://github.com/endcap/endcap/blob/main/docs/runbooks.md#"
+	const base = "https://github.com/endcap/endcap/blob/main/docs/operations/runbooks.md#"
 	for _, r := range rules {
 		if r.Alert == "" {
 			continue
@@ -112,7 +112,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 		}
 		u := r.Annotations["runbook_url"]
 		if !strings.HasPrefix(u, base) || !anchors[strings.TrimPrefix(u, base)] {
-			t.Errorf("%s: runbook_url %q is not a section of docs/runbooks.md", r.Alert, u)
+			t.Errorf("%s: runbook_url %q is not a section of docs/operations/runbooks.md", r.Alert, u)
 		}
 		if want := base + strings.ToLower(r.Alert); u != want {
 			t.Errorf("%s: runbook_url %q, want %q (a section named after the alert)", r.Alert, u, want)

@@ -1,7 +1,7 @@
 // Package chdb runs SQL on a current ClickHouse embedded as a library
 // (chDB's libchdb.so, installed by deploy/local/install.sh into
 // .endcap/chdb), for tests that check a statement on both the local stack's
-// ClickHouse 18.16 and a current version: see docs/clickhouse.md.
+// ClickHouse 18.16 and a current version: see docs/design/clickhouse.md.
 //
 // The library is driven by chdb-go in a child process of its own
 // (chdbserve), which Start builds and runs: chdb-go loads the library when

@@ -11,7 +11,7 @@ import (
 
 // TestQueryLogOnChDB replays on chDB every statement that the native
 // clients of a running local stack sent to its ClickHouse, from its
-// system.query_log (docs/clickhouse.md, "Checking what make run sends"). It
+// system.query_log (docs/design/clickhouse.md, "Checking what make run sends"). It
 // runs only when ENDCAP_CHDB_QUERY_LOG_URL names that ClickHouse's HTTP
 // interface (for example http://127.0.0.1:18123 for `endcap dev
 // --clickhouse-system-logs`); ENDCAP_CHDB_QUERY_LOG_DB is the database

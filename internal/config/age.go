@@ -8,7 +8,7 @@ import (
 )
 
 // Age is how long data is kept: whole calendar months and days, read from
-// "0" (kept for ever), "90d" or "6mo" (docs/operations.md, Data retention).
+// "0" (kept for ever), "90d" or "6mo" (docs/operations/operations.md, Data retention).
 type Age struct {
 	Months int
 	Days   int

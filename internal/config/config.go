@@ -39,7 +39,7 @@ type Config struct {
 	RollupFullInterval time.Duration
 	RollupMaxShare     float64
 
-	// Data retention (docs/operations.md, Data retention): ClickHouse's raw
+	// Data retention (docs/operations/operations.md, Data retention): ClickHouse's raw
 	// tables by group, the files on S3, and how often the exporter applies it.
 	RetentionEvents       Age
 	RetentionAuctions     Age
@@ -133,7 +133,7 @@ type Config struct {
 	SpendReadTimeout       time.Duration
 	FrequencyCapTimeout    time.Duration
 
-	// The invalid-click rules (spend.InvalidRules; docs/charges.md, Invalid
+	// The invalid-click rules (spend.InvalidRules; docs/design/charges.md, Invalid
 	// clicks).
 	InvalidClickRequireImpression bool
 	InvalidClickMinDelay          time.Duration
@@ -386,7 +386,7 @@ var settings = []setting{
 	}},
 	{"clickhouse-tls-ca", "ENDCAP_CLICKHOUSE_TLS_CA", "", "PEM file of the certificate authorities that sign ClickHouse's certificate (empty: the system's)", str(func(c *Config) *string { return &c.ClickHouseTLSCA })},
 	{"clickhouse-http-url", "ENDCAP_CLICKHOUSE_HTTP_URL", "http://127.0.0.1:18123", "ClickHouse HTTP interface, used by endcap admin backup only (https:// for TLS: 8443 on ClickHouse Cloud; same user, password and authorities)", str(func(c *Config) *string { return &c.ClickHouseHTTPURL })},
-	{"clickhouse-cluster", "ENDCAP_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (in the servers' remote_servers) on whose every replica migrations create the database and replicated tables, ON CLUSTER (docs/clickhouse.md); empty: one server, or ClickHouse Cloud", func(c *Config, v string) error {
+	{"clickhouse-cluster", "ENDCAP_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (in the servers' remote_servers) on whose every replica migrations create the database and replicated tables, ON CLUSTER (docs/design/clickhouse.md); empty: one server, or ClickHouse Cloud", func(c *Config, v string) error {
 		if v != "" && !clusterName.MatchString(v) {
 			return fmt.Errorf("must be a plain identifier (letters, digits, _), got %q", v)
 		}
@@ -413,7 +413,7 @@ var settings = []setting{
 	}},
 	secret(setting{"redis-password", "ENDCAP_REDIS_PASSWORD", "", "Redis password", str(func(c *Config) *string { return &c.RedisPassword })}),
 	{"redis-password-file", "ENDCAP_REDIS_PASSWORD_FILE", "", "file whose first line is the Redis password, read again for each new connection (instead of --redis-password)", str(func(c *Config) *string { return &c.RedisPasswordFile })},
-	{"redis-user", "ENDCAP_REDIS_USER", "", "Redis ACL user (empty: the default user); the rule it needs is in docs/operations.md, Managed services", str(func(c *Config) *string { return &c.RedisUser })},
+	{"redis-user", "ENDCAP_REDIS_USER", "", "Redis ACL user (empty: the default user); the rule it needs is in docs/operations/operations.md, Managed services", str(func(c *Config) *string { return &c.RedisUser })},
 	{"redis-tls", "ENDCAP_REDIS_TLS", "false", "connect to Redis (every node of a cluster) over TLS; the server's certificate and host name are verified", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -424,7 +424,7 @@ var settings = []setting{
 	}},
 	{"redis-tls-ca", "ENDCAP_REDIS_TLS_CA", "", "PEM file of the certificate authorities that sign Redis's certificate (empty: the system's); needs --redis-tls", str(func(c *Config) *string { return &c.RedisTLSCA })},
 	{"redis-db", "ENDCAP_REDIS_DB", "0", "Redis database number (0 on a cluster)", integer(func(c *Config) *int { return &c.RedisDB }, 0)},
-	{"redis-cluster", "ENDCAP_REDIS_CLUSTER", "false", "Redis is a Redis Cluster (--redis-addr its seed nodes): every key goes to the master of its slot (docs/operations.md, Redis Cluster)", func(c *Config, v string) error {
+	{"redis-cluster", "ENDCAP_REDIS_CLUSTER", "false", "Redis is a Redis Cluster (--redis-addr its seed nodes): every key goes to the master of its slot (docs/operations/operations.md, Redis Cluster)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false, got %q", v)
@@ -432,7 +432,7 @@ var settings = []setting{
 		c.RedisCluster = b
 		return nil
 	}},
-	{"redis-wait-replicas", "ENDCAP_REDIS_WAIT_REPLICAS", "auto", "replicas of a Redis master that must hold a batch's charges (WAIT) before the projector stores and commits it, at most as many as are attached; auto: 1 with --redis-cluster, else 0 (docs/operations.md, Redis failover)", func(c *Config, v string) error {
+	{"redis-wait-replicas", "ENDCAP_REDIS_WAIT_REPLICAS", "auto", "replicas of a Redis master that must hold a batch's charges (WAIT) before the projector stores and commits it, at most as many as are attached; auto: 1 with --redis-cluster, else 0 (docs/operations/operations.md, Redis failover)", func(c *Config, v string) error {
 		if v == "auto" {
 			c.RedisWaitReplicas = -1
 			return nil
@@ -447,7 +447,7 @@ var settings = []setting{
 	{"s3-endpoint", "ENDCAP_S3_ENDPOINT", "http://127.0.0.1:19100", "S3-compatible endpoint URL (empty for AWS S3)", str(func(c *Config) *string { return &c.S3Endpoint })},
 	{"s3-region", "ENDCAP_S3_REGION", "us-east-1", "S3 region", str(func(c *Config) *string { return &c.S3Region })},
 	{"s3-bucket", "ENDCAP_S3_BUCKET", "endcap", "S3 bucket for exports and reports", str(func(c *Config) *string { return &c.S3Bucket })},
-	{"s3-access-key", "ENDCAP_S3_ACCESS_KEY", "", "S3 access key id (empty, with the secret key empty too: the AWS SDK's default credential chain: AWS_* variables, web identity of a Kubernetes service account, instance profile; docs/operations.md, S3)", str(func(c *Config) *string { return &c.S3AccessKey })},
+	{"s3-access-key", "ENDCAP_S3_ACCESS_KEY", "", "S3 access key id (empty, with the secret key empty too: the AWS SDK's default credential chain: AWS_* variables, web identity of a Kubernetes service account, instance profile; docs/operations/operations.md, S3)", str(func(c *Config) *string { return &c.S3AccessKey })},
 	secret(setting{"s3-secret-key", "ENDCAP_S3_SECRET_KEY", "", "S3 secret access key (with --s3-access-key)", str(func(c *Config) *string { return &c.S3SecretKey })}),
 	{"produce-timeout", "ENDCAP_PRODUCE_TIMEOUT", "1s", "how long a request waits for Kafka to acknowledge its records before answering 503", duration(func(c *Config) *time.Duration { return &c.ProduceTimeout })},
 	{"public-write-timeout", "ENDCAP_PUBLIC_WRITE_TIMEOUT", "5s", "longest a /public/v1 write (POST, PUT, PATCH, DELETE) waits for Kafka, Redis and the entity view, counted from the end of its body, before answering 503 (the write may or may not have been applied)", duration(func(c *Config) *time.Duration { return &c.PublicWriteTimeout })},
@@ -473,7 +473,7 @@ var settings = []setting{
 	{"rate-limit-catalog", "ENDCAP_RATE_LIMIT_CATALOG", "10/1s", "requests per period and API key on /public/v1 catalog routes", rateLimit(func(c *Config) *string { return &c.RateLimitCatalog })},
 	{"rate-limit-default", "ENDCAP_RATE_LIMIT_DEFAULT", "45/2s", "requests per period and API key on the other /public/v1 routes", rateLimit(func(c *Config) *string { return &c.RateLimitDefault })},
 	{"rate-limit-explain", "ENDCAP_RATE_LIMIT_EXPLAIN", "2/1s", "requests per period and advanced API key on POST /v2/auctions/explain", rateLimit(func(c *Config) *string { return &c.RateLimitExplain })},
-	{"explain-max-candidates", "ENDCAP_EXPLAIN_MAX_CANDIDATES", "5000", "candidates POST /v2/auctions/explain (and the console's explain page) lists for one request at most, over all its auctions; past it the answer is 422 too_many_candidates (docs/auction-ranking.md, Explain)", integer(func(c *Config) *int { return &c.ExplainMaxCandidates }, 1)},
+	{"explain-max-candidates", "ENDCAP_EXPLAIN_MAX_CANDIDATES", "5000", "candidates POST /v2/auctions/explain (and the console's explain page) lists for one request at most, over all its auctions; past it the answer is 422 too_many_candidates (docs/design/auction-ranking.md, Explain)", integer(func(c *Config) *int { return &c.ExplainMaxCandidates }, 1)},
 	secret(setting{"cursor-secret", "ENDCAP_CURSOR_SECRET", "", "key that signs list cursors and from which the console's invitation-link key is derived, at least 32 bytes (e.g. `head -c 32 /dev/urandom | base64`; empty: a random key shared through Redis, wrapped with the master key)", func(c *Config, v string) error {
 		if v != "" && len(v) < MinCursorSecret {
 			return valueNotQuoted{fmt.Errorf("must be at least %d bytes (it derives the key of the console's invitation links; make one with `head -c 32 /dev/urandom | base64`), got %d", MinCursorSecret, len(v))}
@@ -481,10 +481,10 @@ var settings = []setting{
 		c.CursorSecret = v
 		return nil
 	}}),
-	secret(setting{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })}),
-	{"secret-key-file", "ENDCAP_SECRET_KEY_FILE", "", "file holding the master key (32 random bytes in base64; several lines while rotating, the first wraps) that wraps the secrets kept in Redis; required by the api unless both keys above are set (endcap dev makes one in its data dir); see docs/operations.md, Secrets", str(func(c *Config) *string { return &c.SecretKeyFile })},
+	secret(setting{"bid-signing-keys", "ENDCAP_BID_SIGNING_KEYS", "", "resolvedBidId HMAC keys, \"id:base64url,...\" with the signing key first (empty: one random key shared through Redis, wrapped with the master key); see docs/reference/resolved-bid-id.md", str(func(c *Config) *string { return &c.BidSigningKeys })}),
+	{"secret-key-file", "ENDCAP_SECRET_KEY_FILE", "", "file holding the master key (32 random bytes in base64; several lines while rotating, the first wraps) that wraps the secrets kept in Redis; required by the api unless both keys above are set (endcap dev makes one in its data dir); see docs/operations/operations.md, Secrets", str(func(c *Config) *string { return &c.SecretKeyFile })},
 	secret(setting{"secret-key", "ENDCAP_SECRET_KEY", "", "the master key itself, instead of --secret-key-file (prefer the file: a variable shows in the process environment)", str(func(c *Config) *string { return &c.SecretKey })}),
-	{"allow-insecure-defaults", "ENDCAP_ALLOW_INSECURE_DEFAULTS", "false", "let endcap serve start with the development stack's S3 secret key, or an empty ClickHouse password, against an endpoint that is not on loopback (refused otherwise; docs/operations.md, Secrets)", func(c *Config, v string) error {
+	{"allow-insecure-defaults", "ENDCAP_ALLOW_INSECURE_DEFAULTS", "false", "let endcap serve start with the development stack's S3 secret key, or an empty ClickHouse password, against an endpoint that is not on loopback (refused otherwise; docs/operations/operations.md, Secrets)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false, got %q", v)
@@ -493,11 +493,11 @@ var settings = []setting{
 		return nil
 	}},
 	{"projector-batch-rows", "ENDCAP_PROJECTOR_BATCH_ROWS", "50000", "records per batch of the entities and auctions projectors at most (one ClickHouse insert per table a batch)", integer(func(c *Config) *int { return &c.ProjectorBatchRows }, 1)},
-	{"projector-events-batch-rows", "ENDCAP_PROJECTOR_EVENTS_BATCH_ROWS", "100000", "records per batch of the events fold at most (larger batches: fewer parts for ClickHouse to merge, a larger heap; see docs/projector.md, Batching)", integer(func(c *Config) *int { return &c.EventsBatchRows }, 1)},
+	{"projector-events-batch-rows", "ENDCAP_PROJECTOR_EVENTS_BATCH_ROWS", "100000", "records per batch of the events fold at most (larger batches: fewer parts for ClickHouse to merge, a larger heap; see docs/design/projector.md, Batching)", integer(func(c *Config) *int { return &c.EventsBatchRows }, 1)},
 	{"projector-flush-interval", "ENDCAP_PROJECTOR_FLUSH_INTERVAL", "1s", "longest time a consumed event waits before its batch is inserted", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushInterval })},
 	{"projector-flush-timeout", "ENDCAP_PROJECTOR_FLUSH_TIMEOUT", "30s", "longest attempt at folding and committing one batch; a batch that fails or takes longer is read again from the last commit after a backoff", duration(func(c *Config) *time.Duration { return &c.ProjectorFlushTimeout })},
 	{"projector-stall-timeout", "ENDCAP_PROJECTOR_STALL_TIMEOUT", "60s", "a process whose projector has neither committed a batch nor been caught up for this long answers /readyz 503 (endcap_projector_stalled_seconds)", duration(func(c *Config) *time.Duration { return &c.ProjectorStallTimeout })},
-	{"projector-yield", "ENDCAP_PROJECTOR_YIELD", "20ms", "in a process that serves the API and folds the events (target all, endcap dev): the longest the fold waits, every 1,000 records or insert column, for the /v2/events and auction requests in flight to end, and at most a third of --projector-flush-timeout a batch (0: never waits; docs/projector.md, Sharing the cores with the API)", func(c *Config, v string) error {
+	{"projector-yield", "ENDCAP_PROJECTOR_YIELD", "20ms", "in a process that serves the API and folds the events (target all, endcap dev): the longest the fold waits, every 1,000 records or insert column, for the /v2/events and auction requests in flight to end, and at most a third of --projector-flush-timeout a batch (0: never waits; docs/design/projector.md, Sharing the cores with the API)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			return fmt.Errorf("must be a duration of 0 or more (like 20ms; 0: off), got %q", v)
@@ -506,9 +506,9 @@ var settings = []setting{
 		return nil
 	}},
 	{"budget-refresh", "ENDCAP_BUDGET_REFRESH", "1s", "how often the auction's in-memory copy of campaign spend is re-read from Redis (a spent budget stops winning within about this long)", duration(func(c *Config) *time.Duration { return &c.BudgetRefresh })},
-	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
-	{"frequency-cap-timeout", "ENDCAP_FREQUENCY_CAP_TIMEOUT", "20ms", "longest an auction request waits for its shopper's frequency cap counts in Redis (one read a request); past it the capped campaigns follow their capsWithoutShopper (docs/campaigns.md, Restrictions)", duration(func(c *Config) *time.Duration { return &c.FrequencyCapTimeout })},
-	{"invalid-click-require-impression", "ENDCAP_INVALID_CLICK_REQUIRE_IMPRESSION", "true", "a CPC click whose winner has no impression recorded when the click is charged is not charged (invalid_no_impression; docs/charges.md, Invalid clicks)", func(c *Config, v string) error {
+	{"spend-read-timeout", "ENDCAP_SPEND_READ_TIMEOUT", "150ms", "longest a campaign read waits for the campaigns' spend in Redis; past it the campaigns are answered without their spend (docs/reference/campaigns.md, Delivery)", duration(func(c *Config) *time.Duration { return &c.SpendReadTimeout })},
+	{"frequency-cap-timeout", "ENDCAP_FREQUENCY_CAP_TIMEOUT", "20ms", "longest an auction request waits for its shopper's frequency cap counts in Redis (one read a request); past it the capped campaigns follow their capsWithoutShopper (docs/reference/campaigns.md, Restrictions)", duration(func(c *Config) *time.Duration { return &c.FrequencyCapTimeout })},
+	{"invalid-click-require-impression", "ENDCAP_INVALID_CLICK_REQUIRE_IMPRESSION", "true", "a CPC click whose winner has no impression recorded when the click is charged is not charged (invalid_no_impression; docs/design/charges.md, Invalid clicks)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false, got %q", v)
@@ -519,13 +519,13 @@ var settings = []setting{
 	{"invalid-click-min-delay", "ENDCAP_INVALID_CLICK_MIN_DELAY", "250ms", "a CPC click that occurred less than this after its winner's first impression is not charged (invalid_too_fast; 0: off)", nonNegativeDuration(func(c *Config) *time.Duration { return &c.InvalidClickMinDelay }, 0)},
 	{"invalid-click-repeat-window", "ENDCAP_INVALID_CLICK_REPEAT_WINDOW", "1s", "a CPC click of a shopper within this of the shopper's latest click on the same campaign is not charged (invalid_repeat_click; 0: off; at most 1h)", nonNegativeDuration(func(c *Config) *time.Duration { return &c.InvalidClickRepeatWindow }, time.Hour)},
 	{"invalid-click-max-per-hour", "ENDCAP_INVALID_CLICK_MAX_PER_HOUR", "10", "the CPC clicks of a shopper on one campaign beyond this many in one UTC hour are not charged (invalid_click_rate; 0: off)", integer(func(c *Config) *int { return &c.InvalidClickMaxPerHour }, 0)},
-	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
-	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
-	{"catalog-dir", "ENDCAP_CATALOG_DIR", "", "directory on local disk under which every process keeps the catalog's product names and details, filled from the entities topic at each start and deleted at exit (empty: the system's temporary directory; not a tmpfs, which is memory; docs/operations.md, Memory)", str(func(c *Config) *string { return &c.CatalogDir })},
-	{"projector-state-cache-mb", "ENDCAP_PROJECTOR_STATE_CACHE_MB", "256", "block cache of the events fold's claim store in MiB (besides it: at most 64 MiB of memtables and the C allocator's slack; the Bloom filters of the window need not fit, they are read through the OS page cache; docs/operations.md, Capacity per 1,000 events/s)", integer(func(c *Config) *int { return &c.ProjectorStateCacheMB }, 8)},
-	{"privacy-interval", "ENDCAP_PRIVACY_INTERVAL", "24h", "how often the exporter applies the pending deletion requests of shoppers, as one batch (docs/privacy.md); endcap admin privacy run applies them at once", duration(func(c *Config) *time.Duration { return &c.PrivacyInterval })},
+	{"dedupe-window", "ENDCAP_DEDUPE_WINDOW", "72h", "how long an event id is remembered to drop client retries (the events fold's claims: a claim is kept one to one and a half windows; docs/design/projector.md, Claims)", duration(func(c *Config) *time.Duration { return &c.DedupeWindow })},
+	{"projector-state-dir", "ENDCAP_PROJECTOR_STATE_DIR", "", "directory of the events fold's claim store on local disk (empty: a new temporary directory each start, so that every start rebuilds the claims of its partitions from the changelog topic; give a persistent volume in production; docs/design/projector.md, Claims)", str(func(c *Config) *string { return &c.ProjectorStateDir })},
+	{"catalog-dir", "ENDCAP_CATALOG_DIR", "", "directory on local disk under which every process keeps the catalog's product names and details, filled from the entities topic at each start and deleted at exit (empty: the system's temporary directory; not a tmpfs, which is memory; docs/operations/operations.md, Memory)", str(func(c *Config) *string { return &c.CatalogDir })},
+	{"projector-state-cache-mb", "ENDCAP_PROJECTOR_STATE_CACHE_MB", "256", "block cache of the events fold's claim store in MiB (besides it: at most 64 MiB of memtables and the C allocator's slack; the Bloom filters of the window need not fit, they are read through the OS page cache; docs/operations/operations.md, Capacity per 1,000 events/s)", integer(func(c *Config) *int { return &c.ProjectorStateCacheMB }, 8)},
+	{"privacy-interval", "ENDCAP_PRIVACY_INTERVAL", "24h", "how often the exporter applies the pending deletion requests of shoppers, as one batch (docs/operations/privacy.md); endcap admin privacy run applies them at once", duration(func(c *Config) *time.Duration { return &c.PrivacyInterval })},
 	{"privacy-mutation-timeout", "ENDCAP_PRIVACY_MUTATION_TIMEOUT", "1h", "longest wait for one table's ClickHouse mutation of a batch of deletions; past it the batch fails and is retried at the next run", duration(func(c *Config) *time.Duration { return &c.PrivacyMutationTimeout })},
-	{"scored-attribution-grace", "ENDCAP_SCORED_ATTRIBUTION_GRACE", "3h", "how long after a marketplace-local day ends the exporter first writes its scored-attribution file (late events; see docs/scored-attribution.md)", duration(func(c *Config) *time.Duration { return &c.ScoredAttributionGrace })},
+	{"scored-attribution-grace", "ENDCAP_SCORED_ATTRIBUTION_GRACE", "3h", "how long after a marketplace-local day ends the exporter first writes its scored-attribution file (late events; see docs/reference/scored-attribution.md)", duration(func(c *Config) *time.Duration { return &c.ScoredAttributionGrace })},
 	{"report-url-lifetime", "ENDCAP_REPORT_URL_LIFETIME", "1h", "lifetime of the presigned URLs of report files (1s to 168h)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > 168*time.Hour {
@@ -534,7 +534,7 @@ var settings = []setting{
 		c.ReportURLLifetime = d
 		return nil
 	}},
-	{"webhook-allow-loopback", "ENDCAP_WEBHOOK_ALLOW_LOOPBACK", "false", "let webhook deliveries reach loopback addresses (127.0.0.0/8, ::1), for a receiver on the same machine in development (endcap dev sets it); private, link-local and metadata addresses stay refused (docs/webhooks.md, Safety)", func(c *Config, v string) error {
+	{"webhook-allow-loopback", "ENDCAP_WEBHOOK_ALLOW_LOOPBACK", "false", "let webhook deliveries reach loopback addresses (127.0.0.0/8, ::1), for a receiver on the same machine in development (endcap dev sets it); private, link-local and metadata addresses stay refused (docs/reference/webhooks.md, Safety)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false, got %q", v)
@@ -543,7 +543,7 @@ var settings = []setting{
 		return nil
 	}},
 	{"webhook-timeout", "ENDCAP_WEBHOOK_TIMEOUT", "10s", "longest webhook delivery attempt (connection, request, response); a slower endpoint's attempt fails and is retried", duration(func(c *Config) *time.Duration { return &c.WebhookTimeout })},
-	{"webhook-retry-base", "ENDCAP_WEBHOOK_RETRY_BASE", "5s", "first delay of the webhook retry schedule; the n-th is base×4^(n−1), at most base×5760, ±20 % jitter, 10 attempts (5s: about 23.6 h; see docs/webhooks.md)", duration(func(c *Config) *time.Duration { return &c.WebhookRetryBase })},
+	{"webhook-retry-base", "ENDCAP_WEBHOOK_RETRY_BASE", "5s", "first delay of the webhook retry schedule; the n-th is base×4^(n−1), at most base×5760, ±20 % jitter, 10 attempts (5s: about 23.6 h; see docs/reference/webhooks.md)", duration(func(c *Config) *time.Duration { return &c.WebhookRetryBase })},
 	{"webhook-max-in-flight", "ENDCAP_WEBHOOK_MAX_IN_FLIGHT", "3", "webhook delivery attempts in flight at once per endpoint and exporter process", integer(func(c *Config) *int { return &c.WebhookMaxInFlight }, 1)},
 	{"webhooks-per-marketplace", "ENDCAP_WEBHOOKS_PER_MARKETPLACE", "16", "webhooks a marketplace may have (a create past it is a 422); each event becomes a delivery per webhook", integer(func(c *Config) *int { return &c.WebhooksPerMarket }, 1)},
 	{"webhook-tests-per-hour", "ENDCAP_WEBHOOK_TESTS_PER_HOUR", "20", "test deliveries (POST …/test) a marketplace may make in any hour (429 with Retry-After past it)", integer(func(c *Config) *int { return &c.WebhookTestsPerHour }, 1)},
@@ -557,7 +557,7 @@ var settings = []setting{
 		c.IdempotencyMaxBytes = n
 		return nil
 	}},
-	{"webhook-delivery-retention", "ENDCAP_WEBHOOK_DELIVERY_RETENTION", "720h", "a finished webhook delivery (its log entry, status and body) is deleted this long after it finished; every api and exporter process holds the deliveries kept in memory (docs/webhooks.md, Retention)", func(c *Config, v string) error {
+	{"webhook-delivery-retention", "ENDCAP_WEBHOOK_DELIVERY_RETENTION", "720h", "a finished webhook delivery (its log entry, status and body) is deleted this long after it finished; every api and exporter process holds the deliveries kept in memory (docs/reference/webhooks.md, Retention)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Hour {
 			return fmt.Errorf("must be a duration of at least 1h, got %q", v)
@@ -572,7 +572,7 @@ var settings = []setting{
 	{"s3-connect-timeout", "ENDCAP_S3_CONNECT_TIMEOUT", "5s", "longest wait to open a connection to the object store (TCP and TLS)", duration(func(c *Config) *time.Duration { return &c.S3ConnectTimeout })},
 	{"s3-request-timeout", "ENDCAP_S3_REQUEST_TIMEOUT", "30s", "longest run of one request to the object store (its retries included) other than an upload's part, and longest wait for any read of an object's body", duration(func(c *Config) *time.Duration { return &c.S3RequestTimeout })},
 	{"s3-part-timeout", "ENDCAP_S3_PART_TIMEOUT", "2m", "longest run of the upload of one part (8 MiB) of an export or a scored-attribution file, its retries included; a hung object store fails the export's attempt within this", duration(func(c *Config) *time.Duration { return &c.S3PartTimeout })},
-	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "0s", "an export first recomputes the rollup days of its window (those not final) whose watermark is more than this before it was requested (0: every day that does not count everything acknowledged before the request; docs/exports.md, Freshness)", func(c *Config, v string) error {
+	{"export-max-staleness", "ENDCAP_EXPORT_MAX_STALENESS", "0s", "an export first recomputes the rollup days of its window (those not final) whose watermark is more than this before it was requested (0: every day that does not count everything acknowledged before the request; docs/reference/exports.md, Freshness)", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			return fmt.Errorf("must be a duration of 0 or more, got %q", v)
@@ -581,13 +581,13 @@ var settings = []setting{
 		return nil
 	}},
 	{"export-fold-wait", "ENDCAP_EXPORT_FOLD_WAIT", "30s", "longest wait of an export for the projectors to fold the events acknowledged before it started; past it the export recomputes its days anyway, and its dataAsOf is earlier than its request", duration(func(c *Config) *time.Duration { return &c.ExportFoldWait })},
-	{"retention-events", "ENDCAP_RETENTION_EVENTS", "0", "how long ClickHouse keeps events (events_raw, the attribution's purchases): 0 for ever, or 90d, 6mo…; whole months older are dropped by the exporter; at least 65d (docs/operations.md, Data retention)", age(func(c *Config) *Age { return &c.RetentionEvents }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
+	{"retention-events", "ENDCAP_RETENTION_EVENTS", "0", "how long ClickHouse keeps events (events_raw, the attribution's purchases): 0 for ever, or 90d, 6mo…; whole months older are dropped by the exporter; at least 65d (docs/operations/operations.md, Data retention)", age(func(c *Config) *Age { return &c.RetentionEvents }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
 	{"retention-auctions", "ENDCAP_RETENTION_AUCTIONS", "0", "how long ClickHouse keeps auctions (auctions_raw; the winners, which vendor charges read, stay): 0 for ever, or at least 65d", age(func(c *Config) *Age { return &c.RetentionAuctions }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
 	{"retention-interactions", "ENDCAP_RETENTION_INTERACTIONS", "0", "how long ClickHouse keeps interactions (impressions and clicks of interactions_raw, the attribution's touches; charges stay): 0 for ever, or at least 65d", age(func(c *Config) *Age { return &c.RetentionInteractions }, MinRawRetentionDays, "the rollups recompute the last 33 days, each reading the auctions of the 31 days before it")},
 	{"retention-export-files", "ENDCAP_RETENTION_EXPORT_FILES", "0", "how long export files (exports/ in the bucket) are kept after they were written: 0 for ever, or 7d, 1mo…; the exporter removes older ones", age(func(c *Config) *Age { return &c.RetentionExportFiles }, 1, "")},
 	{"retention-report-files", "ENDCAP_RETENTION_REPORT_FILES", "0", "how long scored-attribution files (scored-attribution/ in the bucket) are kept after they were last written: 0 for ever, or at least 7d", age(func(c *Config) *Age { return &c.RetentionReportFiles }, MinReportFilesDays, "the exporter writes again the file of a day among its last closed days")},
 	{"retention-interval", "ENDCAP_RETENTION_INTERVAL", "1h", "how often the exporter applies the retention settings (drops old partitions, removes old files)", duration(func(c *Config) *time.Duration { return &c.RetentionInterval })},
-	{"rollup-interval", "ENDCAP_ROLLUP_INTERVAL", "1m", "how often the projector recomputes the recent days of the rollups (docs/rollups.md)", duration(func(c *Config) *time.Duration { return &c.RollupInterval })},
+	{"rollup-interval", "ENDCAP_ROLLUP_INTERVAL", "1m", "how often the projector recomputes the recent days of the rollups (docs/design/rollups.md)", duration(func(c *Config) *time.Duration { return &c.RollupInterval })},
 	{"rollup-full-interval", "ENDCAP_ROLLUP_FULL_INTERVAL", "1h", "how often it recomputes every day that can still change", duration(func(c *Config) *time.Duration { return &c.RollupFullInterval })},
 	{"rollup-max-share", "ENDCAP_ROLLUP_MAX_SHARE", "0.25", "largest share of the time the rollup job spends recomputing: a run that took d delays the next by at least d×(1−share)/share (0 < share ≤ 1; 1: no delay)", func(c *Config, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
@@ -597,14 +597,14 @@ var settings = []setting{
 		c.RollupMaxShare = f
 		return nil
 	}},
-	{"console-url", "ENDCAP_CONSOLE_URL", "", "public URL of the web console (e.g. https://ads.example.com/console), used in the links of invitation e-mails (empty: http://<the API's address>/console); see docs/console.md", func(c *Config, v string) error {
+	{"console-url", "ENDCAP_CONSOLE_URL", "", "public URL of the web console (e.g. https://ads.example.com/console), used in the links of invitation e-mails (empty: http://<the API's address>/console); see docs/guide/console.md", func(c *Config, v string) error {
 		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
 			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
 		}
 		c.ConsoleURL = strings.TrimRight(v, "/")
 		return nil
 	}},
-	{"doc-url-base", "ENDCAP_DOC_URL_BASE", "https://github.com/endcap/endcap/blob/main/docs", "address of the documentation the error bodies point at: every docUrl is <base>/errors.md#<errCode> (a deployment's own copy of docs/, e.g. https://docs.ads.example.com)", func(c *Config, v string) error {
+	{"doc-url-base", "ENDCAP_DOC_URL_BASE", "https://github.com/endcap/endcap/blob/main/docs", "address of the documentation the error bodies point at: every docUrl is <base>/reference/errors.md#<errCode> (a deployment's own copy of docs/, e.g. https://docs.ads.example.com)", func(c *Config, v string) error {
 		u, err := url.Parse(v)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 			return fmt.Errorf("must be an http:// or https:// URL without query or fragment, got %q", v)
@@ -622,7 +622,7 @@ var settings = []setting{
 	}},
 	{"console-downloads-per-user", "ENDCAP_CONSOLE_DOWNLOADS_PER_USER", "2", "downloads (exports, scored-attribution files) one console user runs at once, across the API processes; one more is answered 429", integer(func(c *Config) *int { return &c.ConsoleDownloads }, 1)},
 	{"console-session-idle", "ENDCAP_CONSOLE_SESSION_IDLE", "12h", "a console session ends after this long without a request (and 7 days after sign-in in any case)", duration(func(c *Config) *time.Duration { return &c.ConsoleSessionIdle })},
-	{"oidc-issuer", "ENDCAP_OIDC_ISSUER", "", "issuer URL of the OpenID Connect provider of the console's single sign-on (discovery at <issuer>/.well-known/openid-configuration); empty: no single sign-on; see docs/console.md", func(c *Config, v string) error {
+	{"oidc-issuer", "ENDCAP_OIDC_ISSUER", "", "issuer URL of the OpenID Connect provider of the console's single sign-on (discovery at <issuer>/.well-known/openid-configuration); empty: no single sign-on; see docs/guide/console.md", func(c *Config, v string) error {
 		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
 			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
 		}
@@ -667,7 +667,7 @@ var settings = []setting{
 		}
 		return fmt.Errorf("must be starttls, tls or none, got %q", v)
 	}},
-	{"readyz-detail", "ENDCAP_READYZ_DETAIL", "false", "/readyz gives the error text of a failing check (addresses, the dependency's messages) instead of only \"failing\"; the text is logged either way (docs/operations.md, Health)", func(c *Config, v string) error {
+	{"readyz-detail", "ENDCAP_READYZ_DETAIL", "false", "/readyz gives the error text of a failing check (addresses, the dependency's messages) instead of only \"failing\"; the text is logged either way (docs/operations/operations.md, Health)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false, got %q", v)
@@ -675,13 +675,13 @@ var settings = []setting{
 		c.ReadyzDetail = b
 		return nil
 	}},
-	{"segment-max-members", "ENDCAP_SEGMENT_MAX_MEMBERS", "20000000", "members one segment may hold; an upload that would pass it is refused whole, 422 segment_too_large (0: no cap; docs/segments.md, Limits)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxMembers })},
+	{"segment-max-members", "ENDCAP_SEGMENT_MAX_MEMBERS", "20000000", "members one segment may hold; an upload that would pass it is refused whole, 422 segment_too_large (0: no cap; docs/reference/segments.md, Limits)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxMembers })},
 	{"segment-max-bytes", "ENDCAP_SEGMENT_MAX_BYTES", "1073741824", "bytes of Redis one segment's members may take (Redis's MEMORY USAGE estimate); past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentMaxBytes })},
 	{"segments-max-members", "ENDCAP_SEGMENTS_MAX_MEMBERS", "100000000", "members all the segments of one marketplace may hold together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxMembers })},
 	{"segments-max-bytes", "ENDCAP_SEGMENTS_MAX_BYTES", "5368709120", "bytes of Redis all the segments of one marketplace may take together; past it an upload is refused whole (0: no cap)", int64Setting(func(c *Config) *int64 { return &c.SegmentsMaxBytes })},
-	{"invitation-emails-per-day", "ENDCAP_INVITATION_EMAILS_PER_DAY", "1000", "invitation e-mails a marketplace may have sent per UTC day when ENDCAP_SMTP_ADDR is set; a request that would pass it creates nothing and is 429 with Retry-After (docs/billing-webhooks-invitations-offsite.md)", integer(func(c *Config) *int { return &c.InvitationMailsPerDay }, 1)},
+	{"invitation-emails-per-day", "ENDCAP_INVITATION_EMAILS_PER_DAY", "1000", "invitation e-mails a marketplace may have sent per UTC day when ENDCAP_SMTP_ADDR is set; a request that would pass it creates nothing and is 429 with Retry-After (docs/reference/billing-webhooks-invitations-offsite.md)", integer(func(c *Config) *int { return &c.InvitationMailsPerDay }, 1)},
 	{"metrics-addr", "ENDCAP_METRICS_ADDR", "", "address of a listener of its own for /metrics, which the API port then no longer serves (empty: /metrics on the API port; in production give it an address only the monitoring network reaches)", str(func(c *Config) *string { return &c.MetricsAddr })},
-	{"otel-endpoint", "ENDCAP_OTEL_ENDPOINT", "", "OTLP/HTTP endpoint (e.g. http://otel-collector:4318) the process sends OpenTelemetry traces to: requests, the Kafka records they produce, the fold's batches, inserts and charges, exports (empty: off, no span is made; the standard OTEL_EXPORTER_OTLP_HEADERS, _CERTIFICATE, _COMPRESSION and _TIMEOUT apply; docs/operations.md, Traces)", func(c *Config, v string) error {
+	{"otel-endpoint", "ENDCAP_OTEL_ENDPOINT", "", "OTLP/HTTP endpoint (e.g. http://otel-collector:4318) the process sends OpenTelemetry traces to: requests, the Kafka records they produce, the fold's batches, inserts and charges, exports (empty: off, no span is made; the standard OTEL_EXPORTER_OTLP_HEADERS, _CERTIFICATE, _COMPRESSION and _TIMEOUT apply; docs/operations/operations.md, Traces)", func(c *Config, v string) error {
 		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
 			return fmt.Errorf("must be an http:// or https:// URL, got %q", v)
 		}

@@ -121,15 +121,15 @@ func TestEveryDefaultParses(t *testing.T) {
 	}
 }
 
-// TestDocumented keeps docs/operations.md true: every setting has its row.
+// TestDocumented keeps docs/operations/operations.md true: every setting has its row.
 func TestDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../docs/operations.md")
+	b, err := os.ReadFile("../../docs/operations/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range EnvTable() {
 		if !strings.Contains(string(b), "`"+row[0]+"` | `"+row[1]+"`") {
-			t.Errorf("docs/operations.md lacks %s / %s: regenerate the table with `endcap config --markdown`", row[0], row[1])
+			t.Errorf("docs/operations/operations.md lacks %s / %s: regenerate the table with `endcap config --markdown`", row[0], row[1])
 		}
 	}
 }

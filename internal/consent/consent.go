@@ -8,7 +8,7 @@
 // object that is absent or null, deny nothing (the marketplace vouches, as
 // without the object). When anything is denied the event or auction is kept
 // without its opaqueUserId: nothing of it is stored or used per shopper
-// (docs/events.md, Consent). Other keys (an IAB TCF or GPP string) are ignored
+// (docs/reference/events.md, Consent). Other keys (an IAB TCF or GPP string) are ignored
 // as unknown keys are everywhere: Endcap reads no consent string, the
 // marketplace's platform decodes it and sets the flags.
 package consent

@@ -1,7 +1,7 @@
 // Package gomem sets the Go runtime's memory settings that the operator left
 // unset: a soft memory limit from the container's (or else the machine's)
 // memory, and the collector's pace by what the process runs
-// (docs/operations.md, Memory).
+// (docs/operations/operations.md, Memory).
 package gomem
 
 import (

@@ -3,7 +3,7 @@
 // replayed to the retries, and the ids of the resources the request creates
 // are derived from the key, so that a retry after an answer that was lost
 // or after a 5xx writes the same ids again instead of new resources
-// (docs/management-api.md).
+// (docs/reference/management-api.md).
 package idempotency
 
 import (

@@ -5,7 +5,7 @@
 // are one more heap object and a pointer per id for the garbage collector to
 // follow on every cycle. A List is the same ids inside the product's one
 // allocation of texts: reading it allocates nothing, and the collector sees
-// a string (docs/catalog.md, Storage and memory).
+// a string (docs/reference/catalog.md, Storage and memory).
 //
 // The form: the number of ids n (4 bytes, little-endian), the end of each
 // id's bytes counted from the end of this header (4 bytes each), then the

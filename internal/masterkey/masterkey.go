@@ -8,7 +8,7 @@
 // (ENDCAP_SECRET_KEY): 32 random bytes in base64. To rotate it, a file (or
 // the variable, comma-separated) may list several: the first wraps, every
 // one unwraps, and a secret found wrapped with another than the first is
-// wrapped again with the first (docs/operations.md, Secrets).
+// wrapped again with the first (docs/operations/operations.md, Secrets).
 package masterkey
 
 import (

@@ -2,7 +2,7 @@
 // that a busy machine does not change (allocations, and instructions counted
 // by callgrind), which tests compare with the figures committed in
 // budgets.txt. A count more than Tolerance above its budget fails the test;
-// wall-clock benchmarks stay for the docs (docs/performance.md).
+// wall-clock benchmarks stay for the docs (docs/design/performance.md).
 //
 // Regenerate the figures after a change meant to cost more (or less):
 //
@@ -69,7 +69,7 @@ func Check(t testing.TB, name string, got float64) {
 	limit := want * (1 + Tolerance)
 	if got > limit {
 		t.Errorf("perfbudget: %s is %.0f, %+.1f %% over its budget of %.0f (limit %.0f, %s): "+
-			"find what costs more (docs/performance.md), or regenerate the budget if the cost is meant",
+			"find what costs more (docs/design/performance.md), or regenerate the budget if the cost is meant",
 			name, got, 100*(got-want)/want, want, limit, File())
 		return
 	}

@@ -1,7 +1,7 @@
 // Package priority lets background work give way to foreground work in a
 // process that runs both: the events fold yields to the API's requests when
 // one process serves the API and folds (`endcap dev`, a small single-node
-// install; docs/projector.md, Sharing the cores with the API).
+// install; docs/design/projector.md, Sharing the cores with the API).
 //
 // Foreground work brackets each request with Enter and Leave. Background
 // work calls Yield between small units of its work (a few thousand records,

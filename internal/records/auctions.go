@@ -11,7 +11,7 @@ import (
 // Auction is one auction as the auctions topic carries it: the request's
 // context, every winner and its cleared price. It is JSON on the topic, keyed
 // by the marketplace id. The projector folds it into ClickHouse tables
-// `auctions` and `auction_winners` (docs/auctions-pipeline.md).
+// `auctions` and `auction_winners` (docs/design/auctions-pipeline.md).
 //
 // A Record is written after the caller got its answer and may be lost (the
 // publisher drops it rather than make an auction wait): nothing that moves

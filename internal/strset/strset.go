@@ -7,7 +7,7 @@
 // (the catalog's products by vendor and by category). As map[string]struct{}
 // each member is a string header the collector follows on every cycle, to an
 // id allocated on its own: for a million-product catalog, millions of
-// pointers whose targets are cache misses (docs/performance.md).
+// pointers whose targets are cache misses (docs/design/performance.md).
 //
 // The strings a Set hands out (All, AppendTo) point into its arena. Bytes
 // once written there are never changed: adding appends after them, removing

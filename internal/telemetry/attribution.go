@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics of the attribution projector (docs/attribution.md).
+// Metrics of the attribution projector (docs/design/attribution.md).
 var (
 	AttributedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_attribution_items_total",

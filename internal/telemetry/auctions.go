@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Auction record pipeline (docs/auctions-pipeline.md).
+// Auction record pipeline (docs/design/auctions-pipeline.md).
 var (
 	// AuctionRecords counts auction records handed to the publisher, by
 	// result: ok (acknowledged by Kafka), dropped (the producer buffer was

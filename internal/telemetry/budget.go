@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics of the budget spend cache (package budget, docs/budgets.md). One
+// Metrics of the budget spend cache (package budget, docs/design/budgets.md). One
 // cache runs per process; a second one would share these series.
 var (
 	BudgetRefreshes = promauto.NewCounterVec(prometheus.CounterOpts{

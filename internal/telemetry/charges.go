@@ -6,7 +6,7 @@ import (
 )
 
 // Metrics of the interactions projector: the interactions fact table, charges
-// and spend (docs/charges.md).
+// and spend (docs/design/charges.md).
 var (
 	Interactions = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_interactions_total",

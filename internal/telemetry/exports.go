@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics of the exports (docs/exports.md).
+// Metrics of the exports (docs/reference/exports.md).
 var (
 	Exports = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_exports_total",

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// Request ids (docs/operations.md, Logs): every HTTP request gets one, echoed
+// Request ids (docs/operations/operations.md, Logs): every HTTP request gets one, echoed
 // in the X-Request-Id response header and carried by its context, so that
 // every line logged with that context (slog's ...Context methods) names it.
 // A caller's own X-Request-Id is kept when it is a plain token.

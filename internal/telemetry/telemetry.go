@@ -1,5 +1,5 @@
 // Package telemetry holds Endcap's Prometheus metrics and its logger setup.
-// Metric names are documented in docs/operations.md.
+// Metric names are documented in docs/operations/operations.md.
 package telemetry
 
 import (
@@ -80,7 +80,7 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	return WithRequestIDs(slog.New(slog.NewTextHandler(w, opts)))
 }
 
-// The events fold's claims (docs/projector.md, Claims).
+// The events fold's claims (docs/design/projector.md, Claims).
 var (
 	ClaimsCaughtUp = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "endcap_projector_claims_caught_up_records_total", Help: "Records of the claims changelog read to catch a partition's claims up after it was assigned to this process.",
@@ -101,7 +101,7 @@ var ReadyCheck = promauto.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "endcap_readiness_check_ok", Help: "1 when the last run of the readiness check passed, 0 when it failed or has not run yet, by check (kafka, clickhouse, redis, s3, state, projectors).",
 }, []string{"check"})
 
-// Metrics of the rollup job (docs/rollups.md).
+// Metrics of the rollup job (docs/design/rollups.md).
 var (
 	RollupRuns = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_rollup_runs_total", Help: "Runs of the rollup job by result: ok, error, skipped (another process held the lock).",

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Traces (docs/operations.md, Traces). Off unless StartTracing is called
+// Traces (docs/operations/operations.md, Traces). Off unless StartTracing is called
 // with an endpoint: then StartSpan makes no span and allocates nothing, so
 // the hot paths pay one atomic load.
 

@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics of the webhook deliveries (docs/webhooks.md).
+// Metrics of the webhook deliveries (docs/reference/webhooks.md).
 var (
 	WebhookAttempts = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_webhook_attempts_total",

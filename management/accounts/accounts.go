@@ -61,13 +61,13 @@ type Marketplace struct {
 	ReserveCPCMicros int64 `json:"reserveCpcMicros,omitempty"`
 	ReserveCPMMicros int64 `json:"reserveCpmMicros,omitempty"`
 	// Attribution overrides the default purchase-attribution rules
-	// (docs/attribution.md); nil: the defaults.
+	// (docs/design/attribution.md); nil: the defaults.
 	Attribution *AttributionSettings `json:"attribution,omitempty"`
 	// SSOOnly: the marketplace's console users sign in by single sign-on
-	// only; passwords are refused (docs/console.md).
+	// only; passwords are refused (docs/guide/console.md).
 	SSOOnly bool `json:"ssoOnly,omitempty"`
 	// Balances: the marketplace's vendors pay from balances (top-ups and
-	// credit limits, docs/balances.md): a charge draws on its vendor's
+	// credit limits, docs/reference/balances.md): a charge draws on its vendor's
 	// funds and is refused when they do not cover it. Off: no change.
 	Balances bool `json:"balances,omitempty"`
 	// LowBalanceMicros: a vendor.balance_low webhook event goes out when a
@@ -133,7 +133,7 @@ type APIKey struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// VendorID, when set, scopes an advanced key to one vendor (its
 	// catalog id): it reads that vendor's reports and nothing else
-	// (docs/reporting-api.md).
+	// (docs/reference/reporting-api.md).
 	VendorID string `json:"vendorId,omitempty"`
 }
 

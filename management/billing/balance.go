@@ -19,7 +19,7 @@ import (
 	"github.com/endcap/endcap/storage/statelog"
 )
 
-// Vendor balances (docs/balances.md). Every movement of a vendor's funds
+// Vendor balances (docs/reference/balances.md). Every movement of a vendor's funds
 // that is not a charge is an entity of its own on the entities log, never
 // changed once written ("balance_movement", keyed by a UUIDv7: the ledger):
 // a top-up, or a change of its credit limit. A vendor's credit limit is

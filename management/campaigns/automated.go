@@ -9,7 +9,7 @@ import (
 	"github.com/endcap/endcap/management/entityref"
 )
 
-// The bidding strategy of automated campaigns (docs/campaigns.md):
+// The bidding strategy of automated campaigns (docs/reference/campaigns.md):
 //
 //   - targets: every product of the catalog that lists the campaign's vendor
 //     among the vendors allowed to promote it; a bid is active when the

@@ -4,7 +4,7 @@
 // "campaign_bid"; every process holds them in memory. What depends on other
 // state (a campaign's status, whether a bid's product may still take part,
 // the bids of an automated campaign) is computed at read time from the
-// current catalog, never stored. docs/campaigns.md describes the API.
+// current catalog, never stored. docs/reference/campaigns.md describes the API.
 package campaigns
 
 import (

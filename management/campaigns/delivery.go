@@ -13,7 +13,7 @@ import (
 // its status, its bids (Eligibility, the one rule of what a bid may take
 // part with) and its spend as the budget cap counts it (spend,
 // Redis), read with the budget rule the auction applies (spend.Check).
-// docs/campaigns.md, Delivery.
+// docs/reference/campaigns.md, Delivery.
 
 // Status reasons: why a campaign does or does not take part in auctions
 // now, the first that applies in this order.
@@ -28,7 +28,7 @@ const (
 	ReasonOutOfBudget        = "out_of_budget"        // total budget used up
 	ReasonOutOfDailyBudget   = "out_of_daily_budget"  // daily budget used up today (local day)
 	ReasonPaced              = "paced"                // spent ahead of the pacing curve: sits auctions out until it catches up
-	ReasonInsufficientFunds  = "insufficient_balance" // its vendor is out of funds (marketplaces with balances, docs/balances.md)
+	ReasonInsufficientFunds  = "insufficient_balance" // its vendor is out of funds (marketplaces with balances, docs/reference/balances.md)
 	ReasonSpendUnavailable   = "spend_unavailable"    // spend could not be read: the budget reasons cannot be decided
 	ReasonServing            = "serving"              // takes part in auctions
 )
@@ -168,7 +168,7 @@ func (s *Service) UseSpend(r SpendReader) { s.spend = r }
 type FundsReader func(ctx context.Context, mp, vendorID string) (bool, error)
 
 // UseFunds makes View say insufficient_balance for the running campaigns
-// of vendors out of funds (docs/balances.md); the auction checks the
+// of vendors out of funds (docs/reference/balances.md); the auction checks the
 // vendor's funds before the campaign's budgets, and so does the reason.
 func (s *Service) UseFunds(r FundsReader) { s.funds = r }
 

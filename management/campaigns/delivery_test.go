@@ -30,7 +30,7 @@ func mustLoc(t *testing.T, name string) *time.Location {
 // included), pacing, else serving; unknown spend decides no budget reason.
 func TestStatusReason(t *testing.T) {
 	berlin := mustLoc(t, "Europe/Berlin")
-	// 09:30 in Berlin: a daily budget of 48 allows 21 (docs/budgets.md, Pacing).
+	// 09:30 in Berlin: a daily budget of 48 allows 21 (docs/design/budgets.md, Pacing).
 	now := time.Date(2024, 5, 10, 7, 30, 0, 0, time.UTC)
 	before, after := now.Add(-time.Hour), now.Add(time.Hour)
 	running := Campaign{ID: "c", Type: TypeListings, Active: true, StartDate: before, DailyBudgetMicros: 48_000_000, TotalBudgetMicros: 100_000_000}
@@ -118,7 +118,7 @@ func TestPacing(t *testing.T) {
 		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 21_000_000}, PacingAheadOfPace},
 		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 1, DayHint: 21_000_000}, PacingAheadOfPace},
 		{daily, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 48_000_000}, PacingDailyBudgetSpent},
-		// The day that clocks go forward: 82,800 s (docs/budgets.md).
+		// The day that clocks go forward: 82,800 s (docs/design/budgets.md).
 		{daily, at("2024-03-31T07:30:00Z"), spend.Spent{Day: 19_826_086}, PacingAheadOfPace},
 		{daily, at("2024-03-31T07:30:00Z"), spend.Spent{Day: 19_826_085}, PacingOnPace},
 		// The last hour of the day allows the whole budget.

@@ -16,7 +16,7 @@ import (
 // (opaqueUserId) in one period (the marketplace's day, week or month), with
 // the campaign as a whole or with each of its bids. A campaign (or bid)
 // that reached a cap for a shopper does not take part in that shopper's
-// auctions until the period ends (docs/campaigns.md, Restrictions). They are
+// auctions until the period ends (docs/reference/campaigns.md, Restrictions). They are
 // stored on the campaign (the entities log: history, replay and the
 // campaign.updated webhook come with it) and counted by freqcap.
 

@@ -20,7 +20,7 @@ import (
 // week or by the auction's searchQuery. Both are stored on the entities
 // (Campaign.Timetables, Campaign.NegativeKeywords, Bid.NegativeKeywords),
 // so that history, replay and the campaign.updated webhook carry them.
-// docs/campaigns.md, Dayparting and Negative keywords.
+// docs/reference/campaigns.md, Dayparting and Negative keywords.
 
 // ReasonOutsideSchedule is the status reason of a running campaign whose
 // timetable does not serve the current local hour; ReasonNegativeKeyword
@@ -261,7 +261,7 @@ func (s *Service) changeCampaign(ctx context.Context, mp, id string, ifMatch sta
 // ---- negative keywords: normalisation and matching ----
 
 // NormalizeNegative is how negative keywords and search queries are
-// compared (docs/campaigns.md, Negative keywords): lower case (Unicode);
+// compared (docs/reference/campaigns.md, Negative keywords): lower case (Unicode);
 // every character that is not a letter or a digit separates words; then
 // each word of at least 4 characters ending in "s" but not "ss" loses that
 // "s" (a plural and its singular match: "shoes" = "shoe"); words are joined

@@ -9,7 +9,7 @@
 // longer returns. Nothing else has to be notified, so a product leaves every
 // active campaign and every later auction the moment the change is applied.
 //
-// See docs/catalog.md for the endpoints and every field rule.
+// See docs/reference/catalog.md for the endpoints and every field rule.
 package catalog
 
 import (
@@ -52,7 +52,7 @@ type Service struct {
 	// (statelog.Collection.ByNum). It is kept by the products'
 	// OnChangeNum hook, under the collection's write lock, then idxMu.
 	// The sets hold four bytes a member and no pointer: a million products
-	// are millions of members (docs/performance.md).
+	// are millions of members (docs/design/performance.md).
 	idxMu    sync.RWMutex
 	byVendor map[string]map[string]*numSet
 	// byCategory indexes products by the categories they list (directly):

@@ -11,7 +11,7 @@ import (
 )
 
 // Field limits of a product (spec "Product"; the ones the spec leaves open
-// are documented in docs/catalog.md).
+// are documented in docs/reference/catalog.md).
 const (
 	MaxBatch          = 500  // products, vendors, categories or ids per request
 	MaxIDLen          = 255  // product, vendor, category, brand ids; globalId; variant ids

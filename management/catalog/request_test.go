@@ -119,7 +119,7 @@ func BenchmarkDecodeProducts(b *testing.B) {
 		}
 	})
 	// The text rule's pass over the body that the API adds to the fast
-	// decoder's (api bodyText; docs/errors.md).
+	// decoder's (api bodyText; docs/reference/errors.md).
 	b.Run("text rule", func(b *testing.B) {
 		for b.Loop() {
 			if !jsontext.TextOK(body) {

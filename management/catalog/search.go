@@ -17,10 +17,10 @@ import (
 // texts store holds the other names on local disk in key order, so one
 // pass over each (a scan of the disk store's marketplace range rather than
 // a read per product) finds them, within the caller's deadline. It costs
-// time in proportion to the catalog (BenchmarkSearchAll; docs/console.md
+// time in proportion to the catalog (BenchmarkSearchAll; docs/guide/console.md
 // gives the figures): an index of the names' trigrams would answer a
 // million products sooner, at a cost in memory per product in every
-// process, which the catalog keeps small (docs/operations.md, Memory).
+// process, which the catalog keeps small (docs/operations/operations.md, Memory).
 
 // errSearchTimeout: the search ran out of its deadline.
 var errSearchTimeout = errkind.New(errkind.Unavailable, "the search of the whole catalog took too long: give a vendor to search its products only")

@@ -471,7 +471,7 @@ func (e *Eraser) count(ctx context.Context, batch []item) ([]map[string]int64, [
 // mutate deletes the batch's rows of t, or blanks their id, and waits for
 // the mutation to end (MutationTimeout at most). On a replicated table the
 // mutation reaches every replica through ZooKeeper, as an ALTER does
-// (docs/clickhouse.md): no ON CLUSTER.
+// (docs/design/clickhouse.md): no ON CLUSTER.
 func (e *Eraser) mutate(ctx context.Context, t target, batch []item) error {
 	cond, args, size := where(t, batch)
 	stmt := "ALTER TABLE " + t.table + " DELETE WHERE " + cond

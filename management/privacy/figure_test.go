@@ -21,7 +21,7 @@ import (
 
 // TestEraseFigure measures a batch of 10,000 ids (ten requests of 1,000)
 // against 10 million events of a million shoppers, on a ClickHouse of its
-// own (docs/privacy.md, Figures). It runs only when
+// own (docs/operations/privacy.md, Figures). It runs only when
 // ENDCAP_PRIVACY_FIGURE_CLICKHOUSE names that server (host:port of its
 // native protocol); it writes about 17.5 million rows there, in a database it
 // drops at its end.

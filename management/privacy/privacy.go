@@ -2,7 +2,7 @@
 // opaque user ids of a marketplace; it is recorded on the entities log
 // (pending), and a job (Eraser) applies the pending requests in batches to
 // every store that holds the ids: ClickHouse's rows, the segments' members
-// in Redis and the scored-attribution files in S3 (docs/privacy.md).
+// in Redis and the scored-attribution files in S3 (docs/operations/privacy.md).
 package privacy
 
 import (
@@ -75,7 +75,7 @@ type Deletion struct {
 // Removed is what a deletion removed, per store.
 type Removed struct {
 	// ClickHouse: rows per table, deleted or with the id blanked
-	// (docs/privacy.md, What is removed).
+	// (docs/operations/privacy.md, What is removed).
 	ClickHouse map[string]int64 `json:"clickhouse"`
 	// Redis: memberships of segments removed.
 	Redis RedisRemoved `json:"redis"`

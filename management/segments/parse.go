@@ -40,7 +40,7 @@ func (p *lineProblem) fieldError() validation.FieldError {
 	return validation.FieldError{Loc: []any{"body", "file", p.line}, Msg: p.msg, Type: p.typ}
 }
 
-// idReader reads member ids from a file, one per line (see docs/segments.md).
+// idReader reads member ids from a file, one per line (see docs/reference/segments.md).
 type idReader struct {
 	br   *bufio.Reader
 	line int

@@ -2,7 +2,7 @@
 // campaigns target. A segment's metadata (name, description, config and the
 // generation of its member set) is event-sourced on the entities log; its
 // members live in Redis, one SET per segment generation, so that the auction
-// tests the membership of a user in O(1). docs/segments.md describes the
+// tests the membership of a user in O(1). docs/reference/segments.md describes the
 // behaviour; this package owns the Redis keys ec:seg:* and ec:seglock:*.
 package segments
 
@@ -175,7 +175,7 @@ func marketplaceMemberKey(mp, id, gen string) string {
 // key stays (RENAMENX). It reports how many it renamed. Only one Redis
 // server can hold the old keys: on a cluster, it does nothing. Uploads made
 // through a process of the earlier build after this ran are not carried
-// over (docs/segments.md, Upgrading).
+// over (docs/reference/segments.md, Upgrading).
 func (s *Service) UpgradeKeys(ctx context.Context, mp string) (int, error) {
 	if redisstore.IsCluster(s.rdb) {
 		return 0, nil
@@ -538,7 +538,7 @@ func isRetryable(err error) bool {
 // RemoveMembers removes the users ids from every segment of marketplace mp
 // (the members of each segment's current generation), a chunk of ids per
 // round trip, and returns how many memberships it removed (an erasure:
-// docs/privacy.md). A segment uploaded again later holds what its new file
+// docs/operations/privacy.md). A segment uploaded again later holds what its new file
 // lists.
 func (s *Service) RemoveMembers(ctx context.Context, mp string, ids []string) (int64, error) {
 	if len(ids) == 0 {

@@ -40,7 +40,7 @@ func ParseAction(s string) (Action, error) {
 const MaxReportedLines = 20
 
 // Upload streams a file of member ids into the segment (see
-// docs/segments.md): ids go to Redis in chunks, so memory stays bounded
+// docs/reference/segments.md): ids go to Redis in chunks, so memory stays bounded
 // whatever the file's size. A segment that does not exist is created (name =
 // id). ifMatch (0: none) is the version the caller expects. It returns the
 // segment's version.

@@ -16,7 +16,7 @@ import (
 // shared/CGNAT, cloud metadata, multicast, reserved, documentation, IPv4
 // inside IPv6 forms that reach those), and dials the address it vetted.
 // The dialer checks the address of the socket again just before it
-// connects, so no second resolution can swap it (docs/webhooks.md, Safety).
+// connects, so no second resolution can swap it (docs/reference/webhooks.md, Safety).
 type Guard struct {
 	// AllowLoopback lets deliveries reach 127.0.0.0/8 and ::1, for local
 	// development (ENDCAP_WEBHOOK_ALLOW_LOOPBACK; endcap dev sets it).

@@ -9,7 +9,7 @@ import (
 // (1-based) the next comes Base×4^(n−1) later, at most Base×5760, each
 // delay with ±20 % of jitter, for Attempts attempts in all. With the
 // default Base of 5 s: 5 s, 20 s, 80 s, 5⅓ min, 21⅓ min, 85⅓ min, 5.7 h,
-// 8 h, 8 h: ten attempts over about 23.6 hours (docs/webhooks.md).
+// 8 h, 8 h: ten attempts over about 23.6 hours (docs/reference/webhooks.md).
 type Schedule struct {
 	Base     time.Duration
 	Attempts int

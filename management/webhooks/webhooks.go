@@ -1,5 +1,5 @@
 // Package webhooks owns a marketplace's webhook subscriptions and their
-// deliveries (docs/webhooks.md).
+// deliveries (docs/reference/webhooks.md).
 //
 // A webhook (the URL that receives deliveries, the event types it
 // subscribed to, its signing secret, whether it is enabled) is one entity
@@ -402,7 +402,7 @@ func NewSecret() (string, error) {
 // "whsec_" encodes. Secrets are standard base64 (padded); secrets made
 // before they were are URL-safe base64 without padding (43 characters,
 // never valid standard base64 since their length is not a multiple of 4),
-// and sign with the bytes they encode the same way (docs/webhooks.md,
+// and sign with the bytes they encode the same way (docs/reference/webhooks.md,
 // Secrets).
 func SecretKey(secret string) ([]byte, error) {
 	b64, ok := strings.CutPrefix(secret, SecretPrefix)

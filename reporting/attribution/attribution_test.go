@@ -344,7 +344,7 @@ func TestSettingsChange(t *testing.T) {
 // TestDuplicateIDs: a purchase id sent again by another record of its user
 // (a retry, or a client bug reusing the id for other items) counts once, as
 // the record that claimed the id first says. (The claims are per partition
-// of the events topic, keyed by marketplace and user: docs/projector.md,
+// of the events topic, keyed by marketplace and user: docs/design/projector.md,
 // Claims.)
 func TestDuplicateIDs(t *testing.T) {
 	s := newStack(t)

@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // Projector recomputes the attribution of a user's purchases each time an
-// event of that user is folded (docs/attribution.md).
+// event of that user is folded (docs/design/attribution.md).
 //
 // It is a sink of the events fold (projections.EventFold), which decodes the
 // events topic, drops duplicated event ids (the first record to claim an id
@@ -149,7 +149,7 @@ func (p *Projector) decode(ctx context.Context, events []projections.Event) (*de
 	d := &decoded{work: map[string]map[string]*userWork{}, touches: make([]touchRow, 0, nt), purchases: make([]purchaseRow, 0, np)}
 	for i := range events {
 		// The fold's batch gives way to the API's requests every few
-		// thousand events (priority.Yield; docs/projector.md).
+		// thousand events (priority.Yield; docs/design/projector.md).
 		if i > 0 && i%projections.YieldEvery == 0 {
 			if err := priority.Yield(ctx); err != nil {
 				return nil, err

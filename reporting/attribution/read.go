@@ -12,7 +12,7 @@ import (
 )
 
 // Row is one attributed purchased item: a row of the view
-// attributed_purchases (docs/attribution.md has the meaning of every field).
+// attributed_purchases (docs/design/attribution.md has the meaning of every field).
 type Row struct {
 	MarketplaceID        uuid.UUID
 	PurchaseEventID      string

@@ -1,5 +1,5 @@
 // Package attribution attributes purchased items to the sponsored impressions
-// and clicks that led to them (docs/attribution.md).
+// and clicks that led to them (docs/design/attribution.md).
 //
 // The rule (Attribute) is a pure function of one purchase, its user's
 // sponsored interactions and the marketplace's settings. The Projector

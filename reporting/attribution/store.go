@@ -168,7 +168,7 @@ func loadTouches(ctx context.Context, conn clickhouse.Conn, mp string, users []s
 // resolveHashed fills in the entity id of touches whose token carried the
 // winner's id hashed (entity_id empty), from auction_winners (the auction
 // record). A winner whose auction record is not folded yet keeps an empty
-// id: it can then match by vendor only (docs/attribution.md).
+// id: it can then match by vendor only (docs/design/attribution.md).
 func resolveHashed(ctx context.Context, conn clickhouse.Conn, mp string, byUser map[string][]Touch) error {
 	type winnerKey struct {
 		auction uuid.UUID

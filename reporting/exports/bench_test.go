@@ -23,7 +23,7 @@ import (
 	"github.com/endcap/endcap/storage/s3store"
 )
 
-// The export target (docs/performance.md, Exports): 10 million fact rows at
+// The export target (docs/design/performance.md, Exports): 10 million fact rows at
 // 200,000 rows/s or more end to end (ClickHouse to a file in S3), with the
 // worker's memory under 200 MB throughout.
 const (

@@ -1,5 +1,5 @@
 // Package exports runs the asynchronous data exports of the
-// monitoring_metrics dataset (docs/exports.md): it validates requests,
+// monitoring_metrics dataset (docs/reference/exports.md): it validates requests,
 // keeps each export's record on the entities log, turns a request into one
 // query on the daily rollup, writes the rows as CSV or Parquet to S3 with a
 // multipart upload, and hands out presigned URLs to the files.
@@ -109,8 +109,8 @@ func DatasetByName(name string) (*Dataset, bool) {
 }
 
 // monitoringMetrics: the daily sums of sponsored interactions, their
-// charges and the purchases attributed to them (docs/exports.md). Its
-// definitions are the rollup's (docs/rollups.md).
+// charges and the purchases attributed to them (docs/reference/exports.md). Its
+// definitions are the rollup's (docs/design/rollups.md).
 var monitoringMetrics = &Dataset{
 	Name:          DatasetMonitoringMetrics,
 	Description:   "Daily impressions, clicks, spend and attributed purchases of sponsored placements, per marketplace-local day.",
@@ -165,9 +165,9 @@ var monitoringMetrics = &Dataset{
 		{Name: "roas", Kind: KindRatio, Description: "total_purchase_amount / ad_spend (return on ad spend).", parts: []part{pPurchaseAmount, pSpentClicks, pSpentImpressions}, value: func(s *sums) cell { return moneyRatioCell(microsOf(s.i[pPurchaseAmount]), s.spend()) }},
 		{Name: "acos", Kind: KindRatio, Description: "ad_spend / total_purchase_amount (advertising cost of sales).", parts: []part{pSpentClicks, pSpentImpressions, pPurchaseAmount}, value: func(s *sums) cell { return moneyRatioCell(s.spend(), microsOf(s.i[pPurchaseAmount])) }},
 		// Endcap extensions (after the spec's metrics): what the budget cap
-		// refused (docs/budgets.md).
+		// refused (docs/design/budgets.md).
 		{Name: "budget_refused_impressions", Kind: KindInt, Description: "Endcap extension: impressions of CPM winners not charged because the charge would have taken the campaign over its daily or total budget.", parts: []part{pRefusedImpressions}, value: func(s *sums) cell { return intCell(s.u[pRefusedImpressions]) }},
 		{Name: "budget_refused_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because the charge would have taken the campaign over its daily or total budget.", parts: []part{pRefusedClicks}, value: func(s *sums) cell { return intCell(s.u[pRefusedClicks]) }},
-		{Name: "invalid_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because an invalid-click rule refused them (no impression, too fast, repeated, too many; docs/charges.md, Invalid clicks).", parts: []part{pInvalidClicks}, value: func(s *sums) cell { return intCell(s.u[pInvalidClicks]) }},
+		{Name: "invalid_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because an invalid-click rule refused them (no impression, too fast, repeated, too many; docs/design/charges.md, Invalid clicks).", parts: []part{pInvalidClicks}, value: func(s *sums) cell { return intCell(s.u[pInvalidClicks]) }},
 	},
 }

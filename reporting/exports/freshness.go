@@ -8,7 +8,7 @@ import (
 	"github.com/endcap/endcap/reporting/rollups"
 )
 
-// The freshness of an export (docs/exports.md, Freshness): the rollup days
+// The freshness of an export (docs/reference/exports.md, Freshness): the rollup days
 // of its window are recomputed first when their watermark is older than the
 // request (less MaxStaleness), and the file says up to when its numbers are
 // complete (dataAsOf) and whether its last day had ended by then.

@@ -20,7 +20,7 @@ const (
 	MaxListLimit     = 100
 )
 
-// Error codes of the list's query parameters (docs/exports.md).
+// Error codes of the list's query parameters (docs/reference/exports.md).
 const (
 	CodeInvalidStatus   = "invalid_status"   // not an export status
 	CodeInvalidDateTime = "invalid_datetime" // created_from / created_to not RFC 3339 with a zone

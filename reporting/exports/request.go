@@ -26,7 +26,7 @@ type Request struct {
 	Format      string   `json:"format,omitempty"`
 }
 
-// Error codes of the exports API (docs/exports.md). Each is the `code` of
+// Error codes of the exports API (docs/reference/exports.md). Each is the `code` of
 // the error body and of its details.
 const (
 	CodeInvalidRequest    = "invalid_request"    // not a JSON object, or a field of the wrong type

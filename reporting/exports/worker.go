@@ -193,7 +193,7 @@ func (s *Service) handle(ctx context.Context, rec *kgo.Record, wo *WorkerOptions
 		return nil
 	}
 	// The job's work belongs to the trace of the request that asked for it
-	// (its record's headers; docs/operations.md, Traces).
+	// (its record's headers; docs/operations/operations.md, Traces).
 	if telemetry.Tracing() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, kafka.RecordSpanContext(rec))
 	}

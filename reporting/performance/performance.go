@@ -1,7 +1,7 @@
 // Package performance reads a vendor's daily advertising results —
 // impressions, clicks, spend, attributed sales, ROAS and ACOS per campaign
 // and day — from rollup_daily, the daily rollup the exports read
-// (docs/rollups.md), for the console's charts and tables.
+// (docs/design/rollups.md), for the console's charts and tables.
 package performance
 
 import (
@@ -29,7 +29,7 @@ type Row struct {
 	SalesMicros int64 // attributed purchase amount
 }
 
-// Totals are sums over rows, with the ratios of the exports (docs/exports.md).
+// Totals are sums over rows, with the ratios of the exports (docs/reference/exports.md).
 type Totals struct {
 	Impressions, Clicks      uint64
 	SpendMicros, SalesMicros int64

@@ -6,7 +6,7 @@ import (
 	"github.com/endcap/endcap/internal/timestamp"
 )
 
-// The response bodies (docs/reporting-api.md). Amounts are integers in
+// The response bodies (docs/reference/reporting-api.md). Amounts are integers in
 // minor units of the marketplace currency (Topsort's adSpent, amount),
 // rounded to the nearest minor unit, each with its exact decimal text in
 // currency units beside it (…Decimal).
@@ -105,7 +105,7 @@ func DailyBody(days []Day, next *string, fr Freshness) DailyJSON {
 
 // InteractionJSON is one row of the interactions report (Topsort's
 // names). The per-purchase and exclusive-campaign charges do not exist in
-// Endcap: their fields are 0 (docs/rollups.md, Metrics).
+// Endcap: their fields are 0 (docs/design/rollups.md, Metrics).
 type InteractionJSON struct {
 	Timestamp                  timestamp.Time `json:"timestamp"`
 	Date                       string         `json:"date"`

@@ -79,7 +79,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // rollup: ENDCAP_TEST_CAMPAIGNS campaigns (default 200) with results every
 // day for ENDCAP_TEST_DAYS days (default 10), ENDCAP_TEST_REQUESTS requests
 // of each kind (default 20). The defaults check the figures and keep the
-// test to seconds; docs/performance.md (Reporting API) has the command of
+// test to seconds; docs/design/performance.md (Reporting API) has the command of
 // the figure (100,000 campaigns, a year) and its result.
 func TestReportLatency(t *testing.T) {
 	_, conn := db(t)

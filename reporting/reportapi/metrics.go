@@ -1,9 +1,9 @@
 // Package reportapi answers the Reporting API,
-// GET /public/v1/reporting-service/… (docs/reporting-api.md): the results of
+// GET /public/v1/reporting-service/… (docs/reference/reporting-api.md): the results of
 // a marketplace, a vendor, a campaign or a product over a window of the
 // marketplace's local days, in total or per day, and the interactions
 // report grouped by vendor, campaign or product. Every figure is read from
-// rollup_daily, the daily rollup the exports read (docs/rollups.md), and
+// rollup_daily, the daily rollup the exports read (docs/design/rollups.md), and
 // every answer says how fresh it is (dataAsOf, the days' watermark). The
 // HTTP handlers (api/reporting.go) only parse, authorize and answer.
 package reportapi
@@ -30,7 +30,7 @@ type Metrics struct {
 }
 
 // exact makes an Amount of summed micro-units and thousandths of a
-// micro-unit (the rollup sums them apart: docs/rollups.md, Metrics).
+// micro-unit (the rollup sums them apart: docs/design/rollups.md, Metrics).
 func exact(micros int64, subMicros uint64) vendorcharges.Amount {
 	micros += int64(subMicros / 1000)
 	return vendorcharges.Amount{Micros: micros, SubMicros: uint16(subMicros % 1000)}

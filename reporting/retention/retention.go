@@ -1,5 +1,5 @@
 // Package retention removes data older than the operator keeps it
-// (docs/operations.md, Data retention): the month partitions of ClickHouse's
+// (docs/operations/operations.md, Data retention): the month partitions of ClickHouse's
 // raw tables, and old export and report files in the bucket. The exporter
 // runs both on a schedule, each under a Redis lease.
 package retention
@@ -108,7 +108,7 @@ func (p *Partitions) Once(ctx context.Context) (Result, error) {
 				qctx, cancel := context.WithTimeout(ctx, statementTimeout)
 				// Replicated tables carry a partition's drop to the other
 				// replicas through ZooKeeper: no ON CLUSTER
-				// (docs/clickhouse.md, Run time).
+				// (docs/design/clickhouse.md, Run time).
 				err := p.ClickHouse.Exec(qctx, "ALTER TABLE "+table+" DROP PARTITION ID '"+m+"'")
 				cancel()
 				if err != nil {
@@ -120,7 +120,7 @@ func (p *Partitions) Once(ctx context.Context) (Result, error) {
 		}
 	}
 	if len(res.Held) > 0 {
-		p.Log.Warn("retention: months past their bound kept until the rollup days that read them are final (docs/rollups.md)", "held", fmt.Sprint(res.Held))
+		p.Log.Warn("retention: months past their bound kept until the rollup days that read them are final (docs/design/rollups.md)", "held", fmt.Sprint(res.Held))
 	}
 	return res, nil
 }

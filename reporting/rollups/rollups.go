@@ -1,7 +1,7 @@
 // Package rollups keeps rollup_daily, the daily aggregates of the export
 // dataset monitoring_metrics, by recomputing whole marketplace-local days
 // from the FINAL views of the raw tables and swapping each day in atomically
-// (docs/rollups.md). A recomputation reads every raw row of its days, so
+// (docs/design/rollups.md). A recomputation reads every raw row of its days, so
 // replayed rows and superseded attribution versions never count twice, and a
 // run repeated on unchanged data produces the same rows.
 package rollups
@@ -436,7 +436,7 @@ func (j *Job) refresh(ctx context.Context, days []time.Time, asOf time.Time) (St
 		// A day the stage has replaces the day in rollup_daily; an empty day
 		// in the stage empties it. Not by a REPLACE from the stage: current
 		// ClickHouse refuses to replace a partition from a table with no part
-		// in it (Code 36), 18.16 took it (docs/clickhouse.md).
+		// in it (Code 36), 18.16 took it (docs/design/clickhouse.md).
 		swap := fmt.Sprintf("ALTER TABLE rollup_daily REPLACE PARTITION ID '%s' FROM %s", d.Format("20060102"), stage)
 		if counts[d] == 0 {
 			swap = fmt.Sprintf("ALTER TABLE rollup_daily DROP PARTITION ID '%s'", d.Format("20060102"))

@@ -77,7 +77,7 @@ func TestExportScan(t *testing.T) {
 		rollupRead, rollupTook.Round(time.Millisecond), rawRead, rawTook.Round(time.Millisecond),
 		float64(rawRead)/float64(max(rollupRead, 1)))
 	// The rollup query reads only the window's partitions; how many fewer
-	// rows than raw depends on the traffic per grain tuple (docs/rollups.md).
+	// rows than raw depends on the traffic per grain tuple (docs/design/rollups.md).
 	if rollupRead == 0 || rollupRead > rollupRows || rollupRead >= rawRead {
 		t.Errorf("rollup read %d rows (table %d), raw %d", rollupRead, rollupRows, rawRead)
 	}

@@ -17,7 +17,7 @@ import (
 //
 // Every subquery on either side of a JOIN has an alias: current ClickHouse
 // refuses a JOIN of a subquery without one (Code 206), 18.16 takes both
-// (docs/clickhouse.md).
+// (docs/design/clickhouse.md).
 //
 // The filters inside FINAL are PREWHERE: ClickHouse does not move a WHERE to
 // PREWHERE in a FINAL query, and the raw tables are not sorted by time, so a
@@ -29,7 +29,7 @@ import (
 
 // grainColumns is the grain of rollup_daily besides the day and marketplace,
 // in the table's column order. Every export dimension maps to one of them
-// (docs/rollups.md).
+// (docs/design/rollups.md).
 var grainColumns = []string{
 	"currency_code", "sponsored", "vendor_id", "external_vendor_id", "vendor_name",
 	"campaign_id", "external_campaign_id", "campaign_name", "campaign_type", "status", "is_active",

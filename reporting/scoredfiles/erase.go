@@ -18,7 +18,7 @@ const eraseLockWait = 2 * time.Minute
 // Erase rewrites the stored file of a marketplace's local day with the
 // opaque_user_id of every row of the given users blanked (""), as
 // attributed_purchases holds those rows once the users are erased
-// (docs/privacy.md); every other byte of a row, the rows' order, the
+// (docs/operations/privacy.md); every other byte of a row, the rows' order, the
 // file's metadata (produced-at, final) and its key stay. The new file
 // replaces the old one at once (a multipart upload published on its
 // completion, under the day's lock, as Produce does); a day without a

@@ -12,7 +12,7 @@ import (
 const SchemaVersion = "1"
 
 // Record is one row of a scored-attribution file: one attributed purchased
-// item (docs/scored-attribution.md has the meaning of every column). Money
+// item (docs/reference/scored-attribution.md has the meaning of every column). Money
 // is exact: integer micro-units, plus the same amount as a decimal string
 // in currency units. Instants are UTC milliseconds since the epoch with the
 // Parquet TIMESTAMP(MILLIS, UTC) type.

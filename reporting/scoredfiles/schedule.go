@@ -8,7 +8,7 @@ import (
 	"github.com/endcap/endcap/reporting/attribution"
 )
 
-// Schedule says when days are produced (docs/scored-attribution.md).
+// Schedule says when days are produced (docs/reference/scored-attribution.md).
 type Schedule struct {
 	// Grace is how long after a local day ends its file is first produced:
 	// time for late events to arrive and for the projectors to fold them.

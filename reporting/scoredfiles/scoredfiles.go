@@ -2,7 +2,7 @@
 // Parquet object per marketplace and local day with that day's attributed
 // purchased items and the score of each attribution, written to S3 with a
 // multipart upload that publishes the object all at once, and hands out
-// presigned URLs to them (docs/scored-attribution.md).
+// presigned URLs to them (docs/reference/scored-attribution.md).
 package scoredfiles
 
 import (

@@ -8,7 +8,7 @@ import (
 )
 
 // Amount is the exact amount of one charge: Micros + SubMicros/1000
-// micro-units of the marketplace currency (docs/charges.md, Amounts). A CPC
+// micro-units of the marketplace currency (docs/design/charges.md, Amounts). A CPC
 // click has SubMicros 0; a CPM impression costs price/1000 and keeps the
 // thousandths of a micro-unit in SubMicros.
 type Amount struct {

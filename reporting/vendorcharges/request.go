@@ -1,6 +1,6 @@
 // Package vendorcharges serves GET /public/v1/billing-service/vendor-charges
-// (docs/vendor-charges.md): the charges of a marketplace in a time window,
-// read from the ClickHouse table charges_raw (docs/charges.md) in a fixed
+// (docs/reference/vendor-charges.md): the charges of a marketplace in a time window,
+// read from the ClickHouse table charges_raw (docs/design/charges.md) in a fixed
 // order, batch by batch, so that memory stays bounded whatever the window.
 // The HTTP handler (api/vendorcharges.go) only wires this package to Gin.
 package vendorcharges

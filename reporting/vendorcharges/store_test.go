@@ -393,7 +393,7 @@ func (f failAfter) Write(p []byte) (int, error) {
 }
 
 // TestStoreLoad streams a large window (ENDCAP_TEST_LOAD=1; figures in
-// docs/vendor-charges.md): 1,000,000 charges over a day, half of them in
+// docs/reference/vendor-charges.md): 1,000,000 charges over a day, half of them in
 // one dense hour, the rest spread out. It reports the rate, the queries and
 // the process's heap while streaming, which must stay bounded.
 func TestStoreLoad(t *testing.T) {

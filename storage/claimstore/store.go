@@ -5,7 +5,7 @@
 // keys are rebuilt from). A generation is dropped whole (a range deletion,
 // whose files compactions then delete without rewriting them). It holds no
 // rule of its own: the events fold decides what a key means
-// (docs/projector.md, Claims).
+// (docs/design/projector.md, Claims).
 //
 // Memory does not grow with the keys stored: Pebble's block cache (index and
 // filter blocks, data blocks) and its memtables are bounded by Options; the

@@ -1,7 +1,7 @@
 // Package clickhouse is the adapter to ClickHouse: connection, versioned
 // migrations and batch inserts. One code path serves Debian's 18.16 (local
 // stack and tests) and a current ClickHouse (production); see
-// docs/clickhouse.md for the rules it follows.
+// docs/design/clickhouse.md for the rules it follows.
 package clickhouse
 
 import (
@@ -46,7 +46,7 @@ type Options struct {
 	TLSCA string
 	// Cluster, when set, is the cluster (in the servers' <remote_servers>)
 	// on whose every replica the database and the schema are created, with
-	// replicated tables (Schema, docs/clickhouse.md). Empty: one server.
+	// replicated tables (Schema, docs/design/clickhouse.md). Empty: one server.
 	Cluster string
 }
 
@@ -462,7 +462,7 @@ func LongQuery(ctx context.Context, n int) context.Context {
 // min_insert_block_size_bytes (256 MiB) is reached, to squash the many small
 // blocks of a streamed insert into one part; for a batch that is already
 // one block that copy is pure cost: a copy of every inserted byte into
-// fresh memory (docs/clickhouse.md). Both settings exist on 18.16 and on
+// fresh memory (docs/design/clickhouse.md). Both settings exist on 18.16 and on
 // current servers, where 0 is documented as "squashing disabled". It
 // replaces any query settings ctx already carries.
 func Insert(ctx context.Context) context.Context {

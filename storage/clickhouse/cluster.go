@@ -8,7 +8,7 @@ import (
 
 // Schema says where the migrations create the schema: on one server (the
 // zero value, Cluster empty), or on every replica of a cluster named in the
-// servers' <remote_servers> (docs/clickhouse.md, Cluster mode).
+// servers' <remote_servers> (docs/design/clickhouse.md, Cluster mode).
 //
 // The migration files are written once, for one server. On a cluster,
 // Statement rewrites each of them as it is run: every CREATE, ALTER and DROP

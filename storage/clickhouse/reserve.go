@@ -20,7 +20,7 @@ import (
 // past a few hundred bytes Go grows a slice by about 1.25× at a time, so a
 // column of a few megabytes is copied about four times over while it is
 // built. In the fold that growth was the largest single cost of the
-// process (docs/performance.md).
+// process (docs/design/performance.md).
 //
 // The buffer is a field clickhouse-go does not export. ReserveStrings
 // reaches it only when column.String is laid out as this package was

@@ -62,7 +62,7 @@ type TopicSpec struct {
 // Specs returns the specs of every topic with the given layout settings:
 // the events and auctions topics keep their records for their retention
 // (retention.ms), the state topics are compacted and kept for ever
-// (docs/operations.md, Data retention).
+// (docs/operations/operations.md, Data retention).
 func Specs(t Topics, eventsPartitions, replication int, eventsRetention, auctionsRetention time.Duration) []TopicSpec {
 	rf := int16(replication)
 	return []TopicSpec{

@@ -1,5 +1,5 @@
 // Package spill keeps, on local disk, values that an in-memory view of the
-// entities log holds no copy of (the catalog's product texts: docs/state.md,
+// entities log holds no copy of (the catalog's product texts: docs/design/state.md,
 // Memory), in an embedded LSM store (Pebble). It is a cache of the log, not
 // a source of truth: every process fills a fresh store as it loads the log
 // from its start, and deletes it when it stops. It holds no rule of its own.

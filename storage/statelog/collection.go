@@ -40,7 +40,7 @@ type Collection[T any] struct {
 	// deleted one is kept for reuse (free). The garbage collector finds the
 	// span of every pointer it follows, a cache miss when the spans are
 	// many: a million entries allocated one by one fill tens of thousands
-	// of spans, in chunks a few thousand (docs/performance.md).
+	// of spans, in chunks a few thousand (docs/design/performance.md).
 	// An entry's number is its place in chunks: chunks[n/entryChunk][n%entryChunk].
 	chunks [][]entry[T]
 	next   uint32 // entries handed out of chunks
@@ -52,7 +52,7 @@ type Collection[T any] struct {
 
 // keyArena holds a collection's ids, packed into shared allocations of
 // keyChunk bytes: a million ids are then a few hundred objects for the
-// garbage collector to mark, not a million (docs/state.md, Memory). Bytes
+// garbage collector to mark, not a million (docs/design/state.md, Memory). Bytes
 // are only ever appended: a string cut from a chunk never changes. A
 // deleted id's bytes stay until its chunk has no live id, so when the dead
 // bytes outgrow the live ones, the collection copies its ids into new

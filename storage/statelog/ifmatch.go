@@ -7,7 +7,7 @@ import (
 )
 
 // IfMatch is a write's precondition on the entity's version, from its
-// If-Match header (docs/management-api.md), the one rule of every area:
+// If-Match header (docs/reference/management-api.md), the one rule of every area:
 // MatchAny, a version, or MatchNone. A type of its own, so that a write
 // cannot be handed a Write's Expected (AnyVersion) by mistake.
 type IfMatch int64

@@ -1,5 +1,5 @@
 // Package statelog keeps an in-memory view of entity state that lives in a
-// compacted Kafka changelog topic, as docs/state.md describes.
+// compacted Kafka changelog topic, as docs/design/state.md describes.
 //
 // Every record carries one entity's whole new state and its version. Each
 // process reads the topic from the start, applies records in log order, and
@@ -89,7 +89,7 @@ type Log struct {
 	// (versionKey), not by the key: a map without pointers, which the
 	// garbage collector does not scan. A million-product catalog is 1.4 M
 	// keys, each a pointer to a string of its own that every collection
-	// cycle would otherwise follow (docs/performance.md).
+	// cycle would otherwise follow (docs/design/performance.md).
 	versions map[versionKey]int64
 	seeds    [2]maphash.Seed
 	appliers map[string]ApplyFunc

@@ -236,7 +236,7 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 		"org.opencontainers.image.created":       o.Created.Format(time.RFC3339),
 		"org.opencontainers.image.source":        "https://github.com/endcap/endcap",
 		"org.opencontainers.image.url":           "https://github.com/endcap/endcap",
-		"org.opencontainers.image.documentation": "https://github.com/endcap/endcap/blob/main/docs/deploy.md",
+		"org.opencontainers.image.documentation": "https://github.com/endcap/endcap/blob/main/docs/operations/deploy.md",
 		"org.opencontainers.image.licenses":      "Apache-2.0",
 		"org.opencontainers.image.vendor":        "Endcap",
 	}

@@ -1,6 +1,6 @@
 // Package freqcap counts the impressions and clicks of each shopper with
 // each capped campaign and bid, per day, week and month of the
-// marketplace, and reads them back for the auction (docs/campaigns.md,
+// marketplace, and reads them back for the auction (docs/reference/campaigns.md,
 // Restrictions).
 //
 // The counts of one shopper of one marketplace live in Redis hashes that

@@ -3,7 +3,7 @@
 // (arguments bound), the rows of each batch insert, and the rows each query
 // returned as the code read them. The two-engine test replays such a
 // recording on a current ClickHouse (chDB) and compares the results
-// (docs/clickhouse.md). It is for tests: Record wraps the connections that
+// (docs/design/clickhouse.md). It is for tests: Record wraps the connections that
 // storage/clickhouse.Open returns for one database.
 package chrecord
 

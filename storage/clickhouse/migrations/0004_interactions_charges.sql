@@ -1,6 +1,6 @@
 -- The interactions fact table and the charges table, folded from the events
 -- topic by the interactions projector (projections/interactions.go,
--- docs/charges.md).
+-- docs/design/charges.md).
 --
 -- interactions_raw: one row per countable impression or click (sponsored and
 -- organic), keyed like events_raw by (marketplace_id, kind, event_id), with

@@ -1,4 +1,4 @@
--- Purchase attribution (attribution/, docs/attribution.md).
+-- Purchase attribution (attribution/, docs/design/attribution.md).
 --
 -- The attribution projector consumes the events topic itself. It recomputes
 -- the attribution of a user's purchases whenever an event of that user is
@@ -64,12 +64,12 @@ ORDER BY (marketplace_id, opaque_user_id, event_id, kafka_partition, kafka_offse
 -- Events folded before this migration are copied by the projector from the
 -- events topic (its group starts at the earliest retained offset); older ones
 -- can be copied by hand from interactions_raw and events_raw
--- (docs/attribution.md, Operations): a copy here could outlast the schema
+-- (docs/design/attribution.md, Operations): a copy here could outlast the schema
 -- step's timeout on a large database.
 
 -- attributed_purchases_raw: one row per purchased item (attributed or not)
 -- and computation; the row with the highest version is the item's current
--- attribution (version: docs/attribution.md). Read through the view
+-- attribution (version: docs/design/attribution.md). Read through the view
 -- `attributed_purchases` (FINAL, attributed items only). The partition is
 -- the purchase's month, which never changes for an item, so FINAL always
 -- finds every version of it in one partition.

@@ -1,5 +1,5 @@
 -- Daily rollups of the export dataset `monitoring_metrics` (rollups/,
--- docs/rollups.md).
+-- docs/design/rollups.md).
 --
 -- rollup_daily: integer sums of the dataset's metrics per marketplace-local
 -- day and per combination of every export dimension (the grain). It is not
@@ -64,7 +64,7 @@ ORDER BY (marketplace_id, vendor_id, campaign_id, entity_type, entity_id);
 -- rollup_days: when each local day was last recomputed (computed_at: the
 -- start of the computation; raw rows inserted after it may be missing) and
 -- how many rollup rows it has. A day is final once it was recomputed after
--- it could no longer change (docs/rollups.md). Read with FINAL.
+-- it could no longer change (docs/design/rollups.md). Read with FINAL.
 CREATE TABLE IF NOT EXISTS rollup_days (
     day_local Date,
     computed_at DateTime('UTC'),

@@ -1,7 +1,7 @@
 -- Impressions and clicks that interactions_raw holds are no longer copied into
--- events_raw (docs/projector.md, "Table events_raw / view events"): every
+-- events_raw (docs/design/projector.md, "Table events_raw / view events"): every
 -- countable impression and click was written twice, once in each table
--- (docs/performance.md, ClickHouse: inserts and merges: writing it once took
+-- (docs/design/performance.md, ClickHouse: inserts and merges: writing it once took
 -- about an eighth off ClickHouse's CPU in a catch-up).
 --
 -- interactions_raw keeps, beside its reporting columns, what the event said

@@ -1,4 +1,4 @@
--- Charges refused for a budget (docs/budgets.md, "The cap"; docs/charges.md).
+-- Charges refused for a budget (docs/design/budgets.md, "The cap"; docs/design/charges.md).
 -- The charge script refuses a charge that would take a campaign's spend over
 -- its daily or total budget; the interaction is stored as not charged, with
 -- the reason.

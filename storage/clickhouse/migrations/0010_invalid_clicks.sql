@@ -1,4 +1,4 @@
--- Invalid clicks (docs/charges.md, "Invalid clicks"). A CPC click that an
+-- Invalid clicks (docs/design/charges.md, "Invalid clicks"). A CPC click that an
 -- invalid-click rule refuses is stored not charged, with its reason in
 -- refused_reason (invalid_no_impression, invalid_too_fast,
 -- invalid_repeat_click, invalid_click_rate) in interactions_raw and in a
