@@ -1,0 +1,219 @@
+// Package docs holds the checks of the documentation: every relative link of
+// the markdown pages resolves (to a file and, with #anchor, to a heading), and
+// every docs/<page>.md named anywhere in the tree exists.
+package docs
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// root is the repository, one folder up from this package.
+const root = ".."
+
+// pages are the markdown files a reader follows links between: docs/**
+// and the top-level README.md and CONTRIBUTING.md.
+func pages(t *testing.T) []string {
+	t.Helper()
+	out := []string{"README.md", "CONTRIBUTING.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var (
+	// inlineLink is [text](target) and ![alt](target); reference is
+	// "[name]: target" at the start of a line.
+	inlineLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	reference  = regexp.MustCompile(`(?m)^\[[^\]]+\]:\s+(\S+)`)
+	fence      = regexp.MustCompile("(?ms)^\\s*```.*?^\\s*```")
+	codeSpan   = regexp.MustCompile("`[^`\n]*`")
+	heading    = regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*#*\s*$`)
+	htmlAnchor = regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
+	mdLink     = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	external   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+)
+
+// links are the relative link targets of a page's text, code left out.
+func links(text string) []string {
+	text = fence.ReplaceAllString(text, "")
+	text = codeSpan.ReplaceAllString(text, "")
+	var out []string
+	for _, re := range []*regexp.Regexp{inlineLink, reference} {
+		for _, m := range re.FindAllStringSubmatch(text, -1) {
+			if target := strings.Trim(m[1], "<>"); !external.MatchString(target) {
+				out = append(out, target)
+			}
+		}
+	}
+	return out
+}
+
+// anchors are the ids GitHub gives a page's headings (lower case, letters,
+// digits, '_', '-' and spaces kept, spaces to '-', "-1", "-2" for repeats)
+// and its explicit <a id> / <a name> anchors.
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, m := range heading.FindAllStringSubmatch(fence.ReplaceAllString(text, ""), -1) {
+		h := mdLink.ReplaceAllString(m[1], "$1")
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r):
+				b.WriteRune(r)
+			}
+		}
+		id := b.String()
+		if n := seen[id]; n > 0 {
+			out[id+"-"+itoa(n)] = true
+		} else {
+			out[id] = true
+		}
+		seen[id]++
+	}
+	for _, m := range htmlAnchor.FindAllStringSubmatch(text, -1) {
+		out[m[1]] = true
+	}
+	return out
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+func read(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLinksResolve: every relative link of README.md, CONTRIBUTING.md and
+// docs/** names a file or folder of the tree, and a #anchor on a markdown
+// page names one of its headings (or of the page itself, for "#anchor").
+func TestLinksResolve(t *testing.T) {
+	cache := map[string]map[string]bool{}
+	anchorsOf := func(rel string) map[string]bool {
+		if a, ok := cache[rel]; ok {
+			return a
+		}
+		cache[rel] = anchors(read(t, rel))
+		return cache[rel]
+	}
+	checked := 0
+	for _, page := range pages(t) {
+		for _, target := range links(read(t, page)) {
+			checked++
+			path, anchor, _ := strings.Cut(target, "#")
+			dest := page
+			if path != "" {
+				dest = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(page), path)))
+				if strings.HasPrefix(dest, "../") {
+					t.Errorf("%s: link %q leaves the repository", page, target)
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(dest))); err != nil {
+					t.Errorf("%s: link %q: %s does not exist", page, target, dest)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(dest, ".md") && !anchorsOf(dest)[anchor] {
+				t.Errorf("%s: link %q: %s has no heading #%s", page, target, dest, anchor)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("%d links checked: the pages were not read", checked)
+	}
+}
+
+// docPath is a docs/….md path named in any text: a comment, a test, a
+// script, a Go string, a golden file, a URL of the documentation.
+var docPath = regexp.MustCompile(`(?:^|[^A-Za-z0-9_.-])(docs/[A-Za-z0-9_./-]+?\.md)\b`)
+
+// TestNamedDocsExist: every docs/<path>.md that a file of the tree names
+// exists, so that a page moved or renamed leaves no stale reference behind.
+func TestNamedDocsExist(t *testing.T) {
+	missing := map[string][]string{}
+	files := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(name, ".") || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || info.Size() > 4<<20 {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.ContainsRune(string(b[:min(len(b), 8000)]), 0) {
+			return nil // binary
+		}
+		files++
+		rel, _ := filepath.Rel(root, p)
+		for _, m := range docPath.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[1]))); err != nil {
+				missing[m[1]] = append(missing[m[1]], filepath.ToSlash(rel))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("%d files read: the tree was not walked", files)
+	}
+	var names []string
+	for n := range missing {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		where := missing[n]
+		if len(where) > 5 {
+			where = append(where[:5:5], "…")
+		}
+		t.Errorf("%s does not exist; named in %s", n, strings.Join(where, ", "))
+	}
+}
