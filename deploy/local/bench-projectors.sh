@@ -253,7 +253,7 @@ else:
 span = now - first[0]
 best = max((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(points, points[10:])) if len(points) > 10 else 0
 print(f"\ncatch-up of {group}: {s['consumed']:.0f} records folded in {span:.0f} s (first poll that consumed to lag 0): "
-      f"{s['consumed'] / span:.0f} internal/records/s; best 10 s {best:.0f}/s; backlog at the first lag sample {maxlag:.0f}")
+      f"{s['consumed'] / span:.0f} records/s; best 10 s {best:.0f}/s; backlog at the first lag sample {maxlag:.0f}")
 batches = s["fold_count"].get("commit", 0)
 if batches > 0:
     # Per batch committed: a batch may take several polls, so poll is their sum.
