@@ -244,3 +244,104 @@ func TestFiguresHaveUnits(t *testing.T) {
 		}
 	}
 }
+
+// sections are docs/'s folders in the order of the indexes, each with the
+// heading it has in the README's Documentation section.
+var sections = []struct{ folder, heading string }{
+	{"guide", "Guide"},
+	{"reference", "API reference"},
+	{"design", "Design records"},
+	{"operations", "Operations"},
+}
+
+// linked is the set of pages (paths from the repository's root) that the
+// relative links of text, read as the page at page, point at; a link to a
+// folder counts as one to its README.md.
+func linked(page, text string) map[string]bool {
+	out := map[string]bool{}
+	for _, target := range links(text) {
+		path, _, _ := strings.Cut(target, "#")
+		if path == "" {
+			continue
+		}
+		p := filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(page), path)))
+		if !strings.HasSuffix(p, ".md") {
+			p += "/README.md"
+		}
+		out[p] = true
+	}
+	return out
+}
+
+// TestIndexListsEveryPage: docs/ holds its four folders and its index, every
+// page is listed in docs/README.md (a design record in the records' own
+// index, docs/design/decisions/README.md), and the README's Documentation
+// section lists every page under the heading of its folder, in the folders'
+// order.
+func TestIndexListsEveryPage(t *testing.T) {
+	known := map[string]bool{"README.md": true, "links_test.go": true}
+	for _, s := range sections {
+		known[s.folder] = true
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "docs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !known[e.Name()] {
+			t.Errorf("docs/%s: docs/ holds only the folders guide, reference, design, operations and the index README.md", e.Name())
+		}
+	}
+	index := linked("docs/README.md", read(t, "docs/README.md"))
+	records := linked("docs/design/decisions/README.md", read(t, "docs/design/decisions/README.md"))
+
+	readme := read(t, "README.md")
+	start := strings.Index(readme, "\n## Documentation\n")
+	if start < 0 {
+		t.Fatal("README.md has no ## Documentation section")
+	}
+	doc := readme[start+1:]
+	if end := strings.Index(doc[3:], "\n## "); end >= 0 {
+		doc = doc[:end+3]
+	}
+	under := map[string]map[string]bool{}
+	last := -1
+	for _, s := range sections {
+		at := strings.Index(doc, "\n### "+s.heading+"\n")
+		if at < 0 {
+			t.Errorf("README.md's Documentation section has no ### %s", s.heading)
+			continue
+		}
+		if at < last {
+			t.Errorf("README.md: ### %s comes before the heading of the folder listed before it", s.heading)
+		}
+		last = at
+		body := doc[at+1:]
+		if end := strings.Index(body[4:], "\n### "); end >= 0 {
+			body = body[:end+4]
+		}
+		under[s.folder] = linked("README.md", body)
+	}
+
+	pageCount := 0
+	for _, page := range pages(t) {
+		if !strings.HasPrefix(page, "docs/") || page == "docs/README.md" {
+			continue
+		}
+		pageCount++
+		folder, _, _ := strings.Cut(strings.TrimPrefix(page, "docs/"), "/")
+		record := strings.HasPrefix(page, "docs/design/decisions/") && page != "docs/design/decisions/README.md"
+		switch {
+		case record && !records[page]:
+			t.Errorf("%s is not listed in docs/design/decisions/README.md", page)
+		case !record && !index[page]:
+			t.Errorf("%s is not listed in docs/README.md", page)
+		}
+		if !record && under[folder] != nil && !under[folder][page] {
+			t.Errorf("%s is not listed in README.md under its folder's heading", page)
+		}
+	}
+	if pageCount < 30 {
+		t.Errorf("%d pages under docs/: the pages were not read", pageCount)
+	}
+}
