@@ -2,7 +2,6 @@ package auction_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/campaigns/freqcap"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // countingCaps counts the reads of a CapView.
@@ -160,24 +160,17 @@ func TestFrequencyCaps(t *testing.T) {
 		t.Errorf("the auction took %s with Redis down", d)
 	}
 
-	// A Redis that accepts the connection and never answers: the read gives
+	// A Redis that hangs (SIGSTOP) with a connection open: the read gives
 	// up at CapTimeout, and the auction answers under the same rule.
-	frozen, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	pr := testenv.OwnRedis(t)
+	silent := redisstore.Open(redisstore.Options{Addr: pr.Addr})
+	t.Cleanup(func() { _ = silent.Close() })
+	if err := silent.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = frozen.Close() })
-	go func() {
-		for {
-			c, err := frozen.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
-	silent := redis.NewClient(&redis.Options{Addr: frozen.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = silent.Close() })
+	if err := pr.Freeze(); err != nil {
+		t.Fatal(err)
+	}
 	w.engine.Caps, w.engine.CapTimeout = freqcap.New(silent), 100*time.Millisecond
 	start = time.Now()
 	expect("counts frozen", shopper, map[string]string{"daily": "competes", "bid": "competes", "skip": "filtered/frequency_cap_unavailable"})

@@ -818,24 +818,7 @@ func (s *seeder) campaigns(ctx context.Context) (bool, string) {
 		return fmt.Sprintf("campaigns: vendors %d/%d, campaigns %d created %d existing, bids %d created %d existing, %d failures",
 			s.vendorDone.Load(), min(s.cfg.Vendors, s.cfg.Campaigns), s.created.Load(), s.existing.Load(), s.bidsNew.Load(), s.bidsOld.Load(), s.failures.Load())
 	})
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range s.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []byte
-			for ctx.Err() == nil && !s.fatal.Load() {
-				v := int(next.Add(1) - 1)
-				if v >= s.cfg.Vendors || v >= s.cfg.Campaigns {
-					return
-				}
-				buf = s.seedVendor(ctx, p, v, buf)
-				s.vendorDone.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	s.eachVendor(ctx, func(v int, buf []byte) []byte { return s.seedVendor(ctx, p, v, buf) })
 	stop()
 	r := s.rep
 	r.CampaignsCreated, r.CampaignsExisting = s.created.Load(), s.existing.Load()
@@ -875,48 +858,35 @@ func (s *seeder) caps(ctx context.Context) (bool, string) {
 			s.vendorDone.Load(), min(s.cfg.Vendors, s.cfg.Campaigns), created.Load(), existing.Load(), s.failures.Load())
 	})
 	s.vendorDone.Store(0)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range s.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && !s.fatal.Load() {
-				v := int(next.Add(1) - 1)
-				if v >= s.cfg.Vendors || v >= s.cfg.Campaigns {
-					return
-				}
-				have, ok := s.listCampaigns(ctx, "v-"+strconv.Itoa(v))
-				if !ok {
-					s.failures.Add(1)
-					continue
-				}
-				for j := v; j < p.campaigns && ctx.Err() == nil; j += p.vendors {
-					id, found := have[p.campaign(j).name()]
-					if !found || !p.capped(j, s.cfg.CappedPercent) {
-						continue
-					}
-					path := campaignsBase + "/campaigns/" + id + "/restrictions"
-					status, body := s.call(ctx, http.MethodGet, path, nil)
-					if status != http.StatusOK {
-						s.failures.Add(1)
-						continue
-					}
-					if !bytes.Contains(body, []byte(`"restrictions":[]`)) {
-						existing.Add(1)
-						continue
-					}
-					if status, _ = s.call(ctx, http.MethodPost, path, capBody); status != http.StatusCreated {
-						s.failures.Add(1)
-						continue
-					}
-					created.Add(1)
-				}
-				s.vendorDone.Add(1)
+	s.eachVendor(ctx, func(v int, buf []byte) []byte {
+		have, ok := s.listCampaigns(ctx, "v-"+strconv.Itoa(v))
+		if !ok {
+			s.failures.Add(1)
+			return buf
+		}
+		for j := v; j < p.campaigns && ctx.Err() == nil; j += p.vendors {
+			id, found := have[p.campaign(j).name()]
+			if !found || !p.capped(j, s.cfg.CappedPercent) {
+				continue
 			}
-		}()
-	}
-	wg.Wait()
+			path := campaignsBase + "/campaigns/" + id + "/restrictions"
+			status, body := s.call(ctx, http.MethodGet, path, nil)
+			if status != http.StatusOK {
+				s.failures.Add(1)
+				continue
+			}
+			if !bytes.Contains(body, []byte(`"restrictions":[]`)) {
+				existing.Add(1)
+				continue
+			}
+			if status, _ = s.call(ctx, http.MethodPost, path, capBody); status != http.StatusCreated {
+				s.failures.Add(1)
+				continue
+			}
+			created.Add(1)
+		}
+		return buf
+	})
 	stop()
 	s.rep.CapsCreated, s.rep.CapsExisting = created.Load(), existing.Load()
 	s.progressf("caps: %d created, %d existing, %d failures in %.1fs", created.Load(), existing.Load(), s.failures.Load(), time.Since(t0).Seconds())
@@ -929,6 +899,30 @@ func (s *seeder) caps(ctx context.Context) (bool, string) {
 		return false, "failed"
 	}
 	return true, ""
+}
+
+// eachVendor calls fn for every vendor that has campaigns (v < Vendors and
+// v < Campaigns), Concurrency at a time, until ctx ends or a key is refused;
+// fn gets and returns a buffer of its worker's.
+func (s *seeder) eachVendor(ctx context.Context, fn func(v int, buf []byte) []byte) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range s.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for ctx.Err() == nil && !s.fatal.Load() {
+				v := int(next.Add(1) - 1)
+				if v >= s.cfg.Vendors || v >= s.cfg.Campaigns {
+					return
+				}
+				buf = fn(v, buf)
+				s.vendorDone.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // seedVendor creates the missing campaigns of vendor v (j = v, v+Vendors, ...) and their missing bids.
