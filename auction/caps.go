@@ -14,8 +14,8 @@ import (
 //
 // The shopper's counts are read once per request (Run or Explain), at the
 // first auction of it that meets a capped campaign, in one round trip
-// bounded by Engine.CapTimeout; the other auctions of the request reuse
-// them. A request without a capped candidate reads nothing: the cost of caps
+// bounded by Engine.CapTimeout; the other auctions of the request for the
+// same shopper reuse them. A request without a capped candidate reads nothing: the cost of caps
 // to it is the Gate.Capped test of each campaign it meets.
 //
 // A shopper the caps cannot count (no opaqueUserId, which a denied
@@ -28,13 +28,29 @@ type CapView interface {
 	Read(ctx context.Context, mp, opaqueUserID string, at time.Time, loc *time.Location) (freqcap.Counts, error)
 }
 
+// The read overlaps the auction's own work: it starts, on a goroutine of
+// its own, when the auction meets its first capped campaign (in readIndex,
+// which goes on through the request's other products meanwhile), and
+// checkCaps waits for it. A Redis round trip on a busy two-core host takes
+// about as long as the rest of a 500-product auction (BenchmarkEngine500
+// with ENDCAP_BENCH_CAPPED_PERCENT=20: p50 +60 % when the auction waited
+// for it where it needed it; docs/performance.md, Frequency caps), so an
+// auction that waits at the end waits for little or nothing.
+
 // capState is a request's frequency cap counts, read at most once.
 type capState struct {
 	any      bool // a capped campaign met in this auction (reset per auction)
-	loaded   bool // counts read (or failed) for mp and user
 	mp, user string
-	counts   freqcap.Counts
-	err      error
+	read     *capRead // the read for mp and user, pending or done; nil: none
+}
+
+// capRead is one read of a shopper's counts; done is closed when counts
+// and err are set. It lives on the heap, not in the pooled state: nothing
+// of a request outlives it but the read.
+type capRead struct {
+	done   chan struct{}
+	counts freqcap.Counts
+	err    error
 }
 
 // newRequest forgets the counts of the previous request.
@@ -42,20 +58,57 @@ func (cs *capState) newRequest() {
 	*cs = capState{}
 }
 
+// capMet is called when the auction meets a capped campaign that may
+// compete: the first time in the auction, it starts reading the
+// shopper's counts (unless an earlier auction of the request did).
+func (a *auctionEnv) capMet() {
+	cs := &a.st.caps
+	if cs.any {
+		return
+	}
+	cs.any = true
+	user := a.r.OpaqueUserID
+	if user == "" || (cs.read != nil && cs.mp == a.mp && cs.user == user) {
+		return
+	}
+	cs.mp, cs.user = a.mp, user
+	r := &capRead{done: make(chan struct{})}
+	cs.read = r
+	if a.e.Caps == nil {
+		r.err = errors.New("no frequency cap view")
+		close(r.done)
+		return
+	}
+	timeout := a.e.CapTimeout
+	if timeout <= 0 {
+		timeout = 20 * time.Millisecond
+	}
+	go r.run(a.ctx, a.e.Caps, a.mp, user, a.at, a.m.Loc, timeout)
+}
+
+// run reads the counts within timeout (the client gives up at the
+// context's deadline: redisstore sets ContextTimeoutEnabled).
+func (r *capRead) run(ctx context.Context, v CapView, mp, user string, at time.Time, loc *time.Location, timeout time.Duration) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	r.counts, r.err = v.Read(cctx, mp, user, at, loc)
+	cancel()
+	close(r.done)
+}
+
 // checkCaps applies the campaigns' frequency caps: campaign-level caps
 // here, bid-level ones in buildCandidates (bidCapped).
-func (a *auctionEnv) checkCaps(ctx context.Context) {
+func (a *auctionEnv) checkCaps() {
 	st := a.st
 	if !st.caps.any {
 		return
 	}
 	st.caps.any = false
-	user := a.r.OpaqueUserID
 	var err error
-	if user == "" {
+	if a.r.OpaqueUserID == "" {
 		err = errNoShopper
 	} else {
-		err = a.loadCaps(ctx, user)
+		<-st.caps.read.done
+		err = st.caps.read.err
 	}
 	if err != nil && !errors.Is(err, errNoShopper) && a.e.Log != nil {
 		a.e.Log.Warn("auction: frequency cap counts unavailable; capped campaigns follow capsWithoutShopper", "marketplace", a.mp, "err", err)
@@ -80,7 +133,7 @@ func (a *auctionEnv) checkCaps(ctx context.Context) {
 				c.bidCaps = true
 				continue
 			}
-			if st.caps.counts.Get(cp.Frequency, freqcap.CampaignField(c.c.ID, cp.Kind)) >= cp.Limit {
+			if st.caps.read.counts.Get(cp.Frequency, freqcap.CampaignField(c.c.ID, cp.Kind)) >= cp.Limit {
 				c.ok, c.why = false, ReasonFrequencyCapped
 				break
 			}
@@ -90,32 +143,11 @@ func (a *auctionEnv) checkCaps(ctx context.Context) {
 
 var errNoShopper = errors.New("no opaqueUserId")
 
-// loadCaps reads the shopper's counts, once per request.
-func (a *auctionEnv) loadCaps(ctx context.Context, user string) error {
-	cs := &a.st.caps
-	if cs.loaded && cs.mp == a.mp && cs.user == user {
-		return cs.err
-	}
-	cs.loaded, cs.mp, cs.user = true, a.mp, user
-	if a.e.Caps == nil {
-		cs.err = errors.New("no frequency cap view")
-		return cs.err
-	}
-	timeout := a.e.CapTimeout
-	if timeout <= 0 {
-		timeout = 20 * time.Millisecond
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	cs.counts, cs.err = a.e.Caps.Read(cctx, a.mp, user, a.at, a.m.Loc)
-	cancel()
-	return cs.err
-}
-
 // bidCapped reports whether the shopper reached a bid-level cap of bid b
 // of campaign c (checkCaps read the counts).
 func (a *auctionEnv) bidCapped(c *camp, b *bidRef) bool {
 	for _, cp := range c.c.Caps {
-		if cp.Bid && a.st.caps.counts.Get(cp.Frequency, freqcap.BidField(c.c.ID, b.bidID, cp.Kind)) >= cp.Limit {
+		if cp.Bid && a.st.caps.read.counts.Get(cp.Frequency, freqcap.BidField(c.c.ID, b.bidID, cp.Kind)) >= cp.Limit {
 			return true
 		}
 	}

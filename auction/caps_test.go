@@ -14,6 +14,7 @@ import (
 	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/campaigns/freqcap"
+	"github.com/endcap/endcap/storage/redisstore"
 )
 
 // countingCaps counts the reads of a CapView.
@@ -95,6 +96,29 @@ func TestFrequencyCaps(t *testing.T) {
 	hit(3, freqcap.BidField(bidc.ID, bidID, freqcap.Click))
 	hit(3, freqcap.BidField(bidc.ID, bidID, freqcap.Click)) // a replay: not counted again
 	expect("two clicks", shopper, map[string]string{"daily": "filtered/frequency_capped", "bid": "filtered/frequency_capped", "free": "competes"})
+	// Two shoppers in one request: a read for each, each auction judged on
+	// its own shopper's counts (the read started for the first is not
+	// reused for the second).
+	before := caps.reads.Load()
+	other := `{"type":"listings","slots":5,"products":{"ids":["p1","p2"]},"opaqueUserId":"someone-else"}`
+	two := w.explain(auction.Auctions, `{"auctions":[{"type":"listings","slots":5,"products":{"ids":["p1","p2"]}`+shopper+`},`+other+`]}`)
+	if n := caps.reads.Load() - before; n != 2 {
+		t.Errorf("%d reads for two shoppers' auctions, want 2", n)
+	}
+	verdictOf := func(e auction.Explanation, name string) string {
+		for _, c := range e.Candidates {
+			if w.names[c.CampaignID] == name {
+				return strings.SplitN(w.line(c), " ", 2)[1]
+			}
+		}
+		return "absent"
+	}
+	if v := verdictOf(two[0], "daily"); v != "filtered/frequency_capped" {
+		t.Errorf("the capped shopper's auction: daily is %q, want filtered/frequency_capped", v)
+	}
+	if v := verdictOf(two[1], "daily"); strings.HasPrefix(v, "filtered/") {
+		t.Errorf("the other shopper's auction: daily is %q, want it to compete", v)
+	}
 	c, err := store.Read(context.Background(), exMP, user, w.now, time.UTC)
 	if err != nil || c.Get("weekly", freqcap.BidField(bidc.ID, bidID, freqcap.Click)) != 2 {
 		t.Fatalf("clicks counted %v, %v; want 2", c.Week, err)
@@ -112,7 +136,7 @@ func TestFrequencyCaps(t *testing.T) {
 	expect("next week", shopper, map[string]string{"daily": "competes", "bid": "competes", "skip": "competes"})
 
 	// One read per request, whatever its number of auctions.
-	before := caps.reads.Load()
+	before = caps.reads.Load()
 	three := `{"type":"listings","slots":2,"products":{"ids":["p1","p2"]}` + shopper + `}`
 	w.explain(auction.Auctions, `{"auctions":[`+three+`,`+three+`,`+three+`]}`)
 	if n := caps.reads.Load() - before; n != 1 {
@@ -134,5 +158,23 @@ func TestFrequencyCaps(t *testing.T) {
 	expect("counts unavailable", shopper, map[string]string{"daily": "competes", "bid": "competes", "skip": "filtered/frequency_cap_unavailable"})
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the auction took %s with Redis down", d)
+	}
+
+	// A Redis that hangs (SIGSTOP) with a connection open: the read gives
+	// up at CapTimeout, and the auction answers under the same rule.
+	pr := testenv.OwnRedis(t)
+	silent := redisstore.Open(redisstore.Options{Addr: pr.Addr})
+	t.Cleanup(func() { _ = silent.Close() })
+	if err := silent.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	w.engine.Caps, w.engine.CapTimeout = freqcap.New(silent), 100*time.Millisecond
+	start = time.Now()
+	expect("counts frozen", shopper, map[string]string{"daily": "competes", "bid": "competes", "skip": "filtered/frequency_cap_unavailable"})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the auction took %s with Redis frozen", d)
 	}
 }

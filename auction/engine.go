@@ -353,12 +353,13 @@ func (st *state) reset() {
 	clear(st.vendBest)
 	clear(st.vendGroup)
 	clear(st.filterOK)
-	st.caps.any = false
+	st.caps.any = false // the read, if any, serves the request's next auctions
 	clear(st.negHit)
 }
 
 // auctionEnv is what one auction's helpers share.
 type auctionEnv struct {
+	ctx   context.Context // the request's (the frequency caps' read)
 	e     *Engine
 	st    *state
 	m     *Market
@@ -396,7 +397,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 		res.Error, res.Record.Error = true, true
 		return res
 	}
-	a := &auctionEnv{e: e, st: st, m: m, r: r, at: at, atMs: at.UnixMilli(), mp: m.ID, tr: tr}
+	a := &auctionEnv{ctx: ctx, e: e, st: st, m: m, r: r, at: at, atMs: at.UnixMilli(), mp: m.ID, tr: tr}
 	if r.Kind == KindBanners {
 		a.kinds = index.KindBanners
 	} else {
@@ -410,7 +411,7 @@ func (e *Engine) runOne(ctx context.Context, st *state, keys *bidtoken.Keyring, 
 	a.readIndex()
 	a.keywordOnlyProducts()
 	a.applyFilter()
-	a.checkCaps(ctx)
+	a.checkCaps()
 	a.checkSegments(ctx)
 	a.buildCandidates()
 	if r.Kind == KindBanners {
@@ -963,7 +964,7 @@ func (a *auctionEnv) campaign(ce *index.Camp) int32 {
 	a.st.camps = append(a.st.camps, camp{c: info, ok: ok, needSeg: ok && ce.Gate.Segmented, needCap: ok && ce.Gate.Capped, why: why,
 		bidNeg: ok && ce.Gate.BidNegative && a.r.SearchQuery != ""})
 	if ok && ce.Gate.Capped {
-		a.st.caps.any = true
+		a.capMet()
 	}
 	cp := &a.st.camps[k]
 	a.st.campIdx[ce.Num] = k

@@ -56,6 +56,10 @@ type AuctionsConfig struct {
 	// CategoryShare and QueryShare are the shares of auctions that also carry a category ({"id": "c-N"}) or a
 	// searchQuery (a keyword of the manifest); at most one of the two per auction. Taken as is (0 = none).
 	CategoryShare, QueryShare float64
+	// Shoppers, when > 0, gives every auction an opaqueUserId drawn uniformly from "u-0".."u-<Shoppers-1>"
+	// (what frequency caps count: a seed with CappedPercent makes the auction read the shopper's counts).
+	// 0: no opaqueUserId.
+	Shoppers int
 	// Check decodes every measured 2xx answer with encoding/json and checks it against the contract
 	// (one result per auction, ranks 1.., at most Slots winners, winner ids among the auction's ids,
 	// resolvedBidId URL-safe base64 under 200 characters, campaignId set). Without it answers are only
@@ -64,7 +68,7 @@ type AuctionsConfig struct {
 }
 
 func (cfg AuctionsConfig) withDefaults() (AuctionsConfig, error) {
-	if cfg.IDs < 0 || cfg.Slots < 0 || cfg.Auctions < 0 || cfg.BidShare < 0 || cfg.CategoryShare < 0 || cfg.QueryShare < 0 {
+	if cfg.IDs < 0 || cfg.Slots < 0 || cfg.Auctions < 0 || cfg.BidShare < 0 || cfg.CategoryShare < 0 || cfg.QueryShare < 0 || cfg.Shoppers < 0 {
 		return cfg, errors.New("loadgen: negative value in AuctionsConfig")
 	}
 	if cfg.IDs == 0 {
@@ -351,7 +355,11 @@ func (a *auctionBody) sizeHint() int {
 	if a.cfg.QualityScores {
 		per += 5
 	}
-	return 64 + a.cfg.Auctions*(160+a.cfg.IDs*per)
+	head := 160
+	if a.cfg.Shoppers > 0 {
+		head += len(`,"opaqueUserId":"u-"`) + 20
+	}
+	return 64 + a.cfg.Auctions*(head+a.cfg.IDs*per)
 }
 
 // draw picks a product not yet in the current auction.
@@ -461,6 +469,11 @@ func (a *auctionBody) build(dst []byte, _ time.Time) []byte {
 		} else if r < cfg.CategoryShare+cfg.QueryShare {
 			dst = append(dst, `,"searchQuery":"`...)
 			dst = append(dst, a.sp.keywords[a.rng.IntN(len(a.sp.keywords))]...)
+			dst = append(dst, '"')
+		}
+		if cfg.Shoppers > 0 {
+			dst = append(dst, `,"opaqueUserId":"u-`...)
+			dst = strconv.AppendInt(dst, int64(a.rng.IntN(cfg.Shoppers)), 10)
 			dst = append(dst, '"')
 		}
 		dst = append(dst, '}')

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,7 @@ func TestAuctionBodyValid(t *testing.T) {
 		{"only bidded", AuctionsConfig{Manifest: m, IDs: 40, BidShare: 1}},
 		{"five auctions with scores", AuctionsConfig{Manifest: m, IDs: 20, Slots: 40, Auctions: 5, QualityScores: true}},
 		{"category and query", AuctionsConfig{Manifest: m, IDs: 10, Auctions: 5, CategoryShare: 0.4, QueryShare: 0.4}},
+		{"shoppers", AuctionsConfig{Manifest: m, IDs: 10, Auctions: 5, CategoryShare: 0.5, QueryShare: 0.5, Shoppers: 1_000_000_000}},
 		{"all ids of a tiny space", AuctionsConfig{Manifest: &SeedManifest{PlanVersion: 1, ProductIDPrefix: "x", ProductIDWidth: 1,
 			Products: 12, Categories: 1}, IDs: 12}},
 		{"every product of the space", AuctionsConfig{Manifest: m, IDs: 3000, Slots: 1}},
@@ -103,6 +105,13 @@ func TestAuctionBodyValid(t *testing.T) {
 					}
 					if r.Category != nil && r.SearchQuery != "" {
 						t.Fatal("category and searchQuery in one auction")
+					}
+					if n, err := strconv.Atoi(strings.TrimPrefix(r.OpaqueUserID, "u-")); cfg.Shoppers > 0 &&
+						(err != nil || n < 0 || n >= cfg.Shoppers) {
+						t.Fatalf("opaqueUserId %q of %d shoppers", r.OpaqueUserID, cfg.Shoppers)
+					}
+					if cfg.Shoppers == 0 && r.OpaqueUserID != "" {
+						t.Fatalf("opaqueUserId %q that was not asked for", r.OpaqueUserID)
 					}
 				}
 			}

@@ -28,6 +28,9 @@ type SeedConfig struct {
 	Products   int // "p-000000000"..., default 1,000,000
 	Campaigns  int // "seed-0".."seed-<Campaigns-1>" (names), default 100,000
 	Categories int // category pool "c-0"..., default 2,000 (the first 100 are top level, the others their children)
+	// CappedPercent of the campaigns (drawn by the seed) get a frequency cap of 3 impressions a day per
+	// shopper (a campaign restriction), in a phase of its own after the campaigns. Default 0: none.
+	CappedPercent int
 
 	NameLen        int // characters of a product name, default 60
 	DescriptionLen int // characters of a product description, default 200
@@ -80,14 +83,25 @@ const (
 	phaseVendors    = "vendors"
 	phaseProducts   = "products"
 	phaseCampaigns  = "campaigns"
+	// phaseCaps is "caps-<CappedPercent>", run when CappedPercent > 0: a
+	// manifest of another share runs it again (it adds caps, never removes).
+	phaseCaps = "caps-"
 )
 
 var seedPhases = []string{phaseCategories, phaseVendors, phaseProducts, phaseCampaigns}
 
+// phasesOf are the phases cfg runs, in order.
+func phasesOf(cfg SeedConfig) []string {
+	if cfg.CappedPercent == 0 {
+		return seedPhases
+	}
+	return append(slices.Clip(seedPhases), phaseCaps+strconv.Itoa(cfg.CappedPercent))
+}
+
 func (cfg SeedConfig) withDefaults() (SeedConfig, error) {
 	if cfg.Vendors < 0 || cfg.Products < 0 || cfg.Campaigns < 0 || cfg.Categories < 0 || cfg.NameLen < 0 ||
 		cfg.DescriptionLen < 0 || cfg.Concurrency < 0 || cfg.BatchSize < 0 || cfg.Timeout < 0 ||
-		cfg.MaxRetries < 0 || cfg.ProgressEvery < 0 {
+		cfg.MaxRetries < 0 || cfg.ProgressEvery < 0 || cfg.CappedPercent < 0 {
 		return cfg, errors.New("loadgen: negative value in SeedConfig")
 	}
 	orDefault(&cfg.Vendors, 10_000)
@@ -110,6 +124,8 @@ func (cfg SeedConfig) withDefaults() (SeedConfig, error) {
 		return cfg, errors.New("loadgen: NameLen above 150 or DescriptionLen above 5000 would be truncated by the API")
 	case cfg.Concurrency > 1024:
 		return cfg, errors.New("loadgen: Concurrency above 1024")
+	case cfg.CappedPercent > 100:
+		return cfg, errors.New("loadgen: CappedPercent above 100")
 	}
 	return cfg, nil
 }
@@ -537,6 +553,8 @@ type SeedReport struct {
 	Throttled         int64         `json:"throttled"`         // 429 answers in the campaigns phase
 	Statuses          map[int]int64 `json:"statuses"`          // campaigns phase; 0 = transport error
 	CampaignsElapsed  time.Duration `json:"campaigns_elapsed_ms"`
+	CapsCreated       int64         `json:"caps_created"`  // campaigns given a frequency cap (CappedPercent)
+	CapsExisting      int64         `json:"caps_existing"` // drawn campaigns that had a restriction already
 
 	Elapsed    time.Duration `json:"elapsed_ms"`
 	FirstError string        `json:"first_error,omitempty"`
@@ -579,6 +597,9 @@ func (r SeedReport) String() string {
 		fmt.Fprintf(&sb, "campaigns  %d created, %d existing; bids %d created, %d existing; %d failures; %d requests in %.1fs, %d throttled\n",
 			r.CampaignsCreated, r.CampaignsExisting, r.BidsCreated, r.BidsExisting, r.CampaignFailures,
 			r.CampaignRequests, r.CampaignsElapsed.Seconds(), r.Throttled)
+	}
+	if r.CapsCreated+r.CapsExisting > 0 {
+		fmt.Fprintf(&sb, "caps       %d created, %d existing\n", r.CapsCreated, r.CapsExisting)
 	}
 	fmt.Fprintf(&sb, "products with a product bid: %d of %d\n", r.Manifest.ProductsWithBids, r.Manifest.Products)
 	if r.FirstError != "" {
@@ -635,7 +656,7 @@ func RunSeed(ctx context.Context, cfg SeedConfig) (SeedReport, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 	stopped := "done"
-	for _, phase := range seedPhases {
+	for _, phase := range phasesOf(cfg) {
 		if ctx.Err() != nil {
 			stopped = "canceled"
 			break
@@ -732,6 +753,9 @@ func (s *seeder) runPhase(ctx context.Context, phase string) (ok bool, why strin
 	if phase == phaseCampaigns {
 		return s.campaigns(ctx)
 	}
+	if strings.HasPrefix(phase, phaseCaps) {
+		return s.caps(ctx)
+	}
 	var n int
 	var path, key string
 	var item func([]byte, int) []byte
@@ -794,24 +818,7 @@ func (s *seeder) campaigns(ctx context.Context) (bool, string) {
 		return fmt.Sprintf("campaigns: vendors %d/%d, campaigns %d created %d existing, bids %d created %d existing, %d failures",
 			s.vendorDone.Load(), min(s.cfg.Vendors, s.cfg.Campaigns), s.created.Load(), s.existing.Load(), s.bidsNew.Load(), s.bidsOld.Load(), s.failures.Load())
 	})
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range s.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []byte
-			for ctx.Err() == nil && !s.fatal.Load() {
-				v := int(next.Add(1) - 1)
-				if v >= s.cfg.Vendors || v >= s.cfg.Campaigns {
-					return
-				}
-				buf = s.seedVendor(ctx, p, v, buf)
-				s.vendorDone.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	s.eachVendor(ctx, func(v int, buf []byte) []byte { return s.seedVendor(ctx, p, v, buf) })
 	stop()
 	r := s.rep
 	r.CampaignsCreated, r.CampaignsExisting = s.created.Load(), s.existing.Load()
@@ -829,6 +836,93 @@ func (s *seeder) campaigns(ctx context.Context) (bool, string) {
 		return false, "failed"
 	}
 	return true, ""
+}
+
+// capSalt draws the capped campaigns.
+const capSalt = 0xca95
+
+// capped reports whether the plan's campaign j gets a frequency cap.
+func (p seedPlan) capped(j, percent int) bool { return int(p.mix(uint64(j), capSalt)%100) < percent }
+
+// capBody is the restriction of a capped campaign: 3 impressions a day per shopper.
+var capBody = []byte(`{"interactionType":"impressions","frequencyType":"daily","level":"campaign","limit":3}`)
+
+// caps gives the drawn campaigns (CappedPercent of them) a frequency cap, unless they have a restriction.
+func (s *seeder) caps(ctx context.Context) (bool, string) {
+	t0 := time.Now()
+	p := s.gen.plan
+	var created, existing atomic.Int64
+	s.progressf("caps: %d%% of %d campaigns", s.cfg.CappedPercent, s.cfg.Campaigns)
+	stop := s.every(func() string {
+		return fmt.Sprintf("caps: vendors %d/%d, %d created %d existing, %d failures",
+			s.vendorDone.Load(), min(s.cfg.Vendors, s.cfg.Campaigns), created.Load(), existing.Load(), s.failures.Load())
+	})
+	s.vendorDone.Store(0)
+	s.eachVendor(ctx, func(v int, buf []byte) []byte {
+		have, ok := s.listCampaigns(ctx, "v-"+strconv.Itoa(v))
+		if !ok {
+			s.failures.Add(1)
+			return buf
+		}
+		for j := v; j < p.campaigns && ctx.Err() == nil; j += p.vendors {
+			id, found := have[p.campaign(j).name()]
+			if !found || !p.capped(j, s.cfg.CappedPercent) {
+				continue
+			}
+			path := campaignsBase + "/campaigns/" + id + "/restrictions"
+			status, body := s.call(ctx, http.MethodGet, path, nil)
+			if status != http.StatusOK {
+				s.failures.Add(1)
+				continue
+			}
+			if !bytes.Contains(body, []byte(`"restrictions":[]`)) {
+				existing.Add(1)
+				continue
+			}
+			if status, _ = s.call(ctx, http.MethodPost, path, capBody); status != http.StatusCreated {
+				s.failures.Add(1)
+				continue
+			}
+			created.Add(1)
+		}
+		return buf
+	})
+	stop()
+	s.rep.CapsCreated, s.rep.CapsExisting = created.Load(), existing.Load()
+	s.progressf("caps: %d created, %d existing, %d failures in %.1fs", created.Load(), existing.Load(), s.failures.Load(), time.Since(t0).Seconds())
+	switch {
+	case ctx.Err() != nil:
+		return false, "canceled"
+	case s.fatal.Load():
+		return false, "unauthorized"
+	case s.failures.Load() > 0:
+		return false, "failed"
+	}
+	return true, ""
+}
+
+// eachVendor calls fn for every vendor that has campaigns (v < Vendors and
+// v < Campaigns), Concurrency at a time, until ctx ends or a key is refused;
+// fn gets and returns a buffer of its worker's.
+func (s *seeder) eachVendor(ctx context.Context, fn func(v int, buf []byte) []byte) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range s.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for ctx.Err() == nil && !s.fatal.Load() {
+				v := int(next.Add(1) - 1)
+				if v >= s.cfg.Vendors || v >= s.cfg.Campaigns {
+					return
+				}
+				buf = fn(v, buf)
+				s.vendorDone.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // seedVendor creates the missing campaigns of vendor v (j = v, v+Vendors, ...) and their missing bids.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,18 +79,25 @@ func startEndcap(t *testing.T) (url, marketplaceID, marketplaceKey, advancedKey 
 func TestSeedAndAuctionsAgainstEndcap(t *testing.T) {
 	url, mp, mkey, akey := startEndcap(t)
 	cfg := SeedConfig{URL: url, APIKey: akey, MarketplaceID: mp, Vendors: 30, Products: 3000, Campaigns: 240,
-		Categories: 50, Concurrency: 8, Seed: 11, Manifest: filepath.Join(t.TempDir(), "seed.json")}
+		Categories: 50, Concurrency: 8, Seed: 11, Manifest: filepath.Join(t.TempDir(), "seed.json"), CappedPercent: 20}
 	rep, err := RunSeed(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep)
 	plan := newSeedPlan(SeedConfig{Vendors: 30, Products: 3000, Campaigns: 240, Categories: 50, Seed: 11})
-	wantBids := 0
+	wantBids, wantCaps := 0, int64(0)
 	for j := range 240 {
 		wantBids += plan.campaign(j).bids()
+		if plan.capped(j, 20) {
+			wantCaps++
+		}
+	}
+	if wantCaps < 24 || wantCaps > 72 {
+		t.Fatalf("%d of 240 campaigns drawn for a cap at 20%%", wantCaps)
 	}
 	if rep.Stopped != "done" || !rep.Manifest.Complete || rep.CampaignsCreated != 240 || rep.BidsCreated != int64(wantBids) ||
+		rep.CapsCreated != wantCaps || !slices.Contains(rep.Manifest.Phases, "caps-20") ||
 		rep.Products.Products != 3000 || rep.Vendors.Products != 30 || rep.Categories.Products != 50 {
 		t.Fatalf("first run: %+v", rep)
 	}
@@ -100,7 +108,7 @@ func TestSeedAndAuctionsAgainstEndcap(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Stopped != "done" || rep.CampaignsCreated != 0 || rep.CampaignsExisting != 240 || rep.BidsCreated != 0 ||
-		rep.BidsExisting != int64(wantBids) {
+		rep.BidsExisting != int64(wantBids) || rep.CapsCreated != 0 || rep.CapsExisting != wantCaps {
 		t.Fatalf("forced re-run: %s", rep)
 	}
 
@@ -124,7 +132,7 @@ func TestSeedAndAuctionsAgainstEndcap(t *testing.T) {
 		t.Fatal(err)
 	}
 	arep, err := RunAuctions(context.Background(), AuctionsConfig{URL: url, APIKey: mkey, Duration: time.Second,
-		Warmup: -1, Concurrency: 2, Manifest: &m, IDs: 200, Slots: 5, BidShare: 1, Check: true, Seed: 1})
+		Warmup: -1, Concurrency: 2, Manifest: &m, IDs: 200, Slots: 5, BidShare: 1, Check: true, Seed: 1, Shoppers: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

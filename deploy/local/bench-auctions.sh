@@ -41,6 +41,9 @@
 #   open-loop rounds' slow seconds beside it (and the collections under way with GODEBUG=gctrace=1).
 #   MANIFEST ($ENDCAP_DEV_DIR/dev/auction-seed.json) CREDENTIALS ($ENDCAP_DEV_DIR/dev/credentials.json)
 #   SEED_VENDORS (10000) SEED_PRODUCTS (1000000) SEED_CAMPAIGNS (100000) SEED_CONCURRENCY (16)
+#   SEED_CAPPED_PERCENT (0; e.g. 20 = that share of the campaigns gets a frequency cap, added to a seeded stack)
+#   SHOPPERS (0; e.g. 100000 = every auction carries an opaqueUserId of that many shoppers, so that the capped
+#     campaigns' counts are read: run with SHOPPERS=0 and SHOPPERS=N on one seed to see what caps cost)
 # A manifest of other counts, of another marketplace or of an unfinished seed is seeded (again).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -54,6 +57,7 @@ SNAPSHOT="${SNAPSHOT:-}" LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_F
 MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
+SEED_CAPPED_PERCENT="${SEED_CAPPED_PERCENT:-0}" SHOPPERS="${SHOPPERS:-0}"
 bin="${BIN:-./bin/endcap}"
 # Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
 # output and print them again on every later build and vet.
@@ -139,14 +143,15 @@ cred() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys
 marketplace=$(cred marketplaceId)
 
 # Seed once: skip when the manifest is complete, of this marketplace and of these counts.
-seeded=$(python3 - "$MANIFEST" "$marketplace" "$SEED_VENDORS" "$SEED_PRODUCTS" "$SEED_CAMPAIGNS" <<'PY'
+seeded=$(python3 - "$MANIFEST" "$marketplace" "$SEED_VENDORS" "$SEED_PRODUCTS" "$SEED_CAMPAIGNS" "$SEED_CAPPED_PERCENT" <<'PY'
 import json, sys
 try:
     m = json.load(open(sys.argv[1]))
 except (OSError, ValueError):
     print(0); sys.exit()
 ok = (m.get("complete") and m.get("marketplaceId") in ("", sys.argv[2])
-      and [m.get("vendors"), m.get("products"), m.get("campaigns")] == [int(x) for x in sys.argv[3:6]])
+      and [m.get("vendors"), m.get("products"), m.get("campaigns")] == [int(x) for x in sys.argv[3:6]]
+      and (sys.argv[6] == "0" or "caps-" + sys.argv[6] in m.get("phases", [])))
 print(1 if ok else 0)
 PY
 )
@@ -169,7 +174,7 @@ else
 	echo "seed: $SEED_VENDORS vendors, $SEED_PRODUCTS products, $SEED_CAMPAIGNS campaigns"
 	"$bin" loadgen seed --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 		--vendors "$SEED_VENDORS" --products "$SEED_PRODUCTS" --campaigns "$SEED_CAMPAIGNS" \
-		--concurrency "$SEED_CONCURRENCY"
+		--concurrency "$SEED_CONCURRENCY" --capped-percent "$SEED_CAPPED_PERCENT"
 fi
 
 "$bin" loadgen bare --addr "$BARE_ADDR" 2>/dev/null &
@@ -190,7 +195,7 @@ if [ "$WARMUP" != 0 ]; then
 	# Not counted: a process just started is still collecting what the rebuild of its views left.
 	$LOADGEN_PREFIX "$bin" loadgen auctions --url "$URL" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 		--duration "$WARMUP" --concurrency "$CONCURRENCY" --rate "$RATE" --ids "$IDS" \
-		--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" --json > "$out/warmup.json"
+		--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" --shoppers "$SHOPPERS" --json > "$out/warmup.json"
 	python3 - "$out/warmup.json" "$WARMUP" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -210,7 +215,7 @@ for mode in $MODES; do
 			if [ "$target" = endcap ] && [ "$PAUSE_PROJECTOR" = 1 ] && [ -n "$projector_pid" ]; then pause=1; kill -STOP "$projector_pid"; fi
 			$LOADGEN_PREFIX "$bin" loadgen auctions --url "$u" --credentials "$CREDENTIALS" --manifest "$MANIFEST" \
 				--duration "$DURATION" --concurrency "$CONCURRENCY" --rate "$rate" --ids "$IDS" \
-				--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" "${check[@]}" --json > "$out/$mode-$target-$r.json"
+				--slots "$SLOTS" --bid-share "$BID_SHARE" --zipf "$ZIPF" --shoppers "$SHOPPERS" "${check[@]}" --json > "$out/$mode-$target-$r.json"
 			if [ "$pause" = 1 ]; then kill -CONT "$projector_pid"; fi
 			python3 - "$mode" "$target" "$r" "$out/$mode-$target-$r.json" <<'PY'
 import json, sys
