@@ -152,6 +152,9 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	u.GET("/campaigns/:id", c.campaignPage)
 	u.POST("/campaigns/:id/timetables", c.setTimetables)
 	u.POST("/campaigns/:id/negative-keywords", c.setNegatives)
+	u.POST("/campaigns/:id/restrictions", c.addCap)
+	u.POST("/campaigns/:id/restrictions/:rid", c.updateCap)
+	u.POST("/campaigns/:id/caps-without-shopper", c.setCapsWithoutShopper)
 	u.GET("/performance", c.performancePage)
 	u.GET("/performance.csv", c.performanceCSV)
 	// Exports and files: an admin's are the marketplace's, a vendor user's
@@ -409,6 +412,7 @@ var notices = map[string]string{
 	"webhook-test":  "A test event was sent: its delivery is listed below.",
 	"webhook-retry": "The delivery is being sent again.",
 	"export":        "The export was requested: it is listed below and can be downloaded once completed.",
+	"caps":          "The frequency caps were saved.",
 }
 
 // render writes a page with status.
