@@ -11,6 +11,7 @@ import (
 
 	"github.com/endcap/endcap/api"
 	"github.com/endcap/endcap/internal/errkind"
+	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/catalog"
 )
@@ -104,6 +105,9 @@ type balanceData struct {
 	// refused form sent.
 	RequestKey string
 	Form       url.Values
+	// CreditLimit is the credit-limit form's value: what a refused form
+	// sent, else the current limit.
+	CreditLimit string
 }
 
 // balancePage is a vendor user's own balance; an admin is sent to the list.
@@ -157,6 +161,10 @@ func (c *Console) renderBalance(ctx *gin.Context, vv catalog.VendorView, admin b
 		d.FundsErr = fundsErr(err)
 	} else {
 		d.Funds, d.Out = bal, d.Enabled && bal.Out()
+		d.CreditLimit = money.Micros(bal.CreditLimit).String()
+	}
+	if sent, ok := d.Form["creditLimit"]; ok && len(sent) > 0 {
+		d.CreditLimit = sent[0]
 	}
 	before := trimTo(ctx.Query("before"), 64)
 	ms, more, err := c.o.Balances.Ledger(mp, vv.ID, before, ledgerPage)

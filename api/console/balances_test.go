@@ -93,8 +93,13 @@ func TestBalancePages(t *testing.T) {
 		t.Fatalf("credit limit: %d %s", r.status, errorOf(r.body))
 	}
 	r = c.do("POST", page+"/credit-limit", url.Values{"csrf": {tok}, "requestKey": {uuid.Must(uuid.NewV7()).String()}, "creditLimit": {"-1"}})
-	if r.status != 422 || !strings.Contains(html.UnescapeString(r.body), "CreditLimit: ensure this value is greater than 0") {
+	if r.status != 422 || !strings.Contains(html.UnescapeString(r.body), "CreditLimit: ensure this value is greater than 0") || !strings.Contains(r.body, `name="creditLimit" inputmode="decimal" required value="-1"`) {
 		t.Errorf("a negative credit limit: %d %q", r.status, errorOf(r.body))
+	}
+	// A refused top-up: the credit-limit form shows the limit as it is.
+	r = c.do("POST", page+"/top-up", url.Values{"csrf": {tok}, "requestKey": {uuid.Must(uuid.NewV7()).String()}, "amount": {"x"}})
+	if r.status != 422 || !strings.Contains(r.body, `name="creditLimit" inputmode="decimal" required value="2"`) {
+		t.Errorf("a refused top-up's page: %d, the credit limit not shown", r.status)
 	}
 	bal, err = s.a.Balances.Get(ctx, s.mp.ID, "v-1")
 	if err != nil || bal.Credited != 13_000_000 || bal.CreditLimit != 2_000_000 || bal.Available() != 15_000_000 {

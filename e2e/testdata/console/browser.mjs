@@ -415,7 +415,8 @@ try {
   const ma = await browser.newContext({ ...phone, storageState: await admin.storageState() });
   const mp = await ma.newPage();
   for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"], ["30-phone-campaigns", "/console/campaigns"],
-    ["31-phone-campaign", `/console/campaigns/${input.ownCampaign}`], ["32-phone-explain", "/console/explain"], ["29-phone-exports", "/console/exports"]]) {
+    ["31-phone-campaign", `/console/campaigns/${input.ownCampaign}`], ["32-phone-explain", "/console/explain"], ["29-phone-exports", "/console/exports"],
+    ["46-phone-balances", "/console/balances"], ["47-phone-balance", `/console/balances/${input.vendorId}`], ["48-phone-refused", `/console/vendors/${input.vendorId}/refused`]]) {
     await mp.goto(U(path));
     await noOverflow(mp, path + " (phone)");
     await shot(mp, name);
