@@ -17,6 +17,7 @@ import (
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/reporting/performance"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/reporting/vendorcharges"
 )
 
 // buildConsole builds the web console of an api process (docs/guide/console.md):
@@ -55,7 +56,7 @@ func (a *App) buildConsole(deps *api.Deps) error {
 		Links: a.links, Audit: a.Audit, Catalog: a.Catalog, Campaigns: a.Campaigns, Invitations: a.Invitations,
 		Webhooks: a.Webhooks, Deliveries: a.WebhookDeliveries, Performance: performance.New(a.ClickHouse),
 		ScoredFiles: scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime),
-		Exports:     a.Exports, Cursors: a.Cursors, Auctions: deps.Auctions, ExplainMaxCandidates: deps.ExplainMaxCandidates,
+		Exports:     a.Exports, Balances: a.Balances, Charges: vendorcharges.New(a.ClickHouse), Cursors: a.Cursors, Auctions: deps.Auctions, ExplainMaxCandidates: deps.ExplainMaxCandidates,
 		Health: a.sampler, MailEnabled: mail, SecureCookies: a.cfg.ConsoleSecureCookies, Log: a.log,
 		Downloads: users.NewSlots(a.Redis, a.cfg.KafkaTopicPrefix, a.cfg.ConsoleDownloads, console.DownloadHold),
 	})

@@ -34,7 +34,7 @@ type CapView interface {
 // checkCaps waits for it. A Redis round trip on a busy two-core host takes
 // about as long as the rest of a 500-product auction (BenchmarkEngine500
 // with ENDCAP_BENCH_CAPPED_PERCENT=20: p50 +60 % when the auction waited
-// for it where it needed it; docs/performance.md, Frequency caps), so an
+// for it where it needed it; docs/reference/campaigns.md, The auction), so an
 // auction that waits at the end waits for little or nothing.
 
 // capState is a request's frequency cap counts, read at most once.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/endcap/endcap/deploy/localstack"
@@ -240,6 +241,15 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	}
 
+	// A click of the own campaign refused as invalid: the refused charges pages list it.
+	if err := s.App.ClickHouse.Exec(ctx, fmt.Sprintf(`INSERT INTO charges_raw (marketplace_id, interaction_id, timestamp, timestamp_ms, day_local,
+		kind, event_id, currency_code, campaign_id, product_id, vendor_id, external_vendor_id, global_id, charge_type, price_micros, amount_micros,
+		amount_sub_micros, auction_id, rank, auction_at, refused_reason)
+		SELECT toUUID('%s'), toUUID('%s'), now(), toInt64(now()) * 1000, today(), 'click', 'refused-click', 'USD', '%s', 'p-alpha', 'v-alpha',
+		'v-alpha', '', 'CPC', 400000, 0, 0, toUUID('%s'), 1, now(), 'invalid_too_fast'`, s.Marketplace.ID, uuid.NewString(), own, uuid.NewString())); err != nil {
+		t.Fatal(err)
+	}
+
 	input := map[string]any{
 		"url": s.URL, "playwright": playwright, "chromium": chromium, "mailWeb": mailWeb, "shots": consoleShots(t),
 		"adminEmail": adminEmail, "adminPassword": adminPassword,
@@ -307,6 +317,11 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The top-up the browser sent twice with one request key credited once; the admin's credit limit.
+	if bal, err := s.App.Balances.Get(ctx, s.Marketplace.ID, "v-alpha"); err != nil || bal.Credited != 25_000_000 || bal.CreditLimit != 10_000_000 {
+		t.Fatalf("v-alpha's funds after the console's forms: %+v %v", bal, err)
+	}
 
 	// The key the browser was shown works on /v2.
 	ev := fmt.Sprintf(`{"impressions":[{"id":"console-key","occurredAt":%q,"opaqueUserId":"u","entity":{"type":"product","id":"p-alpha"}}]}`, ts(time.Now()))

@@ -118,6 +118,29 @@ func ReadFunds(ctx context.Context, rdb redis.UniversalClient, mp, vendorID stri
 	return parseFunds(FundsKey(mp, vendorID), v)
 }
 
+// ReadFundsOf reads the funds of several vendors in one pipelined round
+// trip (a page of them), in the order of vendorIDs.
+func ReadFundsOf(ctx context.Context, rdb redis.UniversalClient, mp string, vendorIDs []string) ([]Funds, error) {
+	cmds := make([]*redis.SliceCmd, len(vendorIDs))
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range vendorIDs {
+			cmds[i] = p.HMGet(ctx, FundsKey(mp, id), "c", "l", "s", "!f")
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("balance: read funds of %d vendors: %w", len(vendorIDs), err)
+	}
+	out := make([]Funds, len(vendorIDs))
+	for i, c := range cmds {
+		f, err := parseFunds(FundsKey(mp, vendorIDs[i]), c.Val())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = f
+	}
+	return out, nil
+}
+
 func parseFunds(key string, v []any) (Funds, error) {
 	var n [4]int64
 	for i, x := range v {

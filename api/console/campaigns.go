@@ -161,6 +161,8 @@ type campaignData struct {
 	// (controls.go).
 	Schedule      []scheduleDay
 	Exact, Phrase string
+	// Caps: the frequency caps section (freqcaps.go).
+	Caps capsData
 }
 
 // pacingHour is a row of the table under the pacing chart: the spend at
@@ -177,7 +179,7 @@ type pacingHour struct {
 func (c *Console) campaignPage(ctx *gin.Context) {
 	v := viewerOf(ctx)
 	mp := v.Marketplace.ID
-	cp, _, ok := c.o.Campaigns.Campaign(mp, ctx.Param("id"))
+	cp, ver, ok := c.o.Campaigns.Campaign(mp, ctx.Param("id"))
 	if !ok || (v.User.Role.IsVendor() && cp.VendorID != v.User.VendorID) {
 		c.notFound(ctx, "The campaign")
 		return
@@ -195,6 +197,7 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 	c.pacingChart(ctx, &d, now, loc)
 	d.Schedule = scheduleOf(cp)
 	d.Exact, d.Phrase = negativesText(cp.NegativeKeywords, campaigns.MatchExact), negativesText(cp.NegativeKeywords, campaigns.MatchPhrase)
+	d.Caps = capsOf(ctx, cp, ver)
 	c.render(ctx, ctx.Writer.Status(), "campaign", cp.Name, d) // 200, or a form's error (formError set it)
 }
 

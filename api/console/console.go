@@ -32,6 +32,7 @@ import (
 	"github.com/endcap/endcap/internal/pagination"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
+	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/invitations"
@@ -40,6 +41,7 @@ import (
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/performance"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/reporting/vendorcharges"
 )
 
 //go:embed templates/*.html
@@ -66,7 +68,10 @@ type Options struct {
 	Performance *performance.Reader
 	ScoredFiles *scoredfiles.Service
 	Exports     *exports.Service
-	Health      *Sampler
+	Balances    *billing.Balances
+	// Charges reads the refused charges (nil: the page says it cannot).
+	Charges *vendorcharges.Store
+	Health  *Sampler
 	// Cursors signs the page links of the campaigns and exports lists
 	// (nil: a key of this process's own, so that a link works on this
 	// process only).
@@ -152,6 +157,9 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	u.GET("/campaigns/:id", c.campaignPage)
 	u.POST("/campaigns/:id/timetables", c.setTimetables)
 	u.POST("/campaigns/:id/negative-keywords", c.setNegatives)
+	u.POST("/campaigns/:id/restrictions", c.addCap)
+	u.POST("/campaigns/:id/restrictions/:rid", c.updateCap)
+	u.POST("/campaigns/:id/caps-without-shopper", c.setCapsWithoutShopper)
 	u.GET("/performance", c.performancePage)
 	u.GET("/performance.csv", c.performanceCSV)
 	// Exports and files: an admin's are the marketplace's, a vendor user's
@@ -161,6 +169,10 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	u.GET("/exports/:id/download", c.downloadExport)
 	u.GET("/files", c.filesPage)
 	u.GET("/files/:day/download", c.downloadFile)
+	// A vendor user's balance and refused charges (an admin is sent to the
+	// operators' pages).
+	u.GET("/balance", c.balancePage)
+	u.GET("/refused", c.refusedPage)
 
 	a := u.Group("", c.adminOnly)
 	for _, r := range c.adminRoutes() {
@@ -187,6 +199,11 @@ func (c *Console) adminRoutes() []route {
 		{"GET", "/vendors/:vendor", c.vendorPage},
 		{"GET", "/vendors/:vendor/performance", c.vendorPerformancePage},
 		{"GET", "/vendors/:vendor/performance.csv", c.vendorPerformanceCSV},
+		{"GET", "/vendors/:vendor/refused", c.vendorRefusedPage},
+		{"GET", "/balances", c.balancesPage},
+		{"GET", "/balances/:vendor", c.vendorBalancePage},
+		{"POST", "/balances/:vendor/top-up", c.topUp},
+		{"POST", "/balances/:vendor/credit-limit", c.setCreditLimit},
 		{"GET", "/products", c.productsPage},
 		{"GET", "/users", c.usersPage},
 		{"POST", "/users/invite", c.invite},
@@ -212,11 +229,12 @@ type navItem struct {
 // entry here.
 func nav(r users.Role) []navItem {
 	if r.IsVendor() {
-		return []navItem{{"/console/performance", "Performance"}, {"/console/campaigns", "Campaigns"}, {"/console/exports", "Exports"},
-			{"/console/files", "Files"}, {"/console/account", "Account"}}
+		return []navItem{{"/console/performance", "Performance"}, {"/console/campaigns", "Campaigns"}, {"/console/balance", "Balance"},
+			{"/console/refused", "Refused charges"}, {"/console/exports", "Exports"}, {"/console/files", "Files"}, {"/console/account", "Account"}}
 	}
 	return []navItem{
 		{"/console/overview", "Overview"}, {"/console/keys", "API keys"}, {"/console/settings", "Settings"}, {"/console/vendors", "Vendors"},
+		{"/console/balances", "Balances"},
 		{"/console/products", "Products"}, {"/console/campaigns", "Campaigns"}, {"/console/explain", "Auction explain"}, {"/console/users", "Users"},
 		{"/console/webhooks", "Webhooks"}, {"/console/exports", "Exports"}, {"/console/files", "Files"}, {"/console/health", "Health"},
 		{"/console/audit", "Audit log"}, {"/console/account", "Account"},
@@ -409,6 +427,9 @@ var notices = map[string]string{
 	"webhook-test":  "A test event was sent: its delivery is listed below.",
 	"webhook-retry": "The delivery is being sent again.",
 	"export":        "The export was requested: it is listed below and can be downloaded once completed.",
+	"caps":          "The frequency caps were saved.",
+	"top-up":        "The amount was added to the vendor's balance.",
+	"credit-limit":  "The credit limit was set.",
 }
 
 // render writes a page with status.

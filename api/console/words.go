@@ -96,7 +96,7 @@ var pacingWords = map[string]string{
 }
 
 // wordTables are the tables the templates' "words" reads ({{words "pacing" .Pacing}}).
-var wordTables = map[string]map[string]string{"reason": statusReasons, "pacing": pacingWords}
+var wordTables = map[string]map[string]string{"reason": statusReasons, "pacing": pacingWords, "refused": refusedWords}
 
 // words says a code in words: the table's sentence, else the code with
 // its underscores as spaces and a capital.

@@ -201,6 +201,20 @@ func (b *Balances) Get(ctx context.Context, mp, vendorID string) (Balance, error
 	return Balance{VendorID: id, Funds: f}, nil
 }
 
+// GetMany reads the funds of several vendors (catalog ids of vendors that
+// exist) in one round trip, in their order.
+func (b *Balances) GetMany(ctx context.Context, mp string, vendorIDs []string) ([]Balance, error) {
+	fs, err := spend.ReadFundsOf(ctx, b.rdb, mp, vendorIDs)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]Balance, len(fs))
+	for i, f := range fs {
+		out[i] = Balance{VendorID: vendorIDs[i], Funds: f}
+	}
+	return out, nil
+}
+
 // TopUp credits micros to a vendor: a ledger movement, then its funds. The
 // retry of a request with an idempotency key gets the movement its first
 // attempt wrote, and credits nothing twice.

@@ -95,6 +95,7 @@ try {
     ["12-files", "/console/files"], ["13-health", "/console/health"], ["14-audit", "/console/audit"], ["15-account", "/console/account"],
     ["09a-campaigns", "/console/campaigns"], ["09b-campaigns-filtered", `/console/campaigns?vendor_id=${input.otherVendorId}&status=running&name=secret`],
     ["09c-explain", "/console/explain"],
+    ["36-balances", "/console/balances"], ["37-balance", `/console/balances/${input.vendorId}`], ["38-refused", `/console/vendors/${input.vendorId}/refused`],
   ];
   for (const [name, path] of pages) {
     const r = await a.goto(U(path));
@@ -177,6 +178,68 @@ try {
   await shot(a, "11b-webhook-retried");
   const audit = await (await a.goto(U("/console/audit"))).text();
   check(audit.includes("key.create") && audit.includes(input.adminEmail), "the audit log has the key's creation by the admin");
+
+  // Frequency caps on the campaign page: a limit the API refuses (its message beside the form), one it takes,
+  // then changed.
+  await a.goto(U(`/console/campaigns/${input.ownCampaign}`));
+  check((await a.textContent("[data-testid=caps-without]")).includes("Serve"), "the campaign page says what the caps do without a shopper");
+  await a.selectOption("#cap-interaction", "clicks");
+  await a.selectOption("#cap-frequency", "weekly");
+  await a.fill("#cap-limit", "0");
+  await a.evaluate(() => document.querySelector("#cap-limit").removeAttribute("min")); // the server's rule, not the browser's
+  await a.click("[data-testid=add-cap] button[type=submit]");
+  check((await a.textContent("[data-testid=caps-error]")).includes("Limit: Input should be greater than or equal to 1"), "a cap's limit of 0 is refused with the API's message beside the form");
+  check((await a.inputValue("#cap-frequency")) === "weekly" && (await a.inputValue("#cap-limit")) === "0", "the refused cap form keeps what was sent");
+  await shot(a, "39-caps-refused");
+  await a.fill("#cap-limit", "2");
+  await a.click("[data-testid=add-cap] button[type=submit]");
+  await a.waitForURL(U(`/console/campaigns/${input.ownCampaign}?done=caps#frequency-caps`));
+  const capRow = a.locator("[data-testid=caps] tr[data-cap]");
+  check((await capRow.count()) === 1 && /clicks\s*weekly\s*the campaign\s*2\s*active/.test((await capRow.textContent()).replace(/\s+/g, " ")), "the cap is added and listed: " + (await capRow.textContent()).replace(/\s+/g, " "));
+  await capRow.locator("input[name=limit]").fill("3");
+  await capRow.locator("select[name=status]").selectOption("inactive");
+  await capRow.locator("button[type=submit]").click();
+  await a.waitForURL(U(`/console/campaigns/${input.ownCampaign}?done=caps#frequency-caps`));
+  check(/3\s*inactive/.test((await a.locator("[data-testid=caps] tr[data-cap]").textContent()).replace(/\s+/g, " ")), "the cap's limit and status are changed");
+  await noOverflow(a, "campaign page with caps");
+  await shot(a, "40-caps");
+
+  // Balances: off in this marketplace (the page says so); a top-up whose amount is refused, one sent twice with
+  // the form's request key (credited once), a credit limit.
+  await a.goto(U("/console/balances"));
+  check((await a.locator("[data-testid=balances-off]").count()) === 1, "the balances page says balances are off");
+  check((await a.locator(`[data-testid=balances] tr[data-vendor="${input.vendorId}"]`).count()) === 1, "the balances list has the vendor");
+  await a.click(`[data-testid=balances] tr[data-vendor="${input.vendorId}"] a`);
+  await a.waitForURL(U(`/console/balances/${input.vendorId}`));
+  await a.fill("#amount", "12,5");
+  await a.click("[data-testid=top-up] button[type=submit]");
+  check((await a.textContent("[role=alert]")).includes("Amount: value is not a valid number") && (await a.inputValue("#amount")) === "12,5", "a top-up of 12,5 is refused with the API's message");
+  await shot(a, "41-top-up-refused");
+  await a.fill("#amount", "25");
+  await a.fill("#description", "browser top-up");
+  const topUpForm = await a.evaluate(() => Object.fromEntries(new FormData(document.querySelector("[data-testid=top-up]"))));
+  for (let i = 0; i < 2; i++) {
+    const r = await a.request.post(U(`/console/balances/${input.vendorId}/top-up`), { form: topUpForm, maxRedirects: 0 });
+    check(r.status() === 303, `the top-up form, sent ${i + 1} time(s), is taken`);
+  }
+  await a.goto(U(`/console/balances/${input.vendorId}`));
+  check(/Balance\s*25\.00/.test(await a.textContent("[data-testid=funds]")), "the top-up sent twice credits once: " + (await a.textContent("[data-testid=funds]")).replace(/\s+/g, " "));
+  check((await a.locator("[data-testid=ledger] tr[data-movement]").count()) === 1, "one movement in the ledger");
+  await a.fill("#credit", "10");
+  await a.click("[data-testid=credit-limit] button[type=submit]");
+  await a.waitForURL(U(`/console/balances/${input.vendorId}?done=credit-limit`));
+  check(/Available\s*35\.00/.test(await a.textContent("[data-testid=funds]")), "the credit limit adds to what is available");
+  await noOverflow(a, "balance page");
+  await shot(a, "42-balance");
+  // Refused charges: the vendor's invalid click, counted per reason; a bad window refused.
+  await a.goto(U(`/console/vendors/${input.vendorId}/refused`));
+  check((await a.textContent("[data-testid=refused-counts] tr[data-reason=invalid_too_fast]")).includes("too soon after its impression"), "the vendor's refused click is counted with its reason in words");
+  check((await a.locator("[data-testid=refused] tr[data-interaction]").count()) === 1, "the refused click is listed");
+  await shot(a, "43-refused");
+  await a.fill("#from", input.today);
+  await a.fill("#to", input.yesterday);
+  await a.click("main form button[type=submit]");
+  check((await a.textContent("[data-testid=refused-error]")).includes("must not be before the first"), "a window whose last day is before its first is refused");
 
   // Exports: a refused request (its message on the form), then one that runs; the list is read again while
   // it runs and shows it completed; the download is the file.
@@ -291,7 +354,8 @@ try {
 
   // The server refuses the rest, whatever the browser asks.
   for (const path of ["/console/keys", "/console/settings", "/console/users", "/console/vendors", `/console/vendors/${input.otherVendorId}/performance`,
-    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/explain", "/console/health", "/console/webhooks", "/console/products?q=a"]) {
+    `/console/vendors/${input.otherVendorId}/performance.csv`, "/console/audit", "/console/explain", "/console/health", "/console/webhooks", "/console/products?q=a",
+    "/console/balances", `/console/balances/${input.otherVendorId}`, `/console/vendors/${input.otherVendorId}/refused`]) {
     const r = await v.goto(U(path));
     check(r.status() === 403, `vendor: ${path} is 403`);
   }
@@ -300,10 +364,23 @@ try {
   check(other.status() === 404, "vendor: another vendor's campaign is 404");
   const own = await v.goto(U(`/console/campaigns/${input.ownCampaign}`));
   check(own.status() === 200, "vendor: its own campaign is 200");
+  check((await v.locator("[data-testid=caps] tr[data-cap]").count()) === 1, "vendor: its campaign's frequency caps are listed");
+  // Its balance and ledger, read-only; its refused charges.
+  await v.goto(U("/console/balance"));
+  check(/Balance\s*25\.00/.test(await v.textContent("[data-testid=funds]")) && (await v.locator("[data-testid=ledger] tr[data-movement]").count()) === 2,
+    "vendor: its balance and ledger (the top-up and the credit limit)");
+  check((await v.locator("[data-testid=top-up], [data-testid=credit-limit]").count()) === 0, "vendor: its balance page has no form");
+  await shot(v, "44-vendor-balance");
+  await v.goto(U("/console/refused"));
+  check((await v.locator("[data-testid=refused] tr[data-interaction]").count()) === 1, "vendor: its refused charges");
+  await noOverflow(v, "vendor refused charges");
+  await shot(v, "45-vendor-refused");
   // A form posted to an operator page with the vendor's own session and token is refused too.
   const csrf = await v.getAttribute("form.logout input[name=csrf]", "value");
   const post = await v.request.post(U("/console/keys"), { form: { csrf, type: "marketplace" }, maxRedirects: 0 });
   check(post.status() === 403, "vendor: creating a key is 403");
+  const vTopUp = await v.request.post(U(`/console/balances/${input.vendorId}/top-up`), { form: { csrf, amount: "1000" }, maxRedirects: 0 });
+  check(vTopUp.status() === 403, "vendor: topping up its own balance is 403");
   // A form without the session's token is refused.
   const noToken = await v.request.post(U("/console/account/password"), { form: { current: input.vendorPassword, password: "x".repeat(20), password2: "x".repeat(20) }, maxRedirects: 0 });
   check(noToken.status() === 403, "a form without its CSRF token is 403");
@@ -338,7 +415,8 @@ try {
   const ma = await browser.newContext({ ...phone, storageState: await admin.storageState() });
   const mp = await ma.newPage();
   for (const [name, path] of [["23-phone-keys", "/console/keys"], ["24-phone-users", "/console/users"], ["30-phone-campaigns", "/console/campaigns"],
-    ["31-phone-campaign", `/console/campaigns/${input.ownCampaign}`], ["32-phone-explain", "/console/explain"], ["29-phone-exports", "/console/exports"]]) {
+    ["31-phone-campaign", `/console/campaigns/${input.ownCampaign}`], ["32-phone-explain", "/console/explain"], ["29-phone-exports", "/console/exports"],
+    ["46-phone-balances", "/console/balances"], ["47-phone-balance", `/console/balances/${input.vendorId}`], ["48-phone-refused", `/console/vendors/${input.vendorId}/refused`]]) {
     await mp.goto(U(path));
     await noOverflow(mp, path + " (phone)");
     await shot(mp, name);
