@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -11,6 +10,7 @@ import (
 	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
+	"github.com/endcap/endcap/storage/kafka"
 )
 
 // ErrUnavailable means the log did not acknowledge every record in time. The
@@ -36,49 +36,24 @@ func (a *Appender) Append(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	wg.Add(len(events))
+	recs := make([]*kgo.Record, len(events))
+	backing := make([]kgo.Record, len(events))
 	for i := range events {
 		val, err := records.EncodeEvent(&events[i])
 		if err != nil {
-			for j := i; j < len(events); j++ {
-				wg.Done()
-			}
-			wg.Wait()
 			return fmt.Errorf("encode event: %w", err)
 		}
-		rec := &kgo.Record{Topic: a.topic, Key: records.EventKey(&events[i]), Value: val}
-		a.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
+		backing[i] = kgo.Record{Topic: a.topic, Key: records.EventKey(&events[i]), Value: val}
+		recs[i] = &backing[i]
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		// The callbacks still run (records fail with the context error or
-		// land late); the caller gets 503 and retries with the same ids.
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	// Bound to the request: once it ends, the records still buffered fail
+	// (those in flight may land late); the caller gets 503 and retries with
+	// the same ids.
+	if err := kafka.ProduceBound(ctx, a.client, recs...).Wait(ctx); err != nil {
 		telemetry.ProducedRecords.WithLabelValues(a.topic, "error").Add(float64(len(events)))
-		return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
-	}
-	if firstErr != nil {
-		telemetry.ProducedRecords.WithLabelValues(a.topic, "error").Add(float64(len(events)))
-		return fmt.Errorf("%w: %v", ErrUnavailable, firstErr)
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	telemetry.ProducedRecords.WithLabelValues(a.topic, "ok").Add(float64(len(events)))
 	for i := range events {

@@ -21,7 +21,7 @@ import (
 // text rule (invalid UTF-8, unpaired surrogate escapes, \u0000; see
 // jsontext.StringProblem: bad_request naming the field), and records where
 // every array and object ends. After that the parser trusts the JSON grammar
-// and walks the bytes with the scanner, as auction/request.go does: every
+// and walks the bytes with the scanner, as auction/request_parse.go does: every
 // object is scanned once to find the byte span of each known key (last
 // duplicate wins, keys are case-sensitive, unknown keys are skipped; a nested
 // object is skipped in O(1)), and the known values are then validated in a

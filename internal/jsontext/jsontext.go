@@ -4,6 +4,22 @@
 // walks it, syntax checks that agree with encoding/json, the text rule,
 // string decoding, and calendar arithmetic
 // for RFC 3339.
+//
+// The catalog's two decoders (management/catalog: DecodeProducts for the
+// bulk upsert's body, Product.UnmarshalJSON for the log's records) use this
+// package's pieces (DecodeString, ValidNumber, AppendString) but not the
+// Scanner: its first pass, Valid, alone costs about as much as either of
+// them does whole, and a parser on the Scanner walks the body again after
+// it. Each reads its input in one pass instead, and leaves any form it does
+// not read exactly to encoding/json: DecodeProducts checks the syntax as it
+// goes (json.Valid only over values it skips), and the records' decoder
+// matches the encoder's own form literally (the log holds only what the
+// encoder wrote, already checked). Instructions under callgrind (GOMAXPROCS=1)
+// per call: a body of 500 products (225 KB), DecodeProducts 9.06 M,
+// Scanner.Valid alone 6.63 M (73 %); a product's record (870 B),
+// Product.UnmarshalJSON 13.6 k, Scanner.Valid alone 13.9 k (102 %).
+// `go test ./management/catalog -run x -bench 'DecodeProducts|ProductDecode'`
+// shows the same side by side ("scanner Valid" sub-benchmarks).
 package jsontext
 
 import (

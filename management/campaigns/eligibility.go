@@ -17,7 +17,7 @@ type Ineligibility struct {
 // Eligibility reports whether bid b of campaign c can win an auction, as
 // far as the bid, its target and the marketplace are concerned, and if not
 // why. This is the one place the rule lives (docs/reference/campaigns.md); it says
-// what the auction engine does (auction/engine.go, docs/design/auction-ranking.md),
+// what the auction engine does (auction/engine_eligibility.go, docs/design/auction-ranking.md),
 // and a test holds the two together. In this order:
 //
 //   - a product bid needs its product to exist (product_not_found), to be

@@ -127,4 +127,14 @@ func BenchmarkDecodeProducts(b *testing.B) {
 			}
 		}
 	})
+	// The first pass of a parser on jsontext.Scanner, alone (the
+	// package's doc says why the catalog's decoders do without it).
+	b.Run("scanner Valid", func(b *testing.B) {
+		var s jsontext.Scanner
+		for b.Loop() {
+			if !s.Valid(body) {
+				b.Fatal("invalid")
+			}
+		}
+	})
 }

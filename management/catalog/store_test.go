@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/endcap/endcap/internal/jsontext"
 )
 
 func fullProduct() Product {
@@ -217,12 +219,25 @@ func BenchmarkProductDecode(b *testing.B) {
 	p.setPending(&productDetails{Description: strings.Repeat("lorem ipsum ", 42), Brand: &Brand{ID: "b-1", Name: "Brand 1"},
 		ImageURL: "https://cdn.example.com/img/p-000000042.jpg", GTIN: "4006381333931"})
 	raw, _ := json.Marshal(p)
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var q Product
-		if err := q.UnmarshalJSON(raw); err != nil {
-			b.Fatal(err)
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var q Product
+			if err := q.UnmarshalJSON(raw); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
+	// The first pass of a parser on jsontext.Scanner, alone (the
+	// package's doc says why the catalog's decoders do without it).
+	b.Run("scanner Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		var s jsontext.Scanner
+		for b.Loop() {
+			if !s.Valid(raw) {
+				b.Fatal("invalid")
+			}
+		}
+	})
 }

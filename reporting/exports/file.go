@@ -7,8 +7,9 @@ import (
 	"math"
 	"reflect"
 	"strconv"
-	"unicode/utf8"
 	"unsafe"
+
+	"github.com/endcap/endcap/internal/jsontext"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -170,44 +171,16 @@ func appendCSVField(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendJSONStrings appends ss as a JSON array of strings.
+// appendJSONStrings appends ss as a JSON array of strings (jsontext.AppendString).
 func appendJSONStrings(b []byte, ss []string) []byte {
 	b = append(b, '[')
 	for i, s := range ss {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = jsontext.AppendString(b, s)
 	}
 	return append(b, ']')
-}
-
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(b, '"')
 }
 
 // ---- Parquet ----

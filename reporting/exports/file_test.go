@@ -163,3 +163,25 @@ func TestFormulaSafe(t *testing.T) {
 		}
 	}
 }
+
+// A list of strings is written as JSON by the house's one string encoder,
+// jsontext.AppendString: the same escapes as every other JSON Endcap writes.
+func TestStringsCellJSON(t *testing.T) {
+	for _, tc := range []struct {
+		ss   []string
+		want string
+	}{
+		{nil, `[]`},
+		{[]string{"shoes", "red"}, `["shoes","red"]`},
+		{[]string{"line\nbreak\ttab\rret"}, `["line\nbreak\ttab\rret"]`},
+		{[]string{"\x01\x1f"}, `["\u0001\u001f"]`},
+		{[]string{`"q" \ `}, `["\"q\" \\ "]`},
+		{[]string{"a\u2028b\u2029"}, `["a\u2028b\u2029"]`},
+		{[]string{"bad\xffutf8", "ünïcode 🛒"}, `["bad\ufffdutf8","ünïcode 🛒"]`},
+	} {
+		c := cell{ss: tc.ss}
+		if got := string(appendText(nil, KindStrings, &c, false)); got != tc.want {
+			t.Errorf("%q: got %s, want %s", tc.ss, got, tc.want)
+		}
+	}
+}

@@ -31,14 +31,27 @@ type Pending struct {
 // (their partitions do not wait for the linger), from a goroutine that
 // lives until they are acknowledged or failed.
 func Produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) *Pending {
+	return produce(context.WithoutCancel(ctx), cl, recs)
+}
+
+// ProduceBound is Produce with the records bound to ctx, on franz-go's
+// terms: when ctx ends, the records still buffered are failed with its
+// error (those already in flight to a broker may land). For a caller that
+// answers its client "not stored, retry" once ctx ends, and so must not
+// leave records buffered behind it (ingest.Appender: the retry carries the
+// same event ids, which the fold deduplicates).
+func ProduceBound(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) *Pending {
+	return produce(ctx, cl, recs)
+}
+
+func produce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) *Pending {
 	p := &Pending{done: make(chan struct{})}
 	if len(recs) == 0 {
 		close(p.done)
 		return p
 	}
-	pctx := context.WithoutCancel(ctx)
 	go func() {
-		p.err = cl.ProduceSync(pctx, recs...).FirstErr()
+		p.err = cl.ProduceSync(ctx, recs...).FirstErr()
 		close(p.done)
 	}()
 	return p
