@@ -188,10 +188,11 @@ if [ "$CATCHUP" = 1 ]; then
 		fold_pid=$!
 		fold_url="http://$PROJECTOR_ADDR"
 		for _ in $(seq 1 600); do curl -fsS "$fold_url/readyz" >/dev/null 2>&1 && break; sleep 1; done
+		fold_cpu0=$(proc_cpu "$fold_pid") # its start (the claim store, the views) is not the catch-up's
 	else
 		start_dev all
 		fold_pid=$dev_pid
-		ch_cpu0=$(proc_cpu "$(ch_pid)") redis_cpu0=$(proc_cpu "$(redis_pid)") kafka_cpu0=0 kafka_pid=""
+		ch_cpu0=$(proc_cpu "$(ch_pid)") redis_cpu0=$(proc_cpu "$(redis_pid)") kafka_cpu0=0 kafka_pid="" fold_cpu0=$(proc_cpu "$fold_pid")
 	fi
 	if [ "$CATCHUP_RATE" != 0 ]; then
 		# Open-loop load on the API while the fold catches up (the stack's API: the same process as the fold
@@ -313,11 +314,11 @@ PY
 	ch_cpu1=$(proc_cpu "$(ch_pid)") redis_cpu1=$(proc_cpu "$(redis_pid)") fold_cpu1=$(proc_cpu "$fold_pid")
 	echo "ClickHouse's CPU during the catch-up: $(cpu_s "$ch_cpu0" "$ch_cpu1") s"
 	# CPU a record across the stack: what a 2-core machine's best rate is (2 s / CPU-s a record). Without
-	# SPLIT=1 the fold's process also ran the broker (and its start, counted here: it began with the catch-up).
+	# SPLIT=1 the fold's process also runs the broker.
 	folded=$(curl -fsS --max-time 5 "$fold_url/metrics" | awk '/^endcap_kafka_consumed_records_total\{.*group="endcap-projector-events"/ {s += $2} END {printf "%.0f", s}')
 	kafka_cpu1=0
 	[ -n "$kafka_pid" ] && kafka_cpu1=$(proc_cpu "$kafka_pid")
-	awk -v hz="$(getconf CLK_TCK)" -v n="$folded" -v ch=$((ch_cpu1 - ch_cpu0)) -v fold="$fold_cpu1" \
+	awk -v hz="$(getconf CLK_TCK)" -v n="$folded" -v ch=$((ch_cpu1 - ch_cpu0)) -v fold=$((fold_cpu1 - fold_cpu0)) \
 		-v redis=$((redis_cpu1 - redis_cpu0)) -v kafka=$((kafka_cpu1 - kafka_cpu0)) 'BEGIN {
 		if (n <= 0) { print "CPU a record: no records folded"; exit }
 		t = (ch + fold + redis + kafka) / hz
