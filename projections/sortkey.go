@@ -32,7 +32,12 @@ func SortedOrder(n int, compare func(a, b int) int) []int32 {
 
 // CompareUUID orders UUIDs as ClickHouse orders a UUID column: by their 16
 // bytes as text writes them (the high 64 bits, then the low ones).
-func CompareUUID(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }
+func CompareUUID(a, b [16]byte) int {
+	if a == b { // a batch's rows are mostly of one marketplace
+		return 0
+	}
+	return bytes.Compare(a[:], b[:])
+}
 
 // compareEventKey orders events by the sorting key of interactions_raw
 // and events_raw, (marketplace_id, kind, event_id): records.Kind has the
@@ -41,8 +46,8 @@ func compareEventKey(a, b *Event) int {
 	if c := CompareUUID(a.MP, b.MP); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.E.Kind, b.E.Kind); c != 0 {
-		return c
+	if a.E.Kind != b.E.Kind {
+		return cmp.Compare(a.E.Kind, b.E.Kind)
 	}
 	return strings.Compare(a.E.ID, b.E.ID)
 }
