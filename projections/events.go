@@ -36,28 +36,36 @@ func (*EventsRaw) Name() string { return "events_raw" }
 
 // Fold inserts one row per event it keeps.
 func (s *EventsRaw) Fold(ctx context.Context, events []Event) error {
-	keep := make([]bool, len(events))
-	n := 0
-	for i := range events {
-		if keep[i] = !s.skip(&events[i]); keep[i] {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	rows := newEventRows(n) // sized for the events kept: beside the interactions sink, about a sixth of a batch
-	for i := range events {
-		if i > 0 && i%YieldEvery == 0 {
-			if err := priority.Yield(ctx); err != nil {
-				return err
-			}
-		}
-		if keep[i] {
-			rows.add(&events[i].E, events[i].Partition, events[i].Offset)
-		}
+	rows, err := s.rows(ctx, events)
+	if err != nil || rows == nil {
+		return err
 	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return rows.insert(ictx, s.ch)
+}
+
+// rows returns the rows of the events the sink keeps, in the order of
+// events_raw's sorting key (SortedOrder); nil when it keeps none.
+func (s *EventsRaw) rows(ctx context.Context, events []Event) (*eventRows, error) {
+	var kept []*Event
+	for i := range events {
+		if !s.skip(&events[i]) {
+			kept = append(kept, &events[i])
+		}
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	order := SortedOrder(len(kept), func(a, b int) int { return compareEventKey(kept[a], kept[b]) })
+	rows := newEventRows(len(kept)) // sized for the events kept: beside the interactions sink, about a sixth of a batch
+	for i, k := range order {
+		if i > 0 && i%YieldEvery == 0 {
+			if err := priority.Yield(ctx); err != nil {
+				return nil, err
+			}
+		}
+		rows.add(&kept[k].E, kept[k].Partition, kept[k].Offset)
+	}
+	return rows, nil
 }

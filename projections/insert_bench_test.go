@@ -15,8 +15,9 @@ import (
 // BenchmarkInsertServerCPU is ClickHouse's own CPU per row for the fold's two
 // largest inserts, events_raw and interactions_raw, one batch of 50,000 events
 // each (benchRecords), with the server's default squashing of insert blocks
-// ("squashed") and without it ("direct", clickhouse.Insert, what
-// InsertColumns sends). The server's CPU comes from /proc, so the benchmark
+// ("squashed") and without it ("direct", clickhouse.Insert), the rows in the
+// batch's order; and without it, the rows in the order of the tables'
+// sorting keys ("sorted": what the fold sends, SortedOrder). The server's CPU comes from /proc, so the benchmark
 // needs the test stack's own ClickHouse (not ENDCAP_TEST_REUSE_STACK). Merges
 // are stopped while it runs, so that they do not land on either side; run it
 // with -count 3 or more to alternate the sides.
@@ -51,12 +52,24 @@ func BenchmarkInsertServerCPU(b *testing.B) {
 		}
 	}
 
+	evSorted, err := NewEventsRaw(nil, nil).rows(b.Context(), events)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inSorted, _, err := p.build(b.Context(), picked)
+	if err != nil {
+		b.Fatal(err)
+	}
+
 	sides := []struct {
-		name string
-		ctx  func(context.Context) context.Context
+		name   string
+		ctx    func(context.Context) context.Context
+		evRows *eventRows
+		inRows *interactionRows
 	}{
-		{"squashed", func(ctx context.Context) context.Context { return ctx }},
-		{"direct", clickhouse.Insert},
+		{"squashed", func(ctx context.Context) context.Context { return ctx }, evRows, inRows},
+		{"direct", clickhouse.Insert, evRows, inRows},
+		{"sorted", clickhouse.Insert, evSorted, inSorted},
 	}
 	for _, side := range sides {
 		b.Run(side.name, func(b *testing.B) {
@@ -65,15 +78,15 @@ func BenchmarkInsertServerCPU(b *testing.B) {
 			for b.Loop() {
 				c0, _ := env.ServerCPU(localstack.ServiceClickHouse)
 				ictx := side.ctx(ctx)
-				if err := insertColumns(ictx, conn, "events_raw", eventColumns, evRows.n, evRows.columns()); err != nil {
+				if err := insertColumns(ictx, conn, "events_raw", eventColumns, side.evRows.n, side.evRows.columns()); err != nil {
 					b.Fatal(err)
 				}
-				if err := insertColumns(ictx, conn, "interactions_raw", interactionColumns, inRows.n, inRows.columns()); err != nil {
+				if err := insertColumns(ictx, conn, "interactions_raw", interactionColumns, side.inRows.n, side.inRows.columns()); err != nil {
 					b.Fatal(err)
 				}
 				c1, _ := env.ServerCPU(localstack.ServiceClickHouse)
 				cpu += c1 - c0
-				rows += evRows.n + inRows.n
+				rows += side.evRows.n + side.inRows.n
 			}
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(rows), "server-ns/row")
 			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")

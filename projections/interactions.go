@@ -1,10 +1,12 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -195,7 +197,7 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 			if invalid == nil {
 				invalid = map[uuid.UUID]bool{}
 			}
-			invalid[evs[c.row].Interaction] = true
+			invalid[evs[c.seq].Interaction] = true
 		}
 	}
 	if p.onRefused != nil && len(ch.refusals) > 0 {
@@ -283,31 +285,37 @@ func folded(d *Event) bool {
 	return (k == records.KindImpression || k == records.KindClick) && d.MP != uuid.Nil && d.E.Countable()
 }
 
-// pendingCharge is a charge to apply and the row it belongs to.
+// pendingCharge is a charge to apply, the row it belongs to and the
+// position of its event in the batch (evs).
 type pendingCharge struct {
 	spend.Charge
-	row int
+	row, seq int
 }
 
-// build builds the rows of the events, with the charges they may make.
+// build builds the rows of the events, with the charges they may make. The
+// rows are in the order of interactions_raw's sorting key (SortedOrder:
+// ClickHouse then writes the block without sorting it); the charges are in
+// the batch's order, in which spend.ApplyCharges decides a campaign's.
 func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRows, []pendingCharge, error) {
 	rows := newInteractionRows(len(evs))
 	rows.invalid = p.invalid
+	order := SortedOrder(len(evs), func(a, b int) int { return compareEventKey(evs[a], evs[b]) })
 	var charges []pendingCharge
-	for i, d := range evs {
+	for i, k := range order {
 		if i > 0 && i%YieldEvery == 0 {
 			if err := priority.Yield(ctx); err != nil {
 				return nil, nil, err
 			}
 		}
-		c, err := rows.add(d, &p.views, p.log)
+		c, err := rows.add(evs[k], &p.views, p.log)
 		if err != nil {
 			return nil, nil, err
 		}
 		if c != nil {
-			charges = append(charges, pendingCharge{Charge: *c, row: rows.n - 1})
+			charges = append(charges, pendingCharge{Charge: *c, row: rows.n - 1, seq: int(k)})
 		}
 	}
+	slices.SortFunc(charges, func(a, b pendingCharge) int { return cmp.Compare(a.seq, b.seq) })
 	if rows.uncapped > 0 {
 		p.log.Warn("interactions projector: campaigns not in this process's view; their charges are not capped by their budgets",
 			"interactions", rows.uncapped, "campaign", rows.uncappedCampaign)

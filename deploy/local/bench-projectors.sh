@@ -97,6 +97,9 @@ trap cleanup EXIT
 ch_pid() { # the stack's clickhouse-server
 	pgrep -f "clickhouse-server --config-file=$(realpath "$ENDCAP_DEV_DIR")/" | head -1
 }
+redis_pid() { # the stack's redis-server
+	pgrep -f "redis-server .*--dir $(realpath "$ENDCAP_DEV_DIR")/" | head -1
+}
 proc_cpu() { # pid: its user + system CPU in clock ticks (0 when gone)
 	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
@@ -133,6 +136,9 @@ start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is r
 	pids+=($dev_pid)
 	for _ in $(seq 1 600); do curl -fsS "$URL/readyz" >/dev/null 2>&1 && break; sleep 1; done
 	curl -fsS "$URL/readyz" >/dev/null || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
+	# Ready is before the demo marketplace and its keys exist: its banner says they do.
+	for _ in $(seq 1 600); do grep -q "Endcap is running" "$log" && break; sleep 1; done
+	grep -q "Endcap is running" "$log" || { echo "endcap dev wrote no demo marketplace; see $log" >&2; exit 1; }
 }
 
 run_load() { # the load generator, then its summary
@@ -162,6 +168,7 @@ if [ "$CATCHUP" = 1 ]; then
 		mkdir -p "$ENDCAP_DEV_DIR/logs"
 		echo "starting endcap kafka (log: $klog)"
 		"$bin" kafka --dir "$ENDCAP_DEV_DIR" > "$klog" 2>&1 &
+		kafka_pid=$!
 		pids+=($!)
 		start_dev api --target api --kfake=false
 	else
@@ -175,16 +182,17 @@ if [ "$CATCHUP" = 1 ]; then
 		plog="$ENDCAP_DEV_DIR/logs/bench-projectors-projector.log"
 		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
 		# shellcheck disable=SC2086 # PROJECTOR_ENV is a list of NAME=value words
-		ch_cpu0=$(proc_cpu "$(ch_pid)")
+		ch_cpu0=$(proc_cpu "$(ch_pid)") redis_cpu0=$(proc_cpu "$(redis_pid)") kafka_cpu0=$(proc_cpu "$kafka_pid")
 		env $PROJECTOR_ENV ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
 		fold_pid=$!
 		fold_url="http://$PROJECTOR_ADDR"
 		for _ in $(seq 1 600); do curl -fsS "$fold_url/readyz" >/dev/null 2>&1 && break; sleep 1; done
+		fold_cpu0=$(proc_cpu "$fold_pid") # its start (the claim store, the views) is not the catch-up's
 	else
 		start_dev all
 		fold_pid=$dev_pid
-		ch_cpu0=$(proc_cpu "$(ch_pid)")
+		ch_cpu0=$(proc_cpu "$(ch_pid)") redis_cpu0=$(proc_cpu "$(redis_pid)") kafka_cpu0=0 kafka_pid="" fold_cpu0=$(proc_cpu "$fold_pid")
 	fi
 	if [ "$CATCHUP_RATE" != 0 ]; then
 		# Open-loop load on the API while the fold catches up (the stack's API: the same process as the fold
@@ -303,8 +311,20 @@ if store:
           f"block cache {store.get('cache', 0) / 2**20:.0f} MiB, memtables {store.get('memtable', 0) / 2**20:.0f} MiB")
 PY
 	echo "the fold's process: peak RSS $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$fold_pid/status" 2>/dev/null || echo "not read")"
-	ch_cpu1=$(proc_cpu "$(ch_pid)")
+	ch_cpu1=$(proc_cpu "$(ch_pid)") redis_cpu1=$(proc_cpu "$(redis_pid)") fold_cpu1=$(proc_cpu "$fold_pid")
 	echo "ClickHouse's CPU during the catch-up: $(cpu_s "$ch_cpu0" "$ch_cpu1") s"
+	# CPU a record across the stack: what a 2-core machine's best rate is (2 s / CPU-s a record). Without
+	# SPLIT=1 the fold's process also runs the broker.
+	folded=$(curl -fsS --max-time 5 "$fold_url/metrics" | awk '/^endcap_kafka_consumed_records_total\{.*group="endcap-projector-events"/ {s += $2} END {printf "%.0f", s}')
+	kafka_cpu1=0
+	[ -n "$kafka_pid" ] && kafka_cpu1=$(proc_cpu "$kafka_pid")
+	awk -v hz="$(getconf CLK_TCK)" -v n="$folded" -v ch=$((ch_cpu1 - ch_cpu0)) -v fold=$((fold_cpu1 - fold_cpu0)) \
+		-v redis=$((redis_cpu1 - redis_cpu0)) -v kafka=$((kafka_cpu1 - kafka_cpu0)) 'BEGIN {
+		if (n <= 0) { print "CPU a record: no records folded"; exit }
+		t = (ch + fold + redis + kafka) / hz
+		printf "CPU during the catch-up, s: ClickHouse %.1f, fold %.1f, Redis %.1f, broker %.1f; a record: %.1f us (ClickHouse %.1f, fold %.1f, Redis %.1f, broker %.1f); 2 cores: at most %.0f records/s\n",
+			ch / hz, fold / hz, redis / hz, kafka / hz, t * 1e6 / n, ch * 1e6 / hz / n, fold * 1e6 / hz / n, redis * 1e6 / hz / n, kafka * 1e6 / hz / n, 2 * n / t
+	}'
 	if [ "$CATCHUP_RATE" != 0 ]; then
 		wait "$catchup_load" || echo "the load during the catch-up failed: $(head -c 300 "$out/catchup-load.err")" >&2
 		python3 - "$out/catchup-load.json" <<'PY'

@@ -1,9 +1,11 @@
 package attribution
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -326,9 +328,12 @@ type touchRow struct {
 	invalid bool
 }
 
-// touchCols returns rows as the columns of touchColumns.
+// touchCols returns rows as the columns of touchColumns, in the order of
+// the table's sorting key (projections.SortedOrder: ClickHouse then writes
+// the block without sorting it).
 func touchCols(rows []touchRow) []any {
 	n := len(rows)
+	order := projections.SortedOrder(n, func(a, b int) int { return compareTouchKey(&rows[a], &rows[b]) })
 	strs := func() []string { return make([]string, n) }
 	i64s := func() []int64 { return make([]int64, n) }
 	var (
@@ -341,8 +346,8 @@ func touchCols(rows []touchRow) []any {
 		partition                                      = make([]int32, n)
 		invalid                                        = make([]uint8, n)
 	)
-	for i := range rows {
-		r := &rows[i]
+	for i, k := range order {
+		r := &rows[k]
 		t := &r.t
 		if t.EntityHashed {
 			hashed[i] = 1
@@ -371,9 +376,11 @@ type purchaseRow struct {
 	offset    int64
 }
 
-// purchaseCols returns rows as the columns of purchaseColumns.
+// purchaseCols returns rows as the columns of purchaseColumns, in the order
+// of the table's sorting key (as touchCols).
 func purchaseCols(rows []purchaseRow) []any {
 	n := len(rows)
+	order := projections.SortedOrder(n, func(a, b int) int { return comparePurchaseKey(&rows[a], &rows[b]) })
 	var (
 		mp                          = make([]uuid.UUID, n)
 		user, event                 = make([]string, n), make([]string, n)
@@ -384,8 +391,8 @@ func purchaseCols(rows []purchaseRow) []any {
 		prices, quantities          = make([][]int64, n), make([][]int64, n)
 		partition                   = make([]int32, n)
 	)
-	for i := range rows {
-		r := &rows[i]
+	for i, o := range order {
+		r := &rows[o]
 		k := len(r.p.Items)
 		products[i], vendors[i] = make([]string, k), make([]string, k)
 		prices[i], quantities[i] = make([]int64, k), make([]int64, k)
@@ -401,6 +408,59 @@ func purchaseCols(rows []purchaseRow) []any {
 	}
 	return []any{mp, user, event, occurred, occurredMs, receivedMs, countable,
 		products, prices, quantities, vendors, partition, off}
+}
+
+// kindOrder is the value of a kind in the tables' kind Enum8, by which
+// ClickHouse sorts them.
+func kindOrder(kind string) int {
+	switch kind {
+	case "impression":
+		return 1
+	case "click":
+		return 2
+	}
+	return 0
+}
+
+// compareTouchKey orders touch rows by attribution_touches_raw's sorting
+// key: (marketplace_id, opaque_user_id, kind, event_id, kafka_partition,
+// kafka_offset).
+func compareTouchKey(a, b *touchRow) int {
+	if c := projections.CompareUUID(a.mp, b.mp); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.user, b.user); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(kindOrder(a.t.Kind), kindOrder(b.t.Kind)); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.t.EventID, b.t.EventID); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.offset, b.offset)
+}
+
+// comparePurchaseKey orders purchase rows by attribution_purchases_raw's
+// sorting key: (marketplace_id, opaque_user_id, event_id, kafka_partition,
+// kafka_offset).
+func comparePurchaseKey(a, b *purchaseRow) int {
+	if c := projections.CompareUUID(a.mp, b.mp); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.p.UserID, b.p.UserID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.p.EventID, b.p.EventID); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.offset, b.offset)
 }
 
 // insertCopies writes the batch's copies, both at once: the recomputations
