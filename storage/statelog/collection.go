@@ -48,6 +48,12 @@ type Collection[T any] struct {
 
 	// ids are the maps' keys, many to an allocation (see keyArena).
 	ids keyArena
+
+	// gone holds the versions of the entities that are not in items:
+	// deleted ones (a deleted id created again continues its versions), and
+	// the latest version of a record whose state could not be decoded. The
+	// entries hold the others' (Log.RegisterVersioned).
+	gone map[string]int64 // "<marketplace>/<id>" -> version
 }
 
 // keyArena holds a collection's ids, packed into shared allocations of
@@ -162,9 +168,25 @@ type entry[T any] struct {
 
 // NewCollection registers a collection of type typ on log.
 func NewCollection[T any](log *Log, typ string) *Collection[T] {
-	c := &Collection[T]{log: log, typ: typ, items: map[string]map[string]*entry[T]{}}
-	log.Register(typ, c.apply)
+	c := &Collection[T]{log: log, typ: typ, items: map[string]map[string]*entry[T]{}, gone: map[string]int64{}}
+	log.RegisterVersioned(typ, c.apply, c.version)
 	return c
+}
+
+// version is the version of the last record applied for key
+// ("<marketplace>/<id>"), 0 when none.
+func (c *Collection[T]) version(key string) int64 {
+	mp, id, _ := splitKey(key)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var v int64
+	if e := c.items[mp][id]; e != nil {
+		v = e.version
+	}
+	if len(c.gone) > 0 {
+		v = max(v, c.gone[key])
+	}
+	return v
 }
 
 func splitKey(key string) (marketplace, id string, ok bool) {
@@ -181,6 +203,9 @@ func (c *Collection[T]) apply(r Record) {
 		v := new(T)
 		if err := decodeState(r.State, v); err != nil {
 			c.log.log.Error("state log: undecodable entity state", "type", c.typ, "id", r.ID, "err", err)
+			c.mu.Lock()
+			c.gone[strings.Clone(r.ID)] = r.Version
+			c.mu.Unlock()
 			return
 		}
 		nv = v
@@ -196,7 +221,11 @@ func (c *Collection[T]) apply(r Record) {
 		old = &v
 	}
 	switch {
-	case nv == nil && e != nil:
+	case nv == nil:
+		c.gone[strings.Clone(r.ID)] = r.Version
+		if e == nil {
+			break
+		}
 		delete(m, id)
 		num = e.num
 		*e = entry[T]{num: e.num}
@@ -204,7 +233,10 @@ func (c *Collection[T]) apply(r Record) {
 		if c.ids.drop(id) {
 			c.rekey()
 		}
-	case nv != nil:
+	default:
+		if len(c.gone) > 0 {
+			delete(c.gone, r.ID)
+		}
 		if c.Keep != nil {
 			c.Keep(mp, id, r.Version, nv)
 		}

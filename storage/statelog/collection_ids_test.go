@@ -13,7 +13,7 @@ type idThing struct {
 
 // newIDsCollection is a collection applied to directly, without a log.
 func newIDsCollection() *Collection[idThing] {
-	return &Collection[idThing]{typ: "thing", items: map[string]map[string]*entry[idThing]{}}
+	return &Collection[idThing]{typ: "thing", items: map[string]map[string]*entry[idThing]{}, gone: map[string]int64{}}
 }
 
 func put(c *Collection[idThing], mp, id string, n int) {
