@@ -149,6 +149,12 @@ func apiView(t testing.TB, brokers []string, prefix string) (heap uint64, took t
 		t.Fatal(err)
 	}
 	took = time.Since(start)
+	// The view stays in memory; its consumer's connection goes, and with it
+	// the fetch buffers kfake (the broker, in this process) keeps for it:
+	// they are the broker's, not the API process's.
+	stop()
+	<-done
+	l.Close()
 	heap = liveHeap() - before
 	runtime.KeepAlive(camps)
 	runtime.KeepAlive(ix)
