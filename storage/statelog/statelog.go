@@ -95,8 +95,8 @@ type Log struct {
 	seeds      [2]maphash.Seed
 	appliers   map[string]ApplyFunc
 	versioners map[string]func(id string) int64
-	waiters  map[string]chan bool
-	applied  atomic.Int64
+	waiters    map[string]chan bool
+	applied    atomic.Int64
 
 	// keyLocks serialise this process's writes per entity: a key always maps
 	// to the same stripe, so memory stays bounded however many entities.
@@ -144,11 +144,11 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger,
 		appliers: map[string]ApplyFunc{},
 
 		versioners: map[string]func(string) int64{},
-		waiters:  map[string]chan bool{},
-		ready:    make(chan struct{}),
-		closed:   make(chan struct{}),
-		next:     map[int32]int64{},
-		progress: make(chan struct{}),
+		waiters:    map[string]chan bool{},
+		ready:      make(chan struct{}),
+		closed:     make(chan struct{}),
+		next:       map[int32]int64{},
+		progress:   make(chan struct{}),
 
 		maxGivenUp: defaultMaxGivenUp,
 	}
