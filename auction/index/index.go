@@ -84,11 +84,9 @@ type Market struct {
 	campNum    uint32 // the last Camp.Num given
 	keyword    map[string][]*Bid
 	banners    map[string]*Camp
-	// slab is what is left of the chunk newProduct hands entries out of,
-	// and free the entries removed from products, for reuse; bidSlab and
-	// freeBids the same for bids (newBid).
-	slab     []Product
-	free     []*Product
+	// bidSlab is what is left of the chunk newBid hands bids out of, and
+	// freeBids the bids removed, for reuse (the products' entries are the
+	// table's).
 	bidSlab  []Bid
 	freeBids []*Bid
 	// ids holds the products' ids (the entries' ID).
@@ -182,37 +180,14 @@ func (p *Product) Categories() []Cat {
 	return unsafe.Slice((*Cat)(base), p.nc)
 }
 
-func newProduct(id string) *Product {
-	p := new(Product)
-	p.init(id)
-	return p
-}
-
 // init makes p the empty entry of id.
 func (p *Product) init(id string) { *p = Product{ID: id} }
 
-// newProduct returns an empty entry of id, reused or out of a chunk.
-func (m *Market) newProduct(id string) *Product {
-	var p *Product
-	if n := len(m.free); n > 0 {
-		p, m.free = m.free[n-1], m.free[:n-1]
-	} else {
-		if len(m.slab) == 0 {
-			m.slab = make([]Product, productChunk)
-		}
-		p, m.slab = &m.slab[0], m.slab[1:]
-	}
-	p.init(id)
-	return p
-}
-
-// removeProduct removes p from the products and keeps its entry for reuse
-// (no reader holds it: readers keep no entry beyond their Read).
+// removeProduct removes p from the products, its entry kept for reuse.
 func (m *Market) removeProduct(p *Product) {
-	m.products.remove(p.ID)
-	rekey := m.ids.drop(p.ID)
-	*p = Product{}
-	m.free = append(m.free, p)
+	id := p.ID
+	rekey := m.ids.drop(id)
+	m.products.remove(id)
 	if rekey {
 		m.rekey()
 	}
@@ -579,8 +554,7 @@ func (m *Market) vendor(id string) *Vendor {
 func (m *Market) product(id string) *Product {
 	p := m.products.get(id)
 	if p == nil {
-		p = m.newProduct(m.ids.add(id))
-		m.products.put(p)
+		p = m.products.add(m.ids.add(id))
 	}
 	return p
 }

@@ -279,8 +279,8 @@ func TestProductEntriesReused(t *testing.T) {
 	}
 	ix.BidChanged(mp, "b-1", bid("b-1", "c-1", campaigns.TargetProduct, "only-bids", 5), nil) // the placeholder goes
 	ix.Read(mp, func(m *Market) {
-		if len(m.free) != 1001 {
-			t.Fatalf("%d entries kept for reuse, want 1001", len(m.free))
+		if len(m.products.free) != 1001 {
+			t.Fatalf("%d entries kept for reuse, want 1001", len(m.products.free))
 		}
 	})
 	fresh := make([]string, 1500)
@@ -293,8 +293,8 @@ func TestProductEntriesReused(t *testing.T) {
 		}
 	}
 	ix.Read(mp, func(m *Market) {
-		if len(m.free) != 0 {
-			t.Errorf("%d entries left unused, want 0 (1001 reused)", len(m.free))
+		if len(m.products.free) != 0 {
+			t.Errorf("%d entries left unused, want 0 (1001 reused)", len(m.products.free))
 		}
 		if m.products.len() != 2000+1500 {
 			t.Errorf("%d products, want 3500", m.products.len())

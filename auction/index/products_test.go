@@ -23,14 +23,11 @@ func TestProductTable(t *testing.T) {
 		}
 		for range 2000 {
 			k := id(r.IntN(universe))
-			if p, ok := ref[k]; ok && r.IntN(2) == 0 {
+			if _, ok := ref[k]; ok && r.IntN(2) == 0 {
 				tab.remove(k)
 				delete(ref, k)
-				_ = p
 			} else if !ok {
-				p := newProduct(k)
-				tab.put(p)
-				ref[k] = p
+				ref[k] = tab.add(k)
 			}
 			if tab.len() != len(ref) {
 				t.Fatalf("round %d: %d entries, want %d", round, tab.len(), len(ref))
