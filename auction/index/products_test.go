@@ -3,7 +3,9 @@ package index
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // The table against a map, through random puts and removes (a small table,
@@ -97,5 +99,42 @@ func TestProductIDArena(t *testing.T) {
 	}
 	if m.products.len() != len(ids) {
 		t.Fatalf("%d products, want %d", m.products.len(), len(ids))
+	}
+}
+
+// A product's bids, through adds and removes, against a slice; the entry
+// is 72 bytes.
+func TestProductBids(t *testing.T) {
+	if s := unsafe.Sizeof(Product{}); s != 72 {
+		t.Fatalf("a product entry is %d bytes, want 72", s)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var p Product
+	var want []*Bid
+	for step := range 3000 {
+		if len(want) > 0 && r.IntN(5) < 2 {
+			k := r.IntN(len(want))
+			p.removeBid(want[k])
+			want = append(want[:k], want[k+1:]...)
+		} else {
+			b := &Bid{B: BidFields{ID: fmt.Sprint(step)}}
+			p.addBid(BidRef{Bid: b, ID: b.B.ID})
+			want = append(want, b)
+		}
+		got := p.Bids()
+		if len(got) != len(want) {
+			t.Fatalf("step %d: %d bids, want %d", step, len(got), len(want))
+		}
+		for _, b := range want {
+			if !slices.ContainsFunc(got, func(r BidRef) bool { return r.Bid == b && r.ID == b.B.ID }) {
+				t.Fatalf("step %d: bid %s missing", step, b.B.ID)
+			}
+		}
+	}
+	for _, b := range want {
+		p.removeBid(b)
+	}
+	if p.nb != 0 || p.bids != nil {
+		t.Fatalf("%d bids left", p.nb)
 	}
 }
