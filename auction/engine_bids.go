@@ -52,7 +52,7 @@ func (a *auctionEnv) gather(first int) {
 	for pi := first; pi < len(st.prods); pi++ {
 		p := st.prods[pi].ip
 		pk := int32(pi)
-		for _, r := range p.Bids {
+		for _, r := range p.Bids() {
 			if r.Active && r.Vendor != nil && p.HasVendor(r.Vendor) {
 				if ci := a.campaign(r.Camp); ci >= 0 {
 					if !a.bidNegated(ci, r.Camp, r.ID) {
@@ -121,8 +121,8 @@ func (a *auctionEnv) touch(first int) {
 		if len(p.Categories()) > 0 && p.Categories()[0] == (index.Cat{}) {
 			n++
 		}
-		for j := range p.Bids {
-			n += int(p.Bids[j].Camp.Gate.Kind)
+		for j := range p.Bids() {
+			n += int(p.Bids()[j].Camp.Gate.Kind)
 		}
 		for _, v := range p.Vendors() {
 			n += len(v.Category) + len(v.Automated)

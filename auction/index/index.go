@@ -84,11 +84,9 @@ type Market struct {
 	campNum    uint32 // the last Camp.Num given
 	keyword    map[string][]*Bid
 	banners    map[string]*Camp
-	// slab is what is left of the chunk newProduct hands entries out of,
-	// and free the entries removed from products, for reuse; bidSlab and
-	// freeBids the same for bids (newBid).
-	slab     []Product
-	free     []*Product
+	// bidSlab is what is left of the chunk newBid hands bids out of, and
+	// freeBids the bids removed, for reuse (the products' entries are the
+	// table's).
 	bidSlab  []Bid
 	freeBids []*Bid
 	// ids holds the products' ids (the entries' ID).
@@ -144,14 +142,61 @@ func newMarket() *Market {
 // points to. Its id is in the market's arena (idArena).
 type Product struct {
 	ID           string
-	QualityScore float64  // 0: not set
-	Bids         []BidRef // product bids, of every campaign and state
+	QualityScore float64 // 0: not set
+	// bids points to the product bids (Bids), nb of them, of every campaign
+	// and state, in an array of bidCap(nb) or more: a pointer and a count
+	// where a slice took 24 bytes.
+	bids *BidRef
 	// refs holds the vendors' entries, then the categories' handles (nv
 	// and nc of them), or, when there are more than len(refs), refs[0]
 	// points to an array of them.
 	refs          [inlineRefs]unsafe.Pointer
 	nv, nc        uint8
 	Known, Active bool
+	nb            uint32
+}
+
+// Bids are the product bids (shared with the index: read them, never
+// write).
+func (p *Product) Bids() []BidRef { return unsafe.Slice(p.bids, p.nb) }
+
+// bidCap is the room of the bids' array of a product with n bids: the
+// smallest power of two at least n.
+func bidCap(n uint32) uint32 {
+	c := uint32(1)
+	for c < n {
+		c *= 2
+	}
+	return c
+}
+
+// addBid appends r to the product's bids, into a new array twice as long
+// when the present one is full.
+func (p *Product) addBid(r BidRef) {
+	if p.nb == 0 || p.nb == bidCap(p.nb) {
+		arr := make([]BidRef, max(1, 2*p.nb))
+		copy(arr, p.Bids())
+		p.bids = &arr[0]
+	}
+	p.nb++
+	p.Bids()[p.nb-1] = r
+}
+
+// removeBid removes the bid of b, if the product has it (its last bid takes
+// its place).
+func (p *Product) removeBid(b *Bid) {
+	bs := p.Bids()
+	for i := range bs {
+		if bs[i].Bid == b {
+			bs[i] = bs[len(bs)-1]
+			bs[len(bs)-1] = BidRef{}
+			p.nb--
+			if p.nb == 0 {
+				p.bids = nil
+			}
+			return
+		}
+	}
 }
 
 // inlineRefs is how many vendors and categories together Product keeps
@@ -182,37 +227,14 @@ func (p *Product) Categories() []Cat {
 	return unsafe.Slice((*Cat)(base), p.nc)
 }
 
-func newProduct(id string) *Product {
-	p := new(Product)
-	p.init(id)
-	return p
-}
-
 // init makes p the empty entry of id.
 func (p *Product) init(id string) { *p = Product{ID: id} }
 
-// newProduct returns an empty entry of id, reused or out of a chunk.
-func (m *Market) newProduct(id string) *Product {
-	var p *Product
-	if n := len(m.free); n > 0 {
-		p, m.free = m.free[n-1], m.free[:n-1]
-	} else {
-		if len(m.slab) == 0 {
-			m.slab = make([]Product, productChunk)
-		}
-		p, m.slab = &m.slab[0], m.slab[1:]
-	}
-	p.init(id)
-	return p
-}
-
-// removeProduct removes p from the products and keeps its entry for reuse
-// (no reader holds it: readers keep no entry beyond their Read).
+// removeProduct removes p from the products, its entry kept for reuse.
 func (m *Market) removeProduct(p *Product) {
-	m.products.remove(p.ID)
-	rekey := m.ids.drop(p.ID)
-	*p = Product{}
-	m.free = append(m.free, p)
+	id := p.ID
+	rekey := m.ids.drop(id)
+	m.products.remove(id)
 	if rekey {
 		m.rekey()
 	}
@@ -289,9 +311,10 @@ func refOf(b *Bid) BidRef {
 
 // refresh rewrites the product's copy of bid b.
 func (p *Product) refresh(b *Bid) {
-	for i := range p.Bids {
-		if p.Bids[i].Bid == b {
-			p.Bids[i] = refOf(b)
+	bs := p.Bids()
+	for i := range bs {
+		if bs[i].Bid == b {
+			bs[i] = refOf(b)
 			return
 		}
 	}
@@ -579,8 +602,7 @@ func (m *Market) vendor(id string) *Vendor {
 func (m *Market) product(id string) *Product {
 	p := m.products.get(id)
 	if p == nil {
-		p = m.newProduct(m.ids.add(id))
-		m.products.put(p)
+		p = m.products.add(m.ids.add(id))
 	}
 	return p
 }
@@ -670,7 +692,7 @@ func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
 		if p == nil {
 			return
 		}
-		if len(p.Bids) == 0 {
+		if p.nb == 0 {
 			m.removeProduct(p)
 			return
 		}
@@ -839,7 +861,7 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	switch nw.TargetType {
 	case campaigns.TargetProduct:
 		p := m.product(nw.Target)
-		p.Bids = append(p.Bids, refOf(b))
+		p.addBid(refOf(b))
 	case campaigns.TargetKeyword:
 		m.keyword[nw.Target] = append(m.keyword[nw.Target], b)
 	case campaigns.TargetCategory:
@@ -853,15 +875,8 @@ func (m *Market) unlink(c *Camp, b *Bid) {
 	switch b.B.TargetType {
 	case campaigns.TargetProduct:
 		if p := m.products.get(b.B.Target); p != nil {
-			for i := range p.Bids {
-				if p.Bids[i].Bid == b {
-					p.Bids[i] = p.Bids[len(p.Bids)-1]
-					p.Bids[len(p.Bids)-1] = BidRef{}
-					p.Bids = p.Bids[:len(p.Bids)-1]
-					break
-				}
-			}
-			if !p.Known && len(p.Bids) == 0 {
+			p.removeBid(b)
+			if !p.Known && p.nb == 0 {
 				m.removeProduct(p)
 			}
 		}

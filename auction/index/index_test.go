@@ -42,7 +42,7 @@ func view(ix *Index) map[string][]string {
 			for _, v := range p.Vendors() {
 				vs = append(vs, v.ID)
 			}
-			for _, r := range p.Bids {
+			for _, r := range p.Bids() {
 				out["product "+id] = append(out["product "+id], r.ID)
 				if r.Bid.B.ID != r.ID || r.Amount != r.Bid.B.AmountMicros || r.Active != r.Bid.B.Active ||
 					(r.Vendor != nil) != r.Camp.Gate.Known || (r.Vendor != nil && r.Vendor != r.Camp.Vendor) {
@@ -116,7 +116,7 @@ func TestIndexFollowsChanges(t *testing.T) {
 	up := bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 99)
 	ix.BidChanged(mp, "k-p", bid("b-p", "c-1", campaigns.TargetProduct, "p-1", 20), up)
 	ix.Read(mp, func(m *Market) {
-		if got := m.Product("p-1").Bids[0].Amount; got != 99 {
+		if got := m.Product("p-1").Bids()[0].Amount; got != 99 {
 			t.Fatalf("amount %d after update", got)
 		}
 	})
@@ -279,8 +279,8 @@ func TestProductEntriesReused(t *testing.T) {
 	}
 	ix.BidChanged(mp, "b-1", bid("b-1", "c-1", campaigns.TargetProduct, "only-bids", 5), nil) // the placeholder goes
 	ix.Read(mp, func(m *Market) {
-		if len(m.free) != 1001 {
-			t.Fatalf("%d entries kept for reuse, want 1001", len(m.free))
+		if len(m.products.free) != 1001 {
+			t.Fatalf("%d entries kept for reuse, want 1001", len(m.products.free))
 		}
 	})
 	fresh := make([]string, 1500)
@@ -293,8 +293,8 @@ func TestProductEntriesReused(t *testing.T) {
 		}
 	}
 	ix.Read(mp, func(m *Market) {
-		if len(m.free) != 0 {
-			t.Errorf("%d entries left unused, want 0 (1001 reused)", len(m.free))
+		if len(m.products.free) != 0 {
+			t.Errorf("%d entries left unused, want 0 (1001 reused)", len(m.products.free))
 		}
 		if m.products.len() != 2000+1500 {
 			t.Errorf("%d products, want 3500", m.products.len())
@@ -305,7 +305,7 @@ func TestProductEntriesReused(t *testing.T) {
 			}
 		}
 		for _, id := range ids[1000:] {
-			if p := m.Product(id); p == nil || p.ID != id || !p.Known || len(p.Vendors()) != 3 || len(p.Bids) != 0 {
+			if p := m.Product(id); p == nil || p.ID != id || !p.Known || len(p.Vendors()) != 3 || len(p.Bids()) != 0 {
 				t.Fatalf("product %s: %+v", id, p)
 			}
 		}
@@ -314,9 +314,9 @@ func TestProductEntriesReused(t *testing.T) {
 			switch {
 			case p == nil || p.ID != id:
 				t.Fatalf("new product %s not found as itself: %+v", id, p)
-			case i%2 == 0 && (!p.Known || p.Active || len(p.Vendors()) != 1 || p.Vendors()[0].ID != "v9" || len(p.Categories()) != 0 || len(p.Bids) != 0):
+			case i%2 == 0 && (!p.Known || p.Active || len(p.Vendors()) != 1 || p.Vendors()[0].ID != "v9" || len(p.Categories()) != 0 || len(p.Bids()) != 0):
 				t.Fatalf("new product %s has another's state: %+v", id, p)
-			case i%2 == 1 && (p.Known || len(p.Vendors()) != 0 || len(p.Bids) != 1 || p.Bids[0].ID != "nb-"+id):
+			case i%2 == 1 && (p.Known || len(p.Vendors()) != 0 || len(p.Bids()) != 1 || p.Bids()[0].ID != "nb-"+id):
 				t.Fatalf("new placeholder %s has another's state: %+v", id, p)
 			}
 		}

@@ -5,35 +5,37 @@ import (
 	"iter"
 )
 
-// productTable is the products of one marketplace by id: open addressing
-// with linear probing over a power-of-two array of slots, each holding the
-// id's 64-bit hash beside the entry, at most half full.
+// productTable is the products of one marketplace by id, and their entries:
+// open addressing with linear probing over a power-of-two array of slots, at
+// most half full, each slot eight bytes (the upper half of the id's 64-bit
+// hash and the entry's number), the entries in chunks of productChunk,
+// numbered from 1 in the order they were first handed out.
 //
 // It exists for lookups in batches (lookup): an auction looks up hundreds of
 // ids at once, and with Go's map each lookup waits for two dependent cache
 // misses (the map's group, then the key's bytes) before the next one
 // starts. Here a batch first reads every id's slot, then every candidate
 // entry and its id's bytes, each pass made of independent loads that the
-// CPU overlaps.
+// CPU overlaps. A slot holds no pointer: a table of ten million products is
+// one allocation the garbage collector does not scan (docs/design/performance.md,
+// Catalog in memory).
 type productTable struct {
-	slots []productSlot
-	n     int
-	seed  maphash.Seed
+	slots  []productSlot
+	n      int
+	seed   maphash.Seed
+	chunks [][]Product // entry r at chunks[(r-1)/productChunk][(r-1)%productChunk]
+	next   ProductRef  // entries handed out of chunks
+	free   []ProductRef
 }
 
 type productSlot struct {
-	hash uint64 // 0: empty (hashOf never returns 0)
-	p    *Product
+	tag uint32     // the upper half of the id's hash
+	ref ProductRef // 0: empty
 }
 
 func newProductTable() productTable { return productTable{seed: maphash.MakeSeed()} }
 
-func (t *productTable) hashOf(id string) uint64 {
-	if h := maphash.String(t.seed, id); h != 0 {
-		return h
-	}
-	return 1
-}
+func (t *productTable) hashOf(id string) uint64 { return maphash.String(t.seed, id) }
 
 func (t *productTable) len() int { return t.n }
 
@@ -48,7 +50,7 @@ func (t *productTable) get(id string) *Product {
 // lookupBatch is how many ids lookup resolves per pass.
 const lookupBatch = 64
 
-// ProductRef is a product's place in its market's table, as Products
+// ProductRef is a product's entry in its market's table, as Products
 // returns it: a number, where a pointer appended to a slice costs a write
 // barrier while the garbage collector marks (docs/design/performance.md). 0 means
 // absent. Read it with Market.ProductAt within the same Index.Read.
@@ -74,31 +76,32 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 		for k, id := range batch {
 			h := t.hashOf(id)
 			hs[k] = h
-			touched += t.slots[h&mask].hash
+			touched += uint64(t.slots[h&mask].tag)
 		}
-		// Pass 2: the first slot with the id's hash (the slots are cached
+		// Pass 2: the first slot with the id's tag (the slots are cached
 		// now); the entry is read in pass 3.
 		base := len(out)
 		for k := range batch {
 			h := hs[k]
+			tag := uint32(h >> 32)
 			var ref ProductRef
 			for i := h & mask; ; i = (i + 1) & mask {
 				s := &t.slots[i]
-				if s.hash == 0 {
+				if s.ref == 0 {
 					break
 				}
-				if s.hash == h {
-					ref = ProductRef(i + 1)
+				if s.tag == tag {
+					ref = s.ref
 					break
 				}
 			}
 			out = append(out, ref)
 		}
 		// Pass 3: check the ids (each a read of its entry and its id,
-		// independent of the others). A different id with the same 64-bit
-		// hash takes the slow path.
+		// independent of the others). A different id with the same tag
+		// takes the slow path.
 		for k, id := range batch {
-			if r := out[base+k]; r != 0 && t.slots[r-1].p.ID != id {
+			if r := out[base+k]; r != 0 && t.at(r).ID != id {
 				out[base+k] = t.probeRef(hs[k], id)
 			}
 		}
@@ -106,78 +109,98 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 	return out, touched
 }
 
-// at is the entry of a ref lookup returned (nil for 0).
+// at is the entry of a ref (nil for 0).
 func (t *productTable) at(r ProductRef) *Product {
 	if r == 0 {
 		return nil
 	}
-	return t.slots[r-1].p
+	return &t.chunks[(r-1)/productChunk][(r-1)%productChunk]
 }
 
 func (t *productTable) probeRef(h uint64, id string) ProductRef {
 	mask := uint64(len(t.slots) - 1)
+	tag := uint32(h >> 32)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if s.hash == 0 {
+		if s.ref == 0 {
 			return 0
 		}
-		if s.hash == h && s.p.ID == id {
-			return ProductRef(i + 1)
+		if s.tag == tag && t.at(s.ref).ID == id {
+			return s.ref
 		}
 	}
 }
 
-// put adds p, whose id must not be in the table.
-func (t *productTable) put(p *Product) {
+// add returns a new, empty entry for id, which must not be in the table
+// (and must stay unchanged while it is: the entry keeps it).
+func (t *productTable) add(id string) *Product {
 	if 2*(t.n+1) > len(t.slots) {
 		t.grow()
 	}
-	t.insert(t.hashOf(p.ID), p)
+	var r ProductRef
+	if n := len(t.free); n > 0 {
+		r, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		if t.next%productChunk == 0 {
+			t.chunks = append(t.chunks, make([]Product, productChunk))
+		}
+		t.next++
+		r = t.next
+	}
+	p := t.at(r)
+	p.init(id)
+	t.insert(t.hashOf(id), r)
 	t.n++
+	return p
 }
 
-func (t *productTable) insert(h uint64, p *Product) {
+func (t *productTable) insert(h uint64, r ProductRef) {
 	mask := uint64(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
-		if t.slots[i].hash == 0 {
-			t.slots[i] = productSlot{hash: h, p: p}
+		if t.slots[i].ref == 0 {
+			t.slots[i] = productSlot{tag: uint32(h >> 32), ref: r}
 			return
 		}
 	}
 }
 
-// grow doubles the slots (16 at first) and re-inserts every entry.
+// grow doubles the slots (16 at first) and re-inserts every entry (its
+// home is read from its id's hash).
 func (t *productTable) grow() {
 	old := t.slots
 	t.slots = make([]productSlot, max(16, 2*len(old)))
 	for _, s := range old {
-		if s.hash != 0 {
-			t.insert(s.hash, s.p)
+		if s.ref != 0 {
+			t.insert(t.hashOf(t.at(s.ref).ID), s.ref)
 		}
 	}
 }
 
 // remove deletes id, if present, shifting back the entries after it that
-// would otherwise become unreachable (no tombstones).
+// would otherwise become unreachable (no tombstones), and keeps its entry,
+// emptied, for reuse (no reader holds it: readers keep no entry beyond
+// their Read).
 func (t *productTable) remove(id string) {
 	if t.n == 0 {
 		return
 	}
 	h := t.hashOf(id)
+	tag := uint32(h >> 32)
 	mask := uint64(len(t.slots) - 1)
 	i := h & mask
 	for {
 		s := &t.slots[i]
-		if s.hash == 0 {
+		if s.ref == 0 {
 			return
 		}
-		if s.hash == h && s.p.ID == id {
+		if s.tag == tag && t.at(s.ref).ID == id {
 			break
 		}
 		i = (i + 1) & mask
 	}
-	for j := (i + 1) & mask; t.slots[j].hash != 0; j = (j + 1) & mask {
-		home := t.slots[j].hash & mask
+	r := t.slots[i].ref
+	for j := (i + 1) & mask; t.slots[j].ref != 0; j = (j + 1) & mask {
+		home := t.hashOf(t.at(t.slots[j].ref).ID) & mask
 		// The entry at j may move to the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (i < j && i < home && home <= j) || (i > j && (home > i || home <= j)) {
@@ -188,14 +211,19 @@ func (t *productTable) remove(id string) {
 	}
 	t.slots[i] = productSlot{}
 	t.n--
+	*t.at(r) = Product{}
+	t.free = append(t.free, r)
 }
 
 // all iterates over the entries (in no particular order).
 func (t *productTable) all() iter.Seq2[string, *Product] {
 	return func(yield func(string, *Product) bool) {
 		for _, s := range t.slots {
-			if s.hash != 0 && !yield(s.p.ID, s.p) {
-				return
+			if s.ref != 0 {
+				p := t.at(s.ref)
+				if !yield(p.ID, p) {
+					return
+				}
 			}
 		}
 	}

@@ -3,7 +3,9 @@ package index
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // The table against a map, through random puts and removes (a small table,
@@ -23,14 +25,11 @@ func TestProductTable(t *testing.T) {
 		}
 		for range 2000 {
 			k := id(r.IntN(universe))
-			if p, ok := ref[k]; ok && r.IntN(2) == 0 {
+			if _, ok := ref[k]; ok && r.IntN(2) == 0 {
 				tab.remove(k)
 				delete(ref, k)
-				_ = p
 			} else if !ok {
-				p := newProduct(k)
-				tab.put(p)
-				ref[k] = p
+				ref[k] = tab.add(k)
 			}
 			if tab.len() != len(ref) {
 				t.Fatalf("round %d: %d entries, want %d", round, tab.len(), len(ref))
@@ -100,5 +99,42 @@ func TestProductIDArena(t *testing.T) {
 	}
 	if m.products.len() != len(ids) {
 		t.Fatalf("%d products, want %d", m.products.len(), len(ids))
+	}
+}
+
+// A product's bids, through adds and removes, against a slice; the entry
+// is 72 bytes.
+func TestProductBids(t *testing.T) {
+	if s := unsafe.Sizeof(Product{}); s != 72 {
+		t.Fatalf("a product entry is %d bytes, want 72", s)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var p Product
+	var want []*Bid
+	for step := range 3000 {
+		if len(want) > 0 && r.IntN(5) < 2 {
+			k := r.IntN(len(want))
+			p.removeBid(want[k])
+			want = append(want[:k], want[k+1:]...)
+		} else {
+			b := &Bid{B: BidFields{ID: fmt.Sprint(step)}}
+			p.addBid(BidRef{Bid: b, ID: b.B.ID})
+			want = append(want, b)
+		}
+		got := p.Bids()
+		if len(got) != len(want) {
+			t.Fatalf("step %d: %d bids, want %d", step, len(got), len(want))
+		}
+		for _, b := range want {
+			if !slices.ContainsFunc(got, func(r BidRef) bool { return r.Bid == b && r.ID == b.B.ID }) {
+				t.Fatalf("step %d: bid %s missing", step, b.B.ID)
+			}
+		}
+	}
+	for _, b := range want {
+		p.removeBid(b)
+	}
+	if p.nb != 0 || p.bids != nil {
+		t.Fatalf("%d bids left", p.nb)
 	}
 }

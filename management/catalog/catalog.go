@@ -70,6 +70,12 @@ type Service struct {
 	// only GET, the console's search and creatives read (keepProduct): the
 	// view keeps in memory what the auction, campaigns and indexes read.
 	texts *spill.Store
+	// names is the console's search of every product's id and name (on
+	// disk beside texts); keptName is the name keepProduct moved to disk,
+	// for indexProduct of the same change (both run in the products'
+	// applier, under its write lock).
+	names    *nameIndex
+	keptName string
 }
 
 // New registers the catalog's collections on log; the products' names and
@@ -85,6 +91,10 @@ func New(log *statelog.Log, texts *spill.Store) *Service {
 		byCategory: map[string]map[string]*numSet{},
 		children:   map[string]map[string]*strset.Set{},
 		byUUID:     map[string]map[uuid.UUID]string{},
+	}
+	s.names = newNameIndex("") // the system's temporary directory
+	if texts != nil {
+		s.names = newNameIndex(texts.Dir())
 	}
 	s.products.Keep = s.keepProduct
 	s.products.OnChangeNum = s.indexProduct
@@ -109,6 +119,7 @@ const minSpill = 64
 // applies it, unless they are short (minSpill). When the disk does not take them they stay in memory (the
 // product is then answered from there), and the error is logged.
 func (s *Service) keepProduct(mp, id string, version int64, p *Product) {
+	s.keptName = p.Name
 	if len(p.Name)+len(p.details()) <= minSpill && p.pending == nil {
 		return
 	}
@@ -168,6 +179,12 @@ func (s *Service) indexProduct(mp, id string, num uint32, old, nv *Product) {
 			slog.Error("catalog: a deleted product's texts stay on disk", "marketplace", mp, "product", id, "err", err)
 		}
 	}
+	if nv == nil {
+		s.names.remove(num)
+	} else {
+		s.names.set(mp, num, id, s.keptName)
+	}
+	s.keptName = ""
 	var wasV, nowV, wasC, nowC idlist.List
 	if old != nil {
 		wasV, wasC = old.Vendors(), old.Categories()

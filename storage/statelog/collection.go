@@ -3,6 +3,7 @@ package statelog
 import (
 	"context"
 	"encoding/json"
+	"hash/maphash"
 	"sort"
 	"strings"
 	"sync"
@@ -16,7 +17,8 @@ type Collection[T any] struct {
 	typ string
 
 	mu    sync.RWMutex
-	items map[string]map[string]*entry[T] // marketplace -> id -> entry
+	items map[string]*idTable // marketplace -> id -> entry
+	seed  maphash.Seed
 
 	// OnChange, when set before the log runs, is called for every applied
 	// change with the previous and new value (nil when absent), under the
@@ -48,6 +50,12 @@ type Collection[T any] struct {
 
 	// ids are the maps' keys, many to an allocation (see keyArena).
 	ids keyArena
+
+	// gone holds the versions of the entities that are not in items:
+	// deleted ones (a deleted id created again continues its versions), and
+	// the latest version of a record whose state could not be decoded. The
+	// entries hold the others' (Log.RegisterVersioned).
+	gone map[string]int64 // "<marketplace>/<id>" -> version
 }
 
 // keyArena holds a collection's ids, packed into shared allocations of
@@ -90,21 +98,19 @@ func (a *keyArena) drop(id string) bool {
 	return a.dead > max(a.live, minRekey)
 }
 
-// rekey copies every id into new chunks (under c.mu), rebuilding the maps
-// at their present size.
+// rekey copies every id into new chunks (under c.mu); the tables hold the
+// ids' hashes, which do not change.
 func (c *Collection[T]) rekey() {
 	c.ids = keyArena{}
-	for mp, m := range c.items {
-		if len(m) == 0 {
+	for mp, t := range c.items {
+		if t.n == 0 {
 			delete(c.items, mp)
 			continue
 		}
-		nm := make(map[string]*entry[T], len(m))
-		for id, e := range m {
-			e.id = c.ids.add(id)
-			nm[e.id] = e
-		}
-		c.items[mp] = nm
+		c.each(t, func(e *entry[T]) bool {
+			e.id = c.ids.add(e.id)
+			return true
+		})
 	}
 }
 
@@ -136,8 +142,8 @@ func (c *Collection[T]) ByNum(marketplace string, num uint32) (string, T, int64,
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if num < c.next {
-		e := &c.chunks[num/entryChunk][num%entryChunk]
-		if e.id != "" && c.items[marketplace][e.id] == e {
+		e := c.at(num)
+		if e.id != "" && c.find(c.items[marketplace], e.id) == e {
 			return e.id, e.v, e.version, true
 		}
 	}
@@ -162,9 +168,25 @@ type entry[T any] struct {
 
 // NewCollection registers a collection of type typ on log.
 func NewCollection[T any](log *Log, typ string) *Collection[T] {
-	c := &Collection[T]{log: log, typ: typ, items: map[string]map[string]*entry[T]{}}
-	log.Register(typ, c.apply)
+	c := &Collection[T]{log: log, typ: typ, items: map[string]*idTable{}, seed: maphash.MakeSeed(), gone: map[string]int64{}}
+	log.RegisterVersioned(typ, c.apply, c.version)
 	return c
+}
+
+// version is the version of the last record applied for key
+// ("<marketplace>/<id>"), 0 when none.
+func (c *Collection[T]) version(key string) int64 {
+	mp, id, _ := splitKey(key)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var v int64
+	if e := c.find(c.items[mp], id); e != nil {
+		v = e.version
+	}
+	if len(c.gone) > 0 {
+		v = max(v, c.gone[key])
+	}
+	return v
 }
 
 func splitKey(key string) (marketplace, id string, ok bool) {
@@ -181,6 +203,9 @@ func (c *Collection[T]) apply(r Record) {
 		v := new(T)
 		if err := decodeState(r.State, v); err != nil {
 			c.log.log.Error("state log: undecodable entity state", "type", c.typ, "id", r.ID, "err", err)
+			c.mu.Lock()
+			c.gone[strings.Clone(r.ID)] = r.Version
+			c.mu.Unlock()
 			return
 		}
 		nv = v
@@ -190,35 +215,42 @@ func (c *Collection[T]) apply(r Record) {
 	m := c.items[mp]
 	var old *T
 	var num uint32
-	e := m[id]
+	e := c.find(m, id)
 	if e != nil {
 		v := e.v // a copy: the entry is overwritten below
 		old = &v
 	}
 	switch {
-	case nv == nil && e != nil:
-		delete(m, id)
+	case nv == nil:
+		c.gone[strings.Clone(r.ID)] = r.Version
+		if e == nil {
+			break
+		}
+		c.remove(m, e)
 		num = e.num
 		*e = entry[T]{num: e.num}
 		c.free = append(c.free, e)
 		if c.ids.drop(id) {
 			c.rekey()
 		}
-	case nv != nil:
+	default:
+		if len(c.gone) > 0 {
+			delete(c.gone, r.ID)
+		}
 		if c.Keep != nil {
 			c.Keep(mp, id, r.Version, nv)
 		}
 		if e == nil {
 			if m == nil {
-				m = map[string]*entry[T]{}
+				m = &idTable{}
 				c.items[mp] = m
 			}
 			e = c.newEntry()
 			// The listeners below get the arena's copy too: what they keep
 			// of a new entity shares it.
 			id = c.ids.add(id)
-			m[id] = e
 			e.id = id
+			c.insert(m, e)
 		}
 		e.v, e.version = *nv, r.Version
 		num = e.num
@@ -238,7 +270,7 @@ func (c *Collection[T]) apply(r Record) {
 func (c *Collection[T]) Get(marketplace, id string) (T, int64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if e := c.items[marketplace][id]; e != nil {
+	if e := c.find(c.items[marketplace], id); e != nil {
 		return e.v, e.version, true
 	}
 	var zero T
@@ -251,7 +283,7 @@ func (c *Collection[T]) Marketplaces() []string {
 	defer c.mu.RUnlock()
 	out := make([]string, 0, len(c.items))
 	for mp, m := range c.items {
-		if len(m) > 0 {
+		if m.n > 0 {
 			out = append(out, mp)
 		}
 	}
@@ -263,7 +295,10 @@ func (c *Collection[T]) Marketplaces() []string {
 func (c *Collection[T]) Len(marketplace string) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.items[marketplace])
+	if t := c.items[marketplace]; t != nil {
+		return t.n
+	}
+	return 0
 }
 
 // Each calls fn for every entity of a marketplace, in no order, under a read
@@ -271,11 +306,7 @@ func (c *Collection[T]) Len(marketplace string) int {
 func (c *Collection[T]) Each(marketplace string, fn func(id string, v T) bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for id, e := range c.items[marketplace] {
-		if !fn(id, e.v) {
-			return
-		}
-	}
+	c.each(c.items[marketplace], func(e *entry[T]) bool { return fn(e.id, e.v) })
 }
 
 // Page returns up to limit entities of a marketplace that match keep, in id
@@ -284,19 +315,20 @@ func (c *Collection[T]) Each(marketplace string, fn func(id string, v T) bool) {
 func (c *Collection[T]) Page(marketplace, after string, limit int, keep func(id string, v T) bool) (ids []string, vals []T, more bool) {
 	c.mu.RLock()
 	m := c.items[marketplace]
-	cand := make([]string, 0, len(m))
-	for id, e := range m {
-		if id > after && (keep == nil || keep(id, e.v)) {
-			cand = append(cand, id)
+	var cand []string
+	c.each(m, func(e *entry[T]) bool {
+		if e.id > after && (keep == nil || keep(e.id, e.v)) {
+			cand = append(cand, e.id)
 		}
-	}
+		return true
+	})
 	sort.Strings(cand)
 	if len(cand) > limit {
 		cand, more = cand[:limit], true
 	}
 	vals = make([]T, len(cand))
 	for i, id := range cand {
-		vals[i] = m[id].v
+		vals[i] = c.find(m, id).v
 	}
 	c.mu.RUnlock()
 	return cand, vals, more
@@ -307,19 +339,20 @@ func (c *Collection[T]) Page(marketplace, after string, limit int, keep func(id 
 func (c *Collection[T]) PageDesc(marketplace, before string, limit int, keep func(id string, v T) bool) (ids []string, vals []T, more bool) {
 	c.mu.RLock()
 	m := c.items[marketplace]
-	cand := make([]string, 0, len(m))
-	for id, e := range m {
-		if (before == "" || id < before) && (keep == nil || keep(id, e.v)) {
-			cand = append(cand, id)
+	var cand []string
+	c.each(m, func(e *entry[T]) bool {
+		if (before == "" || e.id < before) && (keep == nil || keep(e.id, e.v)) {
+			cand = append(cand, e.id)
 		}
-	}
+		return true
+	})
 	sort.Sort(sort.Reverse(sort.StringSlice(cand)))
 	if len(cand) > limit {
 		cand, more = cand[:limit], true
 	}
 	vals = make([]T, len(cand))
 	for i, id := range cand {
-		vals[i] = m[id].v
+		vals[i] = c.find(m, id).v
 	}
 	c.mu.RUnlock()
 	return cand, vals, more

@@ -2,6 +2,9 @@ package statelog
 
 import (
 	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 	"unsafe"
@@ -13,7 +16,7 @@ type idThing struct {
 
 // newIDsCollection is a collection applied to directly, without a log.
 func newIDsCollection() *Collection[idThing] {
-	return &Collection[idThing]{typ: "thing", items: map[string]map[string]*entry[idThing]{}}
+	return &Collection[idThing]{typ: "thing", items: map[string]*idTable{}, seed: maphash.MakeSeed(), gone: map[string]int64{}}
 }
 
 func put(c *Collection[idThing], mp, id string, n int) {
@@ -24,12 +27,10 @@ func del(c *Collection[idThing], mp, id string) {
 	c.apply(Record{Type: "thing", ID: mp + "/" + id, Version: 2, Deleted: true})
 }
 
-// storedID is the map's own key for id.
+// storedID is the table's own copy of id.
 func storedID(c *Collection[idThing], mp, id string) string {
-	for k := range c.items[mp] {
-		if k == id {
-			return k
-		}
+	if e := c.find(c.items[mp], id); e != nil {
+		return e.id
 	}
 	return ""
 }
@@ -119,11 +120,8 @@ func TestCollectionRekeyAfterDeletes(t *testing.T) {
 //	go test ./storage/statelog -run '^$' -bench Rekey -benchtime 5x
 func BenchmarkRekey(b *testing.B) {
 	c := newIDsCollection()
-	m := make(map[string]*entry[idThing], 1_000_000)
-	c.items["mp-a"] = m
-	e := &entry[idThing]{}
 	for i := range 1_000_000 {
-		m[c.ids.add(fmt.Sprintf("p-%09d", i))] = e
+		put(c, "mp-a", fmt.Sprintf("p-%09d", i), i)
 	}
 	b.ResetTimer()
 	for range b.N {
@@ -198,5 +196,64 @@ func TestCollectionNumbers(t *testing.T) {
 	check()
 	if _, _, _, ok := c.ByNum("mp-a", 1<<30); ok {
 		t.Fatal("a number never given finds an entity")
+	}
+}
+
+// The id tables against a map, through random puts and deletes in two
+// marketplaces (small tables, so that probe runs are long and deletes shift
+// entries back): every id, present or not, by Get, ByNum, Each, Len and Page.
+func TestCollectionIDTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 30 {
+		c := newIDsCollection()
+		nums := map[string]uint32{}
+		c.OnChangeNum = func(mp, id string, num uint32, _, nw *idThing) {
+			if nw != nil {
+				nums[mp+"/"+id] = num
+			}
+		}
+		ref := map[string]map[string]int{"mp-a": {}, "mp-b": {}}
+		universe := 10 + r.IntN(200)
+		for step := range 1500 {
+			mp := []string{"mp-a", "mp-b"}[r.IntN(2)]
+			id := fmt.Sprintf("id-%d", r.IntN(universe))
+			if _, ok := ref[mp][id]; ok && r.IntN(3) == 0 {
+				c.apply(Record{Type: "thing", ID: mp + "/" + id, Version: int64(step + 10), Deleted: true})
+				delete(ref[mp], id)
+			} else {
+				put(c, mp, id, step)
+				ref[mp][id] = step
+			}
+		}
+		for mp, want := range ref {
+			if c.Len(mp) != len(want) {
+				t.Fatalf("round %d %s: %d entities, want %d", round, mp, c.Len(mp), len(want))
+			}
+			for i := range universe {
+				id := fmt.Sprintf("id-%d", i)
+				v, _, ok := c.Get(mp, id)
+				n, exists := want[id]
+				if ok != exists || ok && v.N != n {
+					t.Fatalf("round %d %s %s: %v %v, want %d %v", round, mp, id, v, ok, n, exists)
+				}
+				if exists {
+					if gid, gv, _, ok := c.ByNum(mp, nums[mp+"/"+id]); !ok || gid != id || gv.N != n {
+						t.Fatalf("round %d %s %s: ByNum %s %v %v", round, mp, id, gid, gv, ok)
+					}
+				}
+			}
+			seen := 0
+			c.Each(mp, func(id string, v idThing) bool {
+				if want[id] != v.N {
+					t.Fatalf("round %d %s: Each gives %s %v", round, mp, id, v)
+				}
+				seen++
+				return true
+			})
+			ids, _, _ := c.Page(mp, "", universe+1, nil)
+			if seen != len(want) || len(ids) != len(want) || !sort.StringsAreSorted(ids) {
+				t.Fatalf("round %d %s: Each %d, Page %d, want %d", round, mp, seen, len(ids), len(want))
+			}
+		}
 	}
 }

@@ -85,16 +85,18 @@ type Log struct {
 	log      *slog.Logger
 
 	mu sync.Mutex
-	// versions holds every entity's version by a 128-bit hash of its key
+	// versions holds the version of every entity of a type without a
+	// versioner (RegisterVersioned) by a 128-bit hash of its key
 	// (versionKey), not by the key: a map without pointers, which the
-	// garbage collector does not scan. A million-product catalog is 1.4 M
-	// keys, each a pointer to a string of its own that every collection
-	// cycle would otherwise follow (docs/design/performance.md).
-	versions map[versionKey]int64
-	seeds    [2]maphash.Seed
-	appliers map[string]ApplyFunc
-	waiters  map[string]chan bool
-	applied  atomic.Int64
+	// garbage collector does not scan. The collections keep their entities'
+	// versions in their entries instead (docs/design/state.md, Memory): a map
+	// beside them cost a million-product catalog 60 bytes a product.
+	versions   map[versionKey]int64
+	seeds      [2]maphash.Seed
+	appliers   map[string]ApplyFunc
+	versioners map[string]func(id string) int64
+	waiters    map[string]chan bool
+	applied    atomic.Int64
 
 	// keyLocks serialise this process's writes per entity: a key always maps
 	// to the same stripe, so memory stays bounded however many entities.
@@ -140,11 +142,13 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger,
 		versions: map[versionKey]int64{},
 		seeds:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		appliers: map[string]ApplyFunc{},
-		waiters:  map[string]chan bool{},
-		ready:    make(chan struct{}),
-		closed:   make(chan struct{}),
-		next:     map[int32]int64{},
-		progress: make(chan struct{}),
+
+		versioners: map[string]func(string) int64{},
+		waiters:    map[string]chan bool{},
+		ready:      make(chan struct{}),
+		closed:     make(chan struct{}),
+		next:       map[int32]int64{},
+		progress:   make(chan struct{}),
 
 		maxGivenUp: defaultMaxGivenUp,
 	}
@@ -158,6 +162,18 @@ func New(topic string, brokers []string, producer *kgo.Client, log *slog.Logger,
 func (l *Log) Register(typ string, fn ApplyFunc) {
 	l.mu.Lock()
 	l.appliers[typ] = fn
+	l.mu.Unlock()
+}
+
+// RegisterVersioned sets the applier of one entity type that keeps its
+// entities' versions itself: version(id) answers the version of every
+// record fn was given for id (0 when none), deleted entities included.
+// Both run on the log's applying goroutine; version may also be called by
+// writers at any time.
+func (l *Log) RegisterVersioned(typ string, fn ApplyFunc, version func(id string) int64) {
+	l.mu.Lock()
+	l.appliers[typ] = fn
+	l.versioners[typ] = version
 	l.mu.Unlock()
 }
 
@@ -297,10 +313,16 @@ func (l *Log) apply(r *kgo.Record) {
 	// key and the decoded record are garbage once applied.
 	rec.ID = key[len(rec.Type)+1:]
 	l.mu.Lock()
-	vk := l.versionKey(key)
-	accepted := rec.Version > l.versions[vk]
+	var accepted bool
+	if version := l.versioners[rec.Type]; version != nil {
+		accepted = rec.Version > version(rec.ID)
+	} else {
+		vk := l.versionKey(key)
+		if accepted = rec.Version > l.versions[vk]; accepted {
+			l.versions[vk] = rec.Version
+		}
+	}
 	if accepted {
-		l.versions[vk] = rec.Version
 		if fn := l.appliers[rec.Type]; fn != nil {
 			fn(rec)
 		}
@@ -326,8 +348,13 @@ func (l *Log) versionKey(key string) versionKey {
 // Version is the view's version of an entity (0 when it does not exist).
 func (l *Log) Version(typ, id string) int64 {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.versions[l.versionKey(typ+"/"+id)]
+	version := l.versioners[typ]
+	if version == nil {
+		defer l.mu.Unlock()
+		return l.versions[l.versionKey(typ+"/"+id)]
+	}
+	l.mu.Unlock()
+	return version(id)
 }
 
 // AnyVersion as an expected version means "whatever the current version is":
