@@ -139,7 +139,7 @@ type chargeRows struct {
 // noteRefusal remembers a refusal for a budget (once per campaign, budget
 // and day).
 func (c *chargeRows) noteRefusal(r BudgetRefusal) {
-	k := r.MarketplaceID + "/" + r.CampaignID + "/" + r.Day
+	k := r.MarketplaceID + "/" + r.CampaignID + "/" + r.Budget + "/" + r.Day
 	if r.Total {
 		k = r.MarketplaceID + "/" + r.CampaignID + "/total"
 	}

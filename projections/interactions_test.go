@@ -1010,7 +1010,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 		<-tick.C
 		at := time.Now()
 		d, tot := cache.Spend(s.mp, loc, camp, at)
-		if spend.Check(limits, d, tot, at, loc) != spend.OK {
+		if spend.Check(limits, spend.Spent{Day: d, Total: tot}, at, loc) != spend.OK {
 			if firstStop.IsZero() {
 				firstStop = at
 			}
