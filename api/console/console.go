@@ -152,6 +152,7 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	u.GET("/campaigns/:id", c.campaignPage)
 	u.POST("/campaigns/:id/timetables", c.setTimetables)
 	u.POST("/campaigns/:id/negative-keywords", c.setNegatives)
+	u.POST("/campaigns/:id/budget", c.setBudget)
 	u.GET("/performance", c.performancePage)
 	u.GET("/performance.csv", c.performanceCSV)
 	// Exports and files: an admin's are the marketplace's, a vendor user's
@@ -409,6 +410,7 @@ var notices = map[string]string{
 	"webhook-test":  "A test event was sent: its delivery is listed below.",
 	"webhook-retry": "The delivery is being sent again.",
 	"export":        "The export was requested: it is listed below and can be downloaded once completed.",
+	"budget":        "The budget was saved.",
 }
 
 // render writes a page with status.
