@@ -110,7 +110,7 @@ const chargeColumns = `marketplace_id, interaction_id, timestamp, timestamp_ms, 
 
 // chargeRows holds charges_raw rows column by column: one per charge
 // applied (refused_reason empty) and one per charge refused for a budget
-// (amounts 0, refused_reason daily_budget or total_budget; the view
+// (amounts 0, refused_reason daily_budget, weekly_budget, monthly_budget or total_budget; the view
 // `charges` leaves them out).
 type chargeRows struct {
 	n                                       int
