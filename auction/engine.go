@@ -57,7 +57,7 @@ type SegmentView interface {
 // l.Hours its served hours (nil: every hour), over which pacing spreads
 // them.
 type BudgetGate interface {
-	Check(m *Market, campaignID string, l *spend.Limits, at time.Time) BudgetVerdict
+	Check(m *Market, campaignID string, l spend.Limits, at time.Time) BudgetVerdict
 }
 
 // BudgetVerdict is a BudgetGate's answer.
@@ -1070,7 +1070,7 @@ func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
 	if g.Scheduled {
 		l.Hours = ce.Hours
 	}
-	switch a.e.Budget.Check(a.m, ce.C.ID, &l, a.at) {
+	switch a.e.Budget.Check(a.m, ce.C.ID, l, a.at) {
 	case BudgetOK:
 		return reasonNone
 	case BudgetTotalExhausted:
