@@ -18,7 +18,7 @@ var (
 	}, []string{"reason"})
 	Charges = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charges_total",
-		Help: "Chargeable interactions by outcome: applied (spend moved), replayed (same record again, nothing moved), duplicate (the winner's interaction was charged, or refused, for another event), refused (over the campaign's daily or total budget, nothing moved), invalid (refused by an invalid-click rule, nothing moved).",
+		Help: "Chargeable interactions by outcome: applied (spend moved), replayed (same record again, nothing moved), duplicate (the winner's interaction was charged, or refused, for another event), refused (over the campaign's daily, weekly, monthly or total budget, nothing moved), invalid (refused by an invalid-click rule, nothing moved).",
 	}, []string{"charge_type", "outcome"})
 	ChargedMicros = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charged_micros_total",
