@@ -164,7 +164,7 @@ func (c *Cache) Check(mp string, loc *time.Location, campaignID string, l Limits
 	loc = orUTC(loc)
 	p, s := c.spend(mp, loc, campaignID, now)
 	if s != nil && l.Hours == nil {
-		return checkInDay(l, p, now, &s.spans)
+		return checkInDay(&l, &p, now, &s.spans)
 	}
 	return Check(l, Spent{Day: p.day, Week: p.week, Month: p.month, Total: p.total}, now, loc)
 }

@@ -114,7 +114,7 @@ const pacingLeadSeconds = 3600
 //  6. OK otherwise.
 func Check(l Limits, s Spent, now time.Time, loc *time.Location) Verdict {
 	p := s.periods()
-	if v, decided := checkBeforePacing(l, p); decided {
+	if v, decided := checkBeforePacing(&l, &p); decided {
 		return v
 	}
 	loc = orUTC(loc)
@@ -173,14 +173,14 @@ func periodPaced(l Limits, p periods, now time.Time, loc *time.Location, sp *spa
 // end), and the ends of its week and month: the spend cache's snapshot
 // knows them, and the auction asks for every campaign at one instant. Not
 // for served hours (l.Hours nil): Check paces over them.
-func checkInDay(l Limits, p periods, now time.Time, sp *spans) Verdict {
+func checkInDay(l *Limits, p *periods, now time.Time, sp *spans) Verdict {
 	if v, decided := checkBeforePacing(l, p); decided {
 		return v
 	}
 	if l.DailyMicros > 0 && p.day >= allowedAt(l.DailyMicros, int64(now.Sub(sp.start)/time.Second), int64(sp.end.Sub(sp.start)/time.Second)) {
 		return Paced
 	}
-	if periodPaced(l, p, now, nil, sp) {
+	if periodPaced(*l, *p, now, nil, sp) {
 		return Paced
 	}
 	return OK
@@ -195,9 +195,20 @@ const periodUnpaced = 800
 // checkBeforePacing is the budget rule's steps that need no clock; decided is
 // false when only the pacing step (the day's spend against Allowed, with a
 // daily, weekly or monthly budget above 0) can tell.
-func checkBeforePacing(l Limits, p periods) (v Verdict, decided bool) {
+func checkBeforePacing(l *Limits, p *periods) (v Verdict, decided bool) {
 	if l.TotalMicros != 0 && p.total >= l.TotalMicros {
 		return TotalExhausted, true
+	}
+	if l.WeeklyMicros|l.MonthlyMicros == 0 { // no weekly or monthly budget (most campaigns): the daily one alone
+		switch {
+		case l.DailyMicros == 0:
+			return OK, true
+		case p.day >= l.DailyMicros:
+			return DailyExhausted, true
+		case p.day <= 0 && l.DailyMicros >= 25: // see below
+			return OK, true
+		}
+		return 0, false
 	}
 	if l.MonthlyMicros != 0 && p.month >= l.MonthlyMicros {
 		return MonthlyExhausted, true

@@ -325,7 +325,7 @@ func TestAllowedIn(t *testing.T) {
 			if got := Check(l, Spent{Day: spent}, now, berlin); got != want {
 				t.Errorf("%s: Check(spent %d) %s, want %s", tc.local, spent, got, want)
 			}
-			if got := checkInDay(Limits{DailyMicros: daily}, periods{day: spent}, now, &spans{start: start, end: end}); got != Check(Limits{DailyMicros: daily}, Spent{Day: spent}, now, berlin) {
+			if got := checkInDay(&Limits{DailyMicros: daily}, &periods{day: spent}, now, &spans{start: start, end: end}); got != Check(Limits{DailyMicros: daily}, Spent{Day: spent}, now, berlin) {
 				t.Errorf("%s: checkInDay(spent %d) %s, Check without hours differs", tc.local, spent, got)
 			}
 		}
