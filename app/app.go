@@ -684,7 +684,7 @@ func (a *App) Run(ctx context.Context) error {
 				for _, m := range a.Accounts.Marketplaces() {
 					var ids []string
 					a.Campaigns.EachCampaign(m.ID, func(c campaigns.Campaign) bool {
-						if c.Active && (c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0) {
+						if c.Active && (c.DailyBudgetMicros != 0 || c.WeeklyBudgetMicros != 0 || c.MonthlyBudgetMicros != 0 || c.TotalBudgetMicros != 0) {
 							ids = append(ids, c.ID)
 						}
 						return true

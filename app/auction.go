@@ -28,11 +28,11 @@ func (a *App) auctionEngine() *auction.Engine {
 // the budget rule (budget left, pacing: spend.Cache.Check). It only reads.
 type budgetGate struct{ spend *spend.Cache }
 
-func (g budgetGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, hours *spend.Hours, at time.Time) auction.BudgetVerdict {
-	if dailyMicros == 0 && totalMicros == 0 {
+func (g budgetGate) Check(m *auction.Market, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
+	if l.DailyMicros == 0 && l.WeeklyMicros == 0 && l.MonthlyMicros == 0 && l.TotalMicros == 0 {
 		return auction.BudgetOK
 	}
-	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros, Hours: hours}, at))
+	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, l, at))
 }
 
 // budgetVerdict is the engine's name of a budget verdict.
@@ -44,6 +44,10 @@ func budgetVerdict(v spend.Verdict) auction.BudgetVerdict {
 		return auction.BudgetTotalExhausted
 	case spend.DailyExhausted:
 		return auction.BudgetDailyExhausted
+	case spend.WeeklyExhausted:
+		return auction.BudgetWeeklyExhausted
+	case spend.MonthlyExhausted:
+		return auction.BudgetMonthlyExhausted
 	}
 	return auction.BudgetPaced
 }

@@ -65,7 +65,8 @@ func (a *App) newEventFold(ctx context.Context) (*projections.EventFold, error) 
 				}
 				return projections.CampaignDims{Name: c.Name, Type: c.Type, VendorID: c.VendorID,
 					Status: campaigns.Status(c, at), Active: c.Active,
-					DailyBudgetMicros: c.DailyBudgetMicros, TotalBudgetMicros: c.TotalBudgetMicros}, true
+					DailyBudgetMicros: c.DailyBudgetMicros, WeeklyBudgetMicros: c.WeeklyBudgetMicros, MonthlyBudgetMicros: c.MonthlyBudgetMicros,
+					TotalBudgetMicros: c.TotalBudgetMicros}, true
 			},
 			Vendor: func(mp, id string) (projections.VendorDims, bool) {
 				v, ok := a.Catalog.Vendor(mp, id)

@@ -78,8 +78,11 @@ func (a *App) onBudgetRefused(em *webhooks.Emitter) func(ctx context.Context, rs
 				continue
 			}
 			kind := webhooks.BudgetDaily
-			if r.Total {
+			switch {
+			case r.Total:
 				kind = webhooks.BudgetTotal
+			case r.Budget == webhooks.BudgetWeekly, r.Budget == webhooks.BudgetMonthly:
+				kind = r.Budget
 			}
 			view := a.Campaigns.View(ctx, r.MarketplaceID, a.location(r.MarketplaceID), c)[0]
 			ev, err := webhooks.BudgetExhaustedEvent(r.MarketplaceID, view, r.TotalMicros, kind, r.Day, now)

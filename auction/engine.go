@@ -47,12 +47,11 @@ type SegmentView interface {
 // BudgetGate says whether a campaign may spend now: budget left, and not
 // held back by pacing (BudgetOK), or which of them holds it back. It must
 // answer from memory, and only read: an auction changes no budget or pacing
-// state. dailyMicros and totalMicros are the campaign's budgets (0: none;
-// never both 0 here).
-// hours are the campaign's served hours (nil: every hour), over which
-// pacing spreads the daily budget.
+// state. l are the campaign's budgets (0: none; never all 0 here), and
+// l.Hours its served hours (nil: every hour), over which pacing spreads
+// them.
 type BudgetGate interface {
-	Check(m *Market, campaignID string, dailyMicros, totalMicros int64, hours *spend.Hours, at time.Time) BudgetVerdict
+	Check(m *Market, campaignID string, l spend.Limits, at time.Time) BudgetVerdict
 }
 
 // BudgetVerdict is a BudgetGate's answer.
@@ -61,10 +60,12 @@ type BudgetVerdict uint8
 // The budget verdicts, in the order the budget rule checks them
 // (docs/design/budgets.md).
 const (
-	BudgetOK             BudgetVerdict = iota
-	BudgetTotalExhausted               // the total budget is spent
-	BudgetDailyExhausted               // today's budget is spent
-	BudgetPaced                        // today's spend is ahead of the pacing curve
+	BudgetOK               BudgetVerdict = iota
+	BudgetTotalExhausted                 // the total budget is spent
+	BudgetDailyExhausted                 // today's budget is spent
+	BudgetPaced                          // today's spend is ahead of the pacing curve
+	BudgetMonthlyExhausted               // this month's budget is spent
+	BudgetWeeklyExhausted                // this week's budget is spent
 )
 
 // Market is the marketplace an auction runs for.

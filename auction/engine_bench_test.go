@@ -287,14 +287,21 @@ func withShoppers(reqs [][]auction.Request) {
 // benchGate is the service's budget gate (app's budgetGate).
 type benchGate struct{ c *spend.Cache }
 
-func (g benchGate) Check(m *auction.Market, campaignID string, dailyMicros, totalMicros int64, hours *spend.Hours, at time.Time) auction.BudgetVerdict {
-	switch g.c.Check(m.ID, m.Loc, campaignID, spend.Limits{DailyMicros: dailyMicros, TotalMicros: totalMicros, Hours: hours}, at) {
+func (g benchGate) Check(m *auction.Market, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
+	if l.DailyMicros == 0 && l.WeeklyMicros == 0 && l.MonthlyMicros == 0 && l.TotalMicros == 0 {
+		return auction.BudgetOK
+	}
+	switch g.c.Check(m.ID, m.Loc, campaignID, l, at) {
 	case spend.OK:
 		return auction.BudgetOK
 	case spend.TotalExhausted:
 		return auction.BudgetTotalExhausted
 	case spend.DailyExhausted:
 		return auction.BudgetDailyExhausted
+	case spend.WeeklyExhausted:
+		return auction.BudgetWeeklyExhausted
+	case spend.MonthlyExhausted:
+		return auction.BudgetMonthlyExhausted
 	}
 	return auction.BudgetPaced
 }

@@ -136,15 +136,19 @@ func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
 	if !g.Budgeted || a.e.Budget == nil {
 		return reasonNone
 	}
-	var hours *spend.Hours
+	l := g.Limits
 	if g.Scheduled {
-		hours = ce.Hours
+		l.Hours = ce.Hours
 	}
-	switch a.e.Budget.Check(a.m, ce.C.ID, g.DailyMicros, g.TotalMicros, hours, a.at) {
+	switch a.e.Budget.Check(a.m, ce.C.ID, l, a.at) {
 	case BudgetOK:
 		return reasonNone
 	case BudgetTotalExhausted:
 		return ReasonTotalBudgetExhausted
+	case BudgetMonthlyExhausted:
+		return ReasonMonthlyBudgetExhausted
+	case BudgetWeeklyExhausted:
+		return ReasonWeeklyBudgetExhausted
 	case BudgetDailyExhausted:
 		return ReasonDailyBudgetExhausted
 	}

@@ -63,6 +63,8 @@ const (
 	ReasonFrequencyCapUnavailable // capped, capsWithoutShopper skip, and the counts could not be read in time
 	ReasonInsufficientBalance     // the campaign's vendor is out of funds (balances)
 	ReasonTotalBudgetExhausted
+	ReasonMonthlyBudgetExhausted
+	ReasonWeeklyBudgetExhausted
 	ReasonDailyBudgetExhausted
 	ReasonPaced
 	// A more specific (or, equally specific, higher) bid of the same
@@ -105,6 +107,8 @@ var reasonCodes = [numReasons]string{
 	ReasonFrequencyCapUnavailable: "frequency_cap_unavailable",
 	ReasonInsufficientBalance:     "insufficient_balance",
 	ReasonTotalBudgetExhausted:    "total_budget_exhausted",
+	ReasonMonthlyBudgetExhausted:  "monthly_budget_exhausted",
+	ReasonWeeklyBudgetExhausted:   "weekly_budget_exhausted",
 	ReasonDailyBudgetExhausted:    "daily_budget_exhausted",
 	ReasonPaced:                   "paced",
 	ReasonSuperseded:              "superseded",

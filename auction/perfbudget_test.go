@@ -146,7 +146,7 @@ func TestPerfBudgetGate(t *testing.T) {
 	p.run(t)
 	replay := func() {
 		for _, c := range rec.calls {
-			gate.Check(c.m, c.campaignID, c.daily, c.total, c.hours, c.at)
+			gate.Check(c.m, c.campaignID, c.l, c.at)
 		}
 	}
 	replay() // as the auction's first pass
@@ -160,16 +160,15 @@ type recordingGate struct {
 }
 
 type gateCall struct {
-	m            *auction.Market
-	campaignID   string
-	daily, total int64
-	hours        *spend.Hours
-	at           time.Time
+	m          *auction.Market
+	campaignID string
+	l          spend.Limits
+	at         time.Time
 }
 
-func (g *recordingGate) Check(m *auction.Market, campaignID string, daily, total int64, hours *spend.Hours, at time.Time) auction.BudgetVerdict {
-	g.calls = append(g.calls, gateCall{m, campaignID, daily, total, hours, at})
-	return g.BudgetGate.Check(m, campaignID, daily, total, hours, at)
+func (g *recordingGate) Check(m *auction.Market, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
+	g.calls = append(g.calls, gateCall{m, campaignID, l, at})
+	return g.BudgetGate.Check(m, campaignID, l, at)
 }
 
 // BenchmarkPerfWorkload is the budget test's workload in wall-clock time

@@ -178,13 +178,13 @@ func TestCampaignsList(t *testing.T) {
 	r = cpDo(t, s, "GET", cpCampaign(hinted), A, nil, nil)
 	cpStatus(t, r, 200)
 	m := cpObj(t, r.Body)
-	if m["statusReason"] != "out_of_daily_budget" || fmt.Sprint(m["spend"]) != "map[available:true day:"+day+" pacing:daily_budget_spent remainingDailyBudget:0.55 remainingTotalBudget:<nil> today:1.45 total:1.45]" {
+	if m["statusReason"] != "out_of_daily_budget" || fmt.Sprint(m["spend"]) != "map[available:true day:"+day+" pacing:daily_budget_spent remainingDailyBudget:0.55 remainingMonthlyBudget:<nil> remainingTotalBudget:<nil> remainingWeeklyBudget:<nil> thisMonth:1.45 thisWeek:1.45 today:1.45 total:1.45]" {
 		t.Errorf("a campaign with a refused click: %s", r.Body)
 	}
 	// So does it in its vendor's list.
 	r = cpDo(t, s, "GET", cpVendor("v-2")+"?limit=1", A, nil, nil)
 	cpStatus(t, r, 200)
-	if !strings.Contains(string(r.Body), `"statusReason":"scheduled"`) || !strings.Contains(string(r.Body), `"spend":{"day":"`+day+`","today":0,"total":0,`) {
+	if !strings.Contains(string(r.Body), `"statusReason":"scheduled"`) || !strings.Contains(string(r.Body), `"spend":{"day":"`+day+`","today":0,"thisWeek":0,"thisMonth":0,"total":0,`) {
 		t.Errorf("the vendor list: %s", r.Body)
 	}
 

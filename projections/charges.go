@@ -110,7 +110,7 @@ const chargeColumns = `marketplace_id, interaction_id, timestamp, timestamp_ms, 
 
 // chargeRows holds charges_raw rows column by column: one per charge
 // applied (refused_reason empty) and one per charge refused for a budget
-// (amounts 0, refused_reason daily_budget or total_budget; the view
+// (amounts 0, refused_reason daily_budget, weekly_budget, monthly_budget or total_budget; the view
 // `charges` leaves them out).
 type chargeRows struct {
 	n                                       int
@@ -139,7 +139,7 @@ type chargeRows struct {
 // noteRefusal remembers a refusal for a budget (once per campaign, budget
 // and day).
 func (c *chargeRows) noteRefusal(r BudgetRefusal) {
-	k := r.MarketplaceID + "/" + r.CampaignID + "/" + r.Day
+	k := r.MarketplaceID + "/" + r.CampaignID + "/" + r.Budget + "/" + r.Day
 	if r.Total {
 		k = r.MarketplaceID + "/" + r.CampaignID + "/total"
 	}

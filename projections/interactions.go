@@ -99,6 +99,8 @@ type CampaignDims struct {
 	Name, Type, VendorID, Status string
 	Active                       bool
 	DailyBudgetMicros            int64
+	WeeklyBudgetMicros           int64
+	MonthlyBudgetMicros          int64
 	TotalBudgetMicros            int64
 }
 
@@ -145,7 +147,8 @@ type InteractionsOptions struct {
 // BudgetRefusal is a campaign whose charge was refused for a budget.
 type BudgetRefusal struct {
 	MarketplaceID, CampaignID string
-	Total                     bool   // the total budget (else the daily one)
+	Total                     bool   // the total budget (else the daily one, or Budget's)
+	Budget                    string // the budget: "daily", "weekly", "monthly" or "total"
 	Day                       string // the local day of the charge
 	DailyMicros, TotalMicros  int64  // the budgets the charge was checked against
 }
@@ -378,7 +381,7 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 		}
 		if o.Refused() {
 			c := pending[k].Charge
-			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == spend.ChargeRefusedTotal,
+			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == spend.ChargeRefusedTotal, Budget: refusedBudget(o),
 				Day: c.Day, DailyMicros: c.Limits.DailyMicros, TotalMicros: c.Limits.TotalMicros})
 		}
 		if vendors[k] != "" && (o == spend.ChargeApplied || o == spend.ChargeRefusedFunds) {
@@ -586,7 +589,8 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Char
 		r.addOrganic(e, v)
 	} else {
 		camp, known := r.addSponsored(e, claims, v, occurred)
-		limits = spend.Limits{DailyMicros: camp.DailyBudgetMicros, TotalMicros: camp.TotalBudgetMicros}
+		limits = spend.Limits{DailyMicros: camp.DailyBudgetMicros, WeeklyMicros: camp.WeeklyBudgetMicros,
+			MonthlyMicros: camp.MonthlyBudgetMicros, TotalMicros: camp.TotalBudgetMicros}
 		if !known && v.Campaign != nil {
 			r.uncapped++
 			r.uncappedCampaign = r.campaign[r.n-1]
@@ -783,4 +787,17 @@ func b2u(b bool) uint8 {
 		return 1
 	}
 	return 0
+}
+
+// refusedBudget names the budget a charge outcome refused for.
+func refusedBudget(o spend.ChargeOutcome) string {
+	switch o {
+	case spend.ChargeRefusedTotal:
+		return "total"
+	case spend.ChargeRefusedWeekly:
+		return "weekly"
+	case spend.ChargeRefusedMonthly:
+		return "monthly"
+	}
+	return "daily"
 }

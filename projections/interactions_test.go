@@ -117,6 +117,7 @@ func (s *chargeStack) budgetViews(loc *time.Location, b *budgets) projections.Vi
 		l := b.m[id]
 		b.mu.Unlock()
 		d.DailyBudgetMicros, d.TotalBudgetMicros = l.DailyMicros, l.TotalMicros
+		d.WeeklyBudgetMicros, d.MonthlyBudgetMicros = l.WeeklyMicros, l.MonthlyMicros
 		return d, ok
 	}
 	return v
@@ -484,16 +485,22 @@ func TestInteractionsExactlyOnce(t *testing.T) {
 func TestInteractionsBudgetCap(t *testing.T) {
 	s := newChargeStack(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	cpc, cpm := uuid.New(), uuid.New()
+	cpc, cpm, wk := uuid.New(), uuid.New(), uuid.New()
 	var bs budgets
 	bs.set(cpc.String(), spend.Limits{DailyMicros: 1_000_000})
 	bs.set(cpm.String(), spend.Limits{TotalMicros: 5_000})
+	bs.set(wk.String(), spend.Limits{WeeklyMicros: 600_000})
 	const clickPrice, cpmPrice = 300_000, 2_345_678 // an impression: 2,345 micro-units and 678 thousandths
 	var evs []records.Event
 	for i := range 10 {
 		evs = append(evs, records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "c-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
 			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i),
 			ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 1, cpc, bidtoken.CPC, clickPrice)})
+	}
+	for i := range 5 { // a weekly budget: 2 clicks fit
+		evs = append(evs, records.Event{Kind: records.KindClick, MarketplaceID: s.mp, ID: "w-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
+			ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "u" + strconv.Itoa(i),
+			ResolvedBidID: s.winner(t, uuid.New(), now.Add(-time.Minute), 1, wk, bidtoken.CPC, clickPrice)})
 	}
 	for i := range 5 {
 		evs = append(evs, records.Event{Kind: records.KindImpression, MarketplaceID: s.mp, ID: "i-" + strconv.Itoa(i), OccurredAtMs: now.UnixMilli(),
@@ -510,7 +517,7 @@ func TestInteractionsBudgetCap(t *testing.T) {
 		rmu.Lock()
 		defer rmu.Unlock()
 		for _, r := range rs {
-			reported[fmt.Sprintf("%s/%v/%s/%d/%d", r.CampaignID, r.Total, r.Day, r.DailyMicros, r.TotalMicros)]++
+			reported[fmt.Sprintf("%s/%v/%s/%s/%d/%d", r.CampaignID, r.Total, r.Budget, r.Day, r.DailyMicros, r.TotalMicros)]++
 		}
 		return nil
 	}
@@ -520,8 +527,8 @@ func TestInteractionsBudgetCap(t *testing.T) {
 
 	day := spend.DayOf(now, time.UTC)
 	rmu.Lock()
-	if len(reported) != 2 || reported[fmt.Sprintf("%s/false/%s/1000000/0", cpc, day)] == 0 ||
-		reported[fmt.Sprintf("%s/true/%s/0/5000", cpm, day)] == 0 {
+	if len(reported) != 3 || reported[fmt.Sprintf("%s/false/daily/%s/1000000/0", cpc, day)] == 0 ||
+		reported[fmt.Sprintf("%s/true/total/%s/0/5000", cpm, day)] == 0 || reported[fmt.Sprintf("%s/false/weekly/%s/0/0", wk, day)] == 0 {
 		t.Errorf("refusals reported: %v", reported)
 	}
 	rmu.Unlock()
@@ -552,6 +559,7 @@ func TestInteractionsBudgetCap(t *testing.T) {
 	// 3 clicks fit in 1.00 (0.90); 2 impressions in 5,000 micro-units (4,690).
 	check("first pass", cpc, "daily_budget", state{charged: 3, refused: 7, refusedRows: 7, sum: 900_000, daySpend: 900_000, totalSpend: 900_000})
 	check("first pass", cpm, "total_budget", state{charged: 2, refused: 3, refusedRows: 3, sum: 4_690, daySpend: 4_690, totalSpend: 4_690})
+	check("first pass", wk, "weekly_budget", state{charged: 2, refused: 3, refusedRows: 3, sum: 600_000, daySpend: 600_000, totalSpend: 600_000})
 
 	// A refused click and its winner's token.
 	var refusedID, refusedTok string
@@ -576,6 +584,7 @@ func TestInteractionsBudgetCap(t *testing.T) {
 
 	check("after the replay", cpc, "daily_budget", state{charged: 4, refused: 7, refusedRows: 7, sum: 1_200_000, daySpend: 1_200_000, totalSpend: 1_200_000})
 	check("after the replay", cpm, "total_budget", state{charged: 2, refused: 3, refusedRows: 3, sum: 4_690, daySpend: 4_690, totalSpend: 4_690})
+	check("after the replay", wk, "weekly_budget", state{charged: 2, refused: 3, refusedRows: 3, sum: 600_000, daySpend: 600_000, totalSpend: 600_000})
 	var reason string
 	var charged uint8
 	if err := s.conn.QueryRow(s.ctx, "SELECT refused_reason, charged FROM interactions WHERE marketplace_id = ? AND event_id = 'c-again'", s.mp).Scan(&reason, &charged); err != nil {
@@ -602,7 +611,7 @@ func TestInteractionsBudgetCap(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s:%d", r, n))
 	}
 	rows.Close()
-	if g := strings.Join(got, " "); g != ":6 daily_budget:7 duplicate:1 total_budget:3" {
+	if g := strings.Join(got, " "); g != ":8 daily_budget:7 duplicate:1 total_budget:3 weekly_budget:3" {
 		t.Errorf("reasons %s", g)
 	}
 }
@@ -1010,7 +1019,7 @@ func measureOverspend(t *testing.T, tc overspendCase) {
 		<-tick.C
 		at := time.Now()
 		d, tot := cache.Spend(s.mp, loc, camp, at)
-		if spend.Check(limits, d, tot, at, loc) != spend.OK {
+		if spend.Check(limits, spend.Spent{Day: d, Total: tot}, at, loc) != spend.OK {
 			if firstStop.IsZero() {
 				firstStop = at
 			}

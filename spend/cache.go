@@ -81,21 +81,24 @@ type campaign struct {
 // snapshot is the spend of one marketplace's cached campaigns as read from
 // Redis at loaded.
 type snapshot struct {
-	day        string           // the local day whose hash was read, YYYY-MM-DD
-	zone       string           // the name of the time zone day is in
-	start, end time.Time        // that local day is [start, end)
-	idx        map[string]int32 // campaign id → its entry
-	entries    []spendEntry
-	loaded     time.Time // refresh clock at the start of the load
+	day  string // the local day whose hash was read, YYYY-MM-DD
+	zone string // the name of the time zone day is in
+	// That local day is [start, end); its week and month are [weekStart,
+	// weekEnd) and [monthStart, monthEnd).
+	spans
+	weekStart, monthStart time.Time
+	idx                   map[string]int32 // campaign id → its entry
+	entries               []spendEntry
+	loaded                time.Time // refresh clock at the start of the load
 }
 
 // spendEntry is one campaign of a snapshot: its spend, and its uses. The
 // auction's Spend calls read it and mark it (a shared write only when the
 // second changed); the campaign registry is not touched on that path.
 type spendEntry struct {
-	day, total int64
-	lastUsed   atomic.Int64 // unix seconds of the latest Spend call that read it
-	c          *campaign    // the registry's campaign, whose lastUsed the refresh advances
+	periods               // its spend of the snapshot's day, week and month, and of all time
+	lastUsed atomic.Int64 // unix seconds of the latest Spend call that read it
+	c        *campaign    // the registry's campaign, whose lastUsed the refresh advances
 }
 
 // NewCache returns a cache reading from rdb. Call Run to keep it fresh.
@@ -140,8 +143,16 @@ func NewCache(rdb redis.UniversalClient, o Options) *Cache {
 // write only when the second changed), which the refresh folds into the
 // campaign registry; only a campaign not loaded yet looks the registry up.
 func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64) {
-	day, total, _ = c.spend(mp, orUTC(loc), campaignID, now)
-	return day, total
+	p, _ := c.spend(mp, orUTC(loc), campaignID, now)
+	return p.day, p.total
+}
+
+// Spent is Spend with the spend of the local week and month that hold now
+// too (read like the day's: 0 outside the snapshot's week or month, until
+// the next refresh), refusal hints folded in (the Spent's hints are 0).
+func (c *Cache) Spent(mp string, loc *time.Location, campaignID string, now time.Time) Spent {
+	p, _ := c.spend(mp, orUTC(loc), campaignID, now)
+	return Spent{Day: p.day, Week: p.week, Month: p.month, Total: p.total}
 }
 
 // Check is the budget rule (budget.Check) for campaignID of mp, of budgets
@@ -151,20 +162,20 @@ func (c *Cache) Spend(mp string, loc *time.Location, campaignID string, now time
 // campaign with served hours, l.Hours: Check paces over them).
 func (c *Cache) Check(mp string, loc *time.Location, campaignID string, l Limits, now time.Time) Verdict {
 	loc = orUTC(loc)
-	day, total, s := c.spend(mp, loc, campaignID, now)
+	p, s := c.spend(mp, loc, campaignID, now)
 	if s != nil && l.Hours == nil {
-		return checkInDay(l, day, total, now, s.start, s.end)
+		return checkInDay(&l, &p, now, &s.spans)
 	}
-	return Check(l, day, total, now, loc)
+	return Check(l, Spent{Day: p.day, Week: p.week, Month: p.month, Total: p.total}, now, loc)
 }
 
 // spend is Spend, loc not nil; in, when not nil, is the snapshot read, whose
 // local day [in.start, in.end), in loc's zone, holds now.
-func (c *Cache) spend(mp string, loc *time.Location, campaignID string, now time.Time) (day, total int64, in *snapshot) {
+func (c *Cache) spend(mp string, loc *time.Location, campaignID string, now time.Time) (p periods, in *snapshot) {
 	m := c.reg.Load().m[mp]
 	if m == nil {
 		c.register(mp, loc, now, campaignID)
-		return 0, 0, nil
+		return p, nil
 	}
 	m.touch(loc, now)
 	if s := m.snap.Load(); s != nil {
@@ -174,22 +185,31 @@ func (c *Cache) spend(mp string, loc *time.Location, campaignID string, now time
 				e.lastUsed.Store(sec)
 			}
 			if s.inDay(now, loc) {
-				return e.day, e.total, s
+				return e.periods, s
 			}
+			p.total = e.total
 			if s.holds(now, loc) {
-				day = e.day
+				p.day = e.day
 			}
-			return day, e.total, nil
+			if loc.String() == s.zone {
+				if !now.Before(s.weekStart) && now.Before(s.weekEnd) {
+					p.week = e.week
+				}
+				if !now.Before(s.monthStart) && now.Before(s.monthEnd) {
+					p.month = e.month
+				}
+			}
+			return p, nil
 		}
 	}
 	// Not loaded yet: registered since the last load, or new.
 	cp, ok := m.camps.Load(campaignID)
 	if !ok {
 		c.addCampaigns(m, now, campaignID)
-		return 0, 0, nil
+		return p, nil
 	}
 	cp.(*campaign).touch(now)
-	return 0, 0, nil
+	return p, nil
 }
 
 // Register adds mp (in time zone loc; nil means UTC) and the given
@@ -371,6 +391,7 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 	loc := m.loc.Load()
 	start, end := dayBounds(now, loc)
 	day := DayOf(start, loc)
+	sp := spans{start: start, end: end, weekEnd: PeriodEnd(start, PeriodWeek, loc), monthEnd: PeriodEnd(start, PeriodMonth, loc)}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
@@ -404,7 +425,8 @@ func (c *Cache) load(ctx context.Context, m *market, now time.Time) error {
 		idx[id] = int32(i)
 		entries[i].c = camps[i]
 	}
-	prev := m.snap.Swap(&snapshot{day: day, zone: loc.String(), start: start, end: end,
+	prev := m.snap.Swap(&snapshot{day: day, zone: loc.String(), spans: sp,
+		weekStart: PeriodStart(start, PeriodWeek, loc), monthStart: PeriodStart(start, PeriodMonth, loc),
 		idx: idx, entries: entries, loaded: now})
 	// The uses of the replaced snapshot since RefreshNow folded them (a
 	// Spend that loaded it just before the swap).
@@ -433,19 +455,19 @@ func (s *snapshot) foldUses() {
 // HMGET per campaign, readChunk of them pipelined per round trip (on a
 // cluster, split by master). A missing hash or field is 0.
 func (c *Cache) read(ctx context.Context, mp, day string, ids []string, into []spendEntry) error {
-	df := DayField(day)
+	df, wf, mf := DayField(day), WeekField(WeekOf(day)), MonthField(MonthOf(day))
 	for from := 0; from < len(ids); from += readChunk {
 		chunk := ids[from:min(from+readChunk, len(ids))]
 		pipe := c.rdb.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(chunk))
 		for i, id := range chunk {
-			cmds[i] = pipe.HMGet(ctx, SpendKey(mp, id), df, TotalField, "!"+df, "!"+TotalField)
+			cmds[i] = pipe.HMGet(ctx, SpendKey(mp, id), df, TotalField, "!"+df, "!"+TotalField, wf, mf, "!"+wf, "!"+mf)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("HMGET of %d spend hashes: %w", len(chunk), err)
 		}
 		for i, id := range chunk {
-			var v [4]int64
+			var v [8]int64
 			for j, x := range cmds[i].Val() {
 				if x == nil {
 					continue
@@ -457,7 +479,7 @@ func (c *Cache) read(ctx context.Context, mp, day string, ids []string, into []s
 				}
 			}
 			e := &into[from+i]
-			e.day, e.total = max(v[0], v[2]), max(v[1], v[3])
+			e.day, e.total, e.week, e.month = max(v[0], v[2]), max(v[1], v[3]), max(v[4], v[6]), max(v[5], v[7])
 		}
 	}
 	return nil

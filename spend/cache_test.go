@@ -629,12 +629,13 @@ func TestCacheCheckAgreesWithCheck(t *testing.T) {
 			refresh(t, c)
 			for _, at := range tc.at {
 				now := utc(at)
-				for _, l := range []Limits{{DailyMicros: 100_000}, {DailyMicros: 100_000, TotalMicros: 120_000}, {TotalMicros: 50_000}, {DailyMicros: 10}} {
+				for _, l := range []Limits{{DailyMicros: 100_000}, {DailyMicros: 100_000, TotalMicros: 120_000}, {TotalMicros: 50_000}, {DailyMicros: 10},
+					{WeeklyMicros: 100_000}, {WeeklyMicros: 700_000}, {MonthlyMicros: 150_000}, {MonthlyMicros: 3_000_000, TotalMicros: 120_000}} {
 					for _, id := range ids {
-						d, tot := c.Spend("mp", tc.loc, id, now)
-						want := Check(l, d, tot, now, tc.loc)
+						sp := c.Spent("mp", tc.loc, id, now)
+						want := Check(l, sp, now, tc.loc)
 						if got := c.Check("mp", tc.loc, id, l, now); got != want {
-							t.Errorf("at %s, %+v, %s (spend %d, %d): Check = %v, budget.Check = %v", at, l, id, d, tot, got, want)
+							t.Errorf("at %s, %+v, %s (spend %+v): Check = %v, budget.Check = %v", at, l, id, sp, got, want)
 						}
 					}
 				}
@@ -644,7 +645,7 @@ func TestCacheCheckAgreesWithCheck(t *testing.T) {
 				now := loaded.Add(3 * time.Hour)
 				d, tot := c.Spend("mp", time.UTC, id, now)
 				l := Limits{DailyMicros: 100_000}
-				if got, want := c.Check("mp", time.UTC, id, l, now), Check(l, d, tot, now, time.UTC); got != want {
+				if got, want := c.Check("mp", time.UTC, id, l, now), Check(l, Spent{Day: d, Total: tot}, now, time.UTC); got != want {
 					t.Errorf("zone changed, %s: Check = %v, budget.Check = %v", id, got, want)
 				}
 			}

@@ -122,8 +122,21 @@ const (
 	ChargeRefusedTotal
 )
 
+// ChargeRefusedWeekly and ChargeRefusedMonthly: the charge would have taken
+// the campaign's spend of the local week (month) of its Day over
+// Limits.WeeklyMicros (MonthlyMicros); nothing moved, and the refusal is
+// recorded in the marker as ChargeRefusedDaily's is. The budgets are
+// checked in the order total, monthly, weekly, daily: a charge over several
+// is refused for the first.
+const (
+	ChargeRefusedWeekly  ChargeOutcome = ChargeRefusedFunds + 1
+	ChargeRefusedMonthly ChargeOutcome = ChargeRefusedFunds + 2
+)
+
 // Refused says whether the charge was refused for a budget.
-func (o ChargeOutcome) Refused() bool { return o == ChargeRefusedDaily || o == ChargeRefusedTotal }
+func (o ChargeOutcome) Refused() bool {
+	return o == ChargeRefusedDaily || o == ChargeRefusedTotal || o == ChargeRefusedWeekly || o == ChargeRefusedMonthly
+}
 
 func (o ChargeOutcome) String() string {
 	switch o {
@@ -137,6 +150,10 @@ func (o ChargeOutcome) String() string {
 		return "refused_daily"
 	case ChargeRefusedTotal:
 		return "refused_total"
+	case ChargeRefusedWeekly:
+		return "refused_weekly"
+	case ChargeRefusedMonthly:
+		return "refused_monthly"
 	case ChargeRefusedFunds:
 		return "refused_funds"
 	case ChargeInvalidNoImpression, ChargeInvalidTooFast, ChargeInvalidRepeat, ChargeInvalidRate:
@@ -219,13 +236,15 @@ func keyHash(key string) uint32 {
 const chargeChunk = 500
 
 // chargeArgs is the number of ARGV entries of one charge.
-const chargeArgs = 19
+const chargeArgs = 23
 
 // refusedDaily and refusedTotal begin the value of a refused charge's
 // marker, followed by its Owner (Owners may not begin with "!").
 const (
-	refusedDaily = "!d"
-	refusedTotal = "!t"
+	refusedDaily   = "!d"
+	refusedTotal   = "!t"
+	refusedWeekly  = "!w"
+	refusedMonthly = "!m"
 )
 
 // ReplicaTimeout bounds the wait for the replicas of a master to hold the
@@ -241,7 +260,8 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // chargeScript applies a chunk of charges atomically, the charges of
 // campaigns whose keys are all in one slot. KEYS are the spend hashes
 // (SpendKey) of the call's campaigns. ARGV[1] is the oldest day whose day
-// fields are kept (YYYY-MM-DD), ARGV[1+k] the marker prefix (MarkerPrefix)
+// fields are kept (YYYY-MM-DD), the Monday of its week and its month
+// (YYYY-MM), separated by spaces, ARGV[1+k] the marker prefix (MarkerPrefix)
 // of the campaign of KEYS[k], then for charge i, from j = 1 + #KEYS +
 // 12(i-1): ARGV[j+1] owner, ARGV[j+2] the index in KEYS of its campaign,
 // ARGV[j+3] micro-units (decimal int64 text), ARGV[j+4] the marker's
@@ -255,21 +275,26 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // ARGV[j+15] the click rules (InvalidRules.arg) or "" (none), ARGV[j+16]
 // the winner's impression key and ARGV[j+17] its keyHash or "", ARGV[j+18]
 // the shopper, ARGV[j+19] the expiry of the shopper's counters (Unix
-// seconds). It returns one outcome per charge: 1 applied, 2 replayed (same
-// owner), 3 duplicate (another owner), 4 refused for the daily budget, 5
-// refused for the total budget, 6 to 9 refused as an invalid click (no
-// impression, too fast, repeat, rate), 10 an impression recorded.
+// seconds), ARGV[j+20] the campaign's weekly and ARGV[j+21] its monthly
+// budget ("0": none), ARGV[j+22] the Monday of its day's week (WeekOf) and
+// ARGV[j+23] its month (MonthOf). It returns one outcome per charge: 1
+// applied, 2 replayed (same owner), 3 duplicate (another owner), 4 refused
+// for the daily budget, 5 refused for the total budget, 6 to 9 refused as
+// an invalid click (no impression, too fast, repeat, rate), 10 an
+// impression recorded, 17 (18) refused for the weekly (monthly) budget.
 //
-// First, each spend counter the chunk can move (each campaign's day fields
-// and total field) is read once (one HMGET per campaign) and checked to be
+// First, each spend counter the chunk can move (each campaign's day, week
+// and month fields and total field) is read once (one HMGET per campaign) and checked to be
 // an int64: a counter that is not fails the call before anything is
 // written. Then one HSETNX per charge claims its marker in its bucket (an
 // HGET reads the owner only when it was there already). A new marker's
 // charge is applied when the counters' running values plus its amount stay
-// within both budgets (the largest int64 when there is none), and they then
-// include it; otherwise its marker is set to "!t" or "!d" and the owner
-// (refused for the total, checked first, or the daily budget) and nothing
-// moves. A marker there already answers: its owner (replayed), "!d"/"!t"
+// within the four budgets (the largest int64 when there is none), and they
+// then include it; otherwise its marker is set to "!t", "!m", "!w" or "!d"
+// and the owner (refused for the first budget crossed, in the order total,
+// monthly, weekly, daily) and nothing moves. Every charge moves its day's,
+// week's and month's counters whatever budgets it has, so that a budget set
+// or changed within a period counts the period's spend before it. A marker there already answers: its owner (replayed), "!d"/"!t"
 // and its owner (refused again, whatever the budgets are now), anything
 // else (duplicate); a "!n", "!f", "!r" or "!c" marker and its owner
 // answers the invalid-click refusal it recorded. A click judged by the
@@ -289,9 +314,11 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // 0, or is chosen by the first charge of the epoch. At the end,
 // each counter that moved is written once (its new value; one HSET per
 // campaign), so is the refusal hint of each budget refused in the call
-// (field "!t", or "!" and the day field: the spend the last refused charge
-// would have made; see Cache.Spend), a campaign that got a new day field
-// loses its day fields older than ARGV[1] (but those of the call), the
+// (field "!t", or "!" and the day, week or month field: the spend the last
+// refused charge would have made; see Cache.Spend), a campaign that got a
+// new day field loses its day fields older than ARGV[1]'s day, its week
+// (month) fields of weeks (months) before its week (month), and their
+// hints (but those of the call), the
 // field "" of each epoch's bucket 0 gets its bucket count and markers (an
 // HSET whatever changed: every call writes, so that a WAIT after it covers
 // whatever the call found there), and each hash the call touched gets the
@@ -310,8 +337,8 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 var chargeScript = redis.NewScript(`
 local W = ` + strconv.Itoa(chargeArgs) + `
 local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa(MinMarkerBuckets) + `, ` + strconv.Itoa(MaxMarkerBuckets) + `
-local RD, RT = '` + refusedDaily + `', '` + refusedTotal + `'
-local CODES = {['` + refusedDaily + `'] = 4, ['` + refusedTotal + `'] = 5, ['` + refusedNoImpression + `'] = 6, ['` + refusedTooFast + `'] = 7, ['` + refusedRepeat + `'] = 8, ['` + refusedRate + `'] = 9}
+local RD, RT, RW, RM = '` + refusedDaily + `', '` + refusedTotal + `', '` + refusedWeekly + `', '` + refusedMonthly + `'
+local CODES = {['` + refusedDaily + `'] = 4, ['` + refusedTotal + `'] = 5, ['` + refusedWeekly + `'] = ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `, ['` + refusedMonthly + `'] = ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `, ['` + refusedNoImpression + `'] = 6, ['` + refusedTooFast + `'] = 7, ['` + refusedRepeat + `'] = 8, ['` + refusedRate + `'] = 9}
 local MARKS = {[6] = '` + refusedNoImpression + `', [7] = '` + refusedTooFast + `', [8] = '` + refusedRepeat + `', [9] = '` + refusedRate + `'}
 local function decided(v, owner)
   if v == owner then return 2 end
@@ -321,7 +348,8 @@ local function decided(v, owner)
 end
 local B = 1000000000
 local MAXV, MINV = {9223372036, 854775807}, {-9223372037, 145224192}
-local oldest = ARGV[1]
+local oldest, oldestW, oldestM = string.match(ARGV[1], '^(%S+) (%S+) (%S+)$')
+local OLDEST = {d = oldest, w = oldestW, m = oldestM}
 local nk = #KEYS
 local base = 1 + nk
 local function cmp(a, b)
@@ -492,13 +520,15 @@ local function judge(j, e, ki)
   return bad
 end
 local n = (#ARGV - base) / W
-local cd, ct = {}, {}
+local cd, ct, cw, cm = {}, {}, {}, {}
 for i = 1, n do
   local j = base + W * (i - 1)
   if ARGV[j+13] ~= 's' then
     local k = KEYS[tonumber(ARGV[j+2])]
     cd[i] = counter(k, 'd:' .. ARGV[j+12])
     ct[i] = counter(k, 't')
+    cw[i] = counter(k, 'w:' .. ARGV[j+22])
+    cm[i] = counter(k, 'm:' .. ARGV[j+23])
   end
 end
 for _, h in ipairs(horder) do
@@ -554,25 +584,30 @@ for i = 1, n do
     redis.call('HSET', hk, field, MARKS[bad] .. owner)
     out[i] = bad
   elseif not out[i] then
-    local m, c, d = num(ARGV[j+3]), ct[i], cd[i]
-    local th, tl = c.h + m[1], c.l + m[2]
-    if tl >= B then th, tl = th + 1, tl - B end
-    local dh, dl = d.h + m[1], d.l + m[2]
-    if dl >= B then dh, dl = dh + 1, dl - B end
-    local lt, ld = lim(ARGV[j+11]), lim(ARGV[j+10])
-    if th > lt[1] or (th == lt[1] and tl > lt[2]) then
-      redis.call('HSET', hk, field, RT .. owner)
-      hint(k, c.f, {th, tl})
-      out[i] = 5
-    elseif dh > ld[1] or (dh == ld[1] and dl > ld[2]) then
-      redis.call('HSET', hk, field, RD .. owner)
-      hint(k, d.f, {dh, dl})
+    local m, d = num(ARGV[j+3]), cd[i]
+    -- The counters in the order their budgets are checked: total, month,
+    -- week, day; the first over its budget refuses the charge.
+    local cs = {{ct[i], lim(ARGV[j+11]), RT, 5}, {cm[i], lim(ARGV[j+21]), RM, ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `},
+      {cw[i], lim(ARGV[j+20]), RW, ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `}, {d, lim(ARGV[j+10]), RD, 4}}
+    local sums, over = {}, nil
+    for x, e in ipairs(cs) do
+      local c, l = e[1], e[2]
+      local sh, sl = c.h + m[1], c.l + m[2]
+      if sl >= B then sh, sl = sh + 1, sl - B end
+      sums[x] = {sh, sl}
+      if not over and (sh > l[1] or (sh == l[1] and sl > l[2])) then over = x end
+    end
+    if over then
+      local e = cs[over]
+      redis.call('HSET', hk, field, e[3] .. owner)
+      hint(k, e[1].f, sums[over])
       if not d.existed then pruned[k] = true end
-      out[i] = 4
+      out[i] = e[4]
     else
       if m[1] > 0 or m[2] > 0 then
-        c.h, c.l, c.moved = th, tl, true
-        d.h, d.l, d.moved = dh, dl, true
+        for x, e in ipairs(cs) do
+          e[1].h, e[1].l, e[1].moved = sums[x][1], sums[x][2], true
+        end
         if not d.existed then pruned[k] = true end
       end
       out[i] = 1
@@ -593,8 +628,8 @@ for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text(h.v)) end
 for k in pairs(pruned) do
   local gone, h = {}, hashes[k]
   for _, f in ipairs(redis.call('HKEYS', k)) do
-    local day = string.match(f, '^!?d:(.+)$')
-    if day and day < oldest and not h.byf['d:' .. day] then gone[#gone + 1] = f end
+    local kind, at = string.match(f, '^!?([dwm]):(.+)$')
+    if kind and at < OLDEST[kind] and not h.byf[kind .. ':' .. at] then gone[#gone + 1] = f end
   end
   if #gone > 0 then redis.call('HDEL', k, unpack(gone)) end
 end
@@ -667,7 +702,7 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 		}
 		for j, v := range vals {
 			n, ok := v.(int64)
-			if !ok || n < int64(ChargeApplied) || n > int64(ChargeRecorded) {
+			if !ok || n < int64(ChargeApplied) || (n > int64(ChargeRecorded) && n != int64(ChargeRefusedWeekly) && n != int64(ChargeRefusedMonthly)) {
 				return nil, fmt.Errorf("budget: charge script returned %v", v)
 			}
 			out[c.idx[j]] = ChargeOutcome(n)
@@ -727,7 +762,8 @@ type chargeCall struct {
 // each of its campaigns' spend hashes once for many charges; and cuts each
 // group into chunks.
 func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
-	oldest := DayOf(now.Add(-DayFieldsKept), time.UTC)
+	oldestDay := DayOf(now.Add(-DayFieldsKept), time.UTC)
+	oldest := oldestDay + " " + WeekOf(oldestDay) + " " + MonthOf(oldestDay)
 	order := make([]int, len(charges))
 	for i := range order {
 		order[i] = i
@@ -794,7 +830,8 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 				strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
 				strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), legacy, old,
 				strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day,
-				mode, ms, rules, seen, seenHash, shopper, until)
+				mode, ms, rules, seen, seenHash, shopper, until,
+				strconv.FormatInt(c.Limits.WeeklyMicros, 10), strconv.FormatInt(c.Limits.MonthlyMicros, 10), WeekOf(c.Day), MonthOf(c.Day))
 			call.idx = append(call.idx, i)
 		}
 	}

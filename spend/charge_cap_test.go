@@ -487,7 +487,7 @@ func TestRefusalStopsServing(t *testing.T) {
 			t.Fatal(err)
 		}
 		d, tot := cache.Spend(mp, time.UTC, camp, now)
-		v := Check(l, d, tot, now, time.UTC)
+		v := Check(l, Spent{Day: d, Total: tot}, now, time.UTC)
 		if d != wantDay || tot != wantTotal || (v == DailyExhausted || v == TotalExhausted) != exhausted {
 			t.Errorf("%s: spend %d / %d, %v; want %d / %d, exhausted %v", what, d, tot, v, wantDay, wantTotal, exhausted)
 		}

@@ -419,14 +419,19 @@ func TestApplyChargesRejects(t *testing.T) {
 
 // TestOldDayFields: a charge that writes a new day field of a campaign
 // deletes its day fields (and their refusal hints) older than
-// DayFieldsKept, but those of the call itself (a lagging replay of an old
-// day keeps its own); recent ones and the total stay.
+// DayFieldsKept, and its week and month fields (and hints) of weeks and
+// months that ended before that day, but those of the call itself (a
+// lagging replay of an old day keeps its own); recent ones and the total
+// stay.
 func TestOldDayFields(t *testing.T) {
 	ctx, rdb, mp := chargeEnv(t)
 	now := time.Now()
 	day := func(daysAgo int) string { return DayOf(now.AddDate(0, 0, -daysAgo), time.UTC) }
+	w := func(d string) string { return WeekField(WeekOf(d)) }
+	m := func(d string) string { return MonthField(MonthOf(d)) }
 	k := SpendKey(mp, "c")
-	if err := rdb.HSet(ctx, k, DayField(day(40)), 1, "!"+DayField(day(40)), 9, DayField(day(36)), 2, DayField(day(10)), 3, TotalField, 6).Err(); err != nil {
+	if err := rdb.HSet(ctx, k, DayField(day(40)), 1, "!"+DayField(day(40)), 9, DayField(day(36)), 2, DayField(day(10)), 3, TotalField, 6,
+		w(day(10)), 3, m(day(10)), 3, w(day(45)), 5, "!"+w(day(45)), 7, m(day(70)), 4).Err(); err != nil {
 		t.Fatal(err)
 	}
 	c := func(key, d string) Charge {
@@ -436,8 +441,8 @@ func TestOldDayFields(t *testing.T) {
 	if _, err := ApplyCharges(ctx, rdb, []Charge{c("a", day(10))}, replicas()); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.HLen(ctx, k).Result(); n != 5 {
-		t.Errorf("%d fields after a charge of an existing day, want 5", n)
+	if n, _ := rdb.HLen(ctx, k).Result(); n != 10 {
+		t.Errorf("%d fields after a charge of an existing day, want 10", n)
 	}
 	// A new day, with one of an old day in the same call.
 	if _, err := ApplyCharges(ctx, rdb, []Charge{c("b", day(0)), c("old", day(38))}, replicas()); err != nil {
@@ -447,7 +452,15 @@ func TestOldDayFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{DayField(day(0)): "10", DayField(day(38)): "10", DayField(day(10)): "13", TotalField: "36"}
+	sums := map[string]int{DayField(day(0)): 10, DayField(day(38)): 10, DayField(day(10)): 13, TotalField: 36, w(day(10)): 13, m(day(10)): 13}
+	for _, d := range []string{day(0), day(38)} {
+		sums[w(d)] += 10
+		sums[m(d)] += 10
+	}
+	want := map[string]string{}
+	for f, v := range sums {
+		want[f] = strconv.Itoa(v)
+	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("spend hash %v, want %v", got, want)
 	}

@@ -74,6 +74,12 @@ const (
 	// NoChargeTotalBudget: the charge would have taken the campaign's total
 	// spend over its total budget.
 	NoChargeTotalBudget NoCharge = "total_budget"
+	// NoChargeWeeklyBudget: the charge would have taken the campaign's
+	// spend of the interaction's local week over its weekly budget.
+	NoChargeWeeklyBudget NoCharge = "weekly_budget"
+	// NoChargeMonthlyBudget: the same for the local month and its monthly
+	// budget.
+	NoChargeMonthlyBudget NoCharge = "monthly_budget"
 )
 
 // Refusal is the reason of a charge the script refused (for a budget or as
@@ -84,6 +90,10 @@ func Refusal(o ChargeOutcome) NoCharge {
 		return NoChargeDailyBudget
 	case ChargeRefusedTotal:
 		return NoChargeTotalBudget
+	case ChargeRefusedWeekly:
+		return NoChargeWeeklyBudget
+	case ChargeRefusedMonthly:
+		return NoChargeMonthlyBudget
 	case ChargeRefusedFunds:
 		return NoChargeInsufficientBalance
 	case ChargeInvalidNoImpression:

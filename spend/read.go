@@ -18,12 +18,21 @@ import (
 // Spent is one campaign's spend as the charge script keeps it: the counters
 // of a local day and of all time, and the refusal hints beside them (the
 // spend a charge refused for that budget would have made; 0 when none).
-// What was charged is Day and Total; the auction sees the campaign at
-// max(counter, hint) (docs/design/budgets.md, The cap).
+// Week and Month are the counters of the local week and month that hold
+// the day. What was charged is Day, Week, Month and Total; the auction
+// sees the campaign at max(counter, hint) (docs/design/budgets.md, The cap).
 type Spent struct {
-	Day, Total         int64
-	DayHint, TotalHint int64
+	Day, Total          int64
+	DayHint, TotalHint  int64
+	Week, Month         int64
+	WeekHint, MonthHint int64
 }
+
+// EffectiveWeek is the week spend the auction's budget rule reads.
+func (s Spent) EffectiveWeek() int64 { return max(s.Week, s.WeekHint) }
+
+// EffectiveMonth is the month spend the auction's budget rule reads.
+func (s Spent) EffectiveMonth() int64 { return max(s.Month, s.MonthHint) }
 
 // EffectiveDay is the day spend the auction's budget rule reads: the
 // counter, or the refusal hint when it is higher.
@@ -33,7 +42,8 @@ func (s Spent) EffectiveDay() int64 { return max(s.Day, s.DayHint) }
 func (s Spent) EffectiveTotal() int64 { return max(s.Total, s.TotalHint) }
 
 // ReadSpends reads the spend of campaigns ids of marketplace mp on the local
-// day day (YYYY-MM-DD, see DayOf) and of all time, in one round trip: one
+// day day (YYYY-MM-DD, see DayOf), of the local week and month that hold it
+// and of all time, in one round trip: one
 // HMGET of each campaign's spend hash, pipelined (on a Redis Cluster, one
 // pipeline a master, sent together). Absent fields read 0. A value that is
 // not an integer fails the whole read, naming the key and the field. The
@@ -49,8 +59,8 @@ func ReadSpends(ctx context.Context, rdb redis.UniversalClient, mp, day string, 
 	if len(ids) == 0 {
 		return out, nil
 	}
-	df := DayField(day)
-	fields := []string{df, "!" + df, TotalField, "!" + TotalField}
+	df, wf, mf := DayField(day), WeekField(WeekOf(day)), MonthField(MonthOf(day))
+	fields := []string{df, "!" + df, TotalField, "!" + TotalField, wf, "!" + wf, mf, "!" + mf}
 	cmds := make([]*redis.SliceCmd, len(ids))
 	pipe := rdb.Pipeline()
 	for i, id := range ids {
@@ -67,7 +77,7 @@ func ReadSpends(ctx context.Context, rdb redis.UniversalClient, mp, day string, 
 		if len(vals) != len(fields) {
 			return nil, fmt.Errorf("budget: HMGET answered %d values for %d fields", len(vals), len(fields))
 		}
-		var got [4]int64
+		var got [8]int64
 		for k := range fields {
 			v, err := spendValue(vals[k])
 			if err != nil {
@@ -75,7 +85,8 @@ func ReadSpends(ctx context.Context, rdb redis.UniversalClient, mp, day string, 
 			}
 			got[k] = v
 		}
-		out[i] = Spent{Day: got[0], DayHint: got[1], Total: got[2], TotalHint: got[3]}
+		out[i] = Spent{Day: got[0], DayHint: got[1], Total: got[2], TotalHint: got[3],
+			Week: got[4], WeekHint: got[5], Month: got[6], MonthHint: got[7]}
 	}
 	return out, nil
 }

@@ -25,6 +25,7 @@ func TestReadSpend(t *testing.T) {
 	add(t, rdb, "mp1", "c2", "2024-05-10", 7)
 	add(t, rdb, "mp2", "c3", "2024-05-10", 99) // another marketplace
 	mr.HSet(SpendKey("mp1", "c2"), "!"+DayField("2024-05-10"), "12")
+	mr.HSet(SpendKey("mp1", "c2"), "!"+WeekField("2024-05-06"), "20", "!"+MonthField("2024-05"), "30")
 	mr.HSet(SpendKey("mp1", "c1"), "!"+TotalField, "2000000")
 	mr.HSet(SpendKey("mp1", "big"), TotalField, "9223372036854775807")
 
@@ -35,13 +36,13 @@ func TestReadSpend(t *testing.T) {
 	}{
 		{"none", nil, []Spent{}},
 		{"counters and hints", []string{"c1", "c2", "c3", "unknown", "big"}, []Spent{
-			{Day: 1_500_000, Total: 1_750_000, TotalHint: 2_000_000},
-			{Day: 7, Total: 7, DayHint: 12},
+			{Day: 1_500_000, Total: 1_750_000, TotalHint: 2_000_000, Week: 1_750_000, Month: 1_750_000}, // 05-09: the same week and month
+			{Day: 7, Total: 7, DayHint: 12, Week: 7, WeekHint: 20, Month: 7, MonthHint: 30},
 			{}, // c3 is mp2's
 			{},
 			{Total: math.MaxInt64},
 		}},
-		{"one campaign twice", []string{"c2", "c2"}, []Spent{{Day: 7, Total: 7, DayHint: 12}, {Day: 7, Total: 7, DayHint: 12}}},
+		{"one campaign twice", []string{"c2", "c2"}, []Spent{{Day: 7, Total: 7, DayHint: 12, Week: 7, WeekHint: 20, Month: 7, MonthHint: 30}, {Day: 7, Total: 7, DayHint: 12, Week: 7, WeekHint: 20, Month: 7, MonthHint: 30}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := mr.CommandCount()

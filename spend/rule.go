@@ -9,14 +9,28 @@ import (
 // Limits are a campaign's budgets in micro-units. 0 means no limit. A negative
 // limit is invalid (the campaign API never stores one); Check treats it as
 // exhausted, so that bad data stops spend rather than lifting the cap.
+// WeeklyMicros caps the spend of each local week (Monday to Sunday in the
+// marketplace's time zone), MonthlyMicros that of each local calendar month.
 // Hours, when not nil, are the local hours the campaign serves (its
-// timetable): pacing spreads the daily budget over them instead of the
-// whole day.
+// timetable): pacing spreads the budgets over them instead of the whole
+// day.
 type Limits struct {
-	DailyMicros int64
-	TotalMicros int64
-	Hours       *Hours
+	DailyMicros   int64
+	WeeklyMicros  int64
+	MonthlyMicros int64
+	TotalMicros   int64
+	Hours         *Hours
 }
+
+// Period is the span a weekly or monthly budget covers.
+type Period uint8
+
+const (
+	// PeriodWeek: the local week, Monday 00:00 to the next Monday 00:00.
+	PeriodWeek Period = iota + 1
+	// PeriodMonth: the local calendar month.
+	PeriodMonth
+)
 
 // Hours are the local hours of the week a campaign serves (dayparting):
 // bit h of Hours[d] is the hour [h:00, h+1:00) of local wall-clock time on
@@ -57,6 +71,11 @@ const (
 	// Paced: today's spend is ahead of the pacing curve; the campaign sits
 	// this auction out and comes back as the day goes on.
 	Paced
+	// WeeklyExhausted: this local week's spend has reached the weekly budget.
+	WeeklyExhausted
+	// MonthlyExhausted: this local month's spend has reached the monthly
+	// budget.
+	MonthlyExhausted
 )
 
 func (v Verdict) String() string {
@@ -69,6 +88,10 @@ func (v Verdict) String() string {
 		return "daily_exhausted"
 	case Paced:
 		return "paced"
+	case WeeklyExhausted:
+		return "weekly_exhausted"
+	case MonthlyExhausted:
+		return "monthly_exhausted"
 	}
 	return "Verdict(" + strconv.Itoa(int(v)) + ")"
 }
@@ -77,59 +100,213 @@ func (v Verdict) String() string {
 // one hour of budget is available from local midnight on.
 const pacingLeadSeconds = 3600
 
-// Check applies the budget rule to a campaign's spend at now, in the
+// Check applies the budget rule to a campaign's spend s (its effective
+// values: counters or refusal hints, whichever is higher) at now, in the
 // marketplace's time zone loc (nil means UTC), in this order:
 //
-//  1. TotalExhausted when TotalMicros is set and totalSpent >= TotalMicros;
-//  2. DailyExhausted when DailyMicros is set and daySpent >= DailyMicros;
-//  3. Paced when DailyMicros is set and daySpent >= Allowed(DailyMicros, now, loc);
-//  4. OK otherwise.
-func Check(l Limits, daySpent, totalSpent int64, now time.Time, loc *time.Location) Verdict {
-	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
+//  1. TotalExhausted when TotalMicros is set and the total spend >= TotalMicros;
+//  2. MonthlyExhausted when MonthlyMicros is set and this month's spend >= it;
+//  3. WeeklyExhausted when WeeklyMicros is set and this week's spend >= it;
+//  4. DailyExhausted when DailyMicros is set and today's spend >= it;
+//  5. Paced when DailyMicros is set and today's spend >= AllowedIn(DailyMicros,
+//     Hours, now, loc), or WeeklyMicros (MonthlyMicros) is set and today's
+//     spend >= PeriodAllowedIn of it, with the period's spend before today;
+//  6. OK otherwise.
+func Check(l Limits, s Spent, now time.Time, loc *time.Location) Verdict {
+	p := s.periods()
+	if v, decided := checkBeforePacing(&l, &p); decided {
 		return v
 	}
-	if daySpent >= AllowedIn(l.DailyMicros, l.Hours, now, loc) {
+	loc = orUTC(loc)
+	if l.DailyMicros > 0 && p.day >= AllowedIn(l.DailyMicros, l.Hours, now, loc) {
+		return Paced
+	}
+	if periodPaced(l, p, now, loc, nil) {
 		return Paced
 	}
 	return OK
+}
+
+// periods is a campaign's effective spend of each budget's period.
+type periods struct{ day, week, month, total int64 }
+
+func (s Spent) periods() periods {
+	return periods{day: s.EffectiveDay(), week: s.EffectiveWeek(), month: s.EffectiveMonth(), total: s.EffectiveTotal()}
+}
+
+// spans are the ends of the local week and month that hold a local day
+// [start, end): the spend cache's snapshot knows them.
+type spans struct {
+	start, end, weekEnd, monthEnd time.Time
+}
+
+// periodPaced is the pacing step of the weekly and monthly budgets: the
+// day's spend at or above PeriodAllowedIn. sp, when not nil, holds the
+// bounds of the local day of now (not for served hours).
+func periodPaced(l Limits, p periods, now time.Time, loc *time.Location, sp *spans) bool {
+	for _, b := range [2]struct {
+		budget, spent int64
+		period        Period
+	}{{l.WeeklyMicros, p.week, PeriodWeek}, {l.MonthlyMicros, p.month, PeriodMonth}} {
+		if b.budget <= 0 {
+			continue
+		}
+		before := max(b.spent-p.day, 0)
+		var allowed int64
+		if sp != nil && l.Hours == nil {
+			end := sp.weekEnd
+			if b.period == PeriodMonth {
+				end = sp.monthEnd
+			}
+			allowed = spreadAt(b.budget-before, int64(now.Sub(sp.start)/time.Second), int64(end.Sub(sp.start)/time.Second), pacingLeadSeconds)
+		} else {
+			allowed = PeriodAllowedIn(b.budget, before, b.period, l.Hours, now, loc)
+		}
+		if p.day >= allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // checkInDay is Check with the local day holding now already known, [start,
-// end): the spend cache's snapshot knows it, and the auction asks for every
-// campaign at one instant. Not for served hours (l.Hours nil): Check paces
-// over them.
-func checkInDay(l Limits, daySpent, totalSpent int64, now, start, end time.Time) Verdict {
-	if v, decided := checkBeforePacing(l, daySpent, totalSpent); decided {
+// end), and the ends of its week and month: the spend cache's snapshot
+// knows them, and the auction asks for every campaign at one instant. Not
+// for served hours (l.Hours nil): Check paces over them.
+func checkInDay(l *Limits, p *periods, now time.Time, sp *spans) Verdict {
+	if v, decided := checkBeforePacing(l, p); decided {
 		return v
 	}
-	if daySpent >= allowedAt(l.DailyMicros, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second)) {
+	if l.DailyMicros > 0 && p.day >= allowedAt(l.DailyMicros, int64(now.Sub(sp.start)/time.Second), int64(sp.end.Sub(sp.start)/time.Second)) {
+		return Paced
+	}
+	if periodPaced(*l, *p, now, nil, sp) {
 		return Paced
 	}
 	return OK
 }
 
+// periodUnpaced: with nothing spent today, a weekly or monthly budget with
+// at least this much left is not paced (its allowance of the day's first
+// served hour, floor(left × 3600 / D), is at least 1 for the longest month,
+// D <= 31 days and an hour).
+const periodUnpaced = 800
+
 // checkBeforePacing is the budget rule's steps that need no clock; decided is
-// false when only the pacing step (daySpent against Allowed, with a daily
-// budget above 0) can tell.
-func checkBeforePacing(l Limits, daySpent, totalSpent int64) (v Verdict, decided bool) {
-	if l.TotalMicros != 0 && totalSpent >= l.TotalMicros {
+// false when only the pacing step (the day's spend against Allowed, with a
+// daily, weekly or monthly budget above 0) can tell.
+func checkBeforePacing(l *Limits, p *periods) (v Verdict, decided bool) {
+	if l.TotalMicros != 0 && p.total >= l.TotalMicros {
 		return TotalExhausted, true
 	}
-	if l.DailyMicros == 0 {
-		return OK, true
+	if l.WeeklyMicros|l.MonthlyMicros == 0 { // no weekly or monthly budget (most campaigns): the daily one alone
+		switch {
+		case l.DailyMicros == 0:
+			return OK, true
+		case p.day >= l.DailyMicros:
+			return DailyExhausted, true
+		case p.day <= 0 && l.DailyMicros >= 25: // see below
+			return OK, true
+		}
+		return 0, false
 	}
-	if daySpent >= l.DailyMicros {
+	if l.MonthlyMicros != 0 && p.month >= l.MonthlyMicros {
+		return MonthlyExhausted, true
+	}
+	if l.WeeklyMicros != 0 && p.week >= l.WeeklyMicros {
+		return WeeklyExhausted, true
+	}
+	if l.DailyMicros != 0 && p.day >= l.DailyMicros {
 		return DailyExhausted, true
+	}
+	if l.DailyMicros == 0 && l.WeeklyMicros == 0 && l.MonthlyMicros == 0 {
+		return OK, true
 	}
 	// Nothing spent today: Allowed is at least floor(daily / 25) (the first
 	// hour of the longest day; AllowedIn of served hours at least
 	// floor(daily / 24)), so a daily budget of 25 µ or more is not paced,
-	// and the time-zone arithmetic is not needed (most campaigns of most
-	// auctions).
-	if daySpent <= 0 && l.DailyMicros >= 25 {
+	// nor a weekly or monthly one with periodUnpaced left, and the
+	// time-zone arithmetic is not needed (most campaigns of most auctions).
+	if p.day <= 0 && (l.DailyMicros == 0 || l.DailyMicros >= 25) &&
+		(l.WeeklyMicros == 0 || l.WeeklyMicros-p.week >= periodUnpaced) &&
+		(l.MonthlyMicros == 0 || l.MonthlyMicros-p.month >= periodUnpaced) {
 		return OK, true
 	}
 	return 0, false
+}
+
+// PeriodAllowedIn is how much a campaign may have spent by now on the
+// local day holding now (in loc, nil means UTC) under a weekly or monthly
+// budget of which it spent before on the earlier days of the period: what
+// is left of the budget, spread over the served hours left in the period,
+// one served hour ahead,
+//
+//	floor((budget − before) × min(1, (s + 3600) / R))
+//
+// where s is the seconds of the local day before now and R the seconds from
+// the start of the local day to the end of the period; with served hours h
+// (not nil), both count served seconds only, by the local wall clock (as
+// AllowedIn). A period without served hours left gives what is left. What
+// a day leaves unspent is spread over the days after it; what it spends
+// ahead, taken from them. budget <= before gives 0.
+func PeriodAllowedIn(budget, before int64, p Period, h *Hours, now time.Time, loc *time.Location) int64 {
+	return periodSpread(budget, before, p, h, now, orUTC(loc), pacingLeadSeconds)
+}
+
+// PeriodEvenIn is the even spread PeriodAllowedIn runs one served hour
+// ahead of: floor((budget − before) × min(1, s / R)).
+func PeriodEvenIn(budget, before int64, p Period, h *Hours, now time.Time, loc *time.Location) int64 {
+	return periodSpread(budget, before, p, h, now, orUTC(loc), 0)
+}
+
+func periodSpread(budget, before int64, p Period, h *Hours, now time.Time, loc *time.Location, lead int64) int64 {
+	left := budget - before
+	if left <= 0 {
+		return 0
+	}
+	local := now.In(loc)
+	if h == nil {
+		start, _ := dayBounds(now, loc)
+		end := PeriodEnd(local, p, loc)
+		return spreadAt(left, int64(now.Sub(start)/time.Second), int64(end.Sub(start)/time.Second), lead)
+	}
+	s, _ := h.served(local)
+	days := 7 - (int(local.Weekday())+6)%7
+	if p == PeriodMonth {
+		y, m, d := local.Date()
+		days = time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day() - d + 1
+	}
+	var r int64
+	wd := (int(local.Weekday()) + 6) % 7
+	for i := range days {
+		r += int64(bits.OnesCount32(h[(wd+i)%7])) * 3600
+	}
+	if r == 0 {
+		return left
+	}
+	return spreadAt(left, s, r, lead)
+}
+
+// PeriodStart is the first instant of the local week (Monday 00:00) or
+// month (the 1st, 00:00) that holds t, in loc (nil means UTC).
+func PeriodStart(t time.Time, p Period, loc *time.Location) time.Time {
+	loc = orUTC(loc)
+	y, m, d := t.In(loc).Date()
+	if p == PeriodMonth {
+		return startOfDay(y, m, 1, loc)
+	}
+	return startOfDay(y, m, d-(int(t.In(loc).Weekday())+6)%7, loc)
+}
+
+// PeriodEnd is the first instant after the local week or month that holds
+// t, in loc (nil means UTC): the next Monday 00:00, the next month's 1st.
+func PeriodEnd(t time.Time, p Period, loc *time.Location) time.Time {
+	loc = orUTC(loc)
+	y, m, d := t.In(loc).Date()
+	if p == PeriodMonth {
+		return startOfDay(y, m+1, 1, loc)
+	}
+	return startOfDay(y, m, d+7-(int(t.In(loc).Weekday())+6)%7, loc)
 }
 
 // Allowed is how much of the daily budget may have been spent by now:

@@ -222,7 +222,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Check(tt.l, tt.day, tt.total, tt.now, tt.loc); got != tt.want {
+			if got := Check(tt.l, Spent{Day: tt.day, Total: tt.total}, tt.now, tt.loc); got != tt.want {
 				t.Errorf("Check(%+v, day %d, total %d) = %s, want %s", tt.l, tt.day, tt.total, got, tt.want)
 			}
 		})
@@ -272,7 +272,7 @@ func BenchmarkCheck(b *testing.B) {
 	now := utc("2024-05-10T10:00:00Z")
 	b.ReportAllocs()
 	for b.Loop() {
-		if Check(l, 1e6, 2e6, now, berlin) != OK {
+		if Check(l, Spent{Day: 1e6, Total: 2e6}, now, berlin) != OK {
 			b.Fatal("not OK")
 		}
 	}
@@ -322,10 +322,10 @@ func TestAllowedIn(t *testing.T) {
 					want = DailyExhausted
 				}
 			}
-			if got := Check(l, spent, 0, now, berlin); got != want {
+			if got := Check(l, Spent{Day: spent}, now, berlin); got != want {
 				t.Errorf("%s: Check(spent %d) %s, want %s", tc.local, spent, got, want)
 			}
-			if got := checkInDay(Limits{DailyMicros: daily}, spent, 0, now, start, end); got != Check(Limits{DailyMicros: daily}, spent, 0, now, berlin) {
+			if got := checkInDay(&Limits{DailyMicros: daily}, &periods{day: spent}, now, &spans{start: start, end: end}); got != Check(Limits{DailyMicros: daily}, Spent{Day: spent}, now, berlin) {
 				t.Errorf("%s: checkInDay(spent %d) %s, Check without hours differs", tc.local, spent, got)
 			}
 		}

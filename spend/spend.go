@@ -65,14 +65,44 @@ const TotalField = "t"
 // DayField(day) holds the refusal hint of its daily budget that day.
 func DayField(day string) string { return "d:" + day }
 
+// WeekField is the field of a spend hash that holds the campaign's spend of
+// the local week that begins on Monday monday (YYYY-MM-DD, WeekOf); "!" +
+// WeekField(monday) holds the refusal hint of its weekly budget that week.
+func WeekField(monday string) string { return "w:" + monday }
+
+// MonthField is the field of a spend hash that holds the campaign's spend of
+// the local calendar month month (YYYY-MM, MonthOf); "!" + MonthField(month)
+// holds the refusal hint of its monthly budget that month.
+func MonthField(month string) string { return "m:" + month }
+
+// WeekOf is the Monday (YYYY-MM-DD) of the week that holds the local day day
+// (YYYY-MM-DD, DayOf): weeks run Monday to Sunday in the marketplace's time
+// zone. A day that is not a date gives "".
+func WeekOf(day string) string {
+	t, err := time.Parse(dayLayout, day)
+	if err != nil {
+		return ""
+	}
+	return t.AddDate(0, 0, -((int(t.Weekday()) + 6) % 7)).Format(dayLayout)
+}
+
+// MonthOf is the calendar month (YYYY-MM) of the local day day (YYYY-MM-DD).
+func MonthOf(day string) string {
+	if len(day) < 7 {
+		return ""
+	}
+	return day[:7]
+}
+
 // DayOf is the local date of t in loc, as YYYY-MM-DD. A nil loc means UTC.
 func DayOf(t time.Time, loc *time.Location) string {
 	return t.In(orUTC(loc)).Format(dayLayout)
 }
 
-// AddSpend adds micros to campaignID's spend of the local day day (see DayOf)
-// and to its all-time spend, in one MULTI/EXEC transaction on the
-// campaign's spend hash: both counters move together or neither does.
+// AddSpend adds micros to campaignID's spend of the local day day (see DayOf),
+// of the local week and month that hold it and of all time, in one
+// MULTI/EXEC transaction on the campaign's spend hash: the counters move
+// together or none does.
 //
 // AddSpend is NOT idempotent: calling it twice for one charge counts the
 // charge twice. The charging pipeline must deduplicate charges (by click or
@@ -102,6 +132,8 @@ func AddSpend(ctx context.Context, rdb redis.UniversalClient, mp, campaignID, da
 	k := SpendKey(mp, campaignID)
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HIncrBy(ctx, k, DayField(day), micros)
+		p.HIncrBy(ctx, k, WeekField(WeekOf(day)), micros)
+		p.HIncrBy(ctx, k, MonthField(MonthOf(day)), micros)
 		p.HIncrBy(ctx, k, TotalField, micros)
 		return nil
 	})

@@ -2,10 +2,12 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,8 +30,9 @@ type campaignRow struct {
 	VendorName string
 	// Spend: SpendRead when the list read it; SpendOK when Redis answered
 	// (otherwise the page says "unavailable").
-	SpendRead, SpendOK bool
-	Today, Total       int64
+	SpendRead, SpendOK  bool
+	Today, Total        int64
+	ThisWeek, ThisMonth int64
 }
 
 type campaignsData struct {
@@ -128,6 +131,7 @@ func (c *Console) campaignRows(ctx *gin.Context, cs []campaigns.Campaign) []camp
 		r := campaignRow{Campaign: x, Status: views[i].Status, Reason: views[i].StatusReason, SpendRead: true}
 		if sp := views[i].Spend; sp != nil && sp.Available {
 			r.SpendOK, r.Today, r.Total = true, int64(*sp.Today), int64(*sp.Total)
+			r.ThisWeek, r.ThisMonth = int64(*sp.ThisWeek), int64(*sp.ThisMonth)
 		}
 		name, ok := names[x.VendorID]
 		if !ok {
@@ -157,6 +161,12 @@ type campaignData struct {
 	Currency  string
 	TimeZone  string
 	HasBudget bool
+	// Period and PeriodMicros: the budget of a period (campaigns.Budget*,
+	// "" when none), shown and edited by the budget form; PeriodSpent its
+	// spend (today's, this week's or this month's).
+	Period       string
+	PeriodMicros int64
+	PeriodSpent  int64
 	// Schedule, Exact, Phrase: the dayparting and negative keywords forms
 	// (controls.go).
 	Schedule      []scheduleDay
@@ -185,14 +195,23 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 		return
 	}
 	rows := c.campaignRows(ctx, []campaigns.Campaign{cp})
-	d := campaignData{C: cp, Row: rows[0], Currency: v.Marketplace.Currency, TimeZone: v.Marketplace.Timezone,
-		HasBudget: cp.DailyBudgetMicros > 0}
+	d := campaignData{C: cp, Row: rows[0], Currency: v.Marketplace.Currency, TimeZone: v.Marketplace.Timezone}
+	d.Period, d.PeriodMicros = campaigns.BudgetPeriod(cp)
+	d.HasBudget = d.PeriodMicros > 0
+	switch d.Period {
+	case campaigns.BudgetWeekly:
+		d.PeriodSpent = d.Row.ThisWeek
+	case campaigns.BudgetMonthly:
+		d.PeriodSpent = d.Row.ThisMonth
+	default:
+		d.PeriodSpent = d.Row.Today
+	}
 	d.Bids, d.MoreBids = c.bidRows(mp, cp)
 	loc := v.Marketplace.Location()
 	now := c.o.Now()
 	d.Day = spend.DayOf(now, loc)
 	if d.Row.SpendOK {
-		d.Pacing = campaigns.Pacing(cp, now, loc, spend.Spent{Day: d.Row.Today, Total: d.Row.Total})
+		d.Pacing = campaigns.Pacing(cp, now, loc, spend.Spent{Day: d.Row.Today, Week: d.Row.ThisWeek, Month: d.Row.ThisMonth, Total: d.Row.Total})
 	}
 	c.pacingChart(ctx, &d, now, loc)
 	d.Schedule = scheduleOf(cp)
@@ -243,7 +262,9 @@ const pacingStep = 5 * time.Minute
 // holding now (from the charges in ClickHouse) against the daily budget's
 // even spread (spend.EvenIn) and the pacing limit the auction applies
 // (spend.AllowedIn), both over the campaign's served hours when it has a
-// timetable.
+// timetable. For a weekly or monthly budget the lines are today's share of
+// what the period has left (spend.PeriodEvenIn, spend.PeriodAllowedIn, with
+// the period's spend before today).
 func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, loc *time.Location) {
 	if c.o.Performance == nil {
 		d.ChartErr = "The spend over the day is not read by this process."
@@ -263,6 +284,20 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 	}
 	daily := d.C.DailyBudgetMicros
 	hours := campaigns.ServedHours(d.C.Timetables) // a timetable: the budget spreads over its hours
+	var period spend.Period
+	switch d.Period {
+	case campaigns.BudgetWeekly:
+		period = spend.PeriodWeek
+	case campaigns.BudgetMonthly:
+		period = spend.PeriodMonth
+	}
+	before := max(d.PeriodSpent-d.Row.Today, 0) // the period's spend before today
+	lines := func(at time.Time) (e, a int64) {
+		if period != 0 {
+			return spend.PeriodEvenIn(d.PeriodMicros, before, period, hours, at, loc), spend.PeriodAllowedIn(d.PeriodMicros, before, period, hours, at, loc)
+		}
+		return spend.EvenIn(daily, hours, at, loc), spend.AllowedIn(daily, hours, at, loc)
+	}
 	n := len(steps) + 1
 	x := make([]int64, n)
 	spent := make([]*float64, n)
@@ -286,10 +321,14 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 			spent[i] = unit(sum)
 		}
 		var e, a int64
-		if daily > 0 {
-			e, a = spend.EvenIn(daily, hours, at, loc), spend.AllowedIn(daily, hours, at, loc)
-			if i == n-1 {
+		if d.HasBudget {
+			switch {
+			case i == n-1 && period == 0:
 				e, a = daily, daily // the day's end: its whole budget
+			case i == n-1:
+				e, a = lines(to.Add(-time.Second)) // the day's last second: today's share
+			default:
+				e, a = lines(at)
 			}
 			even[i], allowed[i] = unit(e), unit(a)
 		}
@@ -298,7 +337,7 @@ func (c *Console) pacingChart(ctx *gin.Context, d *campaignData, now time.Time, 
 		}
 	}
 	series := []Series{{Label: "Spend", Values: spent, Color: colorBlue, Format: "money"}}
-	if daily > 0 {
+	if d.HasBudget {
 		series = append(series,
 			Series{Label: "Even pace", Values: even, Color: colorGreen, Format: "money"},
 			Series{Label: "Pacing limit", Values: allowed, Color: colorOrange, Format: "money"})
@@ -316,4 +355,35 @@ type spentCell struct {
 // spendCell makes a spentCell; High (90 % of the budget) colours the gauge.
 func spendCell(ok bool, spent, budget int64) spentCell {
 	return spentCell{OK: ok, Spent: spent, Budget: budget, High: budget / 10 * 9}
+}
+
+// setBudget sets the campaign's budget of a period from the form (period
+// daily, weekly or monthly and its amount; period none removes it), as
+// PATCH …/campaigns/{id} with {"budget": …} does: the same rules.
+func (c *Console) setBudget(ctx *gin.Context) {
+	cp, ok := c.ownCampaign(ctx)
+	if !ok {
+		return
+	}
+	if err := ctx.Request.ParseForm(); err != nil {
+		c.formError(ctx, errkind.New(errkind.Invalid, "the form could not be read"), func() { c.campaignPage(ctx) })
+		return
+	}
+	pf := ctx.Request.PostForm
+	in := campaigns.CampaignInput{Budget: campaigns.Opt[campaigns.BudgetInput]{Set: true, Null: true}}
+	if p := strings.TrimSpace(pf.Get("period")); p != "none" {
+		amount := strings.TrimSpace(pf.Get("amount"))
+		b := campaigns.BudgetInput{Type: campaigns.Opt[string]{Set: true, V: p}}
+		if amount != "" {
+			b.Amount = campaigns.Opt[json.RawMessage]{Set: true, V: json.RawMessage(amount)}
+		}
+		in.Budget = campaigns.Opt[campaigns.BudgetInput]{Set: true, V: b}
+	}
+	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
+	defer cancel()
+	if _, _, err := c.o.Campaigns.UpdateCampaign(rctx, viewerOf(ctx).Marketplace.ID, cp.ID, 0, in); err != nil {
+		c.formError(ctx, controlError(err), func() { c.campaignPage(ctx) })
+		return
+	}
+	ctx.Redirect(http.StatusSeeOther, "/console/campaigns/"+cp.ID+"?done=budget")
 }

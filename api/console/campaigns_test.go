@@ -247,6 +247,73 @@ func TestCampaignPacing(t *testing.T) {
 	}
 }
 
+// TestCampaignBudgetForm: the campaign page's budget form sets the budget
+// of a period (weekly here) as PATCH does, the page shows it with the
+// week's spend, and the pacing chart's lines are today's share of what the
+// week has left; a bad amount is refused on the page, nothing changed.
+func TestCampaignBudgetForm(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Weekly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client(t)
+	c.login(adminEmail, adminPassword)
+	page := "/console/campaigns/" + cp.ID
+	tok := c.csrf(page)
+	if r := c.do("POST", page+"/budget", url.Values{"csrf": {tok}, "period": {"weekly"}, "amount": {"70"}}); r.status != 303 {
+		t.Fatalf("budget: %d %s", r.status, r.body)
+	}
+	got, _, _ := s.a.Campaigns.Campaign(s.mp.ID, cp.ID)
+	if got.WeeklyBudgetMicros != 70_000_000 || got.DailyBudgetMicros != 0 || got.MonthlyBudgetMicros != 0 {
+		t.Fatalf("budgets after the form: daily %d, weekly %d, monthly %d", got.DailyBudgetMicros, got.WeeklyBudgetMicros, got.MonthlyBudgetMicros)
+	}
+	now := time.Now().UTC()
+	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, spend.DayOf(now, s.mp.Location()), 7_000_000); err != nil {
+		t.Fatal(err)
+	}
+	r := c.do("GET", page, nil)
+	body := html.UnescapeString(r.body)
+	for _, want := range []string{"70.00 EUR a week", "Spent this week", "7.00 / 70.00", `<option value="weekly" selected>`, `name="amount" value="70"`, "weekly budget's share of today"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="chart-data">(.*?)</script>`).FindStringSubmatch(r.body)
+	if m == nil {
+		t.Fatal("no chart data")
+	}
+	var charts []struct {
+		Series []struct {
+			Label  string     `json:"label"`
+			Values []*float64 `json:"values"`
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &charts); err != nil || len(charts) != 1 || len(charts[0].Series) != 3 {
+		t.Fatalf("chart data: %v %s", err, m[1])
+	}
+	// Today's share: what the week has left (70, nothing spent before
+	// today) over its days left, at most all of it on Sunday.
+	e := charts[0].Series[1].Values
+	if last := *e[len(e)-1]; last <= 0 || last > 70 {
+		t.Errorf("even pace ends at %v, want today's share of 70", last)
+	}
+	// A bad amount: 422 on the page, the budget unchanged; none removes it.
+	r = c.do("POST", page+"/budget", url.Values{"csrf": {tok}, "period": {"monthly"}, "amount": {"-3"}})
+	if r.status != 422 || !strings.Contains(html.UnescapeString(r.body), "Budget.amount: Input should be greater than 0") {
+		t.Errorf("bad amount: %d %s", r.status, regexp.MustCompile(`(?s)<p class="error"[^>]*>.*?</p>`).FindString(r.body))
+	}
+	if got, _, _ = s.a.Campaigns.Campaign(s.mp.ID, cp.ID); got.WeeklyBudgetMicros != 70_000_000 {
+		t.Errorf("a bad form changed the budget: %+v", got)
+	}
+	if r = c.do("POST", page+"/budget", url.Values{"csrf": {tok}, "period": {"none"}}); r.status != 422 {
+		// campaignInput has no total budget: a campaign needs one of them.
+		t.Errorf("no budget at all: %d", r.status)
+	}
+}
+
 // TestExplainForm: the operators' explain form runs the auction engine's
 // dry run and shows every candidate; bad input is shown on the form.
 func TestExplainForm(t *testing.T) {

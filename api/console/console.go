@@ -160,6 +160,7 @@ func (c *Console) Install(g *gin.RouterGroup) {
 	u.POST("/campaigns/:id/restrictions", c.addCap)
 	u.POST("/campaigns/:id/restrictions/:rid", c.updateCap)
 	u.POST("/campaigns/:id/caps-without-shopper", c.setCapsWithoutShopper)
+	u.POST("/campaigns/:id/budget", c.setBudget)
 	u.GET("/performance", c.performancePage)
 	u.GET("/performance.csv", c.performanceCSV)
 	// Exports and files: an admin's are the marketplace's, a vendor user's
@@ -430,6 +431,7 @@ var notices = map[string]string{
 	"caps":          "The frequency caps were saved.",
 	"top-up":        "The amount was added to the vendor's balance.",
 	"credit-limit":  "The credit limit was set.",
+	"budget":        "The budget was saved.",
 }
 
 // render writes a page with status.

@@ -134,7 +134,8 @@ func (c *Console) vendorName(mp, id string) string {
 
 // notServing are the status reasons of a running campaign that does not
 // take part in auctions, which the overview lists, in this order.
-var notServing = []string{campaigns.ReasonOutOfBudget, campaigns.ReasonOutOfDailyBudget, campaigns.ReasonNoEligibleProducts,
+var notServing = []string{campaigns.ReasonOutOfBudget, campaigns.ReasonOutOfMonthlyBudget, campaigns.ReasonOutOfWeeklyBudget,
+	campaigns.ReasonOutOfDailyBudget, campaigns.ReasonNoEligibleProducts,
 	campaigns.ReasonNoActiveBids, campaigns.ReasonNoBids}
 
 // overviewAttention lists what needs attention.

@@ -81,7 +81,9 @@ var statusReasons = map[string]string{
 	campaigns.ReasonNoEligibleProducts: "Not serving: none of its active bids can win an auction (see each bid's eligibility)",
 	campaigns.ReasonOutOfBudget:        "Not serving: its total budget is spent",
 	campaigns.ReasonOutOfDailyBudget:   "Not serving today: its daily budget is spent",
-	campaigns.ReasonPaced:              "Paced: it spent ahead of its daily budget's pace and sits auctions out until the pace catches up",
+	campaigns.ReasonOutOfWeeklyBudget:  "Not serving this week: its weekly budget is spent (until Monday)",
+	campaigns.ReasonOutOfMonthlyBudget: "Not serving this month: its monthly budget is spent (until the 1st)",
+	campaigns.ReasonPaced:              "Paced: it spent ahead of its budget's pace and sits auctions out until the pace catches up",
 	campaigns.ReasonSpendUnavailable:   "Unknown: its spend cannot be read right now",
 	campaigns.ReasonServing:            "Serving: it takes part in auctions",
 }
@@ -89,10 +91,12 @@ var statusReasons = map[string]string{
 // pacingWords says each pacing state (campaigns.Pacing*) in words, short
 // (a figure of the page; the hint under it says what they mean).
 var pacingWords = map[string]string{
-	campaigns.PacingNoDailyBudget:    "Not paced",
-	campaigns.PacingOnPace:           "On pace",
-	campaigns.PacingAheadOfPace:      "Ahead of pace",
-	campaigns.PacingDailyBudgetSpent: "Budget spent",
+	campaigns.PacingNoDailyBudget:      "Not paced",
+	campaigns.PacingOnPace:             "On pace",
+	campaigns.PacingAheadOfPace:        "Ahead of pace",
+	campaigns.PacingDailyBudgetSpent:   "Budget spent",
+	campaigns.PacingWeeklyBudgetSpent:  "Budget spent this week",
+	campaigns.PacingMonthlyBudgetSpent: "Budget spent this month",
 }
 
 // wordTables are the tables the templates' "words" reads ({{words "pacing" .Pacing}}).

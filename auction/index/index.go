@@ -435,12 +435,13 @@ type Gate struct {
 	Active         bool
 	// Targeted: the campaign targets placements, devices, locations or
 	// segments (read C.Targeting); Segmented: segments among them.
-	// Budgeted: it has a daily or total budget, DailyMicros and TotalMicros
-	// (copies of C's, so that the budget check reads no more of the entry).
+	// Budgeted: it has a daily, weekly, monthly or total budget, Limits
+	// (copies of C's, so that the budget check reads no more of the entry;
+	// Limits.Hours is left nil: the engine sets it from Camp.Hours).
 	Targeted, Segmented, Budgeted bool
 	// Capped: the campaign has an active frequency cap (Info.Caps).
-	Capped                   bool
-	DailyMicros, TotalMicros int64
+	Capped bool
+	Limits spend.Limits
 	// Scheduled: the campaign has a timetable (Camp.Hours); Negative: it
 	// has negative keywords (Camp.Negatives); BidNegative: some of its bids
 	// have (Camp.BidNegatives).
@@ -488,8 +489,9 @@ func gateOf(c *campaigns.Campaign) Gate {
 	// An archived campaign is never running again: it is inactive here from
 	// the moment the archive is applied, whatever its clock says.
 	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active && !c.Archived(),
-		Budgeted: c.DailyBudgetMicros != 0 || c.TotalBudgetMicros != 0, DailyMicros: c.DailyBudgetMicros,
-		TotalMicros: c.TotalBudgetMicros}
+		Budgeted: c.DailyBudgetMicros != 0 || c.WeeklyBudgetMicros != 0 || c.MonthlyBudgetMicros != 0 || c.TotalBudgetMicros != 0,
+		Limits: spend.Limits{DailyMicros: c.DailyBudgetMicros, WeeklyMicros: c.WeeklyBudgetMicros, MonthlyMicros: c.MonthlyBudgetMicros,
+			TotalMicros: c.TotalBudgetMicros}}
 	if c.EndDate != nil {
 		g.EndMs = ceilMs(*c.EndDate)
 	}

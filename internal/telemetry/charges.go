@@ -18,7 +18,7 @@ var (
 	}, []string{"reason"})
 	Charges = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charges_total",
-		Help: "Chargeable interactions by outcome: applied (spend moved), replayed (same record again, nothing moved), duplicate (the winner's interaction was charged, or refused, for another event), refused (over the campaign's daily or total budget, nothing moved), invalid (refused by an invalid-click rule, nothing moved).",
+		Help: "Chargeable interactions by outcome: applied (spend moved), replayed (same record again, nothing moved), duplicate (the winner's interaction was charged, or refused, for another event), refused (over the campaign's daily, weekly, monthly or total budget, nothing moved), invalid (refused by an invalid-click rule, nothing moved).",
 	}, []string{"charge_type", "outcome"})
 	ChargedMicros = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charged_micros_total",
@@ -26,7 +26,7 @@ var (
 	}, []string{"charge_type"})
 	NotCharged = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "endcap_charges_refused_total",
-		Help: "Sponsored interactions not charged, by reason (kind, before_auction, after_window, bad_token, duplicate, daily_budget, total_budget, insufficient_balance, invalid_no_impression, invalid_too_fast, invalid_repeat_click, invalid_click_rate).",
+		Help: "Sponsored interactions not charged, by reason (kind, before_auction, after_window, bad_token, duplicate, daily_budget, weekly_budget, monthly_budget, total_budget, insufficient_balance, invalid_no_impression, invalid_too_fast, invalid_repeat_click, invalid_click_rate).",
 	}, []string{"reason"})
 	ChargeLatency = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "endcap_charge_visible_seconds",

@@ -123,7 +123,7 @@ func init() {
 		BudgetRefreshes:   {"ok", "error"},
 		WebhookAttempts:   {"delivered", "retry", "failed", "gone", "refused"},
 		WebhookDeliveries: {"created", "delivered", "failed"},
-		NotCharged:        {"kind", "before_auction", "after_window", "bad_token", "duplicate", "daily_budget", "total_budget", "insufficient_balance"},
+		NotCharged:        {"kind", "before_auction", "after_window", "bad_token", "duplicate", "daily_budget", "weekly_budget", "monthly_budget", "total_budget", "insufficient_balance"},
 		RollupRuns:        {"ok", "error", "skipped"},
 	} {
 		for _, v := range values {

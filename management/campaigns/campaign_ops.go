@@ -30,11 +30,15 @@ type CampaignInput struct {
 	ChargeType  Opt[string]          `json:"chargeType"`
 	DailyBudget Opt[json.RawMessage] `json:"dailyBudget"`
 	TotalBudget Opt[json.RawMessage] `json:"totalBudget"`
-	MaxBid      Opt[json.RawMessage] `json:"maxBid"`
-	StartDate   Opt[string]          `json:"startDate"`
-	EndDate     Opt[string]          `json:"endDate"`
-	IsActive    Opt[bool]            `json:"isActive"`
-	Targeting   Opt[TargetingInput]  `json:"targeting"`
+	// Budget is the campaign's budget of a period, {type, amount}: type
+	// daily (the same as dailyBudget), weekly or monthly. It replaces the
+	// budget of whichever period the campaign had; null removes it.
+	Budget    Opt[BudgetInput]     `json:"budget"`
+	MaxBid    Opt[json.RawMessage] `json:"maxBid"`
+	StartDate Opt[string]          `json:"startDate"`
+	EndDate   Opt[string]          `json:"endDate"`
+	IsActive  Opt[bool]            `json:"isActive"`
+	Targeting Opt[TargetingInput]  `json:"targeting"`
 	// VendorID is taken from the path; a body value must name the same vendor.
 	VendorID Opt[string] `json:"vendorId"`
 	// CapsWithoutShopper: restrictions.go.
@@ -49,6 +53,48 @@ type TargetingInput struct {
 	Devices      Opt[[]string] `json:"devices"`
 	Locations    Opt[[]string] `json:"locations"`
 	Segments     Opt[[]string] `json:"segments"`
+}
+
+// BudgetInput is a campaign's budget of a period in a request.
+type BudgetInput struct {
+	Type   Opt[string]          `json:"type"`
+	Amount Opt[json.RawMessage] `json:"amount"`
+}
+
+// Budget periods (BudgetJSON.Type).
+const (
+	BudgetDaily   = "daily"
+	BudgetWeekly  = "weekly"
+	BudgetMonthly = "monthly"
+)
+
+// BudgetJSON is a campaign's budget of a period on the wire: its period
+// and amount.
+type BudgetJSON struct {
+	Type   string `json:"type"`
+	Amount Micros `json:"amount"`
+}
+
+// BudgetPeriod is the period of c's budget (BudgetDaily, BudgetWeekly or
+// BudgetMonthly) and its amount; "" and 0 when it has none.
+func BudgetPeriod(c Campaign) (period string, micros int64) {
+	switch {
+	case c.WeeklyBudgetMicros != 0:
+		return BudgetWeekly, c.WeeklyBudgetMicros
+	case c.MonthlyBudgetMicros != 0:
+		return BudgetMonthly, c.MonthlyBudgetMicros
+	case c.DailyBudgetMicros != 0:
+		return BudgetDaily, c.DailyBudgetMicros
+	}
+	return "", 0
+}
+
+func budgetJSON(c Campaign) *BudgetJSON {
+	p, m := BudgetPeriod(c)
+	if p == "" {
+		return nil
+	}
+	return &BudgetJSON{Type: p, Amount: Micros(m)}
 }
 
 // BillingContactInput is the body of PUT .../billing-contact.
@@ -67,6 +113,7 @@ type CampaignJSON struct {
 	ChargeType       string          `json:"chargeType"`
 	DailyBudget      *Micros         `json:"dailyBudget"`
 	TotalBudget      *Micros         `json:"totalBudget"`
+	Budget           *BudgetJSON     `json:"budget"`
 	MaxBid           *Micros         `json:"maxBid"`
 	StartDate        timestamp.Time  `json:"startDate"`
 	EndDate          *timestamp.Time `json:"endDate"`
@@ -118,7 +165,7 @@ func (s *Service) JSON(c Campaign) CampaignJSON { return jsonAt(c, s.now()) }
 func jsonAt(c Campaign, now time.Time) CampaignJSON {
 	out := CampaignJSON{
 		ID: c.ID, VendorID: c.VendorID, Name: c.Name, Type: c.Type, ChargeType: c.ChargeType,
-		DailyBudget: optMicros(c.DailyBudgetMicros), TotalBudget: optMicros(c.TotalBudgetMicros), MaxBid: optMicros(c.MaxBidMicros),
+		DailyBudget: optMicros(c.DailyBudgetMicros), TotalBudget: optMicros(c.TotalBudgetMicros), Budget: budgetJSON(c), MaxBid: optMicros(c.MaxBidMicros),
 		StartDate: timestamp.Of(c.StartDate), IsActive: c.Active, Status: Status(c, now),
 		Targeting: TargetingJSON{
 			PlacementIDs: orEmpty(c.Targeting.PlacementIDs), Devices: orEmpty(c.Targeting.Devices),
@@ -389,6 +436,7 @@ func (s *Service) apply(mp string, c *Campaign, in CampaignInput, create bool) e
 	money("dailyBudget", in.DailyBudget, &c.DailyBudgetMicros)
 	money("totalBudget", in.TotalBudget, &c.TotalBudgetMicros)
 	money("maxBid", in.MaxBid, &c.MaxBidMicros)
+	applyBudget(c, in, bad, &errs)
 
 	if in.StartDate.Set {
 		if in.StartDate.Null {
@@ -435,13 +483,17 @@ func (s *Service) apply(mp string, c *Campaign, in CampaignInput, create bool) e
 			if c.MaxBidMicros != 0 && !bad["maxBid"] {
 				add("maxBid", validation.ValueError, "maxBid applies only to automated campaigns")
 			}
-			if c.DailyBudgetMicros == 0 && c.TotalBudgetMicros == 0 && !bad["dailyBudget"] && !bad["totalBudget"] {
-				add("dailyBudget", validation.Missing, "Field required: a campaign needs a dailyBudget, a totalBudget or both")
+			if period, _ := BudgetPeriod(*c); period == "" && c.TotalBudgetMicros == 0 && !bad["dailyBudget"] && !bad["totalBudget"] && !bad["budget"] {
+				add("dailyBudget", validation.Missing, "Field required: a campaign needs a dailyBudget (or a budget of a period), a totalBudget or both")
 			}
 		}
 	}
-	if c.DailyBudgetMicros != 0 && c.TotalBudgetMicros != 0 && c.DailyBudgetMicros > c.TotalBudgetMicros && !bad["dailyBudget"] && !bad["totalBudget"] {
-		add("dailyBudget", validation.ValueError, "dailyBudget must be less than or equal to totalBudget")
+	if period, m := BudgetPeriod(*c); m != 0 && c.TotalBudgetMicros != 0 && m > c.TotalBudgetMicros && !bad["dailyBudget"] && !bad["totalBudget"] && !bad["budget"] {
+		if period == BudgetDaily {
+			add("dailyBudget", validation.ValueError, "dailyBudget must be less than or equal to totalBudget")
+		} else {
+			add("budget", validation.ValueError, "a "+period+" budget must be less than or equal to totalBudget", "amount")
+		}
 	}
 	if c.EndDate != nil && !c.EndDate.After(c.StartDate) && !bad["startDate"] && !bad["endDate"] {
 		add("endDate", validation.ValueError, "endDate must be after startDate")
@@ -543,4 +595,71 @@ func oneOf(v string, set ...string) bool {
 		}
 	}
 	return false
+}
+
+// applyBudget applies a request's budget of a period ({type, amount}) to c,
+// after dailyBudget: it replaces the campaign's daily, weekly or monthly
+// budget (a campaign has one budget period), null removes it. A request
+// that sets dailyBudget and a budget must give one daily amount: a budget
+// of another period beside a dailyBudget, or another daily amount, is
+// refused. Problems are added to errs, and their fields marked in bad.
+func applyBudget(c *Campaign, in CampaignInput, bad map[string]bool, errs *validation.Errors) {
+	add := func(typ, msg string, loc ...any) {
+		bad["budget"] = true
+		errs.Add(typ, msg, append([]any{"body", "budget"}, loc...)...)
+	}
+	daily := in.DailyBudget.Set && !in.DailyBudget.Null && !bad["dailyBudget"]
+	if !in.Budget.Set {
+		if daily {
+			c.WeeklyBudgetMicros, c.MonthlyBudgetMicros = 0, 0 // a daily budget is the campaign's period now
+		}
+		return
+	}
+	if in.Budget.Null {
+		if daily {
+			add(validation.ValueError, "budget is null but dailyBudget is set: give one of them")
+			return
+		}
+		c.DailyBudgetMicros, c.WeeklyBudgetMicros, c.MonthlyBudgetMicros = 0, 0, 0
+		return
+	}
+	b := in.Budget.V
+	period := ""
+	switch {
+	case !b.Type.Set:
+		add(validation.Missing, "Field required", "type")
+	case b.Type.Null || !oneOf(b.Type.V, BudgetDaily, BudgetWeekly, BudgetMonthly):
+		add("enum", "Input should be 'daily', 'weekly' or 'monthly'", "type")
+	default:
+		period = b.Type.V
+	}
+	var amount int64
+	switch {
+	case !b.Amount.Set:
+		add(validation.Missing, "Field required", "amount")
+	case b.Amount.Null:
+		add("decimal_type", "Input should be a valid decimal number", "amount")
+	default:
+		if m, ok := parseMoney(b.Amount.V, errs, "body", "budget", "amount"); ok {
+			amount = int64(m)
+		} else {
+			bad["budget"] = true
+		}
+	}
+	if bad["budget"] {
+		return
+	}
+	if in.DailyBudget.Set && !in.DailyBudget.Null && (period != BudgetDaily || bad["dailyBudget"] || amount != c.DailyBudgetMicros) {
+		add(validation.ValueError, "budget and dailyBudget disagree: a campaign has one budget period; give the budget alone, or a daily one of the same amount")
+		return
+	}
+	c.DailyBudgetMicros, c.WeeklyBudgetMicros, c.MonthlyBudgetMicros = 0, 0, 0
+	switch period {
+	case BudgetDaily:
+		c.DailyBudgetMicros = amount
+	case BudgetWeekly:
+		c.WeeklyBudgetMicros = amount
+	case BudgetMonthly:
+		c.MonthlyBudgetMicros = amount
+	}
 }

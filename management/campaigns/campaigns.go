@@ -90,21 +90,27 @@ type Targeting struct {
 // Campaign is the stored state of a campaign. Amounts are micro-units of
 // the marketplace currency; 0 means "not set".
 type Campaign struct {
-	ID                string     `json:"id"`
-	VendorID          string     `json:"vendorId"`
-	Name              string     `json:"name"`
-	Type              string     `json:"type"`
-	ChargeType        string     `json:"chargeType"`
-	DailyBudgetMicros int64      `json:"dailyBudgetMicros,omitempty"`
-	TotalBudgetMicros int64      `json:"totalBudgetMicros,omitempty"`
-	MaxBidMicros      int64      `json:"maxBidMicros,omitempty"` // automated campaigns only
-	StartDate         time.Time  `json:"startDate"`
-	EndDate           *time.Time `json:"endDate,omitempty"`
-	Active            bool       `json:"active"`
-	Targeting         Targeting  `json:"targeting"`
-	BillingContactID  string     `json:"billingContactId,omitempty"`
-	CreatedAt         time.Time  `json:"createdAt"`
-	UpdatedAt         time.Time  `json:"updatedAt"`
+	ID                string `json:"id"`
+	VendorID          string `json:"vendorId"`
+	Name              string `json:"name"`
+	Type              string `json:"type"`
+	ChargeType        string `json:"chargeType"`
+	DailyBudgetMicros int64  `json:"dailyBudgetMicros,omitempty"`
+	TotalBudgetMicros int64  `json:"totalBudgetMicros,omitempty"`
+	// WeeklyBudgetMicros caps the spend of each local week (Monday to
+	// Sunday, the marketplace's time zone), MonthlyBudgetMicros of each
+	// local calendar month. A campaign has at most one of the daily, weekly
+	// and monthly budgets (its budget period).
+	WeeklyBudgetMicros  int64      `json:"weeklyBudgetMicros,omitempty"`
+	MonthlyBudgetMicros int64      `json:"monthlyBudgetMicros,omitempty"`
+	MaxBidMicros        int64      `json:"maxBidMicros,omitempty"` // automated campaigns only
+	StartDate           time.Time  `json:"startDate"`
+	EndDate             *time.Time `json:"endDate,omitempty"`
+	Active              bool       `json:"active"`
+	Targeting           Targeting  `json:"targeting"`
+	BillingContactID    string     `json:"billingContactId,omitempty"`
+	CreatedAt           time.Time  `json:"createdAt"`
+	UpdatedAt           time.Time  `json:"updatedAt"`
 	// ArchivedAt is when the campaign was archived (DELETE), nil while it is
 	// not. An archived campaign never takes part in an auction again and
 	// cannot be changed.

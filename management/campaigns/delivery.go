@@ -18,31 +18,35 @@ import (
 // Status reasons: why a campaign does or does not take part in auctions
 // now, the first that applies in this order.
 const (
-	ReasonArchived           = "archived"             // status archived
-	ReasonEnded              = "ended"                // status ended
-	ReasonPaused             = "paused"               // status paused
-	ReasonScheduled          = "scheduled"            // status scheduled
-	ReasonNoBids             = "no_bids"              // listings/banners: no bid
-	ReasonNoActiveBids       = "no_active_bids"       // listings/banners: no bid with isActive
-	ReasonNoEligibleProducts = "no_eligible_products" // no active bid whose target is eligible (automated: no eligible product of the vendor)
-	ReasonOutOfBudget        = "out_of_budget"        // total budget used up
-	ReasonOutOfDailyBudget   = "out_of_daily_budget"  // daily budget used up today (local day)
-	ReasonPaced              = "paced"                // spent ahead of the pacing curve: sits auctions out until it catches up
-	ReasonInsufficientFunds  = "insufficient_balance" // its vendor is out of funds (marketplaces with balances, docs/reference/balances.md)
-	ReasonSpendUnavailable   = "spend_unavailable"    // spend could not be read: the budget reasons cannot be decided
-	ReasonServing            = "serving"              // takes part in auctions
+	ReasonArchived           = "archived"              // status archived
+	ReasonEnded              = "ended"                 // status ended
+	ReasonPaused             = "paused"                // status paused
+	ReasonScheduled          = "scheduled"             // status scheduled
+	ReasonNoBids             = "no_bids"               // listings/banners: no bid
+	ReasonNoActiveBids       = "no_active_bids"        // listings/banners: no bid with isActive
+	ReasonNoEligibleProducts = "no_eligible_products"  // no active bid whose target is eligible (automated: no eligible product of the vendor)
+	ReasonOutOfBudget        = "out_of_budget"         // total budget used up
+	ReasonOutOfDailyBudget   = "out_of_daily_budget"   // daily budget used up today (local day)
+	ReasonOutOfWeeklyBudget  = "out_of_weekly_budget"  // weekly budget used up this local week (Monday to Sunday)
+	ReasonOutOfMonthlyBudget = "out_of_monthly_budget" // monthly budget used up this local calendar month
+	ReasonPaced              = "paced"                 // spent ahead of the pacing curve: sits auctions out until it catches up
+	ReasonInsufficientFunds  = "insufficient_balance"  // its vendor is out of funds (marketplaces with balances, docs/reference/balances.md)
+	ReasonSpendUnavailable   = "spend_unavailable"     // spend could not be read: the budget reasons cannot be decided
+	ReasonServing            = "serving"               // takes part in auctions
 )
 
 // StatusReasons are the status reasons in their order.
 var StatusReasons = []string{ReasonArchived, ReasonEnded, ReasonPaused, ReasonScheduled, ReasonNoBids, ReasonNoActiveBids,
-	ReasonNoEligibleProducts, ReasonOutsideSchedule, ReasonInsufficientFunds, ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
+	ReasonNoEligibleProducts, ReasonOutsideSchedule, ReasonInsufficientFunds, ReasonOutOfBudget, ReasonOutOfMonthlyBudget, ReasonOutOfWeeklyBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing}
 
-// Pacing states of the daily budget.
+// Pacing states of the budget of a period (daily, weekly or monthly).
 const (
-	PacingNoDailyBudget    = "no_daily_budget"    // no daily budget: not paced
-	PacingOnPace           = "on_pace"            // today's spend is below what the pacing curve allows now
-	PacingAheadOfPace      = "ahead_of_pace"      // at or above it (below the daily budget): paced
-	PacingDailyBudgetSpent = "daily_budget_spent" // the daily budget is used up today
+	PacingNoDailyBudget      = "no_daily_budget"      // no budget of a period: not paced
+	PacingOnPace             = "on_pace"              // today's spend is below what the pacing curve allows now
+	PacingAheadOfPace        = "ahead_of_pace"        // at or above it (below the budget): paced
+	PacingDailyBudgetSpent   = "daily_budget_spent"   // the daily budget is used up today
+	PacingWeeklyBudgetSpent  = "weekly_budget_spent"  // the weekly budget is used up this week
+	PacingMonthlyBudgetSpent = "monthly_budget_spent" // the monthly budget is used up this month
 )
 
 // BidState is what a campaign's bids allow, for StatusReason.
@@ -88,9 +92,13 @@ func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, 
 	if sp == nil {
 		return ReasonSpendUnavailable
 	}
-	switch spend.Check(limits(c), sp.EffectiveDay(), sp.EffectiveTotal(), now, loc) {
+	switch spend.Check(limits(c), *sp, now, loc) {
 	case spend.TotalExhausted:
 		return ReasonOutOfBudget
+	case spend.MonthlyExhausted:
+		return ReasonOutOfMonthlyBudget
+	case spend.WeeklyExhausted:
+		return ReasonOutOfWeeklyBudget
 	case spend.DailyExhausted:
 		return ReasonOutOfDailyBudget
 	case spend.Paced:
@@ -100,18 +108,26 @@ func StatusReason(c Campaign, now time.Time, loc *time.Location, bids BidState, 
 }
 
 func limits(c Campaign) spend.Limits {
-	return spend.Limits{DailyMicros: c.DailyBudgetMicros, TotalMicros: c.TotalBudgetMicros, Hours: ServedHours(c.Timetables)}
+	return spend.Limits{DailyMicros: c.DailyBudgetMicros, WeeklyMicros: c.WeeklyBudgetMicros, MonthlyMicros: c.MonthlyBudgetMicros,
+		TotalMicros: c.TotalBudgetMicros, Hours: ServedHours(c.Timetables)}
 }
 
-// Pacing is the pacing state of c's daily budget at now for spend sp (the
-// budget rule's pacing step, spend.Check, on the daily budget alone).
+// Pacing is the pacing state of c's budget of a period (daily, weekly or
+// monthly) at now for spend sp (the budget rule's pacing step, spend.Check,
+// on that budget alone).
 func Pacing(c Campaign, now time.Time, loc *time.Location, sp spend.Spent) string {
-	if c.DailyBudgetMicros == 0 {
+	if p, _ := BudgetPeriod(c); p == "" {
 		return PacingNoDailyBudget
 	}
-	switch spend.Check(spend.Limits{DailyMicros: c.DailyBudgetMicros, Hours: ServedHours(c.Timetables)}, sp.EffectiveDay(), 0, now, loc) {
+	l := limits(c)
+	l.TotalMicros = 0
+	switch spend.Check(l, sp, now, loc) {
 	case spend.DailyExhausted:
 		return PacingDailyBudgetSpent
+	case spend.WeeklyExhausted:
+		return PacingWeeklyBudgetSpent
+	case spend.MonthlyExhausted:
+		return PacingMonthlyBudgetSpent
 	case spend.Paced:
 		return PacingAheadOfPace
 	}
@@ -119,17 +135,22 @@ func Pacing(c Campaign, now time.Time, loc *time.Location, sp spend.Spent) strin
 }
 
 // SpendJSON is a campaign's spend on the wire. Day is the marketplace's
-// local day Today counts (spend.DayOf); every other field is null when
-// Available is false (the spend could not be read). The remaining budgets
-// are null when the campaign has no such budget.
+// local day Today counts (spend.DayOf); ThisWeek and ThisMonth count the
+// local week (from Monday) and calendar month that hold it. Every other
+// field is null when Available is false (the spend could not be read). The
+// remaining budgets are null when the campaign has no such budget.
 type SpendJSON struct {
-	Day                  string  `json:"day"`
-	Today                *Micros `json:"today"`
-	Total                *Micros `json:"total"`
-	RemainingDailyBudget *Micros `json:"remainingDailyBudget"`
-	RemainingTotalBudget *Micros `json:"remainingTotalBudget"`
-	Pacing               *string `json:"pacing"`
-	Available            bool    `json:"available"`
+	Day                    string  `json:"day"`
+	Today                  *Micros `json:"today"`
+	ThisWeek               *Micros `json:"thisWeek"`
+	ThisMonth              *Micros `json:"thisMonth"`
+	Total                  *Micros `json:"total"`
+	RemainingDailyBudget   *Micros `json:"remainingDailyBudget"`
+	RemainingWeeklyBudget  *Micros `json:"remainingWeeklyBudget"`
+	RemainingMonthlyBudget *Micros `json:"remainingMonthlyBudget"`
+	RemainingTotalBudget   *Micros `json:"remainingTotalBudget"`
+	Pacing                 *string `json:"pacing"`
+	Available              bool    `json:"available"`
 }
 
 // spendJSON renders c's spend sp (nil: not read) of local day day.
@@ -147,7 +168,10 @@ func spendJSON(c Campaign, day string, now time.Time, loc *time.Location, sp *sp
 	}
 	pacing := Pacing(c, now, loc, *sp)
 	out.Today, out.Total = amount(sp.Day), amount(sp.Total)
+	out.ThisWeek, out.ThisMonth = amount(sp.Week), amount(sp.Month)
 	out.RemainingDailyBudget = remaining(c.DailyBudgetMicros, sp.Day)
+	out.RemainingWeeklyBudget = remaining(c.WeeklyBudgetMicros, sp.Week)
+	out.RemainingMonthlyBudget = remaining(c.MonthlyBudgetMicros, sp.Month)
 	out.RemainingTotalBudget = remaining(c.TotalBudgetMicros, sp.Total)
 	out.Pacing, out.Available = &pacing, true
 	return out
@@ -218,7 +242,7 @@ func (s *Service) View(ctx context.Context, mp string, loc *time.Location, cs ..
 // funds come first.
 func afterBids(reason string) bool {
 	switch reason {
-	case ReasonOutOfBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing:
+	case ReasonOutOfBudget, ReasonOutOfMonthlyBudget, ReasonOutOfWeeklyBudget, ReasonOutOfDailyBudget, ReasonPaced, ReasonSpendUnavailable, ReasonServing:
 		return true
 	}
 	return false

@@ -36,6 +36,8 @@ func TestStatusReason(t *testing.T) {
 	running := Campaign{ID: "c", Type: TypeListings, Active: true, StartDate: before, DailyBudgetMicros: 48_000_000, TotalBudgetMicros: 100_000_000}
 	with := func(f func(*Campaign)) Campaign { c := running; f(&c); return c }
 	spent := func(day, total int64) *spend.Spent { return &spend.Spent{Day: day, Total: total} }
+	weekly := with(func(c *Campaign) { c.DailyBudgetMicros, c.WeeklyBudgetMicros, c.TotalBudgetMicros = 0, 70_000_000, 0 })
+	monthly := with(func(c *Campaign) { c.DailyBudgetMicros, c.MonthlyBudgetMicros, c.TotalBudgetMicros = 0, 300_000_000, 0 })
 	cases := []struct {
 		name string
 		c    Campaign
@@ -54,6 +56,16 @@ func TestStatusReason(t *testing.T) {
 		{"no daily budget: never paced", with(func(c *Campaign) { c.DailyBudgetMicros = 0 }), BidsLive, spent(99_000_000, 99_000_000), ReasonServing},
 		{"no total budget", with(func(c *Campaign) { c.TotalBudgetMicros = 0 }), BidsLive, spent(1, math.MaxInt64), ReasonServing},
 		{"spend unknown", running, BidsLive, nil, ReasonSpendUnavailable},
+		// A weekly budget of 70 on Friday 09:30 in Berlin, 40 spent on the
+		// days before: the 30 left spread over Friday to Sunday allows
+		// 30 × (34,200 + 3,600) / 259,200 = 4.375 today.
+		{"weekly budget spent", weekly, BidsLive, &spend.Spent{Week: 70_000_000, Total: 70_000_000}, ReasonOutOfWeeklyBudget},
+		{"a weekly refusal hint", weekly, BidsLive, &spend.Spent{Week: 69_000_000, WeekHint: 70_100_000}, ReasonOutOfWeeklyBudget},
+		{"weekly, under its pace", weekly, BidsLive, &spend.Spent{Day: 4_374_999, Week: 44_374_999}, ReasonServing},
+		{"weekly, paced", weekly, BidsLive, &spend.Spent{Day: 4_375_000, Week: 44_375_000}, ReasonPaced},
+		{"weekly: the day's spend alone stops nothing", weekly, BidsLive, &spend.Spent{Day: 0, Week: 0}, ReasonServing},
+		{"monthly budget spent", monthly, BidsLive, &spend.Spent{Month: 300_000_000}, ReasonOutOfMonthlyBudget},
+		{"total before monthly", with(func(c *Campaign) { c.DailyBudgetMicros, c.MonthlyBudgetMicros = 0, 100_000_000 }), BidsLive, &spend.Spent{Month: 100_000_000, Total: 100_000_000}, ReasonOutOfBudget},
 		{"no bids", running, BidsNone, spent(0, 0), ReasonNoBids},
 		{"no active bids", running, BidsNoneActive, spent(0, 0), ReasonNoActiveBids},
 		{"no eligible products", running, BidsNoneEligible, spent(0, 0), ReasonNoEligibleProducts},
@@ -125,6 +137,15 @@ func TestPacing(t *testing.T) {
 		{daily, at("2024-05-10T21:00:00Z"), spend.Spent{Day: 47_999_999}, PacingOnPace},
 		// A budget of 10 µ a day is paced at midnight with nothing spent.
 		{Campaign{DailyBudgetMicros: 10}, at("2024-05-09T22:00:00Z"), spend.Spent{}, PacingAheadOfPace},
+		// A weekly budget of 70 on Friday 09:30, 40 spent before: 4.375 today
+		// (TestStatusReason); a monthly one is paced the same way over the
+		// month (Friday 10 May to the 31st: 22 days).
+		{Campaign{WeeklyBudgetMicros: 70_000_000}, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 4_374_999, Week: 44_374_999}, PacingOnPace},
+		{Campaign{WeeklyBudgetMicros: 70_000_000}, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 4_375_000, Week: 44_375_000}, PacingAheadOfPace},
+		{Campaign{WeeklyBudgetMicros: 70_000_000, TotalBudgetMicros: 1}, at("2024-05-10T07:30:00Z"), spend.Spent{Week: 70_000_000, Total: 1}, PacingWeeklyBudgetSpent},
+		{Campaign{MonthlyBudgetMicros: 220_000_000}, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 4_374_999, Month: 4_374_999}, PacingOnPace},
+		{Campaign{MonthlyBudgetMicros: 220_000_000}, at("2024-05-10T07:30:00Z"), spend.Spent{Day: 4_375_000, Month: 4_375_000}, PacingAheadOfPace},
+		{Campaign{MonthlyBudgetMicros: 220_000_000}, at("2024-05-10T07:30:00Z"), spend.Spent{Month: 220_000_000}, PacingMonthlyBudgetSpent},
 	}
 	for i, tc := range cases {
 		if got := Pacing(tc.c, tc.now, berlin, tc.sp); got != tc.want {
@@ -221,7 +242,14 @@ func TestView(t *testing.T) {
 	c2 := mk(`{"name":"Daily","type":"listings","dailyBudget":10,"startDate":"2026-01-01T00:00:00Z"}`)
 	c3 := mk(`{"name":"Paused","type":"banners","totalBudget":5,"isActive":false}`)
 	c4 := mk(`{"name":"Auto","type":"automated","dailyBudget":50,"startDate":"2026-01-01T00:00:00Z"}`)
-	for _, c := range []Campaign{c1, c2} {
+	c5 := mk(`{"name":"Weekly","type":"listings","budget":{"type":"weekly","amount":70},"startDate":"2026-01-01T00:00:00Z"}`)
+	if b := s.JSON(c5).Budget; b == nil || *b != (BudgetJSON{Type: BudgetWeekly, Amount: 70_000_000}) || s.JSON(c5).DailyBudget != nil {
+		t.Errorf("weekly campaign: budget %+v, dailyBudget %v", b, s.JSON(c5).DailyBudget)
+	}
+	if b := s.JSON(c1).Budget; b == nil || *b != (BudgetJSON{Type: BudgetDaily, Amount: 10_000_000}) {
+		t.Errorf("daily campaign: budget %+v", b)
+	}
+	for _, c := range []Campaign{c1, c2, c5} {
 		if _, _, _, err := s.CreateBid(ctx, mpA, c.ID, decode[BidInput](t, `{"targetType":"product","target":"p-1","bidAmount":1}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -231,10 +259,11 @@ func TestView(t *testing.T) {
 		mpA + "/" + c1.ID: {Day: 2_500_000, Total: 100_000_000},
 		mpA + "/" + c2.ID: {Day: 12_000_000, Total: 40_000_000}, // over the budget (set by hand): remaining 0
 		mpA + "/" + c3.ID: {Total: 1_000_000},
+		mpA + "/" + c5.ID: {Day: 1_000_000, Week: 70_000_000, Month: 80_000_000, Total: 90_000_000},
 	}}
 	s.UseSpend(sp)
-	out := s.View(ctx, mpA, auckland, c1, c2, c3, c4)
-	if len(sp.calls) != 1 || !reflect.DeepEqual(sp.calls[0], []string{c1.ID, c2.ID, c3.ID, c4.ID}) || sp.days[0] != "2026-03-02" {
+	out := s.View(ctx, mpA, auckland, c1, c2, c3, c4, c5)
+	if len(sp.calls) != 1 || !reflect.DeepEqual(sp.calls[0], []string{c1.ID, c2.ID, c3.ID, c4.ID, c5.ID}) || sp.days[0] != "2026-03-02" {
 		t.Fatalf("spend reads %v on %v, want one read of the four campaigns on 2026-03-02", sp.calls, sp.days)
 	}
 	render := func(j CampaignJSON) string {
@@ -245,10 +274,11 @@ func TestView(t *testing.T) {
 		return string(b)
 	}
 	want := []string{
-		`{"statusReason":"out_of_budget","spend":{"day":"2026-03-02","today":2.5,"total":100,"remainingDailyBudget":7.5,"remainingTotalBudget":0,"pacing":"ahead_of_pace","available":true}}`,
-		`{"statusReason":"out_of_daily_budget","spend":{"day":"2026-03-02","today":12,"total":40,"remainingDailyBudget":0,"remainingTotalBudget":null,"pacing":"daily_budget_spent","available":true}}`,
-		`{"statusReason":"paused","spend":{"day":"2026-03-02","today":0,"total":1,"remainingDailyBudget":null,"remainingTotalBudget":4,"pacing":"no_daily_budget","available":true}}`,
-		`{"statusReason":"serving","spend":{"day":"2026-03-02","today":0,"total":0,"remainingDailyBudget":50,"remainingTotalBudget":null,"pacing":"on_pace","available":true}}`,
+		`{"statusReason":"out_of_budget","spend":{"day":"2026-03-02","today":2.5,"thisWeek":0,"thisMonth":0,"total":100,"remainingDailyBudget":7.5,"remainingWeeklyBudget":null,"remainingMonthlyBudget":null,"remainingTotalBudget":0,"pacing":"ahead_of_pace","available":true}}`,
+		`{"statusReason":"out_of_daily_budget","spend":{"day":"2026-03-02","today":12,"thisWeek":0,"thisMonth":0,"total":40,"remainingDailyBudget":0,"remainingWeeklyBudget":null,"remainingMonthlyBudget":null,"remainingTotalBudget":null,"pacing":"daily_budget_spent","available":true}}`,
+		`{"statusReason":"paused","spend":{"day":"2026-03-02","today":0,"thisWeek":0,"thisMonth":0,"total":1,"remainingDailyBudget":null,"remainingWeeklyBudget":null,"remainingMonthlyBudget":null,"remainingTotalBudget":4,"pacing":"no_daily_budget","available":true}}`,
+		`{"statusReason":"serving","spend":{"day":"2026-03-02","today":0,"thisWeek":0,"thisMonth":0,"total":0,"remainingDailyBudget":50,"remainingWeeklyBudget":null,"remainingMonthlyBudget":null,"remainingTotalBudget":null,"pacing":"on_pace","available":true}}`,
+		`{"statusReason":"out_of_weekly_budget","spend":{"day":"2026-03-02","today":1,"thisWeek":70,"thisMonth":80,"total":90,"remainingDailyBudget":null,"remainingWeeklyBudget":0,"remainingMonthlyBudget":null,"remainingTotalBudget":null,"pacing":"weekly_budget_spent","available":true}}`,
 	}
 	for i, j := range out {
 		if got := render(j); got != want[i] {
@@ -265,7 +295,7 @@ func TestView(t *testing.T) {
 	// Redis did not answer: spend unavailable, reasons without spend kept.
 	sp.err = errors.New("i/o timeout")
 	out = s.View(ctx, mpA, auckland, c1, c3)
-	if got := render(out[0]); got != `{"statusReason":"spend_unavailable","spend":{"day":"2026-03-02","today":null,"total":null,"remainingDailyBudget":null,"remainingTotalBudget":null,"pacing":null,"available":false}}` {
+	if got := render(out[0]); got != `{"statusReason":"spend_unavailable","spend":{"day":"2026-03-02","today":null,"thisWeek":null,"thisMonth":null,"total":null,"remainingDailyBudget":null,"remainingWeeklyBudget":null,"remainingMonthlyBudget":null,"remainingTotalBudget":null,"pacing":null,"available":false}}` {
 		t.Errorf("unavailable: %s", got)
 	}
 	if out[1].StatusReason != ReasonPaused || out[1].Spend.Available {

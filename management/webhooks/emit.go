@@ -11,6 +11,7 @@ import (
 
 	"github.com/endcap/endcap/internal/money"
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/kafka"
 )
 
@@ -88,28 +89,38 @@ func (e *Emitter) Emit(ctx context.Context, evs []Event) error {
 
 // Budgets of a budget.exhausted event.
 const (
-	BudgetDaily = "daily"
-	BudgetTotal = "total"
+	BudgetDaily   = "daily"
+	BudgetWeekly  = "weekly"
+	BudgetMonthly = "monthly"
+	BudgetTotal   = "total"
 )
 
 // budgetExhausted is the data of a budget.exhausted event.
 type budgetExhausted struct {
-	Budget   string                 `json:"budget"`        // daily or total
-	Day      string                 `json:"day,omitempty"` // the marketplace-local day (daily budgets)
+	Budget   string                 `json:"budget"`        // daily, weekly, monthly or total
+	Day      string                 `json:"day,omitempty"` // the marketplace-local day of the refused charge (daily, weekly and monthly budgets)
 	Campaign campaigns.CampaignJSON `json:"campaign"`
 }
 
 // BudgetExhaustedEvent is the event of a campaign's charge refused for its
-// budget: one per campaign and local day for the daily budget, one per
-// campaign for the total budget (raising the total budget and using it up
-// again makes another), at the time of the first refusal seen.
+// budget: one per campaign and local day for the daily budget, local week
+// for the weekly one, local month for the monthly one, one per campaign for
+// the total budget (raising the total budget and using it up again makes
+// another), at the time of the first refusal seen.
 func BudgetExhaustedEvent(mp string, c campaigns.CampaignJSON, totalMicros int64, budget, day string, at time.Time) (Event, error) {
 	d := budgetExhausted{Budget: budget, Campaign: c}
 	var id string
-	if budget == BudgetDaily {
+	switch budget {
+	case BudgetDaily:
 		d.Day = day
 		id = EventID("budget.exhausted", mp, c.ID, BudgetDaily, day)
-	} else {
+	case BudgetWeekly:
+		d.Day = day
+		id = EventID("budget.exhausted", mp, c.ID, BudgetWeekly, spend.WeekOf(day))
+	case BudgetMonthly:
+		d.Day = day
+		id = EventID("budget.exhausted", mp, c.ID, BudgetMonthly, spend.MonthOf(day))
+	default:
 		id = EventID("budget.exhausted", mp, c.ID, BudgetTotal, fmt.Sprint(totalMicros))
 	}
 	data, err := marshal(d)

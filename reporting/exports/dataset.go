@@ -166,8 +166,8 @@ var monitoringMetrics = &Dataset{
 		{Name: "acos", Kind: KindRatio, Description: "ad_spend / total_purchase_amount (advertising cost of sales).", parts: []part{pSpentClicks, pSpentImpressions, pPurchaseAmount}, value: func(s *sums) cell { return moneyRatioCell(s.spend(), microsOf(s.i[pPurchaseAmount])) }},
 		// Endcap extensions (after the spec's metrics): what the budget cap
 		// refused (docs/design/budgets.md).
-		{Name: "budget_refused_impressions", Kind: KindInt, Description: "Endcap extension: impressions of CPM winners not charged because the charge would have taken the campaign over its daily or total budget.", parts: []part{pRefusedImpressions}, value: func(s *sums) cell { return intCell(s.u[pRefusedImpressions]) }},
-		{Name: "budget_refused_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because the charge would have taken the campaign over its daily or total budget.", parts: []part{pRefusedClicks}, value: func(s *sums) cell { return intCell(s.u[pRefusedClicks]) }},
+		{Name: "budget_refused_impressions", Kind: KindInt, Description: "Endcap extension: impressions of CPM winners not charged because the charge would have taken the campaign over its daily, weekly, monthly or total budget.", parts: []part{pRefusedImpressions}, value: func(s *sums) cell { return intCell(s.u[pRefusedImpressions]) }},
+		{Name: "budget_refused_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because the charge would have taken the campaign over its daily, weekly, monthly or total budget.", parts: []part{pRefusedClicks}, value: func(s *sums) cell { return intCell(s.u[pRefusedClicks]) }},
 		{Name: "invalid_clicks", Kind: KindInt, Description: "Endcap extension: clicks of CPC winners not charged because an invalid-click rule refused them (no impression, too fast, repeated, too many; docs/design/charges.md, Invalid clicks).", parts: []part{pInvalidClicks}, value: func(s *sums) cell { return intCell(s.u[pInvalidClicks]) }},
 	},
 }

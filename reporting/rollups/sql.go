@@ -80,8 +80,8 @@ SELECT marketplace_id, day_local,
        sumIf(toUInt64(amount_sub_micros), kind = 'impression' AND charged = 1) AS ad_spent_impressions_sub_micros,
        sumIf(amount_micros, kind = 'click' AND charged = 1) AS ad_spent_clicks_micros,
        sumIf(toUInt64(amount_sub_micros), kind = 'click' AND charged = 1) AS ad_spent_clicks_sub_micros,
-       countIf(kind = 'impression' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_impressions,
-       countIf(kind = 'click' AND charged = 0 AND refused_reason IN ('daily_budget', 'total_budget')) AS budget_refused_clicks,
+       countIf(kind = 'impression' AND charged = 0 AND refused_reason IN ('daily_budget', 'weekly_budget', 'monthly_budget', 'total_budget')) AS budget_refused_impressions,
+       countIf(kind = 'click' AND charged = 0 AND refused_reason IN ('daily_budget', 'weekly_budget', 'monthly_budget', 'total_budget')) AS budget_refused_clicks,
        countIf(kind = 'click' AND charged = 0 AND startsWith(refused_reason, 'invalid_')) AS invalid_clicks
 FROM (
     SELECT * FROM (

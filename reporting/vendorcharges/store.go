@@ -24,8 +24,8 @@ type Charge struct {
 	Amount        Amount
 	GlobalID      string // "" when the vendor has none
 	// RefusedReason is "" for a charge; for an interaction whose charge was
-	// refused for a budget (listed only on request, Amount 0), daily_budget
-	// or total_budget.
+	// refused for a budget (listed only on request, Amount 0), daily_budget,
+	// weekly_budget, monthly_budget or total_budget.
 	RefusedReason string
 
 	// For the product of a winner whose id the token carried hashed.
