@@ -772,9 +772,15 @@ func (a *App) Run(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
+				// A balance_ledger export waits for the charges the same way.
+				ledgerFold := a.foldWatermark()
 				return a.Exports.RunWorkers(ctx, exports.WorkerOptions{Brokers: a.cfg.KafkaBrokers, Conn: a.kafkaConn, Workers: a.cfg.ExportWorkers,
 					JobTimeout: a.cfg.ExportTimeout, MaxStaleness: a.cfg.ExportMaxStaleness, SessionTimeout: a.cfg.KafkaSessionTimeout,
-					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err }})
+					Refresh: func(ctx context.Context, days []time.Time) error { _, err := rj.Refresh(ctx, days); return err },
+					Folded: func(ctx context.Context) (time.Time, error) {
+						at, _, err := ledgerFold.Wait(ctx, a.cfg.ExportFoldWait)
+						return at, err
+					}})
 			})
 			// Webhooks (docs/reference/webhooks.md): events into deliveries, sent.
 			a.runWebhooks(ctx, run)

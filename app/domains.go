@@ -31,7 +31,8 @@ func (a *App) domains() ([]api.RouteSet, error) {
 	// Exports: records on the entities log, jobs on their topic, files in S3.
 	a.Exports = exports.New(a.Entities, exports.Options{ClickHouse: a.ClickHouse, S3: a.S3, Redis: a.Redis,
 		Kafka: a.Kafka, JobsTopic: a.Topics.Exports, DailyQuota: a.cfg.ExportDailyQuota,
-		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log, Location: a.marketplaceLocation})
+		URLLifetime: a.cfg.ReportURLLifetime, Log: a.log, Location: a.marketplaceLocation,
+		Ledger: balanceLedger{a}, Currency: a.marketplaceCurrency})
 
 	// Catalog: products, vendors, categories. cat is an entityref.Catalog.
 	// The products' names and details are on local disk (docs/design/state.md,
@@ -75,7 +76,7 @@ func (a *App) domains() ([]api.RouteSet, error) {
 		api.VendorChargesRoutes(vendorcharges.New(a.ClickHouse)), // charges from ClickHouse (docs/reference/vendor-charges.md)
 		api.FileReportsRoutes(scoredfiles.New(a.ClickHouse, a.S3, a.Redis, a.log).WithURLLifetime(a.cfg.ReportURLLifetime)), // daily files in S3 (docs/reference/scored-attribution.md)
 		api.InvitationRoutes(a.Invitations),
-		api.ExportRoutes(a.Exports), // monitoring_metrics exports (docs/reference/exports.md)
+		api.ExportRoutes(a.Exports), // monitoring_metrics and balance_ledger exports (docs/reference/exports.md)
 		api.WebhookRoutes(a.Webhooks, a.WebhookDeliveries),
 		api.OffsiteRoutes(offsite.New(a.Entities, cat)),
 	)
@@ -122,6 +123,22 @@ func (a *App) domains() ([]api.RouteSet, error) {
 
 	a.Catalog, a.Billing, a.Segments, a.Campaigns = cat, bill, segs, camps
 	return routes, nil
+}
+
+// marketplaceCurrency is a marketplace's currency ("" for an unknown one).
+func (a *App) marketplaceCurrency(id string) string {
+	m, _ := a.Accounts.Marketplace(id)
+	return m.Currency
+}
+
+// balanceLedger gives the balance_ledger exports the vendors' balance
+// movements (a.Balances, set once the catalog is).
+type balanceLedger struct{ a *App }
+
+func (l balanceLedger) EachMovement(mp string, fn func(exports.LedgerMovement) bool) {
+	l.a.Balances.EachMovement(mp, func(m billing.Movement) bool {
+		return fn(exports.LedgerMovement{ID: m.ID, VendorID: m.VendorID, Kind: m.Kind, Micros: m.Micros, Description: m.Description, At: m.CreatedAt})
+	})
 }
 
 // marketplaceLocation is the time zone of a marketplace's local days (nil

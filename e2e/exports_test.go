@@ -122,7 +122,7 @@ func exAccepted(t *testing.T, r response) string {
 		t.Fatalf("202 body keys %v: %s", keys, r.Body)
 	}
 	id, _ := m["exportId"].(string)
-	if _, err := uuid.Parse(id); err != nil || m["status"] != "pending" || m["dataset"] != "monitoring_metrics" {
+	if _, err := uuid.Parse(id); err != nil || m["status"] != "pending" || (m["dataset"] != "monitoring_metrics" && m["dataset"] != "balance_ledger") {
 		t.Fatalf("202 body %s", r.Body)
 	}
 	created, _ := m["createdAt"].(string)
@@ -381,8 +381,8 @@ func TestExportsValidation(t *testing.T) {
 				Metrics       []column `json:"metrics"`
 			} `json:"datasets"`
 		}
-		if err := json.Unmarshal(r.Body, &body); err != nil || len(body.Datasets) != 1 {
-			t.Fatalf("want one dataset: %v: %s", err, r.Body)
+		if err := json.Unmarshal(r.Body, &body); err != nil || len(body.Datasets) != 2 {
+			t.Fatalf("want two datasets: %v: %s", err, r.Body)
 		}
 		ds := body.Datasets[0]
 		if ds.Name != "monitoring_metrics" || ds.Description == "" || !slices.Equal(ds.Granularities, []string{"day_local"}) {
@@ -403,6 +403,16 @@ func TestExportsValidation(t *testing.T) {
 		}
 		if got, want := names("metric", ds.Metrics), append(slices.Clone(exSpecMetrics), exExtensionMetrics...); !slices.Equal(got, want) {
 			t.Errorf("metrics\n got %q\nwant %q (spec, then Endcap's extensions)", got, want)
+		}
+		lg := body.Datasets[1]
+		if lg.Name != "balance_ledger" || lg.Description == "" || !slices.Equal(lg.Granularities, []string{"movement"}) {
+			t.Fatalf("dataset %s %q %v", lg.Name, lg.Description, lg.Granularities)
+		}
+		if got := names("dimension", lg.Dimensions); !slices.Equal(got, ledgerDimensions) {
+			t.Errorf("ledger dimensions %q, want %q", got, ledgerDimensions)
+		}
+		if got := names("metric", lg.Metrics); !slices.Equal(got, ledgerMetrics) {
+			t.Errorf("ledger metrics %q, want %q", got, ledgerMetrics)
 		}
 	})
 }

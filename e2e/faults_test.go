@@ -70,7 +70,8 @@ func retryExport(api *osProc, key string) (string, error) {
 // an exporter, the broker, ClickHouse, Redis, the S3 server) under a steady
 // load of events, auctions and clicks, and injects one fault after another:
 // the broker paused and restarted, ClickHouse frozen while a projector
-// joins, Redis frozen, a projector killed, the API restarted. Throughout, no
+// joins, Redis frozen, a projector killed, the API restarted, a vendor's
+// balance running out while Redis is frozen. Throughout, no
 // request with a valid key gets 401 and every answer comes within its
 // bound; after each fault, the fold catches up by itself; at the end every
 // acknowledged event is stored once and every clicked winner charged once.
@@ -328,6 +329,11 @@ func TestFaults(t *testing.T) {
 		s.restart(api)
 		s.waitReady(api, 90*time.Second)
 		time.Sleep(2 * time.Second)
+	})
+
+	phase("balance runs out while redis is frozen", func(t *testing.T) {
+		defer apiStaysReady(t, time.Now())
+		balanceRunsOut(t, s, api)
 	})
 
 	// Auctions are free: a client can collect winners first and click them

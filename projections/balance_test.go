@@ -84,6 +84,10 @@ func TestInteractionsBalance(t *testing.T) {
 			t.Errorf("%s: %d charged, %d refused, drawn %d, campaign spent %d, charges sum %d; want %d, %d, %d",
 				when, gotCharged, gotRefused, f.Drawn, total, sum, charged, refused, drawn)
 		}
+		// The charges_raw rows marked drawn add up to the vendor's drawn funds.
+		if got := s.uint64(t, "SELECT toUInt64(sum(amount_micros)) FROM charges_raw FINAL WHERE marketplace_id = ? AND drawn = 1", s.mp); got != uint64(drawn) {
+			t.Errorf("%s: charges marked drawn add up to %d, the vendor drew %d", when, got, drawn)
+		}
 	}
 	fold(int64(len(evs)))
 	// 1.00 + 0.10 of credit: three clicks of 0.30 (0.90); a fourth would

@@ -106,12 +106,13 @@ func InteractionID(marketplaceID string, kind records.Kind, eventID string) uuid
 const chargeColumns = `marketplace_id, interaction_id, timestamp, timestamp_ms, day_local, kind, event_id, received_at,
 	currency_code, campaign_id, product_id, vendor_id, external_vendor_id, global_id, charge_type,
 	price_micros, amount_micros, amount_sub_micros, auction_id, rank, auction_at, kafka_partition, kafka_offset,
-	refused_reason`
+	refused_reason, drawn`
 
 // chargeRows holds charges_raw rows column by column: one per charge
 // applied (refused_reason empty) and one per charge refused for a budget
 // (amounts 0, refused_reason daily_budget, weekly_budget, monthly_budget or total_budget; the view
-// `charges` leaves them out).
+// `charges` leaves them out). drawn is 1 for a charge that drew its amount
+// on its vendor's balance.
 type chargeRows struct {
 	n                                       int
 	mp, interaction, auction                []uuid.UUID
@@ -122,7 +123,7 @@ type chargeRows struct {
 	vendor, extVendor, globalID, chargeType []string
 	refused                                 []string
 	sub                                     []uint16
-	rank                                    []uint8
+	rank, drawn                             []uint8
 	partition                               []int32
 	// Not a column: the outcome of each charge of the batch, in order.
 	outcomes []spend.ChargeOutcome
@@ -169,8 +170,13 @@ func (c *chargeRows) noteVendor(v VendorDrawn) {
 // add appends the charge of interaction row i of r (its amounts, and its
 // refusal reason when refused); first says whether this batch applied it
 // (false: a replay, or a refusal).
-func (c *chargeRows) add(r *interactionRows, i int, first bool) {
+func (c *chargeRows) add(r *interactionRows, i int, first, drawn bool) {
 	c.n++
+	var d uint8
+	if drawn {
+		d = 1
+	}
+	c.drawn = append(c.drawn, d)
 	c.refused = append(c.refused, r.refused[i])
 	c.first = append(c.first, first)
 	c.mp, c.interaction, c.auction = append(c.mp, r.mp[i]), append(c.interaction, r.interaction[i]), append(c.auction, r.auction[i])
@@ -194,7 +200,7 @@ func (c *chargeRows) columns() []any {
 	return []any{c.mp, c.interaction, c.at, c.atMs, c.day, c.kind, c.eventID, c.received,
 		c.currency, c.campaign, c.product, c.vendor, c.extVendor, c.globalID, c.chargeType,
 		c.price, c.amount, c.sub, c.auction, c.rank, c.auctionAt, c.partition, c.offset,
-		c.refused}
+		c.refused, c.drawn}
 }
 
 func (c *chargeRows) insert(ctx context.Context, conn clickhouse.Conn) error {

@@ -280,7 +280,7 @@ func BenchmarkFoldCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 			if c != nil {
-				ch.add(rows, rows.n-1, true)
+				ch.add(rows, rows.n-1, true, false)
 			}
 		}
 	}

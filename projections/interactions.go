@@ -393,10 +393,12 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			// vendor-charges list shows it on request).
 			rows.uncharge(i, why)
 			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
-			ch.add(rows, i, false)
+			ch.add(rows, i, false, false)
 			continue
 		}
-		ch.add(rows, i, o == spend.ChargeApplied)
+		// A funded charge reaches the campaign step only once drawn: applied
+		// (now or before) it is drawn on its vendor's funds.
+		ch.add(rows, i, o == spend.ChargeApplied, vendors[k] != "")
 		if o == spend.ChargeApplied {
 			telemetry.ChargedMicros.WithLabelValues(rows.chargeType[i]).Add(float64(rows.amount[i]))
 		}

@@ -321,3 +321,9 @@ func (b *Balances) Vendors(mp string) []string {
 	})
 	return out
 }
+
+// EachMovement calls fn with every movement of marketplace mp, in id order,
+// until it returns false (the balance_ledger export).
+func (b *Balances) EachMovement(mp string, fn func(Movement) bool) {
+	b.movements.Each(mp, func(_ string, m Movement) bool { return fn(m) })
+}

@@ -1,8 +1,9 @@
-// Package exports runs the asynchronous data exports of the
-// monitoring_metrics dataset (docs/reference/exports.md): it validates requests,
-// keeps each export's record on the entities log, turns a request into one
-// query on the daily rollup, writes the rows as CSV or Parquet to S3 with a
-// multipart upload, and hands out presigned URLs to the files.
+// Package exports runs the asynchronous data exports (docs/reference/exports.md): of
+// the monitoring_metrics dataset, one query on the daily rollup, and of the
+// balance_ledger dataset, the vendors' balance movements and the charges
+// drawn on them. It validates requests, keeps each export's record on the
+// entities log, writes the rows as CSV or Parquet to S3 with a multipart
+// upload, and hands out presigned URLs to the files.
 package exports
 
 // Kind is how a column's values are typed in a file.
@@ -10,14 +11,15 @@ type Kind uint8
 
 // Column kinds. CSV renders every kind as text; Parquet has a type per kind.
 const (
-	KindString  Kind = iota // text; Parquet BYTE_ARRAY (STRING)
-	KindDate                // a local day; CSV YYYY-MM-DD, Parquet INT32 (DATE)
-	KindBool                // CSV true/false, Parquet BOOLEAN
-	KindInt                 // a count; Parquet INT64
-	KindStrings             // a list of texts; CSV a JSON array, Parquet a repeated BYTE_ARRAY (STRING)
-	KindMoney               // an exact amount of the marketplace currency; CSV a decimal, Parquet DECIMAL(38,9)
-	KindPrice               // an amount per unit, rounded to 9 decimals; empty (CSV) or null (Parquet) without units
-	KindRatio               // a ratio; CSV a decimal or empty, Parquet optional DOUBLE (null for a zero denominator)
+	KindString    Kind = iota // text; Parquet BYTE_ARRAY (STRING)
+	KindDate                  // a local day; CSV YYYY-MM-DD, Parquet INT32 (DATE)
+	KindBool                  // CSV true/false, Parquet BOOLEAN
+	KindInt                   // a count; Parquet INT64
+	KindStrings               // a list of texts; CSV a JSON array, Parquet a repeated BYTE_ARRAY (STRING)
+	KindMoney                 // an exact amount of the marketplace currency; CSV a decimal, Parquet DECIMAL(38,9)
+	KindPrice                 // an amount per unit, rounded to 9 decimals; empty (CSV) or null (Parquet) without units
+	KindRatio                 // a ratio; CSV a decimal or empty, Parquet optional DOUBLE (null for a zero denominator)
+	KindTimestamp             // an instant (Unix milliseconds in cell.i); CSV RFC 3339 UTC with milliseconds, Parquet INT64 TIMESTAMP(MILLIS, UTC)
 )
 
 // String names the kind as the datasets endpoint shows it.
@@ -39,6 +41,8 @@ func (k Kind) String() string {
 		return "decimal or null"
 	case KindRatio:
 		return "number or null"
+	case KindTimestamp:
+		return "timestamp"
 	}
 	return "unknown"
 }
@@ -89,14 +93,21 @@ func (d *Dataset) Metric(name string) (Metric, bool) {
 	return Metric{}, false
 }
 
-// DatasetMonitoringMetrics is the name of the one dataset.
-const DatasetMonitoringMetrics = "monitoring_metrics"
+// Names of the datasets.
+const (
+	DatasetMonitoringMetrics = "monitoring_metrics"
+	DatasetBalanceLedger     = "balance_ledger"
+)
 
-// GranularityDayLocal is one row per marketplace-local day.
-const GranularityDayLocal = "day_local"
+// Granularities: one row per marketplace-local day (monitoring_metrics),
+// one row per movement (balance_ledger).
+const (
+	GranularityDayLocal = "day_local"
+	GranularityMovement = "movement"
+)
 
 // Datasets lists every dataset.
-func Datasets() []*Dataset { return []*Dataset{monitoringMetrics} }
+func Datasets() []*Dataset { return []*Dataset{monitoringMetrics, balanceLedger} }
 
 // DatasetByName returns a dataset.
 func DatasetByName(name string) (*Dataset, bool) {

@@ -7,12 +7,15 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/endcap/endcap/internal/jsontext"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/endcap/endcap/internal/timestamp"
 )
 
 // Formats of export files.
@@ -121,6 +124,8 @@ func appendText(b []byte, k Kind, c *cell, csv bool) []byte {
 		return c.m.appendDecimal(b)
 	case KindRatio:
 		return strconv.AppendFloat(b, c.f, 'f', -1, 64)
+	case KindTimestamp:
+		return timestamp.Append(b, time.UnixMilli(c.i))
 	}
 	return b
 }
@@ -200,9 +205,9 @@ type parquetWriter struct {
 	arena []byte // DECIMAL bytes of the batch
 }
 
-// parquetSchema is a flat schema with the columns in the requested order
-// (parquet.Group would sort them by name).
-func parquetSchema(cols []Column) *parquet.Schema {
+// parquetSchema is a flat schema named after the dataset, with the columns
+// in the requested order (parquet.Group would sort them by name).
+func parquetSchema(name string, cols []Column) *parquet.Schema {
 	fields := make([]parquet.Field, len(cols))
 	for i, c := range cols {
 		var n parquet.Node
@@ -223,15 +228,21 @@ func parquetSchema(cols []Column) *parquet.Schema {
 			n = parquet.Optional(parquet.Decimal(9, 38, parquet.FixedLenByteArrayType(16)))
 		case KindRatio:
 			n = parquet.Optional(parquet.Leaf(parquet.DoubleType))
+		case KindTimestamp:
+			n = parquet.Timestamp(parquet.Millisecond)
 		}
 		fields[i] = &orderedField{Node: n, name: c.Name}
 	}
-	return parquet.NewSchema("monitoring_metrics", orderedGroup{fields: fields})
+	return parquet.NewSchema(name, orderedGroup{fields: fields})
 }
 
 func newParquetWriter(w io.Writer, cols []Column, meta map[string]string) *parquetWriter {
+	name := meta["endcap.dataset"]
+	if name == "" {
+		name = DatasetMonitoringMetrics
+	}
 	opts := []parquet.WriterOption{
-		parquetSchema(cols),
+		parquetSchema(name, cols),
 		parquet.MaxRowsPerRowGroup(DefaultRowGroupRows),
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
 		parquet.CreatedBy("endcap", "exports", "1"),
@@ -281,6 +292,8 @@ func (pw *parquetWriter) Write(row []cell) error {
 			at := len(pw.arena)
 			pw.arena = append(pw.arena, d[:]...)
 			r = append(r, parquet.FixedLenByteArrayValue(pw.arena[at:at+16:at+16]).Level(0, def, i))
+		case KindTimestamp:
+			r = append(r, parquet.Int64Value(v.i).Level(0, 0, i))
 		case KindRatio:
 			if v.null || math.IsNaN(v.f) || math.IsInf(v.f, 0) {
 				r = append(r, parquet.NullValue().Level(0, 0, i))

@@ -14,17 +14,18 @@ func TestFormatsAgree(t *testing.T) {
 	cols := []Column{
 		{"metrics_first_is_fine", KindInt}, {"campaign_name", KindString}, {"day_local", KindDate}, {"page_value", KindStrings},
 		{"is_active", KindBool}, {"ad_spend", KindMoney}, {"cpc", KindPrice}, {"ctr", KindRatio}, {"a_sorts_first", KindString},
+		{"occurred_at", KindTimestamp},
 	}
 	rows := [][]cell{
 		{{i: 7}, {s: `Summer, "big" sale`}, {i: 20778}, {ss: []string{"shoes", "red"}}, {b: true}, {m: moneyOf(5_555_560, 0)},
-			{m: moneyOf(0, 250)}, {f: 0.25}, {s: "x"}},
-		{{i: 0}, {s: ""}, {i: 0}, {ss: nil}, {b: false}, {m: moneyOf(2_345, 670)}, {null: true}, {null: true}, {s: "line\nbreak"}},
-		{{i: -3}, {s: "ünïcode 🛒"}, {i: -1}, {ss: []string{""}}, {b: true}, {m: moneyOf(-1_500_000, 0)}, {m: moneyOf(9_000_000_000_000_000, 999)}, {f: 1.0 / 3}, {s: " "}},
+			{m: moneyOf(0, 250)}, {f: 0.25}, {s: "x"}, {i: 1795248531688}},
+		{{i: 0}, {s: ""}, {i: 0}, {ss: nil}, {b: false}, {m: moneyOf(2_345, 670)}, {null: true}, {null: true}, {s: "line\nbreak"}, {i: 0}},
+		{{i: -3}, {s: "ünïcode 🛒"}, {i: -1}, {ss: []string{""}}, {b: true}, {m: moneyOf(-1_500_000, 0)}, {m: moneyOf(9_000_000_000_000_000, 999)}, {f: 1.0 / 3}, {s: " "}, {i: 1}},
 		// Formulas in text cells (a spreadsheet would run them); the
 		// negative numbers stay numbers.
-		{{i: -4}, {s: `=HYPERLINK("https://evil.example","x")`}, {i: 1}, {ss: []string{"=1+1"}}, {b: false}, {m: moneyOf(-2_000_000, 0)}, {null: true}, {f: -0.5}, {s: "@SUM(A1)"}},
-		{{i: 1}, {s: "+1"}, {i: 1}, {ss: nil}, {b: false}, {m: moneyOf(0, 0)}, {null: true}, {null: true}, {s: "-2+3"}},
-		{{i: 1}, {s: "\tx"}, {i: 1}, {ss: nil}, {b: false}, {m: moneyOf(0, 0)}, {null: true}, {null: true}, {s: "\r=1"}},
+		{{i: -4}, {s: `=HYPERLINK("https://evil.example","x")`}, {i: 1}, {ss: []string{"=1+1"}}, {b: false}, {m: moneyOf(-2_000_000, 0)}, {null: true}, {f: -0.5}, {s: "@SUM(A1)"}, {i: 1}},
+		{{i: 1}, {s: "+1"}, {i: 1}, {ss: nil}, {b: false}, {m: moneyOf(0, 0)}, {null: true}, {null: true}, {s: "-2+3"}, {i: 1}},
+		{{i: 1}, {s: "\tx"}, {i: 1}, {ss: nil}, {b: false}, {m: moneyOf(0, 0)}, {null: true}, {null: true}, {s: "\r=1"}, {i: 1}},
 	}
 	files := map[string][]byte{}
 	for _, format := range []string{FormatCSV, FormatParquet} {
@@ -59,12 +60,12 @@ func TestFormatsAgree(t *testing.T) {
 		t.Fatalf("headers\ncsv     %q\nparquet %q\nwant    %q", hc, hp, names)
 	}
 	want := [][]string{
-		{"7", `Summer, "big" sale`, "2026-11-21", `["shoes","red"]`, "true", "5.55556", "0.00000025", "0.25", "x"},
-		{"0", "", "1970-01-01", "[]", "false", "0.00234567", "", "", "line\nbreak"},
-		{"-3", "ünïcode 🛒", "1969-12-31", `[""]`, "true", "-1.5", "9000000000.000000999", "0.3333333333333333", " "},
-		{"-4", `=HYPERLINK("https://evil.example","x")`, "1970-01-02", `["=1+1"]`, "false", "-2", "", "-0.5", "@SUM(A1)"},
-		{"1", "+1", "1970-01-02", "[]", "false", "0", "", "", "-2+3"},
-		{"1", "\tx", "1970-01-02", "[]", "false", "0", "", "", "\r=1"},
+		{"7", `Summer, "big" sale`, "2026-11-21", `["shoes","red"]`, "true", "5.55556", "0.00000025", "0.25", "x", "2026-11-21T08:08:51.688Z"},
+		{"0", "", "1970-01-01", "[]", "false", "0.00234567", "", "", "line\nbreak", "1970-01-01T00:00:00.000Z"},
+		{"-3", "ünïcode 🛒", "1969-12-31", `[""]`, "true", "-1.5", "9000000000.000000999", "0.3333333333333333", " ", "1970-01-01T00:00:00.001Z"},
+		{"-4", `=HYPERLINK("https://evil.example","x")`, "1970-01-02", `["=1+1"]`, "false", "-2", "", "-0.5", "@SUM(A1)", "1970-01-01T00:00:00.001Z"},
+		{"1", "+1", "1970-01-02", "[]", "false", "0", "", "", "-2+3", "1970-01-01T00:00:00.001Z"},
+		{"1", "\tx", "1970-01-02", "[]", "false", "0", "", "", "\r=1", "1970-01-01T00:00:00.001Z"},
 	}
 	// Parquet holds the values as they are (typed columns, no formulas);
 	// CSV's text cells that a spreadsheet would run get an apostrophe.

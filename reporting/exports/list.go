@@ -131,7 +131,7 @@ func ParseVendorListQuery(q url.Values, marketplaceID, vendor string, cursors *p
 		if _, known := DatasetByName(v); known {
 			lq.Dataset = v
 		} else {
-			add(CodeInvalidDataset, "dataset", "dataset must be "+strconv.Quote(DatasetMonitoringMetrics)+".", v)
+			add(CodeInvalidDataset, "dataset", datasetMessage, v)
 		}
 	}
 	bound := func(name string) (int64, bool) {

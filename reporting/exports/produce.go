@@ -25,24 +25,41 @@ func ObjectKey(mp string, e *Export) string {
 	return "exports/" + mp + "/" + e.ID + extension(e.Request.Format)
 }
 
-// produce writes the export's file: one query on the rollup, streamed row
-// by row into the format's writer, into a multipart upload that publishes
+// produce writes the export's file: one query on the rollup (or the
+// balance ledger's rows), streamed row by row into the format's writer, into a multipart upload that publishes
 // the object only when complete. On any failure, cancellation included,
 // the upload is aborted: no object, or none that looks complete, is left.
 func (s *Service) produce(ctx context.Context, mp string, e *Export, wo *WorkerOptions) (result, error) {
 	start := s.o.Now().UTC()
-	p, err := newPlan(mp, e.VendorID, &e.Request)
-	if err != nil {
-		return result{}, fmt.Errorf("%w: %w", errPermanent, err)
-	}
-	if err := s.ensureFresh(ctx, e, wo); err != nil {
-		return result{}, err
-	}
 	res := result{key: ObjectKey(mp, e)}
-	// Read before the query: a later recomputation of a day (under the
-	// rollups' lock, one at a time) only adds what it counts.
-	if res.dataAsOf, res.partial, err = s.freshness(ctx, mp, &e.Request); err != nil {
-		return result{}, err
+	var cols []Column
+	var rows func(fn func(row []cell) error) error
+	if e.Dataset == DatasetBalanceLedger {
+		lp, err := newLedgerPlan(&e.Request)
+		if err != nil {
+			return result{}, fmt.Errorf("%w: %w", errPermanent, err)
+		}
+		// Read before the query: the charges folded by then are in it.
+		if res.dataAsOf, res.partial, err = s.ledgerFreshness(ctx, mp, &e.Request, wo); err != nil {
+			return result{}, err
+		}
+		cols = lp.cols
+		rows = func(fn func(row []cell) error) error { return s.ledgerRows(ctx, mp, e.VendorID, &e.Request, lp, fn) }
+	} else {
+		p, err := newPlan(mp, e.VendorID, &e.Request)
+		if err != nil {
+			return result{}, fmt.Errorf("%w: %w", errPermanent, err)
+		}
+		if err := s.ensureFresh(ctx, e, wo); err != nil {
+			return result{}, err
+		}
+		// Read before the query: a later recomputation of a day (under the
+		// rollups' lock, one at a time) only adds what it counts.
+		if res.dataAsOf, res.partial, err = s.freshness(ctx, mp, &e.Request); err != nil {
+			return result{}, err
+		}
+		cols = p.Columns()
+		rows = func(fn func(row []cell) error) error { return query(ctx, s.o.ClickHouse, p, fn) }
 	}
 	// A dead attempt's unfinished upload of this key is invisible; remove
 	// its parts.
@@ -63,11 +80,11 @@ func (s *Service) produce(ctx context.Context, mp string, e *Export, wo *WorkerO
 	}
 	up.AfterPart = wo.afterPart
 	defer up.Abort() // no-op after Complete
-	fw, err := newFileWriter(e.Request.Format, up, p.Columns(), meta)
+	fw, err := newFileWriter(e.Request.Format, up, cols, meta)
 	if err != nil {
 		return result{}, fmt.Errorf("%w: %w", errPermanent, err)
 	}
-	err = query(ctx, s.o.ClickHouse, p, func(row []cell) error {
+	err = rows(func(row []cell) error {
 		res.rows++
 		return fw.Write(row)
 	})

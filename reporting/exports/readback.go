@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/endcap/endcap/internal/timestamp"
 )
 
 // ReadFile reads an export file back as text: its column names and its
@@ -70,6 +73,8 @@ func kindOfNode(n parquet.Node) Kind {
 			return KindDate
 		case *format.DecimalType:
 			return KindMoney
+		case *format.TimestampType:
+			return KindTimestamp
 		case *format.StringType:
 			return KindString
 		}
@@ -107,6 +112,8 @@ func rowText(row parquet.Row, kinds []Kind) []string {
 			out[col] = string(v.ByteArray())
 		case KindDate:
 			out[col] = string(appendDate(nil, int64(v.Int32())))
+		case KindTimestamp:
+			out[col] = string(timestamp.Append(nil, time.UnixMilli(v.Int64())))
 		case KindBool:
 			out[col] = strconv.FormatBool(v.Boolean())
 		case KindInt:

@@ -103,7 +103,7 @@ func (r *Request) Validate(now time.Time) []Problem {
 	}
 	ds, ok := DatasetByName(r.Dataset)
 	if !ok {
-		add(CodeInvalidDataset, "dataset", fmt.Sprintf("dataset must be %q.", DatasetMonitoringMetrics), nilIfEmpty(r.Dataset))
+		add(CodeInvalidDataset, "dataset", datasetMessage, nilIfEmpty(r.Dataset))
 		ds = monitoringMetrics // check the rest against the one dataset
 	}
 	names := func(field string, vals []string, max int, countCode, unknownCode, what string, known func(string) bool) {
@@ -169,6 +169,9 @@ func (r *Request) Validate(now time.Time) []Problem {
 	}
 	return probs
 }
+
+// datasetMessage is the message of an unknown dataset.
+var datasetMessage = fmt.Sprintf("dataset must be %q or %q.", DatasetMonitoringMetrics, DatasetBalanceLedger)
 
 func nilIfEmpty(s string) any {
 	if s == "" {

@@ -57,6 +57,16 @@ func TestValidate(t *testing.T) {
 		{"tomorrow", func(r *Request) { r.StartDate, r.EndDate = "2026-11-22", "2026-11-22" }, ""},
 		{"future", func(r *Request) { r.StartDate, r.EndDate = "2026-11-23", "2026-11-23" }, CodeStartInFuture},
 		{"format", func(r *Request) { r.Format = "xlsx" }, CodeInvalidFormat},
+		{"balance ledger", func(r *Request) {
+			r.Dataset, r.Granularity, r.Dimensions, r.Metrics = "balance_ledger", "movement", []string{"occurred_at", "vendor_id", "kind"}, []string{"amount", "credit_limit"}
+		}, ""},
+		{"balance ledger by day", func(r *Request) {
+			r.Dataset, r.Dimensions, r.Metrics = "balance_ledger", []string{"vendor_id"}, []string{"amount"}
+		}, CodeInvalidGranular},
+		{"balance ledger with a rollup column", func(r *Request) {
+			r.Dataset, r.Granularity, r.Dimensions, r.Metrics = "balance_ledger", "movement", []string{"vendor_id", "campaign_name"}, []string{"amount", "clicks"}
+		}, CodeUnknownDimension + "," + CodeUnknownMetric},
+		{"a rollup export by movement", func(r *Request) { r.Granularity = "movement" }, CodeInvalidGranular},
 		{"several", func(r *Request) { r.Dataset, r.Metrics, r.EndDate = "", []string{"ctr", "ctr", "x"}, "2026-10-01" },
 			CodeInvalidDataset + "," + CodeDuplicate + "," + CodeUnknownMetric + "," + CodeEndBeforeStart},
 	} {

@@ -100,6 +100,11 @@ type Options struct {
 	// Location is the time zone of a marketplace's local days (nil, or a
 	// nil answer: the westernmost zone's, when an export's window ends).
 	Location func(marketplaceID string) *time.Location
+	// Ledger holds the vendors' balance movements and Currency a
+	// marketplace's currency (the balance_ledger dataset; nil: its files
+	// hold the charges only, without a currency on the movements).
+	Ledger   Ledger
+	Currency func(marketplaceID string) string
 	Log      *slog.Logger
 	Now      func() time.Time
 }

@@ -59,6 +59,10 @@ type WorkerOptions struct {
 	// requested (0: every day that is not final and not recomputed since).
 	Refresh      func(ctx context.Context, days []time.Time) error
 	MaxStaleness time.Duration
+	// Folded, when set, waits (boundedly) for the projectors to fold what
+	// was acknowledged before the call and returns the instant up to which
+	// they have (zero: unknown): a balance_ledger export's dataAsOf.
+	Folded func(ctx context.Context) (time.Time, error)
 	// SessionTimeout: how long the broker waits for a worker's heartbeats
 	// before it hands the worker's jobs to another (0: the client's default).
 	SessionTimeout time.Duration
