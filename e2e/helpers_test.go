@@ -21,8 +21,8 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

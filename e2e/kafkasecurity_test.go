@@ -10,7 +10,7 @@ import (
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // ksBroker starts the local broker as `endcap kafka --sasl-user

@@ -20,9 +20,9 @@ import (
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // documentedACLRule is the ACL rule docs/operations.md (Managed services,

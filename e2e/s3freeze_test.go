@@ -12,7 +12,7 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // startTarget runs one process of a target in-process on cfg and returns

@@ -18,8 +18,8 @@ import (
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/pagination"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestSecretsAtRest runs the api on a Redis of its own, without configured

@@ -10,11 +10,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/idempotency"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestBalances: a top-up with an idempotency key credits once whatever the

@@ -13,9 +13,9 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/reporting/attribution"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestThroughTheApp: the whole process (target all) runs the attribution
