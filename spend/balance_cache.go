@@ -26,10 +26,10 @@ type FundsCache struct {
 	opts Options
 	log  *slog.Logger
 
-	snap atomic.Pointer[fundsSnapshot]
-	reg  sync.Map // "<mp>\x00<vendor>" → *fundsEntry: the vendors read
-	pass sync.Mutex
-	kick chan struct{}
+	snap    atomic.Pointer[fundsSnapshot]
+	reg     sync.Map // "<mp>\x00<vendor>" → *fundsEntry: the vendors read
+	pass    sync.Mutex
+	refresh refresher // kicked when a vendor is registered
 }
 
 type fundsEntry struct {
@@ -59,7 +59,7 @@ func NewFundsCache(rdb redis.UniversalClient, o Options) *FundsCache {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &FundsCache{rdb: rdb, opts: o, log: log, kick: make(chan struct{}, 1)}
+	c := &FundsCache{rdb: rdb, opts: o, log: log, refresh: newRefresher()}
 	c.snap.Store(&fundsSnapshot{})
 	return c
 }
@@ -89,27 +89,14 @@ func (c *FundsCache) touch(mp, vendorID string, now time.Time) {
 	e := &fundsEntry{mp: mp, vendor: vendorID}
 	e.lastUsed.Store(now.Unix())
 	if _, loaded := c.reg.LoadOrStore(k, e); !loaded {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.refresh.Kick()
 	}
 }
 
 // Run refreshes the cache every Options.Refresh, and at once when a vendor
 // is registered, until ctx ends.
 func (c *FundsCache) Run(ctx context.Context) error {
-	t := time.NewTicker(c.opts.Refresh)
-	defer t.Stop()
-	for {
-		_ = c.RefreshNow(ctx)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		case <-c.kick:
-		}
-	}
+	return c.refresh.run(ctx, c.opts.Refresh, c.RefreshNow)
 }
 
 // RefreshNow reads the funds of every registered vendor (a pipelined HMGET
