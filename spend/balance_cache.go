@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -49,17 +48,8 @@ type fundsRef struct {
 
 // NewFundsCache returns a cache reading from rdb. Call Run to keep it fresh.
 func NewFundsCache(rdb redis.UniversalClient, o Options) *FundsCache {
-	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	c := &FundsCache{rdb: rdb, opts: o, log: log, refresh: newRefresher()}
+	o = o.withDefaults()
+	c := &FundsCache{rdb: rdb, opts: o, log: o.Log, refresh: newRefresher()}
 	c.snap.Store(&fundsSnapshot{})
 	return c
 }

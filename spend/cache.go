@@ -40,6 +40,20 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// withDefaults is o with the defaults in place of what it leaves unset.
+func (o Options) withDefaults() Options {
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
 // Cache is an in-memory copy of the spend in Redis, for the auction's hot
 // path. Spend reads it without touching Redis; Run refreshes it every
 // Options.Refresh. It is safe for concurrent use.
@@ -100,17 +114,8 @@ type spendEntry struct {
 
 // NewCache returns a cache reading from rdb. Call Run to keep it fresh.
 func NewCache(rdb redis.UniversalClient, o Options) *Cache {
-	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	c := &Cache{rdb: rdb, opts: o, log: log, now: time.Now, refresh: newRefresher()}
+	o = o.withDefaults()
+	c := &Cache{rdb: rdb, opts: o, log: o.Log, now: time.Now, refresh: newRefresher()}
 	c.reg.Store(&registry{m: map[string]*market{}})
 	return c
 }
