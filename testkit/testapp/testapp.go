@@ -129,7 +129,10 @@ func Start(t testing.TB, opts ...Option) *App {
 				return
 			}
 			select {
-			case <-done:
+			case err := <-done:
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Logf("%s process ended: %v", o.target, err)
+				}
 			case <-time.After(stopWithin):
 				t.Errorf("%s process did not stop within %s", o.target, stopWithin)
 			}
@@ -150,7 +153,9 @@ func Start(t testing.TB, opts ...Option) *App {
 	case err := <-done:
 		ended = true
 		wcancel()
-		<-ready
+		if werr := <-ready; werr != nil && !errors.Is(werr, context.Canceled) {
+			t.Logf("waiting for it to be ready: %v", werr)
+		}
 		t.Fatalf("%s process ended before it was ready: %v", o.target, err)
 	}
 	testenv.Eventually(t, readyWithin, func() error {
@@ -219,10 +224,10 @@ func Fail(t testing.TB, cfg config.Config, target app.Target, within time.Durati
 	case <-time.After(within):
 		cancel()
 		select {
-		case <-done:
+		case err = <-done:
 		case <-time.After(stopWithin):
 		}
-		t.Fatalf("the %s process still runs %s after its start", target, within)
+		t.Fatalf("the %s process still runs %s after its start (stopped: %v)", target, within, err)
 	}
 	if err == nil {
 		t.Fatalf("the %s process ended without an error", target)
