@@ -1,11 +1,14 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/endcap/endcap/management/campaigns"
+	"github.com/endcap/endcap/storage/statelog"
 )
 
 // CampaignControlRoutes serves a campaign's timetable (dayparting) and the
@@ -15,127 +18,93 @@ func CampaignControlRoutes(svc *campaigns.Service) RouteSet {
 	return func(g *gin.RouterGroup, p *Public) {
 		h := &campaignHandlers{svc: svc, p: p}
 		cs := g.Group("/campaign-service", p.Limit("default"))
-		cs.GET("/campaigns/:campaign_id/timetables", h.getTimetables)
-		cs.PUT("/campaigns/:campaign_id/timetables", h.putTimetables)
-		cs.DELETE("/campaigns/:campaign_id/timetables", h.deleteTimetables)
-		cs.GET("/campaigns/:campaign_id/negative-keywords", h.getCampaignNegatives)
-		cs.PUT("/campaigns/:campaign_id/negative-keywords", h.putCampaignNegatives)
-		cs.GET("/campaigns/:campaign_id/bids/:bid_id/negative-keywords", h.getBidNegatives)
-		cs.PUT("/campaigns/:campaign_id/bids/:bid_id/negative-keywords", h.putBidNegatives)
+		cs.GET("/campaigns/:campaign_id/timetables", onCampaign(h, h.readCampaign, campaigns.TimetablesOf))
+		cs.PUT("/campaigns/:campaign_id/timetables", onCampaign(h, withBody(h.p, svc.PutTimetables), campaigns.TimetablesOf))
+		cs.DELETE("/campaigns/:campaign_id/timetables", onCampaign(h, h.deleteTimetables, campaigns.TimetablesOf))
+		cs.GET("/campaigns/:campaign_id/negative-keywords", onCampaign(h, h.readCampaign, campaigns.CampaignNegatives))
+		cs.PUT("/campaigns/:campaign_id/negative-keywords", onCampaign(h, withBody(h.p, svc.PutCampaignNegatives), campaigns.CampaignNegatives))
+		cs.GET("/campaigns/:campaign_id/bids/:bid_id/negative-keywords", onBid(h, h.readBid, campaigns.BidNegatives))
+		cs.PUT("/campaigns/:campaign_id/bids/:bid_id/negative-keywords", onBid(h, h.putBidNegatives, campaigns.BidNegatives))
 	}
 }
 
-func (h *campaignHandlers) getTimetables(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
+// errAnswered is what an operation returns when it has answered the request
+// itself (a body that does not bind).
+var errAnswered = errors.New("api: the request is answered")
+
+// onCampaign serves a route of one part of a campaign (its timetables, its
+// negative keywords): op reads or changes the campaign of the path's
+// campaign_id, and the answer is that part (view) with the campaign's ETag.
+func onCampaign[V any](h *campaignHandlers, op func(c *gin.Context, mp, id string) (campaigns.Campaign, int64, error), view func(campaigns.Campaign) V) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id, ok := h.pathID(c, "campaign_id")
+		if !ok {
+			return
+		}
+		camp, v, err := op(c, Marketplace(c).ID, id)
+		answerVersioned(h.p, c, camp, v, err, view)
 	}
-	camp, v, err := h.svc.GetCampaign(Marketplace(c).ID, id)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.TimetablesOf(camp))
 }
 
-func (h *campaignHandlers) putTimetables(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
+// onBid is onCampaign for a part of the bid of the path's bid_id.
+func onBid[V any](h *campaignHandlers, op func(c *gin.Context, mp, campaignID, bidID string) (campaigns.Bid, int64, error), view func(campaigns.Bid) V) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		cid, bid, ok := h.bidIDs(c)
+		if !ok {
+			return
+		}
+		b, v, err := op(c, Marketplace(c).ID, cid, bid)
+		answerVersioned(h.p, c, b, v, err, view)
 	}
-	var in campaigns.TimetablesInput
-	if !h.p.BindJSON(c, &in) {
-		return
-	}
-	camp, v, err := h.svc.PutTimetables(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.TimetablesOf(camp))
 }
 
-func (h *campaignHandlers) deleteTimetables(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
+// answerVersioned answers 200 with view(x) and x's version as its ETag, or
+// err's documented body.
+func answerVersioned[T, V any](p *Public, c *gin.Context, x T, version int64, err error, view func(T) V) {
+	switch {
+	case errors.Is(err, errAnswered):
+	case err != nil:
+		p.Fail(c, err)
+	default:
+		setETag(c, version)
+		c.JSON(http.StatusOK, view(x))
 	}
+}
+
+// withBody is a write of the request's JSON body, under its If-Match.
+func withBody[In, T any](p *Public, write func(ctx context.Context, mp, id string, m statelog.IfMatch, in In) (T, int64, error)) func(*gin.Context, string, string) (T, int64, error) {
+	return func(c *gin.Context, mp, id string) (T, int64, error) {
+		var in In
+		if !p.BindJSON(c, &in) {
+			var zero T
+			return zero, 0, errAnswered
+		}
+		return write(c.Request.Context(), mp, id, ifMatch(c), in)
+	}
+}
+
+func (h *campaignHandlers) readCampaign(_ *gin.Context, mp, id string) (campaigns.Campaign, int64, error) {
+	return h.svc.GetCampaign(mp, id)
+}
+
+func (h *campaignHandlers) deleteTimetables(c *gin.Context, mp, id string) (campaigns.Campaign, int64, error) {
 	days, err := campaigns.ParseDaysOfWeek(c.QueryArray("day_of_week"))
 	if err != nil {
-		h.p.Fail(c, err)
-		return
+		return campaigns.Campaign{}, 0, err
 	}
-	camp, v, err := h.svc.DeleteTimetables(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), days)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.TimetablesOf(camp))
+	return h.svc.DeleteTimetables(c.Request.Context(), mp, id, ifMatch(c), days)
 }
 
-func (h *campaignHandlers) getCampaignNegatives(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
-	}
-	camp, v, err := h.svc.GetCampaign(Marketplace(c).ID, id)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.CampaignNegatives(camp))
+func (h *campaignHandlers) readBid(_ *gin.Context, mp, cid, bid string) (campaigns.Bid, int64, error) {
+	_, b, v, err := h.svc.GetBid(mp, cid, bid)
+	return b, v, err
 }
 
-func (h *campaignHandlers) putCampaignNegatives(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
-	}
+func (h *campaignHandlers) putBidNegatives(c *gin.Context, mp, cid, bid string) (campaigns.Bid, int64, error) {
 	var in campaigns.NegativeKeywordsInput
 	if !h.p.BindJSON(c, &in) {
-		return
+		return campaigns.Bid{}, 0, errAnswered
 	}
-	camp, v, err := h.svc.PutCampaignNegatives(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.CampaignNegatives(camp))
-}
-
-func (h *campaignHandlers) getBidNegatives(c *gin.Context) {
-	cid, bid, ok := h.bidIDs(c)
-	if !ok {
-		return
-	}
-	_, b, v, err := h.svc.GetBid(Marketplace(c).ID, cid, bid)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.BidNegatives(b))
-}
-
-func (h *campaignHandlers) putBidNegatives(c *gin.Context) {
-	cid, bid, ok := h.bidIDs(c)
-	if !ok {
-		return
-	}
-	var in campaigns.NegativeKeywordsInput
-	if !h.p.BindJSON(c, &in) {
-		return
-	}
-	_, b, v, err := h.svc.PutBidNegatives(c.Request.Context(), Marketplace(c).ID, cid, bid, ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, campaigns.BidNegatives(b))
+	_, b, v, err := h.svc.PutBidNegatives(c.Request.Context(), mp, cid, bid, ifMatch(c), in)
+	return b, v, err
 }

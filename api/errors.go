@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -11,16 +12,17 @@ import (
 // (ENDCAP_DOC_URL_BASE): an error's docUrl is <base>/reference/errors.md#<errCode>.
 const DefaultDocURLBase = "https://github.com/endcap/endcap/blob/main/docs"
 
-// docURLKey holds the request's documentation base (Deps.DocURLBase) on
-// the gin context.
-const docURLKey = "api.docURLBase"
+// docBase is the documentation base of the process (Deps.DocURLBase, set
+// by New; one per process, as its configuration is): read where an error
+// body is built, so that no request carries it.
+var docBase atomic.Pointer[string]
 
 // docURL is the docUrl of an error code: the deployment's documentation
-// base (set on every request by New) + /reference/errors.md#code.
-func docURL(c *gin.Context, code string) string {
-	base := c.GetString(docURLKey)
-	if base == "" {
-		base = DefaultDocURLBase
+// base + /reference/errors.md#code.
+func docURL(code string) string {
+	base := DefaultDocURLBase
+	if b := docBase.Load(); b != nil {
+		base = *b
 	}
 	return base + "/reference/errors.md#" + code
 }
@@ -33,7 +35,7 @@ type v2Error struct {
 }
 
 func abortV2(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, v2Error{ErrCode: code, DocURL: docURL(c, code), Message: msg})
+	c.AbortWithStatusJSON(status, v2Error{ErrCode: code, DocURL: docURL(code), Message: msg})
 }
 
 func abortUnavailable(c *gin.Context, retryAfter time.Duration, msg string) {
@@ -53,5 +55,5 @@ type authError struct {
 }
 
 func abortAuth(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, authError{Error: code, ErrCode: code, DocURL: docURL(c, code), Message: msg})
+	c.AbortWithStatusJSON(status, authError{Error: code, ErrCode: code, DocURL: docURL(code), Message: msg})
 }

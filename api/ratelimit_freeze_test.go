@@ -12,9 +12,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestRateLimiterFrozenRedis freezes a real redis-server (SIGSTOP) under

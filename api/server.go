@@ -70,7 +70,8 @@ type Deps struct {
 	// nil: none, the client is the connection's address.
 	TrustedProxies []string
 	// DocURLBase is the documentation's address: every error body's docUrl
-	// is <DocURLBase>/reference/errors.md#<errCode> ("": DefaultDocURLBase).
+	// is <DocURLBase>/reference/errors.md#<errCode> ("": DefaultDocURLBase). It is the
+	// process's: a second New in one process replaces the first's.
 	DocURLBase string
 }
 
@@ -95,11 +96,12 @@ func New(d Deps) http.Handler {
 	// ids with a slash (product ids are "any format") work as %2F.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	docBase := strings.TrimRight(d.DocURLBase, "/")
-	if docBase == "" {
-		docBase = DefaultDocURLBase
+	base := strings.TrimRight(d.DocURLBase, "/")
+	if base == "" {
+		base = DefaultDocURLBase
 	}
-	r.Use(requestID, func(c *gin.Context) { c.Set(docURLKey, docBase) }, securityHeaders, recovery(d.Log), observe, pathText)
+	docBase.Store(&base)
+	r.Use(requestID, securityHeaders, recovery(d.Log), observe, pathText)
 	if telemetry.Tracing() { // with traces off, no middleware at all
 		r.Use(traceRequest)
 	}

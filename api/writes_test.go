@@ -23,10 +23,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/idempotency"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestWeeklyBudgetStopsAndServesNextWeek: a campaign with a weekly budget

@@ -11,10 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/campaigns/freqcap"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // countingCaps counts the reads of a CapView.

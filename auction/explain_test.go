@@ -16,11 +16,11 @@ import (
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/auction/index"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // The explain tests run the real catalog and campaigns views over a kfake

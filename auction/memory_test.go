@@ -17,12 +17,12 @@ import (
 
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/internal/jsontext"
-	"github.com/endcap/endcap/internal/perfbudget"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/perfbudget"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // memProducts is how many products TestMemoryPerProduct loads.
@@ -191,7 +191,7 @@ func writeHeapProfile(t testing.TB, path string) {
 
 // TestMemoryPerProduct: the live heap an API process's entity state takes
 // per product, loaded cold from the topic, within 10 % of its budget
-// (internal/perfbudget/budgets.txt, catalog.heap-bytes-per-product). It
+// (testkit/perfbudget/budgets.txt, catalog.heap-bytes-per-product). It
 // counts bytes allocated (after a full collection), which do not depend on
 // how busy the machine is. ENDCAP_TEST_PRODUCTS scales it (the 10 M
 // measurement of docs/design/performance.md, Catalog in memory).

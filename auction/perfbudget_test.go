@@ -2,7 +2,7 @@ package auction_test
 
 // The auction's performance budget: what a fixed workload costs in
 // allocations and in instructions (callgrind), compared with the figures of
-// internal/perfbudget/budgets.txt. Neither count depends on how busy the
+// testkit/perfbudget/budgets.txt. Neither count depends on how busy the
 // machine is, so a change that makes the hot path dearer fails here, in
 // make test, and not only in a benchmark someone has to remember to run.
 
@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/auction"
-	"github.com/endcap/endcap/internal/perfbudget"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/perfbudget"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // The workload: perfAuctions listings auctions of 500 ids and 5 slots (half

@@ -22,50 +22,16 @@ import (
 	"github.com/uber/h3-go/v4"
 
 	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/testkit/jsonbody"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// obj holds raw JSON values by key; a value "-" removes the key from a base.
-type obj map[string]string
+// obj holds raw JSON values by key; a value "-" removes the key from a base
+// (With).
+type obj = jsonbody.Obj
 
-func (o obj) with(over obj) obj {
-	out := obj{}
-	for k, v := range o {
-		out[k] = v
-	}
-	for k, v := range over {
-		if v == "-" {
-			delete(out, k)
-		} else {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func (o obj) String() string {
-	keys := make([]string, 0, len(o))
-	for k := range o {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	sb.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, "%q:%s", k, o[k])
-	}
-	sb.WriteByte('}')
-	return sb.String()
-}
-
-func q(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+var q = jsonbody.Q
 
 // body wraps auctions into a request.
 func body(auctions ...string) string {
@@ -81,18 +47,7 @@ func repeat(s string, n int) []string {
 }
 
 // jsonList is a JSON array of n items made by f.
-func jsonList(n int, f func(int) string) string {
-	var sb strings.Builder
-	sb.WriteByte('[')
-	for i := range n {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(f(i))
-	}
-	sb.WriteByte(']')
-	return sb.String()
-}
+var jsonList = jsonbody.List
 
 func ids(n int) string { return jsonList(n, func(i int) string { return fmt.Sprintf(`"p%d"`, i) }) }
 
@@ -112,11 +67,11 @@ var (
 		"travelContext": `{"site":"example.com","route":"SAO-ORL","flightType":"one_way"}`}
 )
 
-func lst(over obj) string { return baseListings.with(over).String() }
-func ban(over obj) string { return baseBanners.with(over).String() }
-func sb(over obj) string  { return baseSB.with(over).String() }
-func hot(over obj) string { return baseHotels.with(over).String() }
-func fli(over obj) string { return baseFlights.with(over).String() }
+func lst(over obj) string { return baseListings.With(over).String() }
+func ban(over obj) string { return baseBanners.With(over).String() }
+func sb(over obj) string  { return baseSB.With(over).String() }
+func hot(over obj) string { return baseHotels.With(over).String() }
+func fli(over obj) string { return baseFlights.With(over).String() }
 
 // tctx builds a travelContext with overrides.
 func tctx(base string, over obj) string {
@@ -129,7 +84,7 @@ func tctx(base string, over obj) string {
 	for k, v := range m {
 		o[k] = string(v)
 	}
-	return o.with(over).String()
+	return o.With(over).String()
 }
 
 const hotelCtx = `{"site":"example.com"}`

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // The error cases of the three auction endpoints. Each case is a pair of

@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the auction tests (au*).

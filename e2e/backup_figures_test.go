@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestBackupFigures measures a backup and a restore of ENDCAP_BACKUP_FIGURES

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/endcap/endcap/internal/chdb"
+	"github.com/endcap/endcap/testkit/chdb"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestBackupRestore makes a day of a marketplace (catalog, a CPC campaign,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the billing, invitations, webhooks and offsite tests (bw*).

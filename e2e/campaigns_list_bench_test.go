@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/endcap/endcap/internal/telemetry"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // BenchmarkCampaignList measures GET /public/v1/campaign-service/campaigns

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the campaign tests (cp*).

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
+	"github.com/endcap/endcap/testkit/testenv"
 	"github.com/google/uuid"
 )
 

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestClickHouseCluster runs the system as separate processes against a

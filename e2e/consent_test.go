@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/segments"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestConsentDenied: an auction and events whose shopper denied consent run,

@@ -23,7 +23,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/invitations"
@@ -31,6 +30,7 @@ import (
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // consoleTools returns playwright-core's folder and the browser, installed

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // freePorts returns n distinct ports that are free now, picked below the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // BenchmarkEventsHandler measures POST /v2/events over HTTP (loopback) on

@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func mixedBatch(prefix string, at time.Time) []byte {

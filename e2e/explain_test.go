@@ -14,10 +14,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the auction-explain tests (ex*).

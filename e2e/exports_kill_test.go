@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // An exporter killed with SIGKILL in the middle of an export leaves no

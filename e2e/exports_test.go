@@ -22,10 +22,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/exports"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the exports tests (ex*).

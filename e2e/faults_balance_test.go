@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // balanceRunsOut is the fault suite's phase "balance runs out while

@@ -15,8 +15,8 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Bounds the fault suite holds every answer to (docs/operations/operations.md,

@@ -26,12 +26,12 @@ import (
 
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/masterkey"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // faultStack runs Endcap the way production does, as separate processes,

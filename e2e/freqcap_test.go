@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns/freqcap"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func fcRestrictions(id string) string { return cpBase + "/campaigns/" + id + "/restrictions" }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // guidePath is the guide that TestGuide runs.

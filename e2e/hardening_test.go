@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestSecurityHeadersAndInputRules runs the whole system with /metrics on

@@ -15,14 +15,14 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -42,64 +42,19 @@ type system struct {
 
 func startSystem(t testing.TB, cfg config.Config) *system {
 	t.Helper()
-	s := startEmptySystem(t, cfg)
-	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer wcancel()
-	var err error
-	s.Marketplace, err = s.App.Accounts.CreateMarketplace(wctx, "Test Market", "USD", "America/New_York")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.MarketplaceKey, _, err = s.App.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyMarketplace); err != nil {
-		t.Fatal(err)
-	}
-	if s.AdvancedKey, _, err = s.App.Accounts.CreateKey(wctx, s.Marketplace.ID, accounts.KeyAdvanced); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return newSystem(testapp.Start(t, testapp.WithConfig(cfg), testapp.WithMarketplace("Test Market", "USD", "America/New_York")))
 }
 
 // startEmptySystem starts a system and waits until it is ready, without
 // making a marketplace.
 func startEmptySystem(t testing.TB, cfg config.Config) *system {
 	t.Helper()
-	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := a.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	s := &system{App: a, URL: "http://" + addr.String(), Cfg: cfg}
-	var once sync.Once
-	s.stop = func() { // a test may stop the system before its cleanup does
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				t.Error("system did not stop within 20s")
-			}
-		})
-	}
-	t.Cleanup(s.stop)
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if err := a.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		st, body := s.do(t, "GET", "/readyz", "", nil)
-		if st != 200 {
-			return testenv.Errorf("readyz %d %s", st, body)
-		}
-		return nil
-	})
-	return s
+	return newSystem(testapp.Start(t, testapp.WithConfig(cfg)))
+}
+
+func newSystem(a *testapp.App) *system {
+	return &system{App: a.App, URL: a.URL, Cfg: a.Cfg, Marketplace: a.Marketplace, MarketplaceKey: a.MarketplaceKey,
+		AdvancedKey: a.AdvancedKey, stop: a.Stop}
 }
 
 type response struct {

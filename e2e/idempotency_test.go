@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Deadlines of /public/v1 writes and Idempotency-Key (docs/reference/management-api.md).

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestInvitationMailCap: with e-mail sending configured, a marketplace's

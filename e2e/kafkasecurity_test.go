@@ -10,7 +10,8 @@ import (
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // ksBroker starts the local broker as `endcap kafka --sasl-user
@@ -89,24 +90,10 @@ func TestKafkaRefusedEndsTheProcess(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := cfg
 			c.mutate(&cfg)
-			a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
 			start := time.Now()
-			done := make(chan error, 1)
-			go func() { done <- a.Run(ctx) }()
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				cancel()
-				<-done
-				t.Fatalf("the process still runs 10s after start")
-			}
+			err := testapp.Fail(t, cfg, app.TargetAll, 10*time.Second) // it ends by itself, within 10 s
 			t.Logf("ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
-			if err == nil || !strings.Contains(err.Error(), c.setting) {
+			if !strings.Contains(err.Error(), c.setting) {
 				t.Fatalf("Run: %v, want an error naming %s", err, c.setting)
 			}
 			if strings.Contains(err.Error(), "not-the-password") {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/exports"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 var (

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/deploy/monitoring"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestMonitoring runs the system as production does (an API, a projector,

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/api/openapi/openapitest"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // contract sends requests to a running system and checks each exchange,

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/privacy"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 const pvBase = "/public/v1/privacy-service/deletions"

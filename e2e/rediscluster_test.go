@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestRedisCluster runs the system as separate processes on a Redis Cluster

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,53 +10,9 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
-
-// startTarget runs one process of a target in-process on cfg and returns
-// its URL once its /readyz answers 200; it is stopped when the test ends.
-func startTarget(t *testing.T, cfg config.Config, target app.Target) string {
-	t.Helper()
-	a, err := app.New(cfg, target, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := a.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("%s did not stop within 20s", target)
-		}
-	})
-	url := "http://" + addr.String()
-	testenv.Eventually(t, 60*time.Second, func() error {
-		if st, body := readyz(url); st != http.StatusOK {
-			return fmt.Errorf("%s /readyz %d %s", target, st, body)
-		}
-		return nil
-	})
-	return url
-}
-
-func readyz(url string) (int, string) {
-	cl := &http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get(url + "/readyz")
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // While S3 hangs (its server frozen with SIGSTOP: connections accepted,
 // nothing answered): an export fails its attempts within the S3 deadlines
@@ -78,7 +33,7 @@ func TestS3FrozenDuringExport(t *testing.T) {
 	defer s3.Thaw()
 	frozen := time.Now()
 	// An API process that starts while S3 hangs becomes ready.
-	api := startTarget(t, cfg, app.TargetAPI)
+	api := testapp.Start(t, testapp.WithConfig(cfg), testapp.Target(app.TargetAPI)).URL
 
 	// The API process is probed four times a second until the test ends.
 	var mu sync.Mutex
@@ -87,7 +42,7 @@ func TestS3FrozenDuringExport(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for probes.Err() == nil {
-			if st, body := readyz(api); st != http.StatusOK {
+			if st, body := testapp.Readyz(api); st != http.StatusOK {
 				mu.Lock()
 				notReady = append(notReady, fmt.Sprintf("%s: %d %s", time.Since(frozen).Round(time.Millisecond), st, body))
 				mu.Unlock()
@@ -122,7 +77,7 @@ func TestS3FrozenDuringExport(t *testing.T) {
 
 	// The process that runs exports is not ready for want of S3.
 	testenv.Eventually(t, 10*time.Second, func() error {
-		st, body := readyz(s.URL)
+		st, body := testapp.Readyz(s.URL)
 		if st != http.StatusServiceUnavailable || !strings.Contains(body, `"s3"`) {
 			return fmt.Errorf("exporter /readyz %d %s", st, body)
 		}

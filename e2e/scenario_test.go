@@ -26,13 +26,13 @@ import (
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/deploy/localstack"
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/projections"
 	exportsfile "github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the scenario test (sc*).

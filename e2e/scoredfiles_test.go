@@ -14,8 +14,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 const sfPath = "/public/v1/reporting-service/file-reports/scored-attribution"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // sdkVersion is the official JS SDK the wire contract (§7) was read from.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +14,11 @@ import (
 
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/masterkey"
 	"github.com/endcap/endcap/internal/pagination"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestSecretsAtRest runs the api on a Redis of its own, without configured
@@ -37,9 +36,8 @@ func TestSecretsAtRest(t *testing.T) {
 	cfg := env.Config(t, brokers)
 	cfg.RedisAddr = rs.Addr
 	cfg.BidSigningKeys, cfg.CursorSecret = "", ""
-	log := testenv.Logger(t)
 
-	if _, err := app.New(cfg, app.TargetAPI, log); err == nil || !strings.Contains(err.Error(), "ENDCAP_SECRET_KEY_FILE") {
+	if err := testapp.Fail(t, cfg, app.TargetAPI, time.Minute); !strings.Contains(err.Error(), "ENDCAP_SECRET_KEY_FILE") {
 		t.Fatalf("api without a master key: %v", err)
 	}
 
@@ -86,7 +84,7 @@ func TestSecretsAtRest(t *testing.T) {
 	// Plaintext keys in Redis (an earlier version's, or planted by whoever
 	// can write Redis) stop the start with what to do; nothing is rewritten.
 	plainBid, plainCur := stored()
-	if err := runExpectingFailure(t, cfg); !strings.Contains(err.Error(), "ec:bid-signing-key:1") ||
+	if err := testapp.Fail(t, cfg, app.TargetAPI, time.Minute); !strings.Contains(err.Error(), "ec:bid-signing-key:1") ||
 		!strings.Contains(err.Error(), "plaintext") || !strings.Contains(err.Error(), "endcap admin secrets wrap-plaintext") {
 		t.Errorf("plaintext keys: %v", err)
 	}
@@ -98,9 +96,9 @@ func TestSecretsAtRest(t *testing.T) {
 	if names, err := app.WrapPlaintextSecrets(ctx, cfg); err != nil || len(names) != 2 {
 		t.Fatalf("WrapPlaintextSecrets: %v %v", names, err)
 	}
-	a := runUntilKeys(t, cfg)
+	a := testapp.Start(t, testapp.WithConfig(cfg), testapp.Target(app.TargetAPI))
 	checkKeys(a.App)
-	a.stop()
+	a.Stop()
 	wrappedBid, wrappedCur := stored()
 	for _, v := range []string{wrappedBid, wrappedCur} {
 		if !masterkey.Wrapped(v) || strings.Contains(v, hex.EncodeToString(bidKey)) || strings.Contains(v, hex.EncodeToString(curKey)) {
@@ -109,9 +107,9 @@ func TestSecretsAtRest(t *testing.T) {
 	}
 
 	// The same master key again: the same keys.
-	a = runUntilKeys(t, cfg)
+	a = testapp.Start(t, testapp.WithConfig(cfg), testapp.Target(app.TargetAPI))
 	checkKeys(a.App)
-	a.stop()
+	a.Stop()
 	if spec, err := app.SharedBidKeys(ctx, cfg); err != nil || spec != "1:"+base64.RawURLEncoding.EncodeToString(bidKey) {
 		t.Errorf("SharedBidKeys: %q %v", spec, err)
 	}
@@ -120,7 +118,7 @@ func TestSecretsAtRest(t *testing.T) {
 	other := cfg
 	other.SecretKeyFile = ""
 	other.SecretKey = masterkey.Generate()
-	if err := runExpectingFailure(t, other); !strings.Contains(err.Error(), "ec:") || !strings.Contains(err.Error(), "cannot be unwrapped") {
+	if err := testapp.Fail(t, other, app.TargetAPI, time.Minute); !strings.Contains(err.Error(), "ec:") || !strings.Contains(err.Error(), "cannot be unwrapped") {
 		t.Errorf("another master key: %v", err)
 	}
 	if b, c := stored(); b != wrappedBid || c != wrappedCur {
@@ -130,70 +128,10 @@ func TestSecretsAtRest(t *testing.T) {
 	altered := []byte(wrappedCur)
 	altered[len(altered)-5] ^= 1
 	rdb.Set(ctx, "ec:cursor-key", string(altered), 0)
-	if err := runExpectingFailure(t, cfg); !strings.Contains(err.Error(), "ec:cursor-key") {
+	if err := testapp.Fail(t, cfg, app.TargetAPI, time.Minute); !strings.Contains(err.Error(), "ec:cursor-key") {
 		t.Errorf("altered cursor key: %v", err)
 	}
 	if _, c := stored(); c != string(altered) {
 		t.Error("the altered key was replaced")
 	}
-}
-
-type runningApp struct {
-	App  *app.App
-	stop func()
-}
-
-// runUntilKeys runs an api process until it has loaded its signing keys.
-func runUntilKeys(t *testing.T, cfg config.Config) runningApp {
-	t.Helper()
-	a, err := app.New(cfg, app.TargetAPI, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	stop := func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("app did not stop")
-		}
-	}
-	// The entity state loads only once every Prepare step (the keys
-	// among them) has succeeded.
-	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer wcancel()
-	go func() {
-		select {
-		case err := <-done:
-			t.Errorf("app stopped: %v", err)
-			wcancel()
-			done <- err
-		case <-wctx.Done():
-		}
-	}()
-	if err := a.WaitReady(wctx); err != nil {
-		stop()
-		t.Fatalf("not ready: %v", err)
-	}
-	return runningApp{a, stop}
-}
-
-// runExpectingFailure runs an api process that must stop by itself with an
-// error within a minute.
-func runExpectingFailure(t *testing.T, cfg config.Config) error {
-	t.Helper()
-	a, err := app.New(cfg, app.TargetAPI, testenv.Logger(t))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	err = a.Run(ctx)
-	if err == nil || errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the start did not fail by itself: %v", err)
-	}
-	return err
 }

@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 const sgBase = "/public/v1/segment-service/segments"

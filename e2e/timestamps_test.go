@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/timestamp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // goldenResponses lists the golden files of the repository that hold what

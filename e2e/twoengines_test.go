@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/chdb"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/clickhouse/chrecord"
+	"github.com/endcap/endcap/testkit/chdb"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestTwoEngines runs a marketplace's day through the whole system on the
@@ -26,7 +26,7 @@ import (
 // vendor charges; a scored-attribution file; and the test's own reads. The
 // recording is then replayed in order on ClickHouse 26 (chDB) over the same
 // data, and every statement must be accepted by both engines and every
-// query must return the same rows (internal/chdb.Compare says what is
+// query must return the same rows (testkit/chdb.Compare says what is
 // normalised). No statement is listed here: a new query of the code paths
 // the scenario drives is covered as soon as it is written.
 func TestTwoEngines(t *testing.T) {

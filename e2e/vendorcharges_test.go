@@ -17,10 +17,10 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/projections"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // Helpers of the vendor-charges tests (vc*).

@@ -16,8 +16,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/endcap/endcap/api/openapi/openapitest"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/webhooks"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // hookReceiver is a loopback endpoint that verifies every request with the

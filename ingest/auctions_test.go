@@ -21,8 +21,8 @@ import (
 	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/telemetry"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

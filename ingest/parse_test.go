@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/endcap/endcap/internal/jsontext"
+	"github.com/endcap/endcap/testkit/jsonbody"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -29,46 +28,11 @@ func at(d time.Duration) string {
 	return time.UnixMilli(testNow).Add(d).UTC().Format(time.RFC3339Nano)
 }
 
-// obj holds raw JSON values by key; a value "-" removes the key from a base.
-type obj map[string]string
+// obj holds raw JSON values by key; a value "-" removes the key from a base
+// (With).
+type obj = jsonbody.Obj
 
-func (o obj) with(over obj) obj {
-	out := obj{}
-	for k, v := range o {
-		out[k] = v
-	}
-	for k, v := range over {
-		if v == "-" {
-			delete(out, k)
-		} else {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func (o obj) String() string {
-	keys := make([]string, 0, len(o))
-	for k := range o {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	sb.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, "%q:%s", k, o[k])
-	}
-	sb.WriteByte('}')
-	return sb.String()
-}
-
-func q(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+var q = jsonbody.Q
 
 var (
 	baseImpression = obj{"id": `"imp-1"`, "occurredAt": q(at(-time.Minute)), "opaqueUserId": `"user-1"`, "resolvedBidId": `"rb-1"`}
@@ -79,10 +43,10 @@ var (
 		"page": `{"type":"home","pageId":"home"}`}
 )
 
-func imp(over obj) string { return baseImpression.with(over).String() }
-func clk(over obj) string { return baseClick.with(over).String() }
-func pur(over obj) string { return basePurchase.with(over).String() }
-func pv(over obj) string  { return basePageView.with(over).String() }
+func imp(over obj) string { return baseImpression.With(over).String() }
+func clk(over obj) string { return baseClick.With(over).String() }
+func pur(over obj) string { return basePurchase.With(over).String() }
+func pv(over obj) string  { return basePageView.With(over).String() }
 
 // req builds a body with one array.
 func req(array string, items ...string) string {

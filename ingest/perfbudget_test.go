@@ -3,8 +3,8 @@ package ingest
 import (
 	"testing"
 
-	"github.com/endcap/endcap/internal/perfbudget"
 	"github.com/endcap/endcap/internal/records"
+	"github.com/endcap/endcap/testkit/perfbudget"
 )
 
 // perfBatches is how many batches the instruction count runs (under
@@ -14,7 +14,7 @@ const perfBatches = 200
 // TestPerfBudgetEvents: the allocations and the instructions of a /v2/events
 // batch of 50 events (benchBody) in the domain's hands: parsed, then each
 // event encoded as its Kafka record and key, as the Appender does before
-// producing. Within 10 % of their budgets (internal/perfbudget/budgets.txt);
+// producing. Within 10 % of their budgets (testkit/perfbudget/budgets.txt);
 // the Kafka client's own work is not counted. The instructions are counted
 // by the test binary run again under valgrind --tool=callgrind
 // (perfbudget.Instructions), over perfBatches batches after one that warms

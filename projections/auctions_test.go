@@ -16,9 +16,9 @@ import (
 	"github.com/endcap/endcap/ingest"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func skippedAuctionRecords() float64 {

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestBatcherStop: a batch in flight when the process is stopped is still

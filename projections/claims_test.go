@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/telemetry"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // openClaims opens the fold's claims in a directory of the test's (the

@@ -25,10 +25,10 @@ import (
 	"github.com/endcap/endcap/internal/priority"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/internal/telemetry"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // foldEnv is what a test of the fold needs: a Kafka cluster of its own with

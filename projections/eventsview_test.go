@@ -11,9 +11,9 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestEventsViewFromBothTables: beside the interactions sink, events_raw

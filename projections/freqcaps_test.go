@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/campaigns/freqcap"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestFrequencyCapsSink: impressions and clicks with a token and a shopper

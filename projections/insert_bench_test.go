@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // BenchmarkInsertServerCPU is ClickHouse's own CPU per row for the fold's two

@@ -23,16 +23,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/auction/bidtoken"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // chargeStack is the real servers of one interactions test: kfake with the
@@ -1234,45 +1234,19 @@ func TestInteractionsLoad(t *testing.T) {
 // (the cache refresh), and the clicks on those are stored refused
 // (total_budget): spend ends exactly at the budget.
 func TestChargesThroughTheAPI(t *testing.T) {
-	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
-	cfg := env.Config(t, brokers)
-	cfg.RateLimitDefault, cfg.RateLimitCatalog = "5000/1s", "5000/1s"
-	testenv.InvalidClicksDefault(&cfg) // the process as deployed: each click is judged, and valid
-	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := a.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	a := testapp.Start(t, testapp.WithMarketplace("Charges", "EUR", "Europe/Berlin"), testapp.Configure(func(c *config.Config, _ []string) {
+		c.RateLimitDefault, c.RateLimitCatalog = "5000/1s", "5000/1s"
+		testenv.InvalidClicksDefault(c) // the process as deployed: each click is judged, and valid
+	}))
+	cfg, ctx, mkKey, advKey := a.Cfg, t.Context(), a.MarketplaceKey, a.AdvancedKey
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
-	if err := a.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	m, err := a.Accounts.CreateMarketplace(wctx, "Charges", "EUR", "Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A lone bidder pays the reserve: 0.02 a click, 5 clicks in all.
-	if m, err = a.Accounts.SetReserve(wctx, m.ID, 20_000, 0); err != nil {
-		t.Fatal(err)
-	}
-	mkKey, _, err := a.Accounts.CreateKey(wctx, m.ID, accounts.KeyMarketplace)
+	m, err := a.Accounts.SetReserve(wctx, a.Marketplace.ID, 20_000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	advKey, _, err := a.Accounts.CreateKey(wctx, m.ID, accounts.KeyAdvanced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + addr.String()
+	base := a.URL
 	call := func(method, path, key, body string, want int) []byte {
 		t.Helper()
 		var b []byte

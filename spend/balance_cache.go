@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -26,10 +25,10 @@ type FundsCache struct {
 	opts Options
 	log  *slog.Logger
 
-	snap atomic.Pointer[fundsSnapshot]
-	reg  sync.Map // "<mp>\x00<vendor>" → *fundsEntry: the vendors read
-	pass sync.Mutex
-	kick chan struct{}
+	snap    atomic.Pointer[fundsSnapshot]
+	reg     sync.Map // "<mp>\x00<vendor>" → *fundsEntry: the vendors read
+	pass    sync.Mutex
+	refresh refresher // kicked when a vendor is registered
 }
 
 type fundsEntry struct {
@@ -49,17 +48,8 @@ type fundsRef struct {
 
 // NewFundsCache returns a cache reading from rdb. Call Run to keep it fresh.
 func NewFundsCache(rdb redis.UniversalClient, o Options) *FundsCache {
-	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	c := &FundsCache{rdb: rdb, opts: o, log: log, kick: make(chan struct{}, 1)}
+	o = o.withDefaults()
+	c := &FundsCache{rdb: rdb, opts: o, log: o.Log, refresh: newRefresher()}
 	c.snap.Store(&fundsSnapshot{})
 	return c
 }
@@ -89,27 +79,14 @@ func (c *FundsCache) touch(mp, vendorID string, now time.Time) {
 	e := &fundsEntry{mp: mp, vendor: vendorID}
 	e.lastUsed.Store(now.Unix())
 	if _, loaded := c.reg.LoadOrStore(k, e); !loaded {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.refresh.Kick()
 	}
 }
 
 // Run refreshes the cache every Options.Refresh, and at once when a vendor
 // is registered, until ctx ends.
 func (c *FundsCache) Run(ctx context.Context) error {
-	t := time.NewTicker(c.opts.Refresh)
-	defer t.Stop()
-	for {
-		_ = c.RefreshNow(ctx)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		case <-c.kick:
-		}
-	}
+	return c.refresh.run(ctx, c.opts.Refresh, c.RefreshNow)
 }
 
 // RefreshNow reads the funds of every registered vendor (a pipelined HMGET

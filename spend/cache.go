@@ -40,6 +40,20 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// withDefaults is o with the defaults in place of what it leaves unset.
+func (o Options) withDefaults() Options {
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
 // Cache is an in-memory copy of the spend in Redis, for the auction's hot
 // path. Spend reads it without touching Redis; Run refreshes it every
 // Options.Refresh. It is safe for concurrent use.
@@ -49,10 +63,10 @@ type Cache struct {
 	log  *slog.Logger
 	now  func() time.Time // the refresh clock; tests replace it
 
-	reg  atomic.Pointer[registry] // copy-on-write; written under regMu
-	regM sync.Mutex
-	pass sync.Mutex    // one refresh pass at a time
-	kick chan struct{} // a marketplace was registered: refresh now
+	reg     atomic.Pointer[registry] // copy-on-write; written under regMu
+	regM    sync.Mutex
+	pass    sync.Mutex // one refresh pass at a time
+	refresh refresher  // kicked when a marketplace is registered
 }
 
 // registry is the set of cached marketplaces by id. It is never modified once
@@ -103,17 +117,8 @@ type spendEntry struct {
 
 // NewCache returns a cache reading from rdb. Call Run to keep it fresh.
 func NewCache(rdb redis.UniversalClient, o Options) *Cache {
-	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	c := &Cache{rdb: rdb, opts: o, log: log, now: time.Now, kick: make(chan struct{}, 1)}
+	o = o.withDefaults()
+	c := &Cache{rdb: rdb, opts: o, log: o.Log, now: time.Now, refresh: newRefresher()}
 	c.reg.Store(&registry{m: map[string]*market{}})
 	return c
 }
@@ -245,17 +250,7 @@ func (c *Cache) Age(mp string) (time.Duration, bool) {
 // marketplace is registered, until ctx ends; it then returns ctx's error.
 // Failures are logged and counted, and leave the last snapshot in place.
 func (c *Cache) Run(ctx context.Context) error {
-	t := time.NewTicker(c.opts.Refresh)
-	defer t.Stop()
-	for {
-		_ = c.RefreshNow(ctx) // logged and counted per marketplace
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		case <-c.kick:
-		}
-	}
+	return c.refresh.run(ctx, c.opts.Refresh, c.RefreshNow) // a pass logs and counts its failures
 }
 
 // RefreshNow runs one refresh pass: it drops marketplaces idle for
@@ -313,7 +308,7 @@ func (c *Cache) register(mp string, loc *time.Location, now time.Time, campaignI
 	next[mp] = m
 	c.reg.Store(&registry{m: next})
 	telemetry.BudgetMarketplaces.Set(float64(len(next)))
-	c.wake()
+	c.refresh.Kick()
 }
 
 // addCampaigns adds the campaigns m does not hold yet, and wakes the
@@ -330,14 +325,7 @@ func (c *Cache) addCampaigns(m *market, now time.Time, campaignIDs ...string) {
 		}
 	}
 	if added {
-		c.wake()
-	}
-}
-
-func (c *Cache) wake() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
+		c.refresh.Kick()
 	}
 }
 

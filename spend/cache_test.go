@@ -222,7 +222,7 @@ func TestMarketplaceExpiry(t *testing.T) {
 	add(t, rdb, "idle", "c1", "2024-05-10", 4)
 	c.Spend("busy", time.UTC, "c1", start)
 	select {
-	case <-c.kick:
+	case <-c.refresh.kick:
 	default:
 		t.Error("registering a marketplace did not wake the refresh loop")
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // chargeEnv is a real Redis (the cluster, with ENDCAP_TEST_REDIS_CLUSTER=1)

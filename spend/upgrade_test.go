@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestUpgrade: a Redis of the marketplace-keyed layout is copied into the

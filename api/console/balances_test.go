@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 var requestKeyField = regexp.MustCompile(`name="requestKey" value="([^"]+)"`)

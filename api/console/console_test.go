@@ -12,20 +12,19 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/endcap/endcap/api/console"
 	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/internal/config"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/campaigns"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testapp"
 )
 
 // sys is an api process with a marketplace, an admin and two vendors.
@@ -45,41 +44,17 @@ func start(t *testing.T) *sys { t.Helper(); return startWith(t, nil) }
 // process starts (with the brokers of its logs).
 func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	t.Helper()
-	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
-	cfg := env.Config(t, brokers)
-	cfg.ConsoleSecureCookies = true
-	if change != nil {
-		change(&cfg, brokers)
-	}
-	a, err := app.New(cfg, app.TargetAPI, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := a.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				t.Error("the process did not stop")
-			}
-		})
-	})
-	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	ta := testapp.Start(t, testapp.Target(app.TargetAPI), testapp.Configure(func(c *config.Config, brokers []string) {
+		c.ConsoleSecureCookies = true
+		if change != nil {
+			change(c, brokers)
+		}
+	}))
+	a := ta.App
+	wctx, wcancel := context.WithTimeout(t.Context(), time.Minute)
 	defer wcancel()
-	if err := a.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	s := &sys{a: a, cfg: cfg, url: "http://" + addr.String(), brokers: brokers}
+	s := &sys{a: a, cfg: ta.Cfg, url: ta.URL, brokers: ta.Brokers}
+	var err error
 	if s.mp, err = a.Accounts.CreateMarketplace(wctx, "Handlers", "EUR", "Europe/Paris"); err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +65,6 @@ func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	if _, err := a.Catalog.UpsertVendors(wctx, s.mp.ID, []catalog.VendorInput{{ID: name("v-1"), Name: name("One")}, {ID: name("v-2"), Name: name("Two")}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		r, err := http.Get(s.url + "/readyz")
-		if err != nil {
-			return err
-		}
-		r.Body.Close()
-		if r.StatusCode != 200 {
-			return testenv.Errorf("readyz %d", r.StatusCode)
-		}
-		return nil
-	})
 	return s
 }
 

@@ -18,9 +18,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/exports"
 	"github.com/endcap/endcap/reporting/scoredfiles"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // exportWorkers runs export workers beside the api process until the test

@@ -11,9 +11,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestSessionWhileStarting: while the users are being read (the view is

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/management/audit"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestAdminUser: `admin user create` makes an admin with a random password

@@ -8,7 +8,8 @@ import (
 
 // TestProductionBuildLinksNoDevTools: the production binary (no build tag)
 // links neither the local stack, nor the in-process broker, nor the load
-// generator; the development build (-tags dev) has them.
+// generator; the development build (-tags dev) has them. Neither links the
+// test infrastructure (testkit/).
 func TestProductionBuildLinksNoDevTools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -23,6 +24,9 @@ func TestProductionBuildLinksNoDevTools(t *testing.T) {
 			t.Fatalf("go list -tags %q: %v\n%s", c.tags, err, out)
 		}
 		deps := "\n" + string(out)
+		if strings.Contains(deps, "\ngithub.com/endcap/endcap/testkit") {
+			t.Errorf("build with tags %q links test infrastructure (testkit/)", c.tags)
+		}
 		for _, p := range dev {
 			if got := strings.Contains(deps, "\n"+p+"\n"); got != c.want {
 				t.Errorf("build with tags %q links %s: %v, want %v", c.tags, p, got, c.want)

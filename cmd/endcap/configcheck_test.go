@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // closedPort is an address where nothing listens.

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestImageRunsTheAPI builds the OCI image the way `make image` does

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestMain stops the shared test servers and fails the run when a test

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/app"
-	"github.com/endcap/endcap/internal/testenv"
-	"github.com/endcap/endcap/management/accounts"
+	"github.com/endcap/endcap/internal/config"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -21,57 +21,11 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // marketplace id and its two keys.
 func startEndcap(t *testing.T) (url, marketplaceID, marketplaceKey, advancedKey string) {
 	t.Helper()
-	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
-	cfg := env.Config(t, brokers)
-	cfg.RateLimitCatalog, cfg.RateLimitDefault = "1000000/1s", "1000000/1s"
-	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := a.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("Endcap did not stop within 20s")
-		}
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if err := a.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	m, err := a.Accounts.CreateMarketplace(wctx, "Seed Market", "USD", "America/New_York")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if marketplaceKey, _, err = a.Accounts.CreateKey(wctx, m.ID, accounts.KeyMarketplace); err != nil {
-		t.Fatal(err)
-	}
-	if advancedKey, _, err = a.Accounts.CreateKey(wctx, m.ID, accounts.KeyAdvanced); err != nil {
-		t.Fatal(err)
-	}
-	url = "http://" + addr.String()
-	testenv.Eventually(t, 30*time.Second, func() error {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return testenv.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
-	return url, m.ID, marketplaceKey, advancedKey
+	a := testapp.Start(t, testapp.WithMarketplace("Seed Market", "USD", "America/New_York"),
+		testapp.Configure(func(c *config.Config, _ []string) {
+			c.RateLimitCatalog, c.RateLimitDefault = "1000000/1s", "1000000/1s"
+		}))
+	return a.URL, a.Marketplace.ID, a.MarketplaceKey, a.AdvancedKey
 }
 
 // The seed's bodies are accepted by the real API, a forced re-run duplicates nothing, and (once the

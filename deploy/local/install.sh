@@ -17,7 +17,7 @@
 #     package chdb (version pinned below) into .endcap/chdb, whose @chdb/lib-linux-x64-gnu ships libchdb.so;
 #   - prometheus (Debian's 2.42, with promtool), for the monitoring kit's tests (deploy/monitoring);
 #   - valgrind (Debian's), whose callgrind counts the instructions of the performance budget tests
-#     (internal/perfbudget, docs/design/performance.md).
+#     (testkit/perfbudget, docs/design/performance.md).
 # Idempotent and silent when everything is present; prints one line per thing it installs.
 # The stack runs its own ClickHouse and Redis processes with its own config; the system services these
 # packages come with are never used, and are stopped and disabled right after this script installs them.
@@ -125,7 +125,7 @@ if [ ! -x "$vgw" ] || [ tools/go.mod -nt "$vgw" ] || [ tools/go.sum -nt "$vgw" ]
 fi
 
 # chDB: the npm package, whose platform package ships libchdb.so (ClickHouse 26.7 as a library); the
-# two-engine tests (e2e/twoengines_test.go, internal/chdb) load it through chdb-go. Installed with npm like
+# two-engine tests (e2e/twoengines_test.go, testkit/chdb) load it through chdb-go. Installed with npm like
 # the JS SDK of e2e/sdk_test.go, into a folder of the project's own (about 550 MB); skipped when that
 # version is there.
 chdb_version=3.4.0

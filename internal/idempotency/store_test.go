@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/endcap/endcap/internal/idempotency"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -10,11 +10,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/idempotency"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/spend"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/fakes"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestBalances: a top-up with an idempotency key credits once whatever the
@@ -25,7 +26,7 @@ func TestBalances(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
 	rdb := testenv.Get(t).Redis(t)
 	mp := uuid.NewString()
-	cat := fakeCatalog{mp + "/v-1": true, mp + "/v-2": true}
+	cat := fakes.NewCatalog(mp+"/v-1", mp+"/v-2")
 	var b *billing.Balances
 	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "bal."}, func(l *statelog.Log) { b = billing.NewBalances(l, cat, rdb) })
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -3,41 +3,15 @@ package billing_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
-	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/billing"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/fakes"
+	"github.com/endcap/endcap/testkit/testenv"
 )
-
-type fakeCatalog map[string]bool // "<marketplace>/<vendor>"
-
-func (f fakeCatalog) Vendor(mp, id string) (entityref.VendorRef, bool) {
-	return entityref.VendorRef{ID: id}, f[mp+"/"+id]
-}
-
-// ResolveVendor takes the catalog id, or else the vendor UUID of one.
-func (f fakeCatalog) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
-	if f[mp+"/"+id] {
-		return entityref.VendorRef{ID: id}, true
-	}
-	for k, ok := range f {
-		if v, found := strings.CutPrefix(k, mp+"/"); found && ok && vendorid.String(mp, v) == id {
-			return entityref.VendorRef{ID: v}, true
-		}
-	}
-	return entityref.VendorRef{}, false
-}
-func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
-	return entityref.ProductRef{}, false
-}
-func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductRef) bool) {}
-func (f fakeCatalog) ProductImageURL(string, string) string                               { return "" }
-func (f fakeCatalog) CategoryParent(string, string) (string, bool)                        { return "", false }
 
 // open starts a billing service on a fresh entities topic of brokers.
 func open(t *testing.T, brokers []string, prefix string, cat entityref.Catalog) *billing.Service {
@@ -70,7 +44,7 @@ func locs(err error) []string {
 
 func TestContactValidation(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
-	svc := open(t, brokers, "bv.", fakeCatalog{})
+	svc := open(t, brokers, "bv.", fakes.NewCatalog())
 	ctx := context.Background()
 	long := func(n int) string {
 		b := make([]byte, n)
@@ -126,7 +100,7 @@ func TestContactValidation(t *testing.T) {
 
 func TestLinkRules(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
-	cat := fakeCatalog{"mp-1/v-1": true, "mp-1/v-2": true, "mp-2/v-1": true}
+	cat := fakes.NewCatalog("mp-1/v-1", "mp-1/v-2", "mp-2/v-1")
 	svc := open(t, brokers, "bl.", cat)
 	ctx := context.Background()
 	c, _, err := svc.Create(ctx, "mp-1", billing.ContactInput{Name: "Ann", Email: "ann@example.com"})
@@ -196,7 +170,7 @@ func TestLinkRules(t *testing.T) {
 
 func TestVendorContactsPages(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
-	svc := open(t, brokers, "bp.", fakeCatalog{"mp/v": true})
+	svc := open(t, brokers, "bp.", fakes.NewCatalog("mp/v"))
 	ctx := context.Background()
 	var ids []string
 	for range 5 {
@@ -243,7 +217,7 @@ func TestVendorContactsPages(t *testing.T) {
 
 func TestUpdate(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
-	svc := open(t, brokers, "bu.", fakeCatalog{})
+	svc := open(t, brokers, "bu.", fakes.NewCatalog())
 	ctx := context.Background()
 	c, _, err := svc.Create(ctx, "mp", billing.ContactInput{Name: "Ann", Email: "ann@example.com", Company: "ACME", Address: &billing.Address{City: "Paris"}})
 	if err != nil {

@@ -3,7 +3,7 @@ package billing_test
 import (
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestMain stops the test servers and fails the run when a test leaves

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -255,15 +254,9 @@ func (s *Service) ListBids(mp, campaignID, after string, limit int) (Campaign, [
 // UpdateBid changes a bid's amount and/or active flag. ifMatch, when not 0,
 // is the version the caller read.
 func (s *Service) UpdateBid(ctx context.Context, mp, campaignID, bidID string, ifMatch statelog.IfMatch, in BidInput) (Campaign, Bid, int64, error) {
-	c, cur, key, ver, err := s.bid(mp, campaignID, bidID)
-	if err == nil {
-		err = writable(c)
-	}
+	c, cur, key, ver, err := s.writableBid(mp, campaignID, bidID, ifMatch)
 	if err != nil {
 		return Campaign{}, Bid{}, 0, err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return Campaign{}, Bid{}, 0, fmt.Errorf("%w: bid %s is at version %d, not %d", statelog.ErrConflict, bidID, ver, ifMatch)
 	}
 	var errs validation.Errors
 	next := cur
@@ -310,15 +303,9 @@ func (s *Service) UpdateBid(ctx context.Context, mp, campaignID, bidID string, i
 // DeleteBid removes a bid of a campaign. ifMatch, when not 0, is the version
 // the caller read.
 func (s *Service) DeleteBid(ctx context.Context, mp, campaignID, bidID string, ifMatch statelog.IfMatch) error {
-	c, _, key, ver, err := s.bid(mp, campaignID, bidID)
-	if err == nil {
-		err = writable(c)
-	}
+	_, _, key, ver, err := s.writableBid(mp, campaignID, bidID, ifMatch)
 	if err != nil {
 		return err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return fmt.Errorf("%w: bid %s is at version %d, not %d", statelog.ErrConflict, bidID, ver, ifMatch)
 	}
 	return s.bids.Delete(ctx, mp, key, ver)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -293,15 +292,9 @@ func (s *Service) ListCampaigns(mp, vendorID, after string, limit int) ([]Campai
 // expected. A concurrent change of the campaign makes it fail with a
 // conflict. An update that changes nothing writes nothing.
 func (s *Service) UpdateCampaign(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in CampaignInput) (Campaign, int64, error) {
-	cur, ver, ok := s.campaigns.Get(mp, id)
-	if !ok {
-		return Campaign{}, 0, notFoundCampaign(id)
-	}
-	if err := writable(cur); err != nil {
+	cur, ver, err := s.writableCampaign(mp, id, ifMatch)
+	if err != nil {
 		return Campaign{}, 0, err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	next := cur
 	if err := s.apply(mp, &next, in, false); err != nil {
@@ -328,15 +321,9 @@ func (s *Service) write(ctx context.Context, mp string, cur, next Campaign, ver 
 // must exist and be linked to the campaign's vendor; unlinking it later
 // leaves the campaign as it is.
 func (s *Service) SetBillingContact(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, in BillingContactInput) (Campaign, int64, error) {
-	cur, ver, ok := s.campaigns.Get(mp, id)
-	if !ok {
-		return Campaign{}, 0, notFoundCampaign(id)
-	}
-	if err := writable(cur); err != nil {
+	cur, ver, err := s.writableCampaign(mp, id, ifMatch)
+	if err != nil {
 		return Campaign{}, 0, err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	var errs validation.Errors
 	contactID := strings.TrimSpace(in.BillingContactID.V)

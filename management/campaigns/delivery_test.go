@@ -313,8 +313,8 @@ func TestView(t *testing.T) {
 	}
 
 	// The automated campaign's products leave it: no eligible product.
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: idlist.Of("v-1")})
-	f.product(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-2")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: idlist.Of("v-1")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-2")})
 	if st := s.BidState(mpA, c4); st != BidsNoneEligible {
 		t.Errorf("automated campaign without an eligible product: %d", st)
 	}
@@ -349,7 +349,7 @@ func TestBidState(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("an active bid on an active product", BidsLive)
-	f.deleteProduct(mpA, "p-1")
+	f.DeleteProduct(mpA, "p-1")
 	step("its product deleted", BidsNoneEligible)
 	if _, _, _, err := s.UpdateBid(ctx, mpA, c.ID, kw.ID, 0, decode[BidInput](t, `{"isActive":true}`)); err != nil {
 		t.Fatal(err)

@@ -15,21 +15,21 @@ func TestEligibility(t *testing.T) {
 	f := newFakeRefs()
 	s := &Service{cat: f, mkt: f}
 	f.reserves[mpA] = [2]int64{100_000, 1_000_000}
-	f.product(mpA, entityref.ProductRef{ID: "on", Active: true, Vendors: idlist.Of("v1", "v2"), Categories: idlist.Of("running", "loose")})
-	f.product(mpA, entityref.ProductRef{ID: "off", Active: false, Vendors: idlist.Of("v1")})
-	f.product(mpA, entityref.ProductRef{ID: "pic", Active: true, Vendors: idlist.Of("v3"), Categories: idlist.Of("red")})
-	f.product(mpA, entityref.ProductRef{ID: "nopic", Active: true, Vendors: idlist.Of("v3"), Categories: idlist.Of("shoes")})
-	f.product(mpA, entityref.ProductRef{ID: "gone-v", Active: true, Vendors: idlist.Of("v9")})
-	f.product(mpA, entityref.ProductRef{ID: "offonly", Active: false, Vendors: idlist.Of("v4"), Categories: idlist.Of("shoes")})
-	f.images[mpA+"/pic"] = "https://img.example/pic.png"
-	f.images[mpA+"/offonly"] = "https://img.example/off.png"
+	f.SetProduct(mpA, entityref.ProductRef{ID: "on", Active: true, Vendors: idlist.Of("v1", "v2"), Categories: idlist.Of("running", "loose")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "off", Active: false, Vendors: idlist.Of("v1")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "pic", Active: true, Vendors: idlist.Of("v3"), Categories: idlist.Of("red")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "nopic", Active: true, Vendors: idlist.Of("v3"), Categories: idlist.Of("shoes")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "gone-v", Active: true, Vendors: idlist.Of("v9")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "offonly", Active: false, Vendors: idlist.Of("v4"), Categories: idlist.Of("shoes")})
+	f.Images[mpA+"/pic"] = "https://img.example/pic.png"
+	f.Images[mpA+"/offonly"] = "https://img.example/off.png"
 	// shoes <- running; "loose" (not upserted) names a parent never
 	// upserted; a <-> b is a cycle.
-	f.categories[mpA+"/shoes"] = ""
-	f.categories[mpA+"/running"] = "shoes"
-	f.categories[mpA+"/a"] = "b"
-	f.categories[mpA+"/b"] = "a"
-	f.product(mpA, entityref.ProductRef{ID: "cyc", Active: true, Vendors: idlist.Of("v5"), Categories: idlist.Of("a")})
+	f.Categories[mpA+"/shoes"] = ""
+	f.Categories[mpA+"/running"] = "shoes"
+	f.Categories[mpA+"/a"] = "b"
+	f.Categories[mpA+"/b"] = "a"
+	f.SetProduct(mpA, entityref.ProductRef{ID: "cyc", Active: true, Vendors: idlist.Of("v5"), Categories: idlist.Of("a")})
 
 	listings := func(vendor, charge string) Campaign {
 		return Campaign{ID: "c", VendorID: vendor, Type: TypeListings, ChargeType: charge}

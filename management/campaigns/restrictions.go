@@ -260,22 +260,6 @@ func (s *Service) UpdateRestriction(ctx context.Context, mp, campaignID string, 
 	return c, r, v, nil
 }
 
-// writableCampaign reads a campaign a write may change (not archived, at
-// version ifMatch when not 0).
-func (s *Service) writableCampaign(mp, id string, ifMatch statelog.IfMatch) (Campaign, int64, error) {
-	cur, ver, ok := s.campaigns.Get(mp, id)
-	if !ok {
-		return Campaign{}, 0, notFoundCampaign(id)
-	}
-	if err := writable(cur); err != nil {
-		return Campaign{}, 0, err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
-	}
-	return cur, ver, nil
-}
-
 // restrictionTypeIn reads the type of a creation: restrictionTypeId, or the
 // three names (all of them), not both.
 func restrictionTypeIn(in RestrictionInput, errs *validation.Errors) (RestrictionType, bool) {

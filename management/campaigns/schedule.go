@@ -2,7 +2,6 @@ package campaigns
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,15 +240,9 @@ func timetableDay(t TimetableInput, errs *validation.Errors, loc ...any) (Timeta
 // (nothing when it changes nothing), with the checks every campaign write
 // has: it exists, it is not archived, ifMatch (when not 0) is its version.
 func (s *Service) changeCampaign(ctx context.Context, mp, id string, ifMatch statelog.IfMatch, change func(*Campaign)) (Campaign, int64, error) {
-	cur, ver, ok := s.campaigns.Get(mp, id)
-	if !ok {
-		return Campaign{}, 0, notFoundCampaign(id)
-	}
-	if err := writable(cur); err != nil {
+	cur, ver, err := s.writableCampaign(mp, id, ifMatch)
+	if err != nil {
 		return Campaign{}, 0, err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return Campaign{}, 0, fmt.Errorf("%w: campaign %s is at version %d, not %d", statelog.ErrConflict, id, ver, ifMatch)
 	}
 	next := cur
 	next.Timetables = slices.Clone(cur.Timetables)
@@ -478,15 +471,9 @@ func (s *Service) PutCampaignNegatives(ctx context.Context, mp, id string, ifMat
 // PutBidNegatives replaces a bid's negative keywords. ifMatch, when not 0,
 // is the version of the bid the caller read.
 func (s *Service) PutBidNegatives(ctx context.Context, mp, campaignID, bidID string, ifMatch statelog.IfMatch, in NegativeKeywordsInput) (Campaign, Bid, int64, error) {
-	c, cur, key, ver, err := s.bid(mp, campaignID, bidID)
-	if err == nil {
-		err = writable(c)
-	}
+	c, cur, key, ver, err := s.writableBid(mp, campaignID, bidID, ifMatch)
 	if err != nil {
 		return Campaign{}, Bid{}, 0, err
-	}
-	if !statelog.Matches(ifMatch, true, ver) {
-		return Campaign{}, Bid{}, 0, fmt.Errorf("%w: bid %s is at version %d, not %d", statelog.ErrConflict, bidID, ver, ifMatch)
 	}
 	list, err := negativeKeywords(in)
 	if err != nil {

@@ -12,44 +12,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/endcap/endcap/internal/idlist"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/statelog"
-	"github.com/google/uuid"
+	"github.com/endcap/endcap/testkit/fakes"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // fakeRefs is an in-memory catalog, billing, segments and marketplaces
 // view.
 type fakeRefs struct {
-	mu         sync.Mutex
-	vendors    map[string]bool
-	products   map[string]entityref.ProductRef
-	images     map[string]string   // product -> imageURL
-	categories map[string]string   // category -> parent
-	contacts   map[string][]string // contact -> linked vendors
-	segments   map[string]bool
-	reserves   map[string][2]int64 // marketplace -> CPC, CPM reserve
+	*fakes.Catalog
+	mu       sync.Mutex
+	contacts map[string][]string // contact -> linked vendors
+	segments map[string]bool
+	reserves map[string][2]int64 // marketplace -> CPC, CPM reserve
 }
 
 func newFakeRefs() *fakeRefs {
-	return &fakeRefs{vendors: map[string]bool{}, products: map[string]entityref.ProductRef{}, images: map[string]string{},
-		categories: map[string]string{}, contacts: map[string][]string{}, segments: map[string]bool{}, reserves: map[string][2]int64{}}
-}
-
-func (f *fakeRefs) ProductImageURL(mp, id string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.images[mp+"/"+id]
-}
-
-func (f *fakeRefs) CategoryParent(mp, id string) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.categories[mp+"/"+id]
-	return p, ok
+	return &fakeRefs{Catalog: fakes.NewCatalog(), contacts: map[string][]string{}, segments: map[string]bool{}, reserves: map[string][2]int64{}}
 }
 
 func (f *fakeRefs) Reserve(mp string) (int64, int64) {
@@ -57,50 +42,6 @@ func (f *fakeRefs) Reserve(mp string) (int64, int64) {
 	defer f.mu.Unlock()
 	r := f.reserves[mp]
 	return r[0], r[1]
-}
-
-func (f *fakeRefs) Vendor(mp, id string) (entityref.VendorRef, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return entityref.VendorRef{ID: id}, f.vendors[mp+"/"+id]
-}
-
-// ResolveVendor takes the catalog id, or else the vendor UUID of one.
-func (f *fakeRefs) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.vendors[mp+"/"+id] {
-		return entityref.VendorRef{ID: id}, true
-	}
-	for k, ok := range f.vendors {
-		if v, found := strings.CutPrefix(k, mp+"/"); found && ok && vendorid.String(mp, v) == id {
-			return entityref.VendorRef{ID: v}, true
-		}
-	}
-	return entityref.VendorRef{}, false
-}
-
-func (f *fakeRefs) Product(mp, id string) (entityref.ProductRef, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.products[mp+"/"+id]
-	return p, ok
-}
-
-func (f *fakeRefs) EachProductOfVendor(mp, vendorID string, fn func(entityref.ProductRef) bool) {
-	f.mu.Lock()
-	var ps []entityref.ProductRef
-	for k, p := range f.products {
-		if strings.HasPrefix(k, mp+"/") && p.Vendors.Contains(vendorID) {
-			ps = append(ps, p)
-		}
-	}
-	f.mu.Unlock()
-	for _, p := range ps {
-		if !fn(p) {
-			return
-		}
-	}
 }
 
 func (f *fakeRefs) Contact(mp, contactID, vendorID string) (bool, bool) {
@@ -114,18 +55,6 @@ func (f *fakeRefs) SegmentExists(mp, id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.segments[mp+"/"+id]
-}
-
-func (f *fakeRefs) product(mp string, p entityref.ProductRef) {
-	f.mu.Lock()
-	f.products[mp+"/"+p.ID] = p
-	f.mu.Unlock()
-}
-
-func (f *fakeRefs) deleteProduct(mp, id string) {
-	f.mu.Lock()
-	delete(f.products, mp+"/"+id)
-	f.mu.Unlock()
 }
 
 const mpA, mpB = "mp-a", "mp-b"
@@ -151,13 +80,13 @@ func newServiceOn(t *testing.T, brokers []string) (*Service, *fakeRefs, *time.Ti
 		s = New(l, f, f, f, f)
 		s.now = func() time.Time { return now }
 	})
-	f.vendors[mpA+"/v-1"] = true
-	f.vendors[mpA+"/v-2"] = true
-	f.vendors[mpB+"/v-1"] = true
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-1")})
-	f.product(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-1", "v-2"), Categories: idlist.Of("c-1"), QualityScore: 0.5})
-	f.product(mpA, entityref.ProductRef{ID: "p-3", Active: false, Vendors: idlist.Of("v-1")})
-	f.product(mpA, entityref.ProductRef{ID: "p-9", Active: true, Vendors: idlist.Of("v-2")})
+	f.Vendors[mpA+"/v-1"] = true
+	f.Vendors[mpA+"/v-2"] = true
+	f.Vendors[mpB+"/v-1"] = true
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-1")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-2", Active: true, Vendors: idlist.Of("v-1", "v-2"), Categories: idlist.Of("c-1"), QualityScore: 0.5})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-3", Active: false, Vendors: idlist.Of("v-1")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-9", Active: true, Vendors: idlist.Of("v-2")})
 	f.contacts[mpA+"/bc-1"] = []string{"v-1"}
 	f.contacts[mpA+"/bc-2"] = []string{"v-2"}
 	f.segments[mpA+"/seg-1"] = true
@@ -492,15 +421,15 @@ func TestBids(t *testing.T) {
 		t.Errorf("live bids below the reserve %+v", live)
 	}
 	f.reserves[mpA] = [2]int64{}
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: idlist.Of("v-1")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-1", Active: false, Vendors: idlist.Of("v-1")})
 	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonProductInactive {
 		t.Errorf("inactive: %+v", j)
 	}
-	f.product(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-2")})
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-1", Active: true, Vendors: idlist.Of("v-2")})
 	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonVendorNotPermitted {
 		t.Errorf("vendor removed: %+v", j)
 	}
-	f.deleteProduct(mpA, "p-1")
+	f.DeleteProduct(mpA, "p-1")
 	if j := s.BidJSON(mpA, c, pb); j.IsEligible || *j.IneligibleReason != ReasonProductNotFound {
 		t.Errorf("deleted: %+v", j)
 	}
@@ -600,8 +529,8 @@ func TestAutomatedBids(t *testing.T) {
 		t.Fatalf("page 2: %v %+v", more, page)
 	}
 	// The catalog is read at request time.
-	f.product(mpA, entityref.ProductRef{ID: "p-0", Active: true, Vendors: idlist.Of("v-1"), QualityScore: 0.1})
-	f.deleteProduct(mpA, "p-2")
+	f.SetProduct(mpA, entityref.ProductRef{ID: "p-0", Active: true, Vendors: idlist.Of("v-1"), QualityScore: 0.1})
+	f.DeleteProduct(mpA, "p-2")
 	page, _, _ = s.AutomatedBids(mpA, c.ID, "", 100)
 	if !reflect.DeepEqual(page, []AutoBidJSON{{"p-0", 100_000, true}, {"p-1", 800_000, true}, {"p-3", 800_000, false}}) {
 		t.Errorf("after catalog changes: %+v", page)

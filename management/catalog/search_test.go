@@ -13,10 +13,10 @@ import (
 
 	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/jsontext"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestSearchAll: without a vendor, the search finds the products whose id

@@ -12,13 +12,13 @@ import (
 
 	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idlist"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/storage/spill"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 	"github.com/google/uuid"
 )
 

@@ -12,38 +12,13 @@ import (
 
 	"github.com/endcap/endcap/internal/errkind"
 	"github.com/endcap/endcap/internal/idempotency"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
-	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/management/invitations"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/fakes"
+	"github.com/endcap/endcap/testkit/testenv"
 )
-
-type fakeCatalog map[string]bool // "<marketplace>/<vendor>"
-
-func (f fakeCatalog) Vendor(mp, id string) (entityref.VendorRef, bool) {
-	return entityref.VendorRef{ID: id}, f[mp+"/"+id]
-}
-
-// ResolveVendor takes the catalog id, or else the vendor UUID of one.
-func (f fakeCatalog) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
-	if f[mp+"/"+id] {
-		return entityref.VendorRef{ID: id}, true
-	}
-	for k, ok := range f {
-		if v, found := strings.CutPrefix(k, mp+"/"); found && ok && vendorid.String(mp, v) == id {
-			return entityref.VendorRef{ID: v}, true
-		}
-	}
-	return entityref.VendorRef{}, false
-}
-func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
-	return entityref.ProductRef{}, false
-}
-func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductRef) bool) {}
-func (f fakeCatalog) ProductImageURL(string, string) string                               { return "" }
-func (f fakeCatalog) CategoryParent(string, string) (string, bool)                        { return "", false }
 
 func open(t *testing.T, cat entityref.Catalog) *invitations.Service {
 	t.Helper()
@@ -69,7 +44,7 @@ func render(err error) []string {
 }
 
 func TestCreateValidation(t *testing.T) {
-	svc := open(t, fakeCatalog{"mp/v-1": true, "mp/v-2": true, "other/v-3": true})
+	svc := open(t, fakes.NewCatalog("mp/v-1", "mp/v-2", "other/v-3"))
 	ctx := context.Background()
 	many := make([]invitations.Invite, 501)
 	for i := range many {
@@ -110,7 +85,7 @@ func TestCreateValidation(t *testing.T) {
 }
 
 func TestCreateAndList(t *testing.T) {
-	svc := open(t, fakeCatalog{"mp/v-1": true, "mp/v-2": true})
+	svc := open(t, fakes.NewCatalog("mp/v-1", "mp/v-2"))
 	ctx := context.Background()
 	in := make([]invitations.Invite, 500)
 	for i := range in {
@@ -148,7 +123,7 @@ func TestCreateAndList(t *testing.T) {
 // key that created its invitations counts nothing more.
 func TestDailyMailCap(t *testing.T) {
 	mp, mp2, mp3 := "mp-"+uuid.NewString(), "mp2-"+uuid.NewString(), "mp3-"+uuid.NewString()
-	svc := open(t, fakeCatalog{mp + "/v-1": true, mp2 + "/v-1": true, mp3 + "/v-1": true})
+	svc := open(t, fakes.NewCatalog(mp+"/v-1", mp2+"/v-1", mp3+"/v-1"))
 	rdb := testenv.Get(t).Redis(t)
 	defer rdb.Close()
 	svc.SetDailyMailCap(rdb, 5)

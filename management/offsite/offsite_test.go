@@ -5,12 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
-	"github.com/endcap/endcap/internal/vendorid"
-	"github.com/endcap/endcap/management/entityref"
 	"github.com/endcap/endcap/management/offsite"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/fakes"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestNormalize(t *testing.T) {
@@ -62,35 +61,10 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-type fakeCatalog map[string]bool
-
-func (f fakeCatalog) Vendor(mp, id string) (entityref.VendorRef, bool) {
-	return entityref.VendorRef{ID: id}, f[mp+"/"+id]
-}
-
-// ResolveVendor takes the catalog id, or else the vendor UUID of one.
-func (f fakeCatalog) ResolveVendor(mp, id string) (entityref.VendorRef, bool) {
-	if f[mp+"/"+id] {
-		return entityref.VendorRef{ID: id}, true
-	}
-	for k, ok := range f {
-		if v, found := strings.CutPrefix(k, mp+"/"); found && ok && vendorid.String(mp, v) == id {
-			return entityref.VendorRef{ID: v}, true
-		}
-	}
-	return entityref.VendorRef{}, false
-}
-func (f fakeCatalog) Product(string, string) (entityref.ProductRef, bool) {
-	return entityref.ProductRef{}, false
-}
-func (f fakeCatalog) EachProductOfVendor(string, string, func(entityref.ProductRef) bool) {}
-func (f fakeCatalog) ProductImageURL(string, string) string                               { return "" }
-func (f fakeCatalog) CategoryParent(string, string) (string, bool)                        { return "", false }
-
 func TestPutGetDelete(t *testing.T) {
 	_, brokers := testenv.Kafka(t)
 	var svc *offsite.Service
-	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "off."}, func(l *statelog.Log) { svc = offsite.New(l, fakeCatalog{"mp/v": true, "other/w": true}) })
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: "off."}, func(l *statelog.Log) { svc = offsite.New(l, fakes.NewCatalog("mp/v", "other/w")) })
 	ctx := t.Context()
 	str := func(s string) *string { return &s }
 

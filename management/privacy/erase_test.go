@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/reporting/scoredfiles"
@@ -22,6 +21,7 @@ import (
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

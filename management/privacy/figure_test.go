@@ -10,13 +10,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/privacy"
 	"github.com/endcap/endcap/management/segments"
 	"github.com/endcap/endcap/reporting/scoredfiles"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestEraseFigure measures a batch of 10,000 ids (ten requests of 1,000)

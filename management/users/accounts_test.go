@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/errkind"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestAccountsPerMarketplace: an address has at most one account on each

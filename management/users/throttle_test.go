@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/internal/errkind"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // testThrottle is a throttle on the shared Redis with a namespace of its

@@ -22,11 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/internal/errkind"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/timestamp"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/storage/kafka"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/validation"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func open(t *testing.T) *webhooks.Service {

@@ -11,11 +11,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/auction/bidtoken"
-	"github.com/endcap/endcap/internal/testenv"
+	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/management/accounts"
 	"github.com/endcap/endcap/reporting/attribution"
+	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestThroughTheApp: the whole process (target all) runs the attribution
@@ -25,48 +26,19 @@ import (
 // turn listings impressions off, so the click is credited although the
 // impression is later.
 func TestThroughTheApp(t *testing.T) {
-	env := testenv.Get(t)
-	_, brokers := testenv.Kafka(t)
-	cfg := env.Config(t, brokers)
 	key := []byte("endcap-test-key-0123456789abcdef")
-	cfg.BidSigningKeys = "1:" + base64.RawURLEncoding.EncodeToString(key)
-	testenv.InvalidClicksDefault(&cfg) // the process as deployed: its click is judged, and valid
-	a, err := app.New(cfg, app.TargetAll, testenv.Logger(t))
+	a := testapp.Start(t, testapp.WithMarketplace("Attribution", "EUR", "Asia/Tokyo"), testapp.Configure(func(c *config.Config, _ []string) {
+		c.BidSigningKeys = "1:" + base64.RawURLEncoding.EncodeToString(key)
+		testenv.InvalidClicksDefault(c) // the process as deployed: its click is judged, and valid
+	}))
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	m, err := a.Accounts.SetAttribution(ctx, a.Marketplace.ID, map[string]accounts.AttributionWindow{
+		"listings": {ClickSeconds: 7 * 86400, ImpressionSeconds: 0}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := a.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer wcancel()
-	if err := a.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	m, err := a.Accounts.CreateMarketplace(wctx, "Attribution", "EUR", "Asia/Tokyo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err = a.Accounts.SetAttribution(wctx, m.ID, map[string]accounts.AttributionWindow{
-		"listings": {ClickSeconds: 7 * 86400, ImpressionSeconds: 0}}, false); err != nil {
-		t.Fatal(err)
-	}
-	secret, _, err := a.Accounts.CreateKey(wctx, m.ID, accounts.KeyMarketplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The key authenticates once this process's view has it.
-	testenv.Eventually(t, 20*time.Second, func() error {
-		if _, ok := a.Accounts.Authenticate(secret); !ok {
-			return fmt.Errorf("key not in the view yet")
-		}
-		return nil
-	})
+	secret := a.MarketplaceKey
 	kr, err := bidtoken.NewKeyring(map[uint8][]byte{1: key}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +55,7 @@ func TestThroughTheApp(t *testing.T) {
 	}
 	post := func(body string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+addr.String()+"/v2/events", bytes.NewBufferString(body))
+		req, _ := http.NewRequest("POST", a.URL+"/v2/events", bytes.NewBufferString(body))
 		req.Header.Set("Authorization", "Bearer "+secret)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -112,7 +84,7 @@ func TestThroughTheApp(t *testing.T) {
 	var got []attribution.Row
 	testenv.Eventually(t, 30*time.Second, func() error {
 		got = got[:0]
-		err := attribution.Rows(wctx, a.ClickHouse, m.ID, now.Add(-time.Minute), now.Add(time.Minute), func(r *attribution.Row) error {
+		err := attribution.Rows(ctx, a.ClickHouse, m.ID, now.Add(-time.Minute), now.Add(time.Minute), func(r *attribution.Row) error {
 			got = append(got, *r)
 			return nil
 		})
@@ -138,7 +110,7 @@ func TestThroughTheApp(t *testing.T) {
 	// The credited click's charge, by the interaction id.
 	testenv.Eventually(t, 30*time.Second, func() error {
 		var n uint64
-		if err := a.ClickHouse.QueryRow(wctx, "SELECT count() FROM charges WHERE marketplace_id = toUUID(?) AND interaction_id = toUUID(?) AND amount_micros = 300000",
+		if err := a.ClickHouse.QueryRow(ctx, "SELECT count() FROM charges WHERE marketplace_id = toUUID(?) AND interaction_id = toUUID(?) AND amount_micros = 300000",
 			m.ID, r.InteractionID.String()).Scan(&n); err != nil {
 			return err
 		}

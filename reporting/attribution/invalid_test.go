@@ -10,10 +10,10 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/attribution"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestInvalidClicksNotCredited: the attribution sink folds behind the

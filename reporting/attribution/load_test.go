@@ -14,9 +14,9 @@ import (
 
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/records"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/projections"
 	"github.com/endcap/endcap/reporting/attribution"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestAttributionLoad (ENDCAP_TEST_LOAD=1) measures the attribution

@@ -18,9 +18,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // The export target (docs/design/performance.md, Exports): 10 million fact rows at

@@ -9,11 +9,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/money"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/reportapi"
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/reporting/vendorcharges"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

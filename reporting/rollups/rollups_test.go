@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/reporting/rollups"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

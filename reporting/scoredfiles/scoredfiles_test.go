@@ -19,10 +19,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

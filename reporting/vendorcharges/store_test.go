@@ -19,9 +19,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/internal/vendorid"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // replicaOptions are the options of a process connected to replica i

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // newTopic starts a Kafka cluster with topic, of partitions partitions

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/kafka"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // mechanism is the SASL mechanism of the clients s makes.

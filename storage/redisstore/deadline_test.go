@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestDeadlinesOnFrozenRedis: with Redis frozen (SIGSTOP), every kind of

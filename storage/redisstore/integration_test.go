@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/endcap/endcap/internal/masterkey"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // TestSharedSecret: the secret is kept in Redis only wrapped; every caller

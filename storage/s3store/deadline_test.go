@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/s3store"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // A hung object store (the server frozen with SIGSTOP: connections are

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // BenchmarkPut: one write expecting a version (a create), on kfake, from

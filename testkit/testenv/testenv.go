@@ -14,7 +14,7 @@
 //
 // With ENDCAP_TEST_CHDB=1, every statement a test sends to the database of
 // its Config is replayed on ClickHouse 26 (chDB) when the test ends, and one
-// that 26 refuses fails the test (internal/chdb.CheckTest).
+// that 26 refuses fails the test (testkit/chdb.CheckTest).
 package testenv
 
 import (
@@ -40,9 +40,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/endcap/endcap/deploy/localstack"
-	"github.com/endcap/endcap/internal/chdb"
 	"github.com/endcap/endcap/internal/config"
 	"github.com/endcap/endcap/storage/redisstore"
+	"github.com/endcap/endcap/testkit/chdb"
 )
 
 // Env is the set of running servers of one test binary.

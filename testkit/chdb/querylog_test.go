@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/chdb"
+	"github.com/endcap/endcap/testkit/chdb"
 )
 
 // TestQueryLogOnChDB replays on chDB every statement that the native

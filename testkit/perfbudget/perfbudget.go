@@ -34,7 +34,7 @@ const UpdateEnv = "ENDCAP_PERF_UPDATE"
 // header opens budgets.txt.
 const header = `# Performance budgets of the hot paths: counts a busy machine does not change (allocations;
 # instructions under valgrind --tool=callgrind; the live heap of the entity state per product). A
-# test fails when its count is more than 10 % above the figure here (internal/perfbudget).
+# test fails when its count is more than 10 % above the figure here (testkit/perfbudget).
 # Regenerate after a change meant to cost more or less, and say why in its commit:
 #   ENDCAP_PERF_UPDATE=1 go test -count=1 -run 'TestPerfBudget|TestMemoryPerProduct' ./auction ./ingest
 `

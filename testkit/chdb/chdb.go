@@ -103,7 +103,7 @@ func Start(ctx context.Context, dir string) (*Engine, error) {
 	bin := filepath.Join(dir, "chdbserve")
 	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(bctx, goBin, "build", "-o", bin, "./internal/chdb/chdbserve")
+	build := exec.CommandContext(bctx, goBin, "build", "-o", bin, "./testkit/chdb/chdbserve")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("chdb: build chdbserve: %v\n%s", err, out)

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/endcap/endcap/internal/chdb"
-	"github.com/endcap/endcap/internal/testenv"
 	"github.com/endcap/endcap/storage/clickhouse"
 	"github.com/endcap/endcap/storage/clickhouse/chrecord"
+	"github.com/endcap/endcap/testkit/chdb"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
