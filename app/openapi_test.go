@@ -51,12 +51,12 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	for _, r := range routes {
 		if !slices.Contains(described, r) {
-			t.Errorf("route %s is not in api/openapi/openapi.yaml: describe it (docs/reference/openapi.md)", r)
+			t.Errorf("route %s is not in the OpenAPI document: describe it in api/openapi/areas/ (docs/reference/openapi.md)", r)
 		}
 	}
 	for _, op := range described {
 		if !slices.Contains(routes, op) {
-			t.Errorf("api/openapi/openapi.yaml describes %s, which the router does not have", op)
+			t.Errorf("the OpenAPI document (api/openapi) describes %s, which the router does not have", op)
 		}
 	}
 	if !t.Failed() {

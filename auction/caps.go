@@ -29,13 +29,15 @@ type CapView interface {
 }
 
 // The read overlaps the auction's own work: it starts, on a goroutine of
-// its own, when the auction meets its first capped campaign (in readIndex,
-// which goes on through the request's other products meanwhile), and
-// checkCaps waits for it. A Redis round trip on a busy two-core host takes
-// about as long as the rest of a 500-product auction (BenchmarkEngine500
-// with ENDCAP_BENCH_CAPPED_PERCENT=20: p50 +60 % when the auction waited
-// for it where it needed it; docs/reference/campaigns.md, The auction), so an
-// auction that waits at the end waits for little or nothing.
+// its own, as the auction begins reading the index when the marketplace has
+// a capped campaign (index.Market.Capped), or at the first capped campaign
+// the auction meets; checkCaps waits for it once the products are read, and
+// only when a capped campaign was met. A Redis round trip on a busy two-core
+// host takes about as long as the rest of a 500-product auction
+// (BenchmarkEngine500 with ENDCAP_BENCH_CAPPED_PERCENT=20;
+// docs/reference/campaigns.md, The auction). The cost: a marketplace with
+// caps reads the counts of every request with a shopper, also of one that
+// meets no capped campaign.
 
 // capState is a request's frequency cap counts, read at most once.
 type capState struct {
@@ -59,14 +61,19 @@ func (cs *capState) newRequest() {
 }
 
 // capMet is called when the auction meets a capped campaign that may
-// compete: the first time in the auction, it starts reading the
-// shopper's counts (unless an earlier auction of the request did).
+// compete: checkCaps then applies the caps, and the shopper's counts are
+// read if no read has started.
 func (a *auctionEnv) capMet() {
-	cs := &a.st.caps
-	if cs.any {
-		return
+	if !a.st.caps.any {
+		a.st.caps.any = true
+		a.startCapRead()
 	}
-	cs.any = true
+}
+
+// startCapRead starts reading the shopper's counts, unless a read of this
+// request already did (for the same shopper) or the auction has no shopper.
+func (a *auctionEnv) startCapRead() {
+	cs := &a.st.caps
 	user := a.r.OpaqueUserID
 	if user == "" || (cs.read != nil && cs.mp == a.mp && cs.user == user) {
 		return

@@ -20,6 +20,9 @@ const indexChunk = 64
 func (a *auctionEnv) readIndex() {
 	st := a.st
 	a.ix = a.e.Index.RLock(a.mp)
+	if a.ix.Capped() {
+		a.startCapRead() // before the products: the read overlaps all of them (caps.go)
+	}
 	a.keywordPhrases()
 	if len(a.r.ProductIDs) == 0 && a.r.Category == nil {
 		if len(st.phrases) > 0 {

@@ -16,7 +16,7 @@ import (
 
 // TestOpenAPIGoldenFiles: every golden exchange of these tests (the request
 // line, status, headers and body that golden records) conforms to the
-// OpenAPI document (api/openapi/openapi.yaml). A golden request body
+// OpenAPI document (api/openapi). A golden request body
 // (testdata/auctions/*/*.request.json) that succeeded conforms too, and one
 // the server rejected is rejected by the document's schemas as well, unless
 // its error is one of schemaCannotSay. A request that no operation

@@ -207,7 +207,11 @@ func TestConvert(t *testing.T) {
 	if len(d.ETag) != 34 || d.ETag[0] != '"' {
 		t.Errorf("ETag %s", d.ETag)
 	}
-	again, _ := openapi.Convert(openapi.YAML())
+	y, err := openapi.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := openapi.Convert(y)
 	if !bytes.Equal(again.JSON, d.JSON) || again.ETag != d.ETag {
 		t.Error("the conversion is not stable")
 	}

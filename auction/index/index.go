@@ -91,7 +91,15 @@ type Market struct {
 	freeBids []*Bid
 	// ids holds the products' ids (the entries' ID).
 	ids idArena
+	// capped counts the campaigns with an active frequency cap
+	// (Gate.Capped).
+	capped int
 }
+
+// Capped reports whether some campaign of the marketplace has an active
+// frequency cap: an auction with a shopper then starts reading the
+// shopper's counts before it meets one.
+func (m *Market) Capped() bool { return m.capped > 0 }
 
 // productChunk is how many product entries one allocation holds. The
 // garbage collector finds the span of every pointer it follows, a cache miss
@@ -734,6 +742,9 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	m := ix.market(mp)
 	c := m.camp(id)
 	m.detach(c)
+	if c.Gate.Capped {
+		m.capped--
+	}
 	if nw == nil {
 		c.Gate, c.Info, c.C, c.Vendor = Gate{}, nil, campaigns.Campaign{}, nil
 		c.Hours, c.Negatives = nil, nil
@@ -746,6 +757,9 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	}
 	c.C = *nw
 	c.Gate = gateOf(nw)
+	if c.Gate.Capped {
+		m.capped++
+	}
 	c.Gate.BidNegative = len(c.bidNegatives) > 0
 	c.Hours, c.Negatives = campaigns.ServedHours(nw.Timetables), campaigns.CompileNegatives(nw.NegativeKeywords)
 	c.Vendor = m.vendor(nw.VendorID)
