@@ -409,7 +409,7 @@ func TestCampaignsSpendRedisFrozen(t *testing.T) {
 			}
 			body := string(r.Body)
 			if !strings.Contains(body, `"statusReason":"spend_unavailable"`) ||
-				!strings.Contains(body, `"today":null,"total":null,"remainingDailyBudget":null,"remainingTotalBudget":null,"pacing":null,"available":false}`) {
+				!strings.Contains(body, `"today":null,"thisWeek":null,"thisMonth":null,"total":null,"remainingDailyBudget":null,"remainingWeeklyBudget":null,"remainingMonthlyBudget":null,"remainingTotalBudget":null,"pacing":null,"available":false}`) {
 				t.Fatalf("GET %s while Redis is frozen: %s", path, body)
 			}
 			if path == clAll && !strings.Contains(body, `"statusReason":"paused"`) {

@@ -238,9 +238,10 @@ func TestCampaignsLifecycle(t *testing.T) {
 	ids := map[string]string{c1: "<c1>", contact1: "<contact1>"}
 	day := spend.DayOf(time.Now(), s.Marketplace.Location())
 	c1JSON := `{"id":"<c1>","vendorId":"v-1","name":"Spring sale","type":"listings","chargeType":"CPC",
-		"dailyBudget":10.5,"totalBudget":300.25,"maxBid":null,
+		"dailyBudget":10.5,"totalBudget":300.25,"budget":{"type":"daily","amount":10.5},"maxBid":null,
 		"startDate":"2020-01-01T00:00:00.000Z","endDate":"2099-01-01T00:00:00.123Z","isActive":true,"status":"running","statusReason":"no_bids",
-		"spend":{"day":"` + day + `","today":0,"total":0,"remainingDailyBudget":10.5,"remainingTotalBudget":300.25,"pacing":"on_pace","available":true},
+		"spend":{"day":"` + day + `","today":0,"thisWeek":0,"thisMonth":0,"total":0,"remainingDailyBudget":10.5,"remainingWeeklyBudget":null,
+			"remainingMonthlyBudget":null,"remainingTotalBudget":300.25,"pacing":"on_pace","available":true},
 		"targeting":{"placementIds":[1,2],"devices":["mobile"],"locations":["85283473fffffff"],"segments":["seg-1"]},
 		"billingContactId":null,"createdAt":"<now>","updatedAt":"<now>","archivedAt":null}`
 	cpSame(t, r.Body, ids, c1JSON)

@@ -698,9 +698,9 @@ func TestScenario(t *testing.T) {
 		if day != w.micros || total != w.micros {
 			t.Errorf("Redis spend of %s: day %d, total %d; want %d", names[c], day, total, w.micros)
 		}
-		fields := int64(2) // today's and the total
+		fields := int64(4) // today's, this week's, this month's and the total
 		if c == cB {
-			fields = 3 // and cB's refusal of today
+			fields = 5 // and cB's refusal of today
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		n, err := rdb.HLen(ctx, spend.SpendKey(mp, c)).Result()

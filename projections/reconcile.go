@@ -20,15 +20,19 @@ import (
 // from the sum of the campaign's charges in ClickHouse.
 type SpendDiff struct {
 	CampaignID string `json:"campaignId"`
-	// Day is the local day of the counter, YYYY-MM-DD; "" for the total.
+	// Day is the local day of the counter, YYYY-MM-DD; Week the Monday of
+	// its local week (spend.WeekOf); Month its local month, YYYY-MM; all ""
+	// for the total.
 	Day     string `json:"day,omitempty"`
+	Week    string `json:"week,omitempty"`
+	Month   string `json:"month,omitempty"`
 	Redis   int64  `json:"redis"`   // micro-units
 	Charges int64  `json:"charges"` // Σ amount_micros of the view `charges`
 }
 
 // ReconcileSpend compares the spend of marketplace mp's campaigns in Redis
 // (spend.SpendKey: the total, and the days whose fields Redis keeps,
-// spend.DayFieldsKept) with what the view `charges` says was charged (the
+// spend.DayFieldsKept, with their weeks and months) with what the view `charges` says was charged (the
 // source of truth: docs/design/charges.md, Operations), and returns the counters
 // that differ, by campaign and day. The campaigns are those with charges
 // and those with a spend hash in Redis (found with SCAN, on every master
@@ -41,15 +45,18 @@ type SpendDiff struct {
 // coming in), or it would take back spend the next insert records.
 func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.UniversalClient, mp string, now time.Time, fix bool) ([]SpendDiff, error) {
 	oldest := spend.DayOf(now.Add(-spend.DayFieldsKept), time.UTC)
+	oldestWeek, oldestMonth := spend.WeekOf(oldest), spend.MonthOf(oldest)
 	type counters struct {
 		total int64
-		days  map[string]int64
+		// days, weeks and months by their field (spend.DayField, WeekField,
+		// MonthField): the weeks and months whose days Redis may keep.
+		periods map[string]int64
 	}
 	charged := map[string]*counters{}
 	get := func(m map[string]*counters, camp string) *counters {
 		c := m[camp]
 		if c == nil {
-			c = &counters{days: map[string]int64{}}
+			c = &counters{periods: map[string]int64{}}
 			m[camp] = c
 		}
 		return c
@@ -68,7 +75,13 @@ func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 		c := get(charged, camp)
 		c.total += sum
 		if day >= oldest {
-			c.days[day] += sum
+			c.periods[spend.DayField(day)] += sum
+		}
+		if w := spend.WeekOf(day); w >= oldestWeek {
+			c.periods[spend.WeekField(w)] += sum
+		}
+		if m := spend.MonthOf(day); m >= oldestMonth {
+			c.periods[spend.MonthField(m)] += sum
 		}
 	}
 	rows.Close()
@@ -105,35 +118,48 @@ func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 		have := get(map[string]*counters{}, camp)
 		for f, v := range cmds[i].Val() {
 			n, err := strconv.ParseInt(v, 10, 64)
-			switch day, isDay := strings.CutPrefix(f, "d:"); {
+			day, isDay := strings.CutPrefix(f, "d:")
+			week, isWeek := strings.CutPrefix(f, "w:")
+			month, isMonth := strings.CutPrefix(f, "m:")
+			switch {
 			case f == spend.TotalField && err == nil:
 				have.total = n
 			case f == spend.TotalField:
 				return nil, fmt.Errorf("reconcile spend: %s field %s holds %q, not an integer", spend.SpendKey(mp, camp), f, v)
-			case isDay && day >= oldest && err == nil:
-				have.days[day] = n
+			case err == nil && ((isDay && day >= oldest) || (isWeek && week >= oldestWeek) || (isMonth && month >= oldestMonth)):
+				have.periods[f] = n
 			}
 		}
 		want := get(charged, camp)
 		if have.total != want.total {
 			diffs = append(diffs, SpendDiff{CampaignID: camp, Redis: have.total, Charges: want.total})
 		}
-		days := map[string]bool{}
-		for d := range have.days {
-			days[d] = true
+		fields := map[string]bool{}
+		for f := range have.periods {
+			fields[f] = true
 		}
-		for d := range want.days {
-			days[d] = true
+		for f := range want.periods {
+			fields[f] = true
 		}
-		sorted := make([]string, 0, len(days))
-		for d := range days {
-			sorted = append(sorted, d)
+		sorted := make([]string, 0, len(fields))
+		for f := range fields {
+			sorted = append(sorted, f)
 		}
 		slices.Sort(sorted)
-		for _, d := range sorted {
-			if have.days[d] != want.days[d] {
-				diffs = append(diffs, SpendDiff{CampaignID: camp, Day: d, Redis: have.days[d], Charges: want.days[d]})
+		for _, f := range sorted {
+			if have.periods[f] == want.periods[f] {
+				continue
 			}
+			d := SpendDiff{CampaignID: camp, Redis: have.periods[f], Charges: want.periods[f]}
+			switch f[0] {
+			case 'd':
+				d.Day = f[2:]
+			case 'w':
+				d.Week = f[2:]
+			default:
+				d.Month = f[2:]
+			}
+			diffs = append(diffs, d)
 		}
 	}
 	if !fix || len(diffs) == 0 {
@@ -142,8 +168,13 @@ func ReconcileSpend(ctx context.Context, ch clickhouse.Conn, rdb redis.Universal
 	pipe = rdb.Pipeline()
 	for _, d := range diffs {
 		f := spend.TotalField
-		if d.Day != "" {
+		switch {
+		case d.Day != "":
 			f = spend.DayField(d.Day)
+		case d.Week != "":
+			f = spend.WeekField(d.Week)
+		case d.Month != "":
+			f = spend.MonthField(d.Month)
 		}
 		pipe.HSet(ctx, spend.SpendKey(mp, d.CampaignID), f, d.Charges)
 	}

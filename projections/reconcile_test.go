@@ -56,20 +56,38 @@ func TestReconcileSpend(t *testing.T) {
 	if err := spend.AddSpend(s.ctx, s.rdb, s.mp, c, today, 5); err != nil {
 		t.Fatal(err)
 	}
+	// a's week and month counters still hold both charges; b's and c's
+	// moved with their day (AddSpend moves the day, week, month and total).
+	week, month := spend.WeekOf(today), spend.MonthOf(today)
 	want := map[string]projections.SpendDiff{
-		a.String() + "/":         {CampaignID: a.String(), Redis: 30_000, Charges: 60_000},
-		a.String() + "/" + today: {CampaignID: a.String(), Day: today, Redis: 30_000, Charges: 60_000},
-		b.String() + "/":         {CampaignID: b.String(), Redis: 60_000, Charges: 30_000},
-		b.String() + "/" + today: {CampaignID: b.String(), Day: today, Redis: 60_000, Charges: 30_000},
-		c + "/":                  {CampaignID: c, Redis: 5},
-		c + "/" + today:          {CampaignID: c, Day: today, Redis: 5},
+		a.String() + "/":          {CampaignID: a.String(), Redis: 30_000, Charges: 60_000},
+		a.String() + "/" + today:  {CampaignID: a.String(), Day: today, Redis: 30_000, Charges: 60_000},
+		b.String() + "/":          {CampaignID: b.String(), Redis: 60_000, Charges: 30_000},
+		b.String() + "/" + today:  {CampaignID: b.String(), Day: today, Redis: 60_000, Charges: 30_000},
+		b.String() + "/w" + week:  {CampaignID: b.String(), Week: week, Redis: 60_000, Charges: 30_000},
+		b.String() + "/m" + month: {CampaignID: b.String(), Month: month, Redis: 60_000, Charges: 30_000},
+		c + "/":                   {CampaignID: c, Redis: 5},
+		c + "/" + today:           {CampaignID: c, Day: today, Redis: 5},
+		c + "/w" + week:           {CampaignID: c, Week: week, Redis: 5},
+		c + "/m" + month:          {CampaignID: c, Month: month, Redis: 5},
 	}
+	// a loses one charge in its week and month too: set back by fix.
+	if err := s.rdb.HIncrBy(s.ctx, spend.SpendKey(s.mp, a.String()), spend.WeekField(week), -30_000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want[a.String()+"/w"+week] = projections.SpendDiff{CampaignID: a.String(), Week: week, Redis: 30_000, Charges: 60_000}
 	got := check(true)
 	if len(got) != len(want) {
 		t.Errorf("differences %+v, want %d", got, len(want))
 	}
 	for _, d := range got {
-		if w := want[d.CampaignID+"/"+d.Day]; d != w {
+		k := d.CampaignID + "/" + d.Day
+		if d.Week != "" {
+			k = d.CampaignID + "/w" + d.Week
+		} else if d.Month != "" {
+			k = d.CampaignID + "/m" + d.Month
+		}
+		if w := want[k]; d != w {
 			t.Errorf("difference %+v, want %+v", d, w)
 		}
 	}

@@ -18,6 +18,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -27,6 +28,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -364,7 +366,7 @@ func OwnRedis(t testing.TB) *PrivateRedis {
 
 // Freeze stops the server's process (SIGSTOP): it keeps its connections and
 // accepts new ones, and answers nothing, as a hung server does.
-func (r *PrivateRedis) Freeze() error { return syscall.Kill(r.PID, syscall.SIGSTOP) }
+func (r *PrivateRedis) Freeze() error { return freeze(r.PID) }
 
 // Thaw resumes a frozen server (SIGCONT).
 func (r *PrivateRedis) Thaw() { _ = syscall.Kill(r.PID, syscall.SIGCONT) }
@@ -406,7 +408,31 @@ func OwnS3(t testing.TB) *PrivateS3 {
 
 // Freeze stops the server's process (SIGSTOP): connections open and are
 // accepted by the kernel, and nothing answers, as a hung store does.
-func (s *PrivateS3) Freeze() error { return syscall.Kill(s.PID, syscall.SIGSTOP) }
+func (s *PrivateS3) Freeze() error { return freeze(s.PID) }
+
+// freeze stops process pid (SIGSTOP) and returns once the kernel says it is
+// stopped: kill returns when the signal is queued, and a process running on
+// another core may answer one more request before it takes it (a frozen S3
+// server once answered a HEAD 10 ms after its SIGSTOP was sent).
+func freeze(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return nil // no /proc (not Linux): the signal is all there is
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testenv: process %d not stopped 5 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // Thaw resumes a frozen server (SIGCONT).
 func (s *PrivateS3) Thaw() { _ = syscall.Kill(s.PID, syscall.SIGCONT) }
