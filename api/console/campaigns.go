@@ -361,12 +361,8 @@ func spendCell(ok bool, spent, budget int64) spentCell {
 // daily, weekly or monthly and its amount; period none removes it), as
 // PATCH …/campaigns/{id} with {"budget": …} does: the same rules.
 func (c *Console) setBudget(ctx *gin.Context) {
-	cp, ok := c.ownCampaign(ctx)
+	cp, ok := c.ownCampaignForm(ctx)
 	if !ok {
-		return
-	}
-	if err := ctx.Request.ParseForm(); err != nil {
-		c.formError(ctx, errkind.New(errkind.Invalid, "the form could not be read"), func() { c.campaignPage(ctx) })
 		return
 	}
 	pf := ctx.Request.PostForm

@@ -66,6 +66,20 @@ func (c *Console) ownCampaign(ctx *gin.Context) (campaigns.Campaign, bool) {
 	return cp, true
 }
 
+// ownCampaignForm is ownCampaign for a form posted to the campaign's page:
+// the form read, or the page again with the error.
+func (c *Console) ownCampaignForm(ctx *gin.Context) (campaigns.Campaign, bool) {
+	cp, ok := c.ownCampaign(ctx)
+	if !ok {
+		return cp, false
+	}
+	if err := ctx.Request.ParseForm(); err != nil {
+		c.formError(ctx, errkind.New(errkind.Invalid, "the form could not be read"), func() { c.campaignPage(ctx) })
+		return cp, false
+	}
+	return cp, true
+}
+
 // controlError makes a service error the console's: a validation error a
 // sentence of its problems.
 func controlError(err error) error {
@@ -96,12 +110,8 @@ func fmtAny(v any) string {
 // setTimetables replaces the campaign's timetable with the form's days (a
 // day with both hours empty is not served; all empty: every hour).
 func (c *Console) setTimetables(ctx *gin.Context) {
-	cp, ok := c.ownCampaign(ctx)
+	cp, ok := c.ownCampaignForm(ctx)
 	if !ok {
-		return
-	}
-	if err := ctx.Request.ParseForm(); err != nil {
-		c.formError(ctx, errkind.New(errkind.Invalid, "the form could not be read"), func() { c.campaignPage(ctx) })
 		return
 	}
 	pf := ctx.Request.PostForm
@@ -136,12 +146,8 @@ func (c *Console) setTimetables(ctx *gin.Context) {
 // setNegatives replaces the campaign's negative keywords with the form's
 // (one a line, in the exact and the phrase boxes).
 func (c *Console) setNegatives(ctx *gin.Context) {
-	cp, ok := c.ownCampaign(ctx)
+	cp, ok := c.ownCampaignForm(ctx)
 	if !ok {
-		return
-	}
-	if err := ctx.Request.ParseForm(); err != nil {
-		c.formError(ctx, errkind.New(errkind.Invalid, "the form could not be read"), func() { c.campaignPage(ctx) })
 		return
 	}
 	pf := ctx.Request.PostForm

@@ -82,12 +82,8 @@ func formVersion(ctx *gin.Context) statelog.IfMatch {
 // section; a refusal (bad input, a conflict) is shown beside the forms, the
 // page showing the campaign as it is now.
 func (c *Console) capsForm(ctx *gin.Context, change func(context.Context, string, campaigns.Campaign) error) {
-	cp, ok := c.ownCampaign(ctx)
+	cp, ok := c.ownCampaignForm(ctx)
 	if !ok {
-		return
-	}
-	if err := ctx.Request.ParseForm(); err != nil {
-		c.formError(ctx, errkind.New(errkind.Invalid, "the form could not be read"), func() { c.campaignPage(ctx) })
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), 10*time.Second)
