@@ -28,11 +28,11 @@ func (a *App) auctionEngine() *auction.Engine {
 // the budget rule (budget left, pacing: spend.Cache.Check). It only reads.
 type budgetGate struct{ spend *spend.Cache }
 
-func (g budgetGate) Check(m *auction.Market, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
+func (g budgetGate) Check(m *auction.Market, slot *spend.Slot, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
 	if l.DailyMicros == 0 && l.WeeklyMicros == 0 && l.MonthlyMicros == 0 && l.TotalMicros == 0 {
 		return auction.BudgetOK
 	}
-	return budgetVerdict(g.spend.Check(m.ID, m.Loc, campaignID, l, at))
+	return budgetVerdict(g.spend.CheckSlot(slot, m.ID, m.Loc, campaignID, l, at))
 }
 
 // budgetVerdict is the engine's name of a budget verdict.

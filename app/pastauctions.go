@@ -87,7 +87,7 @@ func (p *PastAuctions) Run(ctx context.Context, at time.Time, body []byte) ([][]
 // openGate lets every campaign bid (PastAuctions).
 type openGate struct{}
 
-func (openGate) Check(*auction.Market, string, spend.Limits, time.Time) auction.BudgetVerdict {
+func (openGate) Check(*auction.Market, *spend.Slot, string, spend.Limits, time.Time) auction.BudgetVerdict {
 	return auction.BudgetOK
 }
 

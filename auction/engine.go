@@ -51,7 +51,7 @@ type SegmentView interface {
 // l.Hours its served hours (nil: every hour), over which pacing spreads
 // them.
 type BudgetGate interface {
-	Check(m *Market, campaignID string, l spend.Limits, at time.Time) BudgetVerdict
+	Check(m *Market, slot *spend.Slot, campaignID string, l spend.Limits, at time.Time) BudgetVerdict
 }
 
 // BudgetVerdict is a BudgetGate's answer.

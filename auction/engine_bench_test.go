@@ -287,11 +287,11 @@ func withShoppers(reqs [][]auction.Request) {
 // benchGate is the service's budget gate (app's budgetGate).
 type benchGate struct{ c *spend.Cache }
 
-func (g benchGate) Check(m *auction.Market, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
+func (g benchGate) Check(m *auction.Market, slot *spend.Slot, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
 	if l.DailyMicros == 0 && l.WeeklyMicros == 0 && l.MonthlyMicros == 0 && l.TotalMicros == 0 {
 		return auction.BudgetOK
 	}
-	switch g.c.Check(m.ID, m.Loc, campaignID, l, at) {
+	switch g.c.CheckSlot(slot, m.ID, m.Loc, campaignID, l, at) {
 	case spend.OK:
 		return auction.BudgetOK
 	case spend.TotalExhausted:

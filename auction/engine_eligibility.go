@@ -140,7 +140,7 @@ func (a *auctionEnv) budgetAllows(ce *index.Camp) Reason {
 	if g.Scheduled {
 		l.Hours = ce.Hours
 	}
-	switch a.e.Budget.Check(a.m, ce.C.ID, l, a.at) {
+	switch a.e.Budget.Check(a.m, &ce.Spend, ce.C.ID, l, a.at) {
 	case BudgetOK:
 		return reasonNone
 	case BudgetTotalExhausted:

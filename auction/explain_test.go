@@ -47,7 +47,7 @@ type exWorld struct {
 // set), and counts its calls.
 type exGate map[string]auction.BudgetVerdict
 
-func (g exGate) Check(_ *auction.Market, campaignID string, _ spend.Limits, _ time.Time) auction.BudgetVerdict {
+func (g exGate) Check(_ *auction.Market, _ *spend.Slot, campaignID string, _ spend.Limits, _ time.Time) auction.BudgetVerdict {
 	return g[campaignID]
 }
 

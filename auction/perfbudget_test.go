@@ -146,7 +146,7 @@ func TestPerfBudgetGate(t *testing.T) {
 	p.run(t)
 	replay := func() {
 		for _, c := range rec.calls {
-			gate.Check(c.m, c.campaignID, c.l, c.at)
+			gate.Check(c.m, c.slot, c.campaignID, c.l, c.at)
 		}
 	}
 	replay() // as the auction's first pass
@@ -161,14 +161,15 @@ type recordingGate struct {
 
 type gateCall struct {
 	m          *auction.Market
+	slot       *spend.Slot
 	campaignID string
 	l          spend.Limits
 	at         time.Time
 }
 
-func (g *recordingGate) Check(m *auction.Market, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
-	g.calls = append(g.calls, gateCall{m, campaignID, l, at})
-	return g.BudgetGate.Check(m, campaignID, l, at)
+func (g *recordingGate) Check(m *auction.Market, slot *spend.Slot, campaignID string, l spend.Limits, at time.Time) auction.BudgetVerdict {
+	g.calls = append(g.calls, gateCall{m, slot, campaignID, l, at})
+	return g.BudgetGate.Check(m, slot, campaignID, l, at)
 }
 
 // BenchmarkPerfWorkload is the budget test's workload in wall-clock time

@@ -652,3 +652,113 @@ func TestCacheCheckAgreesWithCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSlot: a Slot's answers are Check's, through a registration, a
+// load, new spend, a day rollover, a zone change, and the campaign or its
+// marketplace dropped as idle and asked for again (the Slot then finds the
+// new record).
+func TestCheckSlot(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	start := clk.now()
+	day := Limits{DailyMicros: 100, TotalMicros: 1_000}
+	var sl, other Slot
+	agree := func(step string, mp string, loc *time.Location, id string, sl *Slot, now time.Time, want Verdict) {
+		t.Helper()
+		got := c.CheckSlot(sl, mp, loc, id, day, now)
+		if ref := c.Check(mp, loc, id, day, now); got != ref || got != want {
+			t.Errorf("%s: CheckSlot = %v, Check = %v, want %v", step, got, ref, want)
+		}
+	}
+	add(t, rdb, "mp1", "c1", "2024-05-10", 150)
+	add(t, rdb, "mp1", "c2", "2024-05-10", 20)
+	agree("before any load", "mp1", time.UTC, "c1", &sl, start, OK)
+	refresh(t, c)
+	agree("loaded", "mp1", time.UTC, "c1", &sl, start, DailyExhausted)
+	agree("another campaign", "mp1", time.UTC, "c2", &other, start, OK) // registered by this call
+	refresh(t, c)
+	add(t, rdb, "mp1", "c2", "2024-05-10", 90)
+	agree("new spend, not refreshed", "mp1", time.UTC, "c2", &other, start, OK)
+	refresh(t, c)
+	agree("new spend, refreshed", "mp1", time.UTC, "c2", &other, start, DailyExhausted)
+	agree("the next day, before a refresh", "mp1", time.UTC, "c1", &sl, utc("2024-05-11T00:00:01Z"), OK)
+	agree("another zone", "mp1", berlin, "c1", &sl, start, DailyExhausted)
+
+	// c1 idle (only c2 asked for), then dropped: the Slot resolves again.
+	before := sl.p.Load()
+	lastUse := utc("2024-05-11T00:00:01Z") // c1's latest use above
+	clk.set(lastUse.Add(IdleAfter / 2))
+	c.CheckSlot(&other, "mp1", time.UTC, "c2", day, clk.now())
+	clk.set(lastUse.Add(IdleAfter + time.Second))
+	refresh(t, c)
+	if !before.dropped.Load() {
+		t.Fatal("c1's record not marked dropped")
+	}
+	now := clk.now() // 2024-05-11, after midnight
+	add(t, rdb, "mp1", "c1", "2024-05-11", 150)
+	agree("dropped, asked again", "mp1", time.UTC, "c1", &sl, now, OK)
+	if sl.p.Load() == before {
+		t.Error("the Slot kept the dropped record")
+	}
+	refresh(t, c)
+	agree("dropped, reloaded", "mp1", time.UTC, "c1", &sl, now, DailyExhausted)
+
+	// The whole marketplace idle and dropped, then asked for again.
+	rec := sl.p.Load()
+	clk.set(now.Add(IdleAfter + time.Second))
+	refresh(t, c)
+	if _, ok := c.Age("mp1"); ok || !rec.dropped.Load() {
+		t.Fatalf("marketplace kept (%v) or its campaign not marked dropped (%v)", ok, rec.dropped.Load())
+	}
+	now = clk.now()
+	agree("marketplace dropped, asked again", "mp1", time.UTC, "c1", &sl, now, OK)
+	refresh(t, c)
+	agree("marketplace reloaded", "mp1", time.UTC, "c1", &sl, now, DailyExhausted)
+}
+
+// TestCheckSlotConcurrent: Slots read while refreshes replace snapshots and
+// drop and register campaigns (run with -race).
+func TestCheckSlotConcurrent(t *testing.T) {
+	clk := newClock(utc("2024-05-10T12:00:00Z"))
+	_, rdb, c := setup(t, clk)
+	for i := 1; i < 8; i++ { // c0 has no spend
+		add(t, rdb, "mp1", fmt.Sprintf("c%d", i), "2024-05-10", int64(50*i))
+	}
+	slots := make([]Slot, 8)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := (n + g) % 8
+				v := c.CheckSlot(&slots[i], "mp1", time.UTC, fmt.Sprintf("c%d", i), Limits{DailyMicros: 100}, clk.now())
+				if v != OK && v != DailyExhausted {
+					t.Errorf("verdict %v", v)
+					return
+				}
+			}
+		})
+	}
+	for range 20 {
+		clk.add(IdleAfter / 3)
+		refresh(t, c)
+	}
+	close(stop)
+	wg.Wait()
+	refresh(t, c)
+	for i := range slots {
+		want := OK
+		if 50*i >= 100 {
+			want = DailyExhausted
+		}
+		if got := c.CheckSlot(&slots[i], "mp1", time.UTC, fmt.Sprintf("c%d", i), Limits{DailyMicros: 100}, clk.now()); got != want {
+			t.Errorf("c%d: %v, want %v", i, got, want)
+		}
+	}
+}

@@ -367,6 +367,10 @@ type Camp struct {
 	// Num numbers the campaign within its marketplace's index, for as long
 	// as the entry lives: a key for an auction's maps without a pointer.
 	Num uint32
+	// Spend is the budget gate's memory of where the campaign's spend is
+	// (spend.Cache.CheckSlot): the auction reads the spend without looking
+	// the campaign's id up.
+	Spend spend.Slot
 	// Info is what an auction keeps of a campaign it may rank: immutable,
 	// replaced on every change (nil while not Known), so that an auction
 	// keeps one pointer where it would copy five (pointer writes cost
