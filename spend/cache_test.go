@@ -751,6 +751,11 @@ func TestCheckSlotConcurrent(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	// Asked for again (the readers may not have run between the refreshes,
+	// which then dropped the campaigns as idle) and loaded.
+	for i := range slots {
+		c.CheckSlot(&slots[i], "mp1", time.UTC, fmt.Sprintf("c%d", i), Limits{DailyMicros: 100}, clk.now())
+	}
 	refresh(t, c)
 	for i := range slots {
 		want := OK
