@@ -4,7 +4,7 @@ BIN     := bin/endcap
 GOFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: run test build image chart deps test-deps unit lint bench-events bench-auctions clean-dev
+.PHONY: run test build image chart deps test-deps unit lint bench-events bench-auctions bench-overload clean-dev
 
 ## build: the development binary into bin/endcap (with dev, kafka and loadgen: -tags dev); the
 ## production binary is a plain `go build ./cmd/endcap`
@@ -65,6 +65,10 @@ bench-events: build
 ## bench-auctions: seed a 1M-product marketplace (once) and load-generate /v2/auctions against it and the bare baseline
 bench-auctions: build
 	./deploy/local/bench-auctions.sh
+
+## bench-overload: /v2/events at 5x its sustainable rate on a stack of its own: what is shed, the accepted requests' p99, RSS
+bench-overload: build
+	./deploy/local/bench-overload.sh
 
 ## clean-dev: delete the local stack's data (.endcap) — the demo marketplace and its keys are recreated
 clean-dev:

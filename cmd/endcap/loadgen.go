@@ -42,6 +42,9 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.Users, "users", 100000, "distinct opaqueUserIds")
 		fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "stop after this many requests (0 = no limit)")
 		fs.DurationVar(&cfg.SlowAfter, "slow", 10*time.Millisecond, "a request slower than this counts as slow in the report's per-second timeline (--json)")
+		fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "per request")
+		fs.StringVar(&cfg.IDPrefix, "id-prefix", "", "1-8 lowercase hex digits that start every event id of the run (default: random), to count its events where they are stored")
+		failures := fs.String("failures", "", "file to write the key of every request not answered 2xx to, one a line with its status (0: transport error, -1: unanswered at the end); an event id starts with its request's key")
 		var sp loadgen.SponsoredConfig
 		fs.Float64Var(&sp.Share, "sponsored-share", 0, "share of impressions and clicks carrying a real auction winner's resolvedBidId (0-1; >0 runs listings auctions first)")
 		fs.IntVar(&sp.Auctions, "sponsored-auctions", 300, "auctions run before the load to collect winners (with --sponsored-share)")
@@ -56,6 +59,7 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 				cfg.APIKey = c.MarketplaceKey
 			}
 		}
+		cfg.RecordFailures = *failures != ""
 		if *mintKeys != "" {
 			kr, err := bidtoken.ParseKeyring(*mintKeys)
 			if err != nil {
@@ -69,6 +73,9 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "loadgen events: sponsored share %.2f, %d winners before the load, %d from refreshes, a fresh auction per sponsored impression: %v\n", sp.Share, srep.PoolWinners, srep.RefreshWinners, sp.Mint != nil)
+			if err := writeFailures(*failures, srep.Failures); err != nil {
+				return err
+			}
 			if *asJSON {
 				return json.NewEncoder(os.Stdout).Encode(srep.Report)
 			}
@@ -77,6 +84,9 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		}
 		rep, err := loadgen.RunEvents(ctx, cfg)
 		if err != nil {
+			return err
+		}
+		if err := writeFailures(*failures, rep.Failures); err != nil {
 			return err
 		}
 		if *asJSON {
@@ -121,6 +131,22 @@ func cmdLoadgen(ctx context.Context, args []string) error {
 		return cmdLoadgenAuctions(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown loadgen mode %q (events, products, seed, auctions or bare)", args[0])
+}
+
+// writeFailures writes fs to path (nothing when path is empty).
+func writeFailures(path string, fs []loadgen.Failure) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := loadgen.WriteFailures(f, fs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // defaultSeedManifest is where `loadgen seed` writes its manifest and `loadgen auctions` reads it: beside

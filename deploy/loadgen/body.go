@@ -15,11 +15,14 @@ type bodyBuilder struct {
 	users    int
 	products int
 
-	// idPrefix is "rrrrrrrr-rrrr-4rrr-8www-": 60 run-random bits, the UUID version and variant nibbles and
-	// the 12-bit worker number; the 12 hex digits of the worker's event counter complete a UUID-shaped id,
-	// so ids are unique in a run (worker, counter) and across runs (random prefix).
+	// idPrefix is "rrrrrrrr-rrrr-4rrr-8www-": 60 run-random bits (the first ones replaced by
+	// EventsConfig.IDPrefix when it is set), the UUID version and variant nibbles and the 12-bit worker
+	// number; 12 hex digits complete a UUID-shaped id: 10 of the worker's request number and 2 of the
+	// event's index in its request (a batch has at most 200). So ids are unique in a run (worker, request,
+	// index) and across runs (random prefix), and the id less its last 2 digits is its request's key
+	// (requestKey): the events stored of one request are those whose id starts with it.
 	idPrefix [24]byte
-	seq      uint64
+	seq      uint64 // events written by this worker
 
 	ts   [32]byte // scratch for occurredAt
 	imps []interaction
@@ -82,6 +85,27 @@ func newBodyBuilder(runID [8]byte, worker int, seed int64, batch, users, product
 	b.imps = make([]interaction, b.counts[0])
 	b.clks = make([]interaction, b.counts[1])
 	return b
+}
+
+// setIDPrefix writes p (checked by checkIDPrefix) over the start of the run-random part of the ids.
+func (b *bodyBuilder) setIDPrefix(p string) { copy(b.idPrefix[:8], p) }
+
+// requestKeyLen is the length of a request's key: an event id less its last 2 hex digits.
+const requestKeyLen = len("rrrrrrrr-rrrr-4rrr-8www-") + 10
+
+// lastRequestKey is the key of the request built last (every id of its events starts with it); "" before
+// the first build.
+func (b *bodyBuilder) lastRequestKey() string {
+	if b.seq == 0 {
+		return ""
+	}
+	req := (b.seq - 1) / uint64(b.events())
+	var k [requestKeyLen]byte
+	copy(k[:], b.idPrefix[:])
+	for i, shift := len(b.idPrefix), 36; shift >= 0; i, shift = i+1, shift-4 {
+		k[i] = hexDigits[(req>>uint(shift))&15]
+	}
+	return string(k[:])
 }
 
 // sizeHint is a generous estimate of a body's size, to pre-size buffers.
@@ -187,7 +211,8 @@ func (b *bodyBuilder) randInteraction() interaction {
 func (b *bodyBuilder) appendHead(dst, ts []byte, user int) []byte {
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, b.idPrefix[:]...)
-	s := b.seq
+	n := uint64(b.events())
+	s := (b.seq/n)<<8 | b.seq%n
 	b.seq++
 	for shift := 44; shift >= 0; shift -= 4 {
 		dst = append(dst, hexDigits[(s>>uint(shift))&15])

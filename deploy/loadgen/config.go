@@ -34,6 +34,13 @@ type EventsConfig struct {
 	Seed        int64         // seeds the content (users, products, prices...); event ids are always run-unique
 	MaxRequests int64         // 0 = unlimited; bounds the number of requests sent in the whole run (warmup included)
 	SlowAfter   time.Duration // a request slower than this counts as slow in Report.Timeline; default 10ms
+	// IDPrefix (1–8 lowercase hex digits, optional) replaces the start of every event id's run-random part,
+	// so that the events of one run can be counted where they are stored (event_id LIKE '<IDPrefix>%').
+	IDPrefix string
+	// RecordFailures keeps, in Report.Failures, the key of every request of the run that was not answered
+	// 2xx (warmup and abandoned ones included): with the event ids' layout (RequestKey) it tells which
+	// stored events came from requests answered 503, answered otherwise, or not answered at all.
+	RecordFailures bool
 }
 
 const (
@@ -91,7 +98,23 @@ func (cfg EventsConfig) withDefaults() (EventsConfig, error) {
 	if cfg.SlowAfter == 0 {
 		cfg.SlowAfter = defaultSlowAfter
 	}
+	if err := checkIDPrefix(cfg.IDPrefix); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// checkIDPrefix accepts "" or 1–8 lowercase hex digits (the first group of a UUID-shaped id).
+func checkIDPrefix(p string) error {
+	if len(p) > 8 {
+		return fmt.Errorf("loadgen: id prefix %q longer than 8 hex digits", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if !strings.ContainsRune(hexDigits, rune(p[i])) {
+			return fmt.Errorf("loadgen: id prefix %q is not lowercase hex digits", p)
+		}
+	}
+	return nil
 }
 
 // targetURL parses base and appends path.

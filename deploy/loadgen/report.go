@@ -1,8 +1,10 @@
 package loadgen
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -32,6 +34,10 @@ type Report struct {
 	P999 time.Duration `json:"p999_ms"`
 	Max  time.Duration `json:"max_ms"`
 	Mean time.Duration `json:"mean_ms"`
+	// OKP50 and OKP99 are the same latency of the 2xx answers alone: what the clients whose requests were
+	// accepted saw, when others were shed (503) or failed fast.
+	OKP50 time.Duration `json:"ok_p50_ms"`
+	OKP99 time.Duration `json:"ok_p99_ms"`
 	// LatencyExact is true when the percentiles come from every sample; false when the run had more than
 	// ~5M measured requests (a worker kept more than 5M/Concurrency) and they come from a log-linear histogram
 	// (within 0.4%). Max and Mean are exact.
@@ -67,6 +73,10 @@ type Report struct {
 	// MeasureStart is when the measured window began (wall clock): Timeline's second 0.
 	MeasureStart time.Time `json:"measure_start"`
 
+	// Failures are the requests not answered 2xx, with EventsConfig.RecordFailures (not in the JSON: the
+	// command writes them to a file of their own, `loadgen events --failures`).
+	Failures []Failure `json:"-"`
+
 	bufDrops int64 // body buffers not reused because a write of them might still be running (tests)
 }
 
@@ -100,6 +110,8 @@ type reportJSON struct {
 	P999           float64          `json:"p999_ms"`
 	Max            float64          `json:"max_ms"`
 	Mean           float64          `json:"mean_ms"`
+	OKP50          float64          `json:"ok_p50_ms"`
+	OKP99          float64          `json:"ok_p99_ms"`
 	LatencyExact   bool             `json:"latency_exact"`
 	FirstError     string           `json:"first_error,omitempty"`
 	WarmupRequests int64            `json:"warmup_requests"`
@@ -126,7 +138,7 @@ func (r Report) toJSON() reportJSON {
 		Requests: r.Requests, OK: r.OK, Failed: r.Failed, Events: r.Events,
 		Elapsed: ms(r.Elapsed), EventsPerSec: r.EventsPerSec, RequestsPerSec: r.RequestsPerSec,
 		P50: ms(r.P50), P90: ms(r.P90), P99: ms(r.P99), P999: ms(r.P999), Max: ms(r.Max), Mean: ms(r.Mean),
-		LatencyExact: r.LatencyExact, FirstError: r.FirstError, WarmupRequests: r.WarmupRequests,
+		OKP50: ms(r.OKP50), OKP99: ms(r.OKP99), LatencyExact: r.LatencyExact, FirstError: r.FirstError, WarmupRequests: r.WarmupRequests,
 		Abandoned: r.Abandoned, EventsSentAll: r.EventsSentAll, EventsOKAll: r.EventsOKAll, Stopped: r.Stopped,
 		Concurrency: r.Concurrency, BatchSize: r.BatchSize, TargetRate: r.TargetRate, Unsent: r.Unsent,
 		Statuses: make(map[string]int64, len(r.Statuses)), MeasureStart: r.MeasureStart,
@@ -150,7 +162,7 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 		Requests: j.Requests, OK: j.OK, Failed: j.Failed, Events: j.Events,
 		Elapsed: fromMS(j.Elapsed), EventsPerSec: j.EventsPerSec, RequestsPerSec: j.RequestsPerSec,
 		P50: fromMS(j.P50), P90: fromMS(j.P90), P99: fromMS(j.P99), P999: fromMS(j.P999), Max: fromMS(j.Max),
-		Mean: fromMS(j.Mean), LatencyExact: j.LatencyExact, FirstError: j.FirstError,
+		Mean: fromMS(j.Mean), OKP50: fromMS(j.OKP50), OKP99: fromMS(j.OKP99), LatencyExact: j.LatencyExact, FirstError: j.FirstError,
 		WarmupRequests: j.WarmupRequests, Abandoned: j.Abandoned, EventsSentAll: j.EventsSentAll,
 		EventsOKAll: j.EventsOKAll, Stopped: j.Stopped, Concurrency: j.Concurrency, BatchSize: j.BatchSize,
 		TargetRate: j.TargetRate, Unsent: j.Unsent, Statuses: make(map[int]int64, len(j.Statuses)),
@@ -219,8 +231,25 @@ func (r Report) writeLatency(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "  latency   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s%s\n",
 		fmtDur(r.P50), fmtDur(r.P90), fmtDur(r.P99), fmtDur(r.P999), fmtDur(r.Max), fmtDur(r.Mean), exact)
+	if r.Failed > 0 && r.OK > 0 {
+		fmt.Fprintf(b, "  2xx alone p50 %s  p99 %s\n", fmtDur(r.OKP50), fmtDur(r.OKP99))
+	}
 }
 
 func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.3fms", ms(d))
+}
+
+// WriteFailures writes one line a failure: its request key, a tab, its status (0: a transport error, -1:
+// unanswered when the run stopped). deploy/local/bench-overload.sh reads them to tell which of the events
+// stored came from requests answered 503.
+func WriteFailures(w io.Writer, fs []Failure) error {
+	bw := bufio.NewWriter(w)
+	for _, f := range fs {
+		bw.WriteString(f.Key)
+		bw.WriteByte('\t')
+		bw.WriteString(strconv.Itoa(f.Status))
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
 }

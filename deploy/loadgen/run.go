@@ -65,6 +65,22 @@ type requestBody interface {
 	events() int                            // items per request, counted in Report.Events
 }
 
+// requestKeyer is a body writer whose events' ids carry their request's key (bodyBuilder): EventsConfig's
+// IDPrefix and RecordFailures apply to it.
+type requestKeyer interface {
+	setIDPrefix(p string)
+	lastRequestKey() string
+}
+
+// Failure is a request of the run not answered 2xx (EventsConfig.RecordFailures).
+type Failure struct {
+	Key    string // the request's key: every id of its events starts with it
+	Status int    // its HTTP status; 0 = a transport error; StatusUnanswered = cut off by the end of the run
+}
+
+// StatusUnanswered is Failure.Status of a request still in flight when the run stopped (cancelled).
+const StatusUnanswered = -1
+
 // answerInspector reads the body of a measured 2xx answer (only with loadTarget.readBody). It is called on
 // the worker's goroutine after the request built last has been answered, before the next build.
 type answerInspector interface {
@@ -217,6 +233,7 @@ type worker struct {
 	r      *run
 	bb     requestBody
 	insp   answerInspector // nil unless the target reads answers and bb inspects them
+	keyer  requestKeyer    // nil unless bb's ids carry request keys and the run records failures
 	resp   bytes.Buffer    // the last answer's body, when the target reads answers
 	pool   chan *bodyBuf
 	hint   int
@@ -231,9 +248,13 @@ type worker struct {
 	sampleCap                  int
 	overflow                   bool
 	hist                       *histogram
+	okSamples                  []int64    // the latencies of the measured 2xx answers, while not overflow
+	okHist                     *histogram // the same, from the overflow on
+	failures                   []Failure
 	latSum, latMax             int64
 	timeline                   []Second // by second of the due time since the measured window's start
 
+	okMax                                        int64
 	sends, warmup, abandoned, evSentAll, evOKAll int64
 	dropped                                      int64 // body buffers not reused (see bodyBuf)
 	firstErr                                     string
@@ -248,15 +269,26 @@ func newWorker(r *run, id int, runID [8]byte, sampleCap, prealloc int) *worker {
 	if r.tgt.readBody {
 		insp, _ = bb.(answerInspector)
 	}
+	var keyer requestKeyer
+	if k, ok := bb.(requestKeyer); ok {
+		if r.cfg.IDPrefix != "" {
+			k.setIDPrefix(r.cfg.IDPrefix)
+		}
+		if r.cfg.RecordFailures {
+			keyer = k
+		}
+	}
 	return &worker{
 		r:         r,
 		bb:        bb,
 		insp:      insp,
+		keyer:     keyer,
 		pool:      make(chan *bodyBuf, 4),
 		hint:      bb.sizeHint(),
 		events:    int64(bb.events()),
 		timer:     t,
 		samples:   make([]int64, 0, prealloc),
+		okSamples: make([]int64, 0, prealloc),
 		sampleCap: sampleCap,
 		hist:      new(histogram),
 	}
@@ -343,8 +375,16 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 	if ok {
 		w.evOKAll += w.events
 	}
+	cutOff := ctx.Err() != nil && (err != nil || !done.Before(r.end))
+	if !ok && w.keyer != nil {
+		f := Failure{Key: w.keyer.lastRequestKey(), Status: status}
+		if status == 0 && cutOff {
+			f.Status = StatusUnanswered
+		}
+		w.failures = append(w.failures, f)
+	}
 	switch {
-	case ctx.Err() != nil && (err != nil || !done.Before(r.end)):
+	case cutOff:
 		// Cut off by the end of the run (or answered after the window closed): not measured.
 		w.abandoned++
 		return
@@ -370,7 +410,7 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 			w.failed++
 		}
 		lat := done.Sub(due)
-		w.record(lat.Nanoseconds())
+		w.record(lat.Nanoseconds(), ok)
 		w.second(due, lat, !ok)
 	}
 	if !ok && w.firstErr == "" {
@@ -381,7 +421,8 @@ func (w *worker) send(ctx context.Context, due time.Time) {
 	}
 }
 
-func (w *worker) record(lat int64) {
+// record counts a measured request's latency; ok: it was answered 2xx.
+func (w *worker) record(lat int64, ok bool) {
 	if lat < 0 {
 		lat = 0
 	}
@@ -390,12 +431,27 @@ func (w *worker) record(lat int64) {
 	if lat > w.latMax {
 		w.latMax = lat
 	}
-	if !w.overflow {
-		if len(w.samples) < w.sampleCap {
-			w.samples = append(w.samples, lat)
-		} else {
-			w.overflow, w.samples = true, nil
+	if ok && lat > w.okMax {
+		w.okMax = lat
+	}
+	if !w.overflow && len(w.samples) == w.sampleCap {
+		// From now on the histograms only; the 2xx one gets the 2xx samples kept so far.
+		w.overflow, w.samples = true, nil
+		w.okHist = new(histogram)
+		for _, v := range w.okSamples {
+			w.okHist.record(v)
 		}
+		w.okSamples = nil
+	}
+	if w.overflow {
+		if ok {
+			w.okHist.record(lat)
+		}
+		return
+	}
+	w.samples = append(w.samples, lat)
+	if ok {
+		w.okSamples = append(w.okSamples, lat)
 	}
 }
 
@@ -422,10 +478,15 @@ func (r *run) merge(workers []*worker) Report {
 		TargetRate:   r.cfg.Rate,
 		LatencyExact: true,
 	}
-	var nSamples int
-	var latSum int64
+	var nSamples, nOKSamples int
+	var latSum, okMax int64
 	var firstAt time.Time
 	for _, w := range workers {
+		nOKSamples += len(w.okSamples)
+		okMax = max(okMax, w.okMax)
+		if r.cfg.RecordFailures {
+			rep.Failures = append(rep.Failures, w.failures...)
+		}
 		rep.Requests += w.requests
 		rep.OK += w.ok
 		rep.Failed += w.failed
@@ -485,6 +546,29 @@ func (r *run) merge(workers []*worker) Report {
 		q = quantilesHist(h, rep.Requests, int64(rep.Max))
 	}
 	rep.P50, rep.P90, rep.P99, rep.P999 = q[0], q[1], q[2], q[3]
+	if rep.OK == 0 {
+		return rep
+	}
+	if rep.LatencyExact {
+		ok := make([]int64, 0, nOKSamples)
+		for _, w := range workers {
+			ok = append(ok, w.okSamples...)
+			w.okSamples = nil
+		}
+		q = quantilesExact(ok)
+	} else {
+		h := new(histogram)
+		for _, w := range workers {
+			if w.okHist != nil {
+				h.merge(w.okHist)
+			}
+			for _, v := range w.okSamples { // a worker that never overflowed
+				h.record(v)
+			}
+		}
+		q = quantilesHist(h, rep.OK, okMax)
+	}
+	rep.OKP50, rep.OKP99 = q[0], q[2]
 	return rep
 }
 

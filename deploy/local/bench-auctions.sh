@@ -31,7 +31,7 @@
 #     other hosts; it folds the round's auctions afterwards, during the bare round)
 #   API_ENV (empty; environment of the API process only when this script starts Endcap, e.g.
 #     "GOGC=off GOMEMLIMIT=6GiB": collections only near the limit, see docs/operations/operations.md, Memory)
-#   MODES ("open closed"; the loop modes to run, in order) BARE (1; 0 = no bare-handler rounds)
+#   MODES ("open closed"; the loop modes to run, in order; "" = none: start, seed and stop) BARE (1; 0 = no bare-handler rounds)
 #   LOADGEN_PREFIX (empty; a command put before the measuring `endcap loadgen auctions`, e.g. "nice -n -10" so
 #     that the generator, on the same cores as the server, is not the one kept waiting: see docs/design/performance.md, Auctions over HTTP)
 #   After each Endcap round it prints the same round as the server timed it (deploy/local/server-latency.py:
@@ -44,16 +44,24 @@
 #   SEED_CAPPED_PERCENT (0; e.g. 20 = that share of the campaigns gets a frequency cap, added to a seeded stack)
 #   SHOPPERS (0; e.g. 100000 = every auction carries an opaqueUserId of that many shoppers, so that the capped
 #     campaigns' counts are read: run with SHOPPERS=0 and SHOPPERS=N on one seed to see what caps cost)
+#   SERVER_BIN (BIN; the build whose processes this script starts, e.g. another commit's: the generator is
+#     always BIN) NOBUILD (0; 1 = BIN is built already)
+#   PORT_BASE (empty; when this script starts Endcap: every port of its stack from PORT_BASE (the API on it,
+#     deploy/local/bench-lib.sh) instead of the defaults, and URL is that API's; not with SPLIT=1)
+#   SUMMARY (empty; a file to append the Endcap medians of each mode to as one JSON line, read by
+#     deploy/local/bench-compare.sh) LABEL (tree)
 # A manifest of other counts, of another marketplace or of an unfinished seed is seeded (again).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=deploy/local/bench-lib.sh
+. deploy/local/bench-lib.sh
 WARMUP="${WARMUP:-0}" ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10s}" CONCURRENCY="${CONCURRENCY:-32}" RATE="${RATE:-1000}"
 IDS="${IDS:-500}" SLOTS="${SLOTS:-5}" BID_SHARE="${BID_SHARE:-0.25}" CHECK="${CHECK:-0}" ZIPF="${ZIPF:-0}"
 URL="${URL:-http://127.0.0.1:8080}" BARE_ADDR="${BARE_ADDR:-127.0.0.1:18099}" START="${START:-1}"
 export ENDCAP_DEV_DIR="${ENDCAP_DEV_DIR:-.endcap}"
 # The local S3 server's keys (endcap dev's; not defaults of the configuration).
 export ENDCAP_S3_ACCESS_KEY="${ENDCAP_S3_ACCESS_KEY:-endcap}" ENDCAP_S3_SECRET_KEY="${ENDCAP_S3_SECRET_KEY:-endcap-dev-secret}"
-SNAPSHOT="${SNAPSHOT:-}" LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" API_ENV="${API_ENV:-}" MODES="${MODES:-open closed}" BARE="${BARE:-1}" PAUSE_PROJECTOR="${PAUSE_PROJECTOR:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
+SNAPSHOT="${SNAPSHOT:-}" LOADGEN_PREFIX="${LOADGEN_PREFIX:-}" DEV_FLAGS="${DEV_FLAGS:-}" SPLIT="${SPLIT:-0}" API_ENV="${API_ENV:-}" MODES="${MODES-open closed}" BARE="${BARE:-1}" PAUSE_PROJECTOR="${PAUSE_PROJECTOR:-0}" PROJECTOR_ADDR="${PROJECTOR_ADDR:-127.0.0.1:8082}"
 MANIFEST="${MANIFEST:-$ENDCAP_DEV_DIR/dev/auction-seed.json}" CREDENTIALS="${CREDENTIALS:-$ENDCAP_DEV_DIR/dev/credentials.json}"
 SEED_VENDORS="${SEED_VENDORS:-10000}" SEED_PRODUCTS="${SEED_PRODUCTS:-1000000}"
 SEED_CAMPAIGNS="${SEED_CAMPAIGNS:-100000}" SEED_CONCURRENCY="${SEED_CONCURRENCY:-16}"
@@ -61,7 +69,13 @@ SEED_CAPPED_PERCENT="${SEED_CAPPED_PERCENT:-0}" SHOPPERS="${SHOPPERS:-0}"
 bin="${BIN:-./bin/endcap}"
 # Not with the runs' GODEBUG (gctrace=1): the go command would cache the compiler's trace lines as its
 # output and print them again on every later build and vet.
-env -u GODEBUG go build -tags dev -o "$bin" ./cmd/endcap # also when it exists: `loadgen seed|auctions` must be there
+# Also when it exists: `loadgen seed|auctions` must be there.
+[ "${NOBUILD:-0}" = 1 ] || env -u GODEBUG go build -tags dev -o "$bin" ./cmd/endcap
+server="${SERVER_BIN:-$bin}" PORT_BASE="${PORT_BASE:-}" SUMMARY="${SUMMARY:-}" LABEL="${LABEL:-tree}"
+if [ -n "$PORT_BASE" ]; then
+	[ "$SPLIT" = 1 ] && { echo "PORT_BASE is not supported with SPLIT=1" >&2; exit 1; }
+	URL="http://127.0.0.1:$PORT_BASE"
+fi
 
 pids=()
 projector_pid=
@@ -73,6 +87,7 @@ cleanup() { # the last started first: the projector before the stack it uses
 		kill "${pids[i]}" 2>/dev/null || true
 		wait "${pids[i]}" 2>/dev/null || true
 	done
+	bench_dev_stop
 }
 trap cleanup EXIT
 
@@ -110,18 +125,27 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 		# Kafka (kfake) in a process of its own, as in production: its work and garbage out of the API's.
 		klog="$ENDCAP_DEV_DIR/logs/bench-auctions-kafka.log"
 		echo "starting endcap kafka (log: $klog)"
-		"$bin" kafka --dir "$ENDCAP_DEV_DIR" > "$klog" 2>&1 &
+		"$server" kafka --dir "$ENDCAP_DEV_DIR" > "$klog" 2>&1 &
 		pids+=($!)
 		sampled+=("kafka=$!")
 		logs+=("kafka=$klog")
 		target=api kfake=false
 	fi
-	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
-	# shellcheck disable=SC2086 # API_ENV is a list of NAME=value words
-	env $API_ENV ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
-		"$bin" dev --target "$target" --kfake="$kfake" --demo-traffic=false $DEV_FLAGS > "$log" 2>&1 &
-	pids+=($!)
-	sampled+=("endcap=$!")
+	if [ -n "$PORT_BASE" ]; then
+		# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
+		BENCH_DEV_ENV="$API_ENV ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s" \
+			bench_dev_start "$server" "$(realpath -m "$ENDCAP_DEV_DIR")" "$PORT_BASE" "$log" $DEV_FLAGS
+		sampled+=("endcap=$DEV_PID")
+	else
+		dt=()
+		if bench_has_flag demo-traffic "$server" dev; then dt=(--demo-traffic=false); fi
+		# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
+		# shellcheck disable=SC2086 # API_ENV is a list of NAME=value words
+		env $API_ENV ENDCAP_RATE_LIMIT_DEFAULT=1000000/1s ENDCAP_RATE_LIMIT_CATALOG=1000000/1s \
+			"$server" dev --target "$target" --kfake="$kfake" "${dt[@]}" $DEV_FLAGS > "$log" 2>&1 &
+		pids+=($!)
+		sampled+=("endcap=$!")
+	fi
 	logs+=("endcap=$log")
 	# A catalog of a million products is rebuilt from the log at start: allow minutes.
 	wait_ready "$URL" 600 || { echo "endcap dev did not become ready; see $log" >&2; exit 1; }
@@ -130,7 +154,7 @@ if ! curl -fsS "$URL/readyz" >/dev/null 2>&1; then
 		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
 		# The dev stack listens on the configuration's default addresses, and the
 		# resolvedBidId keys are shared through its Redis.
-		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
+		ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$server" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
 		projector_pid=$!
 		sampled+=("projector=$!")
@@ -177,9 +201,11 @@ else
 		--concurrency "$SEED_CONCURRENCY" --capped-percent "$SEED_CAPPED_PERCENT"
 fi
 
-"$bin" loadgen bare --addr "$BARE_ADDR" 2>/dev/null &
-pids+=($!)
-sleep 0.5
+if [ "$BARE" = 1 ]; then
+	"$bin" loadgen bare --addr "$BARE_ADDR" 2>/dev/null &
+	pids+=($!)
+	sleep 0.5
+fi
 
 check=()
 [ "$CHECK" = 1 ] && check=(--check)
@@ -234,10 +260,11 @@ PY
 		done
 	done
 done
-python3 - "$out" "$ROUNDS" "$RATE" <<'PY'
+python3 - "$out" "$ROUNDS" "$RATE" "$SUMMARY" "$LABEL" <<'PY'
 import json, os, statistics, sys
-out, rounds, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, rounds, rate, summary, run_label = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 keys = ("auctions_per_sec", "p50_ms", "p90_ms", "p99_ms", "winners_per_auction")
+res = {"label": run_label}
 for mode, label in (("open", f"open loop at {rate}/s"), ("closed", "closed loop")):
     med = {}
     for t in ("endcap", "bare"):
@@ -250,10 +277,15 @@ for mode, label in (("open", f"open loop at {rate}/s"), ("closed", "closed loop"
         print(f"median {label:22s} {t:7s} auctions/s {m['auctions_per_sec']:>8.0f}  p50 {m['p50_ms']:7.2f}"
               f"  p90 {m['p90_ms']:7.2f}  p99 {m['p99_ms']:7.2f} ms  winners/auction {m['winners_per_auction']:5.2f}")
     e, b = med.get("endcap"), med.get("bare")
+    if e:
+        res[mode] = e
     if e and b and b["auctions_per_sec"] > 0 and b["p99_ms"] > 0:
         print(f"{label}: endcap/bare throughput {e['auctions_per_sec'] / b['auctions_per_sec']:.2f}, p99 {e['p99_ms'] / b['p99_ms']:.1f}x")
+if summary and len(res) > 1:
+    with open(summary, "a") as f:
+        f.write(json.dumps(res) + "\n")
 PY
-if [ ${#sampled[@]} -gt 0 ]; then
+if [ ${#sampled[@]} -gt 0 ] && [ -n "$MODES" ]; then
 	# Where the open-loop rounds' slow requests were (more than 1 % of a second's requests slower than 10 ms),
 	# beside each process's CPU in that second and the Go collections under way (with GODEBUG=gctrace=1).
 	echo "slow seconds of the open-loop rounds:"
