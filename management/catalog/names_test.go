@@ -257,7 +257,7 @@ func benchProduct(i int) (id, name string) {
 // and one too short for the signatures; the process's CPU time a search
 // and the share of the file read, beside the wall clock.
 //
-//	go test ./management/catalog -run x -bench NameIndexSearch -benchtime 20x
+//	go test ./management/catalog -run '^$' -bench NameIndexSearch -benchtime 10x -cpu 1
 func BenchmarkNameIndexSearch(b *testing.B) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("ENDCAP_BENCH_PRODUCTS")); err == nil && v > 0 {
