@@ -951,6 +951,9 @@ func (a *App) close() {
 			l.Close()
 		}
 	}
+	if a.Catalog != nil {
+		a.Catalog.Close() // its names file, beside catalogTexts
+	}
 	if a.catalogTexts != nil {
 		if err := a.catalogTexts.Close(); err != nil {
 			a.log.Warn("catalog: closing its store on disk", "err", err)

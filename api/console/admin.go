@@ -231,7 +231,7 @@ func (c *Console) vendorCampaigns(mp, vendor, after string) ([]campaignRow, bool
 	now := c.o.Now()
 	rows := make([]campaignRow, len(cs))
 	for i, x := range cs {
-		rows[i] = campaignRow{Campaign: x, Status: campaigns.Status(x, now)}
+		rows[i] = newCampaignRow(x, campaigns.Status(x, now))
 	}
 	return rows, more, nil
 }

@@ -33,6 +33,39 @@ type campaignRow struct {
 	SpendRead, SpendOK  bool
 	Today, Total        int64
 	ThisWeek, ThisMonth int64
+	// Period and PeriodMicros: the campaign's budget of a period, as the
+	// API's budget field says it (campaigns.Budget*; "" and 0 when none);
+	// PeriodSpent its spend (today's without one).
+	Period       string
+	PeriodMicros int64
+	PeriodSpent  int64
+}
+
+// newCampaignRow is the row of x with its budget of a period; the spend,
+// when read, is set with withSpend.
+func newCampaignRow(x campaigns.Campaign, status string) campaignRow {
+	r := campaignRow{Campaign: x, Status: status}
+	r.Period, r.PeriodMicros = campaigns.BudgetPeriod(x)
+	return r
+}
+
+// withSpend sets the row's spend from the campaign's view (nil, or not
+// available: the page says it is unavailable).
+func (r *campaignRow) withSpend(sp *campaigns.SpendJSON) {
+	r.SpendRead = true
+	if sp == nil || !sp.Available {
+		return
+	}
+	r.SpendOK, r.Today, r.Total = true, int64(*sp.Today), int64(*sp.Total)
+	r.ThisWeek, r.ThisMonth = int64(*sp.ThisWeek), int64(*sp.ThisMonth)
+	switch r.Period {
+	case campaigns.BudgetWeekly:
+		r.PeriodSpent = r.ThisWeek
+	case campaigns.BudgetMonthly:
+		r.PeriodSpent = r.ThisMonth
+	default:
+		r.PeriodSpent = r.Today
+	}
 }
 
 type campaignsData struct {
@@ -128,11 +161,9 @@ func (c *Console) campaignRows(ctx *gin.Context, cs []campaigns.Campaign) []camp
 	rows := make([]campaignRow, len(cs))
 	names := map[string]string{}
 	for i, x := range cs {
-		r := campaignRow{Campaign: x, Status: views[i].Status, Reason: views[i].StatusReason, SpendRead: true}
-		if sp := views[i].Spend; sp != nil && sp.Available {
-			r.SpendOK, r.Today, r.Total = true, int64(*sp.Today), int64(*sp.Total)
-			r.ThisWeek, r.ThisMonth = int64(*sp.ThisWeek), int64(*sp.ThisMonth)
-		}
+		r := newCampaignRow(x, views[i].Status)
+		r.Reason = views[i].StatusReason
+		r.withSpend(views[i].Spend)
 		name, ok := names[x.VendorID]
 		if !ok {
 			if vv, found := c.o.Catalog.Vendor(v.Marketplace.ID, x.VendorID); found {
@@ -196,16 +227,8 @@ func (c *Console) campaignPage(ctx *gin.Context) {
 	}
 	rows := c.campaignRows(ctx, []campaigns.Campaign{cp})
 	d := campaignData{C: cp, Row: rows[0], Currency: v.Marketplace.Currency, TimeZone: v.Marketplace.Timezone}
-	d.Period, d.PeriodMicros = campaigns.BudgetPeriod(cp)
+	d.Period, d.PeriodMicros, d.PeriodSpent = d.Row.Period, d.Row.PeriodMicros, d.Row.PeriodSpent
 	d.HasBudget = d.PeriodMicros > 0
-	switch d.Period {
-	case campaigns.BudgetWeekly:
-		d.PeriodSpent = d.Row.ThisWeek
-	case campaigns.BudgetMonthly:
-		d.PeriodSpent = d.Row.ThisMonth
-	default:
-		d.PeriodSpent = d.Row.Today
-	}
 	d.Bids, d.MoreBids = c.bidRows(mp, cp)
 	loc := v.Marketplace.Location()
 	now := c.o.Now()

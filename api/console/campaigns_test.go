@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -311,6 +312,75 @@ func TestCampaignBudgetForm(t *testing.T) {
 	if r = c.do("POST", page+"/budget", url.Values{"csrf": {tok}, "period": {"none"}}); r.status != 422 {
 		// campaignInput has no total budget: a campaign needs one of them.
 		t.Errorf("no budget at all: %d", r.status)
+	}
+}
+
+// The campaigns list and a vendor's page show each campaign's budget with
+// its period, as the API's budget field says it (daily, weekly, monthly),
+// and its total budget; the list shows the spend of the budget's period
+// against it (today's without one).
+func TestCampaignListsBudgetPeriod(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	create := func(name, budget string) string {
+		var in campaigns.CampaignInput
+		body := `{"name":` + strconv.Quote(name) + `,"type":"listings","chargeType":"CPC",` + budget + `,"startDate":"2024-01-01T00:00:00Z"}`
+		if err := json.Unmarshal([]byte(body), &in); err != nil {
+			t.Fatal(err)
+		}
+		cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return cp.ID
+	}
+	daily := create("Daily", `"dailyBudget":10`)
+	weekly := create("Weekly", `"budget":{"type":"weekly","amount":70},"totalBudget":900`)
+	monthly := create("Monthly", `"budget":{"type":"monthly","amount":300}`)
+	total := create("Total only", `"totalBudget":500`)
+	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, weekly, spend.DayOf(time.Now(), s.mp.Location()), 7_000_000); err != nil {
+		t.Fatal(err)
+	}
+	c := s.client(t)
+	c.login(adminEmail, adminPassword)
+	// row is the text of the table row that links to campaign id, tags
+	// but data-budget and class="reason" removed.
+	tags := regexp.MustCompile(`<(/?)(?:[a-z]+)(?: data-budget="([a-z]*)")?[^>]*>`)
+	row := func(body, id string) string {
+		i := strings.Index(body, `<a href="/console/campaigns/`+id+`">`)
+		if i < 0 {
+			return ""
+		}
+		start := strings.LastIndex(body[:i], "<tr")
+		end := strings.Index(body[i:], "</tr>")
+		r := tags.ReplaceAllStringFunc(body[start:i+end], func(tag string) string {
+			if m := tags.FindStringSubmatch(tag); m[2] != "" {
+				return "[" + m[2] + "] "
+			}
+			return " "
+		})
+		return strings.Join(strings.Fields(html.UnescapeString(r)), " ")
+	}
+	list := c.do("GET", "/console/campaigns?vendor_id=v-1", nil)
+	vendor := c.do("GET", "/console/vendors/v-1", nil)
+	if list.status != 200 || vendor.status != 200 {
+		t.Fatalf("campaigns %d, vendor %d", list.status, vendor.status)
+	}
+	for _, tc := range []struct {
+		id, list, vendor string
+	}{
+		{daily, "[daily] 0.00 / 10.00 today · daily 0.00 / —", "[daily] 10.00 a day daily —"},
+		{weekly, "[weekly] 7.00 / 70.00 this week · weekly 7.00 / 900.00", "[weekly] 70.00 a week weekly 900.00"},
+		{monthly, "[monthly] 0.00 / 300.00 this month · monthly 0.00 / —", "[monthly] 300.00 a month monthly —"},
+		{total, "0.00 / — today · no budget of a period 0.00 / 500.00", "— 500.00"},
+	} {
+		if got := row(list.body, tc.id); !strings.Contains(got, tc.list) {
+			t.Errorf("campaigns list: row %q lacks %q", got, tc.list)
+		}
+		if got := row(vendor.body, tc.id); !strings.Contains(got, tc.vendor) {
+			t.Errorf("vendor page: row %q lacks %q", got, tc.vendor)
+		}
 	}
 }
 

@@ -66,9 +66,12 @@ type exportFilter struct {
 }
 
 type exportsData struct {
-	Vendor      string // the vendor user's vendor ("" for an admin)
-	RequestKey  string // the request form's key (newRequestKey)
-	Datasets    []*exports.Dataset
+	Vendor     string // the vendor user's vendor ("" for an admin)
+	RequestKey string // the request form's key (newRequestKey)
+	Datasets   []*exports.Dataset
+	// Dataset is the request form's: its granularities and columns are
+	// the form's choices (another dataset's form is a link away).
+	Dataset     *exports.Dataset
 	Form        exportForm
 	Filter      exportFilter
 	Exports     []exports.View
@@ -80,13 +83,30 @@ type exportsData struct {
 	ListProblem string
 }
 
-func (c *Console) defaultExportForm(ctx *gin.Context) exportForm {
+// exportColumns are the columns a dataset's request form starts with
+// checked (a dataset not named here: its first dimension and metric).
+var exportColumns = map[string]struct{ dimensions, metrics []string }{
+	exports.DatasetMonitoringMetrics: {[]string{"day_local", "campaign_id"}, []string{"impressions", "clicks", "ad_spend", "total_purchase_amount"}},
+	exports.DatasetBalanceLedger:     {[]string{"occurred_at", "vendor_id", "kind", "campaign_id"}, []string{"amount"}},
+}
+
+// defaultExportForm is the request form of the dataset called name (an
+// unknown name: the first dataset's) as a page first shows it: the last
+// seven local days, CSV, the dataset's usual columns.
+func (c *Console) defaultExportForm(ctx *gin.Context, name string) exportForm {
+	ds, ok := exports.DatasetByName(name)
+	if !ok {
+		ds = exports.Datasets()[0]
+	}
+	cols, ok := exportColumns[ds.Name]
+	if !ok {
+		cols.dimensions, cols.metrics = []string{ds.Dimensions[0].Name}, []string{ds.Metrics[0].Name}
+	}
 	today := c.o.Now().In(viewerOf(ctx).Marketplace.Location())
 	end := time.Date(today.Year(), today.Month(), today.Day(), 0, 0, 0, 0, time.UTC)
-	return exportForm{Dataset: exports.DatasetMonitoringMetrics, Granularity: "day_local", Format: exports.FormatCSV,
+	return exportForm{Dataset: ds.Name, Granularity: ds.Granularities[0], Format: exports.FormatCSV,
 		StartDate: end.AddDate(0, 0, -6).Format(time.DateOnly), EndDate: end.Format(time.DateOnly),
-		Dimensions: map[string]bool{"day_local": true, "campaign_id": true},
-		Metrics:    map[string]bool{"impressions": true, "clicks": true, "ad_spend": true, "total_purchase_amount": true}}
+		Dimensions: set(cols.dimensions), Metrics: set(cols.metrics)}
 }
 
 // exportsData reads the list that the query asks for. A filter that is
@@ -96,6 +116,10 @@ func (c *Console) exportsData(ctx *gin.Context, form exportForm) exportsData {
 	vendor := scopeOf(v)
 	d := exportsData{Vendor: vendor, RequestKey: newRequestKey(), Datasets: exports.Datasets(), Form: form, Refresh: refreshSeconds,
 		Statuses: []string{string(exports.StatusPending), string(exports.StatusRunning), string(exports.StatusCompleted), string(exports.StatusFailed)}}
+	var ok bool
+	if d.Dataset, ok = exports.DatasetByName(form.Dataset); !ok {
+		d.Dataset = d.Datasets[0] // a form sent with no known dataset is shown again with the first's columns
+	}
 	d.Quota = c.o.Exports.DailyQuota()
 	if vendor != "" {
 		d.Quota = c.o.Exports.VendorDailyQuota()
@@ -155,8 +179,10 @@ func (c *Console) exportsData(ctx *gin.Context, form exportForm) exportsData {
 	return d
 }
 
+// exportsPage shows the request form of the dataset that ?request= names
+// (the first dataset's by default) and the list of exports.
 func (c *Console) exportsPage(ctx *gin.Context) {
-	d := c.exportsData(ctx, c.defaultExportForm(ctx))
+	d := c.exportsData(ctx, c.defaultExportForm(ctx, ctx.Query("request")))
 	status := http.StatusOK
 	if d.ListProblem != "" {
 		status = http.StatusUnprocessableEntity

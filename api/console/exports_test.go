@@ -304,6 +304,74 @@ func TestExports(t *testing.T) {
 	admin.requestExport(exportForm(day, day))
 }
 
+// The request form offers each dataset's own granularities and columns:
+// monitoring_metrics' by default, balance_ledger's a link away; a form of
+// balance_ledger as the page shows it is accepted, and one refused is shown
+// again with balance_ledger's columns and what was sent.
+func TestExportFormPerDataset(t *testing.T) {
+	s := start(t)
+	admin := s.client(t)
+	admin.login(adminEmail, adminPassword)
+	checked := regexp.MustCompile(`name="(dimensions|metrics|granularity|dataset)" value="([a-z_]+)"( checked)?`)
+	// form lists the form's columns (name=value, a * when checked).
+	form := func(body string) []string {
+		var out []string
+		for _, m := range checked.FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1]+"="+m[2]+map[bool]string{true: "*"}[m[3] != ""])
+		}
+		return out
+	}
+	columns := func(ds *exports.Dataset, on ...string) []string {
+		out := []string{"dataset=" + ds.Name}
+		for _, d := range ds.Dimensions {
+			out = append(out, "dimensions="+d.Name+map[bool]string{true: "*"}[slices.Contains(on, d.Name)])
+		}
+		for _, m := range ds.Metrics {
+			out = append(out, "metrics="+m.Name+map[bool]string{true: "*"}[slices.Contains(on, m.Name)])
+		}
+		return out
+	}
+	mm, _ := exports.DatasetByName(exports.DatasetMonitoringMetrics)
+	bl, _ := exports.DatasetByName(exports.DatasetBalanceLedger)
+	for _, tc := range []struct {
+		path string
+		want []string
+		gran string
+	}{
+		{"/console/exports", columns(mm, "day_local", "campaign_id", "impressions", "clicks", "ad_spend", "total_purchase_amount"), "day_local"},
+		{"/console/exports?request=monitoring_metrics", columns(mm, "day_local", "campaign_id", "impressions", "clicks", "ad_spend", "total_purchase_amount"), "day_local"},
+		{"/console/exports?request=balance_ledger", columns(bl, "occurred_at", "vendor_id", "kind", "campaign_id", "amount"), "movement"},
+		{"/console/exports?request=secrets", columns(mm, "day_local", "campaign_id", "impressions", "clicks", "ad_spend", "total_purchase_amount"), "day_local"},
+	} {
+		r := admin.do("GET", tc.path, nil)
+		if got := form(r.body); r.status != 200 || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %d, form %q, want %q", tc.path, r.status, got, tc.want)
+		}
+		if !strings.Contains(r.body, `<option value="`+tc.gran+`" selected>`) {
+			t.Errorf("%s: granularity %s not chosen", tc.path, tc.gran)
+		}
+	}
+	page := admin.do("GET", "/console/exports", nil).body
+	if !strings.Contains(page, `href="/console/exports?request=balance_ledger#request"`) {
+		t.Fatal("no link to balance_ledger's form")
+	}
+	day := time.Now().In(s.mp.Location()).Format(time.DateOnly)
+	ledger := url.Values{"dataset": {"balance_ledger"}, "granularity": {"movement"}, "startDate": {day}, "endDate": {day}, "format": {"csv"},
+		"dimensions": {"occurred_at", "vendor_id", "kind", "campaign_id"}, "metrics": {"amount"}}
+	bad := maps.Clone(ledger)
+	bad["metrics"] = []string{"amount", "ctr"}
+	bad.Set("csrf", admin.csrf("/console/exports"))
+	r := admin.do("POST", "/console/exports", bad)
+	if r.status != 422 || !strings.Contains(errorOf(r.body), `"ctr" is not a metric of dataset balance_ledger`) ||
+		!slices.Equal(form(r.body), columns(bl, "occurred_at", "vendor_id", "kind", "campaign_id", "amount")) {
+		t.Errorf("a refused balance_ledger form: %d %q, form %q", r.status, errorOf(r.body), form(r.body))
+	}
+	id := admin.requestExport(ledger)
+	if r := admin.do("GET", "/console/exports?dataset=balance_ledger", nil); !strings.Contains(r.body, `data-export="`+id+`"`) {
+		t.Errorf("the balance_ledger export %s is not listed under its dataset", id)
+	}
+}
+
 // The scored-attribution files: an admin downloads a day's stored file as
 // it is, a vendor user the rows credited to its own vendor's campaigns.
 func TestFiles(t *testing.T) {

@@ -99,8 +99,25 @@ var pacingWords = map[string]string{
 	campaigns.PacingMonthlyBudgetSpent: "Budget spent this month",
 }
 
+// periodWords says each budget period (campaigns.Budget*) as the time its
+// amount is for ("12.00 a week").
+var periodWords = map[string]string{
+	campaigns.BudgetDaily:   "a day",
+	campaigns.BudgetWeekly:  "a week",
+	campaigns.BudgetMonthly: "a month",
+}
+
+// spentInWords says the time of the spend shown against a budget of each
+// period (none: today's).
+var spentInWords = map[string]string{
+	campaigns.BudgetDaily:   "today",
+	campaigns.BudgetWeekly:  "this week",
+	campaigns.BudgetMonthly: "this month",
+}
+
 // wordTables are the tables the templates' "words" reads ({{words "pacing" .Pacing}}).
-var wordTables = map[string]map[string]string{"reason": statusReasons, "pacing": pacingWords, "refused": refusedWords}
+var wordTables = map[string]map[string]string{"reason": statusReasons, "pacing": pacingWords, "refused": refusedWords,
+	"period": periodWords, "spentIn": spentInWords}
 
 // words says a code in words: the table's sentence, else the code with
 // its underscores as spaces and a capital.

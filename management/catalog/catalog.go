@@ -79,8 +79,8 @@ type Service struct {
 }
 
 // New registers the catalog's collections on log; the products' names and
-// details go to texts (the caller closes it after the log stopped). Call it
-// before the log runs.
+// details go to texts (the caller closes it after the log stopped, and the
+// service before it: Close). Call it before the log runs.
 func New(log *statelog.Log, texts *spill.Store) *Service {
 	s := &Service{
 		texts:      texts,
@@ -102,6 +102,12 @@ func New(log *statelog.Log, texts *spill.Store) *Service {
 	s.categories.OnChange = s.indexCategory
 	return s
 }
+
+// Close closes and removes the file of the console's product search (the
+// names index beside texts): searches after it fail with an error of the
+// unavailable kind. Call it once the log has stopped, before texts is
+// closed.
+func (s *Service) Close() { s.names.close() }
 
 // textKey is a product's key in texts.
 func textKey(b []byte, mp, id string) []byte {

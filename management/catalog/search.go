@@ -34,7 +34,7 @@ func (s *Service) searchAll(ctx context.Context, mp, q string, limit int) ([]Pro
 	}
 	rest := limit - len(head)
 	first := smallest{max: rest + 1, skip: q}
-	err = s.names.search(mp, lower, func() bool { return ctx.Err() != nil }, first.addBytes)
+	err = s.names.search(mp, lower, func() bool { return ctx.Err() != nil }, first.beyond, first.addBytes)
 	switch {
 	case errors.Is(err, errStopped):
 		return nil, false, errSearchTimeout
@@ -66,6 +66,12 @@ type smallest struct {
 	max  int
 	skip string
 	ids  []string
+}
+
+// beyond says whether no id from min on would be kept: the set is full and
+// min is not below its largest.
+func (s *smallest) beyond(min string) bool {
+	return len(s.ids) > 0 && len(s.ids) == s.max && min >= s.ids[len(s.ids)-1]
 }
 
 // addBytes adds an id, copied only when it is kept.

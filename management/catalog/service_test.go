@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -522,4 +524,62 @@ func TestProductTextsOnDisk(t *testing.T) {
 		t.Fatalf("a deleted product's texts stay on disk: %v", err)
 	}
 
+}
+
+// namesFiles lists the files of dir whose name starts with "names-" that
+// the process has open (its names index), and those on disk.
+func namesFiles(t *testing.T, dir string) (open, onDisk []string) {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && filepath.Dir(target) == dir && strings.HasPrefix(filepath.Base(target), "names-") {
+			open = append(open, target)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "names-") {
+			onDisk = append(onDisk, e.Name())
+		}
+	}
+	return open, onDisk
+}
+
+// Close releases the names index's files (the console's search): their
+// descriptors are closed and the files removed; a search after it is an
+// error of the unavailable kind, not a panic.
+func TestCloseReleasesNamesFile(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	texts := testenv.SpillStore(t)
+	var svc *catalog.Service
+	testenv.StateLog(t, brokers, testenv.StateLogOptions{}, func(l *statelog.Log) { svc = catalog.New(l, texts) })
+	const mp = "mp-a"
+	// About 100 kB of names: the index writes its first segment to disk.
+	var ps []catalog.ProductInput
+	for i := range 500 {
+		p := product(fmt.Sprintf("p-%03d", i), "v-1")
+		p.Name = ptr(fmt.Sprintf("Product %03d ", i) + strings.Repeat("long name ", 18))
+		ps = append(ps, p)
+	}
+	upsert(t, svc, mp, ps...)
+	if found, _, err := svc.SearchProducts(t.Context(), mp, "", "product 123", 10); err != nil || len(found) != 1 {
+		t.Fatalf("search before Close: %d found, %v", len(found), err)
+	}
+	open, onDisk := namesFiles(t, texts.Dir())
+	if len(open) == 0 || len(onDisk) == 0 {
+		t.Fatalf("no names file open (%q) or on disk (%q) in %s", open, onDisk, texts.Dir())
+	}
+	svc.Close()
+	if open, onDisk := namesFiles(t, texts.Dir()); len(open) > 0 || len(onDisk) > 0 {
+		t.Fatalf("after Close: open %q, on disk %q", open, onDisk)
+	}
+	if _, _, err := svc.SearchProducts(t.Context(), mp, "", "product 123", 10); errkind.KindOf(err) != errkind.Unavailable {
+		t.Fatalf("search after Close: %v", err)
+	}
 }

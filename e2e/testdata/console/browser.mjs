@@ -279,6 +279,22 @@ try {
   const [adminExport, adminCSV] = await requestExport(a, "26-exports");
   check(adminCSV.startsWith("vendor_id,campaign_id,impressions,clicks\n") && adminCSV.includes(input.ownCampaign) && adminCSV.includes(input.otherCampaign),
     "the admin's export has both vendors' campaigns");
+  // balance_ledger's request form, a link away: its own granularity and columns; its export runs.
+  await a.goto(U("/console/exports"));
+  await a.click("[data-testid=export-datasets] a[href*='request=balance_ledger']");
+  await a.waitForSelector("form.export-form input[name=dataset][value=balance_ledger]", { state: "attached" });
+  check((await a.locator("form.export-form input[name=metrics][value=amount]").count()) === 1 &&
+    (await a.locator("form.export-form input[name=metrics][value=impressions]").count()) === 0 &&
+    (await a.inputValue("#granularity")) === "movement", "the balance_ledger form offers its own columns");
+  check((await unlabelled(a)).length === 0, "balance_ledger's export form: every field has a label");
+  await a.fill("#startDate", input.today);
+  await a.fill("#endDate", input.today);
+  await a.click("form.export-form button[type=submit]");
+  await a.waitForURL(U("/console/exports?done=export"));
+  const ledgerExport = await a.locator("tr[data-export]").first().getAttribute("data-export");
+  check((await a.textContent(`tr[data-export="${ledgerExport}"]`)).includes("balance_ledger"), "the balance_ledger export is requested");
+  await a.waitForSelector(`tr[data-export="${ledgerExport}"][data-status="completed"]`, { timeout: 90000 });
+  await shot(a, "26b-exports-ledger");
   const adminFile = await a.request.get(U(`/console/files/${input.today}/download`));
   check(adminFile.status() === 200 && adminFile.headers()["content-disposition"] === `attachment; filename=scored-attribution-${input.today}.parquet`,
     "the admin downloads the day's scored-attribution file");
