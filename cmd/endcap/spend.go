@@ -31,8 +31,7 @@ func cmdSpend(ctx context.Context, verb string, args []string) error {
 	if marketplace == "" {
 		return errors.New("--marketplace is required")
 	}
-	ch, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA})
+	ch, err := clickhouse.Open(app.ClickHouseOptions(cfg))
 	if err != nil {
 		return err
 	}
