@@ -63,20 +63,40 @@ func (h *campaignHandlers) pathID(c *gin.Context, name string) (string, bool) {
 	return id, true
 }
 
-func (h *campaignHandlers) create(c *gin.Context) {
-	var in campaigns.CampaignInput
-	if !h.p.BindJSON(c, &in) {
-		return
-	}
-	mp := Marketplace(c).ID
-	camp, v, err := h.svc.CreateCampaign(c.Request.Context(), mp, c.Param("vendor_id"), in)
+// answer answers a campaign of version v with status, or err.
+func (h *campaignHandlers) answer(c *gin.Context, status int, camp campaigns.Campaign, v int64, err error) {
 	if err != nil {
 		h.p.Fail(c, err)
 		return
 	}
 	setETag(c, v)
-	c.Header("Location", "/public/v1/campaign-service/campaigns/"+camp.ID)
-	c.JSON(http.StatusCreated, h.view(c, camp)[0])
+	if status == http.StatusCreated {
+		c.Header("Location", "/public/v1/campaign-service/campaigns/"+camp.ID)
+	}
+	c.JSON(status, h.view(c, camp)[0])
+}
+
+// answerBid answers a bid of campaign camp, of the campaign's version v,
+// with status, or err.
+func (h *campaignHandlers) answerBid(c *gin.Context, status int, mp string, camp campaigns.Campaign, b campaigns.Bid, v int64, err error) {
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	setETag(c, v)
+	if status == http.StatusCreated {
+		c.Header("Location", "/public/v1/campaign-service/campaigns/"+camp.ID+"/bids/"+b.ID)
+	}
+	c.JSON(status, h.svc.BidJSON(mp, camp, b))
+}
+
+func (h *campaignHandlers) create(c *gin.Context) {
+	var in campaigns.CampaignInput
+	if !h.p.BindJSON(c, &in) {
+		return
+	}
+	camp, v, err := h.svc.CreateCampaign(c.Request.Context(), Marketplace(c).ID, c.Param("vendor_id"), in)
+	h.answer(c, http.StatusCreated, camp, v, err)
 }
 
 func (h *campaignHandlers) list(c *gin.Context) {
@@ -136,30 +156,17 @@ func (h *campaignHandlers) get(c *gin.Context) {
 		return
 	}
 	camp, v, err := h.svc.GetCampaign(Marketplace(c).ID, id)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.view(c, camp)[0])
+	h.answer(c, http.StatusOK, camp, v, err)
 }
 
 func (h *campaignHandlers) update(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
-	}
 	var in campaigns.CampaignInput
-	if !h.p.BindJSON(c, &in) {
+	id, ok := h.pathID(c, "campaign_id")
+	if !ok || !h.p.BindJSON(c, &in) {
 		return
 	}
 	camp, v, err := h.svc.UpdateCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.view(c, camp)[0])
+	h.answer(c, http.StatusOK, camp, v, err)
 }
 
 // archive archives a campaign (DELETE): 200 with the archived campaign,
@@ -170,50 +177,28 @@ func (h *campaignHandlers) archive(c *gin.Context) {
 		return
 	}
 	camp, v, err := h.svc.ArchiveCampaign(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c))
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.view(c, camp)[0])
+	h.answer(c, http.StatusOK, camp, v, err)
 }
 
 func (h *campaignHandlers) setBillingContact(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
-	}
 	var in campaigns.BillingContactInput
-	if !h.p.BindJSON(c, &in) {
+	id, ok := h.pathID(c, "campaign_id")
+	if !ok || !h.p.BindJSON(c, &in) {
 		return
 	}
 	camp, v, err := h.svc.SetBillingContact(c.Request.Context(), Marketplace(c).ID, id, ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.view(c, camp)[0])
+	h.answer(c, http.StatusOK, camp, v, err)
 }
 
 func (h *campaignHandlers) createBid(c *gin.Context) {
-	id, ok := h.pathID(c, "campaign_id")
-	if !ok {
-		return
-	}
 	var in campaigns.BidInput
-	if !h.p.BindJSON(c, &in) {
+	id, ok := h.pathID(c, "campaign_id")
+	if !ok || !h.p.BindJSON(c, &in) {
 		return
 	}
 	mp := Marketplace(c).ID
 	camp, b, v, err := h.svc.CreateBid(c.Request.Context(), mp, id, in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.Header("Location", "/public/v1/campaign-service/campaigns/"+id+"/bids/"+b.ID)
-	c.JSON(http.StatusCreated, h.svc.BidJSON(mp, camp, b))
+	h.answerBid(c, http.StatusCreated, mp, camp, b, v, err)
 }
 
 func (h *campaignHandlers) listBids(c *gin.Context) {
@@ -256,31 +241,18 @@ func (h *campaignHandlers) getBid(c *gin.Context) {
 	}
 	mp := Marketplace(c).ID
 	camp, b, v, err := h.svc.GetBid(mp, cid, bid)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.svc.BidJSON(mp, camp, b))
+	h.answerBid(c, http.StatusOK, mp, camp, b, v, err)
 }
 
 func (h *campaignHandlers) updateBid(c *gin.Context) {
-	cid, bid, ok := h.bidIDs(c)
-	if !ok {
-		return
-	}
 	var in campaigns.BidInput
-	if !h.p.BindJSON(c, &in) {
+	cid, bid, ok := h.bidIDs(c)
+	if !ok || !h.p.BindJSON(c, &in) {
 		return
 	}
 	mp := Marketplace(c).ID
 	camp, b, v, err := h.svc.UpdateBid(c.Request.Context(), mp, cid, bid, ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.svc.BidJSON(mp, camp, b))
+	h.answerBid(c, http.StatusOK, mp, camp, b, v, err)
 }
 
 func (h *campaignHandlers) deleteBid(c *gin.Context) {

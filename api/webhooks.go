@@ -111,20 +111,28 @@ type webhookList struct {
 	NextPage *string      `json:"nextPage"`
 }
 
+// answer answers webhook w of version v with status, or err; withSecret:
+// with its whole secret, which no cache keeps.
+func (h *webhookHandlers) answer(c *gin.Context, status int, w webhooks.Webhook, v int64, err error, withSecret bool) {
+	if err != nil {
+		h.p.Fail(c, err)
+		return
+	}
+	setETag(c, v)
+	if withSecret {
+		c.Header("Cache-Control", "no-store")
+		answersSecret(c, w.Secret, refillWebhookSecret, w.ID)
+	}
+	c.JSON(status, h.webhookJSON(c, w, withSecret))
+}
+
 func (h *webhookHandlers) create(c *gin.Context) {
 	var in webhooks.Input
 	if !h.p.BindJSON(c, &in) {
 		return
 	}
 	w, v, err := h.svc.Create(c.Request.Context(), Marketplace(c).ID, in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.Header("Cache-Control", "no-store")
-	answersSecret(c, w.Secret, refillWebhookSecret, w.ID)
-	c.JSON(http.StatusCreated, h.webhookJSON(c, w, true))
+	h.answer(c, http.StatusCreated, w, v, err, true)
 }
 
 func (h *webhookHandlers) list(c *gin.Context) {
@@ -144,12 +152,7 @@ func (h *webhookHandlers) list(c *gin.Context) {
 
 func (h *webhookHandlers) get(c *gin.Context) {
 	w, v, err := h.svc.Get(Marketplace(c).ID, c.Param("webhook_id"))
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.webhookJSON(c, w, false))
+	h.answer(c, http.StatusOK, w, v, err, false)
 }
 
 func (h *webhookHandlers) update(c *gin.Context) {
@@ -158,12 +161,7 @@ func (h *webhookHandlers) update(c *gin.Context) {
 		return
 	}
 	w, v, err := h.svc.Update(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatch(c), in)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.JSON(http.StatusOK, h.webhookJSON(c, w, false))
+	h.answer(c, http.StatusOK, w, v, err, false)
 }
 
 func (h *webhookHandlers) delete(c *gin.Context) {
@@ -194,14 +192,7 @@ func (h *webhookHandlers) rotate(c *gin.Context) {
 		}
 	}
 	w, v, err := h.svc.RotateSecret(c.Request.Context(), Marketplace(c).ID, c.Param("webhook_id"), ifMatch(c), overlap)
-	if err != nil {
-		h.p.Fail(c, err)
-		return
-	}
-	setETag(c, v)
-	c.Header("Cache-Control", "no-store")
-	answersSecret(c, w.Secret, refillWebhookSecret, w.ID)
-	c.JSON(http.StatusOK, h.webhookJSON(c, w, true))
+	h.answer(c, http.StatusOK, w, v, err, true)
 }
 
 // deliveryOut is a delivery as the delivery log shows it.

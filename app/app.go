@@ -219,14 +219,13 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 		kgo.MaxBufferedRecords(100_000), kgo.RecordDeliveryTimeout(30*time.Second))...); err != nil {
 		return nil, err
 	}
-	if a.ClickHouse, err = clickhouse.Open(a.chOptions()); err != nil {
+	if a.ClickHouse, err = clickhouse.Open(ClickHouseOptions(cfg)); err != nil {
 		return nil, err
 	}
 	if a.Redis, err = OpenRedis(cfg); err != nil {
 		return nil, err
 	}
-	a.S3 = s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
-		ConnectTimeout: cfg.S3ConnectTimeout, RequestTimeout: cfg.S3RequestTimeout, PartTimeout: cfg.S3PartTimeout})
+	a.S3 = s3store.Open(S3Options(cfg))
 	if a.StateLog, err = statelog.New(a.Topics.Accounts, cfg.KafkaBrokers, a.Kafka, log, a.kafkaConn...); err != nil {
 		return nil, err
 	}
@@ -308,9 +307,16 @@ func New(cfg config.Config, target Target, log *slog.Logger) (_ *App, err error)
 	return a, nil
 }
 
-func (a *App) chOptions() clickhouse.Options {
-	return clickhouse.Options{Addr: a.cfg.ClickHouseAddr, Database: a.cfg.ClickHouseDatabase, User: a.cfg.ClickHouseUser,
-		Password: a.cfg.ClickHousePassword, Cluster: a.cfg.ClickHouseCluster, TLS: a.cfg.ClickHouseTLS, TLSCA: a.cfg.ClickHouseTLSCA}
+// ClickHouseOptions are the ClickHouse client's options of cfg.
+func ClickHouseOptions(cfg config.Config) clickhouse.Options {
+	return clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
+		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
+}
+
+// S3Options are the object store's options of cfg (its bucket's).
+func S3Options(cfg config.Config) s3store.Options {
+	return s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
+		ConnectTimeout: cfg.S3ConnectTimeout, RequestTimeout: cfg.S3RequestTimeout, PartTimeout: cfg.S3PartTimeout}
 }
 
 // Handler is the process's HTTP handler.
@@ -400,10 +406,10 @@ func (a *App) Prepare(ctx context.Context) error {
 			return kafka.EnsureTopics(ctx, a.Kafka, kafka.Specs(a.Topics, a.cfg.KafkaEventsPartitions, a.cfg.KafkaReplicationFactor, a.cfg.KafkaEventsRetention, a.cfg.KafkaAuctionsRetention))
 		}},
 		{"clickhouse schema", func(ctx context.Context) error {
-			if err := clickhouse.EnsureDatabase(ctx, a.chOptions()); err != nil {
+			if err := clickhouse.EnsureDatabase(ctx, ClickHouseOptions(a.cfg)); err != nil {
 				return err
 			}
-			_, err := a.chOptions().Schema().Migrate(ctx, a.ClickHouse, a.log)
+			_, err := ClickHouseOptions(a.cfg).Schema().Migrate(ctx, a.ClickHouse, a.log)
 			return err
 		}},
 		// The bucket is the exporter's, which writes it: an API process

@@ -157,9 +157,7 @@ type backupDeps struct {
 func openBackupDeps(ctx context.Context, cfg config.Config, url string, log *slog.Logger) (*backupDeps, error) {
 	d := &backupDeps{cfg: cfg, log: log, topics: kafka.TopicNames(cfg.KafkaTopicPrefix)}
 	var err error
-	s3o := s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
-		ConnectTimeout: cfg.S3ConnectTimeout, RequestTimeout: cfg.S3RequestTimeout, PartTimeout: cfg.S3PartTimeout}
-	if d.target, err = backupstore.Open(url, s3o); err != nil {
+	if d.target, err = backupstore.Open(url, S3Options(cfg)); err != nil { // the URL names the bucket
 		return nil, err
 	}
 	if d.conn, err = KafkaSecurity(cfg).Conn(ctx); err != nil {
@@ -169,9 +167,7 @@ func openBackupDeps(ctx context.Context, cfg config.Config, url string, log *slo
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))...); err != nil {
 		return nil, err
 	}
-	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
-	if d.ch, err = clickhouse.Open(o); err != nil {
+	if d.ch, err = clickhouse.Open(ClickHouseOptions(cfg)); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -184,8 +180,7 @@ func openBackupDeps(ctx context.Context, cfg config.Config, url string, log *slo
 		d.close()
 		return nil, err
 	}
-	s3o.Bucket = cfg.S3Bucket
-	d.s3 = s3store.Open(s3o)
+	d.s3 = s3store.Open(S3Options(cfg))
 	return d, nil
 }
 
@@ -751,8 +746,7 @@ func RestoreBackup(ctx context.Context, cfg config.Config, url string, o Restore
 			return rep, fmt.Errorf("the events fold is running on the target (consumer group %s has %d members): stop the target's projectors, restore, then start them", projections.EventsGroup, len(g.Members))
 		}
 	}
-	co := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
+	co := ClickHouseOptions(cfg)
 	if err := clickhouse.EnsureDatabase(sctx, co); err != nil {
 		return rep, err
 	}

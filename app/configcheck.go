@@ -124,8 +124,8 @@ func checkKafka(ctx context.Context, cfg config.Config, log *slog.Logger) (strin
 var migrationGrants = []string{"CREATE", "ALTER", "DROP", "INSERT", "SELECT"}
 
 func checkClickHouse(ctx context.Context, cfg config.Config, _ *slog.Logger) (string, error) {
-	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: "default", User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
+	o := ClickHouseOptions(cfg)
+	o.Database = "default"
 	c, err := clickhouse.Open(o)
 	if err != nil {
 		return "", err
@@ -225,7 +225,7 @@ func checkRedis(ctx context.Context, cfg config.Config, _ *slog.Logger) (string,
 }
 
 func checkS3(ctx context.Context, cfg config.Config, _ *slog.Logger) (string, error) {
-	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
+	st := s3store.Open(S3Options(cfg))
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	key := "endcap-config-check/" + hex.EncodeToString(b[:])

@@ -107,15 +107,14 @@ func (p *parser) sponsoredBrand(f *[numAuctionFields]jsontext.Span, i int, r *Re
 	default:
 		return fail(CodeBadRequest, i, fld("placementId"), "must be a string")
 	}
-	sp = f[aTriggers]
-	if !p.Present(sp) {
+	var t [3]jsontext.Span
+	given, err := p.object(f[aTriggers], i, fld("triggers"), triggerNames, t[:])
+	if err != nil {
+		return err
+	}
+	if !given {
 		return fail(CodeMissingContext, i, fld("triggers"), "is required: exactly one of products, category, searchQuery")
 	}
-	if p.B[sp.Lo] != '{' {
-		return fail(CodeBadRequest, i, fld("triggers"), "must be an object")
-	}
-	var t [3]jsontext.Span
-	p.Fields(sp.Lo, triggerNames, t[:])
 	if err := p.products(t[0], i, "triggers.", r); err != nil {
 		return err
 	}

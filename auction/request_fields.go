@@ -105,32 +105,19 @@ func (p *parser) demandSources(sp jsontext.Span, i int, r *Request) *ValidationE
 // products validates a Products object (`ids`, `qualityScores`, `prices`);
 // pre is "" or "triggers.".
 func (p *parser) products(sp jsontext.Span, i int, pre string, r *Request) *ValidationError {
-	if !p.Present(sp) {
-		return nil
-	}
-	if p.B[sp.Lo] != '{' {
-		return fail(CodeBadRequest, i, fpath{pre: pre, field: "products", k1: -1, k2: -1}, "must be an object")
-	}
 	var f [3]jsontext.Span
-	p.Fields(sp.Lo, productsNames, f[:])
-
+	if given, err := p.object(sp, i, fpath{pre: pre, field: "products", k1: -1, k2: -1}, productsNames, f[:]); !given {
+		return err
+	}
 	idsPath := fpath{pre: pre, field: "products.ids", k1: -1, k2: -1}
 	ids := f[0]
 	if !p.Present(ids) {
 		return fail(CodeNoProducts, i, idsPath, "is required: at least one product id")
 	}
-	if p.B[ids.Lo] != '[' {
-		return fail(CodeBadRequest, i, idsPath, "must be an array of strings")
-	}
-	var over bool
-	p.list, over = p.Elements(ids.Lo, p.list[:0], MaxProducts)
-	if over {
-		return fail(CodeTooManyProducts, i, idsPath, "must have at most %d product ids", MaxProducts)
+	if err := p.array(ids, i, idsPath, &p.list, &productIDsArray); err != nil {
+		return err
 	}
 	n := len(p.list)
-	if n == 0 {
-		return fail(CodeNoProducts, i, idsPath, "must not be empty: at least one product id")
-	}
 	l := idLists.Get().(*[]string)
 	if cap(*l) < n || n > maxPooledIDList {
 		*l = make([]string, 0, n)
@@ -139,21 +126,9 @@ func (p *parser) products(sp jsontext.Span, i int, pre string, r *Request) *Vali
 	if n <= maxPooledIDList {
 		r.idList = l
 	}
-	off := len(p.offs)
-	for k, esp := range p.list {
-		if p.B[esp.Lo] != '"' {
-			return fail(CodeBadRequest, i, idsPath.el(k), "must be a string")
-		}
-		lo, hi := p.decode(esp)
-		if lo == hi {
-			return fail(CodeBadRequest, i, idsPath.el(k), "must not be empty")
-		}
-		if err := p.checkLen(lo, hi, MaxIDLen, CodeBadRequest, i, idsPath, k); err != nil {
-			return err
-		}
-		p.offs = append(p.offs, lo, hi)
+	if err := p.stringList(p.list, i, idsPath, MaxIDLen, CodeBadRequest, out); err != nil {
+		return err
 	}
-	p.lists = append(p.lists, listFixup{out, off})
 	r.ProductIDs = out
 
 	if sp := f[1]; p.Present(sp) {
@@ -163,14 +138,9 @@ func (p *parser) products(sp jsontext.Span, i int, pre string, r *Request) *Vali
 		}
 		qs := make([]float64, n)
 		for k, esp := range p.list {
-			if !jsontext.IsNumberStart(p.B[esp.Lo]) {
-				return fail(CodeBadRequest, i, path.el(k), "must be a number")
+			if err := p.qualityScore(esp, i, &path, k, &qs[k]); err != nil {
+				return err
 			}
-			v, ok := p.qualityScore(esp)
-			if !ok {
-				return fail(CodeInvalidQualityScore, i, path.el(k), "must be greater than 0 and at most 1")
-			}
-			qs[k] = v
 		}
 		r.QualityScores = qs
 	}
@@ -204,18 +174,21 @@ func (p *parser) sameLength(sp jsontext.Span, i int, path fpath, n int) *Validat
 	return nil
 }
 
-// qualityScore converts a JSON number and checks it is in (0, 1] (after
-// rounding to the nearest float64).
-func (p *parser) qualityScore(sp jsontext.Span) (float64, bool) {
+// qualityScore converts the quality score at sp, element k of path (k < 0:
+// path itself), into *dst: a JSON number in (0, 1] (after rounding to the
+// nearest float64).
+func (p *parser) qualityScore(sp jsontext.Span, i int, path *fpath, k int, dst *float64) *ValidationError {
 	num := p.B[sp.Lo:sp.Hi]
-	if num[0] == '-' {
-		return 0, false
+	if !jsontext.IsNumberStart(num[0]) {
+		return fail(CodeBadRequest, i, path.elem(k), "must be a number")
 	}
-	v, err := strconv.ParseFloat(string(num), 64)
-	if err != nil || !(v > 0 && v <= 1) {
-		return 0, false
+	if num[0] != '-' {
+		if v, err := strconv.ParseFloat(string(num), 64); err == nil && v > 0 && v <= 1 {
+			*dst = v
+			return nil
+		}
 	}
-	return v, true
+	return fail(CodeInvalidQualityScore, i, path.elem(k), "must be greater than 0 and at most 1")
 }
 
 // price converts a price exactly from its decimal text to micro-units,
@@ -240,15 +213,11 @@ func (p *parser) price(sp jsontext.Span, i int, path fpath, dst *int64) *Validat
 // category validates an AuctionCategory: exactly one of id, ids,
 // disjunctions; pre is "" or "triggers.".
 func (p *parser) category(sp jsontext.Span, i int, pre string, r *Request) *ValidationError {
-	if !p.Present(sp) {
-		return nil
-	}
 	path := fpath{pre: pre, field: "category", k1: -1, k2: -1}
-	if p.B[sp.Lo] != '{' {
-		return fail(CodeBadRequest, i, path, "must be an object")
-	}
 	var f [3]jsontext.Span
-	p.Fields(sp.Lo, categoryNames, f[:])
+	if given, err := p.object(sp, i, path, categoryNames, f[:]); !given {
+		return err
+	}
 	n := 0
 	for _, s := range f {
 		if p.Present(s) {
@@ -277,17 +246,8 @@ func (p *parser) category(sp jsontext.Span, i int, pre string, r *Request) *Vali
 		c.IDs = ids
 	default:
 		path.field = "category.disjunctions"
-		sp := f[2]
-		if p.B[sp.Lo] != '[' {
-			return fail(CodeBadRequest, i, path, "must be an array of arrays of strings")
-		}
-		var over bool
-		p.list2, over = p.Elements(sp.Lo, p.list2[:0], MaxCategoryItems)
-		if over {
-			return fail(CodeInvalidCategory, i, path, "must have at most %d disjunctions", MaxCategoryItems)
-		}
-		if len(p.list2) == 0 {
-			return fail(CodeInvalidCategory, i, path, "must not be empty")
+		if err := p.array(f[2], i, path, &p.list2, &disjunctionsArray); err != nil {
+			return err
 		}
 		ds := make([][]string, len(p.list2))
 		for k, dsp := range p.list2 {
@@ -305,25 +265,12 @@ func (p *parser) category(sp jsontext.Span, i int, pre string, r *Request) *Vali
 
 // categoryList validates an array of 1..5 category ids.
 func (p *parser) categoryList(sp jsontext.Span, i int, path fpath, list *[]jsontext.Span) ([]string, *ValidationError) {
-	if p.B[sp.Lo] != '[' {
-		return nil, fail(CodeBadRequest, i, path, "must be an array of strings")
-	}
-	var over bool
-	*list, over = p.Elements(sp.Lo, (*list)[:0], MaxCategoryItems)
-	if over {
-		return nil, fail(CodeInvalidCategory, i, path, "must have at most %d category ids", MaxCategoryItems)
-	}
-	if len(*list) == 0 {
-		return nil, fail(CodeInvalidCategory, i, path, "must not be empty")
+	if err := p.array(sp, i, path, list, &categoryIDsArray); err != nil {
+		return nil, err
 	}
 	out := make([]string, len(*list))
-	for k, esp := range *list {
-		if p.B[esp.Lo] != '"' {
-			return nil, fail(CodeBadRequest, i, path.el(k), "must be a string")
-		}
-		if err := p.categoryID(esp, i, path.el(k), &out[k]); err != nil {
-			return nil, err
-		}
+	if err := p.stringList(*list, i, path, MaxIDLen, CodeInvalidCategory, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -422,17 +369,8 @@ func (p *parser) geo(sp jsontext.Span, i int, r *Request) *ValidationError {
 		return p.str(f[0], i, locPath, MaxStringLen, CodeBadRequest, &r.Location)
 	}
 	path := fld("geoTargeting.locations")
-	ls := f[1]
-	if p.B[ls.Lo] != '[' {
-		return fail(CodeBadRequest, i, path, "must be an array of strings")
-	}
-	var over bool
-	p.list, over = p.Elements(ls.Lo, p.list[:0], MaxLocations)
-	if over {
-		return fail(CodeTooManyLocations, i, path, "must have at most %d locations", MaxLocations)
-	}
-	if len(p.list) == 0 {
-		return fail(CodeInvalidGeoTargeting, i, path, "must not be empty")
+	if err := p.array(f[1], i, path, &p.list, &locationsArray); err != nil {
+		return err
 	}
 	var cells [MaxLocations]uint64
 	out := make([]string, 0, len(p.list))
@@ -481,14 +419,10 @@ func parseCell(s []byte) (uint64, bool) {
 }
 
 func (p *parser) page(sp jsontext.Span, i int, r *Request) *ValidationError {
-	if !p.Present(sp) {
-		return nil
-	}
-	if p.B[sp.Lo] != '{' {
-		return fail(CodeBadRequest, i, fld("page"), "must be an object")
-	}
 	var f [3]jsontext.Span
-	p.Fields(sp.Lo, pageNames, f[:])
+	if given, err := p.object(sp, i, fld("page"), pageNames, f[:]); !given {
+		return err
+	}
 	pg := new(Page)
 	if !p.Present(f[0]) {
 		return fail(CodeBadRequest, i, fld("page.type"), "is required")
@@ -516,24 +450,12 @@ func (p *parser) page(sp jsontext.Span, i int, r *Request) *ValidationError {
 				return err
 			}
 		case '[':
-			var over bool
-			p.list, over = p.Elements(v.Lo, p.list[:0], MaxPageValues)
-			if over {
-				return fail(CodeBadRequest, i, path, "must have at most %d items", MaxPageValues)
-			}
-			if len(p.list) == 0 {
-				return fail(CodeBadRequest, i, path, "must not be empty")
+			if err := p.array(v, i, path, &p.list, &pageValuesArray); err != nil {
+				return err
 			}
 			pg.Value = make([]string, len(p.list))
-			for k, esp := range p.list {
-				if p.B[esp.Lo] != '"' {
-					return fail(CodeBadRequest, i, path.el(k), "must be a string")
-				}
-				lo, hi := p.decode(esp)
-				if err := p.checkLen(lo, hi, MaxStringLen, CodeBadRequest, i, path, k); err != nil {
-					return err
-				}
-				p.keep(&pg.Value[k], lo, hi)
+			if err := p.stringList(p.list, i, path, MaxStringLen, "", pg.Value); err != nil {
+				return err
 			}
 		default:
 			return fail(CodeBadRequest, i, path, "must be a string or a non-empty array of strings")
@@ -544,14 +466,10 @@ func (p *parser) page(sp jsontext.Span, i int, r *Request) *ValidationError {
 }
 
 func (p *parser) filter(sp jsontext.Span, i int, r *Request) *ValidationError {
-	if !p.Present(sp) {
-		return nil
-	}
-	if p.B[sp.Lo] != '{' {
-		return fail(CodeBadRequest, i, fld("filter"), "must be an object")
-	}
 	var f [3]jsontext.Span
-	p.Fields(sp.Lo, filterNames, f[:])
+	if given, err := p.object(sp, i, fld("filter"), filterNames, f[:]); !given {
+		return err
+	}
 	fl := &Filter{Operator: "and"}
 	if s := f[0]; p.Present(s) {
 		if p.B[s.Lo] != '"' {
@@ -567,13 +485,8 @@ func (p *parser) filter(sp jsontext.Span, i int, r *Request) *ValidationError {
 	}
 	if s := f[1]; p.Present(s) {
 		path := fld("filter.attributes")
-		if p.B[s.Lo] != '[' {
-			return fail(CodeBadRequest, i, path, "must be an array of strings")
-		}
-		var over bool
-		p.list, over = p.Elements(s.Lo, p.list[:0], MaxFilterAttributes)
-		if over || len(p.list) == 0 {
-			return fail(CodeBadRequest, i, path, "the number of filter attributes must be from 1 to %d", MaxFilterAttributes)
+		if err := p.array(s, i, path, &p.list, &attributesArray); err != nil {
+			return err
 		}
 		fl.Attributes = make([]Attribute, len(p.list))
 		for k, esp := range p.list {
@@ -594,27 +507,12 @@ func (p *parser) filter(sp jsontext.Span, i int, r *Request) *ValidationError {
 	}
 	if s := f[2]; p.Present(s) {
 		path := fld("filter.promotions")
-		if p.B[s.Lo] != '[' {
-			return fail(CodeBadRequest, i, path, "must be an array of strings")
-		}
-		var over bool
-		p.list, over = p.Elements(s.Lo, p.list[:0], MaxFilterPromotions)
-		if over || len(p.list) == 0 {
-			return fail(CodeBadRequest, i, path, "the number of filter promotions must be from 1 to %d", MaxFilterPromotions)
+		if err := p.array(s, i, path, &p.list, &promotionsArray); err != nil {
+			return err
 		}
 		fl.Promotions = make([]string, len(p.list))
-		for k, esp := range p.list {
-			if p.B[esp.Lo] != '"' {
-				return fail(CodeBadRequest, i, path.el(k), "must be a string")
-			}
-			lo, hi := p.decode(esp)
-			if lo == hi {
-				return fail(CodeBadRequest, i, path.el(k), "must not be empty")
-			}
-			if err := p.checkLen(lo, hi, MaxIDLen, CodeBadRequest, i, path, k); err != nil {
-				return err
-			}
-			p.keep(&fl.Promotions[k], lo, hi)
+		if err := p.stringList(p.list, i, path, MaxIDLen, CodeBadRequest, fl.Promotions); err != nil {
+			return err
 		}
 	}
 	if fl.Attributes == nil && fl.Promotions == nil {

@@ -91,6 +91,26 @@ var (
 	travelerTypes = []string{"family", "group", "solo", "couple"}
 )
 
+// The arrays of the request (parser.array).
+var (
+	productIDsArray = arrayRule{of: "strings", max: MaxProducts, tooManyCode: CodeTooManyProducts, tooMany: "must have at most %d product ids",
+		noneCode: CodeNoProducts, none: "must not be empty: at least one product id"}
+	travelProductsArray = arrayRule{of: "objects", max: MaxProducts, tooManyCode: CodeTooManyProducts, tooMany: "must have at most %d products",
+		noneCode: CodeNoProducts, none: "must not be empty: at least one product"}
+	categoryIDsArray = arrayRule{of: "strings", max: MaxCategoryItems, tooManyCode: CodeInvalidCategory, tooMany: "must have at most %d category ids",
+		noneCode: CodeInvalidCategory, none: "must not be empty"}
+	disjunctionsArray = arrayRule{of: "arrays of strings", max: MaxCategoryItems, tooManyCode: CodeInvalidCategory, tooMany: "must have at most %d disjunctions",
+		noneCode: CodeInvalidCategory, none: "must not be empty"}
+	locationsArray = arrayRule{of: "strings", max: MaxLocations, tooManyCode: CodeTooManyLocations, tooMany: "must have at most %d locations",
+		noneCode: CodeInvalidGeoTargeting, none: "must not be empty"}
+	pageValuesArray = arrayRule{of: "strings", max: MaxPageValues, tooManyCode: CodeBadRequest, tooMany: "must have at most %d items",
+		noneCode: CodeBadRequest, none: "must not be empty"}
+	attributesArray = arrayRule{of: "strings", max: MaxFilterAttributes, tooManyCode: CodeBadRequest,
+		tooMany: "the number of filter attributes must be from 1 to %d"}
+	promotionsArray = arrayRule{of: "strings", max: MaxFilterPromotions, tooManyCode: CodeBadRequest,
+		tooMany: "the number of filter promotions must be from 1 to %d"}
+)
+
 // ---- parser ----
 
 // strFixup points a string at its bytes in the request's string arena.
@@ -306,6 +326,14 @@ func (f fpath) el(k int) fpath {
 		f.k2 = k
 	}
 	return f
+}
+
+// elem is el(k), or f itself when k < 0.
+func (f *fpath) elem(k int) fpath {
+	if k < 0 {
+		return *f
+	}
+	return f.el(k)
 }
 
 // dot is the path of field sub of the object at f (one level only).

@@ -24,6 +24,69 @@ func (p *parser) decode(sp jsontext.Span) (lo, hi int) {
 	return lo, len(p.arena)
 }
 
+// object reads the object at sp, when it is given, into the spans f of its
+// fields names; a value that is not an object is refused at path.
+func (p *parser) object(sp jsontext.Span, i int, path fpath, names []string, f []jsontext.Span) (given bool, err *ValidationError) {
+	if !p.Present(sp) {
+		return false, nil
+	}
+	if p.B[sp.Lo] != '{' {
+		return false, fail(CodeBadRequest, i, path, "must be an object")
+	}
+	p.Fields(sp.Lo, names, f)
+	return true, nil
+}
+
+// arrayRule is what an array of the request holds: elements of a kind (for
+// the message of a value that is not an array), at least one and at most
+// max of them.
+type arrayRule struct {
+	of                   string // "strings": "must be an array of strings"
+	max                  int
+	tooManyCode, tooMany string // more than max: tooMany's %d is max
+	noneCode, none       string // none ("": tooMany's code and message)
+}
+
+// array checks the array at sp (given) against a and leaves the spans of its
+// elements in *list.
+func (p *parser) array(sp jsontext.Span, i int, path fpath, list *[]jsontext.Span, a *arrayRule) *ValidationError {
+	if p.B[sp.Lo] != '[' {
+		return fail(CodeBadRequest, i, path, "must be an array of %s", a.of)
+	}
+	var over bool
+	*list, over = p.Elements(sp.Lo, (*list)[:0], a.max)
+	switch {
+	case over, len(*list) == 0 && a.none == "":
+		return fail(a.tooManyCode, i, path, a.tooMany, a.max)
+	case len(*list) == 0:
+		return fail(a.noneCode, i, path, "%s", a.none)
+	}
+	return nil
+}
+
+// stringList validates the elements of the array at path, whose spans are
+// list: strings of at most max characters, and not "" unless emptyCode is
+// "" (emptyCode's error otherwise). dst's elements get them when the
+// request is committed.
+func (p *parser) stringList(list []jsontext.Span, i int, path fpath, max int, emptyCode string, dst []string) *ValidationError {
+	off := len(p.offs)
+	for k, esp := range list {
+		if p.B[esp.Lo] != '"' {
+			return fail(CodeBadRequest, i, path.el(k), "must be a string")
+		}
+		lo, hi := p.decode(esp)
+		if lo == hi && emptyCode != "" {
+			return fail(emptyCode, i, path.el(k), "must not be empty")
+		}
+		if err := p.checkLen(lo, hi, max, CodeBadRequest, i, path, k); err != nil {
+			return err
+		}
+		p.offs = append(p.offs, lo, hi)
+	}
+	p.lists = append(p.lists, listFixup{dst, off})
+	return nil
+}
+
 // keep arranges for *dst to get arena[lo:hi] when the request is committed.
 func (p *parser) keep(dst *string, lo, hi int) {
 	if lo == hi {

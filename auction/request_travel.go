@@ -10,18 +10,10 @@ func (p *parser) travelProducts(sp jsontext.Span, i int, r *Request) *Validation
 		return nil
 	}
 	path := fld("products")
-	if p.B[sp.Lo] != '[' {
-		return fail(CodeBadRequest, i, path, "must be an array of objects")
-	}
-	var over bool
-	p.list, over = p.Elements(sp.Lo, p.list[:0], MaxProducts)
-	if over {
-		return fail(CodeTooManyProducts, i, path, "must have at most %d products", MaxProducts)
+	if err := p.array(sp, i, path, &p.list, &travelProductsArray); err != nil {
+		return err
 	}
 	n := len(p.list)
-	if n == 0 {
-		return fail(CodeNoProducts, i, path, "must not be empty: at least one product")
-	}
 	flights := r.Kind == KindFlights
 	ids := make([]string, n)
 	off := len(p.offs)
@@ -70,14 +62,10 @@ func (p *parser) travelProducts(sp jsontext.Span, i int, r *Request) *Validation
 			if qs == nil {
 				qs = make([]float64, n)
 			}
-			if !jsontext.IsNumberStart(p.B[f[2].Lo]) {
-				return fail(CodeBadRequest, i, ep.dot("qualityScore"), "must be a number")
+			qp := ep.dot("qualityScore")
+			if err := p.qualityScore(f[2], i, &qp, -1, &qs[k]); err != nil {
+				return err
 			}
-			v, ok := p.qualityScore(f[2])
-			if !ok {
-				return fail(CodeInvalidQualityScore, i, ep.dot("qualityScore"), "must be greater than 0 and at most 1")
-			}
-			qs[k] = v
 		}
 		has = p.Present(f[3])
 		if k > 0 && has != (pr != nil) {
@@ -99,23 +87,19 @@ func (p *parser) travelProducts(sp jsontext.Span, i int, r *Request) *Validation
 
 // travelCategory validates `{singleCategory: {id}}`.
 func (p *parser) travelCategory(sp jsontext.Span, i int, r *Request) *ValidationError {
-	if !p.Present(sp) {
-		return nil
-	}
-	if p.B[sp.Lo] != '{' {
-		return fail(CodeBadRequest, i, fld("category"), "must be an object")
-	}
 	var f [1]jsontext.Span
-	p.Fields(sp.Lo, travelCatNames, f[:])
+	if given, err := p.object(sp, i, fld("category"), travelCatNames, f[:]); !given {
+		return err
+	}
 	sc := f[0]
-	if !p.Present(sc) {
+	f[0] = jsontext.Span{}
+	given, err := p.object(sc, i, fld("category.singleCategory"), singleCatNames, f[:])
+	if err != nil {
+		return err
+	}
+	if !given {
 		return fail(CodeInvalidTravelCategory, i, fld("category.singleCategory"), "is required")
 	}
-	if p.B[sc.Lo] != '{' {
-		return fail(CodeBadRequest, i, fld("category.singleCategory"), "must be an object")
-	}
-	f[0] = jsontext.Span{}
-	p.Fields(sc.Lo, singleCatNames, f[:])
 	id := f[0]
 	if !p.Present(id) || p.B[id.Lo] != '"' || p.emptyString(id) {
 		return fail(CodeInvalidTravelCategory, i, fld("category.singleCategory.id"), "must be a non-empty string")
@@ -245,22 +229,8 @@ func (p *parser) date(sp jsontext.Span, i int, path fpath, dst *string, day *int
 
 // parseDate parses a calendar date YYYY-MM-DD (proleptic Gregorian).
 func parseDate(s []byte) (y, m, d int, ok bool) {
-	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+	if len(s) != 10 {
 		return 0, 0, 0, false
 	}
-	num := func(a, b int) int {
-		n := 0
-		for _, c := range s[a:b] {
-			if c < '0' || c > '9' {
-				return -1
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n
-	}
-	y, m, d = num(0, 4), num(5, 7), num(8, 10)
-	if y < 0 || m < 1 || m > 12 || d < 1 || d > jsontext.DaysIn(m, y) {
-		return 0, 0, 0, false
-	}
-	return y, m, d, true
+	return jsontext.Date(s)
 }

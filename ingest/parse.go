@@ -782,18 +782,9 @@ func parseRFC3339(s []byte) (ms int64, subMs, ok bool) {
 	if len(s) < 20 {
 		return 0, false, false
 	}
-	num := func(a, b int) int {
-		n := 0
-		for _, c := range s[a:b] {
-			if c < '0' || c > '9' {
-				return -1
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n
-	}
-	year, month, day := num(0, 4), num(5, 7), num(8, 10)
-	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	// The digits read inline, not through jsontext.Date: a call an event.
+	year, month, day := jsontext.Digits(s[0:4]), jsontext.Digits(s[5:7]), jsontext.Digits(s[8:10])
+	hour, minute, sec := jsontext.Digits(s[11:13]), jsontext.Digits(s[14:16]), jsontext.Digits(s[17:19])
 	if s[4] != '-' || s[7] != '-' || s[10] != 'T' && s[10] != 't' || s[13] != ':' || s[16] != ':' ||
 		year < 0 || month < 1 || month > 12 || day < 1 || day > jsontext.DaysIn(month, year) ||
 		hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
@@ -830,7 +821,7 @@ func parseRFC3339(s []byte) (ms int64, subMs, ok bool) {
 		if len(s)-i != 6 || s[i+3] != ':' {
 			return 0, false, false
 		}
-		oh, om := num(i+1, i+3), num(i+4, i+6)
+		oh, om := jsontext.Digits(s[i+1:i+3]), jsontext.Digits(s[i+4:i+6])
 		if oh < 0 || oh > 23 || om < 0 || om > 59 {
 			return 0, false, false
 		}

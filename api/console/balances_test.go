@@ -27,8 +27,7 @@ func TestBalancePages(t *testing.T) {
 	s := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
+	c := s.admin(t)
 	r := c.do("GET", "/console/balances", nil)
 	if r.status != 200 || !strings.Contains(r.body, `data-testid="balances-off"`) || !strings.Contains(r.body, `data-vendor="v-1"`) || !strings.Contains(r.body, `data-vendor="v-2"`) {
 		t.Fatalf("balances, off: %d", r.status)

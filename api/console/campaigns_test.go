@@ -21,7 +21,35 @@ import (
 	"github.com/endcap/endcap/testkit/testenv"
 )
 
-var nextLink = regexp.MustCompile(`href="/console/campaigns\?([^"]+)" rel="next"`)
+var (
+	nextLink  = regexp.MustCompile(`href="/console/campaigns\?([^"]+)" rel="next"`)
+	chartData = regexp.MustCompile(`(?s)<script type="application/json" id="chart-data">(.*?)</script>`)
+)
+
+// chart is a chart of a page's chart data: its times (Unix seconds), zone
+// and lines.
+type chart struct {
+	X      []int64 `json:"x"`
+	TZ     string  `json:"tz"`
+	Series []struct {
+		Label  string     `json:"label"`
+		Values []*float64 `json:"values"`
+	} `json:"series"`
+}
+
+// theChart is the one chart of a page.
+func theChart(t *testing.T, body string) chart {
+	t.Helper()
+	m := chartData.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no chart data")
+	}
+	var charts []chart
+	if err := json.Unmarshal([]byte(m[1]), &charts); err != nil || len(charts) != 1 {
+		t.Fatalf("chart data: %v %s", err, m[1])
+	}
+	return charts[0]
+}
 
 // TestCampaignList: the operators' list of the marketplace's campaigns,
 // filtered and paged as the API's list is, with each campaign's status
@@ -31,29 +59,21 @@ func TestCampaignList(t *testing.T) {
 	s := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	create := func(vendor, name string) campaigns.Campaign {
-		c, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, vendor, campaignInput(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	alpha := create("v-1", "Alpha shoes")
-	create("v-1", "Beta hats")
-	gamma := create("v-2", "Gamma shoes")
-	old := create("v-2", "Old socks")
+	alpha := s.campaign(t, "v-1", "Alpha shoes")
+	s.campaign(t, "v-1", "Beta hats")
+	gamma := s.campaign(t, "v-2", "Gamma shoes")
+	old := s.campaign(t, "v-2", "Old socks")
 	if _, _, err := s.a.Campaigns.ArchiveCampaign(ctx, s.mp.ID, old.ID, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 55 { // more than a page
-		create("v-1", "Filler "+string(rune('a'+i/26))+string(rune('a'+i%26)))
+		s.campaign(t, "v-1", "Filler "+string(rune('a'+i/26))+string(rune('a'+i%26)))
 	}
 	day := spend.DayOf(time.Now(), s.mp.Location())
 	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, alpha.ID, day, 2_500_000); err != nil {
 		t.Fatal(err)
 	}
-	admin := s.client(t)
-	admin.login(adminEmail, adminPassword)
+	admin := s.admin(t)
 
 	for _, tc := range []struct {
 		name, query string
@@ -172,10 +192,7 @@ func TestCampaignPacing(t *testing.T) {
 	s := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Paced"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := s.campaign(t, "v-1", "Paced")
 	now := time.Now().UTC()
 	loc := s.mp.Location()
 	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, spend.DayOf(now, loc), 1_500_000); err != nil {
@@ -196,34 +213,12 @@ func TestCampaignPacing(t *testing.T) {
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
-	r := c.do("GET", "/console/campaigns/"+cp.ID, nil)
+	r := s.admin(t).do("GET", "/console/campaigns/"+cp.ID, nil)
 	if r.status != 200 {
 		t.Fatalf("campaign page: %d", r.status)
 	}
-	body := html.UnescapeString(r.body)
-	for _, want := range []string{"1.50 / 10.00", "no_bids", "Not serving: it has no bid", "On pace</span>", `id="chart-pacing"`, "Pacing limit", "Even pace"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the page lacks %q", want)
-		}
-	}
-	m := regexp.MustCompile(`(?s)<script type="application/json" id="chart-data">(.*?)</script>`).FindStringSubmatch(r.body)
-	if m == nil {
-		t.Fatal("no chart data")
-	}
-	var charts []struct {
-		X      []int64 `json:"x"`
-		TZ     string  `json:"tz"`
-		Series []struct {
-			Label  string     `json:"label"`
-			Values []*float64 `json:"values"`
-		} `json:"series"`
-	}
-	if err := json.Unmarshal([]byte(m[1]), &charts); err != nil || len(charts) != 1 {
-		t.Fatalf("chart data: %v %s", err, m[1])
-	}
-	ch := charts[0]
+	lacks(t, html.UnescapeString(r.body), "1.50 / 10.00", "no_bids", "Not serving: it has no bid", "On pace</span>", `id="chart-pacing"`, "Pacing limit", "Even pace")
+	ch := theChart(t, r.body)
 	from, to := spend.DayBounds(now, loc)
 	if ch.TZ != "Europe/Paris" || len(ch.X) < 2 || ch.X[0] != from.Unix() || ch.X[len(ch.X)-1] != to.Unix() || len(ch.Series) != 3 {
 		t.Fatalf("chart: tz %q, x %d..%d (want %d..%d), %d series", ch.TZ, ch.X[0], ch.X[len(ch.X)-1], from.Unix(), to.Unix(), len(ch.Series))
@@ -254,16 +249,7 @@ func TestCampaignPacing(t *testing.T) {
 // week has left; a bad amount is refused on the page, nothing changed.
 func TestCampaignBudgetForm(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Weekly"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
-	page := "/console/campaigns/" + cp.ID
-	tok := c.csrf(page)
+	cp, c, page, tok := s.campaignPage(t, "Weekly")
 	if r := c.do("POST", page+"/budget", url.Values{"csrf": {tok}, "period": {"weekly"}, "amount": {"70"}}); r.status != 303 {
 		t.Fatalf("budget: %d %s", r.status, r.body)
 	}
@@ -271,33 +257,21 @@ func TestCampaignBudgetForm(t *testing.T) {
 	if got.WeeklyBudgetMicros != 70_000_000 || got.DailyBudgetMicros != 0 || got.MonthlyBudgetMicros != 0 {
 		t.Fatalf("budgets after the form: daily %d, weekly %d, monthly %d", got.DailyBudgetMicros, got.WeeklyBudgetMicros, got.MonthlyBudgetMicros)
 	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	now := time.Now().UTC()
 	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, spend.DayOf(now, s.mp.Location()), 7_000_000); err != nil {
 		t.Fatal(err)
 	}
 	r := c.do("GET", page, nil)
-	body := html.UnescapeString(r.body)
-	for _, want := range []string{"70.00 EUR a week", "Spent this week", "7.00 / 70.00", `<option value="weekly" selected>`, `name="amount" value="70"`, "weekly budget's share of today"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the page lacks %q", want)
-		}
-	}
-	m := regexp.MustCompile(`(?s)<script type="application/json" id="chart-data">(.*?)</script>`).FindStringSubmatch(r.body)
-	if m == nil {
-		t.Fatal("no chart data")
-	}
-	var charts []struct {
-		Series []struct {
-			Label  string     `json:"label"`
-			Values []*float64 `json:"values"`
-		} `json:"series"`
-	}
-	if err := json.Unmarshal([]byte(m[1]), &charts); err != nil || len(charts) != 1 || len(charts[0].Series) != 3 {
-		t.Fatalf("chart data: %v %s", err, m[1])
+	lacks(t, html.UnescapeString(r.body), "70.00 EUR a week", "Spent this week", "7.00 / 70.00", `<option value="weekly" selected>`, `name="amount" value="70"`, "weekly budget's share of today")
+	ch := theChart(t, r.body)
+	if len(ch.Series) != 3 {
+		t.Fatalf("%d series, want 3", len(ch.Series))
 	}
 	// Today's share: what the week has left (70, nothing spent before
 	// today) over its days left, at most all of it on Sunday.
-	e := charts[0].Series[1].Values
+	e := ch.Series[1].Values
 	if last := *e[len(e)-1]; last <= 0 || last > 70 {
 		t.Errorf("even pace ends at %v, want today's share of 70", last)
 	}
@@ -395,10 +369,7 @@ func TestExplainForm(t *testing.T) {
 		{ID: str("p-2"), Name: str("Hat"), Vendors: []string{"v-2"}}}, true, statelog.MatchAny); err != nil {
 		t.Fatal(err)
 	}
-	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Shoe campaign"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := s.campaign(t, "v-1", "Shoe campaign")
 	var bid campaigns.BidInput
 	if err := json.Unmarshal([]byte(`{"targetType":"product","target":"p-1","bidAmount":0.5}`), &bid); err != nil {
 		t.Fatal(err)
@@ -406,8 +377,7 @@ func TestExplainForm(t *testing.T) {
 	if _, _, _, err := s.a.Campaigns.CreateBid(ctx, s.mp.ID, cp.ID, bid); err != nil {
 		t.Fatal(err)
 	}
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
+	c := s.admin(t)
 	tok := c.csrf("/console/explain")
 	testenv.Eventually(t, 20*time.Second, func() error {
 		r := c.do("POST", "/console/explain", url.Values{"csrf": {tok}, "type": {"listings"}, "slots": {"2"}, "products": {"p-1, p-2\nnope"}})

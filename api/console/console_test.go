@@ -159,6 +159,49 @@ func (c *client) login(email, password string) answer {
 	return c.do("POST", "/console/login", url.Values{"csrf": {c.csrf("/console/login")}, "email": {email}, "password": {password}})
 }
 
+// admin is a client signed in as the marketplace's admin.
+func (s *sys) admin(t *testing.T) *client {
+	t.Helper()
+	c := s.client(t)
+	if r := c.login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
+		t.Fatalf("the admin's sign-in: %d %s", r.status, errorOf(r.body))
+	}
+	return c
+}
+
+// campaign creates a campaign of vendor named name (campaignInput's).
+func (s *sys) campaign(t *testing.T, vendor, name string) campaigns.Campaign {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, vendor, campaignInput(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// campaignPage is the setup of the campaign page's forms: a campaign of v-1
+// named name, and the admin signed in; it returns the campaign, the admin's
+// client, the campaign's page and its forms' token.
+func (s *sys) campaignPage(t *testing.T, name string) (cp campaigns.Campaign, c *client, page, tok string) {
+	t.Helper()
+	cp = s.campaign(t, "v-1", name)
+	c = s.admin(t)
+	page = "/console/campaigns/" + cp.ID
+	return cp, c, page, c.csrf(page)
+}
+
+// lacks reports, as errors of t, each of want that the page's text lacks.
+func lacks(t *testing.T, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+}
+
 func TestSignIn(t *testing.T) {
 	s := start(t)
 	c := s.client(t)
@@ -322,10 +365,7 @@ func TestFormLimits(t *testing.T) {
 // downloads at once; one more is 429 with Retry-After.
 func TestDownloadsPerUser(t *testing.T) {
 	s := start(t)
-	c := s.client(t)
-	if r := c.login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
-		t.Fatal(r.status)
-	}
+	c := s.admin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	u, _ := s.a.Users.Lookup(s.mp.ID, adminEmail)
@@ -361,11 +401,7 @@ func (s *sys) invite(t *testing.T, vendor, email string) (string, invitations.In
 		t.Fatal(err)
 	}
 	// The console shows the link when no SMTP server is configured.
-	c := s.client(t)
-	if r := c.login(adminEmail, adminPassword); r.status != http.StatusSeeOther {
-		t.Fatal(r.status)
-	}
-	page := c.do("GET", "/console/users", nil)
+	page := s.admin(t).do("GET", "/console/users", nil)
 	m := regexp.MustCompile(`value="http://[^/]+(/console/invite/` + regexp.QuoteMeta(s.mp.ID+"/"+invs[0].ID) + `/[^"]+)"`).FindStringSubmatch(page.body)
 	if m == nil {
 		t.Fatalf("no link of invitation %s on the users page", invs[0].ID)
@@ -440,18 +476,7 @@ func TestVendorScope(t *testing.T) {
 	s := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var mine, theirs string
-	for _, v := range []string{"v-1", "v-2"} {
-		c, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, v, campaignInput("Campaign of "+v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v == "v-1" {
-			mine = c.ID
-		} else {
-			theirs = c.ID
-		}
-	}
+	mine, theirs := s.campaign(t, "v-1", "Campaign of v-1").ID, s.campaign(t, "v-2", "Campaign of v-2").ID
 	c := s.vendorUser(t, "v-1", "analyst@one.test")
 	tok := c.csrf("/console/account")
 	for _, r := range console.AdminRoutes() {
@@ -503,8 +528,7 @@ func TestVendorScope(t *testing.T) {
 // an expiry stops working then; revoking one is audited.
 func TestKeys(t *testing.T) {
 	s := start(t)
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
+	c := s.admin(t)
 	tok := c.csrf("/console/keys")
 	r := c.do("POST", "/console/keys", url.Values{"csrf": {tok}, "type": {"advanced"}, "name": {"ci"}})
 	m := regexp.MustCompile(`value="(eca_[A-Za-z0-9]{40})"`).FindStringSubmatch(r.body)

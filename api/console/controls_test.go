@@ -1,13 +1,11 @@
 package console_test
 
 import (
-	"context"
 	"html"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/management/campaigns"
 )
@@ -17,16 +15,7 @@ import (
 // page (422) and changes nothing.
 func TestCampaignControlsForms(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Dayparted"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
-	page := "/console/campaigns/" + cp.ID
-	tok := c.csrf(page)
+	cp, c, page, tok := s.campaignPage(t, "Dayparted")
 	r := c.do("POST", page+"/timetables", url.Values{"csrf": {tok}, "start_1": {"9"}, "end_1": {"17"}, "start_6": {"0"}, "end_6": {"24"}})
 	if r.status != 303 {
 		t.Fatalf("timetable: %d %s", r.status, r.body)
@@ -45,11 +34,7 @@ func TestCampaignControlsForms(t *testing.T) {
 	}
 	r = c.do("GET", page, nil)
 	body := html.UnescapeString(r.body)
-	for _, want := range []string{`name="start_1" value="9"`, `name="end_6" value="24"`, `name="start_2" value=""`, "cheap shoe\n</textarea>", "free\nused car\n</textarea>"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the page lacks %q", want)
-		}
-	}
+	lacks(t, body, `name="start_1" value="9"`, `name="end_6" value="24"`, `name="start_2" value=""`, "cheap shoe\n</textarea>", "free\nused car\n</textarea>")
 	// Bad hours: 422 on the page, nothing changed.
 	r = c.do("POST", page+"/timetables", url.Values{"csrf": {tok}, "start_1": {"17"}, "end_1": {"9"}})
 	if r.status != 422 || !strings.Contains(html.UnescapeString(r.body), "end_hour must be greater than start_hour") {

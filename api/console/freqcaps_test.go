@@ -1,14 +1,12 @@
 package console_test
 
 import (
-	"context"
 	"html"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/endcap/endcap/management/campaigns"
 )
@@ -21,20 +19,8 @@ import (
 // campaign's caps and not another vendor's.
 func TestCampaignFrequencyCaps(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Capped"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-2", campaignInput("Not theirs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
-	page := "/console/campaigns/" + cp.ID
-	tok := c.csrf(page)
+	cp, c, page, tok := s.campaignPage(t, "Capped")
+	other := s.campaign(t, "v-2", "Not theirs")
 	version := func() string {
 		_, v, _ := s.a.Campaigns.Campaign(s.mp.ID, cp.ID)
 		return strconv.FormatInt(v, 10)
@@ -59,11 +45,7 @@ func TestCampaignFrequencyCaps(t *testing.T) {
 		t.Fatalf("add a bid-level cap: %d %s", r.status, r.body)
 	}
 	r = c.do("GET", page+"?done=caps", nil)
-	for _, want := range []string{`data-cap="1"`, `data-cap="2"`, "each bid", "The frequency caps were saved."} {
-		if !strings.Contains(r.body, want) {
-			t.Errorf("the page lacks %q", want)
-		}
-	}
+	lacks(t, r.body, `data-cap="1"`, `data-cap="2"`, "each bid", "The frequency caps were saved.")
 
 	// The API's refusals, beside the forms, with what was sent; nothing changed.
 	v := version()

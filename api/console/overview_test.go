@@ -73,15 +73,10 @@ func TestCampaignBidEligibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.products(t, "v-1", "p-1", "p-2")
-	cp, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Low bids"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := s.campaign(t, "v-1", "Low bids")
 	low := s.bidOf(t, cp.ID, `{"targetType":"product","target":"p-1","bidAmount":0.10}`)
 	ok := s.bidOf(t, cp.ID, `{"targetType":"product","target":"p-2","bidAmount":0.30}`)
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
-	r := c.do("GET", "/console/campaigns/"+cp.ID, nil)
+	r := s.admin(t).do("GET", "/console/campaigns/"+cp.ID, nil)
 	if r.status != 200 {
 		t.Fatalf("campaign page: %d", r.status)
 	}
@@ -107,11 +102,7 @@ func TestCampaignBidEligibility(t *testing.T) {
 		t.Fatalf("the API's view of the bid: %+v", j)
 	}
 	// The status reason and the pacing in words, the codes beside.
-	for _, want := range []string{"Serving: it takes part in auctions", `<span class="reason">serving</span>`, "On pace</span>"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the page lacks %q", want)
-		}
-	}
+	lacks(t, body, "Serving: it takes part in auctions", `<span class="reason">serving</span>`, "On pace</span>")
 	// Times in the marketplace's zone, named: the start (2024-01-01 00:00 UTC) in Paris.
 	if !strings.Contains(body, ">2024-01-01 01:00 CET</time>") || strings.Contains(body, " UTC</") {
 		t.Errorf("the start date is not in the marketplace's zone: %s", regexp.MustCompile(`<dt>Start</dt><dd>.*?</dd>`).FindString(body))
@@ -131,15 +122,9 @@ func TestOverview(t *testing.T) {
 	}
 	s.products(t, "v-1", "p-1")
 	s.products(t, "v-2", "p-2")
-	top, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-1", campaignInput("Big spender"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := s.campaign(t, "v-1", "Big spender")
 	s.bidOf(t, top.ID, `{"targetType":"product","target":"p-1","bidAmount":0.50}`)
-	low, _, err := s.a.Campaigns.CreateCampaign(ctx, s.mp.ID, "v-2", campaignInput("Under the reserve"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	low := s.campaign(t, "v-2", "Under the reserve")
 	s.bidOf(t, low.ID, `{"targetType":"product","target":"p-2","bidAmount":0.10}`)
 	u, events := "https://hooks.example.com/endcap", []string{"campaign.updated"}
 	h, ver, err := s.a.Webhooks.Create(ctx, s.mp.ID, webhooks.Input{URL: &u, EventTypes: &events})
@@ -226,8 +211,7 @@ func TestWebhookButtons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := s.client(t)
-	c.login(adminEmail, adminPassword)
+	c := s.admin(t)
 	page := "/console/webhooks/" + h.ID
 	token := c.csrf(page)
 	r := c.do("POST", page+"/test", url.Values{"csrf": {token}})

@@ -58,15 +58,9 @@ const (
 	CPM ChargeType = 2 // per impression; PriceMicros is the price of 1,000 impressions
 )
 
-func (t ChargeType) String() string {
-	switch t {
-	case CPC:
-		return "CPC"
-	case CPM:
-		return "CPM"
-	}
-	return fmt.Sprintf("ChargeType(%d)", uint8(t))
-}
+var chargeTypeNames = [...]string{CPC: "CPC", CPM: "CPM"}
+
+func (t ChargeType) String() string { return nameOf(chargeTypeNames[:], uint8(t), "ChargeType") }
 
 // AdFormat is the kind of auction a winner came from.
 type AdFormat uint8
@@ -80,21 +74,9 @@ const (
 	Flights        AdFormat = 5
 )
 
-func (f AdFormat) String() string {
-	switch f {
-	case Listings:
-		return "listings"
-	case Banners:
-		return "banners"
-	case SponsoredBrand:
-		return "sponsored_brand"
-	case Hotels:
-		return "hotels"
-	case Flights:
-		return "flights"
-	}
-	return fmt.Sprintf("AdFormat(%d)", uint8(f))
-}
+var adFormatNames = [...]string{Listings: "listings", Banners: "banners", SponsoredBrand: "sponsored_brand", Hotels: "hotels", Flights: "flights"}
+
+func (f AdFormat) String() string { return nameOf(adFormatNames[:], uint8(f), "AdFormat") }
 
 // WinnerType is the kind of entity that won (the winner's "type" on the wire).
 type WinnerType uint8
@@ -107,18 +89,17 @@ const (
 	WinnerURL     WinnerType = 4
 )
 
-func (w WinnerType) String() string {
-	switch w {
-	case WinnerProduct:
-		return "product"
-	case WinnerVendor:
-		return "vendor"
-	case WinnerBrand:
-		return "brand"
-	case WinnerURL:
-		return "url"
+var winnerTypeNames = [...]string{WinnerProduct: "product", WinnerVendor: "vendor", WinnerBrand: "brand", WinnerURL: "url"}
+
+func (w WinnerType) String() string { return nameOf(winnerTypeNames[:], uint8(w), "WinnerType") }
+
+// nameOf is the name of value v of an enumeration in names, or
+// typ(v) when it has none.
+func nameOf(names []string, v uint8, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("WinnerType(%d)", uint8(w))
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // Claims is what a resolvedBidId asserts about one winner of one auction.

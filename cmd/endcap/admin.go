@@ -170,21 +170,11 @@ func setReserve(ctx context.Context, acc *accounts.Service, out io.Writer, marke
 	if marketplace == "" {
 		return errors.New("--marketplace is required")
 	}
-	amount := func(flag, s string) (int64, error) {
-		if strings.Trim(s, "0.") == "" {
-			return 0, nil
-		}
-		m, err := campaigns.ParseMoneyText(s)
-		if err != nil {
-			return 0, fmt.Errorf("--%s %q: %v", flag, s, err)
-		}
-		return m, nil
-	}
-	cpcMicros, err := amount("cpc", cpc)
+	cpcMicros, err := moneyFlag("cpc", cpc)
 	if err != nil {
 		return err
 	}
-	cpmMicros, err := amount("cpm", cpm)
+	cpmMicros, err := moneyFlag("cpm", cpm)
 	if err != nil {
 		return err
 	}
@@ -192,9 +182,35 @@ func setReserve(ctx context.Context, acc *accounts.Service, out io.Writer, marke
 	if err != nil {
 		return err
 	}
+	return printJSON(out, m)
+}
+
+// moneyFlag reads the amount of flag name in the marketplace currency, in
+// micro-units ("", 0 or 0.0: none).
+func moneyFlag(name, s string) (int64, error) {
+	if strings.Trim(s, "0.") == "" {
+		return 0, nil
+	}
+	m, err := campaigns.ParseMoneyText(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: %v", name, s, err)
+	}
+	return m, nil
+}
+
+// onOff reads flag name, on or off.
+func onOff(name, s string) (bool, error) {
+	if s != "on" && s != "off" {
+		return false, fmt.Errorf("--%s %q: want on or off", name, s)
+	}
+	return s == "on", nil
+}
+
+// printJSON prints v as the admin commands do: indented JSON.
+func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	return enc.Encode(m)
+	return enc.Encode(v)
 }
 
 // setSSOOnly is `admin marketplace set-sso-only`.
@@ -202,16 +218,15 @@ func setSSOOnly(ctx context.Context, acc *accounts.Service, out io.Writer, marke
 	if marketplace == "" {
 		return errors.New("--marketplace is required")
 	}
-	if on != "on" && on != "off" {
-		return fmt.Errorf("--sso-only %q: want on or off", on)
-	}
-	m, err := acc.SetSSOOnly(ctx, marketplace, on == "on")
+	ssoOnly, err := onOff("sso-only", on)
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(m)
+	m, err := acc.SetSSOOnly(ctx, marketplace, ssoOnly)
+	if err != nil {
+		return err
+	}
+	return printJSON(out, m)
 }
 
 // setBalances is `admin marketplace set-balances`.
@@ -219,24 +234,19 @@ func setBalances(ctx context.Context, acc *accounts.Service, out io.Writer, mark
 	if marketplace == "" {
 		return errors.New("--marketplace is required")
 	}
-	if on != "on" && on != "off" {
-		return fmt.Errorf("--balances %q: want on or off", on)
-	}
-	var lowMicros int64
-	if strings.Trim(low, "0.") != "" {
-		m, err := campaigns.ParseMoneyText(low)
-		if err != nil {
-			return fmt.Errorf("--low-balance %q: %v", low, err)
-		}
-		lowMicros = m
-	}
-	m, err := acc.SetBalances(ctx, marketplace, on == "on", lowMicros)
+	balances, err := onOff("balances", on)
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(m)
+	lowMicros, err := moneyFlag("low-balance", low)
+	if err != nil {
+		return err
+	}
+	m, err := acc.SetBalances(ctx, marketplace, balances, lowMicros)
+	if err != nil {
+		return err
+	}
+	return printJSON(out, m)
 }
 
 // attributionFlags are the flags of `admin marketplace set-attribution`.
@@ -322,9 +332,7 @@ func setAttribution(ctx context.Context, acc *accounts.Service, out io.Writer, m
 	for format, w := range effective.Windows {
 		eff[format] = window{w.Click.String(), w.Impression.String()}
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
+	return printJSON(out, struct {
 		Marketplace accounts.Marketplace `json:"marketplace"`
 		Windows     map[string]window    `json:"effectiveWindows"`
 		Halo        bool                 `json:"halo"`
@@ -357,17 +365,15 @@ func parseWindow(name, s string) (time.Duration, error) {
 }
 
 func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, name, currency, tz, marketplace, keyType, keyID, keyVendor string) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
 	switch op {
 	case "marketplace create":
 		m, err := acc.CreateMarketplace(ctx, name, currency, tz)
 		if err != nil {
 			return err
 		}
-		return enc.Encode(m)
+		return printJSON(out, m)
 	case "marketplace list":
-		return enc.Encode(acc.Marketplaces())
+		return printJSON(out, acc.Marketplaces())
 	case "key create":
 		if marketplace == "" {
 			return errors.New("--marketplace is required")
@@ -381,7 +387,7 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 			return err
 		}
 		fmt.Fprintln(os.Stderr, "The key is shown only this once; store it now.")
-		return enc.Encode(struct {
+		return printJSON(out, struct {
 			Key string `json:"key"`
 			accounts.APIKey
 		}{secret, k})
@@ -389,7 +395,7 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 		if marketplace == "" {
 			return errors.New("--marketplace is required")
 		}
-		return enc.Encode(acc.Keys(marketplace))
+		return printJSON(out, acc.Keys(marketplace))
 	case "key revoke":
 		if keyID == "" {
 			return errors.New("--id is required")
@@ -398,7 +404,7 @@ func runAdmin(ctx context.Context, acc *accounts.Service, out io.Writer, op, nam
 		if err != nil {
 			return err
 		}
-		return enc.Encode(k)
+		return printJSON(out, k)
 	}
 	return fmt.Errorf("unknown admin command %q", op)
 }
@@ -494,8 +500,6 @@ func outUser(u users.User) userOut {
 }
 
 func runUser(ctx context.Context, acc *accounts.Service, us *users.Service, out io.Writer, verb, marketplace, email, passwordFile string) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
 	password, generated, err := readPassword(passwordFile)
 	if err != nil {
 		return err
@@ -517,7 +521,7 @@ func runUser(ctx context.Context, acc *accounts.Service, us *users.Service, out 
 			fmt.Fprintln(os.Stderr, "The password is shown only this once; store it now.")
 			o.Password = password
 		}
-		return enc.Encode(o)
+		return printJSON(out, o)
 	case "set-password":
 		if email == "" {
 			return errors.New("--email is required")
@@ -550,7 +554,7 @@ func runUser(ctx context.Context, acc *accounts.Service, us *users.Service, out 
 			fmt.Fprintln(os.Stderr, "The password is shown only this once; store it now.")
 			o.Password = password
 		}
-		return enc.Encode(o)
+		return printJSON(out, o)
 	default: // list
 		if marketplace == "" {
 			return errors.New("--marketplace is required")
@@ -560,7 +564,7 @@ func runUser(ctx context.Context, acc *accounts.Service, us *users.Service, out 
 		for i, u := range list {
 			o[i] = outUser(u)
 		}
-		return enc.Encode(o)
+		return printJSON(out, o)
 	}
 }
 

@@ -2,17 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/endcap/endcap/management/accounts"
-	"github.com/endcap/endcap/storage/statelog"
-	"github.com/endcap/endcap/testkit/testenv"
 )
 
 func TestParseWindow(t *testing.T) {
@@ -35,16 +31,7 @@ func TestParseWindow(t *testing.T) {
 // TestSetAttribution changes a marketplace's windows in steps through the
 // admin command's function, against a real accounts log (kfake).
 func TestSetAttribution(t *testing.T) {
-	_, brokers := testenv.Kafka(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var acc *accounts.Service
-	testenv.StateLog(t, brokers, testenv.StateLogOptions{Accounts: true, Log: quiet}, func(l *statelog.Log) { acc = accounts.New(l) })
-	m, err := acc.CreateMarketplace(ctx, "m", "USD", "UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, acc, m := testMarketplace(t)
 	type printed struct {
 		Marketplace accounts.Marketplace
 		Windows     map[string]struct{ Click, Impression string } `json:"effectiveWindows"`

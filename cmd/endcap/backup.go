@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,20 +43,18 @@ func cmdBackup(ctx context.Context, verb string, args []string) error {
 		return fmt.Errorf("--timeout %s: must be positive", timeout)
 	}
 	log := newLogger(cfg, cfg.LogLevel)
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
 	if verb == "create" {
 		m, err := app.CreateBackup(ctx, cfg, url, app.BackupOptions{Timeout: timeout}, log)
 		if err != nil {
 			return err
 		}
-		return enc.Encode(backupSummary(m))
+		return printJSON(os.Stdout, backupSummary(m))
 	}
 	rep, err := app.RestoreBackup(ctx, cfg, url, app.RestoreOptions{Force: force, Timeout: timeout}, log)
 	if err != nil {
 		return err
 	}
-	return enc.Encode(rep)
+	return printJSON(os.Stdout, rep)
 }
 
 // backupSummary is what `backup create` prints: the manifest's counts.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/endcap/endcap/app"
 	"github.com/endcap/endcap/storage/clickhouse"
 )
 
@@ -14,8 +15,7 @@ func cmdMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger(cfg, cfg.LogLevel)
-	o := clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA}
+	o := app.ClickHouseOptions(cfg)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := clickhouse.EnsureDatabase(ctx, o); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"time"
@@ -36,7 +35,5 @@ func cmdPrivacy(ctx context.Context, out io.Writer, verb string, args []string) 
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	return printJSON(out, res)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,8 +45,7 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 	if !ok {
 		return fmt.Errorf("--marketplace %q: no such marketplace", marketplace)
 	}
-	ch, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA})
+	ch, err := clickhouse.Open(app.ClickHouseOptions(cfg))
 	if err != nil {
 		return err
 	}
@@ -57,8 +55,7 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	st := s3store.Open(s3store.Options{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
-		ConnectTimeout: cfg.S3ConnectTimeout, RequestTimeout: cfg.S3RequestTimeout, PartTimeout: cfg.S3PartTimeout})
+	st := s3store.Open(app.S3Options(cfg))
 	log := newLogger(cfg, cfg.LogLevel)
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
@@ -66,7 +63,5 @@ func cmdReport(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	return printJSON(os.Stdout, res)
 }

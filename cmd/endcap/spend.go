@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,8 +30,7 @@ func cmdSpend(ctx context.Context, verb string, args []string) error {
 	if marketplace == "" {
 		return errors.New("--marketplace is required")
 	}
-	ch, err := clickhouse.Open(clickhouse.Options{Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDatabase, User: cfg.ClickHouseUser,
-		Password: cfg.ClickHousePassword, Cluster: cfg.ClickHouseCluster, TLS: cfg.ClickHouseTLS, TLSCA: cfg.ClickHouseTLSCA})
+	ch, err := clickhouse.Open(app.ClickHouseOptions(cfg))
 	if err != nil {
 		return err
 	}
@@ -48,12 +46,10 @@ func cmdSpend(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
 	if diffs == nil {
 		diffs = []projections.SpendDiff{}
 	}
-	if err := enc.Encode(struct {
+	if err := printJSON(os.Stdout, struct {
 		Marketplace string                  `json:"marketplace"`
 		Differences []projections.SpendDiff `json:"differences"`
 		Fixed       bool                    `json:"fixed"`

@@ -159,6 +159,32 @@ func DaysFromCivil(y, m, d int) int64 {
 	return int64(era)*146097 + int64(doe) - 719468
 }
 
+// Date reads the calendar date YYYY-MM-DD (proleptic Gregorian) that s
+// starts with.
+func Date(s []byte) (y, m, d int, ok bool) {
+	if len(s) < 10 || s[4] != '-' || s[7] != '-' {
+		return 0, 0, 0, false
+	}
+	y, m, d = Digits(s[0:4]), Digits(s[5:7]), Digits(s[8:10])
+	if y < 0 || m < 1 || m > 12 || d < 1 || d > DaysIn(m, y) {
+		return 0, 0, 0, false
+	}
+	return y, m, d, true
+}
+
+// Digits is the number that s writes in decimal digits, or -1 when s has
+// another byte.
+func Digits(s []byte) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
 func DaysIn(month, year int) int {
 	switch month {
 	case 2:

@@ -68,14 +68,11 @@ var balanceLedger = &Dataset{
 	},
 }
 
-// ledgerRow is one row of a balance_ledger export.
+// ledgerRow is one row of a balance_ledger export: its string columns in
+// text, at the places named by ledgerText.
 type ledgerRow struct {
 	at          time.Time
-	vendor, id  string
-	kind, desc  string
-	campaign    string
-	chargeType  string
-	currency    string
+	text        [numLedgerText]string
 	micros      int64
 	limit       int64
 	hasLimit    bool
@@ -83,8 +80,37 @@ type ledgerRow struct {
 	sortAtMilli int64
 }
 
-// ledgerPlan is a valid balance_ledger request: its columns.
-type ledgerPlan struct{ cols []Column }
+// The places of the string columns in ledgerRow.text.
+const (
+	lVendor = iota
+	lID
+	lKind
+	lDesc
+	lCampaign
+	lChargeType
+	lCurrency
+	numLedgerText
+)
+
+// ledgerText is the column of each place of ledgerRow.text.
+var ledgerText = [numLedgerText]string{lVendor: "vendor_id", lID: "movement_id", lKind: "kind", lDesc: "description",
+	lCampaign: "campaign_id", lChargeType: "charge_type", lCurrency: "currency_code"}
+
+// The columns of a ledger row that are not in its text, as ledgerPlan.from
+// names them (after text's places).
+const (
+	lOccurredAt = numLedgerText + iota
+	lDay
+	lAmount
+	lCreditLimit
+)
+
+// ledgerPlan is a valid balance_ledger request: its columns and where each
+// is read in a row (a place of ledgerRow.text, or lOccurredAt…).
+type ledgerPlan struct {
+	cols []Column
+	from []int
+}
 
 func newLedgerPlan(r *Request) (*ledgerPlan, error) {
 	p := &ledgerPlan{}
@@ -102,40 +128,56 @@ func newLedgerPlan(r *Request) (*ledgerPlan, error) {
 		}
 		p.cols = append(p.cols, Column{Name: m.Name, Kind: m.Kind})
 	}
+	for _, c := range p.cols {
+		from := slices.Index(ledgerText[:], c.Name)
+		switch c.Name {
+		case "occurred_at":
+			from = lOccurredAt
+		case "day_local":
+			from = lDay
+		case "amount":
+			from = lAmount
+		case "credit_limit":
+			from = lCreditLimit
+		}
+		if from < 0 {
+			return nil, fmt.Errorf("exports: no ledger value of column %q", c.Name)
+		}
+		p.from = append(p.from, from)
+	}
 	return p, nil
 }
 
+// movementRow is the row of a movement of the ledger on local day d.
+func movementRow(m LedgerMovement, d time.Time, currency string) ledgerRow {
+	r := ledgerRow{at: m.At, day: d.Unix() / 86400, sortAtMilli: m.At.UnixMilli()}
+	r.text[lVendor], r.text[lID], r.text[lKind], r.text[lDesc], r.text[lCurrency] = m.VendorID, m.ID, m.Kind, m.Description, currency
+	switch m.Kind {
+	case LedgerTopUp:
+		r.micros = m.Micros
+	case LedgerCreditLimit:
+		r.limit, r.hasLimit = m.Micros, true
+	}
+	return r
+}
+
 func (p *ledgerPlan) fill(row []cell, r *ledgerRow) {
-	for i, c := range p.cols {
+	for i, from := range p.from {
 		x := &row[i]
 		*x = cell{}
-		switch c.Name {
-		case "occurred_at":
+		switch {
+		case from < numLedgerText:
+			x.s = r.text[from]
+		case from == lOccurredAt:
 			x.i = r.at.UnixMilli()
-		case "day_local":
+		case from == lDay:
 			x.i = r.day
-		case "vendor_id":
-			x.s = r.vendor
-		case "movement_id":
-			x.s = r.id
-		case "kind":
-			x.s = r.kind
-		case "description":
-			x.s = r.desc
-		case "campaign_id":
-			x.s = r.campaign
-		case "charge_type":
-			x.s = r.chargeType
-		case "currency_code":
-			x.s = r.currency
-		case "amount":
+		case from == lAmount:
 			x.m = microsOf(r.micros)
-		case "credit_limit":
-			if r.hasLimit {
-				x.m = microsOf(r.limit)
-			} else {
-				x.null = true
-			}
+		case r.hasLimit:
+			x.m = microsOf(r.limit)
+		default:
+			x.null = true
 		}
 	}
 }
@@ -180,20 +222,12 @@ func (s *Service) ledgerRows(ctx context.Context, mp, vendor string, r *Request,
 			if (vendor != "" && m.VendorID != vendor) || d.Before(start) || d.After(end) {
 				return true
 			}
-			lr := ledgerRow{at: m.At, vendor: m.VendorID, id: m.ID, kind: m.Kind, desc: m.Description, currency: currency,
-				day: d.Unix() / 86400, sortAtMilli: m.At.UnixMilli()}
-			switch m.Kind {
-			case LedgerTopUp:
-				lr.micros = m.Micros
-			case LedgerCreditLimit:
-				lr.limit, lr.hasLimit = m.Micros, true
-			}
-			moves = append(moves, lr)
+			moves = append(moves, movementRow(m, d, currency))
 			return true
 		})
 	}
 	slices.SortFunc(moves, func(a, b ledgerRow) int {
-		return cmp.Or(cmp.Compare(a.sortAtMilli, b.sortAtMilli), strings.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(a.sortAtMilli, b.sortAtMilli), strings.Compare(a.text[lID], b.text[lID]))
 	})
 
 	q := ledgerCharges
@@ -217,16 +251,16 @@ func (s *Service) ledgerRows(ctx context.Context, mp, vendor string, r *Request,
 	var day time.Time
 	var refused string
 	for rows.Next() {
-		if err := rows.Scan(&c.id, &c.sortAtMilli, &day, &c.vendor, &c.campaign, &c.chargeType, &c.currency, &c.micros, &refused); err != nil {
+		if err := rows.Scan(&c.text[lID], &c.sortAtMilli, &day, &c.text[lVendor], &c.text[lCampaign], &c.text[lChargeType], &c.text[lCurrency], &c.micros, &refused); err != nil {
 			return fmt.Errorf("exports: read ledger row: %w", err)
 		}
-		c.at, c.day, c.kind = time.UnixMilli(c.sortAtMilli).UTC(), day.Unix()/86400, LedgerCharge
+		c.at, c.day, c.text[lKind] = time.UnixMilli(c.sortAtMilli).UTC(), day.Unix()/86400, LedgerCharge
 		c.micros = -c.micros
 		if refused != "" {
-			c.kind, c.micros = LedgerChargeRefused, 0
+			c.text[lKind], c.micros = LedgerChargeRefused, 0
 		}
 		// The movements up to this charge first.
-		for len(moves) > 0 && cmp.Or(cmp.Compare(moves[0].sortAtMilli, c.sortAtMilli), strings.Compare(moves[0].id, c.id)) < 0 {
+		for len(moves) > 0 && cmp.Or(cmp.Compare(moves[0].sortAtMilli, c.sortAtMilli), strings.Compare(moves[0].text[lID], c.text[lID])) < 0 {
 			if err := emit(&moves[0]); err != nil {
 				return err
 			}
