@@ -308,10 +308,16 @@ try:
             outcomes[labels.get("outcome")] = outcomes.get(labels.get("outcome"), 0) + v
     print(f"Redis: used_memory {used / 2**20:.0f} MiB, {keys} keys; {s['consumed']:.0f} events folded; charges by outcome: "
           + (", ".join(f"{k} {v:.0f}" for k, v in sorted(outcomes.items())) or "none"))
+    refused = {}
+    for name, labels, v in samples(url):
+        if name == "endcap_charges_refused_total" and v > 0:
+            refused[labels.get("reason")] = refused.get(labels.get("reason"), 0) + v
+    print("sponsored interactions not charged, by reason: " + (", ".join(f"{k} {v:.0f}" for k, v in sorted(refused.items())) or "none"))
+    # usec is the time inside the command (a script's includes its commands'), a wall time: on a loaded
+    # machine more than Redis's CPU.
     stats = commandstats(raddr)
-    total = sum(u for _, u in stats.values()) or 1
-    print(f"Redis commands during the catch-up, by time (µs a record folded: {total / max(s['consumed'], 1):.2f} in commands): "
-          + "; ".join(f"{k} {c} calls {u / 1e6:.1f} s" for k, (c, u) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:8]))
+    print("Redis commands during the catch-up, by time inside them: "
+          + "; ".join(f"{k} {c} calls {u / 1e6:.1f} s ({u / max(c, 1):.0f} µs a call)" for k, (c, u) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:8]))
 except (OSError, ValueError, StopIteration, IndexError, KeyError) as e:
     print(f"Redis: not read ({e})")
 # The fold's claim store on local disk (endcap_projector_claim_store_bytes).
