@@ -318,7 +318,7 @@ func insertBlock(ctx context.Context, conn clickhouse.Conn, table, columns strin
 			telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
 			return fmt.Errorf("%s insert: %w", table, err)
 		}
-		if err := b.Column(i).Append(c); err != nil {
+		if err := clickhouse.AppendColumn(b.Column(i), c); err != nil {
 			_ = b.Abort()
 			telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
 			return fmt.Errorf("%s insert column %d: %w", table, i, err)

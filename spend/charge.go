@@ -1,10 +1,11 @@
 package spend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -752,7 +753,24 @@ type chargeCall struct {
 	keys  []string
 	args  []any
 	idx   []int          // positions in the caller's slice
-	camps map[string]int // spend key → its index in keys (1-based, as in the script)
+	camps map[string]int // key → its index in keys (1-based, as in the script); drawCalls'
+}
+
+// The constant arguments of a charge, boxed as pointers (go-redis writes
+// *string and *int64 as their values): a pointer in an interface costs no
+// allocation, a string or an int64 one each.
+var (
+	argNone       = ""
+	argCharge     = "c"
+	argImpression = "s"
+)
+
+// chargeCampaign is what chargeCalls computes once per campaign of a batch:
+// its spend key and marker prefix (each a SHA-256: Tag) and its slot.
+type chargeCampaign struct {
+	mp, id      string
+	key, prefix string
+	slot        int
 }
 
 // chargeCalls groups charges into calls: by the slot of their campaign's
@@ -761,81 +779,168 @@ type chargeCall struct {
 // they are decided in the order given), so that a call reads and writes
 // each of its campaigns' spend hashes once for many charges; and cuts each
 // group into chunks.
+//
+// The arguments are laid out without a copy or an allocation a charge: the
+// charges' own strings and the numbers of a call's arena, as pointers
+// (chargeArena.appendArgs); charges must not change until the calls have run.
 func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 	oldestDay := DayOf(now.Add(-DayFieldsKept), time.UTC)
 	oldest := oldestDay + " " + WeekOf(oldestDay) + " " + MonthOf(oldestDay)
-	order := make([]int, len(charges))
-	for i := range order {
-		order[i] = i
-	}
-	keys, slots := make([]string, len(charges)), make([]int, len(charges))
+	// The campaigns, once each, in the order of the calls: by slot, then
+	// marketplace, then campaign.
+	type campaignID struct{ mp, id string }
+	index := map[campaignID]int{}
+	var camps []chargeCampaign
+	of := make([]int, len(charges))
 	for i := range charges {
-		keys[i] = SpendKey(charges[i].MarketplaceID, charges[i].CampaignID)
-		if cluster {
-			slots[i] = redisstore.Slot(keys[i])
+		c := &charges[i]
+		k := campaignID{c.MarketplaceID, c.CampaignID}
+		n, ok := index[k]
+		if !ok {
+			n = len(camps)
+			index[k] = n
+			cc := chargeCampaign{mp: c.MarketplaceID, id: c.CampaignID, key: SpendKey(c.MarketplaceID, c.CampaignID),
+				prefix: MarkerPrefix(c.MarketplaceID, c.CampaignID)}
+			if cluster {
+				cc.slot = redisstore.Slot(cc.key)
+			}
+			camps = append(camps, cc)
 		}
+		of[i] = n
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ca, cb := &charges[order[a]], &charges[order[b]]
-		if slots[order[a]] != slots[order[b]] {
-			return slots[order[a]] < slots[order[b]]
-		}
-		if ca.MarketplaceID != cb.MarketplaceID {
-			return ca.MarketplaceID < cb.MarketplaceID
-		}
-		return ca.CampaignID < cb.CampaignID
+	rank := make([]int, len(camps))
+	for i := range rank {
+		rank[i] = i
+	}
+	slices.SortFunc(rank, func(a, b int) int {
+		ca, cb := &camps[a], &camps[b]
+		return cmp.Or(cmp.Compare(ca.slot, cb.slot), strings.Compare(ca.mp, cb.mp), strings.Compare(ca.id, cb.id))
 	})
-	var calls []*chargeCall
-	byCall := map[*chargeCall][]int{}
-	var call *chargeCall
-	for n, i := range order {
-		if call == nil || len(byCall[call]) == chargeChunk || slots[i] != slots[order[n-1]] {
-			call = &chargeCall{camps: map[string]int{}}
-			calls = append(calls, call)
-		}
-		byCall[call] = append(byCall[call], i)
+	// The charges by campaign in that order, each campaign's in the order
+	// given (a stable counting sort).
+	start := make([]int, len(camps)+1)
+	pos := make([]int, len(camps)) // campaign → its place in rank
+	for p, c := range rank {
+		pos[c] = p
 	}
-	// The campaigns' keys and marker prefixes come before the charges in
-	// ARGV: each call is laid out once its charges are known.
-	for _, call := range calls {
-		var prefixes []any
-		for _, i := range byCall[call] {
-			if k := keys[i]; call.camps[k] == 0 {
-				call.keys = append(call.keys, k)
-				call.camps[k] = len(call.keys)
-				prefixes = append(prefixes, MarkerPrefix(charges[i].MarketplaceID, charges[i].CampaignID))
+	for i := range charges {
+		start[pos[of[i]]+1]++
+	}
+	for p := range camps {
+		start[p+1] += start[p]
+	}
+	order := make([]int, len(charges))
+	for i := range charges {
+		p := pos[of[i]]
+		order[start[p]] = i
+		start[p]++
+	}
+	weeks := map[string]*string{}
+	rules := map[InvalidRules]*string{}
+	olds := map[string]*string{}
+	var calls []*chargeCall
+	for from := 0; from < len(order); {
+		to := from + 1
+		for to < len(order) && to-from < chargeChunk && camps[of[order[to]]].slot == camps[of[order[from]]].slot {
+			to++
+		}
+		call := &chargeCall{idx: order[from:to:to]}
+		// The campaigns' keys and marker prefixes come before the charges
+		// in ARGV.
+		inCall := 0
+		for k, i := range call.idx {
+			if k == 0 || of[i] != of[call.idx[k-1]] {
+				inCall++
 			}
 		}
-		call.args = append(append(make([]any, 0, 1+len(prefixes)+chargeArgs*len(byCall[call])), oldest), prefixes...)
-		for _, i := range byCall[call] {
-			c := &charges[i]
-			legacy, old := c.LegacyMarker, ""
-			if cluster || c.Impression {
-				legacy = "" // a cluster never held the earlier layouts
-			} else if c.MarketplaceMarkers {
-				old = marketplaceMarkerPrefix(c.MarketplaceID)
+		call.keys = make([]string, 0, inCall)
+		call.args = make([]any, 0, 1+inCall+chargeArgs*len(call.idx))
+		call.args = append(call.args, &oldest)
+		for k, i := range call.idx {
+			if k == 0 || of[i] != of[call.idx[k-1]] {
+				call.keys = append(call.keys, camps[of[i]].key)
+				call.args = append(call.args, &camps[of[i]].prefix)
 			}
-			mode, ms, rules, seen, seenHash, shopper, until := "c", "", "", "", "", "", ""
-			switch {
-			case c.Impression:
-				mode, ms = "s", strconv.FormatInt(c.ImpressionAtMs, 10)
-			case c.Click != nil && c.Click.Rules.On():
-				k := c.Click
-				ms, rules, shopper, until = strconv.FormatInt(k.AtMs, 10), k.Rules.arg(), k.Shopper, strconv.FormatInt(k.StateUntil.Unix(), 10)
-				if k.Rules.NeedImpressions() {
-					seen, seenHash = k.SeenKey, strconv.FormatUint(uint64(keyHash(k.SeenKey)), 10)
-				}
-			}
-			call.args = append(call.args, c.Owner, strconv.Itoa(call.camps[keys[i]]),
-				strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
-				strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), legacy, old,
-				strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day,
-				mode, ms, rules, seen, seenHash, shopper, until,
-				strconv.FormatInt(c.Limits.WeeklyMicros, 10), strconv.FormatInt(c.Limits.MonthlyMicros, 10), WeekOf(c.Day), MonthOf(c.Day))
-			call.idx = append(call.idx, i)
 		}
+		a := chargeArena{ints: make([]int64, 0, chargeInts*len(call.idx)), strs: make([]string, 0, len(call.idx))}
+		camp := 0
+		for k, i := range call.idx {
+			if k == 0 || of[i] != of[call.idx[k-1]] {
+				camp++
+			}
+			call.args = a.appendArgs(call.args, &charges[i], camp, cluster, weeks, rules, olds)
+		}
+		calls = append(calls, call)
+		from = to
 	}
 	return calls
+}
+
+// chargeInts is the most numbers a charge's arguments hold.
+const chargeInts = 12
+
+// chargeArena holds the numbers and derived strings of a call's arguments,
+// sized for the call before the first is taken: the arguments point into
+// it.
+type chargeArena struct {
+	ints []int64
+	strs []string
+}
+
+func (a *chargeArena) int(v int64) *int64 {
+	a.ints = append(a.ints, v)
+	return &a.ints[len(a.ints)-1]
+}
+
+func (a *chargeArena) str(v string) *string {
+	a.strs = append(a.strs, v)
+	return &a.strs[len(a.strs)-1]
+}
+
+// appendArgs appends the chargeArgs arguments of charge c, of the call's
+// campaign camp (1-based), as the script reads them (chargeScript). weeks,
+// rules and olds hold the strings a batch's charges share.
+func (a *chargeArena) appendArgs(args []any, c *Charge, camp int, cluster bool,
+	weeks map[string]*string, rules map[InvalidRules]*string, olds map[string]*string) []any {
+	legacy, old := &c.LegacyMarker, &argNone
+	if cluster || c.Impression {
+		legacy = &argNone // a cluster never held the earlier layouts
+	} else if c.MarketplaceMarkers {
+		if old = olds[c.MarketplaceID]; old == nil {
+			old = new(string)
+			*old = marketplaceMarkerPrefix(c.MarketplaceID)
+			olds[c.MarketplaceID] = old
+		}
+	}
+	var mode, ms, rule, seen, seenHash, shopper, until any = &argCharge, &argNone, &argNone, &argNone, &argNone, &argNone, &argNone
+	switch {
+	case c.Impression:
+		mode, ms = &argImpression, a.int(c.ImpressionAtMs)
+	case c.Click != nil && c.Click.Rules.On():
+		k := c.Click
+		r := rules[k.Rules]
+		if r == nil {
+			r = new(string)
+			*r = k.Rules.arg()
+			rules[k.Rules] = r
+		}
+		ms, rule, shopper, until = a.int(k.AtMs), r, &k.Shopper, a.int(k.StateUntil.Unix())
+		if k.Rules.NeedImpressions() {
+			seen, seenHash = &k.SeenKey, a.int(int64(keyHash(k.SeenKey)))
+		}
+	}
+	week := weeks[c.Day]
+	if week == nil {
+		week = new(string)
+		*week = WeekOf(c.Day)
+		weeks[c.Day] = week
+	}
+	return append(args, &c.Owner, a.int(int64(camp)),
+		a.int(c.Micros), a.int(c.KeepUntil.Unix()),
+		a.int(c.Epoch), &c.Key, a.int(int64(keyHash(c.Key))), legacy, old,
+		a.int(c.Limits.DailyMicros), a.int(c.Limits.TotalMicros), &c.Day,
+		mode, ms, rule, seen, seenHash, shopper, until,
+		a.int(c.Limits.WeeklyMicros), a.int(c.Limits.MonthlyMicros), week, a.str(MonthOf(c.Day)))
 }
 
 // runChargeCalls sends the calls of each master in one pipeline on one

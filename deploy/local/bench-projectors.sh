@@ -23,7 +23,8 @@
 # every second until the events fold has consumed the whole backlog: the
 # records folded, the time from the first to the last, the fold rate and its
 # best 10 s, the fold's steps a batch (poll, decode, claim, sinks, commit), each sink's mean batch time, each insert's and the charges' mean
-# time, the machine's CPU by state (user, system, idle, steal...) and the fold process's peak RSS. It needs START=1 and nothing
+# time, the machine's CPU by state (user, system, idle, steal...), the charges by outcome, Redis's commands of the catch-up by
+# the time Redis spent in them (INFO commandstats, reset at its start) and the fold process's peak RSS. It needs START=1 and nothing
 # answering at URL; use a stack of its own (ENDCAP_DEV_DIR, `make clean-dev`).
 # With SPLIT=1 the broker runs in a process of its own (`endcap kafka`) from the
 # start, as in production, and the catch-up's fold is `endcap serve --target
@@ -59,7 +60,7 @@
 #   CH_LOGS (0; 1: the local ClickHouse keeps system.query_log and system.part_log (endcap dev
 #   --clickhouse-system-logs), and with CATCHUP=1 the script prints, after the catch-up (and SETTLE), per table
 #   the parts the inserts wrote and the merges (count, rows, MiB, seconds), the tables' sizes, and the statements
-#   that took the most time. Both logs cost ClickHouse some CPU: leave it off for the figures)
+#   that took the most time and CPU. Both logs cost ClickHouse some CPU: leave it off for the figures)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 DURATION="${DURATION:-2m}" RATE="${RATE:-1000}" BATCH="${BATCH:-50}" CONCURRENCY="${CONCURRENCY:-256}"
@@ -123,6 +124,17 @@ ch_report() { # with CH_LOGS=1: where ClickHouse's time went (system.part_log, s
 		count() AS n, round(sum(query_duration_ms) / 1000, 1) AS seconds, sum(read_rows) AS rows_read,
 		sum(written_rows) AS rows_written FROM system.query_log WHERE type = 2 AND query NOT LIKE '%system.%'
 		GROUP BY statement ORDER BY seconds DESC LIMIT 15 FORMAT PrettyCompactNoEscapes"
+	echo "ClickHouse, statements by CPU (system.query_log's UserTimeMicroseconds and SystemTimeMicroseconds, the query's threads):"
+	$q "SELECT substring(replaceRegexpAll(replaceRegexpAll(query, '[0-9]+', 'N'), '\\s+', ' '), 1, 80) AS statement,
+		count() AS n, round(sum(arrayElement(ProfileEvents.Values, indexOf(ProfileEvents.Names, 'UserTimeMicroseconds'))
+		+ arrayElement(ProfileEvents.Values, indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds'))) / 1e6, 1) AS cpu_seconds,
+		sum(read_rows) AS rows_read FROM system.query_log WHERE type = 2 AND query NOT LIKE '%system.%'
+		GROUP BY statement ORDER BY cpu_seconds DESC LIMIT 15 FORMAT PrettyCompactNoEscapes" || echo "(not in this ClickHouse's query_log)"
+}
+
+redis_resetstat() { # the catch-up's Redis commands alone in INFO commandstats (printed after it)
+	python3 deploy/local/rediscmd.py "${ENDCAP_REDIS_ADDR:-127.0.0.1:16379}" CONFIG RESETSTAT >/dev/null ||
+		echo "Redis: CONFIG RESETSTAT failed: its commands below include the load's" >&2
 }
 
 start_dev() { # name [dev flags...]: start bin/endcap dev and wait until it is ready
@@ -183,6 +195,7 @@ if [ "$CATCHUP" = 1 ]; then
 		echo "starting endcap serve --target projector on $PROJECTOR_ADDR (log: $plog)"
 		# shellcheck disable=SC2086 # PROJECTOR_ENV is a list of NAME=value words
 		ch_cpu0=$(proc_cpu "$(ch_pid)") redis_cpu0=$(proc_cpu "$(redis_pid)") kafka_cpu0=$(proc_cpu "$kafka_pid")
+		redis_resetstat
 		env $PROJECTOR_ENV ENDCAP_HTTP_ADDR="$PROJECTOR_ADDR" "$bin" serve --target projector > "$plog" 2>&1 &
 		pids+=($!)
 		fold_pid=$!
@@ -193,6 +206,7 @@ if [ "$CATCHUP" = 1 ]; then
 		start_dev all
 		fold_pid=$dev_pid
 		ch_cpu0=$(proc_cpu "$(ch_pid)") redis_cpu0=$(proc_cpu "$(redis_pid)") kafka_cpu0=0 kafka_pid="" fold_cpu0=$(proc_cpu "$fold_pid")
+		redis_resetstat
 	fi
 	if [ "$CATCHUP_RATE" != 0 ]; then
 		# Open-loop load on the API while the fold catches up (the stack's API: the same process as the fold
@@ -279,30 +293,32 @@ ticks = {k: cpu1[k] - cpu0[k] for k in cpu0}
 total = sum(ticks.values()) or 1
 print("machine CPU during the catch-up: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in ticks.items() if v > 0))
 
-# Redis after the fold: its memory against what it remembers (an event claim per event folded, a charge
-# marker per charge applied).
-import os, socket
-def redis_info(addr):
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as c:
-        c.sendall(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n*1\r\n$6\r\nDBSIZE\r\n")
-        data = b""
-        while data.count(b"\r\n:") < 1:
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    text = data.decode(errors="replace")
-    used = next(int(l.split(":")[1]) for l in text.split("\r\n") if l.startswith("used_memory:"))
-    keys = int(text.rsplit("\r\n:", 1)[1].split("\r\n")[0])
-    return used, keys
+# Redis after the fold: its memory, the charges' markers, and the commands of the catch-up by the time
+# Redis spent in them (INFO commandstats, reset at the catch-up's start; a script's commands count under their
+# own names too, inside the script's time).
+import os
+from rediscmd import command, commandstats
+raddr = os.environ.get("ENDCAP_REDIS_ADDR", "127.0.0.1:16379")
 try:
-    used, keys = redis_info(os.environ.get("ENDCAP_REDIS_ADDR", "127.0.0.1:16379"))
-    applied = sum(v for name, labels, v in samples(url)
-                  if name == "endcap_charges_total" and labels.get("outcome") == "applied")
-    print(f"Redis: used_memory {used / 2**20:.0f} MiB, {keys} keys; {s['consumed']:.0f} events claimed, "
-          f"{applied:.0f} charges applied (markers)")
-except (OSError, ValueError, StopIteration, IndexError) as e:
+    used = next(int(l.split(":")[1]) for l in command(raddr, "INFO", "memory").splitlines() if l.startswith("used_memory:"))
+    keys = command(raddr, "DBSIZE")
+    outcomes = {}
+    for name, labels, v in samples(url):
+        if name == "endcap_charges_total":
+            outcomes[labels.get("outcome")] = outcomes.get(labels.get("outcome"), 0) + v
+    print(f"Redis: used_memory {used / 2**20:.0f} MiB, {keys} keys; {s['consumed']:.0f} events folded; charges by outcome: "
+          + (", ".join(f"{k} {v:.0f}" for k, v in sorted(outcomes.items())) or "none"))
+    refused = {}
+    for name, labels, v in samples(url):
+        if name == "endcap_charges_refused_total" and v > 0:
+            refused[labels.get("reason")] = refused.get(labels.get("reason"), 0) + v
+    print("sponsored interactions not charged, by reason: " + (", ".join(f"{k} {v:.0f}" for k, v in sorted(refused.items())) or "none"))
+    # usec is the time inside the command (a script's includes its commands'), a wall time: on a loaded
+    # machine more than Redis's CPU.
+    stats = commandstats(raddr)
+    print("Redis commands during the catch-up, by time inside them: "
+          + "; ".join(f"{k} {c} calls {u / 1e6:.1f} s ({u / max(c, 1):.0f} µs a call)" for k, (c, u) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:8]))
+except (OSError, ValueError, StopIteration, IndexError, KeyError) as e:
     print(f"Redis: not read ({e})")
 # The fold's claim store on local disk (endcap_projector_claim_store_bytes).
 store = {labels["kind"]: v for name, labels, v in samples(url) if name == "endcap_projector_claim_store_bytes"}
