@@ -205,7 +205,14 @@ type sponsoredBody struct {
 	// minted holds the body's minted winners (impressions first, then clicks without impressions); sized
 	// before they are taken, so that impSp and clkSp can point into it.
 	minted []SponsoredBid
+	impTS  [32]byte // scratch for the impressions' occurredAt
 }
+
+// ClickLead is how long before its body's time a sponsored body's impressions occurred (their
+// occurredAt), and their minted auctions 100 ms before that: the clicks that follow them, at the body's
+// time, are then as late as a shopper's, past the invalid-click rules' minimum delay
+// (ENDCAP_INVALID_CLICK_MIN_DELAY, 250 ms), and are charged as in production.
+const ClickLead = 2 * time.Second
 
 // winner picks a pool winner for a sponsored event at now: with mint, a fresh one of its own in s.minted[i].
 func (s *sponsoredBody) winner(bids []SponsoredBid, i int, now time.Time) *SponsoredBid {
@@ -243,6 +250,8 @@ func auctionID(rng *rand.Rand, ms int64) [16]byte {
 func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
 	b := s.bodyBuilder
 	ts := now.UTC().AppendFormat(b.ts[:0], "2006-01-02T15:04:05.000Z07:00")
+	impAt := now.Add(-ClickLead)
+	impTS := impAt.UTC().AppendFormat(s.impTS[:0], "2006-01-02T15:04:05.000Z07:00")
 	var bids []SponsoredBid
 	if p := s.pool.Load(); p != nil {
 		bids = *p
@@ -260,13 +269,13 @@ func (s *sponsoredBody) build(dst []byte, now time.Time) []byte {
 			b.imps[i] = b.randInteraction()
 			var w *SponsoredBid
 			if len(bids) > 0 && b.rng.Float64() < s.share {
-				w = s.winner(bids, i, now)
+				w = s.winner(bids, i, impAt)
 			}
 			s.impSp = append(s.impSp, w)
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = s.appendEvent(dst, ts, &b.imps[i], w, false)
+			dst = s.appendEvent(dst, impTS, &b.imps[i], w, false)
 		}
 		dst = append(dst, ']')
 	}

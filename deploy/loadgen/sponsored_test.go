@@ -188,7 +188,7 @@ func TestSponsoredBodyMint(t *testing.T) {
 			id := uuid.UUID(c.AuctionID)
 			sec, nsec := id.Time().UnixTime()
 			if id.Version() != 7 || time.Unix(sec, nsec).UnixMilli() != c.AuctionTimeMs || c.AuctionTimeMs >= e.OccurredAt.UnixMilli() ||
-				c.AuctionTimeMs < now.Add(-time.Second).UnixMilli() {
+				c.AuctionTimeMs < now.Add(-ClickLead-time.Second).UnixMilli() || !e.OccurredAt.Equal(now.Add(-ClickLead).Truncate(time.Millisecond)) {
 				t.Fatalf("impression %s at %v: auction %s at %d", e.ID, e.OccurredAt, id, c.AuctionTimeMs)
 			}
 			want := base
@@ -201,6 +201,10 @@ func TestSponsoredBodyMint(t *testing.T) {
 		for _, e := range body.Clicks {
 			if !seen[e.ResolvedBidID] {
 				t.Fatalf("click %s carries a token no impression of the body had", e.ID)
+			}
+			// Past the invalid-click rules' minimum delay after its impression (ENDCAP_INVALID_CLICK_MIN_DELAY).
+			if !e.OccurredAt.Equal(now.Truncate(time.Millisecond)) || e.OccurredAt.Sub(body.Impressions[0].OccurredAt) < time.Second {
+				t.Fatalf("click %s at %v, its impressions at %v", e.ID, e.OccurredAt, body.Impressions[0].OccurredAt)
 			}
 		}
 		for _, p := range body.Purchases { // all sponsored: each follows a (sponsored) click, when there are clicks
