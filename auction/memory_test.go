@@ -6,15 +6,21 @@ package auction_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/endcap/endcap/auction"
 	"github.com/endcap/endcap/auction/index"
 	"github.com/endcap/endcap/internal/jsontext"
 	"github.com/endcap/endcap/management/campaigns"
@@ -34,8 +40,7 @@ const memProducts = 100_000
 // brand, image URL, price, quality score and GTIN.
 func appendTypicalProduct(b []byte, mp string, i int) []byte {
 	id := typicalID(i)
-	h := uint64(i)*0x9e3779b97f4a7c15 + 12345
-	h ^= h >> 31
+	h := typicalHash(i)
 	const soup = "organic cotton shirt blue large steel bottle coffee beans roasted wireless headphones noise cancelling "
 	text := func(n int, salt uint64) []byte {
 		out := make([]byte, 0, n)
@@ -80,16 +85,90 @@ func appendTypicalProduct(b []byte, mp string, i int) []byte {
 
 func typicalID(i int) string { return "p-" + strconv.Itoa(1_000_000_000 + i)[1:] }
 
+// typicalHash draws product i's fields.
+func typicalHash(i int) uint64 {
+	h := uint64(i)*0x9e3779b97f4a7c15 + 12345
+	return h ^ h>>31
+}
+
+// typicalVendor is product i's vendor (of 1,000).
+func typicalVendor(i int) int { return int(typicalHash(i) % 1000) }
+
+// typicalCampaigns are n campaigns on the typical products' vendors, as the
+// engine benchmark's world has them (buildWorld): campaign j belongs to
+// vendor j mod 1,000; 5 % automated, the others listings (10 % CPM) with
+// 3 product bids on their vendor's products (of the first `products`) and a
+// category bid on 20 %.
+func typicalCampaigns(n, products int) ([]campaigns.Campaign, []campaigns.Bid) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	past := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	var cs []campaigns.Campaign
+	var bs []campaigns.Bid
+	for j := range n {
+		v := j % 1000
+		c := campaigns.Campaign{
+			ID: uuid.Must(uuid.NewV7()).String(), VendorID: "v-" + strconv.Itoa(v), Name: "c" + strconv.Itoa(j),
+			Type: campaigns.TypeListings, ChargeType: campaigns.ChargeCPC, DailyBudgetMicros: 50_000_000,
+			StartDate: past, Active: true, CreatedAt: past, UpdatedAt: past,
+		}
+		switch roll := rng.IntN(100); {
+		case roll < 5:
+			c.Type = campaigns.TypeAutomated
+		case roll < 15:
+			c.ChargeType = campaigns.ChargeCPM
+		}
+		cs = append(cs, c)
+		if c.Type == campaigns.TypeAutomated {
+			continue
+		}
+		bid := func(typ, target string) {
+			bs = append(bs, campaigns.Bid{ID: uuid.Must(uuid.NewV7()).String(), CampaignID: c.ID, TargetType: typ, Target: target,
+				AmountMicros: int64(50_000 + rng.IntN(2_000_000)), Active: true, CreatedAt: past, UpdatedAt: past})
+		}
+		for range 3 {
+			i := rng.IntN(products)
+			for typicalVendor(i) != v {
+				i = rng.IntN(products)
+			}
+			bid(campaigns.TargetProduct, typicalID(i))
+		}
+		if rng.IntN(5) == 0 {
+			bid(campaigns.TargetCategory, "c-"+strconv.Itoa(rng.IntN(2000)))
+		}
+	}
+	return cs, bs
+}
+
+// importCampaigns writes campaigns and bids to the entities topic of
+// prefix through the campaigns service of a view of its own, stopped once
+// they are written.
+func importCampaigns(t *testing.T, brokers []string, prefix, mp string, cs []campaigns.Campaign, bs []campaigns.Bid) {
+	t.Run("import campaigns", func(t *testing.T) {
+		var camps *campaigns.Service
+		testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: prefix}, func(l *statelog.Log) {
+			camps = campaigns.New(l, catalog.New(l, nil), nil, nil, nil)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := camps.Import(ctx, mp, cs, bs); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // produceProducts writes n typical products of mp to the entities topic of
 // prefix, as the catalog's writes would have.
 func produceProducts(t testing.TB, brokers []string, prefix, mp string, n int) {
 	t.Helper()
-	cl, err := kafka.NewClient(brokers, testenv.Logger(t))
+	// Compressed, as kfake keeps the batches it is given: the broker's
+	// copy of the topic, in this process, is then a fraction of the texts
+	// (about 0.1 KB a product instead of 0.9).
+	cl, err := kafka.NewClient(brokers, testenv.Logger(t), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
 	topics := kafka.TopicNames(prefix)
 	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour, time.Hour)); err != nil {
@@ -135,10 +214,19 @@ func settledHeap() uint64 {
 	return low
 }
 
+// loadedView is what apiView loaded, and what it took.
+type loadedView struct {
+	heap  uint64        // live heap of the view
+	took  time.Duration // the load, from the view's start to ready
+	cat   *catalog.Service
+	camps *campaigns.Service
+	ix    *index.Index
+}
+
 // apiView loads, cold from the topic, what an API process holds of the
 // entities: the catalog, the campaigns and the auction index. It returns
-// the heap they take once loaded and the load's time.
-func apiView(t testing.TB, brokers []string, prefix string) (heap uint64, took time.Duration, cat *catalog.Service) {
+// them, the heap they take once loaded and the load's time.
+func apiView(t testing.TB, brokers []string, prefix string) loadedView {
 	t.Helper()
 	before := liveHeap()
 	start := time.Now()
@@ -152,7 +240,7 @@ func apiView(t testing.TB, brokers []string, prefix string) (heap uint64, took t
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat = catalog.New(l, texts)
+	cat := catalog.New(l, texts)
 	camps := campaigns.New(l, cat, nil, nil, nil)
 	ix := index.New()
 	ix.Register(cat, camps)
@@ -165,17 +253,15 @@ func apiView(t testing.TB, brokers []string, prefix string) (heap uint64, took t
 	if err := l.WaitReady(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	took = time.Since(start)
+	took := time.Since(start)
 	// The view stays in memory; its consumer's connection goes, and with it
 	// the fetch buffers kfake (the broker, in this process) keeps for it:
 	// they are the broker's, not the API process's.
 	stop()
 	<-done
 	l.Close()
-	heap = settledHeap() - before
-	runtime.KeepAlive(camps)
-	runtime.KeepAlive(ix)
-	return heap, took, cat
+	heap := settledHeap() - before
+	return loadedView{heap: heap, took: took, cat: cat, camps: camps, ix: ix}
 }
 
 func writeHeapProfile(t testing.TB, path string) {
@@ -193,28 +279,129 @@ func writeHeapProfile(t testing.TB, path string) {
 // per product, loaded cold from the topic, within 10 % of its budget
 // (testkit/perfbudget/budgets.txt, catalog.heap-bytes-per-product). It
 // counts bytes allocated (after a full collection), which do not depend on
-// how busy the machine is. ENDCAP_TEST_PRODUCTS scales it (the 10 M
-// measurement of docs/design/performance.md, Catalog in memory).
+// how busy the machine is.
+//
+// ENDCAP_TEST_PRODUCTS=n loads n products instead (the 10 M measurement of
+// docs/design/performance.md, Catalog in memory): then also the campaigns of
+// the engine benchmark's world (ENDCAP_TEST_CAMPAIGNS, 100,000 by default,
+// imported before the products), and after the load auctions of 500 ids
+// drawn uniformly from the n, single-threaded. It prints the load's time,
+// the peak and steady RSS the load added to the process, the live heap per
+// product and the auctions' p50 and p99. The broker (kfake) runs in the
+// test's process: its copy of the topic is there before the view starts
+// (compressed, as produced), so the view's heap is the heap's growth from
+// that point, and its RSS the growth of VmRSS, the peak (VmHWM) reset when
+// the load starts (/proc/self/clear_refs).
 func TestMemoryPerProduct(t *testing.T) {
 	n := memProducts
 	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_PRODUCTS")); err == nil && v > 0 {
 		n = v
 	}
+	large := n != memProducts
 	_, brokers := testenv.Kafka(t)
 	const mp = "0193a5b0-0000-7000-8000-0000000000aa"
+	var cs []campaigns.Campaign
+	if large {
+		var bs []campaigns.Bid
+		cs, bs = typicalCampaigns(envInt("ENDCAP_TEST_CAMPAIGNS", 100_000), n)
+		t0 := time.Now()
+		importCampaigns(t, brokers, "mem.", mp, cs, bs)
+		t.Logf("%d campaigns and %d bids imported in %v", len(cs), len(bs), time.Since(t0).Round(time.Millisecond))
+	}
 	t0 := time.Now()
 	produceProducts(t, brokers, "mem.", mp, n)
 	t.Logf("%d products produced in %v", n, time.Since(t0).Round(time.Millisecond))
-	heap, took, cat := apiView(t, brokers, "mem.")
-	if got := cat.ProductCount(mp); got != n {
+	liveHeap()
+	debug.FreeOSMemory()
+	rssBefore := procKB("VmRSS")
+	resetPeakRSS(t)
+	v := apiView(t, brokers, "mem.")
+	peak := procKB("VmHWM") - rssBefore
+	debug.FreeOSMemory() // what the runtime keeps of the load's garbage goes back
+	steady := procKB("VmRSS") - rssBefore
+	if got := v.cat.ProductCount(mp); got != n {
 		t.Fatalf("the view holds %d products, want %d", got, n)
 	}
 	if path := os.Getenv("ENDCAP_TEST_HEAP_PROFILE"); path != "" {
 		writeHeapProfile(t, path) // where the bytes are: go tool pprof -sample_index=inuse_space
+		runtime.KeepAlive(v)
 	}
-	perProduct := float64(heap) / float64(n)
-	t.Logf("loaded %d products in %v: live heap %d MiB, %.0f B a product; VmRSS %s (with kfake's copy of the topic)", n, took.Round(time.Millisecond), heap>>20, perProduct, vmRSS())
-	if n == memProducts {
+	perProduct := float64(v.heap) / float64(n)
+	t.Logf("loaded %d products in %v: live heap %d MiB, %.0f B a product (with the campaigns, if any); RSS the load added: peak %d MiB, steady %d MiB (VmRSS %d MiB with kfake's copy of the topic)",
+		n, v.took.Round(time.Millisecond), v.heap>>20, perProduct, peak>>10, steady>>10, procKB("VmRSS")>>10)
+	if !large {
 		perfbudget.Check(t, "catalog.heap-bytes-per-product", perProduct)
+		return
+	}
+	auctionsOverView(t, mp, n, v, cs)
+}
+
+// auctionsOverView runs listings auctions of 500 ids drawn uniformly from
+// the n typical products, 5 slots, over the loaded view (the budget cache
+// loaded from a Redis of the test's own, as loadSpend), and prints their
+// latency.
+func auctionsOverView(t *testing.T, mp string, n int, v loadedView, cs []campaigns.Campaign) {
+	eng, m, err := benchEngine(t, mp, v.cat, v.ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &benchWorld{engine: eng, market: m, products: n, cat: v.cat, camps: v.camps, cs: cs}
+	if err := w.loadSpend(t); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	reqs := make([][]auction.Request, 256)
+	for i := range reqs {
+		r := auction.Request{Kind: auction.KindListings, Slots: 5, ProductIDs: make([]string, 500)}
+		for k := range r.ProductIDs {
+			r.ProductIDs[k] = typicalID(rng.IntN(n))
+		}
+		reqs[i] = []auction.Request{r}
+	}
+	runtime.GC()
+	ctx := context.Background()
+	count := envInt("ENDCAP_TEST_AUCTIONS", 3000)
+	lat := make([]time.Duration, 0, count)
+	winners := 0
+	var cpu0 time.Duration
+	for i := range count + 200 { // the first 200 warm up
+		if i == 200 {
+			cpu0 = processCPU()
+		}
+		t0 := time.Now()
+		res, err := eng.Run(ctx, m, auction.Auctions, reqs[i%len(reqs)])
+		d := time.Since(t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 200 {
+			lat = append(lat, d)
+			winners += len(res[0].Winners)
+		}
+		auction.ReleaseResults(res)
+	}
+	cpu := (processCPU() - cpu0) / time.Duration(count)
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+	t.Logf("%d auctions of 500 ids over %d products: p50 %v, p99 %v, process CPU %v an auction, %.1f winners an auction",
+		count, n, pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), cpu.Round(time.Microsecond), float64(winners)/float64(count))
+}
+
+// procKB is a field of /proc/self/status in KiB (0 when absent).
+func procKB(field string) int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// resetPeakRSS sets the process's VmHWM to its VmRSS (Linux 4.0 and later).
+func resetPeakRSS(t testing.TB) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Logf("the peak RSS could not be reset (%v): VmHWM counts the produce step too", err)
 	}
 }

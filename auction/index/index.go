@@ -16,6 +16,7 @@
 package index
 
 import (
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -43,6 +44,7 @@ func New() *Index { return &Index{markets: map[string]*Market{}} }
 // Register makes the views feed the index. Call it before the log runs.
 func (ix *Index) Register(cat *catalog.Service, camps *campaigns.Service) {
 	cat.ListenProducts(ix.ProductChanged)
+	cat.ListenProductsRekeyed(ix.ProductsRekeyed)
 	cat.ListenCategories(ix.CategoryChanged)
 	camps.ListenCampaigns(ix.CampaignChanged)
 	camps.ListenBids(ix.BidChanged)
@@ -143,11 +145,12 @@ func newMarket() *Market {
 // bids on a product the catalog does not have (not Known).
 //
 // A million products are a million entries in memory in every API process,
-// so an entry is small (88 bytes, out of chunks of productChunk): its
+// so an entry is small (72 bytes, out of chunks of productChunk): its
 // vendors and categories share one array of pointers (a *Vendor and a Cat
 // are both one pointer), inline when they are at most len(refs) together
 // (nearly all products), else one allocation of their own that refs[0]
-// points to. Its id is in the market's arena (idArena).
+// points to. Its id is the catalog's copy, or a placeholder's in the
+// market's arena (idArena).
 type Product struct {
 	ID           string
 	QualityScore float64 // 0: not set
@@ -241,7 +244,7 @@ func (p *Product) init(id string) { *p = Product{ID: id} }
 // removeProduct removes p from the products, its entry kept for reuse.
 func (m *Market) removeProduct(p *Product) {
 	id := p.ID
-	rekey := m.ids.drop(id)
+	rekey := !p.Known && m.ids.drop(id) // a known product's id is the catalog's
 	m.products.remove(id)
 	if rekey {
 		m.rekey()
@@ -611,8 +614,8 @@ func (m *Market) vendor(id string) *Vendor {
 	return v
 }
 
-// product returns the entry of id, made when absent (with a copy of id in
-// the market's id arena).
+// product returns the entry of id, made when absent (a placeholder, not
+// Known, with a copy of id in the market's id arena).
 func (m *Market) product(id string) *Product {
 	p := m.products.get(id)
 	if p == nil {
@@ -621,12 +624,15 @@ func (m *Market) product(id string) *Product {
 	return p
 }
 
-// idArena holds the products' ids, packed into shared allocations of
-// idChunk bytes: a million ids are then a few hundred objects for the
-// garbage collector to mark, not a million. Bytes are only appended; a
-// removed product's id is counted dead, and when the dead bytes outgrow the
-// live ones (and minRekey), the market copies the live ids into new chunks
-// (rekey), and the old ones are freed.
+// idArena holds the ids of the placeholders (bids on products the catalog
+// does not have), packed into shared allocations of idChunk bytes. A known
+// product's entry keeps the catalog's copy of its id instead (the catalog
+// packs its ids the same way: statelog's keyArena), so that an API process
+// holds each product's id once (docs/design/performance.md, Catalog in
+// memory). Bytes are only appended; a removed placeholder's id is counted
+// dead, and when the dead bytes outgrow the live ones (and minRekey), the
+// market copies the live ids into new chunks (rekey), and the old ones are
+// freed.
 type idArena struct {
 	cur        []byte
 	live, dead int
@@ -658,11 +664,13 @@ func (a *idArena) drop(id string) bool {
 	return a.dead > max(a.live, minRekey)
 }
 
-// rekey copies every product's id into new chunks.
+// rekey copies every placeholder's id into new chunks.
 func (m *Market) rekey() {
 	m.ids = idArena{}
 	for _, p := range m.products.all() {
-		p.ID = m.ids.add(p.ID)
+		if !p.Known {
+			p.ID = m.ids.add(p.ID)
+		}
 	}
 }
 
@@ -696,8 +704,10 @@ func removeCat(list []CatRef, b *Bid) []CatRef {
 	return list
 }
 
-// ProductChanged applies a product change.
-func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
+// ProductChanged applies a product change. When the product is new to the
+// catalog (old is nil), id is the catalog's copy of its id (statelog's
+// listeners get it), which the entry keeps: no second copy.
+func (ix *Index) ProductChanged(mp, id string, old, nw *catalog.Product) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	m := ix.market(mp)
@@ -710,12 +720,43 @@ func (ix *Index) ProductChanged(mp, id string, _, nw *catalog.Product) {
 			m.removeProduct(p)
 			return
 		}
+		// A placeholder now, with an id of its own: the catalog's copy
+		// goes at its next rekey.
 		p.forget()
+		p.ID = m.ids.add(p.ID)
 		return
 	}
-	p := m.product(id)
+	p := m.products.get(id)
+	switch {
+	case p == nil && old == nil:
+		p = m.products.add(id)
+	case p == nil: // a change of a product the index has not seen (not from the catalog's view)
+		p = m.products.add(m.ids.add(id))
+	case !p.Known && old == nil: // a placeholder becomes the catalog's product
+		if m.ids.drop(p.ID) {
+			defer m.rekey()
+		}
+		p.ID = id
+	}
 	p.Known, p.Active, p.QualityScore = true, nw.Active, nw.QualityScore
 	p.setLists(m, nw.Vendors(), nw.Categories())
+}
+
+// ProductsRekeyed takes the catalog's new copies of its products' ids
+// (marketplace, id), after the catalog copied them into new chunks: the
+// known products' entries keep those, so that the old chunks are freed.
+func (ix *Index) ProductsRekeyed(ids iter.Seq2[string, string]) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for mp, id := range ids {
+		m := ix.markets[mp]
+		if m == nil {
+			continue
+		}
+		if p := m.products.get(id); p != nil && p.Known {
+			p.ID = id
+		}
+	}
 }
 
 // CategoryChanged applies a category change.

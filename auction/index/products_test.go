@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/endcap/endcap/management/campaigns"
 )
 
 // The table against a map, through random puts and removes (a small table,
@@ -63,20 +67,22 @@ func TestProductTable(t *testing.T) {
 	empty.remove("a")
 }
 
-// The products' ids live in the market's arena: after removals that
+// The placeholders' ids live in the market's arena: after removals that
 // outgrow the live ids, they are copied into new chunks, and every entry
 // still has its id and is found by it.
 func TestProductIDArena(t *testing.T) {
 	ix := New()
+	ix.CampaignChanged(mp, "c-1", nil, camp("c-1", "v", campaigns.TypeListings))
 	const n = 20_000
 	id := func(i int) string { return fmt.Sprintf("product-with-a-longish-id-%08d", i) }
+	b := func(i int) *campaigns.Bid { return bid("b-"+strconv.Itoa(i), "c-1", campaigns.TargetProduct, id(i), 5) }
 	for round := range 4 {
 		for i := range n {
-			ix.ProductChanged(mp, id(round*n+i), nil, product(t, true, []string{"v"}, nil))
+			ix.BidChanged(mp, "b-"+strconv.Itoa(round*n+i), nil, b(round*n+i))
 		}
 		for i := range n {
 			if i%10 != 0 {
-				ix.ProductChanged(mp, id(round*n+i), nil, nil)
+				ix.BidChanged(mp, "b-"+strconv.Itoa(round*n+i), b(round*n+i), nil)
 			}
 		}
 	}
@@ -93,12 +99,57 @@ func TestProductIDArena(t *testing.T) {
 	refs, _ := m.Products(ids, nil)
 	for k, want := range ids {
 		p := m.ProductAt(refs[k])
-		if p == nil || p.ID != want || m.Product(want) != p || !p.Known {
+		if p == nil || p.ID != want || m.Product(want) != p || p.Known || len(p.Bids()) != 1 {
 			t.Fatalf("%s: %+v", want, p)
 		}
 	}
 	if m.products.len() != len(ids) {
 		t.Fatalf("%d products, want %d", m.products.len(), len(ids))
+	}
+}
+
+// A known product's entry keeps the id the catalog handed it (the
+// catalog's copy, statelog's keyArena), not a copy of its own: an API
+// process holds each id once. It takes the catalog's new copy at the
+// catalog's rekey, and a copy of its own when it is deleted but keeps bids
+// (a placeholder).
+func TestKnownProductKeepsCatalogID(t *testing.T) {
+	ix := New()
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	catalogCopy := strings.Clone("p-1")
+	ix.ProductChanged(mp, catalogCopy, nil, product(t, true, []string{"v-1"}, nil))
+	ix.ProductChanged(mp, strings.Clone("p-1"), product(t, true, []string{"v-1"}, nil), product(t, false, []string{"v-1"}, nil)) // an update
+	m := ix.markets[mp]
+	if p := m.Product("p-1"); p == nil || !same(p.ID, catalogCopy) || p.Active || m.ids.live != 0 {
+		t.Fatalf("entry %+v, arena %d bytes: not the catalog's copy", p, m.ids.live)
+	}
+	rekeyed := strings.Clone("p-1")
+	ix.ProductsRekeyed(func(yield func(string, string) bool) { yield(mp, rekeyed) })
+	if p := m.Product("p-1"); !same(p.ID, rekeyed) {
+		t.Fatal("the entry did not take the catalog's new copy")
+	}
+
+	// Bids before the product: a placeholder with its own copy, which the
+	// catalog's product replaces.
+	ix.CampaignChanged(mp, "c-1", nil, camp("c-1", "v-1", campaigns.TypeListings))
+	ix.BidChanged(mp, "b-2", nil, bid("b-2", "c-1", campaigns.TargetProduct, "p-2", 5))
+	if p := m.Product("p-2"); p == nil || p.Known || m.ids.live != len("p-2") {
+		t.Fatalf("placeholder %+v, arena %d bytes", p, m.ids.live)
+	}
+	second := strings.Clone("p-2")
+	ix.ProductChanged(mp, second, nil, product(t, true, []string{"v-1"}, nil))
+	if p := m.Product("p-2"); !p.Known || !same(p.ID, second) || len(p.Bids()) != 1 || m.ids.live != 0 || m.ids.dead != len("p-2") {
+		t.Fatalf("entry %+v, arena live %d dead %d", p, m.ids.live, m.ids.dead)
+	}
+	// Deleted, with its bid: a placeholder again, with a copy of its own.
+	ix.ProductChanged(mp, "p-2", product(t, true, []string{"v-1"}, nil), nil)
+	if p := m.Product("p-2"); p == nil || p.Known || same(p.ID, second) || p.ID != "p-2" || m.ids.live != len("p-2") {
+		t.Fatalf("after delete: %+v, arena %d bytes", p, m.ids.live)
+	}
+	// A rekey of the catalog leaves placeholders alone.
+	ix.ProductsRekeyed(func(yield func(string, string) bool) { yield(mp, second) })
+	if p := m.Product("p-2"); same(p.ID, second) {
+		t.Fatal("a placeholder took the catalog's id")
 	}
 }
 

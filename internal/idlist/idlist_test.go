@@ -15,6 +15,10 @@ func TestList(t *testing.T) {
 		"empty ids among others": {"", "a", "", "b", ""},
 		"only an empty id":       {""},
 		"long ids":               {long, long + "y", "z"},
+		"255 bytes of ids":       {long},
+		"256 bytes of ids":       {long, "y"},
+		"254 ids":                slices.Repeat([]string{""}, 254),
+		"255 ids":                slices.Repeat([]string{"a"}, 255),
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := Of(items...)
@@ -86,5 +90,24 @@ func TestReadingAllocatesNothing(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("%v allocations", n)
+	}
+}
+
+// A typical product's lists take a byte a count and a byte an id's end:
+// one vendor and three categories are 29 bytes, not 47.
+func TestShortForm(t *testing.T) {
+	for _, c := range []struct {
+		items []string
+		size  int
+	}{
+		{[]string{"v-123"}, 1 + 1 + 5},
+		{[]string{"c-1234", "c-1235", "c-1236"}, 1 + 3 + 18},
+		{[]string{strings.Repeat("x", 255)}, 1 + 1 + 255},
+		{[]string{strings.Repeat("x", 255), "y"}, 1 + 4 + 8 + 256},
+		{slices.Repeat([]string{"a"}, 255), 1 + 4 + 4*255 + 255},
+	} {
+		if got := Size(c.items); got != c.size || len(Of(c.items...)) != c.size {
+			t.Errorf("%d ids of %d bytes: Size %d, packed %d, want %d", len(c.items), len(strings.Join(c.items, "")), got, len(Of(c.items...)), c.size)
+		}
 	}
 }

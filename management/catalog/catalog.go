@@ -15,6 +15,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -125,8 +126,8 @@ const minSpill = 64
 // applies it, unless they are short (minSpill). When the disk does not take them they stay in memory (the
 // product is then answered from there), and the error is logged.
 func (s *Service) keepProduct(mp, id string, version int64, p *Product) {
-	s.keptName = p.Name
-	if len(p.Name)+len(p.details()) <= minSpill && p.pending == nil {
+	s.keptName = p.Name()
+	if len(p.Name())+len(p.details()) <= minSpill {
 		return
 	}
 	bp := scratchPool.Get().(*[]byte)
@@ -384,9 +385,19 @@ func (s *Service) EachProductOfVendor(mp, vendorID string, fn func(entityref.Pro
 
 // ListenProducts and ListenCategories register functions called under the
 // collections' write locks for every applied product or category change
-// (for the auction's index). Call them before the log runs; fn must not call
-// the catalog.
+// (for the auction's index). For an entity new to the catalog (old is nil),
+// id is the catalog's own copy of its id, which a listener may keep instead
+// of a copy of its own (until ListenProductsRekeyed hands it another). Call
+// them before the log runs; fn must not call the catalog.
 func (s *Service) ListenProducts(fn func(mp, id string, old, nw *Product)) { s.products.Listen(fn) }
+
+// ListenProductsRekeyed registers a function called, under the products'
+// write lock, with every product's marketplace and id when the collection
+// copied its ids into new chunks (statelog.Collection.ListenRekeyed): a
+// listener that keeps the ids it was handed for new products takes these.
+func (s *Service) ListenProductsRekeyed(fn func(ids iter.Seq2[string, string])) {
+	s.products.ListenRekeyed(fn)
+}
 
 // ListenCategories: see ListenProducts.
 func (s *Service) ListenCategories(fn func(mp, id string, old, nw *Category)) {
@@ -816,7 +827,7 @@ func (s *Service) SearchProducts(ctx context.Context, mp, vendor, q string, limi
 		if err != nil {
 			return nil, false, err
 		}
-		if !ok || !(lower == "" || containsFold(id, lower) || containsFold(p.Name, lower)) {
+		if !ok || !(lower == "" || containsFold(id, lower) || containsFold(p.Name(), lower)) {
 			continue
 		}
 		if len(out)+len(found) == limit {

@@ -48,3 +48,17 @@ func TestNumSet(t *testing.T) {
 		t.Fatalf("emptied: %d members, capacity %d", s.Len(), cap(s.nums))
 	}
 }
+
+// A set grows by a quarter, not by doubling: a category of 150 products
+// holds room for at most 40 more, where append's doubling left 106.
+func TestNumSetGrowsByAQuarter(t *testing.T) {
+	for _, n := range []int{1, 100, 150, 1000, 100_000} {
+		var s numSet
+		for i := range n {
+			s.Add(uint32(i))
+		}
+		if c := cap(s.nums); c > n+n/4+4 {
+			t.Errorf("%d members: capacity %d, want at most %d", n, c, n+n/4+4)
+		}
+	}
+}

@@ -108,7 +108,7 @@ func strPtr(s string) *string {
 // view renders a stored product.
 func (p *Product) view(id string) ProductView {
 	v := ProductView{
-		ID: id, Name: p.Name, Active: p.Active,
+		ID: id, Name: p.Name(), Active: p.Active,
 		Vendors: nonNil(p.Vendors().Strings()), Categories: nonNil(p.Categories().Strings()),
 	}
 	if p.PriceMicros > 0 {
@@ -236,6 +236,7 @@ func (c *checker) product(in *ProductInput, at []any) (string, Product) {
 	id := c.id(in.ID, at, "id")
 	var p Product
 	var d productDetails
+	var name string
 
 	switch {
 	case in.Name == nil:
@@ -244,11 +245,11 @@ func (c *checker) product(in *ProductInput, at []any) (string, Product) {
 		c.add(validation.TooShort, "String should have at least 1 character", loc(at, "name")...)
 	default:
 		var cut bool
-		if p.Name, cut = truncateRunes(*in.Name, MaxNameLen); cut {
+		if name, cut = truncateRunes(*in.Name, MaxNameLen); cut {
 			c.warnings = append(c.warnings, Warning{Loc: loc(at, "name"), Msg: "truncated to " + strconv.Itoa(MaxNameLen) + " characters"})
 		}
 	}
-	p.setLists(c.idList(in.Vendors, at, "vendors"), c.idList(in.Categories, at, "categories"))
+	vendors, categories := c.idList(in.Vendors, at, "vendors"), c.idList(in.Categories, at, "categories")
 
 	if in.Description != nil {
 		if *in.Description == "" {
@@ -341,7 +342,7 @@ func (c *checker) product(in *ProductInput, at []any) (string, Product) {
 	}
 
 	if len(c.errs) == 0 {
-		p.setPending(&d)
+		p.set(name, vendors, categories, &d)
 	}
 	return id, p
 }

@@ -50,7 +50,7 @@ func (s *Service) searchAll(ctx context.Context, mp, q string, limit int) ([]Pro
 		if err != nil {
 			return nil, false, err
 		}
-		if ok && (containsFold(id, lower) || containsFold(p.Name, lower)) {
+		if ok && (containsFold(id, lower) || containsFold(p.Name(), lower)) {
 			out = append(out, p.view(id))
 		}
 	}

@@ -28,8 +28,8 @@ import (
 //     and the categories' lists (packed, internal/idlist) and the detail
 //     fields, the latter in a small binary form (tag, length, bytes), which
 //     nothing reads until a client GETs the product. The product is one
-//     heap object and three pointers (all into it), where a plain struct of
-//     strings is a dozen objects and a pointer per id: what the garbage
+//     heap object and one pointer (offsets into it), where a plain struct
+//     of strings is a dozen objects and a pointer per id: what the garbage
 //     collector pays for on every cycle.
 //
 // The decoder reads what the encoder writes, and falls back to
@@ -37,53 +37,76 @@ import (
 // another key order, unknown keys).
 
 // Product is a product's stored state; the id is the entity key.
+//
+// Every API process holds every product's entry (docs/design/performance.md,
+// Catalog in memory), so it is 48 bytes: its texts are one string and
+// offsets into it.
 type Product struct {
-	Name         string
-	PriceMicros  int64   // 0: no price
-	QualityScore float64 // 0: not set
-	// rest holds, in Name's allocation, the vendors' and the categories'
-	// packed lists (idlist) and the binary details (see appendDetailsBin):
-	// rest[:catAt], rest[catAt:detAt] and rest[detAt:].
-	rest         string
-	pending      *productDetails // only on a product about to be written
-	catAt, detAt uint32
-	Active       bool
+	// text holds, in one allocation, the name, the vendors' and the
+	// categories' packed lists (idlist) and the binary details (see
+	// appendDetailsBin): text[:nameEnd], text[nameEnd:catAt],
+	// text[catAt:detAt] and text[detAt:].
+	text                  string
+	PriceMicros           int64   // 0: no price
+	QualityScore          float64 // 0: not set
+	nameEnd, catAt, detAt uint32
+	Active                bool
 	// spilled: the name and the details are on disk (Service.keepProduct),
-	// rest holds the lists only and Name is empty. Service.full reads them
-	// back.
+	// text holds the lists only. Service.full reads them back.
 	spilled bool
 }
 
+// Name is the product's name ("" while spilled: Service.full reads it).
+func (p *Product) Name() string { return p.text[:p.nameEnd] }
+
 // Vendors are the vendors allowed to promote the product.
-func (p *Product) Vendors() idlist.List { return idlist.List(p.rest[:p.catAt]) }
+func (p *Product) Vendors() idlist.List { return idlist.List(p.text[p.nameEnd:p.catAt]) }
 
 // Categories are the product's category ids.
-func (p *Product) Categories() idlist.List { return idlist.List(p.rest[p.catAt:p.detAt]) }
+func (p *Product) Categories() idlist.List { return idlist.List(p.text[p.catAt:p.detAt]) }
 
 // details is the binary form of the fields nothing but GET reads.
-func (p *Product) details() string { return p.rest[p.detAt:] }
+func (p *Product) details() string { return p.text[p.detAt:] }
 
 // detailFields decodes the fields nothing but GET reads.
-func (p *Product) detailFields() productDetails {
-	if p.pending != nil {
-		return *p.pending
-	}
-	return decodeDetailsBin(p.details())
+func (p *Product) detailFields() productDetails { return decodeDetailsBin(p.details()) }
+
+// setText makes the product's texts: its name, lists and binary details,
+// in one allocation.
+func (p *Product) setText(name string, vendors, categories idlist.List, details string) {
+	all := name + string(vendors) + string(categories) + details
+	p.text = all
+	p.nameEnd = uint32(len(name))
+	p.catAt = p.nameEnd + uint32(len(vendors))
+	p.detAt = p.catAt + uint32(len(categories))
 }
 
-// setLists sets both lists, keeping the binary details.
-func (p *Product) setLists(vendors, categories []string) {
-	det := p.details()
-	b := make([]byte, 0, idlist.Size(vendors)+idlist.Size(categories)+len(det))
+// set makes the product's texts from its fields, in one allocation.
+func (p *Product) set(name string, vendors, categories []string, d *productDetails) {
+	b := make([]byte, 0, len(name)+idlist.Size(vendors)+idlist.Size(categories)+len(d.Description)+128)
+	b = append(b, name...)
 	b = idlist.Append(b, vendors)
 	catAt := len(b)
 	b = idlist.Append(b, categories)
 	detAt := len(b)
-	p.rest, p.catAt, p.detAt = string(append(b, det...)), uint32(catAt), uint32(detAt)
+	b = appendDetailsBin(b, d)
+	p.text, p.nameEnd, p.catAt, p.detAt = string(b), uint32(len(name)), uint32(catAt), uint32(detAt)
 }
 
-// setPending sets the details a product is written with.
-func (p *Product) setPending(d *productDetails) { p.pending, p.rest = d, p.rest[:p.detAt] }
+// setName sets the name, keeping the lists and details.
+func (p *Product) setName(name string) {
+	p.setText(name, p.Vendors(), p.Categories(), p.details())
+}
+
+// setLists sets both lists, keeping the name and details.
+func (p *Product) setLists(vendors, categories []string) {
+	p.setText(p.Name(), idlist.Of(vendors...), idlist.Of(categories...), p.details())
+}
+
+// setDetails sets the details, keeping the name and lists.
+func (p *Product) setDetails(d *productDetails) {
+	p.setText(p.Name(), p.Vendors(), p.Categories(), string(appendDetailsBin(nil, d)))
+}
 
 // --- texts on disk (the view's form) ---
 
@@ -92,11 +115,8 @@ func (p *Product) setPending(d *productDetails) { p.pending, p.rest = d, p.rest[
 // binary details.
 func (p *Product) appendText(b []byte, version int64) []byte {
 	b = binary.AppendUvarint(b, uint64(version))
-	b = binary.AppendUvarint(b, uint64(len(p.Name)))
-	b = append(b, p.Name...)
-	if p.pending != nil {
-		return appendDetailsBin(b, p.pending)
-	}
+	b = binary.AppendUvarint(b, uint64(p.nameEnd))
+	b = append(b, p.Name()...)
 	return append(b, p.details()...)
 }
 
@@ -104,7 +124,7 @@ func (p *Product) appendText(b []byte, version int64) []byte {
 // numbers and flags: its name and details are on disk.
 func (p *Product) dropText() {
 	*p = Product{PriceMicros: p.PriceMicros, QualityScore: p.QualityScore, Active: p.Active, spilled: true,
-		rest: strings.Clone(p.rest[:p.detAt]), catAt: p.catAt, detAt: p.detAt}
+		text: strings.Clone(p.text[p.nameEnd:p.detAt]), catAt: p.catAt - p.nameEnd, detAt: p.detAt - p.nameEnd}
 }
 
 // withText returns p with the name and details of text (appendText's
@@ -120,9 +140,8 @@ func (p Product) withText(text []byte) (Product, int64, bool) {
 		return Product{}, 0, false
 	}
 	text = text[k:]
-	lists := p.rest[:p.detAt]
-	all := string(text[:n]) + lists + string(text[n:])
-	p.Name, p.rest, p.spilled = all[:n], all[n:], false
+	p.setText(string(text[:n]), p.Vendors(), p.Categories(), string(text[n:]))
+	p.spilled = false
 	return p, int64(ver), true
 }
 
@@ -202,18 +221,18 @@ func (p Product) MarshalJSON() ([]byte, error) {
 	if p.spilled {
 		return nil, errSpilled
 	}
-	d := p.pending
-	if d == nil && p.details() != "" {
+	var d *productDetails
+	if p.details() != "" {
 		dd := decodeDetailsBin(p.details())
 		d = &dd
 	}
-	size := 112 + len(p.Name) + len(p.rest)
+	size := 112 + len(p.text)
 	if d != nil {
 		size += 160 + len(d.Description) + len(d.ImageURL) + len(d.Link) + len(d.Metadata) + 12*len(d.VariantIDs)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, `{"name":`...)
-	b = appendJSONString(b, p.Name)
+	b = appendJSONString(b, p.Name())
 	if p.Active {
 		b = append(b, `,"active":true`...)
 	} else {
@@ -401,10 +420,10 @@ func (p *Product) build(b []byte, ends []int, nVendors int) {
 	vendors, cats := items[:nVendors], items[nVendors:]
 	size := len(b)
 	if len(vendors) > 0 {
-		size += 4 + 4*len(vendors)
+		size += idlist.HeaderSize(len(vendors), vendors[len(vendors)-1]-nameEnd)
 	}
 	if len(cats) > 0 {
-		size += 4 + 4*len(cats)
+		size += idlist.HeaderSize(len(cats), cats[len(cats)-1]-listEnd(nameEnd, vendors))
 	}
 	var sb strings.Builder
 	sb.Grow(size)
@@ -414,26 +433,28 @@ func (p *Product) build(b []byte, ends []int, nVendors int) {
 		writeList(&sb, b, from, vendors)
 		from = vendors[len(vendors)-1]
 	}
-	catAt := sb.Len() - nameEnd
+	catAt := sb.Len()
 	if len(cats) > 0 {
 		writeList(&sb, b, from, cats)
 	}
-	detAt := sb.Len() - nameEnd
+	detAt := sb.Len()
 	sb.Write(b[listsEnd:])
-	all := sb.String()
-	*p = Product{Name: all[:nameEnd], rest: all[nameEnd:], catAt: uint32(catAt), detAt: uint32(detAt)}
+	*p = Product{text: sb.String(), nameEnd: uint32(nameEnd), catAt: uint32(catAt), detAt: uint32(detAt)}
+}
+
+// listEnd is where the items of ends end (from when there are none).
+func listEnd(from int, ends []int) int {
+	if len(ends) == 0 {
+		return from
+	}
+	return ends[len(ends)-1]
 }
 
 // writeList writes the packed list (idlist) of the items of b that start at
 // from and end at ends (absolute in b).
 func writeList(sb *strings.Builder, b []byte, from int, ends []int) {
-	var u [4]byte
-	binary.LittleEndian.PutUint32(u[:], uint32(len(ends)))
-	sb.Write(u[:])
-	for _, e := range ends {
-		binary.LittleEndian.PutUint32(u[:], uint32(e-from))
-		sb.Write(u[:])
-	}
+	var hdr [64]byte
+	sb.Write(idlist.AppendHeader(hdr[:0], from, ends))
 	sb.Write(b[from:ends[len(ends)-1]])
 }
 

@@ -7,18 +7,19 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/endcap/endcap/internal/jsontext"
 )
 
 func fullProduct() Product {
 	var p Product
-	p.Name = "Delirium \"Tremens\" Beer 330cc \\ x6 — ünïcødé 🍺 \u2028 <b>&"
+	p.setName("Delirium \"Tremens\" Beer 330cc \\ x6 — ünïcødé 🍺 \u2028 <b>&")
 	p.Active = true
 	p.PriceMicros = 18_990_000
 	p.QualityScore = 0.5
 	p.setLists([]string{"v-1", "vendör \"2\""}, []string{"c-1", "c-2", "c/3"})
-	p.setPending(&productDetails{
+	p.setDetails(&productDetails{
 		Description: "Named \"Best Beer in the World\"\n\tin 2008.\x01 ok",
 		Brand:       &Brand{ID: "b-1", Name: "Huyghe"},
 		ImageURL:    "https://cdn.example.com/p/1.jpg",
@@ -49,10 +50,18 @@ func stored(t *testing.T, p Product) (Product, []byte) {
 	return q, raw
 }
 
+// A product's entry holds its texts as one string and offsets: 48 bytes
+// (every API process holds one per product).
+func TestProductSize(t *testing.T) {
+	if s := unsafe.Sizeof(Product{}); s != 48 {
+		t.Fatalf("a product is %d bytes, want 48", s)
+	}
+}
+
 func TestProductRoundTrip(t *testing.T) {
 	cases := map[string]Product{"full": fullProduct()}
 	var empty Product
-	empty.Name = "x"
+	empty.setName("x")
 	cases["bare"] = empty
 	inactive := fullProduct()
 	inactive.Active = false
@@ -60,15 +69,12 @@ func TestProductRoundTrip(t *testing.T) {
 	cases["categories only, inactive"] = inactive
 	vendorsOnly := fullProduct()
 	vendorsOnly.setLists([]string{"v-9"}, nil)
-	vendorsOnly.setPending(&productDetails{Description: "d"})
+	vendorsOnly.setDetails(&productDetails{Description: "d"})
 	cases["vendors only"] = vendorsOnly
 
 	for name, p := range cases {
 		t.Run(name, func(t *testing.T) {
 			q, raw := stored(t, p)
-			if q.pending != nil {
-				t.Fatal("decoded product has pending details")
-			}
 			if got, want := q.view("id"), p.view("id"); !reflect.DeepEqual(got, want) {
 				t.Fatalf("round trip changed the product:\n got %+v\nwant %+v\n raw %s", got, want, raw)
 			}
@@ -81,7 +87,7 @@ func TestProductRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(raw, &j); err != nil {
 				t.Fatal(err)
 			}
-			if j.Name != p.Name || j.Active != p.Active || j.PriceMicros != p.PriceMicros || !reflect.DeepEqual(nonNil(j.Vendors), nonNil(p.Vendors().Strings())) {
+			if j.Name != p.Name() || j.Active != p.Active || j.PriceMicros != p.PriceMicros || !reflect.DeepEqual(nonNil(j.Vendors), nonNil(p.Vendors().Strings())) {
 				t.Fatalf("encoding/json reads %+v", j)
 			}
 		})
@@ -142,8 +148,8 @@ func TestProductDecodeEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := q.detailFields()
-	if q.Name != j.Name || q.Vendors().At(0) != j.Vendors[0] || d.Description != j.Details.Description || *d.Brand != *j.Details.Brand {
-		t.Fatalf("got %q %q %q %+v, encoding/json got %q %q %q %+v", q.Name, q.Vendors(), d.Description, d.Brand,
+	if q.Name() != j.Name || q.Vendors().At(0) != j.Vendors[0] || d.Description != j.Details.Description || *d.Brand != *j.Details.Brand {
+		t.Fatalf("got %q %q %q %+v, encoding/json got %q %q %q %+v", q.Name(), q.Vendors(), d.Description, d.Brand,
 			j.Name, j.Vendors, j.Details.Description, j.Details.Brand)
 	}
 }
@@ -191,7 +197,7 @@ func FuzzProductDecode(f *testing.F) {
 		if err := json.Unmarshal(data, &j); err != nil {
 			return // the fast path may accept a form encoding/json rejects only for types: not here
 		}
-		if q.Name != j.Name || q.Active != j.Active || q.PriceMicros != j.PriceMicros ||
+		if q.Name() != j.Name || q.Active != j.Active || q.PriceMicros != j.PriceMicros ||
 			!reflect.DeepEqual(nonNil(q.Vendors().Strings()), nonNil(j.Vendors)) || !reflect.DeepEqual(nonNil(q.Categories().Strings()), nonNil(j.Categories)) {
 			t.Fatalf("fast %+v vs encoding/json %+v for %s", q, j, data)
 		}
@@ -216,7 +222,7 @@ func FuzzProductDecode(f *testing.F) {
 
 func BenchmarkProductDecode(b *testing.B) {
 	p := fullProduct()
-	p.setPending(&productDetails{Description: strings.Repeat("lorem ipsum ", 42), Brand: &Brand{ID: "b-1", Name: "Brand 1"},
+	p.setDetails(&productDetails{Description: strings.Repeat("lorem ipsum ", 42), Brand: &Brand{ID: "b-1", Name: "Brand 1"},
 		ImageURL: "https://cdn.example.com/img/p-000000042.jpg", GTIN: "4006381333931"})
 	raw, _ := json.Marshal(p)
 	b.Run("decode", func(b *testing.B) {

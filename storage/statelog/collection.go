@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"hash/maphash"
+	"iter"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +32,7 @@ type Collection[T any] struct {
 	OnChangeNum func(marketplace, id string, num uint32, old, new *T)
 
 	listeners []func(marketplace, id string, old, new *T)
+	rekeyed   []func(ids iter.Seq2[string, string])
 
 	// Keep, when set before the log runs, is called with every applied new
 	// value before the collection keeps it, under its write lock: it may
@@ -56,6 +59,9 @@ type Collection[T any] struct {
 	// the latest version of a record whose state could not be decoded. The
 	// entries hold the others' (Log.RegisterVersioned).
 	gone map[string]int64 // "<marketplace>/<id>" -> version
+	// wide holds the versions that do not fit an entry's four bytes, by
+	// the entry's number (none in practice: a version counts writes).
+	wide map[uint32]int64
 }
 
 // keyArena holds a collection's ids, packed into shared allocations of
@@ -99,7 +105,8 @@ func (a *keyArena) drop(id string) bool {
 }
 
 // rekey copies every id into new chunks (under c.mu); the tables hold the
-// ids' hashes, which do not change.
+// ids' hashes, which do not change. The functions of ListenRekeyed then
+// get the new copies.
 func (c *Collection[T]) rekey() {
 	c.ids = keyArena{}
 	for mp, t := range c.items {
@@ -112,6 +119,30 @@ func (c *Collection[T]) rekey() {
 			return true
 		})
 	}
+	for _, fn := range c.rekeyed {
+		fn(func(yield func(marketplace, id string) bool) {
+			for mp, t := range c.items {
+				stop := false
+				c.each(t, func(e *entry[T]) bool {
+					stop = !yield(mp, e.id)
+					return !stop
+				})
+				if stop {
+					return
+				}
+			}
+		})
+	}
+}
+
+// ListenRekeyed adds a function called, under the collection's write lock,
+// when the collection copied its ids into new chunks (docs/design/state.md,
+// Memory), with every entity's marketplace and new copy of its id: an
+// index that keeps the copies the listeners were handed (Listen, for a new
+// entity) takes the new ones, so that the old chunks are freed. fn must
+// not call the collection. Call it before the log runs.
+func (c *Collection[T]) ListenRekeyed(fn func(ids iter.Seq2[string, string])) {
+	c.rekeyed = append(c.rekeyed, fn)
 }
 
 // entryChunk is how many entries one allocation holds.
@@ -144,7 +175,7 @@ func (c *Collection[T]) ByNum(marketplace string, num uint32) (string, T, int64,
 	if num < c.next {
 		e := c.at(num)
 		if e.id != "" && c.find(c.items[marketplace], e.id) == e {
-			return e.id, e.v, e.version, true
+			return e.id, e.v, c.versionOf(e), true
 		}
 	}
 	var zero T
@@ -160,10 +191,38 @@ func (c *Collection[T]) Listen(fn func(marketplace, id string, old, new *T)) {
 }
 
 type entry[T any] struct {
-	v       T
-	version int64
-	id      string // the key of the entry in its marketplace's map ("" while free)
-	num     uint32
+	v   T
+	id  string // the key of the entry in its marketplace's map ("" while free)
+	num uint32
+	// version is the entity's version, or versionWide when it does not
+	// fit (c.wide has it): four bytes, not eight, in every entry.
+	version uint32
+}
+
+// versionWide marks an entry whose version is in the collection's wide map.
+const versionWide = math.MaxUint32
+
+// setVersion sets the version of e (under c.mu).
+func (c *Collection[T]) setVersion(e *entry[T], v int64) {
+	if v >= 0 && v < versionWide {
+		if e.version == versionWide {
+			delete(c.wide, e.num)
+		}
+		e.version = uint32(v)
+		return
+	}
+	if c.wide == nil {
+		c.wide = map[uint32]int64{}
+	}
+	e.version, c.wide[e.num] = versionWide, v
+}
+
+// versionOf is the version of e (under c.mu, read or write).
+func (c *Collection[T]) versionOf(e *entry[T]) int64 {
+	if e.version == versionWide {
+		return c.wide[e.num]
+	}
+	return int64(e.version)
 }
 
 // NewCollection registers a collection of type typ on log.
@@ -181,7 +240,7 @@ func (c *Collection[T]) version(key string) int64 {
 	defer c.mu.RUnlock()
 	var v int64
 	if e := c.find(c.items[mp], id); e != nil {
-		v = e.version
+		v = c.versionOf(e)
 	}
 	if len(c.gone) > 0 {
 		v = max(v, c.gone[key])
@@ -228,6 +287,7 @@ func (c *Collection[T]) apply(r Record) {
 		}
 		c.remove(m, e)
 		num = e.num
+		c.setVersion(e, 0)
 		*e = entry[T]{num: e.num}
 		c.free = append(c.free, e)
 		if c.ids.drop(id) {
@@ -252,7 +312,8 @@ func (c *Collection[T]) apply(r Record) {
 			e.id = id
 			c.insert(m, e)
 		}
-		e.v, e.version = *nv, r.Version
+		e.v = *nv
+		c.setVersion(e, r.Version)
 		num = e.num
 	}
 	if c.OnChange != nil {
@@ -271,7 +332,7 @@ func (c *Collection[T]) Get(marketplace, id string) (T, int64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if e := c.find(c.items[marketplace], id); e != nil {
-		return e.v, e.version, true
+		return e.v, c.versionOf(e), true
 	}
 	var zero T
 	return zero, 0, false

@@ -3,6 +3,7 @@ package statelog
 import (
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -69,13 +70,23 @@ func TestCollectionRekeyAfterDeletes(t *testing.T) {
 		put(c, mpOf(i), id(i), i)
 	}
 	before := storedID(c, mpOf(n-4), id(n-4))
-	rekeys := 0
+	// A listener of rekeys gets every entity's new copy of its id.
+	handed := map[string]string{}
+	c.ListenRekeyed(func(ids iter.Seq2[string, string]) {
+		clear(handed)
+		for mp, id := range ids {
+			handed[mp+"/"+id] = id
+		}
+	})
+	rekeys, alive, aliveAtRekey := 0, n, 0
 	for i := range n {
 		if i%4 != 0 { // keep a quarter
 			dead := c.ids.dead
 			del(c, mpOf(i), id(i))
+			alive--
 			if c.ids.dead < dead {
 				rekeys++
+				aliveAtRekey = alive
 			}
 		}
 	}
@@ -96,6 +107,14 @@ func TestCollectionRekeyAfterDeletes(t *testing.T) {
 	}
 	if after := storedID(c, mpOf(n-4), id(n-4)); unsafe.StringData(after) == unsafe.StringData(before) {
 		t.Fatal("the kept ids were not copied")
+	}
+	if len(handed) != aliveAtRekey {
+		t.Fatalf("the rekey's listener got %d ids, want the %d entities of the moment", len(handed), aliveAtRekey)
+	}
+	for i := 0; i < n; i += 4 {
+		if got, want := handed[mpOf(i)+"/"+id(i)], storedID(c, mpOf(i), id(i)); unsafe.StringData(got) != unsafe.StringData(want) {
+			t.Fatalf("entity %d: the listener was not handed the collection's new copy", i)
+		}
 	}
 	put(c, "mp-a", id(1), 11)
 	if v, _, ok := c.Get("mp-a", id(1)); !ok || v.N != 11 {

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"testing"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -49,6 +50,12 @@ func TestCollectionKeepsVersions(t *testing.T) {
 		{"an undecodable state counts its version, the value stays", Record{Version: 5, State: []byte(`{"n":"x"}`)}, 5, 4},
 		{"and a record below it is refused", Record{Version: 5, State: []byte(`{"n":9}`)}, 5, 4},
 		{"the next one applies", Record{Version: 6, State: []byte(`{"n":6}`)}, 6, 6},
+		// An entry keeps a version in four bytes; one that does not fit
+		// is kept apart, exactly.
+		{"a version beyond four bytes", Record{Version: 1<<40 + 3, State: []byte(`{"n":7}`)}, 1<<40 + 3, 7},
+		{"a record below it is refused", Record{Version: 1 << 32, State: []byte(`{"n":9}`)}, 1<<40 + 3, 7},
+		{"deleted at a wide version", Record{Version: 1<<40 + 4, Deleted: true}, 1<<40 + 4, -1},
+		{"created again above it", Record{Version: 1<<40 + 5, State: []byte(`{"n":8}`)}, 1<<40 + 5, 8},
 	}
 	for _, s := range steps {
 		s.rec.Type, s.rec.ID = "thing", "mp-a/p-1"
@@ -69,6 +76,12 @@ func TestCollectionKeepsVersions(t *testing.T) {
 	}
 	if len(c.gone) != 0 {
 		t.Fatalf("%d versions of entities that exist are kept apart", len(c.gone))
+	}
+	if len(c.wide) != 1 {
+		t.Fatalf("%d wide versions kept, want 1", len(c.wide))
+	}
+	if s := unsafe.Sizeof(entry[idThing]{}); s != unsafe.Sizeof(idThing{})+24 {
+		t.Fatalf("an entry is %d bytes beside its value's %d, want 24 more", s, unsafe.Sizeof(idThing{}))
 	}
 	// A type without a collection keeps its versions in the log.
 	l.Register("other", func(Record) {})
