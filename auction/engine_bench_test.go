@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func benchSetup(b *testing.B) *benchWorld {
 			worldErr = world.loadSpend(b)
 		}
 		if worldErr == nil && benchCappedPercent() > 0 {
-			worldErr = world.loadCaps(b)
+			worldErr = world.loadCaps(b, benchShoppers)
 		}
 		runtime.GC() // measure the auctions, not the collection of the build's garbage
 	})
@@ -242,8 +243,9 @@ func benchCappedPercent() int { return envInt("ENDCAP_BENCH_CAPPED_PERCENT", 0) 
 const benchShoppers = 1000
 
 // loadCaps gives the engine the frequency cap counts of a Redis of the
-// bench's own, where each shopper reached the cap of 20 capped campaigns.
-func (w *benchWorld) loadCaps(tb testing.TB) error {
+// bench's own, where each of shoppers ("shopper-<i>") reached the cap of 20
+// capped campaigns.
+func (w *benchWorld) loadCaps(tb testing.TB, shoppers int) error {
 	r := testenv.OwnRedis(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	tb.Cleanup(func() { _ = rdb.Close() })
@@ -257,7 +259,7 @@ func (w *benchWorld) loadCaps(tb testing.TB) error {
 	rng := rand.New(rand.NewPCG(3, 3))
 	now := time.Now()
 	var hits []freqcap.Hit
-	for u := range benchShoppers {
+	for u := range shoppers {
 		for k := range 20 {
 			f := freqcap.CampaignField(capped[rng.IntN(len(capped))], freqcap.Impression)
 			for n := range 3 {
@@ -327,8 +329,8 @@ func zipfRequest(z *rand.Zipf, ids, slots int) []auction.Request {
 }
 
 // BenchmarkEngine500 runs listings auctions of 500 product ids, 5 slots:
-// ns/op, allocations, winners per auction and latency percentiles (of
-// single-threaded runs). Uniform: ids drawn uniformly; Zipf: by popularity.
+// ns/op, the process's CPU time per auction, allocations, winners per
+// auction and latency percentiles (of single-threaded runs). Uniform: ids drawn uniformly; Zipf: by popularity.
 func BenchmarkEngine500(b *testing.B) {
 	w := benchSetup(b)
 	heap := liveHeap()
@@ -364,6 +366,7 @@ func runEngine(b *testing.B, w *benchWorld, reqs [][]auction.Request) {
 	lat := make([]time.Duration, 0, b.N)
 	winners := 0
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -376,11 +379,24 @@ func runEngine(b *testing.B, w *benchWorld, reqs [][]auction.Request) {
 		auction.ReleaseResults(res) // as the API does, once it answered
 	}
 	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	slices.Sort(lat)
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(winners)/float64(b.N), "winners/auction")
+}
+
+// processCPU is the process's CPU time so far, user and system, of every
+// thread (the auctions', the collector's, the frequency caps' reads'): with
+// -test.cpu 1, steadier than the wall clock on a shared machine
+// (docs/design/performance.md, How the figures are made).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkEngine500Explain is what POST /v2/auctions/explain costs: the
