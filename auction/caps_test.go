@@ -23,9 +23,9 @@ type countingCaps struct {
 	reads atomic.Int64
 }
 
-func (c *countingCaps) Read(ctx context.Context, mp, user string, at time.Time, loc *time.Location) (freqcap.Counts, error) {
+func (c *countingCaps) Read(ctx context.Context, mp, user string, at time.Time, loc *time.Location, into *freqcap.Counts) error {
 	c.reads.Add(1)
-	return c.CapView.Read(ctx, mp, user, at, loc)
+	return c.CapView.Read(ctx, mp, user, at, loc, into)
 }
 
 // TestFrequencyCaps: the explain names the cap that filtered a candidate
@@ -126,9 +126,9 @@ func TestFrequencyCaps(t *testing.T) {
 	if v := verdictOf(two[1], "daily"); strings.HasPrefix(v, "filtered/") {
 		t.Errorf("the other shopper's auction: daily is %q, want it to compete", v)
 	}
-	c, err := store.Read(context.Background(), exMP, user, w.now, time.UTC)
-	if err != nil || c.Get("weekly", freqcap.BidField(bidc.ID, bidID, freqcap.Click)) != 2 {
-		t.Fatalf("clicks counted %v, %v; want 2", c.Week, err)
+	var c freqcap.Counts
+	if err := store.Read(context.Background(), exMP, user, w.now, time.UTC, &c); err != nil || c.Bid("weekly", bidc.ID, bidID, freqcap.Click) != 2 {
+		t.Fatalf("clicks counted %d, %v; want 2", c.Bid("weekly", bidc.ID, bidID, freqcap.Click), err)
 	}
 
 	// Another shopper, and none: the caps do not apply; skip sits out.

@@ -81,7 +81,7 @@ func benchSetup(b *testing.B) *benchWorld {
 			worldErr = world.loadSpend(b)
 		}
 		if worldErr == nil && benchCappedPercent() > 0 {
-			worldErr = world.loadCaps(b)
+			worldErr = world.loadCaps(b, benchShoppers)
 		}
 		runtime.GC() // measure the auctions, not the collection of the build's garbage
 	})
@@ -252,8 +252,9 @@ func benchCappedPercent() int { return envInt("ENDCAP_BENCH_CAPPED_PERCENT", 0) 
 const benchShoppers = 1000
 
 // loadCaps gives the engine the frequency cap counts of a Redis of the
-// bench's own, where each shopper reached the cap of 20 capped campaigns.
-func (w *benchWorld) loadCaps(tb testing.TB) error {
+// bench's own, where each of shoppers ("shopper-<i>") reached the cap of 20
+// capped campaigns.
+func (w *benchWorld) loadCaps(tb testing.TB, shoppers int) error {
 	r := testenv.OwnRedis(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	tb.Cleanup(func() { _ = rdb.Close() })
@@ -267,7 +268,7 @@ func (w *benchWorld) loadCaps(tb testing.TB) error {
 	rng := rand.New(rand.NewPCG(3, 3))
 	now := time.Now()
 	var hits []freqcap.Hit
-	for u := range benchShoppers {
+	for u := range shoppers {
 		for k := range 20 {
 			f := freqcap.CampaignField(capped[rng.IntN(len(capped))], freqcap.Impression)
 			for n := range 3 {
@@ -337,8 +338,8 @@ func zipfRequest(z *rand.Zipf, ids, slots int) []auction.Request {
 }
 
 // BenchmarkEngine500 runs listings auctions of 500 product ids, 5 slots:
-// ns/op, allocations, winners per auction and latency percentiles (of
-// single-threaded runs). Uniform: ids drawn uniformly; Zipf: by popularity.
+// ns/op, the process's CPU time per auction, allocations, winners per
+// auction and latency percentiles (of single-threaded runs). Uniform: ids drawn uniformly; Zipf: by popularity.
 func BenchmarkEngine500(b *testing.B) {
 	w := benchSetup(b)
 	heap := liveHeap()
@@ -358,8 +359,9 @@ func BenchmarkEngine500(b *testing.B) {
 	b.Run("Zipf", func(b *testing.B) { runEngine(b, w, zipf) })
 }
 
-// processCPU is the CPU time (user and system) the process has used: per
-// auction, steadier than wall clock on a loaded machine
+// processCPU is the process's CPU time so far, user and system, of every
+// thread (the auctions', the collector's, the frequency caps' reads'): per
+// auction with -test.cpu 1, steadier than the wall clock on a shared machine
 // (docs/design/performance.md, How the figures are made).
 func processCPU() time.Duration {
 	var ru syscall.Rusage

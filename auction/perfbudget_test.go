@@ -10,6 +10,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -125,6 +126,41 @@ func TestPerfBudgetAuction(t *testing.T) {
 	// small world, so that it could grow severalfold within the whole's 10 %.
 	g := perfbudget.Instructions(t, "TestPerfBudgetGate", env)
 	perfbudget.Check(t, "auction.budget-gate-instructions-per-auction", float64(g.Total)/perfAuctions)
+}
+
+// perfShoppers is how many shoppers the auctions of TestPerfBudgetCaps are
+// for.
+const perfShoppers = 50
+
+// TestPerfBudgetCaps: allocations per auction of the workload with
+// frequency caps on a fifth of the campaigns, every auction for a shopper
+// (one of perfShoppers, each at the cap of 20 capped campaigns): what the
+// read of the shopper's counts (its goroutine, deadline, command and reply)
+// and the caps' checks add to an auction. One read per auction: each
+// request is one auction.
+func TestPerfBudgetCaps(t *testing.T) {
+	if perfbudget.InCallgrind() {
+		t.Skip("allocations only")
+	}
+	t.Setenv("ENDCAP_BENCH_CAPPED_PERCENT", "20")
+	r := testenv.OwnRedis(t)
+	p := newPerfWorkload(t, r.Addr)
+	if err := p.w.loadCaps(t, perfShoppers); err != nil {
+		t.Fatal(err)
+	}
+	reads := &countingCaps{CapView: p.w.engine.Caps}
+	p.w.engine.Caps = reads
+	for i := range p.reqs {
+		for j := range p.reqs[i] {
+			p.reqs[i][j].OpaqueUserID = "shopper-" + strconv.Itoa(i%perfShoppers)
+		}
+	}
+	p.run(t) // pools filled, every campaign seen, a connection to Redis
+	if n := reads.reads.Load(); n != perfAuctions {
+		t.Fatalf("%d reads of the counts in %d auctions", n, perfAuctions)
+	}
+	allocs := testing.AllocsPerRun(3, func() { p.run(t) })
+	perfbudget.Check(t, "auction.capped-allocs-per-auction", allocs/perfAuctions)
 }
 
 // TestPerfBudgetGate is the budget gate's share of the workload, counted

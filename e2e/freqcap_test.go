@@ -147,11 +147,11 @@ func TestFrequencyCaps(t *testing.T) {
 	counted := func(n int64) {
 		t.Helper()
 		testenv.Eventually(t, 30*time.Second, func() error {
-			c, err := freqcap.New(s.App.Redis).Read(t.Context(), s.Marketplace.ID, user, time.Now(), s.Marketplace.Location())
-			if err != nil {
+			var c freqcap.Counts
+			if err := freqcap.New(s.App.Redis).Read(t.Context(), s.Marketplace.ID, user, time.Now(), s.Marketplace.Location(), &c); err != nil {
 				return err
 			}
-			if got := c.Get("daily", freqcap.CampaignField(camp, freqcap.Impression)); got != n {
+			if got := c.Campaign("daily", camp, freqcap.Impression); got != n {
 				return fmt.Errorf("%d impressions counted, want %d", got, n)
 			}
 			return nil

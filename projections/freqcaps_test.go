@@ -42,19 +42,22 @@ func TestFrequencyCapsSink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := store.Read(ctx, mp.String(), user, now, time.UTC)
-	if err != nil {
+	var c freqcap.Counts
+	if err := store.Read(ctx, mp.String(), user, now, time.UTC, &c); err != nil {
 		t.Fatal(err)
 	}
-	for f, want := range map[string]int64{
-		freqcap.CampaignField(capped.String(), freqcap.Impression):          2,
-		freqcap.BidField(capped.String(), bid.String(), freqcap.Impression): 2,
-		freqcap.CampaignField(capped.String(), freqcap.Click):               0,
-		freqcap.CampaignField(free.String(), freqcap.Impression):            0,
-	} {
-		for _, p := range []string{"daily", "weekly", "monthly"} {
-			if got := c.Get(p, f); got != want {
-				t.Errorf("%s %s = %d, want %d", p, f, got, want)
+	for _, p := range []string{"daily", "weekly", "monthly"} {
+		for _, q := range []struct {
+			what      string
+			got, want int64
+		}{
+			{"the capped campaign's impressions", c.Campaign(p, capped.String(), freqcap.Impression), 2},
+			{"its bid's impressions", c.Bid(p, capped.String(), bid.String(), freqcap.Impression), 2},
+			{"its clicks (not capped)", c.Campaign(p, capped.String(), freqcap.Click), 0},
+			{"the uncapped campaign's impressions", c.Campaign(p, free.String(), freqcap.Impression), 0},
+		} {
+			if q.got != q.want {
+				t.Errorf("%s %s = %d, want %d", p, q.what, q.got, q.want)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package freqcap
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,15 +72,15 @@ func TestCount(t *testing.T) {
 	if err := s.Count(ctx, []Hit{hit(10, now, cf), hit(11, now, cf, bf), hit(5, now, cf)}, now); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Read(ctx, mp, user, now, time.UTC)
-	if err != nil {
+	var c Counts
+	if err := s.Read(ctx, mp, user, now, time.UTC, &c); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"daily", "weekly", "monthly"} {
-		if got := c.Get(f, cf); got != 2 {
+		if got := c.Campaign(f, camp, Impression); got != 2 {
 			t.Errorf("%s %s = %d, want 2", f, cf, got)
 		}
-		if got := c.Get(f, bf); got != 1 {
+		if got := c.Bid(f, camp, "bid-1", Click); got != 1 {
 			t.Errorf("%s %s = %d, want 1", f, bf, got)
 		}
 	}
@@ -88,11 +89,10 @@ func TestCount(t *testing.T) {
 	if err := s.Count(ctx, []Hit{hit(12, next, cf)}, next); err != nil {
 		t.Fatal(err)
 	}
-	c, err = s.Read(ctx, mp, user, next, time.UTC)
-	if err != nil {
+	if err := s.Read(ctx, mp, user, next, time.UTC, &c); err != nil {
 		t.Fatal(err)
 	}
-	if d, w, m := c.Get("daily", cf), c.Get("weekly", cf), c.Get("monthly", cf); d != 1 || w != 3 || m != 3 {
+	if d, w, m := c.Campaign("daily", camp, Impression), c.Campaign("weekly", camp, Impression), c.Campaign("monthly", camp, Impression); d != 1 || w != 3 || m != 3 {
 		t.Errorf("next day: %d %d %d, want 1 3 3", d, w, m)
 	}
 	// An event of a month that is over (counted late) adds nothing anywhere.
@@ -100,30 +100,40 @@ func TestCount(t *testing.T) {
 	if err := s.Count(ctx, []Hit{hit(13, old, cf)}, next); err != nil {
 		t.Fatal(err)
 	}
-	c, _ = s.Read(ctx, mp, user, old, time.UTC)
-	if got := c.Get("monthly", cf); got != 0 {
+	_ = s.Read(ctx, mp, user, old, time.UTC, &c)
+	if got := c.Campaign("monthly", camp, Impression); got != 0 {
 		t.Errorf("a period over counted %d", got)
 	}
 	// The next week: the week is new; the month goes on.
 	nw := now.Add(7 * 24 * time.Hour)
-	c, err = s.Read(ctx, mp, user, nw, time.UTC)
-	if err != nil {
+	if err := s.Read(ctx, mp, user, nw, time.UTC, &c); err != nil {
 		t.Fatal(err)
 	}
-	if d, w, m := c.Get("daily", cf), c.Get("weekly", cf), c.Get("monthly", cf); d != 0 || w != 0 || m != 3 {
+	if d, w, m := c.Campaign("daily", camp, Impression), c.Campaign("weekly", camp, Impression), c.Campaign("monthly", camp, Impression); d != 0 || w != 0 || m != 3 {
 		t.Errorf("next week: %d %d %d, want 0 0 3", d, w, m)
 	}
-	// Every key has a TTL: the day's hash lives to the day's end + 1 h.
-	ttl, err := rdb.TTL(ctx, tag(mp, user)+PeriodsAt(now, time.UTC).Day).Result()
+	// One key, which lives to the end of the longest period it holds + 1 h:
+	// the month (to December 2026), set at the first count (the TTL is only
+	// ever raised; Redis's clock is not the test's).
+	if ks := testenv.Keys(t, rdb, Key(mp, user)+"*"); len(ks) != 1 {
+		t.Errorf("keys %v, want one", ks)
+	}
+	ttl, err := rdb.TTL(ctx, Key(mp, user)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 15 * time.Hour; ttl < want-5*time.Second || ttl > want+5*time.Second {
-		t.Errorf("day TTL %s, want about %s", ttl, want)
+	if want := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC).Sub(now); ttl < want-5*time.Second || ttl > want+5*time.Second {
+		t.Errorf("TTL %s, want about %s", ttl, want)
 	}
-	for _, k := range testenv.Keys(t, rdb, tag(mp, user)+"*") {
-		if d, _ := rdb.TTL(ctx, k).Result(); d <= 0 {
-			t.Errorf("%s has no TTL (%s)", k, d)
+	// The next day's count dropped the fields of the day before (over for
+	// more than an hour).
+	fields, err := rdb.HKeys(ctx, Key(mp, user)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		if strings.HasPrefix(f, PeriodsAt(now, time.UTC).Day) {
+			t.Errorf("a field of a day over: %s (all: %v)", f, fields)
 		}
 	}
 }
@@ -147,13 +157,19 @@ func TestErase(t *testing.T) {
 			}
 		}
 	}
-	if n, err := s.Erase(ctx, mp, []string{gone}, now); err != nil || n < 4 {
-		t.Fatalf("erased %d keys, %v", n, err)
+	// And hashes of the layout before (a period's hash), not carried over.
+	for _, u := range []string{gone, kept} {
+		if err := rdb.HIncrBy(ctx, Key(mp, u)+":"+PeriodsAt(now, time.UTC).Week, f, 1).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if ks := testenv.Keys(t, rdb, tag(mp, gone)+"*"); len(ks) != 0 {
+	if n, err := s.Erase(ctx, mp, []string{gone}, now); err != nil || n != 2 {
+		t.Fatalf("erased %d keys, %v; want 2", n, err)
+	}
+	if ks := testenv.Keys(t, rdb, Key(mp, gone)+"*"); len(ks) != 0 {
 		t.Errorf("left %v", ks)
 	}
-	if ks := testenv.Keys(t, rdb, tag(mp, kept)+"*"); len(ks) < 4 {
+	if ks := testenv.Keys(t, rdb, Key(mp, kept)+"*"); len(ks) != 2 {
 		t.Errorf("another shopper's keys: %v", ks)
 	}
 }
