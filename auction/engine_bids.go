@@ -137,6 +137,23 @@ func (a *auctionEnv) touch(first int) {
 			}
 		}
 	}
+	// The budget gate's reads of the campaigns met, after their gates:
+	// each campaign's record and entry in the spend cache.
+	for i := first; i < len(a.st.prods); i++ {
+		p := a.st.prods[i].ip
+		for j := range p.Bids() {
+			if c := p.Bids()[j].Camp; c.Gate.Budgeted {
+				n += c.Spend.Touch()
+			}
+		}
+		for _, v := range p.Vendors() {
+			for _, c := range v.Automated {
+				if c.Gate.Budgeted {
+					n += c.Spend.Touch()
+				}
+			}
+		}
+	}
 	a.st.touched = n
 }
 

@@ -267,6 +267,20 @@ func (c *Cache) CheckSlot(sl *Slot, mp string, loc *time.Location, campaignID st
 	return Check(l, Spent{Day: p.day, Week: p.week, Month: p.month, Total: p.total}, now, loc)
 }
 
+// Touch reads where the slot's campaign's spend is, and returns a number of
+// what it read: the auction's touch pass calls it for the campaigns it will
+// check, so that the misses of many campaigns overlap before each is checked.
+func (sl *Slot) Touch() int {
+	cp := sl.p.Load()
+	if cp == nil {
+		return 0
+	}
+	if e := cp.cur.Load(); e != nil {
+		return int(e.day & 1)
+	}
+	return 0
+}
+
 // resolve returns campaignID's record in mp, registering both as Spend
 // does (nil when the marketplace was not registered before this call).
 func (c *Cache) resolve(mp string, loc *time.Location, campaignID string, now time.Time) *campaign {
