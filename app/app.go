@@ -106,6 +106,9 @@ type App struct {
 	// /v2/events wait for room in the events producer's buffer.
 	auctionsKafka *kgo.Client
 	kafkaConn     kafka.Conn // how every Kafka client of the process connects (TLS, SASL)
+	// capCounts reads the shoppers' frequency cap counts for the auction
+	// engines, over connections of its own (freqcap.Store.Send).
+	capCounts *freqcap.Store
 	// catalogTexts holds the products' names and details on local disk
 	// (ENDCAP_CATALOG_DIR), closed after the logs.
 	catalogTexts *spill.Store
@@ -977,6 +980,9 @@ func (a *App) close() {
 	}
 	if a.ClickHouse != nil {
 		_ = a.ClickHouse.Close()
+	}
+	if a.capCounts != nil {
+		_ = a.capCounts.Close()
 	}
 	if a.Redis != nil {
 		_ = a.Redis.Close()

@@ -11,11 +11,14 @@ import (
 // auctionEngine builds the auction engine over the process's in-memory views
 // (catalog, campaigns, segments) and its budget cache.
 func (a *App) auctionEngine() *auction.Engine {
+	if a.capCounts == nil {
+		a.capCounts = freqcap.New(a.Redis)
+	}
 	return &auction.Engine{
 		Catalog:    a.Catalog,
 		Index:      a.AuctionIndex,
 		Segments:   a.Segments,
-		Caps:       freqcap.New(a.Redis),
+		Caps:       a.capCounts,
 		CapTimeout: a.cfg.FrequencyCapTimeout,
 		Budget:     budgetGate{a.Spend},
 		Funds:      a.Funds,

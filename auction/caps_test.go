@@ -23,9 +23,9 @@ type countingCaps struct {
 	reads atomic.Int64
 }
 
-func (c *countingCaps) Read(ctx context.Context, mp, user string, at time.Time, loc *time.Location, into *freqcap.Counts) error {
+func (c *countingCaps) Send(ctx context.Context, mp, user string, deadline time.Time, p *freqcap.Pending) {
 	c.reads.Add(1)
-	return c.CapView.Read(ctx, mp, user, at, loc, into)
+	c.CapView.Send(ctx, mp, user, deadline, p)
 }
 
 // TestFrequencyCaps: the explain names the cap that filtered a candidate

@@ -222,6 +222,7 @@ func (e *Engine) Run(ctx context.Context, m *Market, endpoint EndpointKind, reqs
 	}
 	defer e.pool.Put(st)
 	st.caps.newRequest()
+	defer st.caps.endRequest() // a read not taken: its reply dropped (caps.go)
 	ra := resultPool.Get().(*resultArrays)
 	if cap(ra.results) < len(reqs) {
 		ra.results = make([]Result, len(reqs))

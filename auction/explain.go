@@ -225,6 +225,7 @@ func (e *Engine) Explain(ctx context.Context, m *Market, endpoint EndpointKind, 
 	}
 	defer e.pool.Put(st)
 	st.caps.newRequest()
+	defer st.caps.endRequest() // a read not taken: its reply dropped (caps.go)
 	var left *int
 	if maxCandidates > 0 {
 		n := maxCandidates

@@ -406,6 +406,9 @@ type CampInfo struct {
 	// CapsSkip: it sits out the auctions of a shopper they cannot count.
 	Caps     []Cap
 	CapsSkip bool
+	// CapHash is freqcap.CampaignHash of ID when it has caps: a shopper's
+	// counts tell at once whether they hold any of it (freqcap.Counts.Has).
+	CapHash uint64
 }
 
 // Cap is an active frequency cap of a campaign (campaigns.Restriction):
@@ -814,6 +817,9 @@ func (ix *Index) CampaignChanged(mp, id string, _, nw *campaigns.Campaign) {
 	// strings share their bytes and the comparison reads no cold memory.
 	c.Info = &CampInfo{ID: c.C.ID, VendorID: c.C.VendorID, Name: c.C.Name, CPM: c.C.ChargeType == campaigns.ChargeCPM,
 		Segments: c.C.Targeting.Segments, Caps: capsOf(&c.C), CapsSkip: c.C.CapsWithoutShopper == campaigns.CapsSkip}
+	if len(c.Info.Caps) > 0 {
+		c.Info.CapHash = freqcap.CampaignHash(c.C.ID)
+	}
 	m.attach(c)
 	m.refreshProductBids(c)
 }

@@ -50,7 +50,8 @@ const grace = time.Hour
 
 // Store counts and reads the interactions of shoppers.
 type Store struct {
-	rdb redis.UniversalClient
+	rdb   redis.UniversalClient
+	conns conns // Send's (send.go)
 }
 
 // New returns a Store on rdb.
@@ -153,8 +154,10 @@ func periodOf(frequency string) period {
 // concurrent use.
 type Counts struct {
 	raw  []byte  // the reply, which the entries point into
+	buf  []byte  // Pending.Receive's reply, kept for the next
 	ents []entry // the counts of the current periods
 	tab  []int32 // the entries by field: entry index + 1, 0 empty (open addressing; a power of two long)
+	camp []uint64 // CampaignHash of the entries' campaigns, 0 empty (open addressing; a power of two long)
 	key  []byte  // Campaign's and Bid's field
 	args [2]any  // the command's
 }
@@ -177,6 +180,29 @@ func (c *Counts) Campaign(frequency, campaignID string, kind byte) int64 {
 func (c *Counts) Bid(frequency, campaignID, bidID string, kind byte) int64 {
 	c.key = append(append(append(append(append(c.key[:0], campaignID...), ':'), bidID...), ':'), kind)
 	return c.find(periodOf(frequency), c.key)
+}
+
+// CampaignHash is what Has takes for a campaign: computed once per
+// campaign (the auction's index keeps it), not once per auction.
+func CampaignHash(campaignID string) uint64 { return maphash.String(hashSeed, campaignID) | 1 }
+
+// Has reports whether the counts may hold a count of the campaign of hash
+// h (CampaignHash), at either level: false means every count of it is 0,
+// without hashing its id. One probe of a small table, for the many capped
+// campaigns an auction meets that the shopper has not seen.
+func (c *Counts) Has(h uint64) bool {
+	if len(c.ents) == 0 {
+		return false
+	}
+	mask := uint64(len(c.camp) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch c.camp[i] {
+		case h:
+			return true
+		case 0:
+			return false
+		}
+	}
 }
 
 // Len is the number of counts read (of every period).
@@ -225,6 +251,26 @@ func (c *Counts) index() {
 			i = (i + 1) & mask
 		}
 		c.tab[i] = int32(k + 1)
+	}
+	// The campaigns, as many as the entries at most.
+	if cap(c.camp) < n {
+		c.camp = make([]uint64, n)
+	} else {
+		c.camp = c.camp[:n]
+		clear(c.camp)
+	}
+	for k := range c.ents {
+		e := &c.ents[k]
+		f := c.raw[e.off:e.end]
+		if j := bytes.IndexByte(f, ':'); j > 0 {
+			f = f[:j]
+		}
+		h := maphash.Bytes(hashSeed, f) | 1
+		i := h & mask
+		for c.camp[i] != 0 && c.camp[i] != h {
+			i = (i + 1) & mask
+		}
+		c.camp[i] = h
 	}
 }
 
@@ -326,12 +372,47 @@ func (c *Counts) parse(raw []byte, s *stamps) error {
 	return nil
 }
 
+// errTruncated: the reply does not end within the bytes given.
+var errTruncated = errors.New("a truncated reply")
+
+// replyEnd returns where the reply at the start of b ends: a status, error
+// or integer line, or a map or array of bulk strings (HGETALL's);
+// errTruncated when b does not hold all of it yet.
+func replyEnd(b []byte) (int, error) {
+	line, i, err := respLine(b, 0)
+	if err != nil {
+		return 0, err
+	}
+	switch line[0] {
+	case '+', '-', ':':
+		return i, nil
+	case '%', '*':
+		n, err := respInt(line[1:])
+		if err != nil {
+			return 0, fmt.Errorf("reply header: %w", err)
+		}
+		if line[0] == '%' {
+			n *= 2
+		}
+		for range n {
+			if _, _, i, err = respBulk(b, i); err != nil {
+				return 0, err
+			}
+		}
+		return i, nil
+	}
+	return 0, fmt.Errorf("a reply of type %q", line[0])
+}
+
 // respLine returns the line of b at i, without its CRLF, and where the next
 // starts.
 func respLine(b []byte, i int) ([]byte, int, error) {
 	j := bytes.Index(b[i:], []byte("\r\n"))
-	if j <= 0 {
-		return nil, 0, errors.New("a truncated reply")
+	if j < 0 {
+		return nil, 0, errTruncated
+	}
+	if j == 0 {
+		return nil, 0, errors.New("an empty line")
 	}
 	return b[i : i+j], i + j + 2, nil
 }
@@ -346,7 +427,13 @@ func respBulk(b []byte, i int) (off, end, next int, err error) {
 		return 0, 0, 0, fmt.Errorf("an element of type %q", line[0])
 	}
 	n, err := respInt(line[1:])
-	if err != nil || n < 0 || j+n+2 > len(b) || b[j+n] != '\r' || b[j+n+1] != '\n' {
+	if err != nil || n < 0 {
+		return 0, 0, 0, errors.New("a malformed bulk string")
+	}
+	if j+n+2 > len(b) {
+		return 0, 0, 0, errTruncated
+	}
+	if b[j+n] != '\r' || b[j+n+1] != '\n' {
 		return 0, 0, 0, errors.New("a malformed bulk string")
 	}
 	return j, j + n, j + n + 2, nil

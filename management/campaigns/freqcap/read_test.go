@@ -53,7 +53,7 @@ func TestParse(t *testing.T) {
 		{"error", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", "WRONGTYPE", nil},
 		{"odd array", "*1\r\n$1\r\na\r\n", "array of 1", nil},
 		{"truncated", resp3(pairs...)[:60], "", nil},
-		{"short bulk", "%1\r\n$14\r\nd20261129:c1:i\r\n$5\r\n2\r\n", "malformed", nil},
+		{"short bulk", "%1\r\n$14\r\nd20261129:c1:i\r\n$5\r\n2\r\n", "truncated", nil},
 		{"integer element", "%1\r\n$14\r\nd20261129:c1:i\r\n:2\r\n", "element of type", nil},
 		{"trailing bytes", resp3("d20261129:c1:i", "2") + "+OK\r\n", "after the reply", nil},
 		{"another type", "+OK\r\n", "reply of type", nil},
@@ -75,10 +75,17 @@ func TestParse(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 		if c.counts == nil {
-			if cs.Len() != 0 || cs.Campaign("daily", "c1", Impression) != 0 {
+			if cs.Len() != 0 || cs.Campaign("daily", "c1", Impression) != 0 || cs.Has(CampaignHash("c1")) {
 				t.Errorf("%s: %d counts left after an error", c.name, cs.Len())
 			}
 			continue
+		}
+		// Has: any count of the campaign (a filter before the counts).
+		if c.counts["daily c1 i"] != 0 && !cs.Has(CampaignHash("c1")) {
+			t.Errorf("%s: Has(c1) false with counts of c1", c.name)
+		}
+		if cs.Has(CampaignHash("c3")) || cs.Has(CampaignHash("c1:i")) {
+			t.Errorf("%s: Has true for a campaign without counts", c.name)
 		}
 		for q, want := range c.counts {
 			f := strings.Fields(q)
