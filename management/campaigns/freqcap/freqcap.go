@@ -153,13 +153,13 @@ func periodOf(frequency string) period {
 // nothing per count. The zero value holds no counts. Not safe for
 // concurrent use.
 type Counts struct {
-	raw  []byte  // the reply, which the entries point into
-	buf  []byte  // Pending.Receive's reply, kept for the next
-	ents []entry // the counts of the current periods
-	tab  []int32 // the entries by field: entry index + 1, 0 empty (open addressing; a power of two long)
+	raw  []byte   // the reply, which the entries point into
+	buf  []byte   // Pending.Receive's reply, kept for the next
+	ents []entry  // the counts of the current periods
+	tab  []int32  // the entries by field: entry index + 1, 0 empty (open addressing; a power of two long)
 	camp []uint64 // CampaignHash of the entries' campaigns, 0 empty (open addressing; a power of two long)
-	key  []byte  // Campaign's and Bid's field
-	args [2]any  // the command's
+	key  []byte   // Campaign's and Bid's field
+	args [2]any   // the command's
 }
 
 // entry is one count: its field in raw, without the period.
