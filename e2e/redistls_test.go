@@ -26,26 +26,6 @@ import (
 	"github.com/endcap/endcap/testkit/testenv"
 )
 
-// documentedACLRule is the ACL rule docs/operations/operations.md (Managed services,
-// Redis) gives for Endcap's user, as the line of an ACL file that
-// redis-server reads ("user endcap on >password ..."), with the password.
-func documentedACLRule(t *testing.T, password string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "operations", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?m)^ACL SETUSER endcap (.*)$").FindAllStringSubmatch(string(b), -1)
-	if len(m) != 1 {
-		t.Fatalf("docs/operations/operations.md: %d lines `ACL SETUSER endcap ...`, want 1", len(m))
-	}
-	rule := m[0][1]
-	if !strings.Contains(rule, ">PASSWORD ") {
-		t.Fatalf("the documented rule has no >PASSWORD: %s", rule)
-	}
-	return "user endcap " + strings.Replace(rule, ">PASSWORD ", ">"+password+" ", 1)
-}
-
 // tlsRedisConfig is a test's configuration on the TLS Redis r, as the ACL
 // user endcap with its password in a file, and with the signing keys kept
 // in Redis (wrapped with a master key of the test's) rather than configured.
@@ -82,7 +62,7 @@ func tlsRedisConfig(t *testing.T, r *testenv.TLSRedis, password string) config.C
 // empty at the end: the rule is the least Endcap needs, proven by running.
 func TestRedisTLSACLUser(t *testing.T) {
 	const password = "endcap-acl-test-password"
-	r := testenv.OwnTLSRedis(t, "admin-test-password", 1, documentedACLRule(t, password))
+	r := testenv.OwnTLSRedis(t, "admin-test-password", 1, testenv.DocumentedACLRule(t, password))
 	cfg := tlsRedisConfig(t, r, password)
 	cfg.RedisWaitReplicas = 1 // the charges wait for the replica (ROLE, WAIT)
 	// and Kafka as a managed one is reached: over TLS, with SCRAM-SHA-512
@@ -99,7 +79,7 @@ func TestRedisTLSACLUser(t *testing.T) {
 // the commands' keys (COMMAND).
 func TestRedisTLSACLUserCluster(t *testing.T) {
 	const password = "endcap-acl-test-password"
-	r := testenv.OwnTLSRedisCluster(t, "admin-test-password", 3, documentedACLRule(t, password))
+	r := testenv.OwnTLSRedisCluster(t, "admin-test-password", 3, testenv.DocumentedACLRule(t, password))
 	cfg := tlsRedisConfig(t, r, password)
 	cfg.RedisCluster, cfg.RedisWaitReplicas = true, 0 // no replicas
 	aclScenario(t, r, cfg, password)
@@ -219,7 +199,7 @@ func aclScenario(t *testing.T, r *testenv.TLSRedis, cfg config.Config, password 
 		t.Fatal(err)
 	}
 	var uncalled []string
-	for _, tok := range strings.Fields(documentedACLRule(t, password)) {
+	for _, tok := range strings.Fields(testenv.DocumentedACLRule(t, password)) {
 		if c, ok := strings.CutPrefix(tok, "+"); ok && !strings.Contains(stats.String(), "cmdstat_"+c+":calls=") {
 			uncalled = append(uncalled, c)
 		}
@@ -299,7 +279,7 @@ func (c *tlsConsole) login(email, password string) int {
 // retrying for ever.
 func TestRedisStartRefused(t *testing.T) {
 	const password = "endcap-acl-test-password"
-	r := testenv.OwnTLSRedis(t, "admin-test-password", 0, documentedACLRule(t, password))
+	r := testenv.OwnTLSRedis(t, "admin-test-password", 0, testenv.DocumentedACLRule(t, password))
 	for _, tc := range []struct {
 		name  string
 		tweak func(c *config.Config)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,4 +309,39 @@ func fmtAny(v any) string {
 		return ""
 	}
 	return fmt.Sprint(v)
+}
+
+// DocumentedACLRule is the ACL rule of the user "endcap" that
+// docs/operations/operations.md gives (its one `ACL SETUSER endcap` line),
+// with password, as a line of an ACL file for OwnTLSRedis: what Endcap
+// needs of Redis, proven by the tests that run on it.
+func DocumentedACLRule(t testing.TB, password string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // the module's root: the first directory up with a go.mod
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = up
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "docs", "operations", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^ACL SETUSER endcap (.*)$").FindAllStringSubmatch(string(b), -1)
+	if len(m) != 1 {
+		t.Fatalf("docs/operations/operations.md: %d lines `ACL SETUSER endcap ...`, want 1", len(m))
+	}
+	rule := m[0][1]
+	if !strings.Contains(rule, ">PASSWORD ") {
+		t.Fatalf("the documented rule has no >PASSWORD: %s", rule)
+	}
+	return "user endcap " + strings.Replace(rule, ">PASSWORD ", ">"+password+" ", 1)
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,21 +209,6 @@ func TestSendFaults(t *testing.T) {
 	}
 }
 
-// documentedACLRule is the ACL rule of the user "endcap" that
-// docs/operations/operations.md gives, with password.
-func documentedACLRule(t *testing.T, password string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "operations", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?m)^ACL SETUSER endcap (.*)$").FindStringSubmatch(string(b))
-	if m == nil || !strings.Contains(m[1], ">PASSWORD ") {
-		t.Fatal("docs/operations/operations.md: no `ACL SETUSER endcap ... >PASSWORD ...` line")
-	}
-	return "user endcap " + strings.Replace(m[1], ">PASSWORD ", ">"+password+" ", 1)
-}
-
 // TestSendTLSACL: the reads' own connections are made as go-redis makes
 // its own: TLS verified against the authority given, the ACL user of the
 // documented rule with a
@@ -233,7 +216,7 @@ func documentedACLRule(t *testing.T, password string) string {
 // of each shopper's slot); a wrong password is an error, not counts.
 func TestSendTLSACL(t *testing.T) {
 	const password = "freqcap-test-password"
-	rule := documentedACLRule(t, password)
+	rule := testenv.DocumentedACLRule(t, password)
 	for _, cluster := range []bool{false, true} {
 		t.Run("cluster="+strconv.FormatBool(cluster), func(t *testing.T) {
 			var r *testenv.TLSRedis
