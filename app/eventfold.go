@@ -165,7 +165,7 @@ func (a *App) productVendor(mp, id string) string {
 // frequencyCapsSink counts the impressions and clicks of capped campaigns
 // per shopper (docs/reference/campaigns.md, Restrictions).
 func (a *App) frequencyCapsSink() *projections.FrequencyCaps {
-	return projections.NewFrequencyCaps(freqcap.New(a.Redis),
+	return projections.NewFrequencyCaps(freqcap.New(a.Redis), a.Campaigns.AnyCapped,
 		func(mp, id string) (bool, bool) {
 			c, _, ok := a.Campaigns.Campaign(mp, id)
 			if !ok {

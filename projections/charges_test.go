@@ -257,36 +257,6 @@ func colLen(col any) int {
 	panic("unknown column type")
 }
 
-// BenchmarkFoldCPU is the projector's own CPU per event, without I/O:
-// decoding a batch of records (the fold's share) and building its
-// interactions and charge rows (60% CPM impressions, 15% CPC clicks, 25%
-// organic), the clicks' charges with the default invalid-click rules.
-func BenchmarkFoldCPU(b *testing.B) {
-	views := testViews(time.UTC)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := &Interactions{views: views, log: log}
-	f := &EventFold{log: log}
-	const n = 10_000
-	batch := benchRecords(b, n)
-	b.ResetTimer()
-	for range b.N {
-		evs := p.pick(f.decode(b.Context(), batch))
-		rows := newInteractionRows(len(evs))
-		rows.invalid = spend.DefaultInvalidRules // the settings' defaults
-		ch := &chargeRows{}
-		for _, d := range evs {
-			c, err := rows.add(d, &p.views, log)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if c != nil {
-				ch.add(rows, rows.n-1, true, false)
-			}
-		}
-	}
-	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
-}
-
 // benchRecords returns n records of the events topic as the fold's
 // benchmarks see them: 60% CPM impressions, 15% CPC clicks (each with its
 // own auction) and 25% organic impressions, of 5,000 users.

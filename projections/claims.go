@@ -212,7 +212,8 @@ func (c *Claims) live(now time.Time) []uint32 {
 
 // hashKey is the stored form of a claim key.
 func hashKey(k string) claimstore.Key {
-	h := sha256.Sum256([]byte(k))
+	var buf [128]byte // holds the usual key; a longer one grows on the heap ([]byte(k) would always be there)
+	h := sha256.Sum256(append(buf[:0], k...))
 	return claimstore.Key(h[:16])
 }
 

@@ -75,7 +75,10 @@ type ClaimKey struct {
 }
 
 func owner(p int32, o int64) string {
-	return strconv.FormatInt(int64(p), 10) + ":" + strconv.FormatInt(o, 10)
+	var buf [32]byte // one allocation: the string's
+	b := strconv.AppendInt(buf[:0], int64(p), 10)
+	b = append(b, ':')
+	return string(strconv.AppendInt(b, o, 10))
 }
 
 // owners returns, for the keys at indexes ask (hashes: their stored form),

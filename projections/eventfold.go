@@ -297,6 +297,9 @@ func (f *EventFold) decode(ctx context.Context, batch []*kgo.Record) []Event {
 // YieldEvery records (a context that ended is the flush's to notice).
 func (f *EventFold) decodeRange(ctx context.Context, batch []*kgo.Record, out []Event) int {
 	n := 0
+	// The last marketplace id parsed: a batch has few, in runs.
+	var lastID string
+	var lastMP uuid.UUID
 	for i, r := range batch {
 		if i > 0 && i%YieldEvery == 0 {
 			_ = priority.Yield(ctx)
@@ -314,8 +317,10 @@ func (f *EventFold) decodeRange(ctx context.Context, batch []*kgo.Record, out []
 			f.log.Error("event fold: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 			continue
 		}
-		if mp, err := uuid.Parse(d.E.MarketplaceID); err == nil {
-			d.MP = mp
+		if d.E.MarketplaceID == lastID {
+			d.MP = lastMP
+		} else if mp, err := uuid.Parse(d.E.MarketplaceID); err == nil {
+			d.MP, lastID, lastMP = mp, d.E.MarketplaceID, mp
 		}
 		d.Partition, d.Offset = r.Partition, r.Offset
 		d.derive()

@@ -57,7 +57,7 @@ func (s *EventsRaw) rows(ctx context.Context, events []Event) (*eventRows, error
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	order := SortedOrder(len(kept), func(a, b int) int { return compareEventKey(kept[a], kept[b]) })
+	order := eventOrder(kept)
 	rows := newEventRows(len(kept)) // sized for the events kept: beside the interactions sink, about a sixth of a batch
 	for i, k := range order {
 		if i > 0 && i%YieldEvery == 0 {

@@ -21,6 +21,10 @@ import (
 // last offset it counted for each shopper and partition.
 type FrequencyCaps struct {
 	store *freqcap.Store
+	// anyCapped says whether some campaign of a marketplace has an active
+	// restriction (nil: ask capped of every campaign): the events of a
+	// marketplace without one are skipped whole.
+	anyCapped func(mp string) bool
 	// capped says whether a campaign has an active restriction on
 	// impressions, on clicks.
 	capped func(mp, campaignID string) (impressions, clicks bool)
@@ -30,18 +34,33 @@ type FrequencyCaps struct {
 	now      func() time.Time
 }
 
-// NewFrequencyCaps returns the sink.
-func NewFrequencyCaps(store *freqcap.Store, capped func(mp, campaignID string) (impressions, clicks bool),
+// NewFrequencyCaps returns the sink. anyCapped may be nil.
+func NewFrequencyCaps(store *freqcap.Store, anyCapped func(mp string) bool, capped func(mp, campaignID string) (impressions, clicks bool),
 	location func(mp string) (*time.Location, bool)) *FrequencyCaps {
-	return &FrequencyCaps{store: store, capped: capped, location: location, now: time.Now}
+	return &FrequencyCaps{store: store, anyCapped: anyCapped, capped: capped, location: location, now: time.Now}
 }
 
 // Name implements EventSink.
 func (f *FrequencyCaps) Name() string { return "frequency_caps" }
 
-// Fold implements EventSink.
+// campaignCaps is what a batch asked of a campaign once: its id as text and
+// the kinds it caps.
+type campaignCaps struct {
+	id       string
+	imp, clk bool
+}
+
+// Fold implements EventSink. Each marketplace and each campaign of the
+// batch is asked once: a batch of marketplaces without an active
+// restriction costs a look-up a marketplace, nothing an event.
 func (f *FrequencyCaps) Fold(ctx context.Context, events []Event) error {
-	var hits []freqcap.Hit
+	var (
+		hits    []freqcap.Hit
+		markets map[uuid.UUID]bool // marketplace → some campaign capped
+		camps   map[[2]uuid.UUID]campaignCaps
+		lastMP  uuid.UUID
+		last    bool
+	)
 	for i := range events {
 		ev := &events[i]
 		e := &ev.E
@@ -57,9 +76,34 @@ func (f *FrequencyCaps) Fold(ctx context.Context, events []Event) error {
 		default:
 			continue
 		}
-		camp := uuid.UUID(ev.Token.CampaignID).String()
-		imp, clk := f.capped(e.MarketplaceID, camp)
-		if kind == freqcap.Impression && !imp || kind == freqcap.Click && !clk {
+		if f.anyCapped != nil {
+			// The token names the event's marketplace (Event.readToken).
+			if ev.MP != lastMP || markets == nil {
+				yes, ok := markets[ev.MP]
+				if !ok {
+					if markets == nil {
+						markets = map[uuid.UUID]bool{}
+					}
+					yes = f.anyCapped(e.MarketplaceID)
+					markets[ev.MP] = yes
+				}
+				lastMP, last = ev.MP, yes
+			}
+			if !last {
+				continue
+			}
+		}
+		ck := [2]uuid.UUID{ev.MP, ev.Token.CampaignID}
+		c, ok := camps[ck]
+		if !ok {
+			if camps == nil {
+				camps = map[[2]uuid.UUID]campaignCaps{}
+			}
+			c.id = uuid.UUID(ev.Token.CampaignID).String()
+			c.imp, c.clk = f.capped(e.MarketplaceID, c.id)
+			camps[ck] = c
+		}
+		if kind == freqcap.Impression && !c.imp || kind == freqcap.Click && !c.clk {
 			continue
 		}
 		loc, ok := f.location(e.MarketplaceID)
@@ -72,7 +116,10 @@ func (f *FrequencyCaps) Fold(ctx context.Context, events []Event) error {
 		}
 		at := min(e.OccurredAtMs, e.ReceivedAtMs)
 		hits = append(hits, freqcap.Hit{MP: e.MarketplaceID, User: e.OpaqueUserID, Partition: ev.Partition, Offset: ev.Offset,
-			At: time.UnixMilli(at), Loc: loc, Fields: []string{freqcap.CampaignField(camp, kind), freqcap.BidField(camp, bid, kind)}})
+			At: time.UnixMilli(at), Loc: loc, Fields: []string{freqcap.CampaignField(c.id, kind), freqcap.BidField(c.id, bid, kind)}})
+	}
+	if len(hits) == 0 {
+		return nil
 	}
 	return f.store.Count(ctx, hits, f.now())
 }

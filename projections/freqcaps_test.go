@@ -22,7 +22,7 @@ func TestFrequencyCapsSink(t *testing.T) {
 	mp, capped, free := uuid.New(), uuid.New(), uuid.New()
 	bid := uuid.New()
 	user := "shopper-" + uuid.NewString()
-	sink := NewFrequencyCaps(store,
+	sink := NewFrequencyCaps(store, func(string) bool { return true },
 		func(m, c string) (bool, bool) { return c == capped.String(), false },
 		func(m string) (*time.Location, bool) { return time.UTC, m == mp.String() })
 	now := time.Now()
@@ -66,5 +66,67 @@ func TestFrequencyCapsSink(t *testing.T) {
 	other.E.MarketplaceID = uuid.NewString()
 	if err := sink.Fold(ctx, []Event{other}); err == nil {
 		t.Error("an unknown marketplace was counted")
+	}
+}
+
+// TestFrequencyCapsSinkUncapped: the events of a marketplace without an
+// active restriction are skipped whole: its campaigns are not looked up, its
+// shoppers not counted, and the batch allocates nothing an event; a capped
+// marketplace's campaigns are looked up once a batch.
+func TestFrequencyCapsSinkUncapped(t *testing.T) {
+	env := testenv.Get(t)
+	store := freqcap.New(env.Redis(t))
+	uncapped, capped := uuid.New(), uuid.New()
+	camp := uuid.New()
+	lookups := map[string]int{}
+	sink := NewFrequencyCaps(store, func(m string) bool { return m == capped.String() },
+		func(m, c string) (bool, bool) {
+			lookups[m]++
+			return true, true
+		},
+		func(string) (*time.Location, bool) { return time.UTC, true })
+	now := time.Now()
+	batch := make([]Event, 1000)
+	for i := range batch {
+		e := &batch[i]
+		e.E = records.Event{Kind: records.KindImpression, MarketplaceID: uncapped.String(), ID: uuid.NewString(),
+			OccurredAtMs: now.UnixMilli(), ReceivedAtMs: now.UnixMilli(), OpaqueUserID: "shopper-" + uuid.NewString()}
+		if i%2 == 1 {
+			e.E.Kind = records.KindClick
+		}
+		e.MP, e.Partition, e.Offset, e.HasToken = uncapped, 1, int64(i), true
+		e.Token.MarketplaceID, e.Token.CampaignID, e.Token.BidID = uncapped, camp, uuid.New()
+	}
+	ctx := context.Background()
+	if allocs := testing.AllocsPerRun(5, func() {
+		if err := sink.Fold(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 4 {
+		t.Errorf("%.0f allocations for a batch of %d events of a marketplace without restrictions, want a few a batch (none an event)", allocs, len(batch))
+	}
+	if lookups[uncapped.String()] != 0 {
+		t.Errorf("the uncapped marketplace's campaigns were looked up %d times", lookups[uncapped.String()])
+	}
+	var c freqcap.Counts
+	if err := store.Read(ctx, uncapped.String(), batch[0].E.OpaqueUserID, now, time.UTC, &c); err != nil || c.Len() != 0 {
+		t.Errorf("a shopper of the uncapped marketplace has %d counts (%v)", c.Len(), err)
+	}
+	// The same events in a capped marketplace count, their campaign looked
+	// up once.
+	for i := range batch {
+		batch[i].E.MarketplaceID, batch[i].MP, batch[i].Token.MarketplaceID = capped.String(), capped, capped
+	}
+	if err := sink.Fold(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if lookups[capped.String()] != 1 {
+		t.Errorf("the capped marketplace's campaign was looked up %d times in a batch, want once", lookups[capped.String()])
+	}
+	if err := store.Read(ctx, capped.String(), batch[1].E.OpaqueUserID, now, time.UTC, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Campaign("daily", camp.String(), freqcap.Click); got != 1 {
+		t.Errorf("a capped marketplace's shopper has %d clicks today, want 1", got)
 	}
 }

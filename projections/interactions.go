@@ -1,12 +1,10 @@
 package projections
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -194,15 +192,7 @@ func (p *Interactions) Fold(ctx context.Context, events []Event) error {
 	if err != nil {
 		return err
 	}
-	var invalid map[uuid.UUID]bool
-	for k, c := range charges {
-		if ch.outcomes[k].Invalid() {
-			if invalid == nil {
-				invalid = map[uuid.UUID]bool{}
-			}
-			invalid[evs[c.seq].Interaction] = true
-		}
-	}
+	invalid := p.invalidClicks(evs, charges, ch)
 	if p.onRefused != nil && len(ch.refusals) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := p.onRefused(rctx, ch.refusals)
@@ -302,7 +292,7 @@ type pendingCharge struct {
 func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRows, []pendingCharge, error) {
 	rows := newInteractionRows(len(evs))
 	rows.invalid = p.invalid
-	order := SortedOrder(len(evs), func(a, b int) int { return compareEventKey(evs[a], evs[b]) })
+	order := eventOrder(evs)
 	var charges []pendingCharge
 	for i, k := range order {
 		if i > 0 && i%YieldEvery == 0 {
@@ -318,7 +308,8 @@ func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRow
 			charges = append(charges, pendingCharge{Charge: *c, row: rows.n - 1, seq: int(k)})
 		}
 	}
-	slices.SortFunc(charges, func(a, b pendingCharge) int { return cmp.Compare(a.seq, b.seq) })
+	rows.metrics.flush()
+	charges = inBatchOrder(charges, len(evs))
 	if rows.uncapped > 0 {
 		p.log.Warn("interactions projector: campaigns not in this process's view; their charges are not capped by their budgets",
 			"interactions", rows.uncapped, "campaign", rows.uncappedCampaign)
@@ -326,25 +317,34 @@ func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRow
 	return rows, charges, nil
 }
 
+// inBatchOrder returns the charges by seq (each below n, none twice): each
+// charge copied once to its place, not moved about by a sort.
+func inBatchOrder(charges []pendingCharge, n int) []pendingCharge {
+	if len(charges) < 2 {
+		return charges
+	}
+	at := make([]int32, n) // seq → its charge's index + 1 (0: none)
+	for k := range charges {
+		at[charges[k].seq] = int32(k + 1)
+	}
+	out := make([]pendingCharge, 0, len(charges))
+	for _, k := range at {
+		if k > 0 {
+			out = append(out, charges[k-1])
+		}
+	}
+	return out
+}
+
 // charge applies the charges in Redis and returns the charge rows: one per
 // charge applied now or before by the same record, and one per charge
 // refused for a budget (now or before, for the same record); a charge
 // another record applied or was refused first unmarks its row.
 func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pending []pendingCharge) (*chargeRows, error) {
-	charges := make([]spend.Charge, len(pending))
-	for i := range pending {
-		charges[i] = pending[i].Charge
-		before, err := p.legacyBefore(ctx, charges[i].MarketplaceID)
-		if err != nil {
-			return nil, err
-		}
-		at := rows.auctionAtMs[pending[i].row]
-		charges[i].MarketplaceMarkers = at < before.hashes
-		if at < before.strings {
-			charges[i].LegacyMarker = legacyMarkerKey(charges[i].MarketplaceID, charges[i].Key)
-		}
+	charges, vendors, err := p.prepare(ctx, rows, pending)
+	if err != nil {
+		return nil, err
 	}
-	vendors := p.fundedVendors(rows, pending)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cctx, span := telemetry.StartSpan(cctx, tracerName, "charges apply")
 	start := time.Now()
@@ -360,27 +360,53 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 	}
 	span.End()
 	telemetry.ChargeApplyDuration.Observe(time.Since(start).Seconds())
+	return p.decide(rows, pending, vendors, outcomes), nil
+}
+
+// prepare returns the charges to apply, with the earlier layouts' markers
+// they honour, and the vendor whose funds each draws on (fundedVendors).
+func (p *Interactions) prepare(ctx context.Context, rows *interactionRows, pending []pendingCharge) ([]spend.Charge, []string, error) {
+	charges := make([]spend.Charge, len(pending))
+	var (
+		mp     string
+		before legacyCutoffs
+	)
+	for i := range pending {
+		charges[i] = pending[i].Charge
+		if i == 0 || charges[i].MarketplaceID != mp {
+			var err error
+			if before, err = p.legacyBefore(ctx, charges[i].MarketplaceID); err != nil {
+				return nil, nil, err
+			}
+			mp = charges[i].MarketplaceID
+		}
+		at := rows.auctionAtMs[pending[i].row]
+		charges[i].MarketplaceMarkers = at < before.hashes
+		if at < before.strings {
+			charges[i].LegacyMarker = legacyMarkerKey(charges[i].MarketplaceID, charges[i].Key)
+		}
+	}
+	return charges, p.fundedVendors(rows, pending), nil
+}
+
+// decide turns the charges' outcomes into the charge rows and unmarks the
+// rows of the charges not made, counting them in the metrics once a batch.
+func (p *Interactions) decide(rows *interactionRows, pending []pendingCharge, vendors []string, outcomes []spend.ChargeOutcome) *chargeRows {
 	ch := &chargeRows{outcomes: outcomes}
+	var m batchMetrics
 	for k, o := range outcomes {
 		if o == spend.ChargeRecorded {
 			continue // an impression recorded for the click rules: its row is not charged ("kind")
 		}
 		i := pending[k].row
-		outcome := o.String()
-		switch {
-		case o.Refused():
-			outcome = "refused"
-		case o.Invalid():
-			outcome = "invalid"
-		}
-		telemetry.Charges.WithLabelValues(rows.chargeType[i], outcome).Inc()
+		m.charge(rows.chargeType[i], o)
 		if o == spend.ChargeDuplicate {
 			rows.uncharge(i, spend.NoChargeDuplicate)
-			telemetry.NotCharged.WithLabelValues(string(spend.NoChargeDuplicate)).Inc()
+			m.notCharged(spend.NoChargeDuplicate)
 			continue
 		}
 		if o.Refused() {
-			c := pending[k].Charge
+			c := &pending[k].Charge
 			ch.noteRefusal(BudgetRefusal{MarketplaceID: c.MarketplaceID, CampaignID: c.CampaignID, Total: o == spend.ChargeRefusedTotal, Budget: refusedBudget(o),
 				Day: c.Day, DailyMicros: c.Limits.DailyMicros, TotalMicros: c.Limits.TotalMicros})
 		}
@@ -392,7 +418,7 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 			// with a charges_raw row of amount 0 that says why (the
 			// vendor-charges list shows it on request).
 			rows.uncharge(i, why)
-			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
+			m.notCharged(why)
 			ch.add(rows, i, false, false)
 			continue
 		}
@@ -400,10 +426,104 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 		// (now or before) it is drawn on its vendor's funds.
 		ch.add(rows, i, o == spend.ChargeApplied, vendors[k] != "")
 		if o == spend.ChargeApplied {
-			telemetry.ChargedMicros.WithLabelValues(rows.chargeType[i]).Add(float64(rows.amount[i]))
+			m.charged(rows.chargeType[i], rows.amount[i])
 		}
 	}
-	return ch, nil
+	m.flush()
+	return ch
+}
+
+// invalidClicks returns the interaction ids of the clicks ch refused as
+// invalid (nil when there are none).
+func (p *Interactions) invalidClicks(evs []*Event, pending []pendingCharge, ch *chargeRows) map[uuid.UUID]bool {
+	var invalid map[uuid.UUID]bool
+	for k, c := range pending {
+		if ch.outcomes[k].Invalid() {
+			if invalid == nil {
+				invalid = map[uuid.UUID]bool{}
+			}
+			invalid[evs[c.seq].Interaction] = true
+		}
+	}
+	return invalid
+}
+
+// batchMetrics counts a batch's charges by charge type and outcome, and its
+// interactions not charged by reason, for the metrics: added once a batch,
+// not once a charge (a labelled counter's look-up costs more than the rest
+// of a charge's bookkeeping).
+type batchMetrics struct {
+	charges [3][32]int // charge type (CPC, CPM, other) × outcome
+	other   string     // the other charge type seen
+	micros  [3]float64 // charged, by charge type
+	not     map[spend.NoCharge]int
+}
+
+func chargeTypeIndex(ct string) int {
+	switch ct {
+	case "CPC":
+		return 0
+	case "CPM":
+		return 1
+	}
+	return 2
+}
+
+func (m *batchMetrics) charge(chargeType string, o spend.ChargeOutcome) {
+	t := chargeTypeIndex(chargeType)
+	if t == 2 {
+		m.other = chargeType
+	}
+	if int(o) < len(m.charges[t]) {
+		m.charges[t][o]++
+		return
+	}
+	telemetry.Charges.WithLabelValues(chargeType, chargeOutcomeLabel(o)).Inc()
+}
+
+func (m *batchMetrics) charged(chargeType string, micros int64) {
+	t := chargeTypeIndex(chargeType)
+	if t == 2 {
+		m.other = chargeType
+	}
+	m.micros[t] += float64(micros)
+}
+
+func (m *batchMetrics) notCharged(why spend.NoCharge) {
+	if m.not == nil {
+		m.not = map[spend.NoCharge]int{}
+	}
+	m.not[why]++
+}
+
+// flush adds the counts to the metrics.
+func (m *batchMetrics) flush() {
+	for t, byOutcome := range m.charges {
+		ct := [...]string{"CPC", "CPM", m.other}[t]
+		for o, n := range byOutcome {
+			if n > 0 {
+				telemetry.Charges.WithLabelValues(ct, chargeOutcomeLabel(spend.ChargeOutcome(o))).Add(float64(n))
+			}
+		}
+		if m.micros[t] > 0 {
+			telemetry.ChargedMicros.WithLabelValues(ct).Add(m.micros[t])
+		}
+	}
+	for why, n := range m.not {
+		telemetry.NotCharged.WithLabelValues(string(why)).Add(float64(n))
+	}
+	*m = batchMetrics{}
+}
+
+// chargeOutcomeLabel is the outcome label of endcap_charges_total.
+func chargeOutcomeLabel(o spend.ChargeOutcome) string {
+	switch {
+	case o.Refused():
+		return "refused"
+	case o.Invalid():
+		return "invalid"
+	}
+	return o.String()
 }
 
 // fundedVendors is, for each pending charge, the vendor whose funds it
@@ -411,8 +531,17 @@ func (p *Interactions) charge(ctx context.Context, rows *interactionRows, pendin
 // same one) when its marketplace uses balances, else "".
 func (p *Interactions) fundedVendors(rows *interactionRows, pending []pendingCharge) []string {
 	vendors := make([]string, len(pending))
+	var (
+		mp       string
+		balances bool
+	)
 	for i := range pending {
-		if m, ok := p.views.Marketplace(pending[i].MarketplaceID); ok && m.Balances {
+		if i == 0 || pending[i].MarketplaceID != mp {
+			mp = pending[i].MarketplaceID
+			m, ok := p.views.Marketplace(mp)
+			balances = ok && m.Balances
+		}
+		if balances {
 			vendors[i] = rows.vendor[pending[i].row]
 		}
 	}
@@ -468,6 +597,46 @@ type interactionRows struct {
 	uncappedCampaign string
 	// invalid are the invalid-click rules the clicks' charges are judged by.
 	invalid spend.InvalidRules
+	// metrics counts the rows not charged, added to the metrics once the
+	// rows are built.
+	metrics batchMetrics
+	// The last marketplace the view was asked for (a batch has few, in
+	// runs: its rows are in the order of the sorting key, which begins
+	// with the marketplace).
+	mpID   string
+	mpDims MarketplaceDims
+	// The last local day written as text (dayText).
+	dayOf  time.Time
+	dayStr string
+	// campaignIDs are the batch's campaign ids as text, each written once.
+	campaignIDs map[[16]byte]string
+	// charge is the charge add returned last; clicks the chunk the
+	// clicks' checks come out of.
+	charge spend.Charge
+	clicks []spend.ClickCheck
+}
+
+// dayText is the local day of the row just added as spend.DayOf writes
+// it (YYYY-MM-DD), written once a run of rows of one day.
+func (r *interactionRows) dayText() string {
+	d := r.day[r.n-1]
+	if r.dayStr == "" || !d.Equal(r.dayOf) {
+		r.dayOf, r.dayStr = d, d.Format(time.DateOnly)
+	}
+	return r.dayStr
+}
+
+// marketplace is v.Marketplace, asked once a run of rows of one
+// marketplace.
+func (r *interactionRows) marketplace(v *Views, id string) (MarketplaceDims, bool) {
+	if r.mpID != "" && id == r.mpID {
+		return r.mpDims, true
+	}
+	m, ok := v.Marketplace(id)
+	if ok {
+		r.mpID, r.mpDims = id, m
+	}
+	return m, ok
 }
 
 func newInteractionRows(capacity int) *interactionRows {
@@ -552,10 +721,11 @@ func localDay(t time.Time, loc *time.Location) time.Time {
 
 // add appends e's row. When e is chargeable it marks the row charged and
 // returns the charge to apply (the caller unmarks it if Redis answers
-// duplicate). It fails only when the marketplace is unknown.
+// duplicate), which the next add overwrites: copy it. It fails only when
+// the marketplace is unknown.
 func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Charge, error) {
 	e, mpID, partition, offset := &d.E, d.MP, d.Partition, d.Offset
-	m, ok := v.Marketplace(e.MarketplaceID)
+	m, ok := r.marketplace(v, e.MarketplaceID)
 	if !ok {
 		return nil, fmt.Errorf("interactions projector: marketplace %s is not in this process's view yet", e.MarketplaceID)
 	}
@@ -582,7 +752,7 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Char
 		claims = &d.Token
 	case d.TokenErr != nil:
 		why = spend.NoChargeBadToken
-		telemetry.NotCharged.WithLabelValues(string(spend.NoChargeBadToken)).Inc()
+		r.metrics.notCharged(spend.NoChargeBadToken)
 		log.Error("interactions projector: resolvedBidId unreadable; stored as unattributed and not charged",
 			"marketplace", e.MarketplaceID, "event", e.ID, "partition", partition, "offset", offset, "err", d.TokenErr)
 	}
@@ -600,7 +770,7 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Char
 	}
 	r.partition, r.offset = append(r.partition, partition), append(r.offset, offset)
 	r.addEvent(e, claims != nil)
-	return r.addCharge(d, claims, loc, limits, why), nil
+	return r.addCharge(d, claims, limits, why), nil
 }
 
 // addEvent appends what the event said that the row's other columns do not
@@ -625,7 +795,7 @@ func (r *interactionRows) addEvent(e *records.Event, sponsored bool) {
 // addCharge appends the charge columns of the row just added and returns
 // its charge, capped by limits, or nil when it is not chargeable (organic: c
 // is nil; bad says why an unreadable token's row is not).
-func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Location, limits spend.Limits, bad spend.NoCharge) *spend.Charge {
+func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, limits spend.Limits, bad spend.NoCharge) *spend.Charge {
 	e := &d.E
 	why := bad
 	if c != nil {
@@ -633,17 +803,18 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 	}
 	if c == nil || why != spend.Chargeable {
 		if why != spend.Chargeable && why != bad {
-			telemetry.NotCharged.WithLabelValues(string(why)).Inc()
+			r.metrics.notCharged(why)
 		}
 		r.charged, r.amount, r.sub = append(r.charged, 0), append(r.amount, 0), append(r.sub, 0)
 		r.refused = append(r.refused, string(why))
 		if c != nil && c.ChargeType == bidtoken.CPC && e.Kind == records.KindImpression && r.invalid.NeedImpressions() {
 			// The click rules read the impressions of CPC winners.
-			return &spend.Charge{
+			r.charge = spend.Charge{
 				MarketplaceID: e.MarketplaceID, Key: spend.ImpressionKey(c), Epoch: spend.MarkerEpoch(c),
-				Owner: owner(d.Partition, d.Offset), CampaignID: r.campaign[r.n-1], Day: spend.DayOf(r.occurred[r.n-1], loc),
+				Owner: owner(d.Partition, d.Offset), CampaignID: r.campaign[r.n-1], Day: r.dayText(),
 				KeepUntil: spend.MarkerUntil(c, time.Now()), Impression: true, ImpressionAtMs: e.OccurredAtMs,
 			}
+			return &r.charge
 		}
 		return nil
 	}
@@ -657,21 +828,33 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, loc *time.Loca
 		if len(shopper) > spend.MaxShopper {
 			shopper = shopper[:spend.MaxShopper]
 		}
-		click = &spend.ClickCheck{Rules: r.invalid, Shopper: shopper, AtMs: e.OccurredAtMs, SeenKey: spend.ImpressionKey(c),
+		click = r.clickCheck()
+		*click = spend.ClickCheck{Rules: r.invalid, Shopper: shopper, AtMs: e.OccurredAtMs, SeenKey: spend.ImpressionKey(c),
 			StateUntil: spend.InvalidStateUntil(e.OccurredAtMs, now)}
 	}
-	return &spend.Charge{
+	r.charge = spend.Charge{
 		MarketplaceID: e.MarketplaceID,
 		Key:           spend.ChargeKey(c, e.Kind),
 		Epoch:         spend.MarkerEpoch(c),
 		Owner:         owner(d.Partition, d.Offset),
 		CampaignID:    r.campaign[r.n-1],
-		Day:           spend.DayOf(r.occurred[r.n-1], loc),
+		Day:           r.dayText(),
 		Micros:        micros,
 		Limits:        limits,
 		KeepUntil:     spend.MarkerUntil(c, now),
 		Click:         click,
 	}
+	return &r.charge
+}
+
+// clickCheck returns a ClickCheck for a charge: out of a chunk of them
+// (one allocation a chunk, not one a click).
+func (r *interactionRows) clickCheck() *spend.ClickCheck {
+	if len(r.clicks) == cap(r.clicks) {
+		r.clicks = make([]spend.ClickCheck, 0, 256)
+	}
+	r.clicks = r.clicks[:len(r.clicks)+1]
+	return &r.clicks[len(r.clicks)-1]
 }
 
 // addContext appends what the event itself says about where it happened.
@@ -713,7 +896,14 @@ func (r *interactionRows) addSponsored(e *records.Event, c *bidtoken.Claims, v *
 	r.auction, r.rank = append(r.auction, uuid.UUID(c.AuctionID)), append(r.rank, c.Rank)
 	r.auctionAt, r.auctionAtMs = append(r.auctionAt, time.UnixMilli(c.AuctionTimeMs).UTC()), append(r.auctionAtMs, c.AuctionTimeMs)
 	r.adFormat, r.chargeType, r.price = append(r.adFormat, c.AdFormat.String()), append(r.chargeType, c.ChargeType.String()), append(r.price, c.PriceMicros)
-	campaignID := uuid.UUID(c.CampaignID).String()
+	campaignID, ok := r.campaignIDs[c.CampaignID]
+	if !ok {
+		if r.campaignIDs == nil {
+			r.campaignIDs = map[[16]byte]string{}
+		}
+		campaignID = uuid.UUID(c.CampaignID).String()
+		r.campaignIDs[c.CampaignID] = campaignID
+	}
 	var bidID string
 	if c.BidID != ([16]byte{}) {
 		bidID = uuid.UUID(c.BidID).String()

@@ -135,3 +135,38 @@ func TestFoldRowsInSortingKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestEventOrder: eventOrder is SortedOrder by compareEventKey, ties (the
+// same marketplace, kind and id) in the order given, whatever prefix the
+// ids share.
+func TestEventOrder(t *testing.T) {
+	mps := []uuid.UUID{uuid.MustParse(testMP), uuid.New(), {}}
+	kinds := []records.Kind{records.KindImpression, records.KindClick, records.KindPurchase, records.KindPageView}
+	for _, n := range []int{0, 1, 2, 50, 1000} {
+		evs := make([]*Event, n)
+		for i := range evs {
+			// Ids with a long common prefix, some of them a prefix of
+			// others, some with a zero byte.
+			id := "request-0123456789abcdef-" + strconv.Itoa((i*31)%(n/2+1))
+			switch i % 9 {
+			case 3:
+				id = id[:len(id)-1]
+			case 5:
+				id += "\x00"
+			case 7:
+				id += "\x00x"
+			}
+			evs[i] = &Event{E: records.Event{Kind: kinds[(i*7)%len(kinds)], ID: id}, MP: mps[(i*3)%len(mps)]}
+		}
+		want := SortedOrder(n, func(a, b int) int { return compareEventKey(evs[a], evs[b]) })
+		got := eventOrder(evs)
+		if len(got) != len(want) {
+			t.Fatalf("%d events: %d positions, want %d", n, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%d events: position %d is %d, want %d", n, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -414,8 +414,9 @@ func ApplyFundedCharges(ctx context.Context, rdb redis.UniversalClient, charges 
 		return ApplyCharges(ctx, rdb, charges, replicas)
 	}
 	now := time.Now()
+	var day string
 	for _, f := range fs {
-		if err := charges[f.i].validate(now); err != nil {
+		if err := charges[f.i].validate(now, &day); err != nil {
 			return nil, fmt.Errorf("budget: charge %d: %w", f.i, err)
 		}
 	}

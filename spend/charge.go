@@ -307,8 +307,9 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // clicks decided; the previous hour's "l:" too when the click is within the
 // repeat window of its hour's start) decide as JudgeClick does; every new
 // click of a shopper moves its counters, the invalid ones too. An
-// impression's record ("s") sets its field when absent or later, and
-// decides nothing. A charge with an earlier layout's marker (a legacy
+// impression's record ("s") sets its field when absent (one HSETNX) or
+// when the time it holds is later (an HGET, then an HSET), and decides
+// nothing. A charge with an earlier layout's marker (a legacy
 // string key, or the marketplace's marker hashes) first reads it: when it
 // exists, what it says decides, and it is copied into the campaign's
 // bucket. The bucket count of an epoch comes from field "" of its bucket
@@ -564,11 +565,10 @@ for i = 1, n do
   if not prior and ARGV[j+8] ~= '' then prior = redis.call('GET', ARGV[j+8]) end
   local bad = 0
   if ARGV[j+13] == 's' then
-    local ms, v = ARGV[j+14], redis.call('HGET', hk, field)
-    if not v then
-      redis.call('HSET', hk, field, ms)
+    local ms = ARGV[j+14]
+    if redis.call('HSETNX', hk, field, ms) == 1 then
       e.n = e.n + 1
-    elseif tonumber(ms) < tonumber(v) then
+    elseif tonumber(ms) < tonumber(redis.call('HGET', hk, field)) then
       redis.call('HSET', hk, field, ms)
     end
     out[i] = 10
@@ -677,8 +677,9 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 		return out, nil
 	}
 	now := time.Now()
+	var day string // the last day found valid: a batch's charges have few
 	for i := range charges {
-		if err := charges[i].validate(now); err != nil {
+		if err := charges[i].validate(now, &day); err != nil {
 			return nil, fmt.Errorf("budget: charge %d: %w", i, err)
 		}
 	}
@@ -712,7 +713,9 @@ func ApplyCharges(ctx context.Context, rdb redis.UniversalClient, charges []Char
 	return out, nil
 }
 
-func (c *Charge) validate(now time.Time) error {
+// validate checks c; *day is a day found valid before (validate sets it),
+// which c's need not be read again.
+func (c *Charge) validate(now time.Time, day *string) error {
 	if err := validMarketplace(c.MarketplaceID); err != nil {
 		return err
 	}
@@ -744,7 +747,14 @@ func (c *Charge) validate(now time.Time) error {
 	if err := c.Click.validate(); err != nil {
 		return fmt.Errorf("click: %w", err)
 	}
-	return validDay(c.Day)
+	if c.Day == *day && c.Day != "" {
+		return nil
+	}
+	if err := validDay(c.Day); err != nil {
+		return err
+	}
+	*day = c.Day
+	return nil
 }
 
 // chargeCall is one script call: charges of campaigns of one slot (on a

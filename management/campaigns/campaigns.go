@@ -190,6 +190,7 @@ type Service struct {
 	bidsOf   map[string]map[string]map[string]string   // mp -> campaign -> bid id -> bid key
 	bidKeyOf map[string]map[string]string              // mp -> bid id -> bid key
 	lists    map[string]*listIndex                     // mp -> what the list's filters read, in id order (list.go)
+	capped   map[string]int                            // mp -> its campaigns with an active restriction (AnyCapped)
 
 	// spend reads campaigns' spend for their views (nil: never known).
 	spend SpendReader
@@ -224,6 +225,7 @@ func New(log *statelog.Log, cat entityref.Catalog, bil entityref.Billing, seg en
 		bidsOf:    map[string]map[string]map[string]string{},
 		bidKeyOf:  map[string]map[string]string{},
 		lists:     map[string]*listIndex{},
+		capped:    map[string]int{},
 	}
 	s.campaigns.OnChange = s.indexCampaign
 	s.bids.OnChange = s.indexBid
@@ -234,6 +236,13 @@ func (s *Service) indexCampaign(mp, id string, old, nw *Campaign) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.indexList(mp, id, nw)
+	if was, is := old != nil && old.Capped(), nw != nil && nw.Capped(); was != is {
+		if is {
+			s.capped[mp]++
+		} else if s.capped[mp]--; s.capped[mp] <= 0 {
+			delete(s.capped, mp)
+		}
+	}
 	if old != nil && (nw == nil || nw.VendorID != old.VendorID) {
 		if m := s.byVendor[mp][old.VendorID]; m != nil {
 			delete(m, id)
@@ -300,6 +309,15 @@ func (s *Service) ListenBids(fn func(mp, key string, old, nw *Bid)) { s.bids.Lis
 // Campaign returns a campaign of a marketplace and its version.
 func (s *Service) Campaign(mp, id string) (Campaign, int64, bool) {
 	return s.campaigns.Get(mp, id)
+}
+
+// AnyCapped reports whether some campaign of a marketplace has an active
+// restriction (Campaign.Capped): without one, nothing of the marketplace
+// is counted for the frequency caps.
+func (s *Service) AnyCapped(mp string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.capped[mp] > 0
 }
 
 // EachCampaign calls fn for every campaign of a marketplace, in no order,

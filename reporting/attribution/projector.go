@@ -271,8 +271,14 @@ func (p *Projector) FoldDecided(ctx context.Context, events []projections.Event,
 	if err := insertResults(rctx, p.conn, out); err != nil {
 		return err
 	}
+	// Counted once a batch by reason (a labelled counter's look-up an item
+	// costs more than the count).
+	byReason := map[string]int{}
 	for i := range out {
-		telemetry.AttributedItems.WithLabelValues(out[i].res.Reason).Inc()
+		byReason[out[i].res.Reason]++
+	}
+	for reason, n := range byReason {
+		telemetry.AttributedItems.WithLabelValues(reason).Add(float64(n))
 	}
 	telemetry.AttributionBatchSeconds.Observe(time.Since(start).Seconds())
 	return nil

@@ -6,7 +6,7 @@
 //
 // Regenerate the figures after a change meant to cost more (or less):
 //
-//	ENDCAP_PERF_UPDATE=1 go test -count=1 -run TestPerfBudget ./auction ./ingest
+//	ENDCAP_PERF_UPDATE=1 go test -count=1 -run TestPerfBudget ./auction ./ingest ./projections
 package perfbudget
 
 import (
@@ -36,7 +36,7 @@ const header = `# Performance budgets of the hot paths: counts a busy machine do
 # instructions under valgrind --tool=callgrind; the live heap of the entity state per product). A
 # test fails when its count is more than 10 % above the figure here (testkit/perfbudget).
 # Regenerate after a change meant to cost more or less, and say why in its commit:
-#   ENDCAP_PERF_UPDATE=1 go test -count=1 -run 'TestPerfBudget|TestMemoryPerProduct' ./auction ./ingest
+#   ENDCAP_PERF_UPDATE=1 go test -count=1 -run 'TestPerfBudget|TestMemoryPerProduct' ./auction ./ingest ./projections
 `
 
 // File is the path of budgets.txt.

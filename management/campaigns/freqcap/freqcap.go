@@ -570,7 +570,27 @@ return 1
 // Count adds the hits, one script each, pipelined (on a cluster, one round
 // trip to each master concerned). A hit whose periods are all over counts
 // nothing. now is the clock that sets the TTLs and the periods kept.
+//
+// The script is called by its SHA-1 (EVALSHA), not by its text; when a
+// server does not have it (a restart, a replica that took over, SCRIPT
+// FLUSH), it is loaded on every master and the hits are sent again, which
+// counts none twice (the offsets).
 func (s *Store) Count(ctx context.Context, hits []Hit, now time.Time) error {
+	err := s.count(ctx, hits, now)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if lerr := countScript.Load(ctx, s.rdb).Err(); lerr != nil {
+			return fmt.Errorf("%w: frequency caps: loading the count script: %v", errkind.Unavailable, lerr)
+		}
+		err = s.count(ctx, hits, now)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: frequency caps: counting: %v", errkind.Unavailable, err)
+	}
+	return nil
+}
+
+// count is one attempt of Count.
+func (s *Store) count(ctx context.Context, hits []Hit, now time.Time) error {
 	if len(hits) == 0 {
 		return nil
 	}
@@ -613,16 +633,14 @@ func (s *Store) Count(ctx context.Context, hits []Hit, now time.Time) error {
 			args = append(args, f)
 		}
 		old := k + ":"
-		countScript.Eval(ctx, pipe, []string{k, old + cur.Day, old + cur.Week, old + cur.Month, old + "o"}, args...)
+		countScript.EvalSha(ctx, pipe, []string{k, old + cur.Day, old + cur.Week, old + cur.Month, old + "o"}, args...)
 		n++
 	}
 	if n == 0 {
 		return nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: frequency caps: counting: %v", errkind.Unavailable, err)
-	}
-	return nil
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // Erase removes the counts of shoppers (a privacy erasure): their hash,

@@ -2,12 +2,16 @@ package freqcap
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/endcap/endcap/storage/redisstore"
 	"github.com/endcap/endcap/testkit/testenv"
 )
 
@@ -171,5 +175,105 @@ func TestErase(t *testing.T) {
 	}
 	if ks := testenv.Keys(t, rdb, Key(mp, kept)+"*"); len(ks) != 2 {
 		t.Errorf("another shopper's keys: %v", ks)
+	}
+}
+
+// commandNames records the names of the commands a client sends.
+type commandNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (h *commandNames) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.add(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *commandNames) add(c redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.names = append(h.names, strings.ToLower(c.Name()))
+}
+
+func (h *commandNames) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.names
+	h.names = nil
+	return n
+}
+
+// TestCountBySHA: the count script goes by its SHA-1 (EVALSHA), never by
+// its text (EVAL); a server that lost it (SCRIPT FLUSH) gets it loaded and
+// the hits counted, once each.
+func TestCountBySHA(t *testing.T) {
+	env := testenv.Get(t)
+	rdb := env.Redis(t)
+	names := &commandNames{}
+	rdb.AddHook(names)
+	s := New(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mp, camp := uuid.NewString(), uuid.NewString()
+	users := []string{"shopper-" + uuid.NewString(), "shopper-" + uuid.NewString()}
+	cf := CampaignField(camp, Click)
+	now := time.Now()
+	hits := func(off int64) []Hit {
+		var hs []Hit
+		for _, u := range users {
+			hs = append(hs, Hit{MP: mp, User: u, Partition: 1, Offset: off, At: now, Loc: time.UTC, Fields: []string{cf}})
+		}
+		return hs
+	}
+	check := func(step string, wantLoad bool) {
+		t.Helper()
+		sent := names.take()
+		if slices.Contains(sent, "eval") || !slices.Contains(sent, "evalsha") {
+			t.Errorf("%s: commands %v, want EVALSHA and no EVAL", step, sent)
+		}
+		if got := slices.Contains(sent, "script"); got != wantLoad {
+			t.Errorf("%s: commands %v: a SCRIPT LOAD %v, want %v", step, sent, got, wantLoad)
+		}
+	}
+	// The first count may load the script (a server that never ran it).
+	if err := s.Count(ctx, hits(1), now); err != nil {
+		t.Fatal(err)
+	}
+	names.take()
+	if err := s.Count(ctx, hits(2), now); err != nil {
+		t.Fatal(err)
+	}
+	check("loaded", false)
+	if err := redisstore.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error {
+		return m.ScriptFlush(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	names.take()
+	if err := s.Count(ctx, hits(3), now); err != nil {
+		t.Fatalf("after SCRIPT FLUSH: %v", err)
+	}
+	check("after SCRIPT FLUSH", true)
+	for _, u := range users {
+		var c Counts
+		if err := s.Read(ctx, mp, u, now, time.UTC, &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Campaign("daily", camp, Click); got != 3 {
+			t.Errorf("%s: %d clicks counted, want 3", u, got)
+		}
 	}
 }
