@@ -80,3 +80,37 @@ func TestRecordDecoderAgreesWithEncodingJSON(t *testing.T) {
 		})
 	}
 }
+
+// FuzzRecordDecoder: for any bytes, the record decoder answers as
+// encoding/json does (go test ./storage/statelog -fuzz FuzzRecordDecoder).
+func FuzzRecordDecoder(f *testing.F) {
+	for _, r := range []Record{
+		{Type: "product", ID: "mp/p-1", Version: 3, WriteID: "w-1", AtMs: 1_700_000_000_000, State: json.RawMessage(`{"name":"x","details":{"a":[1,null]}}`)},
+		{Type: "bid", ID: "mp/\"é\u2028", Version: 1 << 40, WriteID: "<&>", AtMs: -1, Deleted: true},
+	} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"type":"t","id":"m/i","version":1,"writeId":"w","at":1,"state":{"s":"a\u0000b"}}`))
+	f.Add([]byte(`{"type":"t","id":"m/i","version":1.5,"writeId":"w","at":1}`))
+	var d recordDecoder
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want Record
+		wantErr := json.Unmarshal(b, &want)
+		got, key, err := d.decode(b)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%q: error %v, encoding/json's %v", b, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if got.Type != want.Type || got.ID != want.ID || got.Version != want.Version || got.WriteID != want.WriteID ||
+			got.AtMs != want.AtMs || got.Deleted != want.Deleted || !bytes.Equal(got.State, want.State) || (got.State == nil) != (want.State == nil) ||
+			key != want.Type+"/"+want.ID {
+			t.Fatalf("%q: got %+v (key %q), encoding/json's %+v", b, got, key, want)
+		}
+	})
+}
