@@ -10,14 +10,18 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/endcap/endcap/auction"
@@ -148,17 +152,33 @@ func importCampaigns(t *testing.T, brokers []string, prefix, mp string, cs []cam
 		testenv.StateLog(t, brokers, testenv.StateLogOptions{Prefix: prefix}, func(l *statelog.Log) {
 			camps = campaigns.New(l, catalog.New(l, nil), nil, nil, nil)
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := stepContext(t)
 		defer cancel()
 		if err := camps.Import(ctx, mp, cs, bs); err != nil {
-			t.Fatal(err)
+			t.Fatalf("importing %d campaigns and %d bids: %v", len(cs), len(bs), err)
 		}
 	})
 }
 
+// stepContext is the context of one step of the test (import, produce,
+// load): it ends a minute before the test's deadline (go test -timeout;
+// a tenth of the time left when that is less than ten minutes), so that a
+// step that runs out of time fails saying which step it was and how far it
+// got, where the deadline's panic says neither.
+func stepContext(t *testing.T) (context.Context, context.CancelFunc) {
+	dl, ok := t.Deadline()
+	if !ok {
+		return context.WithCancel(t.Context())
+	}
+	return context.WithDeadline(t.Context(), dl.Add(-min(time.Minute, time.Until(dl)/10)))
+}
+
 // produceProducts writes n typical products of mp to the entities topic of
-// prefix, as the catalog's writes would have.
-func produceProducts(t testing.TB, brokers []string, prefix, mp string, n int) {
+// prefix, as the catalog's writes would have. The records are produced
+// without waiting for each batch (the client holds at most 200,000 of
+// them: kafka.NewClient), so that the generator and the compression run
+// side by side; every 1,000,000 products it logs how far it got.
+func produceProducts(t *testing.T, brokers []string, prefix, mp string, n int) {
 	t.Helper()
 	// Compressed, as kfake keeps the batches it is given: the broker's
 	// copy of the topic, in this process, is then a fraction of the texts
@@ -168,23 +188,31 @@ func produceProducts(t testing.TB, brokers []string, prefix, mp string, n int) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
+	ctx, cancel := stepContext(t)
 	defer cancel()
 	topics := kafka.TopicNames(prefix)
 	if err := kafka.EnsureTopics(ctx, cl, kafka.Specs(topics, 1, 1, time.Hour, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	const batch = 2000
-	recs := make([]*kgo.Record, 0, batch)
-	for i := 0; i < n; i++ {
-		v := appendTypicalProduct(nil, mp, i)
-		recs = append(recs, &kgo.Record{Topic: topics.Entities, Key: []byte("product/" + mp + "/" + typicalID(i)), Value: v})
-		if len(recs) == batch || i == n-1 {
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			recs = recs[:0]
+	var failed atomic.Pointer[error]
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
 		}
+	}
+	start := time.Now()
+	for i := 0; i < n && failed.Load() == nil; i++ {
+		v := appendTypicalProduct(nil, mp, i)
+		cl.Produce(ctx, &kgo.Record{Topic: topics.Entities, Key: []byte("product/" + mp + "/" + typicalID(i)), Value: v}, done)
+		if (i+1)%1_000_000 == 0 && i+1 < n {
+			t.Logf("%d of %d products handed to the producer in %v (load average %s)", i+1, n, time.Since(start).Round(time.Second), loadAvg())
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("producing %d products: %v", n, err)
+	}
+	if err := failed.Load(); err != nil {
+		t.Fatalf("producing %d products: %v", n, *err)
 	}
 }
 
@@ -218,6 +246,7 @@ func settledHeap() uint64 {
 type loadedView struct {
 	heap  uint64        // live heap of the view
 	took  time.Duration // the load, from the view's start to ready
+	cpu   time.Duration // the process's CPU over the load (the broker's and the disk store's too)
 	cat   *catalog.Service
 	camps *campaigns.Service
 	ix    *index.Index
@@ -225,11 +254,13 @@ type loadedView struct {
 
 // apiView loads, cold from the topic, what an API process holds of the
 // entities: the catalog, the campaigns and the auction index. It returns
-// them, the heap they take once loaded and the load's time.
-func apiView(t testing.TB, brokers []string, prefix string) loadedView {
+// them, the heap they take once loaded and the load's time. With every > 0
+// it logs the load's progress at that interval (watchLoad); with
+// cpuProfile it writes a CPU profile of the load alone there.
+func apiView(t *testing.T, brokers []string, prefix string, every time.Duration, cpuProfile string) loadedView {
 	t.Helper()
 	before := liveHeap()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	texts := testenv.SpillStore(t)
 	cl, err := kafka.NewClient(brokers, testenv.Logger(t))
 	if err != nil {
@@ -244,16 +275,37 @@ func apiView(t testing.TB, brokers []string, prefix string) loadedView {
 	camps := campaigns.New(l, cat, nil, nil, nil)
 	ix := index.New()
 	ix.Register(cat, camps)
+	stopProfile := func() {}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			t.Fatal(err)
+		}
+		var once sync.Once
+		stopProfile = func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }
+		defer stopProfile()
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done; l.Close() })
-	// Wait as long as the load takes (a few seconds at 100,000 products;
-	// the test's own deadline bounds it).
-	if err := l.WaitReady(t.Context()); err != nil {
-		t.Fatal(err)
+	stopWatch := watchLoad(t, l, every)
+	// Wait as long as the load takes (a few seconds at 100,000 products),
+	// until a minute before the test's deadline.
+	wctx, cancel := stepContext(t)
+	err = l.WaitReady(wctx)
+	cancel()
+	stopWatch()
+	stopProfile()
+	if err != nil {
+		t.Fatalf("the view applied %d records in %v, then the test's time ran out (go test -timeout): %v",
+			l.Applied(), time.Since(start).Round(time.Second), err)
 	}
-	took := time.Since(start)
+	took, cpu := time.Since(start), processCPU()-cpu0
 	// The view stays in memory; its consumer's connection goes, and with it
 	// the fetch buffers kfake (the broker, in this process) keeps for it:
 	// they are the broker's, not the API process's.
@@ -261,7 +313,112 @@ func apiView(t testing.TB, brokers []string, prefix string) loadedView {
 	<-done
 	l.Close()
 	heap := settledHeap() - before
-	return loadedView{heap: heap, took: took, cat: cat, camps: camps, ix: ix}
+	return loadedView{heap: heap, took: took, cpu: cpu, cat: cat, camps: camps, ix: ix}
+}
+
+// watchLoad logs, every interval until the returned function is called,
+// the records the view applied, their rate since the line before, the live
+// heap (at the last collection), VmRSS and the machine's load average: a
+// rate that falls as the view grows, at a steady load average, is a load
+// whose cost grows faster than the catalog.
+func watchLoad(t *testing.T, l *statelog.Log, every time.Duration) (stop func()) {
+	if every <= 0 {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		start := time.Now()
+		last, lastAt := int64(0), start
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				n := l.Applied()
+				rate := float64(n-last) / now.Sub(lastAt).Seconds()
+				last, lastAt = n, now
+				t.Logf("load: %d records applied in %v, %.0f a second over the last %v; live heap %d MiB, VmRSS %d MiB; load average %s",
+					n, now.Sub(start).Round(time.Second), rate, every, liveHeapMetric()>>20, procKB("VmRSS")>>10, loadAvg())
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// liveHeapMetric is the live heap as the last collection marked it
+// (runtime/metrics: no collection and no stop of the world).
+func liveHeapMetric() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes
+// (/proc/loadavg; "?" when unreadable).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
+
+// loadRange samples the machine's 1-minute load average every interval
+// until stopped, and reports the least and the most it read: the load the
+// figures of a long run were measured at.
+type loadRange struct {
+	mu     sync.Mutex
+	lo, hi float64
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func sampleLoad(every time.Duration) *loadRange {
+	r := &loadRange{lo: -1, quit: make(chan struct{}), done: make(chan struct{})}
+	r.sample()
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.quit:
+				return
+			case <-tick.C:
+				r.sample()
+			}
+		}
+	}()
+	return r
+}
+
+func (r *loadRange) sample() {
+	v, err := strconv.ParseFloat(strings.Fields(loadAvg())[0], 64)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lo < 0 || v < r.lo {
+		r.lo = v
+	}
+	r.hi = max(r.hi, v)
+}
+
+// stop ends the sampling and returns the range ("lo–hi").
+func (r *loadRange) stop() string {
+	close(r.quit)
+	<-r.done
+	r.sample()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strconv.FormatFloat(r.lo, 'f', 1, 64) + "–" + strconv.FormatFloat(r.hi, 'f', 1, 64)
 }
 
 func writeHeapProfile(t testing.TB, path string) {
@@ -285,20 +442,40 @@ func writeHeapProfile(t testing.TB, path string) {
 // docs/design/performance.md, Catalog in memory): then also the campaigns of
 // the engine benchmark's world (ENDCAP_TEST_CAMPAIGNS, 100,000 by default,
 // imported before the products), and after the load auctions of 500 ids
-// drawn uniformly from the n, single-threaded. It prints the load's time,
-// the peak and steady RSS the load added to the process, the live heap per
-// product and the auctions' p50 and p99. The broker (kfake) runs in the
-// test's process: its copy of the topic is there before the view starts
+// drawn uniformly from the n, then by popularity (Zipf), single-threaded.
+// It prints the load's time, the peak and steady RSS the load added to the
+// process, the live heap per product, the auctions' p50 and p99, the load's
+// progress every minute and the machine's load average over the run
+// (ENDCAP_TEST_CPU_PROFILE=file writes a CPU profile of the load). Such a
+// run needs a -timeout of its size (minTimeout). The broker (kfake) runs in
+// the test's process: its copy of the topic is there before the view starts
 // (compressed, as produced), so the view's heap is the heap's growth from
 // that point, and its RSS the growth of VmRSS, the peak (VmHWM) reset when
-// the load starts (/proc/self/clear_refs).
+// the load starts (/proc/self/clear_refs). What the test's generators hold
+// (the campaigns it made, kept for the auctions' budget cache) is in the
+// heap before that point, and counts neither.
 func TestMemoryPerProduct(t *testing.T) {
 	n := memProducts
 	if v, err := strconv.Atoi(os.Getenv("ENDCAP_TEST_PRODUCTS")); err == nil && v > 0 {
 		n = v
 	}
 	large := n != memProducts
-	_, brokers := testenv.Kafka(t)
+	var every time.Duration
+	var machine *loadRange
+	if large {
+		if dl, ok := t.Deadline(); ok && time.Until(dl) < minTimeout(n) {
+			t.Fatalf("%d products need a -timeout of at least %v (the time left is %v): go test -timeout %dm ...",
+				n, minTimeout(n), time.Until(dl).Round(time.Second), int(minTimeout(n).Minutes())+1)
+		}
+		every = time.Minute
+		machine = sampleLoad(10 * time.Second)
+		defer func() { t.Logf("the machine's 1-minute load average during the run: %s", machine.stop()) }()
+	}
+	// kfake compacts a compacted topic every log.cleaner.backoff.ms (an
+	// hour by default), all of it at once, on the broker's one goroutine: a
+	// long run would then measure the broker's compaction of millions of
+	// records in the middle of the view's load.
+	_, brokers := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": strconv.FormatInt((24 * time.Hour).Milliseconds(), 10)}))
 	const mp = "0193a5b0-0000-7000-8000-0000000000aa"
 	var cs []campaigns.Campaign
 	if large {
@@ -306,16 +483,16 @@ func TestMemoryPerProduct(t *testing.T) {
 		cs, bs = typicalCampaigns(envInt("ENDCAP_TEST_CAMPAIGNS", 100_000), n)
 		t0 := time.Now()
 		importCampaigns(t, brokers, "mem.", mp, cs, bs)
-		t.Logf("%d campaigns and %d bids imported in %v", len(cs), len(bs), time.Since(t0).Round(time.Millisecond))
+		t.Logf("%d campaigns and %d bids imported in %v (load average %s)", len(cs), len(bs), time.Since(t0).Round(time.Millisecond), loadAvg())
 	}
 	t0 := time.Now()
 	produceProducts(t, brokers, "mem.", mp, n)
-	t.Logf("%d products produced in %v", n, time.Since(t0).Round(time.Millisecond))
+	t.Logf("%d products produced in %v (load average %s)", n, time.Since(t0).Round(time.Millisecond), loadAvg())
 	liveHeap()
 	debug.FreeOSMemory()
 	rssBefore := procKB("VmRSS")
 	resetPeakRSS(t)
-	v := apiView(t, brokers, "mem.")
+	v := apiView(t, brokers, "mem.", every, os.Getenv("ENDCAP_TEST_CPU_PROFILE"))
 	peak := procKB("VmHWM") - rssBefore
 	debug.FreeOSMemory() // what the runtime keeps of the load's garbage goes back
 	steady := procKB("VmRSS") - rssBefore
@@ -327,8 +504,8 @@ func TestMemoryPerProduct(t *testing.T) {
 		runtime.KeepAlive(v)
 	}
 	perProduct := float64(v.heap) / float64(n)
-	t.Logf("loaded %d products in %v: live heap %d MiB, %.0f B a product (with the campaigns, if any); RSS the load added: peak %d MiB, steady %d MiB (VmRSS %d MiB with kfake's copy of the topic)",
-		n, v.took.Round(time.Millisecond), v.heap>>20, perProduct, peak>>10, steady>>10, procKB("VmRSS")>>10)
+	t.Logf("loaded %d products in %v (%v of the process's CPU, the broker's and the disk store's with the view's): live heap %d MiB, %.0f B a product (with the campaigns, if any); RSS the load added: peak %d MiB, steady %d MiB (VmRSS %d MiB with kfake's copy of the topic; load average %s)",
+		n, v.took.Round(time.Millisecond), v.cpu.Round(time.Millisecond), v.heap>>20, perProduct, peak>>10, steady>>10, procKB("VmRSS")>>10, loadAvg())
 	if !large {
 		perfbudget.Check(t, "catalog.heap-bytes-per-product", perProduct)
 		return
@@ -336,9 +513,16 @@ func TestMemoryPerProduct(t *testing.T) {
 	auctionsOverView(t, mp, n, v, cs)
 }
 
-// auctionsOverView runs listings auctions of 500 ids drawn uniformly from
-// the n typical products, 5 slots, over the loaded view (the budget cache
-// loaded from a Redis of the test's own, as loadSpend), and prints their
+// minTimeout is the least time left a run of n products starts with: 0.4
+// ms a product (the campaigns' import, the products' production and the
+// load together took about that at 2,000,000 products on the shared
+// two-core machine, at a load average of 17–28).
+func minTimeout(n int) time.Duration { return time.Duration(n) * 400 * time.Microsecond }
+
+// auctionsOverView runs listings auctions of 500 ids, 5 slots, over the
+// loaded view (the budget cache loaded from a Redis of the test's own, as
+// loadSpend): ids drawn uniformly from the n typical products, then by
+// popularity (Zipf, s = 1.1, as BenchmarkEngine500), and prints their
 // latency.
 func auctionsOverView(t *testing.T, mp string, n int, v loadedView, cs []campaigns.Campaign) {
 	eng, m, err := benchEngine(t, mp, v.cat, v.ix)
@@ -350,17 +534,29 @@ func auctionsOverView(t *testing.T, mp string, n int, v loadedView, cs []campaig
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
-	reqs := make([][]auction.Request, 256)
-	for i := range reqs {
-		r := auction.Request{Kind: auction.KindListings, Slots: 5, ProductIDs: make([]string, 500)}
-		for k := range r.ProductIDs {
-			r.ProductIDs[k] = typicalID(rng.IntN(n))
+	z := rand.NewZipf(rand.New(rand.NewPCG(8, 8)), 1.1, 1, uint64(n-1))
+	uniform := make([][]auction.Request, 256)
+	zipf := make([][]auction.Request, 256)
+	for i := range uniform {
+		u := auction.Request{Kind: auction.KindListings, Slots: 5, ProductIDs: make([]string, 500)}
+		p := auction.Request{Kind: auction.KindListings, Slots: 5, ProductIDs: make([]string, 500)}
+		for k := range u.ProductIDs {
+			u.ProductIDs[k] = typicalID(rng.IntN(n))
+			p.ProductIDs[k] = typicalID(int(z.Uint64()))
 		}
-		reqs[i] = []auction.Request{r}
+		uniform[i], zipf[i] = []auction.Request{u}, []auction.Request{p}
 	}
 	runtime.GC()
-	ctx := context.Background()
 	count := envInt("ENDCAP_TEST_AUCTIONS", 3000)
+	runAuctions(t, eng, m, "uniform", n, count, uniform)
+	runAuctions(t, eng, m, "Zipf", n, count, zipf)
+}
+
+// runAuctions runs count auctions of reqs (in turn) after 200 that warm
+// up, one at a time, and prints their p50 and p99, the process's CPU an
+// auction and the winners an auction.
+func runAuctions(t *testing.T, eng *auction.Engine, m *auction.Market, name string, n, count int, reqs [][]auction.Request) {
+	ctx := context.Background()
 	lat := make([]time.Duration, 0, count)
 	winners := 0
 	var cpu0 time.Duration
@@ -383,8 +579,8 @@ func auctionsOverView(t *testing.T, mp string, n int, v loadedView, cs []campaig
 	cpu := (processCPU() - cpu0) / time.Duration(count)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-	t.Logf("%d auctions of 500 ids over %d products: p50 %v, p99 %v, process CPU %v an auction, %.1f winners an auction",
-		count, n, pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), cpu.Round(time.Microsecond), float64(winners)/float64(count))
+	t.Logf("%d auctions of 500 %s ids over %d products: p50 %v, p99 %v, process CPU %v an auction, %.1f winners an auction (load average %s)",
+		count, name, n, pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), cpu.Round(time.Microsecond), float64(winners)/float64(count), loadAvg())
 }
 
 // procKB is a field of /proc/self/status in KiB (0 when absent).

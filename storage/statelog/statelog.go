@@ -74,7 +74,9 @@ type Record struct {
 }
 
 // ApplyFunc folds an accepted record into a domain's view. It runs on the
-// log's single applying goroutine, in log order.
+// log's single applying goroutine, in log order. The record's State shares
+// the bytes of the consumed Kafka record: an applier keeps nothing of it
+// beyond its call (a decoder copies what it keeps).
 type ApplyFunc func(Record)
 
 // Log is the view of one changelog topic.
@@ -119,6 +121,9 @@ type Log struct {
 	// (under mu); progress is closed and replaced whenever it moves.
 	next     map[int32]int64
 	progress chan struct{}
+
+	// dec decodes the records apply is given (on the applying goroutine).
+	dec recordDecoder
 }
 
 // New returns a view of topic. producer is used for appends; a consumer of
@@ -303,15 +308,14 @@ func (l *Log) markReady() {
 
 func (l *Log) apply(r *kgo.Record) {
 	defer l.applied.Add(1)
-	var rec Record
-	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.Type == "" || rec.ID == "" {
+	// rec.ID is a part of key. The views copy a new entity's id into their
+	// own chunks (keyArena): key and the decoded record are garbage once
+	// applied.
+	rec, key, err := l.dec.decode(r.Value)
+	if err != nil || rec.Type == "" || rec.ID == "" {
 		l.log.Error("state log: undecodable record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		return
 	}
-	key := rec.Type + "/" + rec.ID
-	// The views copy a new entity's id into their own chunks (keyArena):
-	// key and the decoded record are garbage once applied.
-	rec.ID = key[len(rec.Type)+1:]
 	l.mu.Lock()
 	var accepted bool
 	if version := l.versioners[rec.Type]; version != nil {
