@@ -288,8 +288,8 @@ func (a *auctionEnv) landingPage() {
 				return true
 			}
 			p := a.ix.Product(b.B.Target)
-			if p != nil && p.Known && p.Active && p.HasVendor(c.Vendor) {
-				a.addBid(a.addProduct(p, p.ID, p.QualityScore, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
+			if p != nil && p.Known() && p.Active() && p.HasVendor(c.Vendor) {
+				a.addBid(a.addProduct(p, p.ID(), p.QualityScore, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
 			} else if a.tr != nil {
 				a.traceLandingPageBid(c, b, productWhy(p, c.Vendor))
 			}
