@@ -102,10 +102,12 @@ func (a *auctionEnv) gather(first int) {
 				continue // automated campaigns are listings campaigns
 			}
 			for _, c := range v.Automated {
+				// The bid from the gate's copies of the daily budget and
+				// the maximum bid: the campaign's record is lines further.
 				if ci := a.campaign(c); ci >= 0 {
-					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
+					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBid(c.Gate.Limits.DailyMicros, c.Gate.MaxBidMicros, p.QualityScore))
 				} else if a.tr != nil {
-					a.traceCampaignOut(pk, "", c, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
+					a.traceCampaignOut(pk, "", c, specAutomated, "", campaigns.AutomatedBid(c.Gate.Limits.DailyMicros, c.Gate.MaxBidMicros, p.QualityScore))
 				}
 			}
 		}

@@ -504,6 +504,9 @@ type Gate struct {
 	// Capped: the campaign has an active frequency cap (Info.Caps).
 	Capped bool
 	Limits spend.Limits
+	// MaxBidMicros is C's, the automated bid's ceiling (0: none): with
+	// Limits.DailyMicros, all that campaigns.AutomatedBid reads.
+	MaxBidMicros int64
 	// Scheduled: the campaign has a timetable (Camp.Hours); Negative: it
 	// has negative keywords (Camp.Negatives); BidNegative: some of its bids
 	// have (Camp.BidNegatives).
@@ -553,7 +556,7 @@ func gateOf(c *campaigns.Campaign) Gate {
 	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active && !c.Archived(),
 		Budgeted: c.DailyBudgetMicros != 0 || c.WeeklyBudgetMicros != 0 || c.MonthlyBudgetMicros != 0 || c.TotalBudgetMicros != 0,
 		Limits: spend.Limits{DailyMicros: c.DailyBudgetMicros, WeeklyMicros: c.WeeklyBudgetMicros, MonthlyMicros: c.MonthlyBudgetMicros,
-			TotalMicros: c.TotalBudgetMicros}}
+			TotalMicros: c.TotalBudgetMicros}, MaxBidMicros: c.MaxBidMicros}
 	if c.EndDate != nil {
 		g.EndMs = ceilMs(*c.EndDate)
 	}
