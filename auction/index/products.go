@@ -25,7 +25,7 @@ type productTable struct {
 	n      int
 	seed   maphash.Seed
 	chunks []*[productChunk]Product // entry r at chunks[(r-1)/productChunk][(r-1)%productChunk]
-	next   ProductRef  // entries handed out of chunks
+	next   ProductRef               // entries handed out of chunks
 	free   []ProductRef
 }
 
