@@ -25,9 +25,9 @@ const childTimeout = 6 * time.Minute
 
 // The callgrind client requests (valgrind/callgrind.h).
 const (
-	callgrindBase      = uintptr('C')<<24 | uintptr('T')<<16
-	callgrindDumpStats = callgrindBase + 0
-	callgrindZeroStats = callgrindBase + 1
+	callgrindBase       = uintptr('C')<<24 | uintptr('T')<<16
+	callgrindDumpStats  = callgrindBase + 0
+	callgrindZeroStats  = callgrindBase + 1
 	callgrindStartInstr = callgrindBase + 4
 )
 
