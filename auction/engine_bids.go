@@ -102,10 +102,12 @@ func (a *auctionEnv) gather(first int) {
 				continue // automated campaigns are listings campaigns
 			}
 			for _, c := range v.Automated {
+				// The bid from the gate's copies of the daily budget and
+				// the maximum bid: the campaign's record is lines further.
 				if ci := a.campaign(c); ci >= 0 {
-					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
+					a.addBid(pk, ci, specAutomated, "", campaigns.AutomatedBid(c.Gate.Limits.DailyMicros, c.Gate.MaxBidMicros, p.QualityScore))
 				} else if a.tr != nil {
-					a.traceCampaignOut(pk, "", c, specAutomated, "", campaigns.AutomatedBidMicros(c.C, p.QualityScore))
+					a.traceCampaignOut(pk, "", c, specAutomated, "", campaigns.AutomatedBid(c.Gate.Limits.DailyMicros, c.Gate.MaxBidMicros, p.QualityScore))
 				}
 			}
 		}
@@ -113,48 +115,74 @@ func (a *auctionEnv) gather(first int) {
 }
 
 // touch reads, for every candidate product, the memory the real pass will
-// read first (its vendors' entries and lists, its categories, the gates of
-// its product bids' and its vendors' automated campaigns) once before that
-// pass: these loads do not depend on each other, so the CPU overlaps their
-// cache misses, where the real pass would wait for each in turn.
+// read (its bids' array and their campaigns' gates, its vendors' entries
+// and lists, the gates of their automated campaigns, the budgeted
+// campaigns' places in the spend cache) once before that pass, a level of
+// pointers at a time: the loads of one level do not depend on each other,
+// so the CPU overlaps their cache misses, where the real pass would wait
+// for each in turn, and a product's chain of loads would wait for its
+// previous link.
 func (a *auctionEnv) touch(first int) {
+	prods := a.st.prods[first:]
 	n := 0
-	for i := first; i < len(a.st.prods); i++ {
-		p := a.st.prods[i].ip
-		if len(p.Categories()) > 0 && p.Categories()[0] == (index.Cat{}) {
-			n++
-		}
-		for j := range p.Bids() {
-			n += int(p.Bids()[j].Camp.Gate.Kind)
+	// What the entries point to: the bids' arrays, the vendors' entries.
+	for i := range prods {
+		p := prods[i].ip
+		bs := p.Bids()
+		for j := range bs {
+			if bs[j].Camp == nil {
+				n++
+			}
 		}
 		for _, v := range p.Vendors() {
 			n += len(v.Category) + len(v.Automated)
+		}
+	}
+	// What those point to: the bids' campaigns' gates, the vendors'
+	// lists.
+	for i := range prods {
+		p := prods[i].ip
+		if len(p.Categories()) > 0 && p.Categories()[0] == (index.Cat{}) {
+			n++
+		}
+		bs := p.Bids()
+		for j := range bs {
+			n += int(bs[j].Camp.Gate.Kind)
+		}
+		for _, v := range p.Vendors() {
 			if len(v.Category) > 0 && v.Category[0].Target == (index.Cat{}) {
 				n++
 			}
-			for _, c := range v.Automated {
-				n += int(c.Gate.Kind)
+			if len(v.Automated) > 0 && v.Automated[0] == nil {
+				n++
 			}
 		}
 	}
-	// The budget gate's reads of the campaigns met, after their gates:
-	// each campaign's record and entry in the spend cache.
-	for i := first; i < len(a.st.prods); i++ {
-		p := a.st.prods[i].ip
-		for j := range p.Bids() {
-			if c := p.Bids()[j].Camp; c.Gate.Budgeted {
-				n += c.Spend.Touch()
-			}
+	// The automated campaigns' gates; the budget gate's reads of the
+	// campaigns met, after their gates (each campaign's record and entry
+	// in the spend cache), or the number the auction keys a campaign by,
+	// beside its place in the cache (Camp.Num, Camp.Spend).
+	for i := range prods {
+		p := prods[i].ip
+		bs := p.Bids()
+		for j := range bs {
+			n += touchCamp(bs[j].Camp)
 		}
 		for _, v := range p.Vendors() {
 			for _, c := range v.Automated {
-				if c.Gate.Budgeted {
-					n += c.Spend.Touch()
-				}
+				n += int(c.Gate.Kind) + touchCamp(c)
 			}
 		}
 	}
 	a.st.touched = n
+}
+
+// touchCamp reads what the auction reads of campaign c after its gate.
+func touchCamp(c *index.Camp) int {
+	if c.Gate.Budgeted {
+		return c.Spend.Touch()
+	}
+	return int(c.Num & 1)
 }
 
 // addBids adds the active bids of bs whose campaign may compete and whose
@@ -288,8 +316,8 @@ func (a *auctionEnv) landingPage() {
 				return true
 			}
 			p := a.ix.Product(b.B.Target)
-			if p != nil && p.Known && p.Active && p.HasVendor(c.Vendor) {
-				a.addBid(a.addProduct(p, p.ID, p.QualityScore, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
+			if p != nil && p.Known() && p.Active() && p.HasVendor(c.Vendor) {
+				a.addBid(a.addProduct(p, p.ID(), p.QualityScore, -1), ci, specProduct, b.B.ID, b.B.AmountMicros)
 			} else if a.tr != nil {
 				a.traceLandingPageBid(c, b, productWhy(p, c.Vendor))
 			}

@@ -128,25 +128,16 @@ func (a *auctionEnv) matchesCategory(p *index.Product) bool {
 // counts once, with its first position's quality and variation.
 func (a *auctionEnv) resolveProducts(lo, hi int) {
 	st := a.st
-	// Look every id up first (in passes of independent loads, see
-	// index.Market.Products), then read the products.
+	// Look every id up first, in passes of independent loads that leave
+	// each candidate's entry and id in cache (index.Market.Products), then
+	// read the products.
 	var touched uint64
 	st.found, touched = a.ix.Products(st.ids[lo:hi], st.found[:0])
 	st.touched += int(touched & 1)
-	// Then read each entry once in a loop that does nothing else, for the
-	// same reason: the loop below, with its map updates between the reads,
-	// would wait for each entry's cache miss in turn.
-	n := 0
-	for _, r := range st.found {
-		if p := a.ix.ProductAt(r); p != nil && p.Known {
-			n++
-		}
-	}
-	st.touched += n
 	for j, r := range st.found {
 		k := lo + j
 		p := a.ix.ProductAt(r)
-		if p == nil || !p.Known || !p.Active || len(p.Vendors()) == 0 {
+		if p == nil || !p.Known() || !p.Active() || len(p.Vendors()) == 0 {
 			if a.tr != nil {
 				a.traceLeftOut(p, k, false)
 			}

@@ -380,9 +380,9 @@ func notRunningWhy(g *index.Gate, kinds index.Kind, atMs int64) Reason {
 // inactive, or not promotable by vendor v.
 func productWhy(p *index.Product, v *index.Vendor) Reason {
 	switch {
-	case p == nil || !p.Known:
+	case p == nil || !p.Known():
 		return ReasonProductNotFound
-	case !p.Active:
+	case !p.Active():
 		return ReasonProductInactive
 	}
 	return ReasonVendorNotPermitted
@@ -404,8 +404,8 @@ func (a *auctionEnv) traceLeftOut(p *index.Product, k int, notInCategory bool) {
 	a.tr.leftOut[id] = true
 	why, bidsWhy := ReasonProductNotFound, ReasonProductNotFound
 	switch {
-	case p == nil || !p.Known:
-	case !p.Active:
+	case p == nil || !p.Known():
+	case !p.Active():
 		why, bidsWhy = ReasonProductInactive, ReasonProductInactive
 	case len(p.Vendors()) == 0:
 		why, bidsWhy = ReasonProductNoVendors, ReasonVendorNotPermitted
@@ -475,7 +475,7 @@ func (a *auctionEnv) traceLandingPageOut(c *index.Camp) {
 // dropped with why. Inside the index's read lock.
 func (a *auctionEnv) traceLandingPageBid(c *index.Camp, b *index.Bid, why Reason) {
 	var quality int64
-	if p := a.ix.Product(b.B.Target); p != nil && p.Known {
+	if p := a.ix.Product(b.B.Target); p != nil && p.Known() {
 		quality = qualityPPM(p.QualityScore)
 	}
 	if c.Info == nil || !a.tr.admit() {

@@ -682,3 +682,35 @@ func TestEligibilityAgreesWithEngine(t *testing.T) {
 		t.Fatalf("%d of %d cases eligible: the table no longer tests both sides", eligible, len(all))
 	}
 }
+
+// TestAutomatedBidCapped: an automated campaign bids 2 % of its daily
+// budget times the product's quality, at most its maximum bid, both read
+// from the index's copy of the campaign, which follows its changes.
+func TestAutomatedBidCapped(t *testing.T) {
+	w := newExWorld(t, auction.Reserve{CPCMicros: 10_000, CPMMicros: 100_000})
+	w.catalog("", `[{"id":"q5","name":"Q5","vendors":["va"],"active":true,"quality_score":0.5},
+		{"id":"q1","name":"Q1","vendors":["va"],"active":true}]`)
+	auto := w.campaign("auto", "va", func(c *campaigns.Campaign) {
+		c.Type, c.DailyBudgetMicros, c.MaxBidMicros = campaigns.TypeAutomated, 50_000_000, 700_000
+	})
+	bids := func() map[string]int64 {
+		t.Helper()
+		e := w.explain(auction.Auctions, `{"auctions":[{"type":"listings","slots":2,"products":{"ids":["q5","q1"]}}]}`)[0]
+		out := map[string]int64{}
+		for _, c := range e.Candidates {
+			out[c.ProductID] = c.BidMicros
+		}
+		return out
+	}
+	// 2 % of 50 is 1: × 0.5 is under the cap; × 1 (no score) is capped at 0.7.
+	if got := bids(); got["q5"] != 500_000 || got["q1"] != 700_000 || len(got) != 2 {
+		t.Fatalf("bids %v, want q5 500000 and q1 700000", got)
+	}
+	auto.MaxBidMicros, auto.DailyBudgetMicros = 0, 20_000_000
+	if err := w.camps.Import(context.Background(), exMP, []campaigns.Campaign{auto}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := bids(); got["q5"] != 200_000 || got["q1"] != 400_000 || len(got) != 2 {
+		t.Fatalf("after the change: bids %v, want q5 200000 and q1 400000", got)
+	}
+}

@@ -145,31 +145,66 @@ func newMarket() *Market {
 // bids on a product the catalog does not have (not Known).
 //
 // A million products are a million entries in memory in every API process,
-// so an entry is small (72 bytes, out of chunks of productChunk): its
-// vendors and categories share one array of pointers (a *Vendor and a Cat
-// are both one pointer), inline when they are at most len(refs) together
-// (nearly all products), else one allocation of their own that refs[0]
-// points to. Its id is the catalog's copy, or a placeholder's in the
-// market's arena (idArena).
+// so an entry is small: 64 bytes, one cache line (the chunks of
+// productChunk entries are page-aligned), which is all an auction reads of
+// it, for every id of its context. Its vendors and categories share one
+// array of pointers (a *Vendor and a Cat are both one pointer), inline when
+// they are at most len(refs) together (nearly all products), else one
+// allocation of their own that refs[0] points to. Its id (ID) is the
+// catalog's copy, or a placeholder's in the market's arena (idArena), held
+// as a pointer and a length.
 type Product struct {
-	ID           string
+	id           *byte   // ID's bytes, idLen of them
 	QualityScore float64 // 0: not set
-	// bids points to the product bids (Bids), nb of them, of every campaign
-	// and state, in an array of bidCap(nb) or more: a pointer and a count
+	// bids points to the product bids (Bids), of every campaign and
+	// state, in an array of bidCap(nb) or more: a pointer and a count
 	// where a slice took 24 bytes.
 	bids *BidRef
 	// refs holds the vendors' entries, then the categories' handles (nv
 	// and nc of them), or, when there are more than len(refs), refs[0]
 	// points to an array of them.
-	refs          [inlineRefs]unsafe.Pointer
-	nv, nc        uint8
-	Known, Active bool
-	nb            uint32
+	refs [inlineRefs]unsafe.Pointer
+	// meta is the number of bids (its low 30 bits: more than a billion
+	// bids would not fit in memory), then the flags known and active.
+	meta   uint32
+	idLen  uint16
+	nv, nc uint8
 }
+
+// An entry is one cache line.
+var _ [64 - unsafe.Sizeof(Product{})]byte
+var _ [unsafe.Sizeof(Product{}) - 64]byte
+
+const (
+	productKnown  = 1 << 30
+	productActive = 1 << 31
+	bidCount      = productKnown - 1
+)
+
+// MaxIDBytes is the longest product id the index holds (an entry keeps its
+// length in 16 bits): the catalog's ids and the bids' targets are at most
+// 255 characters, 1,020 bytes.
+const MaxIDBytes = 1<<16 - 1
+
+// ID is the product's id.
+func (p *Product) ID() string { return unsafe.String(p.id, int(p.idLen)) }
+
+// setID makes id the entry's id (the entry keeps its bytes).
+func (p *Product) setID(id string) { p.id, p.idLen = unsafe.StringData(id), uint16(len(id)) }
+
+// Known reports whether the catalog has the product (else the entry holds
+// bids on an id it does not have).
+func (p *Product) Known() bool { return p.meta&productKnown != 0 }
+
+// Active is the catalog's active flag of the product.
+func (p *Product) Active() bool { return p.meta&productActive != 0 }
+
+// nb is the number of product bids.
+func (p *Product) nb() uint32 { return p.meta & bidCount }
 
 // Bids are the product bids (shared with the index: read them, never
 // write).
-func (p *Product) Bids() []BidRef { return unsafe.Slice(p.bids, p.nb) }
+func (p *Product) Bids() []BidRef { return unsafe.Slice(p.bids, p.nb()) }
 
 // bidCap is the room of the bids' array of a product with n bids: the
 // smallest power of two at least n.
@@ -184,13 +219,13 @@ func bidCap(n uint32) uint32 {
 // addBid appends r to the product's bids, into a new array twice as long
 // when the present one is full.
 func (p *Product) addBid(r BidRef) {
-	if p.nb == 0 || p.nb == bidCap(p.nb) {
-		arr := make([]BidRef, max(1, 2*p.nb))
+	if n := p.nb(); n == 0 || n == bidCap(n) {
+		arr := make([]BidRef, max(1, 2*n))
 		copy(arr, p.Bids())
 		p.bids = &arr[0]
 	}
-	p.nb++
-	p.Bids()[p.nb-1] = r
+	p.meta++
+	p.Bids()[p.nb()-1] = r
 }
 
 // removeBid removes the bid of b, if the product has it (its last bid takes
@@ -201,8 +236,8 @@ func (p *Product) removeBid(b *Bid) {
 		if bs[i].Bid == b {
 			bs[i] = bs[len(bs)-1]
 			bs[len(bs)-1] = BidRef{}
-			p.nb--
-			if p.nb == 0 {
+			p.meta--
+			if p.nb() == 0 {
 				p.bids = nil
 			}
 			return
@@ -239,12 +274,24 @@ func (p *Product) Categories() []Cat {
 }
 
 // init makes p the empty entry of id.
-func (p *Product) init(id string) { *p = Product{ID: id} }
+func (p *Product) init(id string) {
+	*p = Product{}
+	p.setID(id)
+}
+
+// set records what the catalog says of the product.
+func (p *Product) set(active bool, qualityScore float64) {
+	p.meta = p.meta&bidCount | productKnown
+	if active {
+		p.meta |= productActive
+	}
+	p.QualityScore = qualityScore
+}
 
 // removeProduct removes p from the products, its entry kept for reuse.
 func (m *Market) removeProduct(p *Product) {
-	id := p.ID
-	rekey := !p.Known && m.ids.drop(id) // a known product's id is the catalog's
+	id := p.ID()
+	rekey := !p.Known() && m.ids.drop(id) // a known product's id is the catalog's
 	m.products.remove(id)
 	if rekey {
 		m.rekey()
@@ -295,7 +342,7 @@ func equalIDs[T any](ids idlist.List, list []T, id func(T) string) bool {
 
 // forget drops what the catalog said of the product (it was deleted).
 func (p *Product) forget() {
-	p.Known, p.Active, p.QualityScore = false, false, 0
+	p.meta, p.QualityScore = p.meta&bidCount, 0
 	p.refs, p.nv, p.nc = [inlineRefs]unsafe.Pointer{}, 0, 0
 }
 
@@ -460,6 +507,9 @@ type Gate struct {
 	// Capped: the campaign has an active frequency cap (Info.Caps).
 	Capped bool
 	Limits spend.Limits
+	// MaxBidMicros is C's, the automated bid's ceiling (0: none): with
+	// Limits.DailyMicros, all that campaigns.AutomatedBid reads.
+	MaxBidMicros int64
 	// Scheduled: the campaign has a timetable (Camp.Hours); Negative: it
 	// has negative keywords (Camp.Negatives); BidNegative: some of its bids
 	// have (Camp.BidNegatives).
@@ -509,7 +559,7 @@ func gateOf(c *campaigns.Campaign) Gate {
 	g := Gate{StartMs: ceilMs(c.StartDate), EndMs: math.MaxInt64, Kind: kindOf(c.Type), Known: true, Active: c.Active && !c.Archived(),
 		Budgeted: c.DailyBudgetMicros != 0 || c.WeeklyBudgetMicros != 0 || c.MonthlyBudgetMicros != 0 || c.TotalBudgetMicros != 0,
 		Limits: spend.Limits{DailyMicros: c.DailyBudgetMicros, WeeklyMicros: c.WeeklyBudgetMicros, MonthlyMicros: c.MonthlyBudgetMicros,
-			TotalMicros: c.TotalBudgetMicros}}
+			TotalMicros: c.TotalBudgetMicros}, MaxBidMicros: c.MaxBidMicros}
 	if c.EndDate != nil {
 		g.EndMs = ceilMs(*c.EndDate)
 	}
@@ -671,8 +721,8 @@ func (a *idArena) drop(id string) bool {
 func (m *Market) rekey() {
 	m.ids = idArena{}
 	for _, p := range m.products.all() {
-		if !p.Known {
-			p.ID = m.ids.add(p.ID)
+		if !p.Known() {
+			p.setID(m.ids.add(p.ID()))
 		}
 	}
 }
@@ -711,6 +761,9 @@ func removeCat(list []CatRef, b *Bid) []CatRef {
 // catalog (old is nil), id is the catalog's copy of its id (statelog's
 // listeners get it), which the entry keeps: no second copy.
 func (ix *Index) ProductChanged(mp, id string, old, nw *catalog.Product) {
+	if len(id) > MaxIDBytes {
+		return // not the catalog's: its ids are shorter
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	m := ix.market(mp)
@@ -719,14 +772,14 @@ func (ix *Index) ProductChanged(mp, id string, old, nw *catalog.Product) {
 		if p == nil {
 			return
 		}
-		if p.nb == 0 {
+		if p.nb() == 0 {
 			m.removeProduct(p)
 			return
 		}
 		// A placeholder now, with an id of its own: the catalog's copy
 		// goes at its next rekey.
 		p.forget()
-		p.ID = m.ids.add(p.ID)
+		p.setID(m.ids.add(p.ID()))
 		return
 	}
 	p := m.products.get(id)
@@ -735,13 +788,13 @@ func (ix *Index) ProductChanged(mp, id string, old, nw *catalog.Product) {
 		p = m.products.add(id)
 	case p == nil: // a change of a product the index has not seen (not from the catalog's view)
 		p = m.products.add(m.ids.add(id))
-	case !p.Known && old == nil: // a placeholder becomes the catalog's product
-		if m.ids.drop(p.ID) {
+	case !p.Known() && old == nil: // a placeholder becomes the catalog's product
+		if m.ids.drop(p.ID()) {
 			defer m.rekey()
 		}
-		p.ID = id
+		p.setID(id)
 	}
-	p.Known, p.Active, p.QualityScore = true, nw.Active, nw.QualityScore
+	p.set(nw.Active, nw.QualityScore)
 	p.setLists(m, nw.Vendors(), nw.Categories())
 }
 
@@ -756,8 +809,8 @@ func (ix *Index) ProductsRekeyed(ids iter.Seq2[string, string]) {
 		if m == nil {
 			continue
 		}
-		if p := m.products.get(id); p != nil && p.Known {
-			p.ID = id
+		if p := m.products.get(id); p != nil && p.Known() {
+			p.setID(id)
 		}
 	}
 }
@@ -927,6 +980,9 @@ func (ix *Index) BidChanged(mp, key string, old, nw *campaigns.Bid) {
 	c.bids[key] = b
 	switch nw.TargetType {
 	case campaigns.TargetProduct:
+		if len(nw.Target) > MaxIDBytes {
+			break // no product has it (MaxIDBytes)
+		}
 		p := m.product(nw.Target)
 		p.addBid(refOf(b))
 	case campaigns.TargetKeyword:
@@ -943,7 +999,7 @@ func (m *Market) unlink(c *Camp, b *Bid) {
 	case campaigns.TargetProduct:
 		if p := m.products.get(b.B.Target); p != nil {
 			p.removeBid(b)
-			if !p.Known && p.nb == 0 {
+			if !p.Known() && p.nb() == 0 {
 				m.removeProduct(p)
 			}
 		}

@@ -49,7 +49,7 @@ func view(ix *Index) map[string][]string {
 					out["stale ref "+r.ID] = []string{"stale"}
 				}
 			}
-			if p.Known {
+			if p.Known() {
 				out["vendors "+id] = vs
 			}
 		}
@@ -305,18 +305,18 @@ func TestProductEntriesReused(t *testing.T) {
 			}
 		}
 		for _, id := range ids[1000:] {
-			if p := m.Product(id); p == nil || p.ID != id || !p.Known || len(p.Vendors()) != 3 || len(p.Bids()) != 0 {
+			if p := m.Product(id); p == nil || p.ID() != id || !p.Known() || len(p.Vendors()) != 3 || len(p.Bids()) != 0 {
 				t.Fatalf("product %s: %+v", id, p)
 			}
 		}
 		for i, id := range fresh {
 			p := m.Product(id)
 			switch {
-			case p == nil || p.ID != id:
+			case p == nil || p.ID() != id:
 				t.Fatalf("new product %s not found as itself: %+v", id, p)
-			case i%2 == 0 && (!p.Known || p.Active || len(p.Vendors()) != 1 || p.Vendors()[0].ID != "v9" || len(p.Categories()) != 0 || len(p.Bids()) != 0):
+			case i%2 == 0 && (!p.Known() || p.Active() || len(p.Vendors()) != 1 || p.Vendors()[0].ID != "v9" || len(p.Categories()) != 0 || len(p.Bids()) != 0):
 				t.Fatalf("new product %s has another's state: %+v", id, p)
-			case i%2 == 1 && (p.Known || len(p.Vendors()) != 0 || len(p.Bids()) != 1 || p.Bids()[0].ID != "nb-"+id):
+			case i%2 == 1 && (p.Known() || len(p.Vendors()) != 0 || len(p.Bids()) != 1 || p.Bids()[0].ID != "nb-"+id):
 				t.Fatalf("new placeholder %s has another's state: %+v", id, p)
 			}
 		}

@@ -8,23 +8,24 @@ import (
 // productTable is the products of one marketplace by id, and their entries:
 // open addressing with linear probing over a power-of-two array of slots, at
 // most half full, each slot eight bytes (the upper half of the id's 64-bit
-// hash and the entry's number), the entries in chunks of productChunk,
-// numbered from 1 in the order they were first handed out.
+// hash and the entry's number), the entries in chunks of productChunk (64
+// KiB, page-aligned: an entry is one cache line), numbered from 1 in the
+// order they were first handed out.
 //
 // It exists for lookups in batches (lookup): an auction looks up hundreds of
 // ids at once, and with Go's map each lookup waits for two dependent cache
 // misses (the map's group, then the key's bytes) before the next one
 // starts. Here a batch first reads every id's slot, then every candidate
-// entry and its id's bytes, each pass made of independent loads that the
-// CPU overlaps. A slot holds no pointer: a table of ten million products is
+// entry, then every candidate's id bytes, each pass made of independent
+// loads that the CPU overlaps. A slot holds no pointer: a table of ten million products is
 // one allocation the garbage collector does not scan (docs/design/performance.md,
 // Catalog in memory).
 type productTable struct {
 	slots  []productSlot
 	n      int
 	seed   maphash.Seed
-	chunks [][]Product // entry r at chunks[(r-1)/productChunk][(r-1)%productChunk]
-	next   ProductRef  // entries handed out of chunks
+	chunks []*[productChunk]Product // entry r at chunks[(r-1)/productChunk][(r-1)%productChunk]
+	next   ProductRef               // entries handed out of chunks
 	free   []ProductRef
 }
 
@@ -79,7 +80,8 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 			touched += uint64(t.slots[h&mask].tag)
 		}
 		// Pass 2: the first slot with the id's tag (the slots are cached
-		// now); the entry is read in pass 3.
+		// now); the entry is read in pass 3. The tag stands for the id
+		// until pass 4 checks it.
 		base := len(out)
 		for k := range batch {
 			h := hs[k]
@@ -97,11 +99,26 @@ func (t *productTable) lookup(ids []string, out []ProductRef) ([]ProductRef, uin
 			}
 			out = append(out, ref)
 		}
-		// Pass 3: check the ids (each a read of its entry and its id,
-		// independent of the others). A different id with the same tag
-		// takes the slow path.
+		// Pass 3: read every candidate's entry (one line each), then
+		// the first byte of its id (the catalog's copy, elsewhere): each
+		// pass's loads are independent of each other, where a check of
+		// each id in turn would wait for its entry, then its bytes.
+		for k := range batch {
+			if r := out[base+k]; r != 0 {
+				touched += uint64(t.at(r).idLen)
+			}
+		}
+		for k := range batch {
+			if r := out[base+k]; r != 0 {
+				if p := t.at(r); p.idLen > 0 {
+					touched += uint64(*p.id)
+				}
+			}
+		}
+		// Pass 4: check the ids, whose bytes are cached now. A different
+		// id with the same tag takes the slow path.
 		for k, id := range batch {
-			if r := out[base+k]; r != 0 && t.at(r).ID != id {
+			if r := out[base+k]; r != 0 && t.at(r).ID() != id {
 				out[base+k] = t.probeRef(hs[k], id)
 			}
 		}
@@ -125,7 +142,7 @@ func (t *productTable) probeRef(h uint64, id string) ProductRef {
 		if s.ref == 0 {
 			return 0
 		}
-		if s.tag == tag && t.at(s.ref).ID == id {
+		if s.tag == tag && t.at(s.ref).ID() == id {
 			return s.ref
 		}
 	}
@@ -142,7 +159,7 @@ func (t *productTable) add(id string) *Product {
 		r, t.free = t.free[n-1], t.free[:n-1]
 	} else {
 		if t.next%productChunk == 0 {
-			t.chunks = append(t.chunks, make([]Product, productChunk))
+			t.chunks = append(t.chunks, new([productChunk]Product))
 		}
 		t.next++
 		r = t.next
@@ -171,7 +188,7 @@ func (t *productTable) grow() {
 	t.slots = make([]productSlot, max(16, 2*len(old)))
 	for _, s := range old {
 		if s.ref != 0 {
-			t.insert(t.hashOf(t.at(s.ref).ID), s.ref)
+			t.insert(t.hashOf(t.at(s.ref).ID()), s.ref)
 		}
 	}
 }
@@ -193,14 +210,14 @@ func (t *productTable) remove(id string) {
 		if s.ref == 0 {
 			return
 		}
-		if s.tag == tag && t.at(s.ref).ID == id {
+		if s.tag == tag && t.at(s.ref).ID() == id {
 			break
 		}
 		i = (i + 1) & mask
 	}
 	r := t.slots[i].ref
 	for j := (i + 1) & mask; t.slots[j].ref != 0; j = (j + 1) & mask {
-		home := t.hashOf(t.at(t.slots[j].ref).ID) & mask
+		home := t.hashOf(t.at(t.slots[j].ref).ID()) & mask
 		// The entry at j may move to the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (i < j && i < home && home <= j) || (i > j && (home > i || home <= j)) {
@@ -221,7 +238,7 @@ func (t *productTable) all() iter.Seq2[string, *Product] {
 		for _, s := range t.slots {
 			if s.ref != 0 {
 				p := t.at(s.ref)
-				if !yield(p.ID, p) {
+				if !yield(p.ID(), p) {
 					return
 				}
 			}

@@ -99,7 +99,7 @@ func TestProductIDArena(t *testing.T) {
 	refs, _ := m.Products(ids, nil)
 	for k, want := range ids {
 		p := m.ProductAt(refs[k])
-		if p == nil || p.ID != want || m.Product(want) != p || p.Known || len(p.Bids()) != 1 {
+		if p == nil || p.ID() != want || m.Product(want) != p || p.Known() || len(p.Bids()) != 1 {
 			t.Fatalf("%s: %+v", want, p)
 		}
 	}
@@ -120,12 +120,12 @@ func TestKnownProductKeepsCatalogID(t *testing.T) {
 	ix.ProductChanged(mp, catalogCopy, nil, product(t, true, []string{"v-1"}, nil))
 	ix.ProductChanged(mp, strings.Clone("p-1"), product(t, true, []string{"v-1"}, nil), product(t, false, []string{"v-1"}, nil)) // an update
 	m := ix.markets[mp]
-	if p := m.Product("p-1"); p == nil || !same(p.ID, catalogCopy) || p.Active || m.ids.live != 0 {
+	if p := m.Product("p-1"); p == nil || !same(p.ID(), catalogCopy) || p.Active() || m.ids.live != 0 {
 		t.Fatalf("entry %+v, arena %d bytes: not the catalog's copy", p, m.ids.live)
 	}
 	rekeyed := strings.Clone("p-1")
 	ix.ProductsRekeyed(func(yield func(string, string) bool) { yield(mp, rekeyed) })
-	if p := m.Product("p-1"); !same(p.ID, rekeyed) {
+	if p := m.Product("p-1"); !same(p.ID(), rekeyed) {
 		t.Fatal("the entry did not take the catalog's new copy")
 	}
 
@@ -133,32 +133,66 @@ func TestKnownProductKeepsCatalogID(t *testing.T) {
 	// catalog's product replaces.
 	ix.CampaignChanged(mp, "c-1", nil, camp("c-1", "v-1", campaigns.TypeListings))
 	ix.BidChanged(mp, "b-2", nil, bid("b-2", "c-1", campaigns.TargetProduct, "p-2", 5))
-	if p := m.Product("p-2"); p == nil || p.Known || m.ids.live != len("p-2") {
+	if p := m.Product("p-2"); p == nil || p.Known() || m.ids.live != len("p-2") {
 		t.Fatalf("placeholder %+v, arena %d bytes", p, m.ids.live)
 	}
 	second := strings.Clone("p-2")
 	ix.ProductChanged(mp, second, nil, product(t, true, []string{"v-1"}, nil))
-	if p := m.Product("p-2"); !p.Known || !same(p.ID, second) || len(p.Bids()) != 1 || m.ids.live != 0 || m.ids.dead != len("p-2") {
+	if p := m.Product("p-2"); !p.Known() || !same(p.ID(), second) || len(p.Bids()) != 1 || m.ids.live != 0 || m.ids.dead != len("p-2") {
 		t.Fatalf("entry %+v, arena live %d dead %d", p, m.ids.live, m.ids.dead)
 	}
 	// Deleted, with its bid: a placeholder again, with a copy of its own.
 	ix.ProductChanged(mp, "p-2", product(t, true, []string{"v-1"}, nil), nil)
-	if p := m.Product("p-2"); p == nil || p.Known || same(p.ID, second) || p.ID != "p-2" || m.ids.live != len("p-2") {
+	if p := m.Product("p-2"); p == nil || p.Known() || same(p.ID(), second) || p.ID() != "p-2" || m.ids.live != len("p-2") {
 		t.Fatalf("after delete: %+v, arena %d bytes", p, m.ids.live)
 	}
 	// A rekey of the catalog leaves placeholders alone.
 	ix.ProductsRekeyed(func(yield func(string, string) bool) { yield(mp, second) })
-	if p := m.Product("p-2"); same(p.ID, second) {
+	if p := m.Product("p-2"); same(p.ID(), second) {
 		t.Fatal("a placeholder took the catalog's id")
 	}
 }
 
-// A product's bids, through adds and removes, against a slice; the entry
-// is 72 bytes.
-func TestProductBids(t *testing.T) {
-	if s := unsafe.Sizeof(Product{}); s != 72 {
-		t.Fatalf("a product entry is %d bytes, want 72", s)
+// An entry is one cache line: 64 bytes, at an address that is a multiple
+// of 64 in the table, so that an auction reads one line of each product.
+func TestProductEntryLine(t *testing.T) {
+	if s := unsafe.Sizeof(Product{}); s != 64 {
+		t.Fatalf("a product entry is %d bytes, want 64", s)
 	}
+	tb := newProductTable()
+	for i := range 3 * productChunk {
+		p := tb.add(fmt.Sprintf("p-%d", i))
+		if a := uintptr(unsafe.Pointer(p)); a%64 != 0 {
+			t.Fatalf("entry %d at %#x: not at the start of a cache line", i, a)
+		}
+	}
+}
+
+// The flags Known and Active beside the bids' count: set and forget keep
+// the count, bids added and removed keep the flags.
+func TestProductFlags(t *testing.T) {
+	var p Product
+	p.init("p-1")
+	b1, b2 := &Bid{B: BidFields{ID: "b1"}}, &Bid{B: BidFields{ID: "b2"}}
+	p.addBid(BidRef{Bid: b1, ID: "b1"})
+	p.set(true, 0.5)
+	p.addBid(BidRef{Bid: b2, ID: "b2"})
+	if !p.Known() || !p.Active() || p.QualityScore != 0.5 || len(p.Bids()) != 2 || p.ID() != "p-1" {
+		t.Fatalf("known %v active %v quality %v bids %d id %q", p.Known(), p.Active(), p.QualityScore, len(p.Bids()), p.ID())
+	}
+	p.set(false, 0.5)
+	p.removeBid(b1)
+	if !p.Known() || p.Active() || len(p.Bids()) != 1 || p.Bids()[0].Bid != b2 {
+		t.Fatalf("known %v active %v bids %d", p.Known(), p.Active(), len(p.Bids()))
+	}
+	p.forget()
+	if p.Known() || p.Active() || len(p.Bids()) != 1 {
+		t.Fatalf("after forget: known %v active %v bids %d", p.Known(), p.Active(), len(p.Bids()))
+	}
+}
+
+// A product's bids, through adds and removes, against a slice.
+func TestProductBids(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var p Product
 	var want []*Bid
@@ -185,7 +219,7 @@ func TestProductBids(t *testing.T) {
 	for _, b := range want {
 		p.removeBid(b)
 	}
-	if p.nb != 0 || p.bids != nil {
-		t.Fatalf("%d bids left", p.nb)
+	if p.nb() != 0 || p.bids != nil {
+		t.Fatalf("%d bids left", p.nb())
 	}
 }

@@ -31,6 +31,13 @@ const (
 // AutomatedBidMicros is the bid amount (micro-units) of an automated
 // campaign on a product with the given quality score (0 when not set).
 func AutomatedBidMicros(c Campaign, qualityScore float64) int64 {
+	return AutomatedBid(c.DailyBudgetMicros, c.MaxBidMicros, qualityScore)
+}
+
+// AutomatedBid is AutomatedBidMicros of a campaign with daily budget
+// dailyMicros and maximum bid maxBidMicros (0: none): what the auction
+// calls with its copies of the two, reading no more of the campaign.
+func AutomatedBid(dailyMicros, maxBidMicros int64, qualityScore float64) int64 {
 	qs := int64(MicrosPerUnit) // quality score in parts per million
 	if qualityScore > 0 && qualityScore <= 1 {
 		qs = int64(math.Round(qualityScore * MicrosPerUnit))
@@ -38,12 +45,12 @@ func AutomatedBidMicros(c Campaign, qualityScore float64) int64 {
 	// daily × share% × quality, in 128 bits: daily ≤ 10^15 µ and
 	// share × quality ≤ 2 × 10^6, so the product needs up to 71 bits and the
 	// quotient fits 64 (it is at most 2% of the daily budget).
-	hi, lo := bits.Mul64(uint64(max(c.DailyBudgetMicros, 0)), uint64(autoBudgetSharePercent*qs))
+	hi, lo := bits.Mul64(uint64(max(dailyMicros, 0)), uint64(autoBudgetSharePercent*qs))
 	q, _ := bits.Div64(hi, lo, 100*MicrosPerUnit)
 	amount := int64(q) / autoRoundingMicros * autoRoundingMicros
 	amount = max(amount, autoMinBidMicros)
-	if c.MaxBidMicros > 0 {
-		amount = min(amount, c.MaxBidMicros)
+	if maxBidMicros > 0 {
+		amount = min(amount, maxBidMicros)
 	}
 	return amount
 }

@@ -1,6 +1,9 @@
 package perfbudget
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestInclusive(t *testing.T) {
 	ann := []byte(`--------------------------------------------------------------------------------
@@ -33,6 +36,27 @@ func TestParse(t *testing.T) {
 	for _, bad := range []string{"a\n", "a b c\n", "a -1\n", "a x\n"} {
 		if _, err := parse([]byte(bad)); err == nil {
 			t.Errorf("parse(%q) took it", bad)
+		}
+	}
+}
+
+func TestParseTotals(t *testing.T) {
+	dump := "version: 1\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nfn=(1)\n16 3 1\nsummary: 900 5 5 1 2 3 4 5 6\ntotals: 120 40 20 1 7 3 0 5 2\n"
+	got, err := parseTotals(strings.NewReader(dump), "dump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Counts{Events: got}
+	if got["Ir"] != 120 || got["Dr"] != 40 || c.D1() != 10 || c.LL() != 7 {
+		t.Fatalf("parseTotals = %v (D1 %d, LL %d)", got, c.D1(), c.LL())
+	}
+	// Without the cache simulation: one event, Ir.
+	if got, err := parseTotals(strings.NewReader("events: Ir\ntotals: 42\n"), "dump"); err != nil || got["Ir"] != 42 || len(got) != 1 {
+		t.Fatalf("parseTotals = %v, %v", got, err)
+	}
+	for _, bad := range []string{"events: Ir\n", "events: Ir\ntotals: x\n", "events: Dr\ntotals: 1\n"} {
+		if _, err := parseTotals(strings.NewReader(bad), "dump"); err == nil {
+			t.Errorf("parseTotals(%q) took it", bad)
 		}
 	}
 }
