@@ -104,6 +104,15 @@ func TestSendReceive(t *testing.T) {
 		}
 		check("after a dropped read", &c, sh)
 	}
+	// A reply taken after the deadline, which it came before (the
+	// auction's goroutine kept off the cores): the counts, not an error.
+	s.Send(ctx, mp, shoppers[2].user, time.Now().Add(20*time.Millisecond), &p)
+	time.Sleep(60 * time.Millisecond)
+	if err := p.Receive(now, time.UTC, &c); err != nil {
+		t.Errorf("a reply taken after its deadline: %v", err)
+	} else {
+		check("taken late", &c, shoppers[2])
+	}
 	// Readers in parallel.
 	var wg sync.WaitGroup
 	for g := range 100 {
