@@ -14,6 +14,7 @@ package claimstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -50,6 +51,11 @@ type Options struct {
 	// MaxOpenFiles bounds the tables kept open, each with its reader's
 	// memory. Default Pebble's, 1,000.
 	MaxOpenFiles int
+	// L0CompactionThreshold: level 0 is compacted into the level below
+	// when its tables make half this many sublevels (layers of overlapping
+	// tables), and writes wait when they make three times this many.
+	// Default 12 (Pebble's is 4).
+	L0CompactionThreshold int
 	// TrimInterval is how often the free memory of the C allocator, in
 	// which Pebble keeps its block cache, is handed back to the OS
 	// (malloc_trim). Default 10 s; negative: never.
@@ -63,6 +69,7 @@ const (
 	DefaultMemTableBytes   = 32 << 20
 	DefaultBloomBitsPerKey = 10
 	DefaultTrimInterval    = 10 * time.Second
+	DefaultL0Compaction    = 12
 )
 
 // Store is a claim store on local disk. Its methods may be called
@@ -110,6 +117,9 @@ func Open(o Options) (*Store, error) {
 	if o.BloomBitsPerKey <= 0 {
 		o.BloomBitsPerKey = DefaultBloomBitsPerKey
 	}
+	if o.L0CompactionThreshold <= 0 {
+		o.L0CompactionThreshold = DefaultL0Compaction
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -124,10 +134,19 @@ func Open(o Options) (*Store, error) {
 		MaxOpenFiles:                o.MaxOpenFiles,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLog{o.Log},
-		// The keys are hashes: compression would find nothing to take.
+		// A catch-up's tables each hold a batch of random keys: each
+		// overlaps every other of its partition and generation, and each
+		// compaction of L0 into the level below rewrites what that level
+		// holds of them. Letting L0 reach six sublevels (Pebble's default:
+		// two) before it is compacted rewrites that level a third as often;
+		// a lookup consults one more table a sublevel, through its Bloom
+		// filter (docs/design/performance.md, Claims).
+		L0CompactionThreshold: o.L0CompactionThreshold,
+		L0StopWritesThreshold: 3 * o.L0CompactionThreshold,
 	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(o.BloomBitsPerKey)
+		// The keys are hashes: compression would find nothing to take.
 		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	}
 	db, err := pebble.Open(o.Dir, opts)
@@ -213,7 +232,7 @@ func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortFunc(idx, func(a, b int) int { return bytes.Compare(keys[a][:], keys[b][:]) })
+	slices.SortFunc(idx, func(a, b int) int { return compareKeys(&keys[a], &keys[b]) })
 	buf := make([]byte, 0, claimKeyLen)
 	for _, g := range gens {
 		lo := claimKey(nil, g, p, &Key{})[:1+4+4]
@@ -224,6 +243,12 @@ func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, UseL6Filters: true})
 		if err != nil {
 			return fmt.Errorf("claim store: %w", err)
+		}
+		if !it.First() { // the generation holds no key of p (one ahead of the clock, one not yet written)
+			if err := it.Close(); err != nil {
+				return fmt.Errorf("claim store: %w", err)
+			}
+			continue
 		}
 		for _, i := range idx {
 			if out[i].Found {
@@ -252,6 +277,15 @@ func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
 	return nil
 }
 
+// compareKeys orders keys as bytes.Compare does, in two integer
+// comparisons.
+func compareKeys(a, b *Key) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
+}
+
 // Entry is one key to store.
 type Entry struct {
 	Gen    uint32
@@ -264,6 +298,7 @@ type Entry struct {
 // changelog, not this store, is what must survive).
 func (s *Store) Write(p int32, entries []Entry, checkpoint int64) error {
 	if len(entries) >= ingestAbove {
+		s.waitL0()
 		if err := s.ingest(p, entries); err != nil {
 			return err
 		}
@@ -292,6 +327,20 @@ func (s *Store) Write(p int32, entries []Entry, checkpoint int64) error {
 	return nil
 }
 
+// waitL0 waits, at most ingestWait, while L0 has as many sublevels as
+// make Pebble hold writes to the memtable back (L0StopWritesThreshold),
+// which holds no ingestion back: so that writes faster than the compactions
+// do not deepen L0, and every lookup, without bound.
+func (s *Store) waitL0() {
+	deadline := time.Now().Add(ingestWait)
+	for int(s.db.Metrics().Levels[0].Sublevels) >= s.opts.L0StopWritesThreshold && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ingestWait bounds how long an ingestion waits for the compactions of L0.
+const ingestWait = 10 * time.Second
+
 // ingestAbove is the batch size from which Write builds a table and
 // ingests it rather than inserting each key in the memtable: random keys
 // make the memtable's skiplist the dearest step of a write.
@@ -307,7 +356,17 @@ func (s *Store) ingest(p int32, entries []Entry) error {
 		idx[i] = i
 		claimKey(at(i)[:0], entries[i].Gen, p, &entries[i].Key)
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return bytes.Compare(at(a), at(b)) })
+	// By generation and key, and the batch's order among equal keys.
+	slices.SortFunc(idx, func(a, b int) int {
+		ea, eb := &entries[a], &entries[b]
+		if c := cmp.Compare(ea.Gen, eb.Gen); c != 0 {
+			return c
+		}
+		if c := compareKeys(&ea.Key, &eb.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	path := filepath.Join(s.dir, "ingest", fmt.Sprintf("%d-%d.sst", p, s.seq.Add(1)))
 	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -374,6 +433,19 @@ type Stats struct {
 	CacheMax      int64
 	MemTableBytes uint64 // memtables, the one being written and those being flushed
 	Tables        int64
+	// L0Tables and L0Sublevels: the tables of level 0 and the layers they
+	// make (a lookup consults one table of each sublevel and one of each
+	// other level: the read amplification).
+	L0Tables    int64
+	L0Sublevels int32
+	// ReadAmp is the sublevels of L0 and the other levels with tables.
+	ReadAmp int
+	// IngestedBytes, FlushedBytes and CompactedBytes: the tables' bytes
+	// ingested by Write, flushed from the memtables and written by the
+	// compactions since the store was opened.
+	IngestedBytes, FlushedBytes, CompactedBytes uint64
+	// Compactions: how many compactions ran since the store was opened.
+	Compactions int64
 }
 
 // Stats reads the store's figures.
@@ -383,12 +455,20 @@ func (s *Store) Stats() Stats {
 	for _, l := range m.Levels {
 		tables += l.TablesCount
 	}
+	tot := m.Total()
 	return Stats{
-		DiskBytes:     m.DiskSpaceUsage(),
-		CacheBytes:    m.BlockCache.Size,
-		CacheMax:      s.cacheMax,
-		MemTableBytes: m.MemTable.Size,
-		Tables:        tables,
+		DiskBytes:      m.DiskSpaceUsage(),
+		CacheBytes:     m.BlockCache.Size,
+		CacheMax:       s.cacheMax,
+		MemTableBytes:  m.MemTable.Size,
+		Tables:         tables,
+		L0Tables:       m.Levels[0].TablesCount,
+		L0Sublevels:    m.Levels[0].Sublevels,
+		ReadAmp:        m.ReadAmp(),
+		IngestedBytes:  tot.TableBytesIngested,
+		FlushedBytes:   m.Levels[0].TableBytesFlushed,
+		CompactedBytes: tot.TableBytesCompacted,
+		Compactions:    m.Compact.Count,
 	}
 }
 

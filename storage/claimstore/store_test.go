@@ -2,6 +2,7 @@ package claimstore_test
 
 import (
 	"crypto/rand"
+	"slices"
 	"testing"
 
 	"github.com/endcap/endcap/storage/claimstore"
@@ -192,4 +193,38 @@ func preloaded(b *testing.B, gens int) (*claimstore.Store, []uint32) {
 		b.Fatal(err)
 	}
 	return s, gl
+}
+
+// TestIngestFirstWins: a batch large enough to be ingested as a table keeps,
+// of a key written twice in one generation, the first; and a key of two
+// generations in each.
+func TestIngestFirstWins(t *testing.T) {
+	s, err := claimstore.Open(claimstore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ks := randomKeys(3_000)
+	ents := make([]claimstore.Entry, len(ks))
+	for i := range ents {
+		ents[i] = claimstore.Entry{Gen: 5, Key: ks[i], Offset: int64(i)}
+	}
+	ents[2_500].Key = ks[7]                                           // again in generation 5: offset 7 stays
+	ents[2_600] = claimstore.Entry{Gen: 6, Key: ks[8], Offset: 2_600} // generation 6 has its own
+	if err := s.Write(3, ents, -1); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]claimstore.Owner, 3)
+	if err := s.Lookup(3, []uint32{5}, []claimstore.Key{ks[7], ks[8], ks[2_999]}, out); err != nil {
+		t.Fatal(err)
+	}
+	if want := []claimstore.Owner{{Offset: 7, Found: true}, {Offset: 8, Found: true}, {Offset: 2_999, Found: true}}; !slices.Equal(out, want) {
+		t.Errorf("generation 5: %+v, want %+v", out, want)
+	}
+	if err := s.Lookup(3, []uint32{6, 5}, []claimstore.Key{ks[8], ks[7]}, out[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if want := []claimstore.Owner{{Offset: 2_600, Found: true}, {Offset: 7, Found: true}}; !slices.Equal(out[:2], want) {
+		t.Errorf("generations 6 then 5: %+v, want %+v", out[:2], want)
+	}
 }
