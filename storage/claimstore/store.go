@@ -228,11 +228,11 @@ type Owner struct {
 // are new, and the last level holds most keys).
 func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
 	clear(out)
-	idx := make([]int, len(keys))
-	for i := range idx {
-		idx[i] = i
+	idx := make([]sortKey, len(keys))
+	for i := range keys {
+		idx[i] = newSortKey(0, &keys[i], i)
 	}
-	slices.SortFunc(idx, func(a, b int) int { return compareKeys(&keys[a], &keys[b]) })
+	sortKeys(idx)
 	buf := make([]byte, 0, claimKeyLen)
 	for _, g := range gens {
 		lo := claimKey(nil, g, p, &Key{})[:1+4+4]
@@ -250,7 +250,8 @@ func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
 			}
 			continue
 		}
-		for _, i := range idx {
+		for _, sk := range idx {
+			i := sk.i
 			if out[i].Found {
 				continue
 			}
@@ -277,13 +278,61 @@ func (s *Store) Lookup(p int32, gens []uint32, keys []Key, out []Owner) error {
 	return nil
 }
 
-// compareKeys orders keys as bytes.Compare does, in two integer
-// comparisons.
-func compareKeys(a, b *Key) int {
-	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
-		return c
+// sortKey is a key in the store's order: by generation, then the key's
+// bytes (as bytes.Compare orders them, here as two big-endian integers),
+// then its place i in its batch.
+type sortKey struct {
+	hi, lo uint64
+	gen    uint32
+	i      int
+}
+
+func newSortKey(gen uint32, k *Key, i int) sortKey {
+	return sortKey{hi: binary.BigEndian.Uint64(k[:8]), lo: binary.BigEndian.Uint64(k[8:]), gen: gen, i: i}
+}
+
+func (a sortKey) compare(b sortKey) int {
+	if a.gen != b.gen {
+		return cmp.Compare(a.gen, b.gen)
 	}
-	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
+	if a.hi != b.hi {
+		return cmp.Compare(a.hi, b.hi)
+	}
+	if a.lo != b.lo {
+		return cmp.Compare(a.lo, b.lo)
+	}
+	return cmp.Compare(a.i, b.i)
+}
+
+func (a sortKey) sameKey(b sortKey) bool { return a.gen == b.gen && a.hi == b.hi && a.lo == b.lo }
+
+// sortKeys sorts ks into the store's order. Keys of one generation (the
+// usual batch) are first put by their first byte into 256 buckets (they are
+// hashes: spread evenly) and each bucket is then sorted, about a third of
+// the time of one sort of them all.
+func sortKeys(ks []sortKey) {
+	cmpf := func(a, b sortKey) int { return a.compare(b) }
+	if len(ks) < 1024 || slices.ContainsFunc(ks, func(k sortKey) bool { return k.gen != ks[0].gen }) {
+		slices.SortFunc(ks, cmpf)
+		return
+	}
+	var start [257]int
+	for _, k := range ks {
+		start[k.hi>>56+1]++
+	}
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	tmp := make([]sortKey, len(ks))
+	next := start
+	for _, k := range ks { // in the batch's order: each bucket keeps it
+		tmp[next[k.hi>>56]] = k
+		next[k.hi>>56]++
+	}
+	copy(ks, tmp)
+	for b := range 256 {
+		slices.SortFunc(ks[start[b]:start[b+1]], cmpf)
+	}
 }
 
 // Entry is one key to store.
@@ -349,40 +398,27 @@ const ingestAbove = 2_000
 // ingest writes entries of partition p, sorted, into a table and ingests
 // it.
 func (s *Store) ingest(p int32, entries []Entry) error {
-	keys := make([]byte, len(entries)*claimKeyLen)
-	idx := make([]int, len(entries))
-	at := func(i int) []byte { return keys[i*claimKeyLen : (i+1)*claimKeyLen] }
+	idx := make([]sortKey, len(entries))
 	for i := range entries {
-		idx[i] = i
-		claimKey(at(i)[:0], entries[i].Gen, p, &entries[i].Key)
+		idx[i] = newSortKey(entries[i].Gen, &entries[i].Key, i)
 	}
-	// By generation and key, and the batch's order among equal keys.
-	slices.SortFunc(idx, func(a, b int) int {
-		ea, eb := &entries[a], &entries[b]
-		if c := cmp.Compare(ea.Gen, eb.Gen); c != 0 {
-			return c
-		}
-		if c := compareKeys(&ea.Key, &eb.Key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	sortKeys(idx)
 	path := filepath.Join(s.dir, "ingest", fmt.Sprintf("%d-%d.sst", p, s.seq.Add(1)))
 	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("claim store: %w", err)
 	}
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.opts.MakeWriterOptions(0, s.db.TableFormat()))
+	key := make([]byte, 0, claimKeyLen)
 	val := make([]byte, 0, binary.MaxVarintLen64)
-	var prev []byte
-	for _, i := range idx {
-		k := at(i)
-		if prev != nil && bytes.Equal(prev, k) {
+	for n, sk := range idx {
+		if n > 0 && sk.sameKey(idx[n-1]) {
 			continue // the same key twice in one batch: the first written wins
 		}
-		prev = k
-		val = binary.AppendUvarint(val[:0], uint64(entries[i].Offset))
-		if err = w.Set(k, val); err != nil {
+		e := &entries[sk.i]
+		key = claimKey(key, e.Gen, p, &e.Key)
+		val = binary.AppendUvarint(val[:0], uint64(e.Offset))
+		if err = w.Set(key, val); err != nil {
 			break
 		}
 	}
