@@ -140,7 +140,7 @@ func Open(o Options) (*Store, error) {
 		// holds of them. Letting L0 reach six sublevels (Pebble's default:
 		// two) before it is compacted rewrites that level a third as often;
 		// a lookup consults one more table a sublevel, through its Bloom
-		// filter (docs/design/performance.md, Claims).
+		// filter (docs/design/performance.md, Events fold: catch-up).
 		L0CompactionThreshold: o.L0CompactionThreshold,
 		L0StopWritesThreshold: 3 * o.L0CompactionThreshold,
 	}
