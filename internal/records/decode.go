@@ -64,10 +64,9 @@ func readEvent(b []byte, e *Event) bool {
 		return false
 	}
 	e.Kind = Kind(k)
-	// The values are no longer than the text that writes them (an escape is
-	// longer than the bytes it stands for), so the copy never grows: its
-	// strings stay where they were made.
-	r.text = make([]byte, 0, len(b))
+	// The strings' values are slices of one copy of the record.
+	r.text = make([]byte, len(b))
+	copy(r.text, b)
 	r.lit(`,"mp":`)
 	e.MarketplaceID = r.str()
 	r.lit(`,"id":`)
@@ -137,7 +136,7 @@ func readEvent(b []byte, e *Event) bool {
 type eventReader struct {
 	b    []byte
 	i    int
-	text []byte // the values of the record's strings
+	text []byte // the record's copy, where its strings' values are
 	bad  bool
 }
 
@@ -178,53 +177,67 @@ func (r *eventReader) field(more *bool, k string) bool {
 	return false
 }
 
-// str reads the string that is next; its value is a slice of r.text.
+// str reads the string that is next. Its value is a slice of r.text, the
+// record's copy: a string of plain ASCII (the usual) is its own value there;
+// another is decoded over its text in the copy (jsontext.DecodeString:
+// never longer than the text, from the record's own bytes).
 func (r *eventReader) str() string {
-	if r.bad || r.i >= len(r.b) || r.b[r.i] != '"' {
+	b, i := r.b, r.i
+	if r.bad || i >= len(b) || b[i] != '"' {
 		r.bad = true
 		return ""
 	}
-	n := len(r.text)
-	out, end, ok := jsontext.DecodeString(r.text, r.b, r.i)
+	start := i + 1
+	if i = jsontext.PlainEnd(b, start); i < len(b) && b[i] == '"' {
+		r.i = i + 1
+		if i == start {
+			return ""
+		}
+		// r.text is written once, before any of its strings is made.
+		return unsafe.String(&r.text[start], i-start)
+	}
+	out, end, ok := jsontext.DecodeString(r.text[:start], b, start-1)
 	if !ok {
 		r.bad = true
 		return ""
 	}
-	r.text, r.i = out, end
-	if len(out) == n {
+	r.i = end
+	if len(out) == start {
 		return ""
 	}
-	// r.text is only ever appended to: these bytes are never written again.
-	return unsafe.String(&out[n], len(out)-n)
+	// Written over this string's own text (out never outgrows it), before
+	// the string is made: the copy's other strings are not touched.
+	return unsafe.String(&out[start], len(out)-start)
 }
 
 // int reads the integer that is next, of at most digits digits (at most
-// 18, so that it cannot overflow; a longer one, or one with a fraction or
-// an exponent, makes the reader bad: goccy/go-json reads those).
+// 18, so that it cannot overflow; a longer one, or one with a leading
+// zero, a fraction or an exponent, makes the reader bad: goccy/go-json
+// reads those).
 func (r *eventReader) int(digits int) int64 {
-	if r.bad || r.i >= len(r.b) {
-		r.bad = true
+	if r.bad {
 		return 0
 	}
-	end, ok := jsontext.ValidNumber(r.b, r.i)
-	neg := r.b[r.i] == '-'
-	d := r.b[r.i:end]
+	b, i := r.b, r.i
+	neg := i < len(b) && b[i] == '-'
 	if neg {
-		d = d[1:]
+		i++
 	}
-	if !ok || len(d) == 0 || len(d) > digits {
+	start := i
+	var v int64
+	for ; i < len(b); i++ {
+		c := b[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + int64(c)
+	}
+	n := i - start
+	if n == 0 || n > digits || (n > 1 && b[start] == '0') || (i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E')) {
 		r.bad = true
 		return 0
 	}
-	var v int64
-	for _, c := range d {
-		if c < '0' || c > '9' {
-			r.bad = true
-			return 0
-		}
-		v = v*10 + int64(c-'0')
-	}
-	r.i = end
+	r.i = i
 	if neg {
 		return -v
 	}
