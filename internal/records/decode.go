@@ -20,8 +20,9 @@ import (
 // surrogate), a number with a fraction, an exponent or more digits than the
 // field is sure to hold, an empty array, a null.
 //
-// Allocations: a record's strings are slices of one copy of their values
-// (an allocation the size of the record, holding no pointers), and its
+// Allocations: a record's strings are slices of one copy of the record (an
+// allocation of its size, holding no pointers; a string with escapes is
+// decoded over its own text there), and its
 // objects (en, aa, pl, pg with a value of one element, ob) share a second
 // allocation; a purchase's items, a placement's categories and a page value
 // of several elements take one each. Nothing is shared between records, so
