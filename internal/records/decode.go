@@ -1,6 +1,7 @@
 package records
 
 import (
+	"fmt"
 	"unsafe"
 
 	gojson "github.com/goccy/go-json"
@@ -37,6 +38,20 @@ func DecodeEvent(b []byte, e *Event) error {
 		return nil
 	}
 	*e = Event{}
+	return decodeGeneral(b, e)
+}
+
+// decodeGeneral is DecodeEvent by goccy/go-json. Some broken records make
+// it panic (an index out of range on a string cut short after an escape):
+// that is an error here, so that a record like that is skipped as
+// undecodable rather than stopping the fold on every start.
+func decodeGeneral(b []byte, e *Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			*e = Event{}
+			err = fmt.Errorf("records: the event record cannot be decoded: %v", p)
+		}
+	}()
 	return gojson.Unmarshal(b, e)
 }
 

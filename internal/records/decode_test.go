@@ -2,6 +2,7 @@ package records
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -88,6 +89,7 @@ var testRecords = []struct {
 	{"not an object", `[1]`, false},
 	{"empty", ``, false},
 	{"a trailing comma in items", `{"k":3,"mp":"m","id":"i","at":0,"rx":0,"u":"","it":[{"p":"p","pr":1,"q":1},]}`, false},
+	{"cut short after an escape (goccy/go-json panics)", "{\"\":\"\\0000\\#1\",\"pl\":{\"p\\", false},
 	{"an item's unknown field", `{"k":3,"mp":"m","id":"i","at":0,"rx":0,"u":"","it":[{"p":"p","pr":1,"q":1,"x":1}]}`, false},
 }
 
@@ -112,11 +114,19 @@ func seeds(t testing.TB) [][]byte {
 	return out
 }
 
-// agree checks that DecodeEvent answers for b as goccy/go-json does.
+// agree checks that DecodeEvent answers for b as goccy/go-json does (an
+// error where goccy/go-json panics).
 func agree(t *testing.T, b []byte) {
 	t.Helper()
 	var want Event
-	wantErr := gojson.Unmarshal(b, &want)
+	wantErr := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return gojson.Unmarshal(b, &want)
+	}()
 	var got Event
 	got.ID, got.Items = "left over", []Item{{}} // overwritten whole
 	err := DecodeEvent(b, &got)
@@ -139,6 +149,21 @@ func dump(e *Event) string {
 func TestDecodeEventAgreesWithGoccy(t *testing.T) {
 	for _, b := range seeds(t) {
 		agree(t, b)
+	}
+}
+
+// TestDecodeEventNoPanic: a record goccy/go-json panics on is an error.
+// goccy/go-json panics on this one now and then (an index out of range
+// past the record's end): on the base decoder, in every run of 200,000
+// tries seen.
+func TestDecodeEventNoPanic(t *testing.T) {
+	rec := []byte("{\"\":\"\\0000\\#1\",\"pl\":{\"p\\")
+	for range 200_000 {
+		b := append([]byte(nil), rec...)
+		var e Event
+		if err := DecodeEvent(b, &e); err == nil {
+			t.Fatalf("%q decoded, want an error", b)
+		}
 	}
 }
 
