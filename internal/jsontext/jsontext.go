@@ -25,6 +25,7 @@ package jsontext
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -235,6 +236,28 @@ func MayStopString(x uint64) bool {
 	q := x ^ lsb*'"'
 	bs := x ^ lsb*'\\'
 	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs|x)&msb != 0
+}
+
+// PlainEnd returns the offset of the first byte at or after b[i] that ends
+// the plain run of a JSON string's content (a quote, a backslash, a control
+// character or a byte of a non-ASCII character), or len(b): eight bytes a
+// step, the stopping one found within its word.
+func PlainEnd(b []byte, i int) int {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	for ; len(b)-i >= 8; i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ lsb*'"'
+		bs := x ^ lsb*'\\'
+		// The lowest byte marked is one that stops: a byte is marked
+		// wrongly only by a borrow from a lower one that stops.
+		if m := ((x-lsb*0x20)&^x | (q-lsb)&^q | (bs-lsb)&^bs | x) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(b) && !stringStop[b[i]] {
+		i++
+	}
+	return i
 }
 
 // PlainString reports whether the raw content of a JSON string is its own

@@ -5,8 +5,6 @@
 // engine that produce them.
 package records
 
-import gojson "github.com/goccy/go-json"
-
 // Kind is the kind of a tracking event. Its string form is what is stored.
 type Kind uint8
 
@@ -126,12 +124,3 @@ func EventKey(e *Event) []byte {
 	k = append(k, '|')
 	return append(k, e.OpaqueUserID...)
 }
-
-// DecodeEvent decodes an events-topic record into e. The three projectors
-// of the topic decode every record, so this is on their hottest path:
-// goccy/go-json decodes these records about 4× faster than encoding/json,
-// with the same results (BenchmarkDecode*).
-func DecodeEvent(b []byte, e *Event) error { return gojson.Unmarshal(b, e) }
-
-// EncodeEvent is the record of e on the events topic.
-func EncodeEvent(e *Event) ([]byte, error) { return gojson.Marshal(e) }
