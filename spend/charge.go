@@ -287,8 +287,14 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // First, each spend counter the chunk can move (each campaign's day, week
 // and month fields and total field) is read once (one HMGET per campaign) and checked to be
 // an int64: a counter that is not fails the call before anything is
-// written. Then one HSETNX per charge claims its marker in its bucket (an
-// HGET reads the owner only when it was there already). A new marker's
+// written. Then each charge claims its marker in its bucket: set when
+// absent (HSETNX), the owner read only when it was there already (HGET).
+// A marker hash (bucket) that the chunk touches more than once (its
+// charges' and impressions' keys, its clicks' winners' records) is read
+// once instead, one HMGET of those fields, the charges then decided on
+// what it holds and on what the charges before them set, and written once
+// at the end (one HSET of the fields set); so are the shoppers' counters,
+// one HMGET and one HSET for each hour's hash of a campaign. A new marker's
 // charge is applied when the counters' running values plus its amount stay
 // within the four budgets (the largest int64 when there is none), and they
 // then include it; otherwise its marker is set to "!t", "!m", "!w" or "!d"
@@ -307,9 +313,8 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // clicks decided; the previous hour's "l:" too when the click is within the
 // repeat window of its hour's start) decide as JudgeClick does; every new
 // click of a shopper moves its counters, the invalid ones too. An
-// impression's record ("s") sets its field when absent (one HSETNX) or
-// when the time it holds is later (an HGET, then an HSET), and decides
-// nothing. A charge with an earlier layout's marker (a legacy
+// impression's record ("s") sets its field when absent or when the time
+// it holds is later, and decides nothing. A charge with an earlier layout's marker (a legacy
 // string key, or the marketplace's marker hashes) first reads it: when it
 // exists, what it says decides, and it is copied into the campaign's
 // bucket. The bucket count of an epoch comes from field "" of its bucket
@@ -427,23 +432,24 @@ local function counter(k, f)
   end
   local c = h.byf[f]
   if not c then
-    c = {f = f, moved = false}
+    c = {k = k, f = f, moved = false}
     h.byf[f] = c
     h.list[#h.list + 1] = c
   end
   return c
 end
+-- The refusal hints, one per counter refused in the call: the spend the
+-- last refused charge would have made.
 local hints, horder2 = {}, {}
-local function hint(k, f, would)
-  if cmp(would, MAXV) > 0 then would = MAXV end
-  local id = k .. '\0' .. f
-  local h = hints[id]
+local function hint(c, sh, sl)
+  if sh > MAXV[1] or (sh == MAXV[1] and sl > MAXV[2]) then sh, sl = MAXV[1], MAXV[2] end
+  local h = hints[c]
   if not h then
-    h = {k = k, f = '!' .. f}
-    hints[id] = h
+    h = {k = c.k, f = '!' .. c.f}
+    hints[c] = h
     horder2[#horder2 + 1] = h
   end
-  h.v = would
+  h.h, h.l = sh, sl
 end
 local epochs, eorder, expiry, pruned = {}, {}, {}, {}
 local function keep(k, t)
@@ -472,10 +478,20 @@ local function epoch(ki, ep)
     b = MINB
     while b < MAXB and b * PER < prev do b = b * 2 end
   end
-  e = {meta = meta, b = b, m = m, n = 0, p = id .. ':'}
+  e = {meta = meta, b = b, m = m, n = 0, p = id .. ':', names = {}}
   es[ep] = e
   eorder[#eorder + 1] = e
   return e
+end
+-- bucket is the name of the hash of epoch e that holds the field of hash h.
+local function bucket(e, h)
+  local x = h % e.b
+  local s = e.names[x]
+  if not s then
+    s = e.p .. string.format('%.0f', x)
+    e.names[x] = s
+  end
+  return s
 end
 local olds = {}
 local function oldMarker(prefix, ep, h, field)
@@ -488,49 +504,85 @@ local function oldMarker(prefix, ep, h, field)
   if not b then return false end
   return redis.call('HGET', id .. ':' .. string.format('%.0f', h % b), field)
 end
-local function judge(j, e, ki)
-  local req, mind, rep, maxh = string.match(ARGV[j+15], '^(%d):(%d+):(%d+):(%d+)$')
-  req, mind, rep, maxh = tonumber(req), tonumber(mind), tonumber(rep), tonumber(maxh)
-  local ck = tonumber(ARGV[j+14])
-  local seen = false
-  if ARGV[j+16] ~= '' then
-    seen = redis.call('HGET', e.p .. string.format('%.0f', tonumber(ARGV[j+17]) % e.b), ARGV[j+16])
+local tonums = {}
+local function tonum(s)
+  local v = tonums[s]
+  if v == nil then
+    v = tonumber(s)
+    tonums[s] = v
   end
-  local bad = 0
-  if req == 1 and not seen then bad = 6
-  elseif mind > 0 and seen and ck - tonumber(seen) < mind then bad = 7 end
-  local sh = ARGV[j+18]
-  if sh ~= '' then
-    local hr = math.floor(ck / 3600000)
-    local ivp = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7)
-    local sk = ivp .. string.format('%.0f', hr)
-    local lf, nf = 'l:' .. sh, 'n:' .. sh
-    local st = redis.call('HMGET', sk, lf, nf)
-    local last, cnt = tonumber(st[1]), tonumber(st[2]) or 0
-    if bad == 0 and rep > 0 then
-      local prev = last
-      if not prev and ck - hr * 3600000 < rep then
-        prev = tonumber(redis.call('HGET', ivp .. string.format('%.0f', hr - 1), lf))
-      end
-      if prev and math.abs(ck - prev) < rep then bad = 8 end
-    end
-    if bad == 0 and maxh > 0 and cnt >= maxh then bad = 9 end
-    if not last or ck > last then last = ck end
-    redis.call('HSET', sk, lf, string.format('%.0f', last), nf, string.format('%.0f', cnt + 1))
-    keep(sk, tonumber(ARGV[j+19]))
+  return v
+end
+local ruless = {}
+local function rulesOf(s)
+  local r = ruless[s]
+  if not r then
+    local req, mind, rep, maxh = string.match(s, '^(%d):(%d+):(%d+):(%d+)$')
+    r = {tonumber(req), tonumber(mind), tonumber(rep), tonumber(maxh)}
+    ruless[s] = r
   end
-  return bad
+  return r
 end
 local n = (#ARGV - base) / W
+-- First, what each item touches: its campaign's counters, its marker's
+-- bucket (and its winner's impression record's), its shopper's counters.
 local cd, ct, cw, cm = {}, {}, {}, {}
+local IK, IE, IH, IS, ISK, ICK = {}, {}, {}, {}, {}, {}
+local tfields, torder = {}, {}
+local function touch(hk, f)
+  local fs = tfields[hk]
+  if not fs then
+    fs = {}
+    tfields[hk] = fs
+    torder[#torder + 1] = hk
+  end
+  fs[#fs + 1] = f
+end
+local ivps, ivs, ivorder = {}, {}, {}
 for i = 1, n do
   local j = base + W * (i - 1)
+  local ki = tonum(ARGV[j+2])
+  local k = KEYS[ki]
+  local e = epoch(ki, ARGV[j+5])
+  local hk = bucket(e, tonumber(ARGV[j+7]))
+  IK[i], IE[i], IH[i] = ki, e, hk
+  touch(hk, ARGV[j+6])
   if ARGV[j+13] ~= 's' then
-    local k = KEYS[tonumber(ARGV[j+2])]
     cd[i] = counter(k, 'd:' .. ARGV[j+12])
     ct[i] = counter(k, 't')
     cw[i] = counter(k, 'w:' .. ARGV[j+22])
     cm[i] = counter(k, 'm:' .. ARGV[j+23])
+    if ARGV[j+15] ~= '' then
+      if ARGV[j+16] ~= '' then
+        local sh = bucket(e, tonumber(ARGV[j+17]))
+        IS[i] = sh
+        touch(sh, ARGV[j+16])
+      end
+      local sh = ARGV[j+18]
+      if sh ~= '' then
+        local ck = tonumber(ARGV[j+14])
+        local hr = math.floor(ck / 3600000)
+        local ivp = ivps[ki]
+        if not ivp then
+          ivp = {p = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7), byh = {}}
+          ivps[ki] = ivp
+        end
+        local sk = ivp.byh[hr]
+        if not sk then
+          sk = ivp.p .. string.format('%.0f', hr)
+          ivp.byh[hr] = sk
+        end
+        ISK[i], ICK[i] = sk, ck
+        local s = ivs[sk]
+        if not s then
+          s = {k = sk, fs = {}, v = {}, dirty = {}, d = {}}
+          ivs[sk] = s
+          ivorder[#ivorder + 1] = s
+        end
+        s.fs[#s.fs + 1] = 'l:' .. sh
+        s.fs[#s.fs + 1] = 'n:' .. sh
+      end
+    end
   end
 end
 for _, h in ipairs(horder) do
@@ -546,73 +598,186 @@ for _, h in ipairs(horder) do
     end
   end
 end
+-- A marker hash the call touches more than once is read once (HMGET of
+-- the fields it touches) and written once, at the end (one HSET of the
+-- fields that changed); one touched once is read and written directly.
+local cache, dirty, dorder = {}, {}, {}
+for _, hk in ipairs(torder) do
+  local fs = tfields[hk]
+  if #fs > 1 then
+    local raw = redis.call('HMGET', hk, unpack(fs))
+    local c = {}
+    for x, f in ipairs(fs) do c[f] = raw[x] end
+    cache[hk] = c
+  end
+end
+local function mget(hk, f)
+  local c = cache[hk]
+  if c then return c[f] end
+  return redis.call('HGET', hk, f)
+end
+local function mset(hk, f, v)
+  local c = cache[hk]
+  if not c then
+    redis.call('HSET', hk, f, v)
+    return
+  end
+  c[f] = v
+  local d = dirty[hk]
+  if not d then
+    d = {}
+    dirty[hk] = d
+    dorder[#dorder + 1] = hk
+  end
+  d[#d + 1] = f
+end
+local function msetnx(hk, f, v)
+  if not cache[hk] then return redis.call('HSETNX', hk, f, v) == 1 end
+  if cache[hk][f] then return false end
+  mset(hk, f, v)
+  return true
+end
+-- The shoppers' counters of the call: read once (one HMGET a hash),
+-- written once at the end.
+for _, s in ipairs(ivorder) do
+  local raw = redis.call('HMGET', s.k, unpack(s.fs))
+  for x, f in ipairs(s.fs) do s.v[f] = tonumber(raw[x]) or false end
+end
+local function ivset(s, f, v)
+  if not s.d[f] then
+    s.d[f] = true
+    s.dirty[#s.dirty + 1] = f
+  end
+  s.v[f] = v
+end
+local function judge(i, j, e, ki)
+  local r = rulesOf(ARGV[j+15])
+  local req, mind, rep, maxh = r[1], r[2], r[3], r[4]
+  local ck = tonumber(ARGV[j+14])
+  local seen = false
+  if ARGV[j+16] ~= '' then
+    seen = mget(IS[i], ARGV[j+16])
+  end
+  local bad = 0
+  if req == 1 and not seen then bad = 6
+  elseif mind > 0 and seen and ck - tonumber(seen) < mind then bad = 7 end
+  local sh = ARGV[j+18]
+  if sh ~= '' then
+    local sk = ISK[i]
+    local s = ivs[sk]
+    local hr = math.floor(ck / 3600000)
+    local lf, nf = 'l:' .. sh, 'n:' .. sh
+    local last, cnt = s.v[lf] or nil, s.v[nf] or 0
+    if bad == 0 and rep > 0 then
+      local prev = last
+      if not prev and ck - hr * 3600000 < rep then
+        local psk = ivps[ki].p .. string.format('%.0f', hr - 1)
+        local ps = ivs[psk]
+        if ps and ps.v[lf] ~= nil then
+          prev = ps.v[lf] or nil
+        else
+          prev = tonumber(redis.call('HGET', psk, lf))
+        end
+      end
+      if prev and math.abs(ck - prev) < rep then bad = 8 end
+    end
+    if bad == 0 and maxh > 0 and cnt >= maxh then bad = 9 end
+    if not last or ck > last then last = ck end
+    ivset(s, lf, last)
+    ivset(s, nf, cnt + 1)
+    keep(sk, tonum(ARGV[j+19]))
+  end
+  return bad
+end
 local out = {}
+local RMARK, RCODE = {RT, RM, RW, RD}, {5, ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `, ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `, 4}
+local CS, LS, SH, SL = {}, {}, {}, {}
 for i = 1, n do
   local j = base + W * (i - 1)
   local owner = ARGV[j+1]
-  local ki = tonumber(ARGV[j+2])
+  local ki = IK[i]
   local k = KEYS[ki]
-  local t = tonumber(ARGV[j+4])
+  local t = tonum(ARGV[j+4])
   local ep = ARGV[j+5]
-  local e = epoch(ki, ep)
+  local e = IE[i]
   local field = ARGV[j+6]
-  local fh = tonumber(ARGV[j+7])
-  local hk = e.p .. string.format('%.0f', fh % e.b)
+  local hk = IH[i]
   keep(hk, t)
   keep(e.meta, t)
   local prior = false
-  if ARGV[j+9] ~= '' then prior = oldMarker(ARGV[j+9], ep, fh, field) end
+  if ARGV[j+9] ~= '' then prior = oldMarker(ARGV[j+9], ep, tonumber(ARGV[j+7]), field) end
   if not prior and ARGV[j+8] ~= '' then prior = redis.call('GET', ARGV[j+8]) end
   local bad = 0
   if ARGV[j+13] == 's' then
     local ms = ARGV[j+14]
-    if redis.call('HSETNX', hk, field, ms) == 1 then
+    if msetnx(hk, field, ms) then
       e.n = e.n + 1
-    elseif tonumber(ms) < tonumber(redis.call('HGET', hk, field)) then
-      redis.call('HSET', hk, field, ms)
+    elseif tonumber(ms) < tonumber(mget(hk, field)) then
+      mset(hk, field, ms)
     end
     out[i] = 10
   elseif prior then
-    redis.call('HSETNX', hk, field, prior)
+    msetnx(hk, field, prior)
     out[i] = decided(prior, owner)
-  elseif redis.call('HSETNX', hk, field, owner) == 1 then
+  elseif msetnx(hk, field, owner) then
     e.n = e.n + 1
-    if ARGV[j+15] ~= '' then bad = judge(j, e, ki) end
+    if ARGV[j+15] ~= '' then bad = judge(i, j, e, ki) end
   else
-    out[i] = decided(redis.call('HGET', hk, field), owner)
+    out[i] = decided(mget(hk, field), owner)
   end
   if bad > 0 then
-    redis.call('HSET', hk, field, MARKS[bad] .. owner)
+    mset(hk, field, MARKS[bad] .. owner)
     out[i] = bad
   elseif not out[i] then
     local m, d = num(ARGV[j+3]), cd[i]
     -- The counters in the order their budgets are checked: total, month,
     -- week, day; the first over its budget refuses the charge.
-    local cs = {{ct[i], lim(ARGV[j+11]), RT, 5}, {cm[i], lim(ARGV[j+21]), RM, ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `},
-      {cw[i], lim(ARGV[j+20]), RW, ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `}, {d, lim(ARGV[j+10]), RD, 4}}
-    local sums, over = {}, nil
-    for x, e in ipairs(cs) do
-      local c, l = e[1], e[2]
+    CS[1], CS[2], CS[3], CS[4] = ct[i], cm[i], cw[i], d
+    LS[1], LS[2], LS[3], LS[4] = lim(ARGV[j+11]), lim(ARGV[j+21]), lim(ARGV[j+20]), lim(ARGV[j+10])
+    local over = nil
+    for x = 1, 4 do
+      local c, l = CS[x], LS[x]
       local sh, sl = c.h + m[1], c.l + m[2]
       if sl >= B then sh, sl = sh + 1, sl - B end
-      sums[x] = {sh, sl}
+      SH[x], SL[x] = sh, sl
       if not over and (sh > l[1] or (sh == l[1] and sl > l[2])) then over = x end
     end
     if over then
-      local e = cs[over]
-      redis.call('HSET', hk, field, e[3] .. owner)
-      hint(k, e[1].f, sums[over])
+      mset(hk, field, RMARK[over] .. owner)
+      hint(CS[over], SH[over], SL[over])
       if not d.existed then pruned[k] = true end
-      out[i] = e[4]
+      out[i] = RCODE[over]
     else
       if m[1] > 0 or m[2] > 0 then
-        for x, e in ipairs(cs) do
-          e[1].h, e[1].l, e[1].moved = sums[x][1], sums[x][2], true
+        for x = 1, 4 do
+          local c = CS[x]
+          c.h, c.l, c.moved = SH[x], SL[x], true
         end
         if not d.existed then pruned[k] = true end
       end
       out[i] = 1
     end
+  end
+end
+for _, hk in ipairs(dorder) do
+  local c, fv, done = cache[hk], {}, {}
+  for _, f in ipairs(dirty[hk]) do
+    if not done[f] then
+      done[f] = true
+      fv[#fv + 1] = f
+      fv[#fv + 1] = c[f]
+    end
+  end
+  redis.call('HSET', hk, unpack(fv))
+end
+for _, s in ipairs(ivorder) do
+  if #s.dirty > 0 then
+    local fv = {}
+    for _, f in ipairs(s.dirty) do
+      fv[#fv + 1] = f
+      fv[#fv + 1] = string.format('%.0f', s.v[f])
+    end
+    redis.call('HSET', s.k, unpack(fv))
   end
 end
 for _, h in ipairs(horder) do
@@ -625,7 +790,7 @@ for _, h in ipairs(horder) do
   end
   if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
 end
-for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text(h.v)) end
+for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text({h.h, h.l})) end
 for k in pairs(pruned) do
   local gone, h = {}, hashes[k]
   for _, f in ipairs(redis.call('HKEYS', k)) do
