@@ -236,9 +236,6 @@ func keyHash(key string) uint32 {
 // while it runs (about 3 µs a charge), so a call stays under about 1.5 ms.
 const chargeChunk = 500
 
-// chargeArgs is the number of ARGV entries of one charge.
-const chargeArgs = 23
-
 // refusedDaily and refusedTotal begin the value of a refused charge's
 // marker, followed by its Owner (Owners may not begin with "!").
 const (
@@ -263,22 +260,28 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // (SpendKey) of the call's campaigns. ARGV[1] is the oldest day whose day
 // fields are kept (YYYY-MM-DD), the Monday of its week and its month
 // (YYYY-MM), separated by spaces, ARGV[1+k] the marker prefix (MarkerPrefix)
-// of the campaign of KEYS[k], then for charge i, from j = 1 + #KEYS +
-// 12(i-1): ARGV[j+1] owner, ARGV[j+2] the index in KEYS of its campaign,
-// ARGV[j+3] micro-units (decimal int64 text), ARGV[j+4] the marker's
-// expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6] key, ARGV[j+7]
-// keyHash(key), ARGV[j+8] its legacy marker key or "", ARGV[j+9] its
-// marketplace's marker prefix in the layout before campaign keys or "",
-// ARGV[j+10] the campaign's daily and ARGV[j+11] its total budget (decimal
-// int64 text, "0": none), ARGV[j+12] its day (YYYY-MM-DD), ARGV[j+13] "s"
-// for the record of an impression (Charge.Impression) or "c" for a charge,
-// ARGV[j+14] the impression's or the click's Unix milliseconds or "",
-// ARGV[j+15] the click rules (InvalidRules.arg) or "" (none), ARGV[j+16]
-// the winner's impression key and ARGV[j+17] its keyHash or "", ARGV[j+18]
-// the shopper, ARGV[j+19] the expiry of the shopper's counters (Unix
-// seconds), ARGV[j+20] the campaign's weekly and ARGV[j+21] its monthly
-// budget ("0": none), ARGV[j+22] the Monday of its day's week (WeekOf) and
-// ARGV[j+23] its month (MonthOf). It returns one outcome per charge: 1
+// of the campaign of KEYS[k]. Then what charges share, written once a call
+// (chargeProfile): ARGV[2 + #KEYS] the number of profiles, and each
+// profile, from a = 3 + #KEYS + 14(p-1): ARGV[a] the index in KEYS of its
+// campaign, ARGV[a+1] "s" for the records of impressions
+// (Charge.Impression), "c" for charges, "k" for charges judged by the
+// click rules, ARGV[a+2] the epoch, ARGV[a+3] the markers' expiry (Unix
+// seconds), ARGV[a+4] the day (YYYY-MM-DD), ARGV[a+5] the Monday of its
+// week (WeekOf) and ARGV[a+6] its month (MonthOf), ARGV[a+7] the daily,
+// ARGV[a+8] the total, ARGV[a+9] the weekly and ARGV[a+10] the monthly
+// budget (decimal int64 text, "0": none), ARGV[a+11] the click rules
+// (InvalidRules.arg), ARGV[a+12] the expiry of the shoppers' counters
+// (Unix seconds), ARGV[a+13] the marketplace's marker prefix in the layout
+// before campaign keys or "" (an impression's profile: "" and 0 but its
+// campaign, kind, epoch and expiry; a charge's: "" and 0 for the rules).
+// Then each charge, from its first argument j: ARGV[j] the index of its
+// profile, ARGV[j+1] the key, ARGV[j+2] keyHash(key); an impression's
+// ARGV[j+3] its Unix milliseconds (4 arguments); a charge's ARGV[j+3] the
+// owner, ARGV[j+4] micro-units (decimal int64 text), ARGV[j+5] its legacy
+// marker key or "" (6 arguments); a judged click's also ARGV[j+6] its
+// Unix milliseconds, ARGV[j+7] the winner's impression key and ARGV[j+8]
+// its keyHash or "", ARGV[j+9] the shopper (10 arguments). It returns one
+// outcome per charge, in the order of the arguments: 1
 // applied, 2 replayed (same owner), 3 duplicate (another owner), 4 refused
 // for the daily budget, 5 refused for the total budget, 6 to 9 refused as
 // an invalid click (no impression, too fast, repeat, rate), 10 an
@@ -305,9 +308,9 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // and its owner (refused again, whatever the budgets are now), anything
 // else (duplicate); a "!n", "!f", "!r" or "!c" marker and its owner
 // answers the invalid-click refusal it recorded. A click judged by the
-// click rules (ARGV[j+15]) is judged when its marker is new, before the
+// click rules ("k") is judged when its marker is new, before the
 // budgets: the winner's impression record (the earliest impression's
-// milliseconds, field ARGV[j+16] of the epoch's bucket) and the shopper's
+// milliseconds, field ARGV[j+7] of the epoch's bucket) and the shopper's
 // counters of the click's UTC hour (hash ec:iv:{tag}:<hour>, fields
 // "l:<shopper>" the latest click's milliseconds and "n:<shopper>" the
 // clicks decided; the previous hour's "l:" too when the click is within the
@@ -342,7 +345,7 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // without its spend, nor spend moved without its marker, and two calls for
 // one campaign (two projectors) see each other's spend whole.
 var chargeScript = redis.NewScript(`
-local W = ` + strconv.Itoa(chargeArgs) + `
+local PW = ` + strconv.Itoa(chargeProfileArgs) + `
 local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa(MinMarkerBuckets) + `, ` + strconv.Itoa(MaxMarkerBuckets) + `
 local RD, RT, RW, RM = '` + refusedDaily + `', '` + refusedTotal + `', '` + refusedWeekly + `', '` + refusedMonthly + `'
 local CODES = {['` + refusedDaily + `'] = 4, ['` + refusedTotal + `'] = 5, ['` + refusedWeekly + `'] = ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `, ['` + refusedMonthly + `'] = ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `, ['` + refusedNoImpression + `'] = 6, ['` + refusedTooFast + `'] = 7, ['` + refusedRepeat + `'] = 8, ['` + refusedRate + `'] = 9}
@@ -504,15 +507,6 @@ local function oldMarker(prefix, ep, h, field)
   if not b then return false end
   return redis.call('HGET', id .. ':' .. string.format('%.0f', h % b), field)
 end
-local tonums = {}
-local function tonum(s)
-  local v = tonums[s]
-  if v == nil then
-    v = tonumber(s)
-    tonums[s] = v
-  end
-  return v
-end
 local ruless = {}
 local function rulesOf(s)
   local r = ruless[s]
@@ -523,11 +517,36 @@ local function rulesOf(s)
   end
   return r
 end
-local n = (#ARGV - base) / W
+-- The profiles, then the items.
+local P = {}
+local pb = base + 2
+for p = 1, tonumber(ARGV[base + 1]) do
+  local a = pb + PW * (p - 1)
+  local ki = tonumber(ARGV[a])
+  local pr = {ki = ki, kind = ARGV[a+1], ep = ARGV[a+2], t = tonumber(ARGV[a+3]), rules = ARGV[a+11], keepc = tonumber(ARGV[a+12]), old = ARGV[a+13]}
+  pr.e = epoch(ki, pr.ep)
+  if pr.kind ~= 's' then
+    local k = KEYS[ki]
+    pr.cd, pr.ct, pr.cw, pr.cm = counter(k, 'd:' .. ARGV[a+4]), counter(k, 't'), counter(k, 'w:' .. ARGV[a+5]), counter(k, 'm:' .. ARGV[a+6])
+    pr.lims = {lim(ARGV[a+8]), lim(ARGV[a+10]), lim(ARGV[a+9]), lim(ARGV[a+7])}
+  end
+  P[p] = pr
+end
+local WIDTH = {s = 4, c = 6, k = 10}
+local IJ, IP = {}, {}
+local n = 0
+do
+  local j = pb + PW * #P
+  while j <= #ARGV do
+    n = n + 1
+    local pr = P[tonumber(ARGV[j])]
+    IJ[n], IP[n] = j, pr
+    j = j + WIDTH[pr.kind]
+  end
+end
 -- First, what each item touches: its campaign's counters, its marker's
 -- bucket (and its winner's impression record's), its shopper's counters.
-local cd, ct, cw, cm = {}, {}, {}, {}
-local IK, IE, IH, IS, ISK, ICK = {}, {}, {}, {}, {}, {}
+local IH, IS, ISK = {}, {}, {}
 local tfields, torder = {}, {}
 local function touch(hk, f)
   local fs = tfields[hk]
@@ -540,27 +559,21 @@ local function touch(hk, f)
 end
 local ivps, ivs, ivorder = {}, {}, {}
 for i = 1, n do
-  local j = base + W * (i - 1)
-  local ki = tonum(ARGV[j+2])
-  local k = KEYS[ki]
-  local e = epoch(ki, ARGV[j+5])
-  local hk = bucket(e, tonumber(ARGV[j+7]))
-  IK[i], IE[i], IH[i] = ki, e, hk
-  touch(hk, ARGV[j+6])
-  if ARGV[j+13] ~= 's' then
-    cd[i] = counter(k, 'd:' .. ARGV[j+12])
-    ct[i] = counter(k, 't')
-    cw[i] = counter(k, 'w:' .. ARGV[j+22])
-    cm[i] = counter(k, 'm:' .. ARGV[j+23])
-    if ARGV[j+15] ~= '' then
-      if ARGV[j+16] ~= '' then
-        local sh = bucket(e, tonumber(ARGV[j+17]))
+  local j, pr = IJ[i], IP[i]
+  local ki, e = pr.ki, pr.e
+  local hk = bucket(e, tonumber(ARGV[j+2]))
+  IH[i] = hk
+  touch(hk, ARGV[j+1])
+  if pr.kind == 'k' then
+    do
+      if ARGV[j+7] ~= '' then
+        local sh = bucket(e, tonumber(ARGV[j+8]))
         IS[i] = sh
-        touch(sh, ARGV[j+16])
+        touch(sh, ARGV[j+7])
       end
-      local sh = ARGV[j+18]
+      local sh = ARGV[j+9]
       if sh ~= '' then
-        local ck = tonumber(ARGV[j+14])
+        local ck = tonumber(ARGV[j+6])
         local hr = math.floor(ck / 3600000)
         local ivp = ivps[ki]
         if not ivp then
@@ -572,7 +585,7 @@ for i = 1, n do
           sk = ivp.p .. string.format('%.0f', hr)
           ivp.byh[hr] = sk
         end
-        ISK[i], ICK[i] = sk, ck
+        ISK[i] = sk
         local s = ivs[sk]
         if not s then
           s = {k = sk, fs = {}, v = {}, dirty = {}, d = {}}
@@ -650,18 +663,18 @@ local function ivset(s, f, v)
   end
   s.v[f] = v
 end
-local function judge(i, j, e, ki)
-  local r = rulesOf(ARGV[j+15])
+local function judge(i, j, pr, ki)
+  local r = rulesOf(pr.rules)
   local req, mind, rep, maxh = r[1], r[2], r[3], r[4]
-  local ck = tonumber(ARGV[j+14])
+  local ck = tonumber(ARGV[j+6])
   local seen = false
-  if ARGV[j+16] ~= '' then
-    seen = mget(IS[i], ARGV[j+16])
+  if ARGV[j+7] ~= '' then
+    seen = mget(IS[i], ARGV[j+7])
   end
   local bad = 0
   if req == 1 and not seen then bad = 6
   elseif mind > 0 and seen and ck - tonumber(seen) < mind then bad = 7 end
-  local sh = ARGV[j+18]
+  local sh = ARGV[j+9]
   if sh ~= '' then
     local sk = ISK[i]
     local s = ivs[sk]
@@ -685,31 +698,30 @@ local function judge(i, j, e, ki)
     if not last or ck > last then last = ck end
     ivset(s, lf, last)
     ivset(s, nf, cnt + 1)
-    keep(sk, tonum(ARGV[j+19]))
+    keep(sk, pr.keepc)
   end
   return bad
 end
 local out = {}
 local RMARK, RCODE = {RT, RM, RW, RD}, {5, ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `, ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `, 4}
-local CS, LS, SH, SL = {}, {}, {}, {}
+local CS, SH, SL = {}, {}, {}
 for i = 1, n do
-  local j = base + W * (i - 1)
-  local owner = ARGV[j+1]
-  local ki = IK[i]
+  local j, pr = IJ[i], IP[i]
+  local ki, e = pr.ki, pr.e
   local k = KEYS[ki]
-  local t = tonum(ARGV[j+4])
-  local ep = ARGV[j+5]
-  local e = IE[i]
-  local field = ARGV[j+6]
+  local field = ARGV[j+1]
   local hk = IH[i]
-  keep(hk, t)
-  keep(e.meta, t)
-  local prior = false
-  if ARGV[j+9] ~= '' then prior = oldMarker(ARGV[j+9], ep, tonumber(ARGV[j+7]), field) end
-  if not prior and ARGV[j+8] ~= '' then prior = redis.call('GET', ARGV[j+8]) end
+  keep(hk, pr.t)
+  keep(e.meta, pr.t)
+  local owner, prior = nil, false
+  if pr.kind ~= 's' then
+    owner = ARGV[j+3]
+    if pr.old ~= '' then prior = oldMarker(pr.old, pr.ep, tonumber(ARGV[j+2]), field) end
+    if not prior and ARGV[j+5] ~= '' then prior = redis.call('GET', ARGV[j+5]) end
+  end
   local bad = 0
-  if ARGV[j+13] == 's' then
-    local ms = ARGV[j+14]
+  if pr.kind == 's' then
+    local ms = ARGV[j+3]
     if msetnx(hk, field, ms) then
       e.n = e.n + 1
     elseif tonumber(ms) < tonumber(mget(hk, field)) then
@@ -721,7 +733,7 @@ for i = 1, n do
     out[i] = decided(prior, owner)
   elseif msetnx(hk, field, owner) then
     e.n = e.n + 1
-    if ARGV[j+15] ~= '' then bad = judge(i, j, e, ki) end
+    if pr.kind == 'k' then bad = judge(i, j, pr, ki) end
   else
     out[i] = decided(mget(hk, field), owner)
   end
@@ -729,11 +741,11 @@ for i = 1, n do
     mset(hk, field, MARKS[bad] .. owner)
     out[i] = bad
   elseif not out[i] then
-    local m, d = num(ARGV[j+3]), cd[i]
+    local m, d = num(ARGV[j+4]), pr.cd
     -- The counters in the order their budgets are checked: total, month,
     -- week, day; the first over its budget refuses the charge.
-    CS[1], CS[2], CS[3], CS[4] = ct[i], cm[i], cw[i], d
-    LS[1], LS[2], LS[3], LS[4] = lim(ARGV[j+11]), lim(ARGV[j+21]), lim(ARGV[j+20]), lim(ARGV[j+10])
+    CS[1], CS[2], CS[3], CS[4] = pr.ct, pr.cm, pr.cw, d
+    local LS = pr.lims
     local over = nil
     for x = 1, 4 do
       local c, l = CS[x], LS[x]
@@ -937,6 +949,7 @@ type chargeCall struct {
 var (
 	argNone       = ""
 	argCharge     = "c"
+	argClick      = "k"
 	argImpression = "s"
 )
 
@@ -1011,8 +1024,13 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 		start[p]++
 	}
 	weeks := map[string]*string{}
+	months := map[string]*string{}
 	rules := map[InvalidRules]*string{}
 	olds := map[string]*string{}
+	profiles := map[chargeProfile]int{}
+	var plist []chargeProfile
+	var pfirst []int // each profile's first charge
+	var pix []int    // each charge's profile
 	var calls []*chargeCall
 	for from := 0; from < len(order); {
 		to := from + 1
@@ -1021,15 +1039,29 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 		}
 		call := &chargeCall{idx: order[from:to:to]}
 		// The campaigns' keys and marker prefixes come before the charges
-		// in ARGV.
+		// in ARGV, then the profiles the charges name.
+		clear(profiles)
+		plist, pfirst, pix = plist[:0], pfirst[:0], pix[:0]
 		inCall := 0
 		for k, i := range call.idx {
 			if k == 0 || of[i] != of[call.idx[k-1]] {
 				inCall++
 			}
+			p := profileOf(&charges[i], inCall, cluster, rules)
+			if k > 0 && p == plist[pix[k-1]] { // the charges of a campaign often share one
+				pix = append(pix, pix[k-1])
+				continue
+			}
+			n, ok := profiles[p]
+			if !ok {
+				n = len(plist)
+				profiles[p] = n
+				plist, pfirst = append(plist, p), append(pfirst, i)
+			}
+			pix = append(pix, n)
 		}
 		call.keys = make([]string, 0, inCall)
-		call.args = make([]any, 0, 1+inCall+chargeArgs*len(call.idx))
+		call.args = make([]any, 0, 2+inCall+chargeProfileArgs*len(plist)+chargeItemArgs*len(call.idx))
 		call.args = append(call.args, &oldest)
 		for k, i := range call.idx {
 			if k == 0 || of[i] != of[call.idx[k-1]] {
@@ -1037,13 +1069,14 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 				call.args = append(call.args, &camps[of[i]].prefix)
 			}
 		}
-		a := chargeArena{ints: make([]int64, 0, chargeInts*len(call.idx)), strs: make([]string, 0, len(call.idx))}
-		camp := 0
+		a := chargeArena{ints: make([]int64, 0, 1+chargeProfileInts*len(plist)+chargeInts*len(call.idx))}
+		call.args = append(call.args, a.int(int64(len(plist))))
+		first := len(a.ints)
+		for n := range plist {
+			call.args = a.appendProfile(call.args, n, &plist[n], &charges[pfirst[n]], weeks, months, olds)
+		}
 		for k, i := range call.idx {
-			if k == 0 || of[i] != of[call.idx[k-1]] {
-				camp++
-			}
-			call.args = a.appendArgs(call.args, &charges[i], camp, cluster, weeks, rules, olds)
+			call.args = a.appendArgs(call.args, &charges[i], &plist[pix[k]], &a.ints[first+chargeProfileInts*pix[k]], cluster)
 		}
 		calls = append(calls, call)
 		from = to
@@ -1051,15 +1084,61 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 	return calls
 }
 
-// chargeInts is the most numbers a charge's arguments hold.
-const chargeInts = 12
+// chargeProfile is what charges of a call share, written once in its
+// arguments (chargeScript): the campaign (its index in the call's KEYS),
+// the kind of entry ('s' an impression's record, 'c' a charge, 'k' a
+// charge judged by the click rules), the epoch and the markers' expiry,
+// and for a charge its day, budgets, the earlier layout's marketplace
+// markers, and for a judged click its rules (as the script reads them:
+// one string for each InvalidRules of the batch) and the expiry of the
+// shopper's counters. Under 128 bytes, a map keeps it in place.
+type chargeProfile struct {
+	camp   int
+	kind   byte
+	epoch  int64
+	keep   int64
+	day    string
+	limits Limits
+	rules  *string
+	until  int64
+	old    string // the marketplace whose earlier markers count, or ""
+}
 
-// chargeArena holds the numbers and derived strings of a call's arguments,
-// sized for the call before the first is taken: the arguments point into
-// it.
+// profileOf is the profile of charge c of the call's campaign camp;
+// rules holds the batch's click rules as the script reads them.
+func profileOf(c *Charge, camp int, cluster bool, rules map[InvalidRules]*string) chargeProfile {
+	p := chargeProfile{camp: camp, kind: 's', epoch: c.Epoch, keep: c.KeepUntil.Unix()}
+	if c.Impression {
+		return p
+	}
+	p.kind, p.day, p.limits = 'c', c.Day, c.Limits
+	if !cluster && c.MarketplaceMarkers {
+		p.old = c.MarketplaceID // a cluster never held the earlier layouts
+	}
+	if c.Click != nil && c.Click.Rules.On() {
+		r := rules[c.Click.Rules]
+		if r == nil {
+			r = new(string)
+			*r = c.Click.Rules.arg()
+			rules[c.Click.Rules] = r
+		}
+		p.kind, p.rules, p.until = 'k', r, c.Click.StateUntil.Unix()
+	}
+	return p
+}
+
+// The arguments of a profile, of an entry at most, and the numbers of each.
+const (
+	chargeProfileArgs = 14
+	chargeProfileInts = 9
+	chargeItemArgs    = 10
+	chargeInts        = 5
+)
+
+// chargeArena holds the numbers of a call's arguments, sized for the call
+// before the first is taken: the arguments point into it.
 type chargeArena struct {
 	ints []int64
-	strs []string
 }
 
 func (a *chargeArena) int(v int64) *int64 {
@@ -1067,55 +1146,63 @@ func (a *chargeArena) int(v int64) *int64 {
 	return &a.ints[len(a.ints)-1]
 }
 
-func (a *chargeArena) str(v string) *string {
-	a.strs = append(a.strs, v)
-	return &a.strs[len(a.strs)-1]
+// appendProfile appends the chargeProfileArgs arguments of profile p, the
+// call's n-th (from 0), whose first charge is c, as the script reads them
+// (chargeScript); the first of its chargeProfileInts numbers is its index
+// (from 1), which its charges' arguments name. weeks, months and olds hold
+// the strings a batch's charges share.
+func (a *chargeArena) appendProfile(args []any, n int, p *chargeProfile, c *Charge, weeks, months, olds map[string]*string) []any {
+	kind, day, week, month, rule, old := &argImpression, &argNone, &argNone, &argNone, &argNone, &argNone
+	if p.kind != 's' {
+		kind, day = &argCharge, &c.Day
+		if week = weeks[c.Day]; week == nil {
+			week = new(string)
+			*week = WeekOf(c.Day)
+			weeks[c.Day] = week
+		}
+		if month = months[c.Day]; month == nil {
+			month = new(string)
+			*month = MonthOf(c.Day)
+			months[c.Day] = month
+		}
+	}
+	if p.kind == 'k' {
+		kind, rule = &argClick, p.rules
+	}
+	if p.old != "" {
+		if old = olds[p.old]; old == nil {
+			old = new(string)
+			*old = marketplaceMarkerPrefix(p.old)
+			olds[p.old] = old
+		}
+	}
+	a.int(int64(n + 1))
+	return append(args, a.int(int64(p.camp)), kind, a.int(p.epoch), a.int(p.keep), day, week, month,
+		a.int(p.limits.DailyMicros), a.int(p.limits.TotalMicros), a.int(p.limits.WeeklyMicros), a.int(p.limits.MonthlyMicros),
+		rule, a.int(p.until), old)
 }
 
-// appendArgs appends the chargeArgs arguments of charge c, of the call's
-// campaign camp (1-based), as the script reads them (chargeScript). weeks,
-// rules and olds hold the strings a batch's charges share.
-func (a *chargeArena) appendArgs(args []any, c *Charge, camp int, cluster bool,
-	weeks map[string]*string, rules map[InvalidRules]*string, olds map[string]*string) []any {
-	legacy, old := &c.LegacyMarker, &argNone
-	if cluster || c.Impression {
+// appendArgs appends the arguments of charge c of profile p (index: the
+// profile's index in the call), as the script reads them (chargeScript).
+func (a *chargeArena) appendArgs(args []any, c *Charge, p *chargeProfile, index *int64, cluster bool) []any {
+	args = append(args, index, &c.Key, a.int(int64(keyHash(c.Key))))
+	if p.kind == 's' {
+		return append(args, a.int(c.ImpressionAtMs))
+	}
+	legacy := &c.LegacyMarker
+	if cluster {
 		legacy = &argNone // a cluster never held the earlier layouts
-	} else if c.MarketplaceMarkers {
-		if old = olds[c.MarketplaceID]; old == nil {
-			old = new(string)
-			*old = marketplaceMarkerPrefix(c.MarketplaceID)
-			olds[c.MarketplaceID] = old
-		}
 	}
-	var mode, ms, rule, seen, seenHash, shopper, until any = &argCharge, &argNone, &argNone, &argNone, &argNone, &argNone, &argNone
-	switch {
-	case c.Impression:
-		mode, ms = &argImpression, a.int(c.ImpressionAtMs)
-	case c.Click != nil && c.Click.Rules.On():
-		k := c.Click
-		r := rules[k.Rules]
-		if r == nil {
-			r = new(string)
-			*r = k.Rules.arg()
-			rules[k.Rules] = r
-		}
-		ms, rule, shopper, until = a.int(k.AtMs), r, &k.Shopper, a.int(k.StateUntil.Unix())
-		if k.Rules.NeedImpressions() {
-			seen, seenHash = &k.SeenKey, a.int(int64(keyHash(k.SeenKey)))
-		}
+	args = append(args, &c.Owner, a.int(c.Micros), legacy)
+	if p.kind != 'k' {
+		return args
 	}
-	week := weeks[c.Day]
-	if week == nil {
-		week = new(string)
-		*week = WeekOf(c.Day)
-		weeks[c.Day] = week
+	k := c.Click
+	var seen, seenHash any = &argNone, &argNone
+	if k.Rules.NeedImpressions() {
+		seen, seenHash = &k.SeenKey, a.int(int64(keyHash(k.SeenKey)))
 	}
-	return append(args, &c.Owner, a.int(int64(camp)),
-		a.int(c.Micros), a.int(c.KeepUntil.Unix()),
-		a.int(c.Epoch), &c.Key, a.int(int64(keyHash(c.Key))), legacy, old,
-		a.int(c.Limits.DailyMicros), a.int(c.Limits.TotalMicros), &c.Day,
-		mode, ms, rule, seen, seenHash, shopper, until,
-		a.int(c.Limits.WeeklyMicros), a.int(c.Limits.MonthlyMicros), week, a.str(MonthOf(c.Day)))
+	return append(args, a.int(k.AtMs), seen, seenHash, &k.Shopper)
 }
 
 // runChargeCalls sends the calls of each master in one pipeline on one
