@@ -486,9 +486,11 @@ local function epoch(ki, ep)
   eorder[#eorder + 1] = e
   return e
 end
--- bucket is the name of the hash of epoch e that holds the field of hash h.
+-- bucket is the name of the hash of epoch e that holds the field of hash h
+-- (decimal text).
 local function bucket(e, h)
-  local x = h % e.b
+  local x = 0
+  if e.b > 1 then x = (h + 0) % e.b end
   local s = e.names[x]
   if not s then
     s = e.p .. string.format('%.0f', x)
@@ -518,7 +520,7 @@ local function rulesOf(s)
   return r
 end
 -- The profiles, then the items.
-local P = {}
+local P, PS = {}, {}
 local pb = base + 2
 for p = 1, tonumber(ARGV[base + 1]) do
   local a = pb + PW * (p - 1)
@@ -530,7 +532,7 @@ for p = 1, tonumber(ARGV[base + 1]) do
     pr.cd, pr.ct, pr.cw, pr.cm = counter(k, 'd:' .. ARGV[a+4]), counter(k, 't'), counter(k, 'w:' .. ARGV[a+5]), counter(k, 'm:' .. ARGV[a+6])
     pr.lims = {lim(ARGV[a+8]), lim(ARGV[a+10]), lim(ARGV[a+9]), lim(ARGV[a+7])}
   end
-  P[p] = pr
+  P[p], PS[tostring(p)] = pr, pr
 end
 local WIDTH = {s = 4, c = 6, k = 10}
 local IJ, IP = {}, {}
@@ -539,14 +541,14 @@ do
   local j = pb + PW * #P
   while j <= #ARGV do
     n = n + 1
-    local pr = P[tonumber(ARGV[j])]
+    local pr = PS[ARGV[j]]
     IJ[n], IP[n] = j, pr
     j = j + WIDTH[pr.kind]
   end
 end
 -- First, what each item touches: its campaign's counters, its marker's
 -- bucket (and its winner's impression record's), its shopper's counters.
-local IH, IS, ISK = {}, {}, {}
+local IH, IS, ISK, ILF, INF = {}, {}, {}, {}, {}
 local tfields, torder = {}, {}
 local function touch(hk, f)
   local fs = tfields[hk]
@@ -561,40 +563,39 @@ local ivps, ivs, ivorder = {}, {}, {}
 for i = 1, n do
   local j, pr = IJ[i], IP[i]
   local ki, e = pr.ki, pr.e
-  local hk = bucket(e, tonumber(ARGV[j+2]))
+  local hk = bucket(e, ARGV[j+2])
   IH[i] = hk
   touch(hk, ARGV[j+1])
   if pr.kind == 'k' then
-    do
-      if ARGV[j+7] ~= '' then
-        local sh = bucket(e, tonumber(ARGV[j+8]))
-        IS[i] = sh
-        touch(sh, ARGV[j+7])
+    if ARGV[j+7] ~= '' then
+      local sh = bucket(e, ARGV[j+8])
+      IS[i] = sh
+      touch(sh, ARGV[j+7])
+    end
+    local sh = ARGV[j+9]
+    if sh ~= '' then
+      local ck = ARGV[j+6] + 0
+      local hr = math.floor(ck / 3600000)
+      local ivp = ivps[ki]
+      if not ivp then
+        ivp = {p = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7), byh = {}}
+        ivps[ki] = ivp
       end
-      local sh = ARGV[j+9]
-      if sh ~= '' then
-        local ck = tonumber(ARGV[j+6])
-        local hr = math.floor(ck / 3600000)
-        local ivp = ivps[ki]
-        if not ivp then
-          ivp = {p = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7), byh = {}}
-          ivps[ki] = ivp
-        end
-        local sk = ivp.byh[hr]
-        if not sk then
-          sk = ivp.p .. string.format('%.0f', hr)
-          ivp.byh[hr] = sk
-        end
-        ISK[i] = sk
-        local s = ivs[sk]
-        if not s then
-          s = {k = sk, fs = {}, v = {}, dirty = {}, d = {}}
-          ivs[sk] = s
-          ivorder[#ivorder + 1] = s
-        end
-        s.fs[#s.fs + 1] = 'l:' .. sh
-        s.fs[#s.fs + 1] = 'n:' .. sh
+      local sk = ivp.byh[hr]
+      if not sk then
+        sk = ivp.p .. string.format('%.0f', hr)
+        ivp.byh[hr] = sk
       end
+      local lf, nf = 'l:' .. sh, 'n:' .. sh
+      ISK[i], ILF[i], INF[i] = sk, lf, nf
+      local s = ivs[sk]
+      if not s then
+        s = {k = sk, fs = {}, v = {}, dirty = {}, d = {}}
+        ivs[sk] = s
+        ivorder[#ivorder + 1] = s
+      end
+      s.fs[#s.fs + 1] = lf
+      s.fs[#s.fs + 1] = nf
     end
   end
 end
@@ -666,7 +667,7 @@ end
 local function judge(i, j, pr, ki)
   local r = rulesOf(pr.rules)
   local req, mind, rep, maxh = r[1], r[2], r[3], r[4]
-  local ck = tonumber(ARGV[j+6])
+  local ck = ARGV[j+6] + 0
   local seen = false
   if ARGV[j+7] ~= '' then
     seen = mget(IS[i], ARGV[j+7])
@@ -679,7 +680,7 @@ local function judge(i, j, pr, ki)
     local sk = ISK[i]
     local s = ivs[sk]
     local hr = math.floor(ck / 3600000)
-    local lf, nf = 'l:' .. sh, 'n:' .. sh
+    local lf, nf = ILF[i], INF[i]
     local last, cnt = s.v[lf] or nil, s.v[nf] or 0
     if bad == 0 and rep > 0 then
       local prev = last
