@@ -148,6 +148,16 @@ func TestChargeScriptCost(t *testing.T) {
 		if want := os.Getenv("ENDCAP_CHARGE_COST_MIX"); want != "" && want != m.name {
 			continue
 		}
+		// The arguments an item: what the items of a call share is sent once
+		// (23 an item before).
+		args := 0
+		for _, c := range chargeCalls(m.items, false, now) {
+			args += len(c.args)
+		}
+		t.Logf("%s: %.2f arguments an item", m.name, float64(args)/float64(len(m.items)))
+		if per := float64(args) / float64(len(m.items)); per > 8 {
+			t.Errorf("%s: %.2f arguments an item, want at most 8", m.name, per)
+		}
 		m.prepare(t, ctx, rdb)
 		if err := chargeScript.Load(ctx, rdb).Err(); err != nil {
 			t.Fatal(err)
