@@ -201,3 +201,15 @@ func callgrindControl(t testing.TB, flag, pid string) {
 		t.Fatalf("callgrind_control %s %s: %v\n%s", flag, pid, err, b)
 	}
 }
+
+// BenchmarkChargeCalls: laying out the script calls of the catch-up's mix
+// (10,000 items), the fold's side of the charge step.
+func BenchmarkChargeCalls(b *testing.B) {
+	now := time.Now()
+	items := catchupMix(10_000, now).items
+	b.ReportAllocs()
+	for b.Loop() {
+		chargeCalls(items, false, now)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(items)), "ns/item")
+}
