@@ -4,8 +4,10 @@
 # (the local stack's settings: AOF on), one mix at a time, and prints the instructions Redis ran
 # for the measured half of the mix (10,000 items, after 10,000 that warm the hashes up), in all
 # and an item. The instructions do not depend on the machine's load.
-#   MIX: catch-up (default: impression records and clicks refused at spent daily budgets) or applied
-#   (impression records, valid clicks and CPM charges, applied)
+#   MIX: catch-up (default: impression records and clicks refused at spent daily budgets, one marker
+#   hash a campaign's hour, as in the catch-up of a new stack), sized (the same with 4,096 marker hashes a
+#   campaign's hour, as for a steady rate) or applied (impression records, valid clicks and CPM charges,
+#   applied)
 # Needs valgrind and redis-server (deploy/local/install.sh --test).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
