@@ -538,8 +538,8 @@ local WIDTH = {s = 4, c = 6, k = 10}
 local IJ, IP = {}, {}
 local n = 0
 do
-  local j = pb + PW * #P
-  while j <= #ARGV do
+  local j, na = pb + PW * #P, #ARGV
+  while j <= na do
     n = n + 1
     local pr = PS[ARGV[j]]
     IJ[n], IP[n] = j, pr
