@@ -71,7 +71,7 @@ func resetStats(b *testing.B, ctx context.Context, rdb redis.UniversalClient) {
 // commandMicros is the time every master spent in command cmd ("" every
 // command but INFO and CONFIG) since the statistics were reset, in
 // microseconds (INFO commandstats).
-func commandMicros(b *testing.B, ctx context.Context, rdb redis.UniversalClient, cmd string) float64 {
+func commandMicros(b testing.TB, ctx context.Context, rdb redis.UniversalClient, cmd string) float64 {
 	var mu sync.Mutex
 	var sum float64
 	err := redisstore.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error {

@@ -236,9 +236,6 @@ func keyHash(key string) uint32 {
 // while it runs (about 3 µs a charge), so a call stays under about 1.5 ms.
 const chargeChunk = 500
 
-// chargeArgs is the number of ARGV entries of one charge.
-const chargeArgs = 23
-
 // refusedDaily and refusedTotal begin the value of a refused charge's
 // marker, followed by its Owner (Owners may not begin with "!").
 const (
@@ -263,22 +260,28 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // (SpendKey) of the call's campaigns. ARGV[1] is the oldest day whose day
 // fields are kept (YYYY-MM-DD), the Monday of its week and its month
 // (YYYY-MM), separated by spaces, ARGV[1+k] the marker prefix (MarkerPrefix)
-// of the campaign of KEYS[k], then for charge i, from j = 1 + #KEYS +
-// 12(i-1): ARGV[j+1] owner, ARGV[j+2] the index in KEYS of its campaign,
-// ARGV[j+3] micro-units (decimal int64 text), ARGV[j+4] the marker's
-// expiry (Unix seconds), ARGV[j+5] epoch, ARGV[j+6] key, ARGV[j+7]
-// keyHash(key), ARGV[j+8] its legacy marker key or "", ARGV[j+9] its
-// marketplace's marker prefix in the layout before campaign keys or "",
-// ARGV[j+10] the campaign's daily and ARGV[j+11] its total budget (decimal
-// int64 text, "0": none), ARGV[j+12] its day (YYYY-MM-DD), ARGV[j+13] "s"
-// for the record of an impression (Charge.Impression) or "c" for a charge,
-// ARGV[j+14] the impression's or the click's Unix milliseconds or "",
-// ARGV[j+15] the click rules (InvalidRules.arg) or "" (none), ARGV[j+16]
-// the winner's impression key and ARGV[j+17] its keyHash or "", ARGV[j+18]
-// the shopper, ARGV[j+19] the expiry of the shopper's counters (Unix
-// seconds), ARGV[j+20] the campaign's weekly and ARGV[j+21] its monthly
-// budget ("0": none), ARGV[j+22] the Monday of its day's week (WeekOf) and
-// ARGV[j+23] its month (MonthOf). It returns one outcome per charge: 1
+// of the campaign of KEYS[k]. Then what charges share, written once a call
+// (chargeProfile): ARGV[2 + #KEYS] the number of profiles, and each
+// profile, from a = 3 + #KEYS + 14(p-1): ARGV[a] the index in KEYS of its
+// campaign, ARGV[a+1] "s" for the records of impressions
+// (Charge.Impression), "c" for charges, "k" for charges judged by the
+// click rules, ARGV[a+2] the epoch, ARGV[a+3] the markers' expiry (Unix
+// seconds), ARGV[a+4] the day (YYYY-MM-DD), ARGV[a+5] the Monday of its
+// week (WeekOf) and ARGV[a+6] its month (MonthOf), ARGV[a+7] the daily,
+// ARGV[a+8] the total, ARGV[a+9] the weekly and ARGV[a+10] the monthly
+// budget (decimal int64 text, "0": none), ARGV[a+11] the click rules
+// (InvalidRules.arg), ARGV[a+12] the expiry of the shoppers' counters
+// (Unix seconds), ARGV[a+13] the marketplace's marker prefix in the layout
+// before campaign keys or "" (an impression's profile: "" and 0 but its
+// campaign, kind, epoch and expiry; a charge's: "" and 0 for the rules).
+// Then each charge, from its first argument j: ARGV[j] the index of its
+// profile, ARGV[j+1] the key, ARGV[j+2] keyHash(key); an impression's
+// ARGV[j+3] its Unix milliseconds (4 arguments); a charge's ARGV[j+3] the
+// owner, ARGV[j+4] micro-units (decimal int64 text), ARGV[j+5] its legacy
+// marker key or "" (6 arguments); a judged click's also ARGV[j+6] its
+// Unix milliseconds, ARGV[j+7] the winner's impression key and ARGV[j+8]
+// its keyHash or "", ARGV[j+9] the shopper (10 arguments). It returns one
+// outcome per charge, in the order of the arguments: 1
 // applied, 2 replayed (same owner), 3 duplicate (another owner), 4 refused
 // for the daily budget, 5 refused for the total budget, 6 to 9 refused as
 // an invalid click (no impression, too fast, repeat, rate), 10 an
@@ -287,8 +290,14 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // First, each spend counter the chunk can move (each campaign's day, week
 // and month fields and total field) is read once (one HMGET per campaign) and checked to be
 // an int64: a counter that is not fails the call before anything is
-// written. Then one HSETNX per charge claims its marker in its bucket (an
-// HGET reads the owner only when it was there already). A new marker's
+// written. Then each charge claims its marker in its bucket: set when
+// absent (HSETNX), the owner read only when it was there already (HGET).
+// A marker hash (bucket) that the chunk touches more than once (its
+// charges' and impressions' keys, its clicks' winners' records) is read
+// once instead, one HMGET of those fields, the charges then decided on
+// what it holds and on what the charges before them set, and written once
+// at the end (one HSET of the fields set); so are the shoppers' counters,
+// one HMGET and one HSET for each hour's hash of a campaign. A new marker's
 // charge is applied when the counters' running values plus its amount stay
 // within the four budgets (the largest int64 when there is none), and they
 // then include it; otherwise its marker is set to "!t", "!m", "!w" or "!d"
@@ -299,17 +308,16 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // and its owner (refused again, whatever the budgets are now), anything
 // else (duplicate); a "!n", "!f", "!r" or "!c" marker and its owner
 // answers the invalid-click refusal it recorded. A click judged by the
-// click rules (ARGV[j+15]) is judged when its marker is new, before the
+// click rules ("k") is judged when its marker is new, before the
 // budgets: the winner's impression record (the earliest impression's
-// milliseconds, field ARGV[j+16] of the epoch's bucket) and the shopper's
+// milliseconds, field ARGV[j+7] of the epoch's bucket) and the shopper's
 // counters of the click's UTC hour (hash ec:iv:{tag}:<hour>, fields
 // "l:<shopper>" the latest click's milliseconds and "n:<shopper>" the
 // clicks decided; the previous hour's "l:" too when the click is within the
 // repeat window of its hour's start) decide as JudgeClick does; every new
 // click of a shopper moves its counters, the invalid ones too. An
-// impression's record ("s") sets its field when absent (one HSETNX) or
-// when the time it holds is later (an HGET, then an HSET), and decides
-// nothing. A charge with an earlier layout's marker (a legacy
+// impression's record ("s") sets its field when absent or when the time
+// it holds is later, and decides nothing. A charge with an earlier layout's marker (a legacy
 // string key, or the marketplace's marker hashes) first reads it: when it
 // exists, what it says decides, and it is copied into the campaign's
 // bucket. The bucket count of an epoch comes from field "" of its bucket
@@ -337,7 +345,7 @@ var ErrUnreplicated = errors.New("budget: charges not acknowledged by the replic
 // without its spend, nor spend moved without its marker, and two calls for
 // one campaign (two projectors) see each other's spend whole.
 var chargeScript = redis.NewScript(`
-local W = ` + strconv.Itoa(chargeArgs) + `
+local PW = ` + strconv.Itoa(chargeProfileArgs) + `
 local PER, MINB, MAXB = ` + strconv.Itoa(MarkersPerBucket) + `, ` + strconv.Itoa(MinMarkerBuckets) + `, ` + strconv.Itoa(MaxMarkerBuckets) + `
 local RD, RT, RW, RM = '` + refusedDaily + `', '` + refusedTotal + `', '` + refusedWeekly + `', '` + refusedMonthly + `'
 local CODES = {['` + refusedDaily + `'] = 4, ['` + refusedTotal + `'] = 5, ['` + refusedWeekly + `'] = ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `, ['` + refusedMonthly + `'] = ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `, ['` + refusedNoImpression + `'] = 6, ['` + refusedTooFast + `'] = 7, ['` + refusedRepeat + `'] = 8, ['` + refusedRate + `'] = 9}
@@ -427,23 +435,24 @@ local function counter(k, f)
   end
   local c = h.byf[f]
   if not c then
-    c = {f = f, moved = false}
+    c = {k = k, f = f, moved = false}
     h.byf[f] = c
     h.list[#h.list + 1] = c
   end
   return c
 end
+-- The refusal hints, one per counter refused in the call: the spend the
+-- last refused charge would have made.
 local hints, horder2 = {}, {}
-local function hint(k, f, would)
-  if cmp(would, MAXV) > 0 then would = MAXV end
-  local id = k .. '\0' .. f
-  local h = hints[id]
+local function hint(c, sh, sl)
+  if sh > MAXV[1] or (sh == MAXV[1] and sl > MAXV[2]) then sh, sl = MAXV[1], MAXV[2] end
+  local h = hints[c]
   if not h then
-    h = {k = k, f = '!' .. f}
-    hints[id] = h
+    h = {k = c.k, f = '!' .. c.f}
+    hints[c] = h
     horder2[#horder2 + 1] = h
   end
-  h.v = would
+  h.h, h.l = sh, sl
 end
 local epochs, eorder, expiry, pruned = {}, {}, {}, {}
 local function keep(k, t)
@@ -472,10 +481,22 @@ local function epoch(ki, ep)
     b = MINB
     while b < MAXB and b * PER < prev do b = b * 2 end
   end
-  e = {meta = meta, b = b, m = m, n = 0, p = id .. ':'}
+  e = {meta = meta, b = b, m = m, n = 0, p = id .. ':', names = {}}
   es[ep] = e
   eorder[#eorder + 1] = e
   return e
+end
+-- bucket is the name of the hash of epoch e that holds the field of hash h
+-- (decimal text).
+local function bucket(e, h)
+  local x = 0
+  if e.b > 1 then x = (h + 0) % e.b end
+  local s = e.names[x]
+  if not s then
+    s = e.p .. string.format('%.0f', x)
+    e.names[x] = s
+  end
+  return s
 end
 local olds = {}
 local function oldMarker(prefix, ep, h, field)
@@ -488,49 +509,94 @@ local function oldMarker(prefix, ep, h, field)
   if not b then return false end
   return redis.call('HGET', id .. ':' .. string.format('%.0f', h % b), field)
 end
-local function judge(j, e, ki)
-  local req, mind, rep, maxh = string.match(ARGV[j+15], '^(%d):(%d+):(%d+):(%d+)$')
-  req, mind, rep, maxh = tonumber(req), tonumber(mind), tonumber(rep), tonumber(maxh)
-  local ck = tonumber(ARGV[j+14])
-  local seen = false
-  if ARGV[j+16] ~= '' then
-    seen = redis.call('HGET', e.p .. string.format('%.0f', tonumber(ARGV[j+17]) % e.b), ARGV[j+16])
+local ruless = {}
+local function rulesOf(s)
+  local r = ruless[s]
+  if not r then
+    local req, mind, rep, maxh = string.match(s, '^(%d):(%d+):(%d+):(%d+)$')
+    r = {tonumber(req), tonumber(mind), tonumber(rep), tonumber(maxh)}
+    ruless[s] = r
   end
-  local bad = 0
-  if req == 1 and not seen then bad = 6
-  elseif mind > 0 and seen and ck - tonumber(seen) < mind then bad = 7 end
-  local sh = ARGV[j+18]
-  if sh ~= '' then
-    local hr = math.floor(ck / 3600000)
-    local ivp = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7)
-    local sk = ivp .. string.format('%.0f', hr)
-    local lf, nf = 'l:' .. sh, 'n:' .. sh
-    local st = redis.call('HMGET', sk, lf, nf)
-    local last, cnt = tonumber(st[1]), tonumber(st[2]) or 0
-    if bad == 0 and rep > 0 then
-      local prev = last
-      if not prev and ck - hr * 3600000 < rep then
-        prev = tonumber(redis.call('HGET', ivp .. string.format('%.0f', hr - 1), lf))
-      end
-      if prev and math.abs(ck - prev) < rep then bad = 8 end
-    end
-    if bad == 0 and maxh > 0 and cnt >= maxh then bad = 9 end
-    if not last or ck > last then last = ck end
-    redis.call('HSET', sk, lf, string.format('%.0f', last), nf, string.format('%.0f', cnt + 1))
-    keep(sk, tonumber(ARGV[j+19]))
-  end
-  return bad
+  return r
 end
-local n = (#ARGV - base) / W
-local cd, ct, cw, cm = {}, {}, {}, {}
+-- The profiles, then the items.
+local P, PS = {}, {}
+local pb = base + 2
+for p = 1, tonumber(ARGV[base + 1]) do
+  local a = pb + PW * (p - 1)
+  local ki = tonumber(ARGV[a])
+  local pr = {ki = ki, kind = ARGV[a+1], ep = ARGV[a+2], t = tonumber(ARGV[a+3]), rules = ARGV[a+11], keepc = tonumber(ARGV[a+12]), old = ARGV[a+13]}
+  pr.e = epoch(ki, pr.ep)
+  if pr.kind ~= 's' then
+    local k = KEYS[ki]
+    pr.cd, pr.ct, pr.cw, pr.cm = counter(k, 'd:' .. ARGV[a+4]), counter(k, 't'), counter(k, 'w:' .. ARGV[a+5]), counter(k, 'm:' .. ARGV[a+6])
+    pr.lims = {lim(ARGV[a+8]), lim(ARGV[a+10]), lim(ARGV[a+9]), lim(ARGV[a+7])}
+  end
+  P[p], PS[tostring(p)] = pr, pr
+end
+local WIDTH = {s = 4, c = 6, k = 10}
+local IJ, IP = {}, {}
+local n = 0
+do
+  local j, na = pb + PW * #P, #ARGV
+  while j <= na do
+    n = n + 1
+    local pr = PS[ARGV[j]]
+    IJ[n], IP[n] = j, pr
+    j = j + WIDTH[pr.kind]
+  end
+end
+-- First, what each item touches: its campaign's counters, its marker's
+-- bucket (and its winner's impression record's), its shopper's counters.
+local IH, IS, ISK, ILF, INF = {}, {}, {}, {}, {}
+local tfields, torder = {}, {}
+local function touch(hk, f)
+  local fs = tfields[hk]
+  if not fs then
+    fs = {}
+    tfields[hk] = fs
+    torder[#torder + 1] = hk
+  end
+  fs[#fs + 1] = f
+end
+local ivps, ivs, ivorder = {}, {}, {}
 for i = 1, n do
-  local j = base + W * (i - 1)
-  if ARGV[j+13] ~= 's' then
-    local k = KEYS[tonumber(ARGV[j+2])]
-    cd[i] = counter(k, 'd:' .. ARGV[j+12])
-    ct[i] = counter(k, 't')
-    cw[i] = counter(k, 'w:' .. ARGV[j+22])
-    cm[i] = counter(k, 'm:' .. ARGV[j+23])
+  local j, pr = IJ[i], IP[i]
+  local ki, e = pr.ki, pr.e
+  local hk = bucket(e, ARGV[j+2])
+  IH[i] = hk
+  touch(hk, ARGV[j+1])
+  if pr.kind == 'k' then
+    if ARGV[j+7] ~= '' then
+      local sh = bucket(e, ARGV[j+8])
+      IS[i] = sh
+      touch(sh, ARGV[j+7])
+    end
+    local sh = ARGV[j+9]
+    if sh ~= '' then
+      local ck = ARGV[j+6] + 0
+      local hr = math.floor(ck / 3600000)
+      local ivp = ivps[ki]
+      if not ivp then
+        ivp = {p = 'ec:iv:' .. string.sub(ARGV[1 + ki], 7), byh = {}}
+        ivps[ki] = ivp
+      end
+      local sk = ivp.byh[hr]
+      if not sk then
+        sk = ivp.p .. string.format('%.0f', hr)
+        ivp.byh[hr] = sk
+      end
+      local lf, nf = 'l:' .. sh, 'n:' .. sh
+      ISK[i], ILF[i], INF[i] = sk, lf, nf
+      local s = ivs[sk]
+      if not s then
+        s = {k = sk, fs = {}, v = {}, dirty = {}, d = {}}
+        ivs[sk] = s
+        ivorder[#ivorder + 1] = s
+      end
+      s.fs[#s.fs + 1] = lf
+      s.fs[#s.fs + 1] = nf
+    end
   end
 end
 for _, h in ipairs(horder) do
@@ -546,73 +612,185 @@ for _, h in ipairs(horder) do
     end
   end
 end
-local out = {}
-for i = 1, n do
-  local j = base + W * (i - 1)
-  local owner = ARGV[j+1]
-  local ki = tonumber(ARGV[j+2])
-  local k = KEYS[ki]
-  local t = tonumber(ARGV[j+4])
-  local ep = ARGV[j+5]
-  local e = epoch(ki, ep)
-  local field = ARGV[j+6]
-  local fh = tonumber(ARGV[j+7])
-  local hk = e.p .. string.format('%.0f', fh % e.b)
-  keep(hk, t)
-  keep(e.meta, t)
-  local prior = false
-  if ARGV[j+9] ~= '' then prior = oldMarker(ARGV[j+9], ep, fh, field) end
-  if not prior and ARGV[j+8] ~= '' then prior = redis.call('GET', ARGV[j+8]) end
+-- A marker hash the call touches more than once is read once (HMGET of
+-- the fields it touches) and written once, at the end (one HSET of the
+-- fields that changed); one touched once is read and written directly.
+local cache, dirty, dorder = {}, {}, {}
+for _, hk in ipairs(torder) do
+  local fs = tfields[hk]
+  if #fs > 1 then
+    local raw = redis.call('HMGET', hk, unpack(fs))
+    local c = {}
+    for x, f in ipairs(fs) do c[f] = raw[x] end
+    cache[hk] = c
+  end
+end
+local function mget(hk, f)
+  local c = cache[hk]
+  if c then return c[f] end
+  return redis.call('HGET', hk, f)
+end
+local function mset(hk, f, v)
+  local c = cache[hk]
+  if not c then
+    redis.call('HSET', hk, f, v)
+    return
+  end
+  c[f] = v
+  local d = dirty[hk]
+  if not d then
+    d = {}
+    dirty[hk] = d
+    dorder[#dorder + 1] = hk
+  end
+  d[#d + 1] = f
+end
+local function msetnx(hk, f, v)
+  if not cache[hk] then return redis.call('HSETNX', hk, f, v) == 1 end
+  if cache[hk][f] then return false end
+  mset(hk, f, v)
+  return true
+end
+-- The shoppers' counters of the call: read once (one HMGET a hash),
+-- written once at the end.
+for _, s in ipairs(ivorder) do
+  local raw = redis.call('HMGET', s.k, unpack(s.fs))
+  for x, f in ipairs(s.fs) do s.v[f] = tonumber(raw[x]) or false end
+end
+local function ivset(s, f, v)
+  if not s.d[f] then
+    s.d[f] = true
+    s.dirty[#s.dirty + 1] = f
+  end
+  s.v[f] = v
+end
+local function judge(i, j, pr, ki)
+  local r = rulesOf(pr.rules)
+  local req, mind, rep, maxh = r[1], r[2], r[3], r[4]
+  local ck = ARGV[j+6] + 0
+  local seen = false
+  if ARGV[j+7] ~= '' then
+    seen = mget(IS[i], ARGV[j+7])
+  end
   local bad = 0
-  if ARGV[j+13] == 's' then
-    local ms = ARGV[j+14]
-    if redis.call('HSETNX', hk, field, ms) == 1 then
+  if req == 1 and not seen then bad = 6
+  elseif mind > 0 and seen and ck - tonumber(seen) < mind then bad = 7 end
+  local sh = ARGV[j+9]
+  if sh ~= '' then
+    local sk = ISK[i]
+    local s = ivs[sk]
+    local hr = math.floor(ck / 3600000)
+    local lf, nf = ILF[i], INF[i]
+    local last, cnt = s.v[lf] or nil, s.v[nf] or 0
+    if bad == 0 and rep > 0 then
+      local prev = last
+      if not prev and ck - hr * 3600000 < rep then
+        local psk = ivps[ki].p .. string.format('%.0f', hr - 1)
+        local ps = ivs[psk]
+        if ps and ps.v[lf] ~= nil then
+          prev = ps.v[lf] or nil
+        else
+          prev = tonumber(redis.call('HGET', psk, lf))
+        end
+      end
+      if prev and math.abs(ck - prev) < rep then bad = 8 end
+    end
+    if bad == 0 and maxh > 0 and cnt >= maxh then bad = 9 end
+    if not last or ck > last then last = ck end
+    ivset(s, lf, last)
+    ivset(s, nf, cnt + 1)
+    keep(sk, pr.keepc)
+  end
+  return bad
+end
+local out = {}
+local RMARK, RCODE = {RT, RM, RW, RD}, {5, ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `, ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `, 4}
+local CS, SH, SL = {}, {}, {}
+for i = 1, n do
+  local j, pr = IJ[i], IP[i]
+  local ki, e = pr.ki, pr.e
+  local k = KEYS[ki]
+  local field = ARGV[j+1]
+  local hk = IH[i]
+  keep(hk, pr.t)
+  keep(e.meta, pr.t)
+  local owner, prior = nil, false
+  if pr.kind ~= 's' then
+    owner = ARGV[j+3]
+    if pr.old ~= '' then prior = oldMarker(pr.old, pr.ep, tonumber(ARGV[j+2]), field) end
+    if not prior and ARGV[j+5] ~= '' then prior = redis.call('GET', ARGV[j+5]) end
+  end
+  local bad = 0
+  if pr.kind == 's' then
+    local ms = ARGV[j+3]
+    if msetnx(hk, field, ms) then
       e.n = e.n + 1
-    elseif tonumber(ms) < tonumber(redis.call('HGET', hk, field)) then
-      redis.call('HSET', hk, field, ms)
+    elseif tonumber(ms) < tonumber(mget(hk, field)) then
+      mset(hk, field, ms)
     end
     out[i] = 10
   elseif prior then
-    redis.call('HSETNX', hk, field, prior)
+    msetnx(hk, field, prior)
     out[i] = decided(prior, owner)
-  elseif redis.call('HSETNX', hk, field, owner) == 1 then
+  elseif msetnx(hk, field, owner) then
     e.n = e.n + 1
-    if ARGV[j+15] ~= '' then bad = judge(j, e, ki) end
+    if pr.kind == 'k' then bad = judge(i, j, pr, ki) end
   else
-    out[i] = decided(redis.call('HGET', hk, field), owner)
+    out[i] = decided(mget(hk, field), owner)
   end
   if bad > 0 then
-    redis.call('HSET', hk, field, MARKS[bad] .. owner)
+    mset(hk, field, MARKS[bad] .. owner)
     out[i] = bad
   elseif not out[i] then
-    local m, d = num(ARGV[j+3]), cd[i]
+    local m, d = num(ARGV[j+4]), pr.cd
     -- The counters in the order their budgets are checked: total, month,
     -- week, day; the first over its budget refuses the charge.
-    local cs = {{ct[i], lim(ARGV[j+11]), RT, 5}, {cm[i], lim(ARGV[j+21]), RM, ` + strconv.Itoa(int(ChargeRefusedMonthly)) + `},
-      {cw[i], lim(ARGV[j+20]), RW, ` + strconv.Itoa(int(ChargeRefusedWeekly)) + `}, {d, lim(ARGV[j+10]), RD, 4}}
-    local sums, over = {}, nil
-    for x, e in ipairs(cs) do
-      local c, l = e[1], e[2]
+    CS[1], CS[2], CS[3], CS[4] = pr.ct, pr.cm, pr.cw, d
+    local LS = pr.lims
+    local over = nil
+    for x = 1, 4 do
+      local c, l = CS[x], LS[x]
       local sh, sl = c.h + m[1], c.l + m[2]
       if sl >= B then sh, sl = sh + 1, sl - B end
-      sums[x] = {sh, sl}
+      SH[x], SL[x] = sh, sl
       if not over and (sh > l[1] or (sh == l[1] and sl > l[2])) then over = x end
     end
     if over then
-      local e = cs[over]
-      redis.call('HSET', hk, field, e[3] .. owner)
-      hint(k, e[1].f, sums[over])
+      mset(hk, field, RMARK[over] .. owner)
+      hint(CS[over], SH[over], SL[over])
       if not d.existed then pruned[k] = true end
-      out[i] = e[4]
+      out[i] = RCODE[over]
     else
       if m[1] > 0 or m[2] > 0 then
-        for x, e in ipairs(cs) do
-          e[1].h, e[1].l, e[1].moved = sums[x][1], sums[x][2], true
+        for x = 1, 4 do
+          local c = CS[x]
+          c.h, c.l, c.moved = SH[x], SL[x], true
         end
         if not d.existed then pruned[k] = true end
       end
       out[i] = 1
     end
+  end
+end
+for _, hk in ipairs(dorder) do
+  local c, fv, done = cache[hk], {}, {}
+  for _, f in ipairs(dirty[hk]) do
+    if not done[f] then
+      done[f] = true
+      fv[#fv + 1] = f
+      fv[#fv + 1] = c[f]
+    end
+  end
+  redis.call('HSET', hk, unpack(fv))
+end
+for _, s in ipairs(ivorder) do
+  if #s.dirty > 0 then
+    local fv = {}
+    for _, f in ipairs(s.dirty) do
+      fv[#fv + 1] = f
+      fv[#fv + 1] = string.format('%.0f', s.v[f])
+    end
+    redis.call('HSET', s.k, unpack(fv))
   end
 end
 for _, h in ipairs(horder) do
@@ -625,7 +803,7 @@ for _, h in ipairs(horder) do
   end
   if #fv > 0 then redis.call('HSET', h.k, unpack(fv)) end
 end
-for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text(h.v)) end
+for _, h in ipairs(horder2) do redis.call('HSET', h.k, h.f, text({h.h, h.l})) end
 for k in pairs(pruned) do
   local gone, h = {}, hashes[k]
   for _, f in ipairs(redis.call('HKEYS', k)) do
@@ -772,6 +950,7 @@ type chargeCall struct {
 var (
 	argNone       = ""
 	argCharge     = "c"
+	argClick      = "k"
 	argImpression = "s"
 )
 
@@ -846,8 +1025,13 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 		start[p]++
 	}
 	weeks := map[string]*string{}
+	months := map[string]*string{}
 	rules := map[InvalidRules]*string{}
 	olds := map[string]*string{}
+	profiles := map[chargeProfile]int{}
+	var plist []chargeProfile
+	var pfirst []int // each profile's first charge
+	var pix []int    // each charge's profile
 	var calls []*chargeCall
 	for from := 0; from < len(order); {
 		to := from + 1
@@ -856,15 +1040,29 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 		}
 		call := &chargeCall{idx: order[from:to:to]}
 		// The campaigns' keys and marker prefixes come before the charges
-		// in ARGV.
+		// in ARGV, then the profiles the charges name.
+		clear(profiles)
+		plist, pfirst, pix = plist[:0], pfirst[:0], pix[:0]
 		inCall := 0
 		for k, i := range call.idx {
 			if k == 0 || of[i] != of[call.idx[k-1]] {
 				inCall++
 			}
+			p := profileOf(&charges[i], inCall, cluster, rules)
+			if k > 0 && p == plist[pix[k-1]] { // the charges of a campaign often share one
+				pix = append(pix, pix[k-1])
+				continue
+			}
+			n, ok := profiles[p]
+			if !ok {
+				n = len(plist)
+				profiles[p] = n
+				plist, pfirst = append(plist, p), append(pfirst, i)
+			}
+			pix = append(pix, n)
 		}
 		call.keys = make([]string, 0, inCall)
-		call.args = make([]any, 0, 1+inCall+chargeArgs*len(call.idx))
+		call.args = make([]any, 0, 2+inCall+chargeProfileArgs*len(plist)+chargeItemArgs*len(call.idx))
 		call.args = append(call.args, &oldest)
 		for k, i := range call.idx {
 			if k == 0 || of[i] != of[call.idx[k-1]] {
@@ -872,13 +1070,14 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 				call.args = append(call.args, &camps[of[i]].prefix)
 			}
 		}
-		a := chargeArena{ints: make([]int64, 0, chargeInts*len(call.idx)), strs: make([]string, 0, len(call.idx))}
-		camp := 0
+		a := chargeArena{ints: make([]int64, 0, 1+chargeProfileInts*len(plist)+chargeInts*len(call.idx))}
+		call.args = append(call.args, a.int(int64(len(plist))))
+		first := len(a.ints)
+		for n := range plist {
+			call.args = a.appendProfile(call.args, n, &plist[n], &charges[pfirst[n]], weeks, months, olds)
+		}
 		for k, i := range call.idx {
-			if k == 0 || of[i] != of[call.idx[k-1]] {
-				camp++
-			}
-			call.args = a.appendArgs(call.args, &charges[i], camp, cluster, weeks, rules, olds)
+			call.args = a.appendArgs(call.args, &charges[i], &plist[pix[k]], &a.ints[first+chargeProfileInts*pix[k]], cluster)
 		}
 		calls = append(calls, call)
 		from = to
@@ -886,15 +1085,61 @@ func chargeCalls(charges []Charge, cluster bool, now time.Time) []*chargeCall {
 	return calls
 }
 
-// chargeInts is the most numbers a charge's arguments hold.
-const chargeInts = 12
+// chargeProfile is what charges of a call share, written once in its
+// arguments (chargeScript): the campaign (its index in the call's KEYS),
+// the kind of entry ('s' an impression's record, 'c' a charge, 'k' a
+// charge judged by the click rules), the epoch and the markers' expiry,
+// and for a charge its day, budgets, the earlier layout's marketplace
+// markers, and for a judged click its rules (as the script reads them:
+// one string for each InvalidRules of the batch) and the expiry of the
+// shopper's counters. Under 128 bytes, a map keeps it in place.
+type chargeProfile struct {
+	camp   int
+	kind   byte
+	epoch  int64
+	keep   int64
+	day    string
+	limits Limits
+	rules  *string
+	until  int64
+	old    string // the marketplace whose earlier markers count, or ""
+}
 
-// chargeArena holds the numbers and derived strings of a call's arguments,
-// sized for the call before the first is taken: the arguments point into
-// it.
+// profileOf is the profile of charge c of the call's campaign camp;
+// rules holds the batch's click rules as the script reads them.
+func profileOf(c *Charge, camp int, cluster bool, rules map[InvalidRules]*string) chargeProfile {
+	p := chargeProfile{camp: camp, kind: 's', epoch: c.Epoch, keep: c.KeepUntil.Unix()}
+	if c.Impression {
+		return p
+	}
+	p.kind, p.day, p.limits = 'c', c.Day, c.Limits
+	if !cluster && c.MarketplaceMarkers {
+		p.old = c.MarketplaceID // a cluster never held the earlier layouts
+	}
+	if c.Click != nil && c.Click.Rules.On() {
+		r := rules[c.Click.Rules]
+		if r == nil {
+			r = new(string)
+			*r = c.Click.Rules.arg()
+			rules[c.Click.Rules] = r
+		}
+		p.kind, p.rules, p.until = 'k', r, c.Click.StateUntil.Unix()
+	}
+	return p
+}
+
+// The arguments of a profile, of an entry at most, and the numbers of each.
+const (
+	chargeProfileArgs = 14
+	chargeProfileInts = 9
+	chargeItemArgs    = 10
+	chargeInts        = 5
+)
+
+// chargeArena holds the numbers of a call's arguments, sized for the call
+// before the first is taken: the arguments point into it.
 type chargeArena struct {
 	ints []int64
-	strs []string
 }
 
 func (a *chargeArena) int(v int64) *int64 {
@@ -902,55 +1147,63 @@ func (a *chargeArena) int(v int64) *int64 {
 	return &a.ints[len(a.ints)-1]
 }
 
-func (a *chargeArena) str(v string) *string {
-	a.strs = append(a.strs, v)
-	return &a.strs[len(a.strs)-1]
+// appendProfile appends the chargeProfileArgs arguments of profile p, the
+// call's n-th (from 0), whose first charge is c, as the script reads them
+// (chargeScript); the first of its chargeProfileInts numbers is its index
+// (from 1), which its charges' arguments name. weeks, months and olds hold
+// the strings a batch's charges share.
+func (a *chargeArena) appendProfile(args []any, n int, p *chargeProfile, c *Charge, weeks, months, olds map[string]*string) []any {
+	kind, day, week, month, rule, old := &argImpression, &argNone, &argNone, &argNone, &argNone, &argNone
+	if p.kind != 's' {
+		kind, day = &argCharge, &c.Day
+		if week = weeks[c.Day]; week == nil {
+			week = new(string)
+			*week = WeekOf(c.Day)
+			weeks[c.Day] = week
+		}
+		if month = months[c.Day]; month == nil {
+			month = new(string)
+			*month = MonthOf(c.Day)
+			months[c.Day] = month
+		}
+	}
+	if p.kind == 'k' {
+		kind, rule = &argClick, p.rules
+	}
+	if p.old != "" {
+		if old = olds[p.old]; old == nil {
+			old = new(string)
+			*old = marketplaceMarkerPrefix(p.old)
+			olds[p.old] = old
+		}
+	}
+	a.int(int64(n + 1))
+	return append(args, a.int(int64(p.camp)), kind, a.int(p.epoch), a.int(p.keep), day, week, month,
+		a.int(p.limits.DailyMicros), a.int(p.limits.TotalMicros), a.int(p.limits.WeeklyMicros), a.int(p.limits.MonthlyMicros),
+		rule, a.int(p.until), old)
 }
 
-// appendArgs appends the chargeArgs arguments of charge c, of the call's
-// campaign camp (1-based), as the script reads them (chargeScript). weeks,
-// rules and olds hold the strings a batch's charges share.
-func (a *chargeArena) appendArgs(args []any, c *Charge, camp int, cluster bool,
-	weeks map[string]*string, rules map[InvalidRules]*string, olds map[string]*string) []any {
-	legacy, old := &c.LegacyMarker, &argNone
-	if cluster || c.Impression {
+// appendArgs appends the arguments of charge c of profile p (index: the
+// profile's index in the call), as the script reads them (chargeScript).
+func (a *chargeArena) appendArgs(args []any, c *Charge, p *chargeProfile, index *int64, cluster bool) []any {
+	args = append(args, index, &c.Key, a.int(int64(keyHash(c.Key))))
+	if p.kind == 's' {
+		return append(args, a.int(c.ImpressionAtMs))
+	}
+	legacy := &c.LegacyMarker
+	if cluster {
 		legacy = &argNone // a cluster never held the earlier layouts
-	} else if c.MarketplaceMarkers {
-		if old = olds[c.MarketplaceID]; old == nil {
-			old = new(string)
-			*old = marketplaceMarkerPrefix(c.MarketplaceID)
-			olds[c.MarketplaceID] = old
-		}
 	}
-	var mode, ms, rule, seen, seenHash, shopper, until any = &argCharge, &argNone, &argNone, &argNone, &argNone, &argNone, &argNone
-	switch {
-	case c.Impression:
-		mode, ms = &argImpression, a.int(c.ImpressionAtMs)
-	case c.Click != nil && c.Click.Rules.On():
-		k := c.Click
-		r := rules[k.Rules]
-		if r == nil {
-			r = new(string)
-			*r = k.Rules.arg()
-			rules[k.Rules] = r
-		}
-		ms, rule, shopper, until = a.int(k.AtMs), r, &k.Shopper, a.int(k.StateUntil.Unix())
-		if k.Rules.NeedImpressions() {
-			seen, seenHash = &k.SeenKey, a.int(int64(keyHash(k.SeenKey)))
-		}
+	args = append(args, &c.Owner, a.int(c.Micros), legacy)
+	if p.kind != 'k' {
+		return args
 	}
-	week := weeks[c.Day]
-	if week == nil {
-		week = new(string)
-		*week = WeekOf(c.Day)
-		weeks[c.Day] = week
+	k := c.Click
+	var seen, seenHash any = &argNone, &argNone
+	if k.Rules.NeedImpressions() {
+		seen, seenHash = &k.SeenKey, a.int(int64(keyHash(k.SeenKey)))
 	}
-	return append(args, &c.Owner, a.int(int64(camp)),
-		a.int(c.Micros), a.int(c.KeepUntil.Unix()),
-		a.int(c.Epoch), &c.Key, a.int(int64(keyHash(c.Key))), legacy, old,
-		a.int(c.Limits.DailyMicros), a.int(c.Limits.TotalMicros), &c.Day,
-		mode, ms, rule, seen, seenHash, shopper, until,
-		a.int(c.Limits.WeeklyMicros), a.int(c.Limits.MonthlyMicros), week, a.str(MonthOf(c.Day)))
+	return append(args, a.int(k.AtMs), seen, seenHash, &k.Shopper)
 }
 
 // runChargeCalls sends the calls of each master in one pipeline on one

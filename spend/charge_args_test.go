@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,32 +41,48 @@ func argsTestCharges(n int) []Charge {
 	return cs
 }
 
-// wantChargeArgs is the ARGV text of charge c as the script reads it
-// (chargeScript), written out field by field.
-func wantChargeArgs(c *Charge, camp int, cluster bool) []string {
-	legacy, old := c.LegacyMarker, ""
-	if cluster || c.Impression {
-		legacy = ""
-	} else if c.MarketplaceMarkers {
-		old = "ec:cm:{" + c.MarketplaceID + "}:"
-	}
-	mode, ms, rules, seen, seenHash, shopper, until := "c", "", "", "", "", "", ""
-	switch {
-	case c.Impression:
-		mode, ms = "s", strconv.FormatInt(c.ImpressionAtMs, 10)
-	case c.Click != nil && c.Click.Rules.On():
-		k := c.Click
-		ms, rules, shopper, until = strconv.FormatInt(k.AtMs, 10), k.Rules.arg(), k.Shopper, strconv.FormatInt(k.StateUntil.Unix(), 10)
-		if k.Rules.NeedImpressions() {
-			seen, seenHash = k.SeenKey, strconv.FormatUint(uint64(keyHash(k.SeenKey)), 10)
+// wantProfileArgs is the ARGV text of the profile of charge c, of the
+// call's campaign camp, as the script reads it (chargeScript), written out
+// field by field.
+func wantProfileArgs(c *Charge, camp int, cluster bool) []string {
+	kind, day, week, month, rules, until, old := "s", "", "", "", "", "0", ""
+	var l Limits
+	if !c.Impression {
+		kind, day, week, month, l = "c", c.Day, WeekOf(c.Day), MonthOf(c.Day), c.Limits
+		if !cluster && c.MarketplaceMarkers {
+			old = "ec:cm:{" + c.MarketplaceID + "}:"
+		}
+		if c.Click != nil && c.Click.Rules.On() {
+			kind, rules, until = "k", c.Click.Rules.arg(), strconv.FormatInt(c.Click.StateUntil.Unix(), 10)
 		}
 	}
-	return []string{c.Owner, strconv.Itoa(camp),
-		strconv.FormatInt(c.Micros, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
-		strconv.FormatInt(c.Epoch, 10), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10), legacy, old,
-		strconv.FormatInt(c.Limits.DailyMicros, 10), strconv.FormatInt(c.Limits.TotalMicros, 10), c.Day,
-		mode, ms, rules, seen, seenHash, shopper, until,
-		strconv.FormatInt(c.Limits.WeeklyMicros, 10), strconv.FormatInt(c.Limits.MonthlyMicros, 10), WeekOf(c.Day), MonthOf(c.Day)}
+	return []string{strconv.Itoa(camp), kind, strconv.FormatInt(c.Epoch, 10), strconv.FormatInt(c.KeepUntil.Unix(), 10),
+		day, week, month, strconv.FormatInt(l.DailyMicros, 10), strconv.FormatInt(l.TotalMicros, 10),
+		strconv.FormatInt(l.WeeklyMicros, 10), strconv.FormatInt(l.MonthlyMicros, 10), rules, until, old}
+}
+
+// wantChargeArgs is the ARGV text of charge c of the call's profile
+// profile (from 1) as the script reads it (chargeScript), written out field
+// by field.
+func wantChargeArgs(c *Charge, profile int, cluster bool) []string {
+	out := []string{strconv.Itoa(profile), c.Key, strconv.FormatUint(uint64(keyHash(c.Key)), 10)}
+	if c.Impression {
+		return append(out, strconv.FormatInt(c.ImpressionAtMs, 10))
+	}
+	legacy := c.LegacyMarker
+	if cluster {
+		legacy = ""
+	}
+	out = append(out, c.Owner, strconv.FormatInt(c.Micros, 10), legacy)
+	k := c.Click
+	if k == nil || !k.Rules.On() {
+		return out
+	}
+	seen, seenHash := "", ""
+	if k.Rules.NeedImpressions() {
+		seen, seenHash = k.SeenKey, strconv.FormatUint(uint64(keyHash(k.SeenKey)), 10)
+	}
+	return append(out, strconv.FormatInt(k.AtMs, 10), seen, seenHash, k.Shopper)
 }
 
 // argText is an argument as go-redis writes it.
@@ -87,8 +104,9 @@ func argText(t *testing.T, a any) string {
 // TestChargeCallsArgs: the calls hold every charge once, by slot, then
 // marketplace, then campaign, each campaign's charges in the order given,
 // chunks of at most chargeChunk; each call's KEYS are its campaigns' spend
-// keys and its ARGV the oldest day kept, their marker prefixes and each
-// charge's arguments, in the script's layout.
+// keys and its ARGV the oldest day kept, their marker prefixes, the
+// profiles its charges share and each charge's arguments, in the script's
+// layout.
 func TestChargeCallsArgs(t *testing.T) {
 	cs := argsTestCharges(1_234)
 	now := time.Now()
@@ -121,9 +139,20 @@ func TestChargeCallsArgs(t *testing.T) {
 					want = append(want, MarkerPrefix(c.MarketplaceID, c.CampaignID))
 				}
 			}
+			// The profiles, once each in the order of their first charge,
+			// then the charges.
+			profile := map[string]int{}
+			var profiles, items []string
 			for _, i := range call.idx {
-				want = append(want, wantChargeArgs(&cs[i], camp[SpendKey(cs[i].MarketplaceID, cs[i].CampaignID)], cluster)...)
+				p := wantProfileArgs(&cs[i], camp[SpendKey(cs[i].MarketplaceID, cs[i].CampaignID)], cluster)
+				id := strings.Join(p, "\x00")
+				if profile[id] == 0 {
+					profiles = append(profiles, p...)
+					profile[id] = len(profile) + 1
+				}
+				items = append(items, wantChargeArgs(&cs[i], profile[id], cluster)...)
 			}
+			want = append(append(append(want, strconv.Itoa(len(profile))), profiles...), items...)
 			if fmt.Sprint(call.keys) != fmt.Sprint(keys) {
 				t.Fatalf("cluster %v, call %d: keys %v, want %v", cluster, ci, call.keys, keys)
 			}
