@@ -89,8 +89,8 @@ func TestFoldRowsInSortingKeyOrder(t *testing.T) {
 	}{
 		{"interactions_raw", rows.n, func(i int) string { return rows.mp[i].String() },
 			func(i int) string { return rows.kind.At(i) }, func(i int) string { return rows.eventID.At(i) }},
-		{"events_raw", ev.n, func(i int) string { return ev.marketplace[i] },
-			func(i int) string { return ev.kind[i] }, func(i int) string { return ev.id[i] }},
+		{"events_raw", ev.n, func(i int) string { return ev.marketplace.At(i) },
+			func(i int) string { return ev.kind.At(i) }, func(i int) string { return ev.id.At(i) }},
 	}
 	for _, tb := range tables {
 		t.Run(tb.table, func(t *testing.T) {
