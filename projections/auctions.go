@@ -301,6 +301,14 @@ func insertColumns(ctx context.Context, conn clickhouse.Conn, table, columns str
 // tracerName is the projectors' tracer (docs/operations/operations.md, Traces).
 const tracerName = "github.com/endcap/endcap/projections"
 
+// fillBatch appends the columns of an insert to its prepared batch. Each
+// column is a unit of work the fold's batch may give way after
+// (priority.Yield; a no-op outside a fold that shares its process with the
+// API).
+func fillBatch(ctx context.Context, b clickhouse.Batch, cols []any) error {
+	return clickhouse.AppendColumns(b, cols, func() error { return priority.Yield(ctx) })
+}
+
 func insertBlock(ctx context.Context, conn clickhouse.Conn, table, columns string, n int, cols []any) error {
 	start := time.Now()
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
@@ -308,21 +316,10 @@ func insertBlock(ctx context.Context, conn clickhouse.Conn, table, columns strin
 		telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
 		return fmt.Errorf("prepare %s insert: %w", table, err)
 	}
-	clickhouse.ReserveStrings(b, cols)
-	for i, c := range cols {
-		// Each column is a unit of work the fold's batch may give way
-		// after (priority.Yield; a no-op outside a fold that shares its
-		// process with the API).
-		if err := priority.Yield(ctx); err != nil {
-			_ = b.Abort()
-			telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
-			return fmt.Errorf("%s insert: %w", table, err)
-		}
-		if err := clickhouse.AppendColumn(b.Column(i), c); err != nil {
-			_ = b.Abort()
-			telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
-			return fmt.Errorf("%s insert column %d: %w", table, i, err)
-		}
+	if err := fillBatch(ctx, b, cols); err != nil {
+		_ = b.Abort()
+		telemetry.InsertBatches.WithLabelValues(table, "error").Inc()
+		return fmt.Errorf("%s insert: %w", table, err)
 	}
 	if err := b.Send(); err != nil {
 		telemetry.InsertBatches.WithLabelValues(table, "error").Inc()

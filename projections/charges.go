@@ -181,15 +181,15 @@ func (c *chargeRows) add(r *interactionRows, i int, first, drawn bool) {
 	c.first = append(c.first, first)
 	c.mp, c.interaction, c.auction = append(c.mp, r.mp[i]), append(c.interaction, r.interaction[i]), append(c.auction, r.auction[i])
 	c.at, c.atMs, c.day = append(c.at, r.occurred[i]), append(c.atMs, r.occurredMs[i]), append(c.day, r.day[i])
-	c.kind, c.eventID, c.received = append(c.kind, r.kind[i]), append(c.eventID, r.eventID[i]), append(c.received, r.received[i])
-	c.currency, c.campaign = append(c.currency, r.currency[i]), append(c.campaign, r.campaign[i])
+	c.kind, c.eventID, c.received = append(c.kind, r.kind.At(i)), append(c.eventID, r.eventID.At(i)), append(c.received, r.received[i])
+	c.currency, c.campaign = append(c.currency, r.currency.At(i)), append(c.campaign, r.campaign.At(i))
 	product := ""
-	if r.entType[i] == "product" {
-		product = r.entID[i]
+	if r.entType.At(i) == "product" {
+		product = r.entID.At(i)
 	}
 	c.product = append(c.product, product)
-	c.vendor, c.extVendor, c.globalID = append(c.vendor, r.vendor[i]), append(c.extVendor, r.extVendor[i]), append(c.globalID, r.vendorGlobal[i])
-	c.chargeType, c.price = append(c.chargeType, r.chargeType[i]), append(c.price, r.price[i])
+	c.vendor, c.extVendor, c.globalID = append(c.vendor, r.vendor[i]), append(c.extVendor, r.extVendor.At(i)), append(c.globalID, r.vendorGlobal.At(i))
+	c.chargeType, c.price = append(c.chargeType, r.chargeType.At(i)), append(c.price, r.price[i])
 	c.amount, c.sub = append(c.amount, r.amount[i]), append(c.sub, r.sub[i])
 	c.rank, c.auctionAt = append(c.rank, r.rank[i]), append(c.auctionAt, r.auctionAt[i])
 	c.partition, c.offset = append(c.partition, r.partition[i]), append(c.offset, r.offset[i])

@@ -15,6 +15,7 @@ import (
 	"github.com/endcap/endcap/auction/bidtoken"
 	"github.com/endcap/endcap/internal/records"
 	"github.com/endcap/endcap/spend"
+	"github.com/endcap/endcap/storage/clickhouse"
 )
 
 // TestLegacyMarkerKey: the key builds before 2026-11-22 used for a charge
@@ -201,11 +202,11 @@ func TestInteractionRow(t *testing.T) {
 					t.Fatalf("column %d has %d values", i, n)
 				}
 			}
-			got := want{r.sponsored[0], r.charged[0], r.campaign[0], r.campName[0], r.vendor[0],
-				r.vendorName[0], r.extVendor[0], r.entType[0], r.entID[0], r.entHashed[0], r.amount[0], r.sub[0], ""}
+			got := want{r.sponsored[0], r.charged[0], r.campaign.At(0), r.campName.At(0), r.vendor[0],
+				r.vendorName.At(0), r.extVendor.At(0), r.entType.At(0), r.entID.At(0), r.entHashed[0], r.amount[0], r.sub[0], ""}
 			if c != nil {
 				got.chargeDay = c.Day
-				if c.Micros != r.amount[0] || c.CampaignID != r.campaign[0] || c.Owner != "2:40" || c.MarketplaceID != testMP {
+				if c.Micros != r.amount[0] || c.CampaignID != r.campaign.At(0) || c.Owner != "2:40" || c.MarketplaceID != testMP {
 					t.Errorf("charge %+v does not match its row", c)
 				}
 			}
@@ -215,8 +216,8 @@ func TestInteractionRow(t *testing.T) {
 			if r.day[0] != time.Date(2025, 6, 28, 0, 0, 0, 0, time.UTC) {
 				t.Errorf("day_local %s, want 2025-06-28 (Berlin)", r.day[0])
 			}
-			if r.sponsored[0] == 1 && (r.auctionAtMs[0] != auctionMs || r.rank[0] != 2 || r.adFormat[0] != "listings") {
-				t.Errorf("auction columns %d %d %q", r.auctionAtMs[0], r.rank[0], r.adFormat[0])
+			if r.sponsored[0] == 1 && (r.auctionAtMs[0] != auctionMs || r.rank[0] != 2 || r.adFormat.At(0) != "listings") {
+				t.Errorf("auction columns %d %d %q", r.auctionAtMs[0], r.rank[0], r.adFormat.At(0))
 			}
 		})
 	}
@@ -253,6 +254,8 @@ func colLen(col any) int {
 		return len(c)
 	case [][]string:
 		return len(c)
+	case *clickhouse.Strings:
+		return c.Len()
 	}
 	panic("unknown column type")
 }

@@ -19,22 +19,23 @@ const eventColumns = `marketplace_id, kind, event_id, occurred_at, occurred_at_m
 	kafka_partition, kafka_offset`
 
 // eventRows holds a batch column by column, so that the insert appends whole
-// slices instead of converting row by row.
+// columns instead of converting row by row; the String columns are built
+// value by value as the insert sends them (clickhouse.Strings).
 type eventRows struct {
 	n                                                int
-	marketplace, kind, id                            []string
+	marketplace, kind, id                            clickhouse.Strings
 	occurred, received                               []time.Time
 	occurredMs, receivedMs                           []int64
 	countable                                        []uint8
-	user, rbid, entType, entID, aaType, aaID         []string
-	plPath                                           []string
+	user, rbid, entType, entID, aaType, aaID         clickhouse.Strings
+	plPath                                           clickhouse.Strings
 	plPos, plPage, plPageSize                        []uint32
-	plProduct                                        []string
+	plProduct                                        clickhouse.Strings
 	plCategories                                     [][]string
-	plSearch, pgType, pgID                           []string
+	plSearch, pgType, pgID                           clickhouse.Strings
 	pgValue                                          [][]string
-	obType, obAsset, obClick, extCampaign, extVendor []string
-	device, channel, clickType                       []string
+	obType, obAsset, obClick, extCampaign, extVendor clickhouse.Strings
+	device, channel, clickType                       clickhouse.Strings
 	itProduct, itVendor                              [][]string
 	itPrice, itQty                                   [][]int64
 	partition                                        []int32
@@ -42,23 +43,22 @@ type eventRows struct {
 }
 
 func newEventRows(capacity int) *eventRows {
-	s := func() []string { return make([]string, 0, capacity) }
 	u := func() []uint32 { return make([]uint32, 0, capacity) }
-	return &eventRows{
-		marketplace: s(), kind: s(), id: s(),
+	r := &eventRows{
 		occurred: make([]time.Time, 0, capacity), received: make([]time.Time, 0, capacity),
 		occurredMs: make([]int64, 0, capacity), receivedMs: make([]int64, 0, capacity),
 		countable: make([]uint8, 0, capacity),
-		user:      s(), rbid: s(), entType: s(), entID: s(), aaType: s(), aaID: s(),
-		plPath: s(), plPos: u(), plPage: u(), plPageSize: u(), plProduct: s(),
-		plCategories: make([][]string, 0, capacity), plSearch: s(), pgType: s(), pgID: s(),
-		pgValue: make([][]string, 0, capacity),
-		obType:  s(), obAsset: s(), obClick: s(), extCampaign: s(), extVendor: s(),
-		device: s(), channel: s(), clickType: s(),
+		plPos:     u(), plPage: u(), plPageSize: u(), plCategories: make([][]string, 0, capacity), pgValue: make([][]string, 0, capacity),
 		itProduct: make([][]string, 0, capacity), itVendor: make([][]string, 0, capacity),
 		itPrice: make([][]int64, 0, capacity), itQty: make([][]int64, 0, capacity),
 		partition: make([]int32, 0, capacity), offset: make([]int64, 0, capacity),
 	}
+	for _, c := range []*clickhouse.Strings{&r.marketplace, &r.kind, &r.id, &r.user, &r.rbid, &r.entType, &r.entID,
+		&r.aaType, &r.aaID, &r.plPath, &r.plProduct, &r.plSearch, &r.pgType, &r.pgID, &r.obType, &r.obAsset, &r.obClick,
+		&r.extCampaign, &r.extVendor, &r.device, &r.channel, &r.clickType} {
+		c.Grow(capacity, 0)
+	}
+	return r
 }
 
 func nonNil(s []string) []string {
@@ -70,9 +70,9 @@ func nonNil(s []string) []string {
 
 func (r *eventRows) add(e *records.Event, partition int32, offset int64) {
 	r.n++
-	r.marketplace = append(r.marketplace, e.MarketplaceID)
-	r.kind = append(r.kind, e.Kind.String())
-	r.id = append(r.id, e.ID)
+	r.marketplace.Append(e.MarketplaceID)
+	r.kind.Append(e.Kind.String())
+	r.id.Append(e.ID)
 	r.occurred = append(r.occurred, time.UnixMilli(e.OccurredAtMs).UTC())
 	r.occurredMs = append(r.occurredMs, e.OccurredAtMs)
 	r.received = append(r.received, time.UnixMilli(e.ReceivedAtMs).UTC())
@@ -82,8 +82,8 @@ func (r *eventRows) add(e *records.Event, partition int32, offset int64) {
 		countable = 1
 	}
 	r.countable = append(r.countable, countable)
-	r.user = append(r.user, e.OpaqueUserID)
-	r.rbid = append(r.rbid, e.ResolvedBidID)
+	r.user.Append(e.OpaqueUserID)
+	r.rbid.Append(e.ResolvedBidID)
 	var et, ei, at, ai string
 	if e.Entity != nil {
 		et, ei = e.Entity.Type, e.Entity.ID
@@ -91,31 +91,40 @@ func (r *eventRows) add(e *records.Event, partition int32, offset int64) {
 	if e.AdditionalAttribution != nil {
 		at, ai = e.AdditionalAttribution.Type, e.AdditionalAttribution.ID
 	}
-	r.entType, r.entID = append(r.entType, et), append(r.entID, ei)
-	r.aaType, r.aaID = append(r.aaType, at), append(r.aaID, ai)
+	r.entType.Append(et)
+	r.entID.Append(ei)
+	r.aaType.Append(at)
+	r.aaID.Append(ai)
 	pl := e.Placement
 	if pl == nil {
 		pl = &records.Placement{}
 	}
-	r.plPath = append(r.plPath, pl.Path)
+	r.plPath.Append(pl.Path)
 	r.plPos = append(r.plPos, uint32(pl.Position))
 	r.plPage = append(r.plPage, uint32(pl.Page))
 	r.plPageSize = append(r.plPageSize, uint32(pl.PageSize))
-	r.plProduct = append(r.plProduct, pl.ProductID)
+	r.plProduct.Append(pl.ProductID)
 	r.plCategories = append(r.plCategories, nonNil(pl.CategoryIDs))
-	r.plSearch = append(r.plSearch, pl.SearchQuery)
+	r.plSearch.Append(pl.SearchQuery)
 	pg := e.Page
 	if pg == nil {
 		pg = &records.Page{}
 	}
-	r.pgType, r.pgID, r.pgValue = append(r.pgType, pg.Type), append(r.pgID, pg.ID), append(r.pgValue, nonNil(pg.Value))
+	r.pgValue = append(r.pgValue, nonNil(pg.Value))
+	r.pgType.Append(pg.Type)
+	r.pgID.Append(pg.ID)
 	ob := e.Object
 	if ob == nil {
 		ob = &records.Object{}
 	}
-	r.obType, r.obAsset, r.obClick = append(r.obType, ob.Type), append(r.obAsset, ob.AssetID), append(r.obClick, ob.ClickType)
-	r.extCampaign, r.extVendor = append(r.extCampaign, e.ExternalCampaignID), append(r.extVendor, e.ExternalVendorID)
-	r.device, r.channel, r.clickType = append(r.device, e.DeviceType), append(r.channel, e.Channel), append(r.clickType, e.ClickType)
+	r.obType.Append(ob.Type)
+	r.obAsset.Append(ob.AssetID)
+	r.obClick.Append(ob.ClickType)
+	r.extCampaign.Append(e.ExternalCampaignID)
+	r.extVendor.Append(e.ExternalVendorID)
+	r.device.Append(e.DeviceType)
+	r.channel.Append(e.Channel)
+	r.clickType.Append(e.ClickType)
 	products := make([]string, len(e.Items))
 	vendors := make([]string, len(e.Items))
 	prices := make([]int64, len(e.Items))
@@ -134,12 +143,12 @@ func (r *eventRows) insert(ctx context.Context, conn clickhouse.Conn) error {
 
 func (r *eventRows) columns() []any {
 	return []any{
-		r.marketplace, r.kind, r.id, r.occurred, r.occurredMs, r.received, r.receivedMs, r.countable,
-		r.user, r.rbid, r.entType, r.entID, r.aaType, r.aaID,
-		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
-		r.plCategories, r.plSearch, r.pgType, r.pgID, r.pgValue,
-		r.obType, r.obAsset, r.obClick, r.extCampaign, r.extVendor,
-		r.device, r.channel, r.clickType,
+		&r.marketplace, &r.kind, &r.id, r.occurred, r.occurredMs, r.received, r.receivedMs, r.countable,
+		&r.user, &r.rbid, &r.entType, &r.entID, &r.aaType, &r.aaID,
+		&r.plPath, r.plPos, r.plPage, r.plPageSize, &r.plProduct,
+		r.plCategories, &r.plSearch, &r.pgType, &r.pgID, r.pgValue,
+		&r.obType, &r.obAsset, &r.obClick, &r.extCampaign, &r.extVendor,
+		&r.device, &r.channel, &r.clickType,
 		r.itProduct, r.itPrice, r.itQty, r.itVendor,
 		r.partition, r.offset,
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,7 +294,15 @@ func (p *Interactions) build(ctx context.Context, evs []*Event) (*interactionRow
 	rows := newInteractionRows(len(evs))
 	rows.invalid = p.invalid
 	order := eventOrder(evs)
-	var charges []pendingCharge
+	// Sized for the events with a token, the most there can be (a charge
+	// is large: growing the slice copied them again and again).
+	sponsored := 0
+	for _, d := range evs {
+		if d.HasToken {
+			sponsored++
+		}
+	}
+	charges := make([]pendingCharge, 0, sponsored)
 	for i, k := range order {
 		if i > 0 && i%YieldEvery == 0 {
 			if err := priority.Yield(ctx); err != nil {
@@ -399,7 +408,7 @@ func (p *Interactions) decide(rows *interactionRows, pending []pendingCharge, ve
 			continue // an impression recorded for the click rules: its row is not charged ("kind")
 		}
 		i := pending[k].row
-		m.charge(rows.chargeType[i], o)
+		m.charge(rows.chargeType.At(i), o)
 		if o == spend.ChargeDuplicate {
 			rows.uncharge(i, spend.NoChargeDuplicate)
 			m.notCharged(spend.NoChargeDuplicate)
@@ -426,7 +435,7 @@ func (p *Interactions) decide(rows *interactionRows, pending []pendingCharge, ve
 		// (now or before) it is drawn on its vendor's funds.
 		ch.add(rows, i, o == spend.ChargeApplied, vendors[k] != "")
 		if o == spend.ChargeApplied {
-			m.charged(rows.chargeType[i], rows.amount[i])
+			m.charged(rows.chargeType.At(i), rows.amount[i])
 		}
 	}
 	m.flush()
@@ -471,20 +480,20 @@ func chargeTypeIndex(ct string) int {
 
 func (m *batchMetrics) charge(chargeType string, o spend.ChargeOutcome) {
 	t := chargeTypeIndex(chargeType)
-	if t == 2 {
-		m.other = chargeType
+	if t == 2 && m.other != chargeType {
+		m.other = strings.Clone(chargeType) // a label value, kept by the metric
 	}
 	if int(o) < len(m.charges[t]) {
 		m.charges[t][o]++
 		return
 	}
-	telemetry.Charges.WithLabelValues(chargeType, chargeOutcomeLabel(o)).Inc()
+	telemetry.Charges.WithLabelValues(strings.Clone(chargeType), chargeOutcomeLabel(o)).Inc()
 }
 
 func (m *batchMetrics) charged(chargeType string, micros int64) {
 	t := chargeTypeIndex(chargeType)
-	if t == 2 {
-		m.other = chargeType
+	if t == 2 && m.other != chargeType {
+		m.other = strings.Clone(chargeType) // a label value, kept by the metric
 	}
 	m.micros[t] += float64(micros)
 }
@@ -561,24 +570,29 @@ const interactionColumns = `marketplace_id, kind, event_id, interaction_id, occu
 	in_events_raw, received_at_ms, resolved_bid_id, event_entity_type, event_entity_id, event_external_vendor_id,
 	event_click_type, object_click_type, refused_reason`
 
-// interactionRows holds interactions_raw rows column by column.
+// interactionRows holds interactions_raw rows column by column. The String
+// columns are built value by value in the form the insert sends them
+// (clickhouse.Strings); refused, which a charge's outcome rewrites, and
+// vendor, which outlives the batch in the vendors told about their funds,
+// are slices of strings.
 type interactionRows struct {
 	n                                               int
 	mp, interaction, auction                        []uuid.UUID
-	kind, eventID, currency, user                   []string
+	kind, eventID, currency, user                   clickhouse.Strings
 	occurred, received, day, auctionAt              []time.Time
 	occurredMs, receivedMs, auctionAtMs, price      []int64
 	sponsored, rank, campActive, entHashed, charged []uint8
-	adFormat, chargeType                            []string
-	campaign, campName, campType, campStatus        []string
-	extCampaign, bidID                              []string
-	vendor, vendorName, vendorGlobal, extVendor     []string
-	entType, entID, aaType, aaID                    []string
-	device, channel, pgType, pgID                   []string
+	adFormat, chargeType                            clickhouse.Strings
+	campaign, campName, campType, campStatus        clickhouse.Strings
+	extCampaign, bidID                              clickhouse.Strings
+	vendor                                          []string
+	vendorName, vendorGlobal, extVendor             clickhouse.Strings
+	entType, entID, aaType, aaID                    clickhouse.Strings
+	device, channel, pgType, pgID                   clickhouse.Strings
 	pgValue, plCategories                           [][]string
-	plPath, plProduct, plSearch                     []string
+	plPath, plProduct, plSearch                     clickhouse.Strings
 	plPos, plPage, plPageSize                       []uint32
-	obType, obAsset, clickType                      []string
+	obType, obAsset, clickType                      clickhouse.Strings
 	amount                                          []int64
 	sub                                             []uint16
 	partition                                       []int32
@@ -586,11 +600,13 @@ type interactionRows struct {
 	// What the event said that the columns above replace, for the view
 	// `events` (migration 0007); in_events_raw is always 0.
 	inEventsRaw                                    []uint8
-	rbid, evEntType, evEntID, evExtVendor, evClick []string
-	obClick                                        []string
+	rbid, evEntType, evEntID, evExtVendor, evClick clickhouse.Strings
+	obClick                                        clickhouse.Strings
 	// Why a sponsored row is not charged (spend.NoCharge; "" when charged or
 	// organic).
 	refused []string
+	// rowCampaign is the campaign id of the row just added ("" organic).
+	rowCampaign string
 	// Not columns: sponsored rows whose campaign the view does not know
 	// (their charges have no budgets to cap them), and the last such campaign.
 	uncapped         int
@@ -646,37 +662,37 @@ func newInteractionRows(capacity int) *interactionRows {
 	u8 := func() []uint8 { return make([]uint8, 0, capacity) }
 	u32 := func() []uint32 { return make([]uint32, 0, capacity) }
 	id := func() []uuid.UUID { return make([]uuid.UUID, 0, capacity) }
-	return &interactionRows{
+	r := &interactionRows{
 		mp: id(), interaction: id(), auction: id(),
-		kind: s(), eventID: s(), currency: s(), user: s(),
 		occurred: t(), received: t(), day: t(), auctionAt: t(),
 		occurredMs: i64(), receivedMs: i64(), auctionAtMs: i64(), price: i64(),
 		sponsored: u8(), rank: u8(), campActive: u8(), entHashed: u8(), charged: u8(),
-		adFormat: s(), chargeType: s(),
-		campaign: s(), campName: s(), campType: s(), campStatus: s(), extCampaign: s(), bidID: s(),
-		vendor: s(), vendorName: s(), vendorGlobal: s(), extVendor: s(),
-		entType: s(), entID: s(), aaType: s(), aaID: s(),
-		device: s(), channel: s(), pgType: s(), pgID: s(),
-		pgValue: make([][]string, 0, capacity), plCategories: make([][]string, 0, capacity),
-		plPath: s(), plProduct: s(), plSearch: s(), plPos: u32(), plPage: u32(), plPageSize: u32(),
-		obType: s(), obAsset: s(), clickType: s(),
+		vendor: s(), pgValue: make([][]string, 0, capacity), plCategories: make([][]string, 0, capacity),
+		plPos: u32(), plPage: u32(), plPageSize: u32(),
 		amount: i64(), sub: make([]uint16, 0, capacity),
 		partition: make([]int32, 0, capacity), offset: i64(),
-		inEventsRaw: u8(), rbid: s(), evEntType: s(), evEntID: s(), evExtVendor: s(), evClick: s(), obClick: s(),
-		refused: s(),
+		inEventsRaw: u8(), refused: s(),
 	}
+	for _, c := range []*clickhouse.Strings{&r.kind, &r.eventID, &r.currency, &r.user, &r.adFormat, &r.chargeType,
+		&r.campaign, &r.campName, &r.campType, &r.campStatus, &r.extCampaign, &r.bidID, &r.vendorName, &r.vendorGlobal,
+		&r.extVendor, &r.entType, &r.entID, &r.aaType, &r.aaID, &r.device, &r.channel, &r.pgType, &r.pgID,
+		&r.plPath, &r.plProduct, &r.plSearch, &r.obType, &r.obAsset, &r.clickType,
+		&r.rbid, &r.evEntType, &r.evEntID, &r.evExtVendor, &r.evClick, &r.obClick} {
+		c.Grow(capacity, 0)
+	}
+	return r
 }
 
 func (r *interactionRows) columns() []any {
-	return []any{r.mp, r.kind, r.eventID, r.interaction, r.occurred, r.occurredMs, r.received, r.day,
-		r.currency, r.user, r.sponsored, r.auction, r.auctionAt, r.auctionAtMs, r.rank, r.adFormat, r.chargeType, r.price,
-		r.campaign, r.campName, r.campType, r.campStatus, r.campActive, r.extCampaign, r.bidID,
-		r.vendor, r.vendorName, r.vendorGlobal, r.extVendor, r.entType, r.entID, r.entHashed,
-		r.aaType, r.aaID, r.device, r.channel, r.pgType, r.pgID, r.pgValue,
-		r.plPath, r.plPos, r.plPage, r.plPageSize, r.plProduct,
-		r.plCategories, r.plSearch, r.obType, r.obAsset, r.clickType,
+	return []any{r.mp, &r.kind, &r.eventID, r.interaction, r.occurred, r.occurredMs, r.received, r.day,
+		&r.currency, &r.user, r.sponsored, r.auction, r.auctionAt, r.auctionAtMs, r.rank, &r.adFormat, &r.chargeType, r.price,
+		&r.campaign, &r.campName, &r.campType, &r.campStatus, r.campActive, &r.extCampaign, &r.bidID,
+		r.vendor, &r.vendorName, &r.vendorGlobal, &r.extVendor, &r.entType, &r.entID, r.entHashed,
+		&r.aaType, &r.aaID, &r.device, &r.channel, &r.pgType, &r.pgID, r.pgValue,
+		&r.plPath, r.plPos, r.plPage, r.plPageSize, &r.plProduct,
+		r.plCategories, &r.plSearch, &r.obType, &r.obAsset, &r.clickType,
 		r.charged, r.amount, r.sub, r.partition, r.offset,
-		r.inEventsRaw, r.receivedMs, r.rbid, r.evEntType, r.evEntID, r.evExtVendor, r.evClick, r.obClick,
+		r.inEventsRaw, r.receivedMs, &r.rbid, &r.evEntType, &r.evEntID, &r.evExtVendor, &r.evClick, &r.obClick,
 		r.refused}
 }
 
@@ -689,7 +705,7 @@ func (r *interactionRows) count() {
 	var n [2][2]int // kind (impression, click) × sponsored
 	for i := 0; i < r.n; i++ {
 		k := 0
-		if r.kind[i] == "click" {
+		if r.kind.At(i) == "click" {
 			k = 1
 		}
 		n[k][r.sponsored[i]]++
@@ -736,13 +752,14 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Char
 	occurred := time.UnixMilli(e.OccurredAtMs).UTC()
 	r.n++
 	r.mp = append(r.mp, mpID)
-	r.kind = append(r.kind, e.Kind.String())
-	r.eventID = append(r.eventID, e.ID)
+	r.kind.Append(e.Kind.String())
+	r.eventID.Append(e.ID)
 	r.interaction = append(r.interaction, d.Interaction)
 	r.occurred, r.occurredMs = append(r.occurred, occurred), append(r.occurredMs, e.OccurredAtMs)
 	r.received, r.receivedMs = append(r.received, time.UnixMilli(e.ReceivedAtMs).UTC()), append(r.receivedMs, e.ReceivedAtMs)
 	r.day = append(r.day, localDay(occurred, loc))
-	r.currency, r.user = append(r.currency, m.Currency), append(r.user, e.OpaqueUserID)
+	r.currency.Append(m.Currency)
+	r.user.Append(e.OpaqueUserID)
 	r.addContext(e)
 
 	var claims *bidtoken.Claims
@@ -765,7 +782,7 @@ func (r *interactionRows) add(d *Event, v *Views, log *slog.Logger) (*spend.Char
 			MonthlyMicros: camp.MonthlyBudgetMicros, TotalMicros: camp.TotalBudgetMicros}
 		if !known && v.Campaign != nil {
 			r.uncapped++
-			r.uncappedCampaign = r.campaign[r.n-1]
+			r.uncappedCampaign = r.rowCampaign
 		}
 	}
 	r.partition, r.offset = append(r.partition, partition), append(r.offset, offset)
@@ -787,9 +804,13 @@ func (r *interactionRows) addEvent(e *records.Event, sponsored bool) {
 	if e.Object != nil {
 		oc = e.Object.ClickType
 	}
-	r.inEventsRaw, r.rbid = append(r.inEventsRaw, 0), append(r.rbid, e.ResolvedBidID)
-	r.evEntType, r.evEntID = append(r.evEntType, et), append(r.evEntID, ei)
-	r.evExtVendor, r.evClick, r.obClick = append(r.evExtVendor, e.ExternalVendorID), append(r.evClick, e.ClickType), append(r.obClick, oc)
+	r.inEventsRaw = append(r.inEventsRaw, 0)
+	r.rbid.Append(e.ResolvedBidID)
+	r.evEntType.Append(et)
+	r.evEntID.Append(ei)
+	r.evExtVendor.Append(e.ExternalVendorID)
+	r.evClick.Append(e.ClickType)
+	r.obClick.Append(oc)
 }
 
 // addCharge appends the charge columns of the row just added and returns
@@ -811,7 +832,7 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, limits spend.L
 			// The click rules read the impressions of CPC winners.
 			r.charge = spend.Charge{
 				MarketplaceID: e.MarketplaceID, Key: spend.ImpressionKey(c), Epoch: spend.MarkerEpoch(c),
-				Owner: owner(d.Partition, d.Offset), CampaignID: r.campaign[r.n-1], Day: r.dayText(),
+				Owner: owner(d.Partition, d.Offset), CampaignID: r.rowCampaign, Day: r.dayText(),
 				KeepUntil: spend.MarkerUntil(c, time.Now()), Impression: true, ImpressionAtMs: e.OccurredAtMs,
 			}
 			return &r.charge
@@ -837,7 +858,7 @@ func (r *interactionRows) addCharge(d *Event, c *bidtoken.Claims, limits spend.L
 		Key:           spend.ChargeKey(c, e.Kind),
 		Epoch:         spend.MarkerEpoch(c),
 		Owner:         owner(d.Partition, d.Offset),
-		CampaignID:    r.campaign[r.n-1],
+		CampaignID:    r.rowCampaign,
 		Day:           r.dayText(),
 		Micros:        micros,
 		Limits:        limits,
@@ -863,18 +884,24 @@ func (r *interactionRows) addContext(e *records.Event) {
 	if e.AdditionalAttribution != nil {
 		at, ai = e.AdditionalAttribution.Type, e.AdditionalAttribution.ID
 	}
-	r.aaType, r.aaID = append(r.aaType, at), append(r.aaID, ai)
-	r.device, r.channel = append(r.device, e.DeviceType), append(r.channel, e.Channel)
+	r.aaType.Append(at)
+	r.aaID.Append(ai)
+	r.device.Append(e.DeviceType)
+	r.channel.Append(e.Channel)
 	pg := e.Page
 	if pg == nil {
 		pg = &records.Page{}
 	}
-	r.pgType, r.pgID, r.pgValue = append(r.pgType, pg.Type), append(r.pgID, pg.ID), append(r.pgValue, nonNil(pg.Value))
+	r.pgValue = append(r.pgValue, nonNil(pg.Value))
+	r.pgType.Append(pg.Type)
+	r.pgID.Append(pg.ID)
 	pl := e.Placement
 	if pl == nil {
 		pl = &records.Placement{}
 	}
-	r.plPath, r.plProduct, r.plSearch = append(r.plPath, pl.Path), append(r.plProduct, pl.ProductID), append(r.plSearch, pl.SearchQuery)
+	r.plPath.Append(pl.Path)
+	r.plProduct.Append(pl.ProductID)
+	r.plSearch.Append(pl.SearchQuery)
 	r.plPos, r.plPage, r.plPageSize = append(r.plPos, uint32(pl.Position)), append(r.plPage, uint32(pl.Page)), append(r.plPageSize, uint32(pl.PageSize))
 	r.plCategories = append(r.plCategories, nonNil(pl.CategoryIDs))
 	ob := e.Object
@@ -885,7 +912,9 @@ func (r *interactionRows) addContext(e *records.Event) {
 	if clickType == "" {
 		clickType = ob.ClickType
 	}
-	r.obType, r.obAsset, r.clickType = append(r.obType, ob.Type), append(r.obAsset, ob.AssetID), append(r.clickType, clickType)
+	r.obType.Append(ob.Type)
+	r.obAsset.Append(ob.AssetID)
+	r.clickType.Append(clickType)
 }
 
 // addSponsored appends the auction, campaign, vendor and winner of a
@@ -895,7 +924,9 @@ func (r *interactionRows) addSponsored(e *records.Event, c *bidtoken.Claims, v *
 	r.sponsored = append(r.sponsored, 1)
 	r.auction, r.rank = append(r.auction, uuid.UUID(c.AuctionID)), append(r.rank, c.Rank)
 	r.auctionAt, r.auctionAtMs = append(r.auctionAt, time.UnixMilli(c.AuctionTimeMs).UTC()), append(r.auctionAtMs, c.AuctionTimeMs)
-	r.adFormat, r.chargeType, r.price = append(r.adFormat, c.AdFormat.String()), append(r.chargeType, c.ChargeType.String()), append(r.price, c.PriceMicros)
+	r.price = append(r.price, c.PriceMicros)
+	r.adFormat.Append(c.AdFormat.String())
+	r.chargeType.Append(c.ChargeType.String())
 	campaignID, ok := r.campaignIDs[c.CampaignID]
 	if !ok {
 		if r.campaignIDs == nil {
@@ -904,15 +935,19 @@ func (r *interactionRows) addSponsored(e *records.Event, c *bidtoken.Claims, v *
 		campaignID = uuid.UUID(c.CampaignID).String()
 		r.campaignIDs[c.CampaignID] = campaignID
 	}
+	r.rowCampaign = campaignID
 	var bidID string
 	if c.BidID != ([16]byte{}) {
 		bidID = uuid.UUID(c.BidID).String()
 	}
-	r.campaign, r.bidID = append(r.campaign, campaignID), append(r.bidID, bidID)
+	r.campaign.Append(campaignID)
+	r.bidID.Append(bidID)
 	// Sponsored events cannot carry externalCampaignId (the API refuses it).
-	r.extCampaign = append(r.extCampaign, "")
+	r.extCampaign.Append("")
 	camp, known := lookupCampaign(v, e.MarketplaceID, campaignID, at)
-	r.campName, r.campType, r.campStatus = append(r.campName, camp.Name), append(r.campType, camp.Type), append(r.campStatus, camp.Status)
+	r.campName.Append(camp.Name)
+	r.campType.Append(camp.Type)
+	r.campStatus.Append(camp.Status)
 	r.campActive = append(r.campActive, b2u(camp.Active))
 	vendorID := c.VendorID
 	if c.VendorIDHashed {
@@ -923,19 +958,29 @@ func (r *interactionRows) addSponsored(e *records.Event, c *bidtoken.Claims, v *
 	if c.WinnerIDHashed {
 		hashed = 1 // entity_id comes from auction_winners (auction_id, rank)
 	}
-	r.entType, r.entID, r.entHashed = append(r.entType, c.WinnerType.String()), append(r.entID, c.WinnerID), append(r.entHashed, hashed)
+	r.entHashed = append(r.entHashed, hashed)
+	r.entType.Append(c.WinnerType.String())
+	r.entID.Append(c.WinnerID)
 	return camp, known
 }
 
 // addOrganic appends the entity of an organic interaction (or of a
 // sponsored one whose token cannot be read).
 func (r *interactionRows) addOrganic(e *records.Event, v *Views) {
+	r.rowCampaign = ""
 	r.sponsored = append(r.sponsored, 0)
 	r.auction, r.rank = append(r.auction, uuid.Nil), append(r.rank, 0)
 	r.auctionAt, r.auctionAtMs = append(r.auctionAt, epoch), append(r.auctionAtMs, 0)
-	r.adFormat, r.chargeType, r.price = append(r.adFormat, ""), append(r.chargeType, ""), append(r.price, 0)
-	r.campaign, r.bidID, r.extCampaign = append(r.campaign, ""), append(r.bidID, ""), append(r.extCampaign, e.ExternalCampaignID)
-	r.campName, r.campType, r.campStatus, r.campActive = append(r.campName, ""), append(r.campType, ""), append(r.campStatus, ""), append(r.campActive, 0)
+	r.price = append(r.price, 0)
+	r.adFormat.Append("")
+	r.chargeType.Append("")
+	r.campaign.Append("")
+	r.bidID.Append("")
+	r.extCampaign.Append(e.ExternalCampaignID)
+	r.campActive = append(r.campActive, 0)
+	r.campName.Append("")
+	r.campType.Append("")
+	r.campStatus.Append("")
 	var et, ei, vendorID string
 	if e.Entity != nil {
 		et, ei = e.Entity.Type, e.Entity.ID
@@ -949,7 +994,9 @@ func (r *interactionRows) addOrganic(e *records.Event, v *Views) {
 		}
 	}
 	r.addVendor(e, v, vendorID)
-	r.entType, r.entID, r.entHashed = append(r.entType, et), append(r.entID, ei), append(r.entHashed, 0)
+	r.entHashed = append(r.entHashed, 0)
+	r.entType.Append(et)
+	r.entID.Append(ei)
 }
 
 // addVendor appends the vendor columns. external_vendor_id is the event's
@@ -964,7 +1011,10 @@ func (r *interactionRows) addVendor(e *records.Event, v *Views, vendorID string)
 	if ext == "" {
 		ext = vendorID
 	}
-	r.vendor, r.vendorName, r.vendorGlobal, r.extVendor = append(r.vendor, vendorID), append(r.vendorName, vd.Name), append(r.vendorGlobal, vd.GlobalID), append(r.extVendor, ext)
+	r.vendor = append(r.vendor, vendorID)
+	r.vendorName.Append(vd.Name)
+	r.vendorGlobal.Append(vd.GlobalID)
+	r.extVendor.Append(ext)
 }
 
 func lookupCampaign(v *Views, mp, id string, at time.Time) (CampaignDims, bool) {

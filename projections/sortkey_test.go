@@ -88,9 +88,9 @@ func TestFoldRowsInSortingKeyOrder(t *testing.T) {
 		id    func(i int) string
 	}{
 		{"interactions_raw", rows.n, func(i int) string { return rows.mp[i].String() },
-			func(i int) string { return rows.kind[i] }, func(i int) string { return rows.eventID[i] }},
-		{"events_raw", ev.n, func(i int) string { return ev.marketplace[i] },
-			func(i int) string { return ev.kind[i] }, func(i int) string { return ev.id[i] }},
+			func(i int) string { return rows.kind.At(i) }, func(i int) string { return rows.eventID.At(i) }},
+		{"events_raw", ev.n, func(i int) string { return ev.marketplace.At(i) },
+			func(i int) string { return ev.kind.At(i) }, func(i int) string { return ev.id.At(i) }},
 	}
 	for _, tb := range tables {
 		t.Run(tb.table, func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestFoldRowsInSortingKeyOrder(t *testing.T) {
 	}
 	last := -1
 	for k, c := range charges {
-		id := rows.eventID[c.row]
+		id := rows.eventID.At(c.row)
 		if pos[id] <= last {
 			t.Fatalf("charge %d (event %s, batch position %d) after batch position %d: not in the batch's order", k, id, pos[id], last)
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/endcap/endcap/storage/clickhouse"
 )
 
 // The copies go to ClickHouse in the order of their tables' sorting keys,
@@ -28,7 +30,7 @@ func TestCopiesInSortingKeyOrder(t *testing.T) {
 	}
 	enum := map[string]int{"impression": 1, "click": 2}
 	cols := touchCols(touches)
-	mp, user, kind, event := cols[0].([]uuid.UUID), cols[1].([]string), cols[2].([]string), cols[3].([]string)
+	mp, user, kind, event := cols[0].([]uuid.UUID), values(cols[1]), values(cols[2]), values(cols[3])
 	part, off := cols[20].([]int32), cols[21].([]int64)
 	for i := 1; i < len(touches); i++ {
 		c := firstNonZero(
@@ -49,6 +51,18 @@ func TestCopiesInSortingKeyOrder(t *testing.T) {
 			t.Fatalf("purchase row %d (%s %s %s %d/%d) after row %d: not in the sorting key's order", i, mp[i], user[i], event[i], part[i], off[i], i-1)
 		}
 	}
+}
+
+// values are a String column's values.
+func values(col any) []string {
+	if s, ok := col.(*clickhouse.Strings); ok {
+		out := make([]string, s.Len())
+		for i := range out {
+			out[i] = s.At(i)
+		}
+		return out
+	}
+	return col.([]string)
 }
 
 // firstNonZero is the first of the comparisons that is not 0.

@@ -334,17 +334,21 @@ type touchRow struct {
 func touchCols(rows []touchRow) []any {
 	n := len(rows)
 	order := projections.SortedOrder(n, func(a, b int) int { return compareTouchKey(&rows[a], &rows[b]) })
-	strs := func() []string { return make([]string, n) }
 	i64s := func() []int64 { return make([]int64, n) }
+	// The String columns are built value by value as the insert sends them
+	// (clickhouse.Strings: each value copied once, while its row is at hand).
+	var user, kind, event, adFormat, chargeType, campaign, vendor, entType, entID, aaType, aaID clickhouse.Strings
+	strs := []*clickhouse.Strings{&user, &kind, &event, &adFormat, &chargeType, &campaign, &vendor, &entType, &entID, &aaType, &aaID}
+	for _, c := range strs {
+		c.Grow(n, 0)
+	}
 	var (
-		mp, interaction, auction                       = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
-		user, kind, event, adFormat, chargeType        = strs(), strs(), strs(), strs(), strs()
-		campaign, vendor, entType, entID, aaType, aaID = strs(), strs(), strs(), strs(), strs(), strs()
-		occurred                                       = make([]time.Time, n)
-		occurredMs, receivedMs, auctionMs, offset      = i64s(), i64s(), i64s(), i64s()
-		rank, hashed                                   = make([]uint8, n), make([]uint8, n)
-		partition                                      = make([]int32, n)
-		invalid                                        = make([]uint8, n)
+		mp, interaction, auction                  = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+		occurred                                  = make([]time.Time, n)
+		occurredMs, receivedMs, auctionMs, offset = i64s(), i64s(), i64s(), i64s()
+		rank, hashed                              = make([]uint8, n), make([]uint8, n)
+		partition                                 = make([]int32, n)
+		invalid                                   = make([]uint8, n)
 	)
 	for i, k := range order {
 		r := &rows[k]
@@ -352,18 +356,28 @@ func touchCols(rows []touchRow) []any {
 		if t.EntityHashed {
 			hashed[i] = 1
 		}
-		mp[i], user[i], kind[i], event[i], interaction[i] = r.mp, r.user, t.Kind, t.EventID, t.InteractionID
+		mp[i], interaction[i] = r.mp, t.InteractionID
+		user.Append(r.user)
+		kind.Append(t.Kind)
+		event.Append(t.EventID)
 		occurred[i], occurredMs[i], receivedMs[i] = time.UnixMilli(t.OccurredMs).UTC(), t.OccurredMs, t.ReceivedMs
-		auction[i], auctionMs[i], rank[i], adFormat[i], chargeType[i] = t.AuctionID, t.AuctionMs, t.Rank, t.AdFormat, t.ChargeType
-		campaign[i], vendor[i], entType[i], entID[i] = t.CampaignID, t.VendorID, t.EntityType, t.EntityID
-		aaType[i], aaID[i], partition[i], offset[i] = t.AAType, t.AAID, r.partition, r.offset
+		auction[i], auctionMs[i], rank[i] = t.AuctionID, t.AuctionMs, t.Rank
+		adFormat.Append(t.AdFormat)
+		chargeType.Append(t.ChargeType)
+		campaign.Append(t.CampaignID)
+		vendor.Append(t.VendorID)
+		entType.Append(t.EntityType)
+		entID.Append(t.EntityID)
+		aaType.Append(t.AAType)
+		aaID.Append(t.AAID)
+		partition[i], offset[i] = r.partition, r.offset
 		if r.invalid {
 			invalid[i] = 1
 		}
 	}
-	return []any{mp, user, kind, event, interaction, occurred, occurredMs, receivedMs,
-		auction, auctionMs, rank, adFormat, chargeType, campaign, vendor, entType, entID, hashed,
-		aaType, aaID, partition, offset, invalid}
+	return []any{mp, &user, &kind, &event, interaction, occurred, occurredMs, receivedMs,
+		auction, auctionMs, rank, &adFormat, &chargeType, &campaign, &vendor, &entType, &entID, hashed,
+		&aaType, &aaID, partition, offset, invalid}
 }
 
 // purchaseRow is one row of attribution_purchases_raw.

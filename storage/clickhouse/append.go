@@ -1,6 +1,37 @@
 package clickhouse
 
-import "github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+import (
+	"fmt"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// AppendColumns appends vals to a prepared batch, vals[i] to its column i:
+// a *Strings as it is (Strings), anything else as AppendColumn takes it,
+// the String columns given a []string sized first (ReserveStrings). before,
+// when set, runs before each column (the unit of work a fold's batch may
+// give way after); its error stops the appends and is returned as it is.
+func AppendColumns(b driver.Batch, vals []any, before func() error) error {
+	cols := b.Columns()
+	reserveStrings(cols, vals)
+	for i, v := range vals {
+		if before != nil {
+			if err := before(); err != nil {
+				return err
+			}
+		}
+		var err error
+		if s, ok := v.(*Strings); ok && i < len(cols) {
+			err = s.appendTo(cols[i])
+		} else {
+			err = AppendColumn(b.Column(i), v)
+		}
+		if err != nil {
+			return fmt.Errorf("column %d: %w", i, err)
+		}
+	}
+	return nil
+}
 
 // AppendColumn appends a whole column of values to a batch's column:
 // cols[i] of an insert, as Append takes it. Arrays of strings and of int64

@@ -30,6 +30,9 @@ import (
 // Conn is a native-protocol connection pool.
 type Conn = driver.Conn
 
+// Batch is a prepared insert (Conn.PrepareBatch).
+type Batch = driver.Batch
+
 // Options say where ClickHouse is.
 type Options struct {
 	// Addr is a native-protocol address, or several separated by commas

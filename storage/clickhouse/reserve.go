@@ -29,10 +29,14 @@ import (
 // TestStringLayout fails when an upgrade changes the layout. It returns the
 // number of columns it sized.
 func ReserveStrings(b driver.Batch, cols []any) int {
+	return reserveStrings(b.Columns(), cols)
+}
+
+// reserveStrings is ReserveStrings on the batch's columns bc.
+func reserveStrings(bc []column.Interface, cols []any) int {
 	if stringLayout == noLayout {
 		return 0
 	}
-	bc := b.Columns()
 	sized := 0
 	for i, c := range cols {
 		ss, ok := c.([]string)
