@@ -11,21 +11,12 @@ import (
 
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/endcap/endcap/testkit/fakes"
 	"github.com/endcap/endcap/testkit/perfbudget"
 )
 
-// localBatch is a prepared insert without a server: a column per value
-// of an insert's columns, of the ClickHouse type the value's Go type is
-// sent as. Filled by fillBatch and encoded as Send would encode it, it is
-// the client's side of an insert.
-type localBatch struct {
-	cols []column.Interface
-}
-
-// chTypes are the ClickHouse types of the column values' Go types.
 var chTypes = map[reflect.Type]column.Type{
 	reflect.TypeFor[[]string]():    "String",
 	reflect.TypeFor[[]uuid.UUID](): "UUID",
@@ -39,9 +30,11 @@ var chTypes = map[reflect.Type]column.Type{
 	reflect.TypeFor[[][]int64]():   "Array(Int64)",
 }
 
-func newLocalBatch(tb testing.TB, vals []any) *localBatch {
+// newLocalBatch is a prepared insert without a server: a column per value
+// of vals, of the ClickHouse type the value's Go type is (chTypes).
+func newLocalBatch(tb testing.TB, vals []any) *fakes.CHBatch {
 	tb.Helper()
-	b := &localBatch{}
+	b := &fakes.CHBatch{}
 	for i, v := range vals {
 		t, ok := chTypes[reflect.TypeOf(v)]
 		if !ok {
@@ -51,36 +44,13 @@ func newLocalBatch(tb testing.TB, vals []any) *localBatch {
 		if err != nil {
 			tb.Fatalf("column %d: %v", i, err)
 		}
-		b.cols = append(b.cols, c)
+		b.Cols = append(b.Cols, c)
 	}
 	return b
 }
 
 // encode encodes the columns into buf as Send does (into a connection's
 // buffer, kept from one insert to the next).
-func (b *localBatch) encode(buf *proto.Buffer) {
-	buf.Reset()
-	for _, c := range b.cols {
-		c.Encode(buf)
-	}
-}
-
-type localColumn struct{ c column.Interface }
-
-func (c localColumn) Append(v any) error    { _, err := c.c.Append(v); return err }
-func (c localColumn) AppendRow(v any) error { return c.c.AppendRow(v) }
-
-func (b *localBatch) Abort() error                    { return nil }
-func (b *localBatch) Append(...any) error             { panic("not used") }
-func (b *localBatch) AppendStruct(any) error          { panic("not used") }
-func (b *localBatch) Column(i int) driver.BatchColumn { return localColumn{b.cols[i]} }
-func (b *localBatch) Flush() error                    { return nil }
-func (b *localBatch) Send() error                     { return nil }
-func (b *localBatch) IsSent() bool                    { return false }
-func (b *localBatch) Rows() int                       { return b.cols[0].Rows() }
-func (b *localBatch) Columns() []column.Interface     { return append([]column.Interface(nil), b.cols...) }
-func (b *localBatch) Close() error                    { return nil }
-
 // insertWorkload is the client's side of the fold's two largest inserts on
 // foldWorkload's batch: building the rows of interactions_raw and of
 // events_raw, filling their batches and encoding them (as Send does).
@@ -115,7 +85,7 @@ func (iw *insertWorkload) run(tb testing.TB) {
 		if err := fillBatch(ctx, b, cols); err != nil {
 			tb.Fatal(err)
 		}
-		b.encode(&iw.buf)
+		b.Encode(&iw.buf)
 		iw.bytes += len(iw.buf.Buf)
 	}
 }

@@ -8,22 +8,9 @@ import (
 
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/endcap/endcap/testkit/fakes"
 )
-
-// localBatch is a prepared insert over bare columns (no server).
-type localBatch struct{ cols []column.Interface }
-
-func (b *localBatch) Abort() error                    { return nil }
-func (b *localBatch) Append(...any) error             { panic("not used") }
-func (b *localBatch) AppendStruct(any) error          { panic("not used") }
-func (b *localBatch) Column(i int) driver.BatchColumn { return batchColumn{b.cols[i]} }
-func (b *localBatch) Flush() error                    { return nil }
-func (b *localBatch) Send() error                     { return nil }
-func (b *localBatch) IsSent() bool                    { return false }
-func (b *localBatch) Rows() int                       { return b.cols[0].Rows() }
-func (b *localBatch) Columns() []column.Interface     { return append([]column.Interface(nil), b.cols...) }
-func (b *localBatch) Close() error                    { return nil }
 
 func stringValues(n int) []string {
 	vs := make([]string, n)
@@ -64,7 +51,7 @@ func TestStringsAppendColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	ints := make([]int64, len(vs))
-	b := &localBatch{cols: []column.Interface{ids.col, got.col, filled.col}}
+	b := &fakes.CHBatch{Cols: []column.Interface{ids.col, got.col, filled.col}}
 	yields := 0
 	if err := AppendColumns(b, []any{ints, &s, &s}, func() error { yields++; return nil }); err != nil {
 		t.Fatal(err)
