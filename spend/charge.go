@@ -549,16 +549,19 @@ end
 -- First, what each item touches: its campaign's counters, its marker's
 -- bucket (and its winner's impression record's), its shopper's counters.
 local IH, IS, ISK, ILF, INF = {}, {}, {}, {}, {}
-local tfields, torder = {}, {}
-local function touch(hk, f)
-  local fs = tfields[hk]
-  if not fs then
-    fs = {}
-    tfields[hk] = fs
-    torder[#torder + 1] = hk
+-- add appends v to lists[k], a list made on k's first add and k then
+-- appended to order (the keys in the order first added).
+local function add(lists, order, k, v)
+  local l = lists[k]
+  if not l then
+    l = {}
+    lists[k] = l
+    order[#order + 1] = k
   end
-  fs[#fs + 1] = f
+  l[#l + 1] = v
 end
+local tfields, torder = {}, {}
+local function touch(hk, f) add(tfields, torder, hk, f) end
 local ivps, ivs, ivorder = {}, {}, {}
 for i = 1, n do
   local j, pr = IJ[i], IP[i]
@@ -637,13 +640,7 @@ local function mset(hk, f, v)
     return
   end
   c[f] = v
-  local d = dirty[hk]
-  if not d then
-    d = {}
-    dirty[hk] = d
-    dorder[#dorder + 1] = hk
-  end
-  d[#d + 1] = f
+  add(dirty, dorder, hk, f)
 end
 local function msetnx(hk, f, v)
   if not cache[hk] then return redis.call('HSETNX', hk, f, v) == 1 end
