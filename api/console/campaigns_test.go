@@ -195,7 +195,10 @@ func TestCampaignPacing(t *testing.T) {
 	cp := s.campaign(t, "v-1", "Paced")
 	now := time.Now().UTC()
 	loc := s.mp.Location()
-	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, spend.DayOf(now, loc), 1_500_000); err != nil {
+	// 0.35 of the daily 10.00: on pace at any hour, the pacing limit
+	// running an hour ahead of the even spread (at least 10.00 / 25 at the
+	// local midnight of a 25-hour day).
+	if err := spend.AddSpend(ctx, s.a.Redis, s.mp.ID, cp.ID, spend.DayOf(now, loc), 350_000); err != nil {
 		t.Fatal(err)
 	}
 	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -207,7 +210,7 @@ func TestCampaignPacing(t *testing.T) {
 	}
 	at := now.Truncate(time.Second)
 	id := uuid.New()
-	if err := b.Append(uuid.MustParse(s.mp.ID), id, at, at.UnixMilli(), at, "click", "e-1", "EUR", cp.ID, "p-1", "v-1", "CPC", int64(1_500_000), int64(1_500_000), uint16(0), uuid.New(), uint8(1), at); err != nil {
+	if err := b.Append(uuid.MustParse(s.mp.ID), id, at, at.UnixMilli(), at, "click", "e-1", "EUR", cp.ID, "p-1", "v-1", "CPC", int64(350_000), int64(350_000), uint16(0), uuid.New(), uint8(1), at); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Send(); err != nil {
@@ -217,7 +220,7 @@ func TestCampaignPacing(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("campaign page: %d", r.status)
 	}
-	lacks(t, html.UnescapeString(r.body), "1.50 / 10.00", "no_bids", "Not serving: it has no bid", "On pace</span>", `id="chart-pacing"`, "Pacing limit", "Even pace")
+	lacks(t, html.UnescapeString(r.body), "0.35 / 10.00", "no_bids", "Not serving: it has no bid", "On pace</span>", `id="chart-pacing"`, "Pacing limit", "Even pace")
 	ch := theChart(t, r.body)
 	from, to := spend.DayBounds(now, loc)
 	if ch.TZ != "Europe/Paris" || len(ch.X) < 2 || ch.X[0] != from.Unix() || ch.X[len(ch.X)-1] != to.Unix() || len(ch.Series) != 3 {
@@ -232,8 +235,8 @@ func TestCampaignPacing(t *testing.T) {
 			}
 		}
 	}
-	if last != 1.5 {
-		t.Fatalf("cumulative spend %v, want 1.5", last)
+	if last != 0.35 {
+		t.Fatalf("cumulative spend %v, want 0.35", last)
 	}
 	if e := ch.Series[1].Values; *e[0] != 0 || *e[len(e)-1] != 10 {
 		t.Fatalf("even pace from %v to %v, want 0 to 10", *e[0], *e[len(e)-1])
