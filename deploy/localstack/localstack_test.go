@@ -171,12 +171,23 @@ func TestClickHouseSystemLogs(t *testing.T) {
 
 	chQuery(t, s, "CREATE TABLE logged (n UInt64) ENGINE = MergeTree ORDER BY n")
 	chQuery(t, s, "INSERT INTO logged SELECT number FROM system.numbers LIMIT 1000")
-	chQuery(t, s, "SYSTEM FLUSH LOGS")
-	if got := chQuery(t, s, "SELECT event_type, rows FROM system.part_log WHERE table = 'logged'"); got != "NewPart\t1000\n" && got != "NEW_PART\t1000\n" {
-		t.Errorf("part_log: %q, want the insert's one new part of 1000 rows", got)
+	// The insert's query_log row is queued as the query ends, which can be
+	// after its answer has reached the client: flush and read again until
+	// both rows are there, for at most 10 s.
+	var part, query string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		chQuery(t, s, "SYSTEM FLUSH LOGS")
+		part = chQuery(t, s, "SELECT event_type, rows FROM system.part_log WHERE table = 'logged'")
+		query = chQuery(t, s, "SELECT written_rows FROM system.query_log WHERE type = 2 AND query LIKE 'INSERT INTO logged%'")
+		if (part != "" && query != "") || time.Now().After(deadline) {
+			break
+		}
 	}
-	if got := chQuery(t, s, "SELECT written_rows FROM system.query_log WHERE type = 2 AND query LIKE 'INSERT INTO logged%'"); got != "1000\n" {
-		t.Errorf("query_log: %q, want the insert, finished, with 1000 rows written", got)
+	if part != "NewPart\t1000\n" && part != "NEW_PART\t1000\n" {
+		t.Errorf("part_log: %q, want the insert's one new part of 1000 rows", part)
+	}
+	if query != "1000\n" {
+		t.Errorf("query_log: %q, want the insert, finished, with 1000 rows written", query)
 	}
 	// Partitioned by day; the days older than ClickHouseSystemLogDays are dropped, today's kept.
 	today := time.Now().UTC().Format("20060102")
