@@ -159,11 +159,7 @@ func vcStableVendors(body []byte, mp string, vendors ...string) []byte {
 func vcInsert(t *testing.T, s *system, rows []vcRow) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	// Cancelled when the test ends, not when this returns: clickhouse-go's
-	// batch Send closes its connection when its context is done, from a
-	// goroutine that may run only after the connection is back in the pool,
-	// and the next query on it then fails ("use of closed network connection").
-	t.Cleanup(cancel)
+	defer cancel()
 	b, err := s.App.ClickHouse.PrepareBatch(ctx, `INSERT INTO charges_raw (marketplace_id, interaction_id, timestamp, timestamp_ms,
 		day_local, kind, event_id, currency_code, campaign_id, product_id, vendor_id, external_vendor_id, global_id, charge_type,
 		price_micros, amount_micros, amount_sub_micros, auction_id, rank, auction_at)`)

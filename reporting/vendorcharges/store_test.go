@@ -64,11 +64,7 @@ const chargeInsert = `INSERT INTO charges_raw (marketplace_id, interaction_id, t
 func insertCharges(t *testing.T, conn clickhouse.Conn, rows []testRow) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	// Cancelled when the test ends, not when this returns: clickhouse-go's
-	// batch Send closes its connection when its context is done, from a
-	// goroutine that may run only after the connection is back in the pool,
-	// and the next query on it then fails ("use of closed network connection").
-	t.Cleanup(cancel)
+	defer cancel()
 	b, err := conn.PrepareBatch(ctx, chargeInsert)
 	if err != nil {
 		t.Fatal(err)
