@@ -91,8 +91,12 @@ func (iw *insertWorkload) run(tb testing.TB) {
 }
 
 // TestInsertCPU: the client's side of the interactions_raw and events_raw
-// inserts (insertWorkload) on a batch of 2,000 records costs at most
-// insertInstructions instructions a record (callgrind), and logs its
+// inserts (insertWorkload) on a batch of 2,000 records costs no more
+// instructions a record (callgrind) than its budget,
+// fold.insert-instructions-per-record: 14,624 when the String columns were
+// []string, copied again into the batch's buffers; 13,437–13,590 built as
+// clickhouse.Strings, and its tolerance of 4 % lets at most 14,016 pass (the
+// counts of one build repeat within 0.3 %). It logs its
 // allocations a batch. With ENDCAP_PERF_INSERT_MISSES=report it also logs
 // the data cache misses a record (callgrind's cache simulation,
 // perfbudget.CacheSim) on a batch of 20,000, which does not fit in the
@@ -122,15 +126,10 @@ func TestInsertCPU(t *testing.T) {
 		t.Logf("%d records: %.0f instructions a record, %.1f D1 misses a record, %.1f LL misses a record",
 			insertMissRecords, float64(c.Total)/insertMissRecords, float64(c.D1())/insertMissRecords, float64(c.LL())/insertMissRecords)
 	}
-	if perRecord > insertInstructions {
-		t.Errorf("%.0f instructions a record, want at most %d: are the String columns built as clickhouse.Strings, each value copied once?", perRecord, insertInstructions)
-	}
+	// Over it: are the String columns built as clickhouse.Strings, each
+	// value copied once?
+	perfbudget.Check(t, "fold.insert-instructions-per-record", perRecord)
 }
-
-// insertInstructions bounds TestInsertCPU's instructions a record: 14,624
-// when the String columns were []string, copied again into the batch's
-// buffers; 13,498 built as clickhouse.Strings.
-const insertInstructions = 14_100
 
 // insertMissRecords is the batch of TestInsertCPU's cache misses.
 const insertMissRecords = 20_000

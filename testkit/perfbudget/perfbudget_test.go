@@ -29,13 +29,59 @@ func TestInclusive(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	got, err := parse([]byte("# comment\n\nauction.allocs-per-auction 9\nx 1.5\n"))
-	if err != nil || got["auction.allocs-per-auction"] != 9 || got["x"] != 1.5 {
-		t.Fatalf("parse = %v, %v", got, err)
+	got, err := parse([]byte("# comment\n\nauction.allocs-per-auction 9\nx 1.5\ny 1000 4%\nz 200 2.5%\n"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"a\n", "a b c\n", "a -1\n", "a x\n"} {
+	for name, want := range map[string]budget{
+		"auction.allocs-per-auction": {value: 9},
+		"x":                          {value: 1.5},
+		"y":                          {value: 1000, tolerance: 0.04},
+		"z":                          {value: 200, tolerance: 0.025},
+	} {
+		if got[name] != want {
+			t.Errorf("parse: %s = %+v, want %+v", name, got[name], want)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("parse = %v", got)
+	}
+	for _, bad := range []string{"a\n", "a b c\n", "a -1\n", "a x\n", "a 1 4\n", "a 1 0%\n", "a 1 -3%\n",
+		"a 1 x%\n", "a 1 101%\n", "a 1 4% 5%\n"} {
 		if _, err := parse([]byte(bad)); err == nil {
 			t.Errorf("parse(%q) took it", bad)
+		}
+	}
+}
+
+// TestLimit: a budget without its own tolerance lets Tolerance above it
+// pass, one with a tolerance that much; format writes what parse reads back,
+// tolerances kept.
+func TestLimit(t *testing.T) {
+	for _, tc := range []struct {
+		b    budget
+		want float64
+	}{
+		{budget{value: 1000}, 1100},
+		{budget{value: 1000, tolerance: 0.04}, 1040},
+		{budget{value: 13590, tolerance: 0.04}, 14133.6},
+	} {
+		if got := tc.b.limit(); got < tc.want-1e-6 || got > tc.want+1e-6 {
+			t.Errorf("%+v: limit %v, want %v", tc.b, got, tc.want)
+		}
+	}
+	in := map[string]budget{"b.x": {value: 7}, "a.y": {value: 13590, tolerance: 0.04}, "c.z": {value: 3, tolerance: 0.125}}
+	text := format(in)
+	if !strings.HasSuffix(string(text), "a.y 13590 4%\nb.x 7\nc.z 3 12.5%\n") || !strings.HasPrefix(string(text), header) {
+		t.Fatalf("format:\n%s", text)
+	}
+	back, err := parse(text)
+	if err != nil || len(back) != len(in) {
+		t.Fatalf("parse(format) = %v, %v", back, err)
+	}
+	for n, b := range in {
+		if back[n] != b {
+			t.Errorf("%s: %+v read back as %+v", n, b, back[n])
 		}
 	}
 }
