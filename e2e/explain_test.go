@@ -67,9 +67,16 @@ func exStart(t *testing.T) *system {
 			break
 		}
 	}
+	return ownMarketplace(t, s, "Explain Market", tz)
+}
+
+// ownMarketplace returns s with a marketplace of its own, in time zone tz,
+// and that marketplace's keys.
+func ownMarketplace(t *testing.T, s *system, name, tz string) *system {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := s.App.Accounts.CreateMarketplace(ctx, "Explain Market", "USD", tz)
+	m, err := s.App.Accounts.CreateMarketplace(ctx, name, "USD", tz)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1039,7 +1039,9 @@ func exOneWinner(t *testing.T, s *system, key, name string) (camp, bid string) {
 func TestExportsFreshRequest(t *testing.T) {
 	cfg := exConfig(t)
 	cfg.WebhookAllowLoopback = true
-	s := startSystem(t, cfg)
+	// A marketplace where it is noon: the export's day (today) does not
+	// end while the test runs, at whatever hour it starts.
+	s := ownMarketplace(t, startSystem(t, cfg), "Fresh Market", testenv.NoonZone(time.Now()))
 	key := s.AdvancedKey
 	rc := newHookReceiver(t)
 	r := cpDo(t, s, "POST", bwWhPath, key, fmt.Sprintf(`{"url": %q, "eventTypes": ["export.completed"]}`, rc.srv.URL+"/hooks"), nil)
@@ -1158,7 +1160,9 @@ func TestExportsProjectorBehind(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	s := startSystem(t, cfg)
+	// A marketplace where it is noon: the export's day (today) does not
+	// end while the test runs, at whatever hour it starts.
+	s := ownMarketplace(t, startSystem(t, cfg), "Behind Market", testenv.NoonZone(time.Now()))
 	key := s.AdvancedKey
 	camp, bid := exOneWinner(t, s, key, "Behind")
 	l := time.Now().In(s.Marketplace.Location())
