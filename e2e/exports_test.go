@@ -466,8 +466,8 @@ func TestExportsQuota(t *testing.T) {
 
 // exEvents runs one CPC auction with a winner in a new marketplace's
 // catalog and posts an impression and a click on it; it returns the
-// campaign id once both are in ClickHouse.
-func exEvents(t *testing.T, s *system) string {
+// campaign id and the instant the events carry once both are in ClickHouse.
+func exEvents(t *testing.T, s *system) (string, time.Time) {
 	t.Helper()
 	key := s.AdvancedKey
 	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key, `{"vendors":[{"id":"v1","name":"Vendor One"}]}`, nil), 200)
@@ -479,7 +479,8 @@ func exEvents(t *testing.T, s *system) string {
 		t.Fatalf("auction: %+v", res)
 	}
 	bid := res[0].Winners[0].ResolvedBidID
-	at := ts(time.Now().Add(-time.Second))
+	occurred := time.Now().Add(-time.Second)
+	at := ts(occurred)
 	events := fmt.Sprintf(`{"impressions":[{"id":"ex-imp","occurredAt":%q,"opaqueUserId":"u-ex","resolvedBidId":%q}],
 		"clicks":[{"id":"ex-clk","occurredAt":%q,"opaqueUserId":"u-ex","resolvedBidId":%q}]}`, at, bid, at, bid)
 	cpStatus(t, s.request(t, "POST", "/v2/events", s.MarketplaceKey, []byte(events), nil), 200)
@@ -489,7 +490,7 @@ func exEvents(t *testing.T, s *system) string {
 		}
 		return nil
 	})
-	return camp
+	return camp, occurred
 }
 
 // exParquet reads a Parquet file: its column names and its rows.
@@ -527,18 +528,23 @@ func TestExportsLifecycle(t *testing.T) {
 	cfg.ExportMaxStaleness = 0
 	s := startSystem(t, cfg)
 	key := s.AdvancedKey
-	camp := exEvents(t, s)
-	l := time.Now().In(s.Marketplace.Location())
+	// The events' local day is that of the instant they carry (not of a
+	// later now, which may be past the marketplace's midnight).
+	camp, occurred := exEvents(t, s)
+	l := occurred.In(s.Marketplace.Location())
 	localDay := time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC)
 
 	// Columns in an order of their own (not the dataset's).
+	// The window's dates, taken once: the checks below compare with these,
+	// not with dates of a later now (past midnight UTC).
+	start, end := exDay(-3), exDay(0)
 	csvReq := exWith("dimensions", []string{"day_local", "campaign_id"}, "metrics", []string{"clicks", "impressions", "ctr"},
-		"startDate", exDay(-3), "endDate", exDay(0))
+		"startDate", start, "endDate", end)
 	// Every column; the metrics in reverse.
 	revMetrics := slices.Clone(exSpecMetrics)
 	slices.Reverse(revMetrics)
 	pqReq := exWith("dimensions", exSpecDimensions, "metrics", revMetrics, "format", "parquet",
-		"startDate", exDay(-3), "endDate", exDay(1))
+		"startDate", start, "endDate", exDay(1))
 
 	before := time.Now()
 	csvID := exAccepted(t, exCreate(t, s, key, csvReq))
@@ -552,7 +558,7 @@ func TestExportsLifecycle(t *testing.T) {
 
 	t.Run("csv", func(t *testing.T) {
 		v := exCompleted(t, s, csvID)
-		if v.Format != "csv" || v.Granularity != "day_local" || v.StartDate != exDay(-3) || v.EndDate != exDay(0) ||
+		if v.Format != "csv" || v.Granularity != "day_local" || v.StartDate != start || v.EndDate != end ||
 			!slices.Equal(v.Dimensions, []string{"day_local", "campaign_id"}) || !slices.Equal(v.Metrics, []string{"clicks", "impressions", "ctr"}) {
 			t.Fatalf("completed export %+v", v)
 		}
