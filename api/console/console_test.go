@@ -44,6 +44,12 @@ func start(t *testing.T) *sys { t.Helper(); return startWith(t, nil) }
 // process starts (with the brokers of its logs).
 func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	t.Helper()
+	return startIn(t, "Europe/Paris", change)
+}
+
+// startIn is startWith with the marketplace in time zone tz.
+func startIn(t *testing.T, tz string, change func(*config.Config, []string)) *sys {
+	t.Helper()
 	ta := testapp.Start(t, testapp.Target(app.TargetAPI), testapp.Configure(func(c *config.Config, brokers []string) {
 		c.ConsoleSecureCookies = true
 		if change != nil {
@@ -55,7 +61,7 @@ func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	defer wcancel()
 	s := &sys{a: a, cfg: ta.Cfg, url: ta.URL, brokers: ta.Brokers}
 	var err error
-	if s.mp, err = a.Accounts.CreateMarketplace(wctx, "Handlers", "EUR", "Europe/Paris"); err != nil {
+	if s.mp, err = a.Accounts.CreateMarketplace(wctx, "Handlers", "EUR", tz); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Users.CreateAdmin(wctx, s.mp.ID, adminEmail, adminPassword); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/storage/statelog"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // bidOf creates a bid on a campaign.
@@ -114,7 +115,9 @@ func TestCampaignBidEligibility(t *testing.T) {
 // needs attention (campaigns that do not serve, bids that cannot win,
 // webhooks failing or disabled).
 func TestOverview(t *testing.T) {
-	s := start(t)
+	// A marketplace where it is noon: the page's today is the day of the
+	// rows written as today's below, at whatever hour the test runs.
+	s := startIn(t, testenv.NoonZone(time.Now()), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := s.a.Accounts.SetReserve(ctx, s.mp.ID, 250_000, 0); err != nil {
@@ -187,9 +190,11 @@ func TestOverview(t *testing.T) {
 	if !strings.Contains(body, `id="chart-spend"`) || !strings.Contains(body, `"id":"chart-sales"`) {
 		t.Error("the overview's charts are missing")
 	}
-	// A vendor's page: its campaigns' days in the marketplace's zone.
-	if r := c.do("GET", "/console/vendors/v-1", nil); r.status != 200 || !strings.Contains(r.body, "<td>2024-01-01</td>") {
-		t.Errorf("the vendor's page: %d", r.status)
+	// A vendor's page: its campaigns' days in the marketplace's zone (the
+	// start, 2024-01-01 00:00 UTC, is 2023-12-31 west of UTC).
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).In(s.mp.Location()).Format(time.DateOnly)
+	if r := c.do("GET", "/console/vendors/v-1", nil); r.status != 200 || !strings.Contains(r.body, "<td>"+start+"</td>") {
+		t.Errorf("the vendor's page: %d, without the start %s", r.status, start)
 	}
 	// A vendor user has no overview: its first page is its performance.
 	v := s.vendorUser(t, "v-1", "analyst@one.test")
