@@ -489,10 +489,10 @@ func TestDevDemoTraffic(t *testing.T) {
 	creds := d.creds()
 	marker := filepath.Join(d.dir, "dev", "demo-traffic.json")
 	var done struct {
-		SeededAt  string `json:"seededAt"`
-		Auctions  int    `json:"auctions"`
-		Clicks    int    `json:"clicks"`
-		Purchases int    `json:"purchases"`
+		SeededAt  time.Time `json:"seededAt"`
+		Auctions  int       `json:"auctions"`
+		Clicks    int       `json:"clicks"`
+		Purchases int       `json:"purchases"`
 	}
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		b, err := os.ReadFile(marker)
@@ -517,8 +517,10 @@ func TestDevDemoTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// The days before the seeding's today (not the test's: New York's
+	// midnight may have passed since).
 	ny, _ := time.LoadLocation("America/New_York")
-	now := time.Now().In(ny)
+	now := done.SeededAt.In(ny)
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	type dayRow struct{ impressions, clicks, spend, purchases uint64 }
 	days := map[string]dayRow{}
