@@ -169,7 +169,9 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	cfg.OIDCIssuer, cfg.OIDCClientID, cfg.OIDCClientSecretFile = idp.Issuer, idp.ClientID, idp.SecretFile
 	cfg.OIDCRoleClaim, cfg.OIDCRoleMap = "preferred_username", "sso-admin="+partner.ID+":marketplace_admin"
-	s := startSystem(t, cfg)
+	// A marketplace where it is noon: the pages' today is the day of the
+	// traffic and files below for the minutes the test runs, at any hour.
+	s := ownMarketplace(t, startSystem(t, cfg), "Test Market", testenv.NoonZone(time.Now()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -258,7 +260,7 @@ func TestConsoleBrowser(t *testing.T) {
 		"ownClicks": ownClicks, "today": localDay.Format(time.DateOnly), "yesterday": localDay.AddDate(0, 0, -1).Format(time.DateOnly),
 		"vendorUUID": vendorid.String(s.Marketplace.ID, "v-alpha"), "from90": localDay.AddDate(0, 0, -89).Format(time.DateOnly),
 		"lowCampaign": low, "lowCampaignName": "Alpha clearance", "webhook": hook.ID, "vendorName": "Alpha Shoes",
-		"oidcIssuer": idp.Issuer, "ssoUser": "sso-admin", "ssoStranger": "sso-stranger", "ssoPassword": ssoPassword, "ssoEmail": ssoEmail,
+		"timezone": s.Marketplace.Timezone, "oidcIssuer": idp.Issuer, "ssoUser": "sso-admin", "ssoStranger": "sso-stranger", "ssoPassword": ssoPassword, "ssoEmail": ssoEmail,
 	}
 	arg, _ := json.Marshal(input)
 	rctx, rcancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -157,7 +157,7 @@ try {
   check(/no\s+The bid 0\.1 is below the marketplace's CPC reserve price 0\.25\.\s*below_reserve/.test(lowBid.replace(/\s+/g, " ")), "the campaign page shows the bid is not eligible and why: " + lowBid.trim());
   check((await a.getAttribute("[data-testid=bids] tbody tr", "data-eligible")) === "false", "the bid row says not eligible");
   check((await a.textContent("[data-testid=status-reason]")).includes("none of its active bids can win"), "the status reason in words");
-  check((await a.locator("time[title='America/New_York']").count()) >= 1, "times are in the marketplace's zone, named");
+  check((await a.locator(`time[title='${input.timezone}']`).count()) >= 1, "times are in the marketplace's zone, named");
   await shot(a, "09g-campaign-ineligible-bid");
   // A webhook: send a test event, then send the delivery again once delivered.
   await a.goto(U(`/console/webhooks/${input.webhook}`));
