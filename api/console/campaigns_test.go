@@ -56,7 +56,7 @@ func theChart(t *testing.T, body string) chart {
 // reason and spend (unavailable when it cannot be read, never a 500); a
 // vendor user's list is its own vendor's, whatever the query says.
 func TestCampaignList(t *testing.T) {
-	s := start(t)
+	s := startAtNoon(t) // today's spend stays the page's while the test runs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	alpha := s.campaign(t, "v-1", "Alpha shoes")
@@ -189,7 +189,7 @@ func TestCampaignList(t *testing.T) {
 // budgets, its status reason and today's spend through the day from the
 // charges, against the daily budget's even spread and pacing limit.
 func TestCampaignPacing(t *testing.T) {
-	s := start(t)
+	s := startAtNoon(t) // today's spend stays the page's while the test runs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cp := s.campaign(t, "v-1", "Paced")
@@ -223,7 +223,7 @@ func TestCampaignPacing(t *testing.T) {
 	lacks(t, html.UnescapeString(r.body), "0.35 / 10.00", "no_bids", "Not serving: it has no bid", "On pace</span>", `id="chart-pacing"`, "Pacing limit", "Even pace")
 	ch := theChart(t, r.body)
 	from, to := spend.DayBounds(now, loc)
-	if ch.TZ != "Europe/Paris" || len(ch.X) < 2 || ch.X[0] != from.Unix() || ch.X[len(ch.X)-1] != to.Unix() || len(ch.Series) != 3 {
+	if ch.TZ != s.mp.Timezone || len(ch.X) < 2 || ch.X[0] != from.Unix() || ch.X[len(ch.X)-1] != to.Unix() || len(ch.Series) != 3 {
 		t.Fatalf("chart: tz %q, x %d..%d (want %d..%d), %d series", ch.TZ, ch.X[0], ch.X[len(ch.X)-1], from.Unix(), to.Unix(), len(ch.Series))
 	}
 	var last float64
@@ -251,7 +251,7 @@ func TestCampaignPacing(t *testing.T) {
 // week's spend, and the pacing chart's lines are today's share of what the
 // week has left; a bad amount is refused on the page, nothing changed.
 func TestCampaignBudgetForm(t *testing.T) {
-	s := start(t)
+	s := startAtNoon(t) // this week's spend stays the page's while the test runs
 	cp, c, page, tok := s.campaignPage(t, "Weekly")
 	if r := c.do("POST", page+"/budget", url.Values{"csrf": {tok}, "period": {"weekly"}, "amount": {"70"}}); r.status != 303 {
 		t.Fatalf("budget: %d %s", r.status, r.body)
@@ -297,7 +297,7 @@ func TestCampaignBudgetForm(t *testing.T) {
 // and its total budget; the list shows the spend of the budget's period
 // against it (today's without one).
 func TestCampaignListsBudgetPeriod(t *testing.T) {
-	s := start(t)
+	s := startAtNoon(t) // this week's spend stays the page's while the test runs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	create := func(name, budget string) string {

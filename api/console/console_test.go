@@ -25,6 +25,7 @@ import (
 	"github.com/endcap/endcap/management/users"
 	"github.com/endcap/endcap/storage/statelog"
 	"github.com/endcap/endcap/testkit/testapp"
+	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // sys is an api process with a marketplace, an admin and two vendors.
@@ -46,6 +47,11 @@ func startWith(t *testing.T, change func(*config.Config, []string)) *sys {
 	t.Helper()
 	return startIn(t, "Europe/Paris", change)
 }
+
+// startAtNoon is start with the marketplace in a zone where it is noon
+// (testenv.NoonZone): a test of today's (or this week's) spend or rows
+// stays inside that local day while it runs, at whatever hour.
+func startAtNoon(t *testing.T) *sys { t.Helper(); return startIn(t, testenv.NoonZone(time.Now()), nil) }
 
 // startIn is startWith with the marketplace in time zone tz.
 func startIn(t *testing.T, tz string, change func(*config.Config, []string)) *sys {

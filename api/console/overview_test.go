@@ -15,7 +15,6 @@ import (
 	"github.com/endcap/endcap/management/catalog"
 	"github.com/endcap/endcap/management/webhooks"
 	"github.com/endcap/endcap/storage/statelog"
-	"github.com/endcap/endcap/testkit/testenv"
 )
 
 // bidOf creates a bid on a campaign.
@@ -115,9 +114,7 @@ func TestCampaignBidEligibility(t *testing.T) {
 // needs attention (campaigns that do not serve, bids that cannot win,
 // webhooks failing or disabled).
 func TestOverview(t *testing.T) {
-	// A marketplace where it is noon: the page's today is the day of the
-	// rows written as today's below, at whatever hour the test runs.
-	s := startIn(t, testenv.NoonZone(time.Now()), nil)
+	s := startAtNoon(t) // the page's today is the day of the rows written as today's below
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := s.a.Accounts.SetReserve(ctx, s.mp.ID, 250_000, 0); err != nil {
