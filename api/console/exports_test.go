@@ -125,7 +125,7 @@ func exportForm(start, end string) url.Values {
 // vendor's exports only (its files hold its rows only), and any other
 // export is not found to it.
 func TestExports(t *testing.T) {
-	s := start(t)
+	s := startAtNoon(t) // the exports made below are of the list's today while the test runs
 	s.exportWorkers(t)
 	today := time.Now().In(s.mp.Location())
 	day := today.AddDate(0, 0, -1).Format(time.DateOnly)
