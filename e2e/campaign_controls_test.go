@@ -43,13 +43,15 @@ func TestCampaignControls(t *testing.T) {
 	}
 
 	// Dayparting. A timetable every day that leaves out the marketplace's
-	// current hour and the next (so the test holds across an hour's turn).
+	// current hour and the next (so the test holds across an hour's turn),
+	// and the one after (the hour after 01:xx is 03:00 the day summer time
+	// starts in New York).
 	tt := cpBase + "/campaigns/" + c + "/timetables"
 	r = cpDo(t, s, "GET", tt, A, nil, nil)
 	cpStatus(t, r, 200)
 	cpSame(t, r.Body, map[string]string{c: "<c>"}, `{"campaignId":"<c>","timetables":[]}`)
 	h := time.Now().In(s.Marketplace.Location()).Hour()
-	start, end := h+2, 24
+	start, end := h+3, 24
 	if h >= 12 {
 		start, end = 1, h-1
 	}
