@@ -1234,7 +1234,9 @@ func TestInteractionsLoad(t *testing.T) {
 // (the cache refresh), and the clicks on those are stored refused
 // (total_budget): spend ends exactly at the budget.
 func TestChargesThroughTheAPI(t *testing.T) {
-	a := testapp.Start(t, testapp.WithMarketplace("Charges", "EUR", "Europe/Berlin"), testapp.Configure(func(c *config.Config, _ []string) {
+	// A marketplace where it is noon: the clicks' local day is today's to
+	// the end, whose spend is compared with the total.
+	a := testapp.Start(t, testapp.WithMarketplace("Charges", "EUR", testenv.NoonZone(time.Now())), testapp.Configure(func(c *config.Config, _ []string) {
 		c.RateLimitDefault, c.RateLimitCatalog = "5000/1s", "5000/1s"
 		testenv.InvalidClicksDefault(c) // the process as deployed: each click is judged, and valid
 	}))
