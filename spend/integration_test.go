@@ -24,7 +24,11 @@ func TestRealRedis(t *testing.T) {
 
 	berlin := mustLoc(t, "Europe/Berlin")
 	mp := "it-" + uuid.NewString() // a marketplace of this test's own
-	now := time.Now()
+	// The last millisecond of Berlin's yesterday, the cache's clock: the
+	// test reads the day of that clock, not of the wall clock's now (as it
+	// must were Berlin's midnight to pass while the spend is written).
+	y, mo, d := time.Now().In(berlin).Date()
+	now := time.Date(y, mo, d, 0, 0, 0, 0, berlin).Add(-time.Millisecond)
 	today, yesterday := DayOf(now, berlin), DayOf(now.AddDate(0, 0, -2), berlin)
 	const campaigns = 2*readChunk + 500
 	ids := make([]string, campaigns)
@@ -56,6 +60,7 @@ func TestRealRedis(t *testing.T) {
 	}
 
 	c := NewCache(rdb, Options{Timeout: 5 * time.Second, Log: testenv.Logger(t)})
+	c.now = func() time.Time { return now }
 	if d, tot := c.Spend(mp, berlin, "c1", now); d != 0 || tot != 0 {
 		t.Errorf("before the first refresh: Spend = (%d, %d), want (0, 0)", d, tot)
 	}
