@@ -307,6 +307,9 @@ func TestAuctionEligibility(t *testing.T) {
 // refreshed; the others keep winning.
 func TestAuctionBudget(t *testing.T) {
 	s, _ := cpStart(t)
+	// A marketplace where it is noon: the day of the spend below is the
+	// auctions' day, at whatever hour the test runs.
+	s = ownMarketplace(t, s, "Budget Market", testenv.NoonZone(time.Now()))
 	key := s.AdvancedKey
 	ctx := context.Background()
 	cpStatus(t, cpDo(t, s, "PUT", "/public/v1/catalog-search-service/catalogs/vendors", key,
