@@ -110,6 +110,9 @@ func clGolden(t *testing.T, s *system, name string, r response) {
 // not belong to the list's filters.
 func TestCampaignsList(t *testing.T) {
 	s, _ := cpStart(t)
+	// A marketplace where it is noon: the day of the spend below is the
+	// list's today while the test runs, at whatever hour.
+	s = ownMarketplace(t, s, "List Market", testenv.NoonZone(time.Now()))
 	A, mp := s.AdvancedKey, s.Marketplace.ID
 	cpFixture(t, s, A)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
